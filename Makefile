@@ -1,0 +1,148 @@
+# pipelined: top-level Makefile.
+#
+#   make            pipelined, pipelinectl, pipeline-shim, plugins/*.so
+#   make check      installs missing Debian packages (etc/deps.sh), builds,
+#                   runs every test (tests/run.sh) and lints the man pages
+#   make demo       runs the example pipeline on a private daemon
+#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#   make asan | fuzz | lint-man | bench
+#
+# Sources are picked up by pattern, so adding a stage or a test needs no
+# change here: plugins/NAME.c becomes plugins/NAME.so, plugins/common/*.c
+# goes into the plugins' static library, tests/unit/test_NAME.c becomes a
+# test binary, tests/fuzz/fuzz_NAME.c a fuzz target.
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+CC       ?= cc
+PKG_CONFIG ?= pkg-config
+
+PKGS      := libuv sqlite3 libcjson libcurl inih libcrypto libsystemd
+PLUG_PKGS := libcjson libcurl libcrypto openblas
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wpointer-arith -Wformat=2 -Wno-unused-parameter \
+           -Wno-format-nonliteral -Wno-format-truncation
+ifeq ($(CI),true)
+WERROR  ?= -Werror
+endif
+OPT     ?= -O2 -g
+CFLAGS  ?= $(OPT)
+ALL_CFLAGS = -std=gnu11 $(WARN) $(WERROR) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Idaemon -Iplugins/common \
+           -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
+PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PLUG_PKGS) 2>/dev/null)
+PKG_LIBS    = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+PLUG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PLUG_PKGS) 2>/dev/null) -lm -lpthread
+
+# Daemon core library: every daemon/*.c but the three mains and the
+# pipelinectl-only ctl_*.c files.
+DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c
+CTL_SRCS     := $(wildcard daemon/ctl_*.c)
+CORE_SRCS    := $(filter-out $(DAEMON_MAINS) $(CTL_SRCS),$(wildcard daemon/*.c))
+CORE_OBJS    := $(CORE_SRCS:.c=.o)
+CORE_LIB     := daemon/libpld.a
+
+COMMON_SRCS  := $(wildcard plugins/common/*.c)
+COMMON_OBJS  := $(COMMON_SRCS:.c=.o)
+COMMON_LIB   := plugins/common/libplcommon.a
+
+PLUGIN_SRCS  := $(wildcard plugins/*.c)
+PLUGINS      := $(PLUGIN_SRCS:.c=.so)
+
+UNIT_SRCS    := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS   := $(UNIT_SRCS:.c=)
+TEST_PLUGIN_SRCS := $(wildcard tests/plugins/*.c)
+TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
+
+BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim
+
+.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps tests
+all: $(BINS) $(PLUGINS)
+
+deps:
+	@etc/deps.sh
+
+# Everything compiled here is position-independent: the same objects go
+# into plugins and executables.
+%.o: %.c
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(CORE_LIB): $(CORE_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(COMMON_LIB): $(COMMON_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+daemon/pipelined: daemon/pipelined.o $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+daemon/pipeline-shim: daemon/shim.o
+	$(CC) $(CFLAGS) -o $@ $^
+
+# Plugins: hidden visibility, only pl_plugin_init exported (PL_EXPORT).
+plugins/%.so: plugins/%.o $(COMMON_LIB)
+	$(CC) $(CFLAGS) -shared -o $@ $< $(COMMON_LIB) $(PLUG_LIBS)
+	chmod 0755 $@
+
+tests/plugins/%.so: tests/plugins/%.o
+	$(CC) $(CFLAGS) -shared -o $@ $<
+
+tests/unit/test_%: tests/unit/test_%.o $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+tests: all $(UNIT_TESTS) $(TEST_PLUGINS)
+
+check: deps
+	$(MAKE) tests
+	tests/run.sh
+
+demo: deps
+	$(MAKE) all
+	tests/tools/demo.sh
+
+bench: all
+	tests/bench/run.sh
+
+lint-man:
+	tests/tools/lint-man.sh
+
+asan:
+	$(MAKE) clean
+	$(MAKE) tests OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer"
+
+fuzz:
+	tests/fuzz/build.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
+	    $(DESTDIR)$(PREFIX)/lib/pipelined/plugins $(DESTDIR)$(PREFIX)/lib/pipelined/jobs \
+	    $(DESTDIR)$(PREFIX)/include/pipeline $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	    $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
+	    $(DESTDIR)$(PREFIX)/share/pipelined/examples
+	install -m 0755 daemon/pipelined $(DESTDIR)$(PREFIX)/sbin/pipelined
+	install -m 0755 daemon/pipelinectl $(DESTDIR)$(PREFIX)/bin/pipelinectl
+	install -m 0755 daemon/pipeline-shim $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-shim
+	install -m 0755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/pipelined/plugins/
+	cp -R jobs/. $(DESTDIR)$(PREFIX)/lib/pipelined/jobs/
+	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/
+	for m in man/*.[1-8]; do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -m 0644 etc/examples/*.ini $(DESTDIR)$(PREFIX)/share/pipelined/examples/
+	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/sbin/pipelined $(DESTDIR)$(PREFIX)/bin/pipelinectl
+	rm -rf $(DESTDIR)$(PREFIX)/lib/pipelined $(DESTDIR)$(PREFIX)/include/pipeline \
+	    $(DESTDIR)$(PREFIX)/share/pipelined
+	for m in man/*.[1-8]; do b=$${m##*/}; s=$${m##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$$b; done
+
+clean:
+	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \
+	    plugins/common/*.o plugins/common/*.d $(CORE_LIB) $(COMMON_LIB) $(BINS) \
+	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
+
+-include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d)

@@ -1,0 +1,248 @@
+/*
+ * pipeline/plugin.h: the stage plugin ABI of pipelined.
+ *
+ * A plugin is a shared object in the daemon's plugin directory. It exports
+ * one symbol, pl_plugin_init, which the host calls once with its function
+ * table. The plugin checks the ABI version, then registers one or more
+ * stages with host->register_stage(). The same table is offered by
+ * `pipelinectl stage` so a stage also runs by hand, without a daemon.
+ *
+ * Threading: a stage's check hook runs on the daemon's loop thread and must
+ * not block. Its run hook runs on a job thread of its own and may block
+ * (spawn and wait, HTTP, hashing, quantizing). Every host function below is
+ * safe to call from a job thread. Strings returned by the host stay valid
+ * until the run (or check) hook returns unless stated otherwise.
+ *
+ * Errors: ABI functions return PL_OK (0) or a negative PL_E* code;
+ * host->strerror() names it. The comments here are the source of
+ * pipeline-plugin(3).
+ */
+#ifndef PIPELINE_PLUGIN_H
+#define PIPELINE_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any incompatible change of the structs or the table layout. */
+#define PL_ABI_VERSION 1
+
+/* The one symbol a plugin exports. */
+#define PL_ENTRY_SYMBOL "pl_plugin_init"
+
+#if defined(__GNUC__)
+#define PL_EXPORT __attribute__((visibility("default")))
+#define PL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PL_EXPORT
+#define PL_PRINTF(a, b)
+#endif
+
+/* Result codes, generated with their strings from one list. */
+#define PL_ERRORS(X)                                                        \
+	X(PL_OK,        0, "success")                                       \
+	X(PL_EINVAL,   -1, "invalid argument or spec value")                \
+	X(PL_EIO,      -2, "input/output error")                            \
+	X(PL_ENOMEM,   -3, "out of memory")                                 \
+	X(PL_ECANCELED,-4, "cancelled")                                     \
+	X(PL_ENOENT,   -5, "not found")                                     \
+	X(PL_EABI,     -6, "ABI version mismatch")                          \
+	X(PL_EEXIST,   -7, "already exists")                                \
+	X(PL_ECHILD,   -8, "child process failed")                          \
+	X(PL_ELOST,    -9, "process lost (shim vanished)")                  \
+	X(PL_ETIMEDOUT,-10, "timed out")                                    \
+	X(PL_EVERIFY,  -11, "verification failed")                          \
+	X(PL_ENOSYS,   -12, "not supported by this host")                   \
+	X(PL_EFAIL,    -13, "stage failed")
+
+enum pl_error {
+#define PL_X_ENUM(name, val, str) name = (val),
+	PL_ERRORS(PL_X_ENUM)
+#undef PL_X_ENUM
+};
+
+/* Log levels for host->log(). */
+enum pl_level { PL_LOG_ERROR = 0, PL_LOG_WARN = 1, PL_LOG_INFO = 2, PL_LOG_DEBUG = 3 };
+
+/* The kinds of value a stage key takes; the host checks the syntax of each
+ * before the stage's check hook sees the section. */
+enum pl_key_type {
+	PL_KEY_STRING = 1,  /* any text */
+	PL_KEY_INT,         /* decimal integer, may be negative */
+	PL_KEY_FLOAT,       /* strtod number */
+	PL_KEY_BOOL,        /* yes/no, true/false, on/off, 1/0 */
+	PL_KEY_DURATION,    /* 10, 10s, 5m, 2h, 1d (seconds when unitless) */
+	PL_KEY_SIZE,        /* 100, 100K, 8M, 2G, 1T (bytes, powers of 1024) */
+	PL_KEY_PATH,        /* a filesystem path (relative: to the spec's directory) */
+	PL_KEY_LIST,        /* comma- or space-separated words */
+	PL_KEY_INPUT        /* an input: a path, or JOB.ARTIFACT, or unset to take
+	                       the upstream artifact named by pl_key.artifact */
+};
+
+/* Key flags. */
+#define PL_KEY_REQUIRED 0x1   /* must be present in the spec (by hand too) */
+#define PL_KEY_HIDDEN   0x2   /* accepted but not listed in help */
+
+/* One key a stage accepts; a stage's table ends with a zeroed entry.
+ * Keys not in the table (and not common keys) are refused at submit. */
+struct pl_key {
+	const char *name;
+	int type;              /* enum pl_key_type */
+	const char *def;       /* default as text, or NULL for none */
+	unsigned flags;        /* PL_KEY_* */
+	const char *artifact;  /* PL_KEY_INPUT: upstream artifact name to default to */
+	const char *help;      /* one line, shown by `pipelinectl stage STAGE --help` */
+};
+
+/* Opaque handle to one job (or to one check of a spec section). */
+typedef struct pl_job pl_job;
+
+/* A stage. Structs that cross the boundary start with abi and size. */
+#define PL_STAGE_ADOPTABLE 0x1 /* the run hook may be re-entered after a daemon
+                                  restart: its work is in spawned children that
+                                  host->spawn() re-adopts by name, and its own
+                                  progress lives in job values */
+struct pl_stage {
+	uint32_t abi;          /* PL_ABI_VERSION */
+	uint32_t size;         /* sizeof(struct pl_stage) */
+	const char *name;      /* the stage name used in specs, [a-z0-9_-] */
+	const char *summary;   /* one line for `pipelinectl stage --list` */
+	unsigned flags;        /* PL_STAGE_* */
+	const struct pl_key *keys;
+	/* Validate the section beyond key syntax (cross-key rules, files that
+	 * must exist). Report each problem with host->check_error() and return
+	 * PL_OK if there were none; NULL skips. Must not block. */
+	int (*check)(pl_job *job);
+	/* Do the work. Return PL_OK on success, a negative code on failure
+	 * after logging why (host->fail() sets the message operators see). */
+	int (*run)(pl_job *job);
+};
+
+/* How host->spawn() starts a process. Zero-initialise, set abi/size. */
+struct pl_spawn {
+	uint32_t abi;
+	uint32_t size;
+	const char *name;          /* unique within the attempt, e.g. "main", "launch-3";
+	                              a restarted daemon re-adopts by this name */
+	const char *const *argv;   /* argv[0] is looked up in PATH */
+	const char *const *env;    /* extra NAME=VALUE entries, NULL-terminated, may be NULL */
+	const char *cwd;           /* NULL: the job's work directory */
+	const char *resume_from;   /* exported as PL_RESUME_FROM when set */
+	double timeout;            /* seconds, 0: the job's own timeout only */
+	/* Called on the job thread for every line the child writes to its
+	 * events file (pipeline-job(7)), after the host has stored it. Return
+	 * non-zero to have the host stop the child (SIGTERM, grace, SIGKILL). */
+	int (*on_event)(void *arg, const char *type, const char *json_line);
+	void *arg;
+};
+
+/* How a spawned process ended. */
+struct pl_exit {
+	int exited;       /* 1: exit() with status; 0: killed by signal */
+	int status;       /* exit status when exited */
+	int signal;       /* signal number when killed */
+	int adopted;      /* 1: the process was re-adopted after a daemon restart */
+	double seconds;   /* wall time */
+	char error[256];  /* the last "error" event's message, if any */
+};
+
+/* The host's function table. A function this host lacks is NULL. */
+struct pl_host {
+	uint32_t abi;      /* PL_ABI_VERSION of the host */
+	uint32_t size;     /* sizeof(struct pl_host) */
+	const char *host_name; /* "pipelined" or "pipelinectl" */
+
+	/* Registration, during pl_plugin_init only. */
+	int (*register_stage)(void *plugin, const struct pl_stage *stage);
+
+	const char *(*strerror)(int code);
+
+	/* Logging into the job's log (and the daemon log at WARN and above). */
+	void (*log)(pl_job *job, int level, const char *fmt, ...) PL_PRINTF(3, 4);
+	/* Set the one-line failure message shown by status; returns PL_EFAIL
+	 * so a run hook can `return host->fail(job, "...")`. */
+	int (*fail)(pl_job *job, const char *fmt, ...) PL_PRINTF(2, 3);
+
+	/* Spec values, resolved: the section's value or the key's default.
+	 * get() returns NULL when the key is unset and has no default. */
+	const char *(*get)(pl_job *job, const char *key);
+	int64_t (*get_int)(pl_job *job, const char *key, int64_t def);
+	double (*get_double)(pl_job *job, const char *key, double def);
+	int (*get_bool)(pl_job *job, const char *key, int def);
+	/* Durations in seconds, sizes in bytes, as typed in pl_key. */
+	double (*get_duration)(pl_job *job, const char *key, double def);
+	int64_t (*get_size)(pl_job *job, const char *key, int64_t def);
+	/* A resolved input path (PL_KEY_INPUT or PL_KEY_PATH): absolute.
+	 * Returns NULL (and logs) when it cannot be resolved. */
+	const char *(*input)(pl_job *job, const char *key);
+	/* The [run] section (name, previous, ...) and the daemon config
+	 * ("section.key"; NULL when absent). */
+	const char *(*run_get)(pl_job *job, const char *key);
+	const char *(*conf_get)(pl_job *job, const char *section_key);
+
+	/* Check hook only: report a problem with a key of this section; the
+	 * host prefixes file:line of the key (or of the section when unset). */
+	void (*check_error)(pl_job *job, const char *key, const char *fmt, ...) PL_PRINTF(3, 4);
+
+	/* Identity. */
+	const char *(*run_name)(pl_job *job);
+	const char *(*job_name)(pl_job *job);
+	int (*attempt)(pl_job *job);        /* 1 for the first attempt */
+	int (*adopted)(pl_job *job);        /* 1 when re-entered after a restart */
+	/* The job's work directory: kept across attempts (checkpoints live here);
+	 * outputs are written here unless a key names another place. */
+	const char *(*workdir)(pl_job *job);
+
+	/* Progress and events: stored, then published on the feed. */
+	void (*progress)(pl_job *job, double done, double total, const char *unit);
+	void (*metric)(pl_job *job, const char *name, int64_t step, double value);
+	/* A custom event: type becomes "job.<type>" on the feed; json is an
+	 * object's text (or NULL) merged into the event. */
+	void (*event)(pl_job *job, const char *type, const char *json);
+
+	/* Spawn a child under pipeline-shim and wait for it, reading its
+	 * events as they come. Blocks. With the same spec->name in a
+	 * re-entered attempt, re-adopts the process still running (or returns
+	 * the exit it recorded) instead of starting another. */
+	int (*spawn)(pl_job *job, const struct pl_spawn *spec, struct pl_exit *out);
+
+	/* Register a finished file (or directory) as an artifact. The host
+	 * computes size and sha256 (directories: of a sorted manifest of
+	 * relative names and file digests) and stores it. */
+	int (*artifact)(pl_job *job, const char *name, const char *path);
+	/* Look an artifact up: run NULL means this run; job NULL means any
+	 * job of it (the newest). Copies the path and, if sha256 is non-NULL,
+	 * the hex digest (65 bytes). PL_ENOENT when there is none. */
+	int (*artifact_find)(pl_job *job, const char *run, const char *jobname,
+	    const char *name, char *path, size_t pathlen, char *sha256);
+
+	/* 1 once the job is cancelled (or its timeout passed); long loops
+	 * check it between units of work and return PL_ECANCELED. */
+	int (*cancelled)(pl_job *job);
+
+	/* Values: small named strings stored per job, readable by any later
+	 * job or run (digests, scores, calibration pairs, loop counters).
+	 * value_get returns a malloc'd copy the caller frees, NULL if unset. */
+	int (*value_set)(pl_job *job, const char *key, const char *value);
+	char *(*value_get)(pl_job *job, const char *run, const char *jobname,
+	    const char *key);
+	/* Every value with this key across all runs, newest first, as a JSON
+	 * array of {"run","job","value","ts"}; malloc'd; NULL on error. */
+	char *(*value_history)(pl_job *job, const char *key, int limit);
+};
+
+/* The entry point every plugin exports:
+ *     PL_EXPORT int pl_plugin_init(const struct pl_host *host, void *plugin);
+ * Check host->abi == PL_ABI_VERSION first and return PL_EABI when it is
+ * not; register stages; return PL_OK. On failure the host undoes every
+ * registration this plugin made and unloads it. */
+typedef int (*pl_plugin_init_fn)(const struct pl_host *host, void *plugin);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PIPELINE_PLUGIN_H */

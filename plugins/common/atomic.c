@@ -1,0 +1,264 @@
+/* atomic.c: files that appear under their final name only when whole. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plcommon.h"
+
+int
+plc_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	int rc = fsync(fd);
+	int save = errno;
+	close(fd);
+	errno = save;
+	return rc;
+}
+
+int
+plc_mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (strlen(path) >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(buf, path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) == -1 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) == -1 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+int
+plc_atomic_open(struct plc_atomic *a, const char *path, mode_t mode)
+{
+	char copy[4096];
+	if (strlen(path) >= sizeof(a->path) - 64) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	snprintf(a->path, sizeof(a->path), "%s", path);
+	snprintf(copy, sizeof(copy), "%s", path);
+	char *base = basename(copy);
+	char dcopy[4096];
+	snprintf(dcopy, sizeof(dcopy), "%s", path);
+	char *dir = dirname(dcopy);
+	snprintf(a->tmp, sizeof(a->tmp), "%s/.%s.tmp.%ld", dir, base, (long)getpid());
+	a->fd = open(a->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	return a->fd == -1 ? -1 : 0;
+}
+
+int
+plc_atomic_commit(struct plc_atomic *a)
+{
+	if (fsync(a->fd) == -1) {
+		plc_atomic_abort(a);
+		return -1;
+	}
+	if (close(a->fd) == -1) {
+		a->fd = -1;
+		unlink(a->tmp);
+		return -1;
+	}
+	a->fd = -1;
+	if (rename(a->tmp, a->path) == -1) {
+		int save = errno;
+		unlink(a->tmp);
+		errno = save;
+		return -1;
+	}
+	char dcopy[4096];
+	snprintf(dcopy, sizeof(dcopy), "%s", a->path);
+	return plc_fsync_dir(dirname(dcopy));
+}
+
+void
+plc_atomic_abort(struct plc_atomic *a)
+{
+	int save = errno;
+	if (a->fd != -1)
+		close(a->fd);
+	a->fd = -1;
+	unlink(a->tmp);
+	errno = save;
+}
+
+int
+plc_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+plc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+plc_read_all(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO; /* short file */
+			return -1;
+		}
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+plc_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	struct plc_atomic a;
+	if (plc_atomic_open(&a, path, mode) == -1)
+		return -1;
+	if (plc_write_all(a.fd, buf, len) == -1) {
+		plc_atomic_abort(&a);
+		return -1;
+	}
+	return plc_atomic_commit(&a);
+}
+
+char *
+plc_read_file(const char *path, size_t *lenp, size_t max)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) == -1) {
+		close(fd);
+		return NULL;
+	}
+	if (max && (size_t)st.st_size > max) {
+		close(fd);
+		errno = EFBIG;
+		return NULL;
+	}
+	size_t cap = (size_t)st.st_size + 1, len = 0;
+	char *buf = malloc(cap);
+	if (buf == NULL) {
+		close(fd);
+		return NULL;
+	}
+	for (;;) {
+		if (len + 1 >= cap) {
+			cap *= 2;
+			char *nb = realloc(buf, cap);
+			if (nb == NULL) {
+				free(buf);
+				close(fd);
+				return NULL;
+			}
+			buf = nb;
+		}
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			close(fd);
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	if (lenp)
+		*lenp = len;
+	return buf;
+}
+
+int
+plc_copy_range(int in, off_t in_off, int out, off_t out_off, uint64_t len)
+{
+	while (len > 0) {
+		size_t chunk = len > (1u << 30) ? (1u << 30) : (size_t)len;
+		ssize_t n = copy_file_range(in, &in_off, out, &out_off, chunk, 0);
+		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP ||
+		    errno == EINVAL)) {
+			/* Fall back to a user-space copy in 1 MiB pieces. */
+			char *buf = malloc(1 << 20);
+			if (buf == NULL)
+				return -1;
+			while (len > 0) {
+				size_t c = len > (1u << 20) ? (1u << 20) : (size_t)len;
+				if (plc_read_all(in, buf, c, in_off) == -1 ||
+				    plc_pwrite_all(out, buf, c, out_off) == -1) {
+					free(buf);
+					return -1;
+				}
+				in_off += (off_t)c;
+				out_off += (off_t)c;
+				len -= c;
+			}
+			free(buf);
+			return 0;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
