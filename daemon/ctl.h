@@ -1,0 +1,26 @@
+/*
+ * ctl.h: shared by pipelinectl's verb files. pipelinectl.c holds the
+ * connection and the common verbs; a verb that grows large lives in a
+ * ctl_VERB.c of its own and is declared here.
+ */
+#ifndef PL_CTL_H
+#define PL_CTL_H
+
+#include <cjson/cJSON.h>
+
+/* Set by the common option parser: --json was given. */
+extern int ctl_json;
+
+/* Send one request to the daemon's control socket and read its reply.
+ * On success *result is the closing line's "result" object (the caller
+ * frees it with cJSON_Delete) and 0 is returned; otherwise the error is
+ * printed (daemon not running, refused, error reply) and -1 returned. */
+int	ctl_request(const char *verb, cJSON *args, cJSON **result);
+
+/* Verbs in files of their own; weak so pipelinectl links without them.
+ * Each gets the argv after the verb (argv[0] is the verb) and returns the
+ * process exit status. */
+int	ctl_gguf(int argc, char **argv) __attribute__((weak));   /* ctl_gguf.c */
+int	ctl_report(int argc, char **argv) __attribute__((weak)); /* ctl_report.c */
+
+#endif

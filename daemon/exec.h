@@ -1,0 +1,83 @@
+/*
+ * exec.h: the executor seam. An executor starts a job's process under
+ * pipeline-shim and watches it; progress and results always come from the
+ * files the shim leaves in the process directory, whatever the executor:
+ *
+ *   DIR/shim.json   written by the shim once the child runs:
+ *                   {"shim_pid","shim_start","child_pid","pgid","host"}
+ *   DIR/events      the child's event lines (pipeline-job(7)); PL_EVENTS
+ *   DIR/exit.json   written by the shim (atomically) when the child ended:
+ *                   {"exited":0|1,"status":N,"signal":N,"start":T,"end":T}
+ *   the job log     stdout and stderr of the child, appended (--log)
+ *
+ * The local executor (exec_local.c) forks the shim and watches it with a
+ * pidfd; the slurm executor (exec_slurm.c) submits a batch script that runs
+ * the shim on a compute node and watches the Slurm job. A restarted daemon
+ * rebuilds a struct proc from the store and calls adopt().
+ */
+#ifndef PL_EXEC_H
+#define PL_EXEC_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct executor;
+
+/* Process states as stored (procs.state). */
+enum proc_state {
+	PROC_STARTING = 0, /* row written, not yet started */
+	PROC_QUEUED,       /* accepted by a batch system, not running yet */
+	PROC_RUNNING,
+	PROC_ENDED,        /* exit record read */
+	PROC_LOST          /* vanished without an exit record */
+};
+
+struct proc {
+	int64_t id;                  /* procs.id in the store */
+	const struct executor *ex;
+	char dir[PATH_MAX];          /* the process directory (see above) */
+	char log[PATH_MAX];          /* the job log the shim appends to */
+	pid_t pid;                   /* local: the shim's pid */
+	uint64_t starttime;          /* local: the shim's start time (/proc stat field 22) */
+	int pidfd;                   /* local: -1 when none */
+	char ext_id[64];             /* slurm: the job id */
+	int state;                   /* enum proc_state */
+	char reason[128];            /* why it is queued (Slurm's reason), or how it was lost */
+	/* The ending, once state is PROC_ENDED or PROC_LOST. */
+	int exited, status, sig;
+	char end_class[32];          /* "", or the batch system's class: "oom",
+	                                "timeout", "node_fail", "preempted", "cancelled" */
+	/* Executor options for this job (slurm: partition, gres, ...), as
+	 * "key=value" lines; NULL for local. */
+	const char *opts;
+};
+
+struct executor {
+	const char *name;            /* "local", "slurm" */
+	/* Start the shim for argv with envp in cwd. Fills pid/starttime or
+	 * ext_id and sets state. 0 or -1 (logged). */
+	int (*start)(struct proc *p, char *const argv[], char *const envp[], const char *cwd);
+	/* After a daemon restart: reattach to p (from its stored ids). Sets
+	 * state to RUNNING/QUEUED if it still lives, or ENDED/LOST. 0 or -1. */
+	int (*adopt)(struct proc *p);
+	/* Wait up to timeout_ms for p to end; 1 when it ended (state and the
+	 * ending filled in), 0 when it still runs, -1 on error. */
+	int (*wait)(struct proc *p, int timeout_ms);
+	/* Deliver sig to the job's processes (the child's process group). */
+	int (*signal)(struct proc *p, int sig);
+	/* Release what start/adopt acquired (fds). */
+	void (*release)(struct proc *p);
+};
+
+/* exec_local.c */
+extern const struct executor exec_local;
+/* exec_slurm.c (weak: absent when not built) */
+extern const struct executor exec_slurm __attribute__((weak));
+
+/* exec_common.c: shared by executors. Read DIR/exit.json into p (1 when
+ * present, 0 when absent, -1 when unreadable); read DIR/shim.json. */
+int	proc_read_exit(struct proc *p);
+int	proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid);
+
+#endif
