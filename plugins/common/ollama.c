@@ -1,0 +1,348 @@
+/* ollama.c: the Ollama client's lifecycle half (see ollama.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "plcommon.h"
+#include "ollama.h"
+
+int
+ollama_init(struct ollama *c, const char *url, double timeout)
+{
+	memset(c, 0, sizeof(*c));
+	if (url == NULL || *url == '\0')
+		url = OLLAMA_DEFAULT_URL;
+	size_t n = strlen(url);
+	while (n > 0 && url[n - 1] == '/')
+		n--;
+	if (n == 0 || n >= sizeof(c->url)) {
+		snprintf(c->error, sizeof(c->error), "ollama: bad URL \"%s\"", url);
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(c->url, url, n);
+	c->url[n] = '\0';
+	c->timeout = timeout;
+	return 0;
+}
+
+void *
+ollama_request(struct ollama *c, const char *method, const char *path,
+    const char *body)
+{
+	char url[1024];
+	struct plc_http_resp r;
+
+	snprintf(url, sizeof(url), "%s%s", c->url, path);
+	c->status = 0;
+	c->error[0] = '\0';
+	if (plc_http(method, url, body, body ? strlen(body) : 0, NULL,
+	    c->timeout, &r) == -1) {
+		snprintf(c->error, sizeof(c->error), "%s %s: %s", method, url,
+		    r.error);
+		plc_http_free(&r);
+		errno = EIO;
+		return NULL;
+	}
+	c->status = r.status;
+	cJSON *j = cJSON_ParseWithLength(r.body, r.len);
+	if (r.status < 200 || r.status > 299) {
+		/* Ollama's error body is {"error": "..."} (errors.mdx). */
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+		snprintf(c->error, sizeof(c->error), "%s %s: HTTP %ld: %.200s",
+		    method, url, r.status, cJSON_IsString(e) ? e->valuestring :
+		    (r.len ? r.body : "(empty body)"));
+		cJSON_Delete(j);
+		plc_http_free(&r);
+		errno = r.status == 404 ? ENOENT : EIO;
+		return NULL;
+	}
+	if (j == NULL) {
+		snprintf(c->error, sizeof(c->error), "%s %s: answer is not JSON: %.80s",
+		    method, url, r.body);
+		plc_http_free(&r);
+		errno = EPROTO;
+		return NULL;
+	}
+	plc_http_free(&r);
+	return j;
+}
+
+int
+ollama_version(struct ollama *c, char *buf, size_t len)
+{
+	cJSON *j = ollama_request(c, "GET", "/api/version", NULL);
+	if (j == NULL)
+		return -1;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
+	if (!cJSON_IsString(v)) {
+		snprintf(c->error, sizeof(c->error), "%s/api/version: no \"version\" string",
+		    c->url);
+		cJSON_Delete(j);
+		errno = EPROTO;
+		return -1;
+	}
+	snprintf(buf, len, "%s", v->valuestring);
+	cJSON_Delete(j);
+	return 0;
+}
+
+static void
+copy_str(char *dst, size_t len, const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	snprintf(dst, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static uint64_t
+get_u64(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
+/* Both listings are {"models": [ {...}, ... ]}. */
+static int
+list_models(struct ollama *c, const char *path, struct ollama_list *out)
+{
+	out->v = NULL;
+	out->n = 0;
+	cJSON *j = ollama_request(c, "GET", path, NULL);
+	if (j == NULL)
+		return -1;
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "models");
+	if (cJSON_IsNull(arr) || arr == NULL) {
+		/* An idle server may answer {"models": null}. */
+		cJSON_Delete(j);
+		return 0;
+	}
+	if (!cJSON_IsArray(arr)) {
+		snprintf(c->error, sizeof(c->error), "%s%s: \"models\" is not an array",
+		    c->url, path);
+		cJSON_Delete(j);
+		errno = EPROTO;
+		return -1;
+	}
+	int n = cJSON_GetArraySize(arr);
+	if (n > 0 && (out->v = calloc((size_t)n, sizeof(*out->v))) == NULL) {
+		cJSON_Delete(j);
+		snprintf(c->error, sizeof(c->error), "out of memory");
+		return -1;
+	}
+	const cJSON *m;
+	cJSON_ArrayForEach(m, arr) {
+		struct ollama_model *d = &out->v[out->n];
+		copy_str(d->name, sizeof(d->name), m, "name");
+		copy_str(d->model, sizeof(d->model), m, "model");
+		copy_str(d->digest, sizeof(d->digest), m, "digest");
+		copy_str(d->expires_at, sizeof(d->expires_at), m, "expires_at");
+		d->size = get_u64(m, "size");
+		d->size_vram = get_u64(m, "size_vram");
+		if (d->name[0] == '\0' && d->model[0] == '\0')
+			continue;
+		if (d->name[0] == '\0')
+			memcpy(d->name, d->model, sizeof(d->name));
+		out->n++;
+	}
+	cJSON_Delete(j);
+	return 0;
+}
+
+int
+ollama_tags(struct ollama *c, struct ollama_list *out)
+{
+	return list_models(c, "/api/tags", out);
+}
+
+int
+ollama_ps(struct ollama *c, struct ollama_list *out)
+{
+	return list_models(c, "/api/ps", out);
+}
+
+void
+ollama_list_free(struct ollama_list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* Both load and unload are an /api/generate request without a prompt;
+ * keep_alive decides which (inference-api.md 1.4). */
+static int
+generate_empty(struct ollama *c, const char *name, const char *keep_alive,
+    int num_ctx, const char *want_reason)
+{
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "model", name);
+	cJSON_AddBoolToObject(req, "stream", 0);
+	if (keep_alive != NULL) {
+		cJSON *ka = cJSON_Parse(keep_alive);
+		if (ka == NULL) {
+			snprintf(c->error, sizeof(c->error),
+			    "keep_alive \"%s\" is not a JSON value (a number of seconds, "
+			    "or a quoted Go duration)", keep_alive);
+			cJSON_Delete(req);
+			errno = EINVAL;
+			return -1;
+		}
+		cJSON_AddItemToObject(req, "keep_alive", ka);
+	}
+	if (num_ctx > 0) {
+		cJSON *o = cJSON_AddObjectToObject(req, "options");
+		cJSON_AddNumberToObject(o, "num_ctx", num_ctx);
+	}
+	char *body = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	cJSON *j = ollama_request(c, "POST", "/api/generate", body);
+	free(body);
+	if (j == NULL)
+		return -1;
+	/* done_reason exists from 0.3.11 on; older servers leave it out. */
+	const cJSON *dr = cJSON_GetObjectItemCaseSensitive(j, "done_reason");
+	if (cJSON_IsString(dr) && want_reason != NULL &&
+	    strcmp(dr->valuestring, want_reason) != 0) {
+		snprintf(c->error, sizeof(c->error),
+		    "%s/api/generate %s: done_reason \"%s\", expected \"%s\"",
+		    c->url, name, dr->valuestring, want_reason);
+		cJSON_Delete(j);
+		errno = EPROTO;
+		return -1;
+	}
+	cJSON_Delete(j);
+	return 0;
+}
+
+int
+ollama_load(struct ollama *c, const char *name, const char *keep_alive,
+    int num_ctx)
+{
+	return generate_empty(c, name, keep_alive, num_ctx, "load");
+}
+
+int
+ollama_unload(struct ollama *c, const char *name)
+{
+	return generate_empty(c, name, "0", 0, "unload");
+}
+
+int
+ollama_list_has(const struct ollama_list *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (ollama_model_is(&l->v[i], name))
+			return 1;
+	return 0;
+}
+
+static void
+sleep_s(double s)
+{
+	struct timespec ts;
+	if (s <= 0)
+		return;
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The unload answer comes before the runner has stopped; until ps stops
+ * listing the model its memory is still held, so wait for that. */
+int
+ollama_unload_wait(struct ollama *c, const char *name, double wait, double poll)
+{
+	if (ollama_unload(c, name) == -1)
+		return -1;
+	if (poll <= 0)
+		poll = 0.1;
+	double deadline = now_s() + wait;
+	for (;;) {
+		struct ollama_list l;
+		if (ollama_ps(c, &l) == -1)
+			return -1;
+		int has = ollama_list_has(&l, name);
+		ollama_list_free(&l);
+		if (!has)
+			return 0;
+		if (now_s() >= deadline) {
+			snprintf(c->error, sizeof(c->error),
+			    "%s: %s still listed by /api/ps %.1f s after its unload",
+			    c->url, name, wait);
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		sleep_s(poll);
+	}
+}
+
+int
+ollama_name_norm(const char *name, char *out, size_t len)
+{
+	char buf[OLLAMA_NAME_MAX * 2];
+	size_t n = 0;
+
+	for (const char *p = name; *p != '\0' && n + 1 < sizeof(buf); p++)
+		buf[n++] = (char)tolower((unsigned char)*p);
+	buf[n] = '\0';
+	/* Trim blanks an operator's list may carry. */
+	char *s = buf;
+	while (isspace((unsigned char)*s))
+		s++;
+	n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	/* The default host and namespace are what DisplayShortest drops. */
+	static const char *const prefixes[] = {
+		"https://registry.ollama.ai/library/", "registry.ollama.ai/library/",
+		"library/",
+	};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t pl = strlen(prefixes[i]);
+		if (strncmp(s, prefixes[i], pl) == 0 && s[pl] != '\0') {
+			s += pl;
+			break;
+		}
+	}
+	/* A tag is a colon after the last slash: "host:5000/m" has none. */
+	const char *slash = strrchr(s, '/');
+	const char *colon = strrchr(slash ? slash : s, ':');
+	int r = colon ? snprintf(out, len, "%s", s) : snprintf(out, len, "%s:latest", s);
+	if (r < 0 || (size_t)r >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+int
+ollama_name_eq(const char *a, const char *b)
+{
+	char na[OLLAMA_NAME_MAX * 2], nb[OLLAMA_NAME_MAX * 2];
+	if (a == NULL || b == NULL || *a == '\0' || *b == '\0')
+		return 0;
+	if (ollama_name_norm(a, na, sizeof(na)) == -1 ||
+	    ollama_name_norm(b, nb, sizeof(nb)) == -1)
+		return 0;
+	return strcmp(na, nb) == 0;
+}
+
+int
+ollama_model_is(const struct ollama_model *m, const char *name)
+{
+	return ollama_name_eq(m->name, name) || ollama_name_eq(m->model, name);
+}
