@@ -1,0 +1,339 @@
+/* conf.c: pipelined.conf(5), read with inih. inih's handler is not told
+ * the line number, so the reader callback counts lines: the handler runs
+ * right after the reader returned the line it is about. */
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "pipelined.h"
+
+struct conf_key {
+	const char *section;
+	const char *key;
+	char kind;          /* s string, p path, i int, d duration, z size, l level, g group */
+	const char *help;
+};
+
+/* Every key pipelined.conf accepts; conf_print prints them in this order.
+ * [resources] takes any name with an integer capacity. */
+static const struct conf_key conf_keys[] = {
+	{ "daemon", "state_dir", 'p', "the store and the job directories" },
+	{ "daemon", "control_socket", 'p', "the control socket" },
+	{ "daemon", "feed_socket", 'p', "the read-only status feed socket" },
+	{ "daemon", "plugin_dir", 'p', "where stage plugins (*.so) are loaded from" },
+	{ "daemon", "shim", 'p', "the pipeline-shim binary" },
+	{ "daemon", "jobs_dir", 'p', "the job programs (jobs/*.py)" },
+	{ "daemon", "python", 's', "the Python interpreter for job programs" },
+	{ "daemon", "log_level", 'l', "error, warn, info or debug" },
+	{ "daemon", "log_file", 'p', "the log file when detached" },
+	{ "daemon", "max_jobs", 'i', "jobs running at once" },
+	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
+	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
+	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
+	{ "slurm", "partition", 's', "default partition" },
+	{ "slurm", "gres", 's', "default generic resources" },
+	{ "slurm", "time", 's', "default time limit" },
+	{ "slurm", "mem", 's', "default memory" },
+	{ "slurm", "account", 's', "default account" },
+	{ "slurm", "sbatch_options", 's', "extra sbatch options" },
+	{ "slurm", "poll_interval", 'd', "how often queue states are read" },
+	{ "slurm", "signal_before", 'd', "how long before the time limit jobs get SIGUSR1" },
+	{ "slurm", "bin_dir", 'p', "where sbatch, squeue, scontrol and scancel are" },
+	{ NULL, NULL, 0, NULL }
+};
+
+struct conf_parse {
+	struct conf *c;
+	FILE *f;
+	int line;
+	char **errs;
+	int nerr;
+};
+
+static char *
+conf_reader(char *str, int num, void *stream)
+{
+	struct conf_parse *p = stream;
+	char *r = fgets(str, num, p->f);
+	if (r != NULL)
+		p->line++;
+	return r;
+}
+
+static const struct conf_key *
+conf_key_find(const char *section, const char *key)
+{
+	for (const struct conf_key *k = conf_keys; k->section; k++)
+		if (strcmp(k->section, section) == 0 && strcmp(k->key, key) == 0)
+			return k;
+	return NULL;
+}
+
+static void
+set_path(struct conf *c, char *dst, const char *v)
+{
+	char *r = path_resolve(c->dir, v);
+	snprintf(dst, PATH_MAX, "%s", r);
+	free(r);
+}
+
+static int
+conf_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct conf_parse *p = user;
+	struct conf *c = p->c;
+	int64_t i;
+	double d;
+	char sk[256];
+
+	if (name == NULL) /* a section with no keys yet */
+		return 1;
+	if (strcmp(section, "resources") == 0) {
+		if (parse_int(value, &i) == -1 || i < 0 || i > 1000000) {
+			errs_add(p->errs, c->path, p->line, name,
+			    "capacity must be a non-negative integer, not \"%s\"", value);
+			p->nerr++;
+			return 1;
+		}
+		if (!valid_name(name)) {
+			errs_add(p->errs, c->path, p->line, name, "bad resource name");
+			p->nerr++;
+			return 1;
+		}
+		struct resource *r = conf_resource(c, name);
+		if (r == NULL) {
+			if (c->nres == CONF_MAX_RES) {
+				errs_add(p->errs, c->path, p->line, name, "too many resources");
+				p->nerr++;
+				return 1;
+			}
+			r = &c->res[c->nres++];
+			snprintf(r->name, sizeof(r->name), "%s", name);
+		}
+		r->capacity = (int)i;
+		snprintf(sk, sizeof(sk), "resources.%s", name);
+		cJSON_DeleteItemFromObject(c->all, sk);
+		cJSON_AddStringToObject(c->all, sk, value);
+		return 1;
+	}
+	const struct conf_key *k = conf_key_find(section, name);
+	if (k == NULL) {
+		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0;
+		if (known_section)
+			errs_add(p->errs, c->path, p->line, name, "unknown key in [%s]", section);
+		else
+			errs_add(p->errs, c->path, p->line, name, "unknown section [%s]", section);
+		p->nerr++;
+		return 1;
+	}
+	int bad = 0;
+	switch (k->kind) {
+	case 'p':
+		if (*value == '\0')
+			bad = 1;
+		break;
+	case 'i':
+		bad = parse_int(value, &i) == -1 || i < 1 || i > 100000;
+		break;
+	case 'd':
+		bad = parse_duration(value, &d) == -1;
+		break;
+	case 'z':
+		bad = parse_size(value, &i) == -1 || i < 4096;
+		break;
+	case 'l':
+		bad = log_level_parse(value) == -1;
+		break;
+	case 'g':
+		if (*value != '\0') {
+			struct group *g = getgrnam(value);
+			if (g == NULL) {
+				errs_add(p->errs, c->path, p->line, name, "no such group \"%s\"", value);
+				p->nerr++;
+				return 1;
+			}
+			c->gid = g->gr_gid;
+		}
+		break;
+	}
+	if (bad) {
+		errs_add(p->errs, c->path, p->line, name, "bad value \"%s\"", value);
+		p->nerr++;
+		return 1;
+	}
+	snprintf(sk, sizeof(sk), "%s.%s", section, name);
+	cJSON_DeleteItemFromObject(c->all, sk);
+	if (k->kind == 'p') {
+		char *r = path_resolve(c->dir, value);
+		cJSON_AddStringToObject(c->all, sk, r);
+		free(r);
+	} else {
+		cJSON_AddStringToObject(c->all, sk, value);
+	}
+	if (strcmp(section, "daemon") != 0)
+		return 1;
+	if (strcmp(name, "state_dir") == 0)
+		set_path(c, c->state_dir, value);
+	else if (strcmp(name, "control_socket") == 0)
+		set_path(c, c->control_socket, value);
+	else if (strcmp(name, "feed_socket") == 0)
+		set_path(c, c->feed_socket, value);
+	else if (strcmp(name, "plugin_dir") == 0)
+		set_path(c, c->plugin_dir, value);
+	else if (strcmp(name, "shim") == 0)
+		set_path(c, c->shim, value);
+	else if (strcmp(name, "jobs_dir") == 0)
+		set_path(c, c->jobs_dir, value);
+	else if (strcmp(name, "log_file") == 0)
+		set_path(c, c->log_file, value);
+	else if (strcmp(name, "python") == 0)
+		snprintf(c->python, sizeof(c->python), "%s", value);
+	else if (strcmp(name, "log_level") == 0)
+		c->log_level = log_level_parse(value);
+	else if (strcmp(name, "max_jobs") == 0)
+		c->max_jobs = (int)i;
+	else if (strcmp(name, "group") == 0)
+		snprintf(c->group, sizeof(c->group), "%s", value);
+	else if (strcmp(name, "kill_grace") == 0)
+		c->kill_grace = d;
+	else if (strcmp(name, "feed_queue_max") == 0)
+		c->feed_queue_max = (int)i;
+	return 1;
+}
+
+/* Defaults: a development tree (binaries in daemon/, plugins/ and jobs/
+ * beside it) or an installed one (PREFIX/lib/pipelined). */
+static void
+conf_defaults(struct conf *c)
+{
+	const char *sd = self_dir();
+	char buf[PATH_MAX];
+	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/pipelined");
+	snprintf(c->control_socket, sizeof(c->control_socket), "/run/pipelined/control.sock");
+	snprintf(c->feed_socket, sizeof(c->feed_socket), "/run/pipelined/feed.sock");
+	snprintf(buf, sizeof(buf), "%s/pipeline-shim", sd);
+	if (access(buf, X_OK) == 0) {
+		snprintf(c->shim, sizeof(c->shim), "%s", buf);
+		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/../plugins", sd);
+		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/../jobs", sd);
+	} else {
+		snprintf(c->shim, sizeof(c->shim), "%s/lib/pipelined/pipeline-shim", PL_PREFIX);
+		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/lib/pipelined/plugins", PL_PREFIX);
+		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/lib/pipelined/jobs", PL_PREFIX);
+	}
+	snprintf(c->python, sizeof(c->python), "/usr/bin/python3");
+	c->log_level = LOG_LVL_INFO;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	c->max_jobs = n > 0 ? (int)n : 2;
+	c->gid = (gid_t)-1;
+	c->kill_grace = 10;
+	c->feed_queue_max = 1 << 20;
+}
+
+int
+conf_load(struct conf *c, const char *path, char **errs)
+{
+	memset(c, 0, sizeof(*c));
+	c->all = cJSON_CreateObject();
+	conf_defaults(c);
+	char *abs = realpath(path, NULL);
+	snprintf(c->path, sizeof(c->path), "%s", abs ? abs : path);
+	snprintf(c->dir, sizeof(c->dir), "%s", c->path);
+	char *slash = strrchr(c->dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strcpy(c->dir, ".");
+	free(abs);
+
+	struct conf_parse p = { .c = c, .errs = errs };
+	p.f = fopen(path, "r");
+	if (p.f == NULL) {
+		errs_add(errs, path, 0, "-", "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	int rc = ini_parse_stream(conf_reader, &p, conf_handler, &p);
+	fclose(p.f);
+	if (rc > 0) {
+		errs_add(errs, c->path, rc, "-", "syntax error (expected [section] or key = value)");
+		p.nerr++;
+	}
+	if (c->log_file[0] == '\0')
+		snprintf(c->log_file, sizeof(c->log_file), "%s/pipelined.log", c->state_dir);
+	/* Fill the effective defaults into the lookup table too. */
+	static const char *const dk[] = { "daemon.state_dir", "daemon.control_socket",
+	    "daemon.feed_socket", "daemon.plugin_dir", "daemon.shim", "daemon.jobs_dir",
+	    "daemon.python", "daemon.log_file" };
+	const char *dv[] = { c->state_dir, c->control_socket, c->feed_socket,
+	    c->plugin_dir, c->shim, c->jobs_dir, c->python, c->log_file };
+	for (size_t i = 0; i < sizeof(dk) / sizeof(dk[0]); i++)
+		if (!cJSON_HasObjectItem(c->all, dk[i]))
+			cJSON_AddStringToObject(c->all, dk[i], dv[i]);
+	return p.nerr ? -1 : 0;
+}
+
+void
+conf_free(struct conf *c)
+{
+	cJSON_Delete(c->all);
+	c->all = NULL;
+}
+
+const char *
+conf_get(const struct conf *c, const char *section_key)
+{
+	if (c == NULL || c->all == NULL)
+		return NULL;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->all, section_key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+struct resource *
+conf_resource(struct conf *c, const char *name)
+{
+	for (int i = 0; i < c->nres; i++)
+		if (strcmp(c->res[i].name, name) == 0)
+			return &c->res[i];
+	return NULL;
+}
+
+/* The effective configuration, in pipelined.conf syntax (-nv). */
+void
+conf_print(const struct conf *c, FILE *f)
+{
+	fprintf(f, "# %s\n[daemon]\n", c->path);
+	fprintf(f, "state_dir = %s\n", c->state_dir);
+	fprintf(f, "control_socket = %s\n", c->control_socket);
+	fprintf(f, "feed_socket = %s\n", c->feed_socket);
+	fprintf(f, "plugin_dir = %s\n", c->plugin_dir);
+	fprintf(f, "shim = %s\n", c->shim);
+	fprintf(f, "jobs_dir = %s\n", c->jobs_dir);
+	fprintf(f, "python = %s\n", c->python);
+	fprintf(f, "log_level = %s\n", log_level_name(c->log_level));
+	fprintf(f, "log_file = %s\n", c->log_file);
+	fprintf(f, "max_jobs = %d\n", c->max_jobs);
+	fprintf(f, "group = %s\n", c->group);
+	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
+	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
+	fprintf(f, "\n[resources]\n");
+	for (int i = 0; i < c->nres; i++)
+		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);
+	int slurm = 0;
+	for (const struct conf_key *k = conf_keys; k->section; k++) {
+		if (strcmp(k->section, "slurm") != 0)
+			continue;
+		char sk[128];
+		snprintf(sk, sizeof(sk), "slurm.%s", k->key);
+		const char *v = conf_get(c, sk);
+		if (v == NULL)
+			continue;
+		if (!slurm++)
+			fprintf(f, "\n[slurm]\n");
+		fprintf(f, "%s = %s\n", k->key, v);
+	}
+}

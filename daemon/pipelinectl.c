@@ -1,0 +1,888 @@
+/*
+ * pipelinectl: the operator's tool for pipelined.
+ *
+ *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
+ *
+ * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
+ * artifacts, metrics, stage (in-process, no daemon), gguf, report.
+ * The wire vocabulary is in include/pipeline/proto.h, shared with the
+ * daemon. Errors go through err(3); a refusal exits non-zero.
+ */
+#include <err.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "ctl.h"
+#include "plcommon.h"
+
+int ctl_json;
+static const char *conf_path;
+static char control_path[PATH_MAX];
+static char feed_path[PATH_MAX];
+static struct conf conf;
+static int have_conf;
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
+	    "verbs:\n"
+	    "  check SPEC                 validate a run spec\n"
+	    "  submit SPEC [--name RUN]   submit a run; prints its name\n"
+	    "  watch RUN                  follow a run live; exit 0 only if it succeeds\n"
+	    "  status [RUN]               runs, or one run's jobs\n"
+	    "  list                       runs, newest first\n"
+	    "  logs RUN JOB [-f]          a job's log; -f follows it\n"
+	    "  cancel RUN                 cancel a run\n"
+	    "  retry RUN [JOB]            re-run what did not succeed (or JOB and what follows it)\n"
+	    "  values RUN [JOB]           values stored by a run's jobs\n"
+	    "  artifacts RUN              a run's artifacts with size and sha256\n"
+	    "  metrics RUN JOB [NAME]     a job's metrics\n"
+	    "  stage STAGE key=value ...  run one stage by hand, without a daemon\n"
+	    "  stage --list | STAGE --help\n"
+	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
+	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n");
+	exit(2);
+}
+
+/* ---- configuration and sockets -------------------------------------- */
+
+static void
+load_conf(void)
+{
+	char buf[PATH_MAX];
+	const char *path = conf_path;
+	if (path == NULL)
+		path = getenv("PIPELINED_CONF");
+	if (path == NULL) {
+		snprintf(buf, sizeof(buf), "%s/../etc/pipelined.conf", self_dir());
+		if (access(buf, R_OK) == 0)
+			path = buf;
+		else if (access("/etc/pipelined.conf", R_OK) == 0)
+			path = "/etc/pipelined.conf";
+	}
+	if (path != NULL) {
+		char *errs = NULL;
+		if (conf_load(&conf, path, &errs) == -1) {
+			if (conf_path != NULL)
+				errx(1, "%s", errs ? errs : path);
+			warnx("ignoring %s:\n%s", path, errs ? errs : "");
+		}
+		free(errs);
+		have_conf = 1;
+	} else {
+		char *errs = NULL;
+		conf_load(&conf, "/dev/null", &errs);
+		free(errs);
+	}
+	if (control_path[0] == '\0') {
+		const char *e = getenv("PIPELINED_SOCKET");
+		snprintf(control_path, sizeof(control_path), "%s", e ? e : conf.control_socket);
+	}
+	if (feed_path[0] == '\0') {
+		const char *e = getenv("PIPELINED_FEED");
+		snprintf(feed_path, sizeof(feed_path), "%s", e ? e : conf.feed_socket);
+	}
+}
+
+static int
+sock_connect(const char *path)
+{
+	struct sockaddr_un sun;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		errx(1, "%s: socket path too long", path);
+	strcpy(sun.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		err(1, "socket");
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		if (errno == ENOENT || errno == ECONNREFUSED)
+			errx(1, "pipelined is not running (no daemon at %s)", path);
+		if (errno == EACCES)
+			errx(1, "%s: permission denied (are you in the daemon's group?)", path);
+		err(1, "connect %s", path);
+	}
+	return fd;
+}
+
+struct conn {
+	int fd;
+	char *buf;
+	size_t len, cap;
+};
+
+/* Read one line (without the newline); NULL at EOF. */
+static char *
+conn_line(struct conn *c)
+{
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		if (nl != NULL) {
+			size_t n = (size_t)(nl - c->buf);
+			char *line = strndup(c->buf, n);
+			memmove(c->buf, nl + 1, c->len - n - 1);
+			c->len -= n + 1;
+			return line;
+		}
+		if (c->cap - c->len < 65536) {
+			c->cap = c->cap ? c->cap * 2 : 131072;
+			c->buf = realloc(c->buf, c->cap);
+			if (c->buf == NULL)
+				err(1, "realloc");
+		}
+		ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return NULL;
+		c->len += (size_t)r;
+	}
+}
+
+static void
+conn_send(struct conn *c, cJSON *req)
+{
+	char *t = cJSON_PrintUnformatted(req);
+	size_t n = strlen(t);
+	t[n] = '\n';
+	if (plc_write_all(c->fd, t, n + 1) == -1)
+		err(1, "write to pipelined");
+	free(t);
+}
+
+static struct conn ctl_conn = { .fd = -1 };
+
+/* One request on the shared control connection (hello first). */
+static int
+request(const char *verb, cJSON *args, cJSON **result, int quiet)
+{
+	if (ctl_conn.fd == -1) {
+		load_conf();
+		ctl_conn.fd = sock_connect(control_path);
+		cJSON *h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "verb", "hello");
+		cJSON_AddNumberToObject(h, "version", PL_PROTO_VERSION);
+		conn_send(&ctl_conn, h);
+		cJSON_Delete(h);
+		char *line = conn_line(&ctl_conn);
+		if (line == NULL)
+			errx(1, "pipelined closed the connection during the handshake");
+		cJSON *r = cJSON_Parse(line);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
+		if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
+			const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+			errx(1, "pipelined refused the handshake: %s",
+			    cJSON_IsString(e) ? e->valuestring : line);
+		}
+		cJSON_Delete(r);
+		free(line);
+	}
+	cJSON *req = args ? args : cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "verb", verb);
+	conn_send(&ctl_conn, req);
+	cJSON_Delete(req);
+	for (;;) {
+		char *line = conn_line(&ctl_conn);
+		if (line == NULL)
+			errx(1, "pipelined closed the connection");
+		cJSON *r = cJSON_Parse(line);
+		if (r == NULL)
+			errx(1, "pipelined sent a malformed line: %.200s", line);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
+		if (!cJSON_IsString(st)) { /* a data line */
+			if (!quiet)
+				printf("%s\n", line);
+			cJSON_Delete(r);
+			free(line);
+			continue;
+		}
+		free(line);
+		if (strcmp(st->valuestring, "ok") == 0) {
+			if (result)
+				*result = cJSON_DetachItemFromObject(r, "result");
+			cJSON_Delete(r);
+			return 0;
+		}
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+		const cJSON *code = cJSON_GetObjectItemCaseSensitive(r, "code");
+		if (ctl_json) {
+			char *t = cJSON_PrintUnformatted(r);
+			printf("%s\n", t);
+			free(t);
+		} else {
+			fprintf(stderr, "pipelinectl: %s: %s%s%s%s", verb,
+			    cJSON_IsString(e) ? e->valuestring : "error",
+			    cJSON_IsString(code) ? " (" : "", cJSON_IsString(code) ? code->valuestring : "",
+			    cJSON_IsString(code) ? ")\n" : "\n");
+		}
+		cJSON_Delete(r);
+		return -1;
+	}
+}
+
+int
+ctl_request(const char *verb, cJSON *args, cJSON **result)
+{
+	return request(verb, args, result, 1);
+}
+
+static void
+print_json(const cJSON *o)
+{
+	char *t = cJSON_PrintUnformatted(o);
+	printf("%s\n", t);
+	free(t);
+}
+
+static const char *
+jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double
+jnum(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void
+fmt_time(double t, char *buf, size_t len)
+{
+	if (t <= 0) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	time_t s = (time_t)t;
+	struct tm tm;
+	localtime_r(&s, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static char *
+read_spec(const char *path, char *abs, size_t abslen)
+{
+	char *text = plc_read_file(path, NULL, 4 << 20);
+	if (text == NULL)
+		err(1, "%s", path);
+	char *r = realpath(path, NULL);
+	snprintf(abs, abslen, "%s", r ? r : path);
+	free(r);
+	return text;
+}
+
+/* ---- verbs ---------------------------------------------------------- */
+
+static int
+cmd_check(int argc, char **argv)
+{
+	if (argc != 2)
+		usage();
+	load_conf();
+	plugin_load_dir(conf.plugin_dir);
+	char abs[PATH_MAX];
+	char *text = read_spec(argv[1], abs, sizeof(abs));
+	char *errs = NULL;
+	/* Messages name the file as the operator typed it. */
+	struct spec *s = spec_parse(argv[1], text, &errs);
+	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, &errs) == 0;
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "ok", ok);
+		if (s)
+			cJSON_AddStringToObject(o, "run", s->name);
+		cJSON *a = cJSON_AddArrayToObject(o, "errors");
+		char *save = NULL;
+		for (char *l = errs ? strtok_r(errs, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+			cJSON_AddItemToArray(a, cJSON_CreateString(l));
+		print_json(o);
+		cJSON_Delete(o);
+	} else if (ok) {
+		printf("%s: OK (run %s, %d jobs)\n", argv[1], s->name, s->njobs);
+	} else {
+		fputs(errs ? errs : "invalid spec\n", stderr);
+	}
+	free(errs);
+	free(text);
+	spec_free(s);
+	return ok ? 0 : 1;
+}
+
+static int
+cmd_submit(int argc, char **argv)
+{
+	const char *name = NULL, *file = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+			name = argv[++i];
+		else if (file == NULL)
+			file = argv[i];
+		else
+			usage();
+	}
+	if (file == NULL)
+		usage();
+	char abs[PATH_MAX];
+	char *text = read_spec(file, abs, sizeof(abs));
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "path", abs);
+	cJSON_AddStringToObject(a, "text", text);
+	if (name)
+		cJSON_AddStringToObject(a, "name", name);
+	free(text);
+	cJSON *r = NULL;
+	if (request("submit", a, &r, 0) == -1)
+		return 1;
+	if (ctl_json)
+		print_json(r);
+	else
+		printf("%s\n", jstr(r, "run"));
+	cJSON_Delete(r);
+	return 0;
+}
+
+static const char *
+state_mark(const char *st)
+{
+	if (strcmp(st, "succeeded") == 0) return "ok";
+	if (strcmp(st, "failed") == 0) return "FAILED";
+	return st;
+}
+
+static void
+print_jobs_table(const cJSON *jobs)
+{
+	printf("%-16s %-12s %-10s %4s %-20s %s\n", "JOB", "STAGE", "STATE", "TRY", "PROGRESS", "MESSAGE");
+	const cJSON *j;
+	cJSON_ArrayForEach(j, jobs) {
+		char prog[32] = "";
+		double done = jnum(j, "progress_done"), total = jnum(j, "progress_total");
+		if (total > 0)
+			snprintf(prog, sizeof(prog), "%.0f/%.0f %s", done, total, jstr(j, "progress_unit"));
+		printf("%-16s %-12s %-10s %4.0f %-20s %s\n", jstr(j, "name"), jstr(j, "stage"),
+		    state_mark(jstr(j, "state")), jnum(j, "attempts"), prog, jstr(j, "message"));
+	}
+}
+
+static int
+cmd_status(int argc, char **argv)
+{
+	if (argc > 2)
+		usage();
+	cJSON *a = cJSON_CreateObject();
+	if (argc == 2)
+		cJSON_AddStringToObject(a, "run", argv[1]);
+	cJSON *r = NULL;
+	if (request("status", a, &r, 0) == -1)
+		return 1;
+	if (ctl_json) {
+		print_json(r);
+	} else if (argc == 2) {
+		const cJSON *run = cJSON_GetObjectItemCaseSensitive(r, "run");
+		char t[64];
+		fmt_time(jnum(run, "created"), t, sizeof(t));
+		printf("run %s: %s (submitted %s%s%s)\n", jstr(run, "name"), jstr(run, "state"), t,
+		    *jstr(run, "previous") ? ", previous " : "", jstr(run, "previous"));
+		if (*jstr(run, "message"))
+			printf("  %s\n", jstr(run, "message"));
+		print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
+	} else {
+		const cJSON *runs = cJSON_GetObjectItemCaseSensitive(r, "runs");
+		printf("%-20s %-10s %-9s %-20s %s\n", "RUN", "STATE", "JOBS", "SUBMITTED", "PREVIOUS");
+		const cJSON *x;
+		cJSON_ArrayForEach(x, runs) {
+			char t[64], jobs[32];
+			fmt_time(jnum(x, "created"), t, sizeof(t));
+			snprintf(jobs, sizeof(jobs), "%.0f/%.0f", jnum(x, "succeeded"), jnum(x, "jobs"));
+			printf("%-20s %-10s %-9s %-20s %s\n", jstr(x, "name"), jstr(x, "state"), jobs, t,
+			    jstr(x, "previous"));
+		}
+	}
+	cJSON_Delete(r);
+	return 0;
+}
+
+static int
+cmd_logs(int argc, char **argv)
+{
+	int follow = 0;
+	const char *run = NULL, *job = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-f") == 0)
+			follow = 1;
+		else if (run == NULL)
+			run = argv[i];
+		else if (job == NULL)
+			job = argv[i];
+		else
+			usage();
+	}
+	if (job == NULL)
+		usage();
+	double offset = 0;
+	for (;;) {
+		cJSON *a = cJSON_CreateObject();
+		cJSON_AddStringToObject(a, "run", run);
+		cJSON_AddStringToObject(a, "job", job);
+		cJSON_AddNumberToObject(a, "offset", offset);
+		cJSON *r = NULL;
+		if (request("logs", a, &r, 0) == -1)
+			return 1;
+		const char *data = jstr(r, "data");
+		fputs(data, stdout);
+		fflush(stdout);
+		offset = jnum(r, "offset");
+		int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "more"));
+		const char *state = jstr(r, "state");
+		int active = strcmp(state, "running") == 0 || strcmp(state, "pending") == 0 ||
+		    strcmp(state, "retrying") == 0;
+		cJSON_Delete(r);
+		if (more)
+			continue;
+		if (!follow || !active)
+			break;
+		usleep(300000);
+	}
+	return 0;
+}
+
+static int
+cmd_simple(int argc, char **argv, const char *verb, int minargs, int maxargs)
+{
+	if (argc - 1 < minargs || argc - 1 > maxargs)
+		usage();
+	cJSON *a = cJSON_CreateObject();
+	if (argc > 1)
+		cJSON_AddStringToObject(a, "run", argv[1]);
+	if (argc > 2)
+		cJSON_AddStringToObject(a, "job", argv[2]);
+	if (argc > 3)
+		cJSON_AddStringToObject(a, "name", argv[3]);
+	cJSON *r = NULL;
+	if (request(verb, a, &r, 0) == -1)
+		return 1;
+	if (ctl_json) {
+		print_json(r);
+	} else if (strcmp(verb, "values") == 0) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "values"))
+			printf("%-14s %-24s %s\n", jstr(x, "job"), jstr(x, "key"), jstr(x, "value"));
+	} else if (strcmp(verb, "artifacts") == 0) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts"))
+			printf("%-14s %-10s %12.0f %s %s\n", jstr(x, "job"), jstr(x, "name"),
+			    jnum(x, "size"), jstr(x, "sha256"), jstr(x, "path"));
+	} else if (strcmp(verb, "metrics") == 0) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics"))
+			printf("%-12s %8.0f %.6g\n", jstr(x, "name"), jnum(x, "step"), jnum(x, "value"));
+	} else {
+		printf("%s: %s\n", argv[1], jstr(r, "message"));
+	}
+	cJSON_Delete(r);
+	return 0;
+}
+
+/* ---- watch ----------------------------------------------------------- */
+
+struct wjob {
+	char name[128];
+	char state[16];
+	double done, total;
+	char unit[16];
+	int attempt;
+	char msg[160];
+};
+
+struct watch {
+	struct wjob *jobs;
+	int njobs;
+	int tty;
+	int drawn;
+	char run_state[16];
+	char run_msg[256];
+};
+
+static struct wjob *
+wjob_find(struct watch *w, const char *name)
+{
+	for (int i = 0; i < w->njobs; i++)
+		if (strcmp(w->jobs[i].name, name) == 0)
+			return &w->jobs[i];
+	w->jobs = realloc(w->jobs, (size_t)(w->njobs + 1) * sizeof(*w->jobs));
+	struct wjob *j = &w->jobs[w->njobs++];
+	memset(j, 0, sizeof(*j));
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	snprintf(j->state, sizeof(j->state), "pending");
+	return j;
+}
+
+static void
+watch_draw(struct watch *w)
+{
+	struct winsize ws;
+	int cols = ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 40 ? ws.ws_col : 80;
+	if (w->drawn)
+		printf("\033[%dA", w->drawn);
+	int barw = cols - 16 - 11 - 16;
+	if (barw > 40)
+		barw = 40;
+	if (barw < 10)
+		barw = 10;
+	for (int i = 0; i < w->njobs; i++) {
+		struct wjob *j = &w->jobs[i];
+		char bar[64];
+		double frac = j->total > 0 ? j->done / j->total : 0;
+		if (strcmp(j->state, "succeeded") == 0)
+			frac = 1;
+		if (frac > 1)
+			frac = 1;
+		int fill = (int)(frac * barw);
+		for (int k = 0; k < barw; k++)
+			bar[k] = k < fill ? '#' : (k == fill && strcmp(j->state, "running") == 0 ? '>' : '.');
+		bar[barw] = '\0';
+		char extra[64] = "";
+		if (j->total > 0)
+			snprintf(extra, sizeof(extra), "%.0f/%.0f %s", j->done, j->total, j->unit);
+		printf("\033[2K%-16.16s %-10s [%s] %s\n", j->name, j->state, bar, extra);
+	}
+	printf("\033[2K run: %s %s\n", w->run_state, w->run_msg);
+	w->drawn = w->njobs + 1;
+	fflush(stdout);
+}
+
+static int
+run_final(const char *s)
+{
+	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
+	    strcmp(s, "cancelled") == 0;
+}
+
+static int
+cmd_watch(int argc, char **argv)
+{
+	int plain = 0;
+	const char *run = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--plain") == 0)
+			plain = 1;
+		else if (run == NULL)
+			run = argv[i];
+		else
+			usage();
+	}
+	if (run == NULL)
+		usage();
+	struct watch w = { .tty = !plain && !ctl_json && isatty(1) };
+	/* The job list first (this also says whether the run exists). */
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "run", run);
+	cJSON *r = NULL;
+	if (request("status", a, &r, 1) == -1)
+		return 1;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs"))
+		wjob_find(&w, jstr(x, "name"));
+	cJSON_Delete(r);
+	snprintf(w.run_state, sizeof(w.run_state), "running");
+
+	struct conn fc = { .fd = sock_connect(feed_path) };
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "verb", "watch");
+	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
+	cJSON_AddNumberToObject(req, "since", 0);
+	cJSON_AddStringToObject(req, "run", run);
+	conn_send(&fc, req);
+	cJSON_Delete(req);
+	int64_t last_id = 0;
+	for (;;) {
+		char *line = conn_line(&fc);
+		if (line == NULL) {
+			/* Dropped (or the daemon went away): reconnect from last_id. */
+			close(fc.fd);
+			for (int tries = 0;; tries++) {
+				sleep(1);
+				struct sockaddr_un sun = { .sun_family = AF_UNIX };
+				snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", feed_path);
+				fc.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+				if (connect(fc.fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+					break;
+				close(fc.fd);
+				if (tries > 120)
+					errx(1, "lost the feed of pipelined");
+			}
+			fc.len = 0;
+			req = cJSON_CreateObject();
+			cJSON_AddStringToObject(req, "verb", "watch");
+			cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
+			cJSON_AddNumberToObject(req, "since", (double)last_id);
+			cJSON_AddStringToObject(req, "run", run);
+			conn_send(&fc, req);
+			cJSON_Delete(req);
+			continue;
+		}
+		cJSON *ev = cJSON_Parse(line);
+		if (ev == NULL) {
+			free(line);
+			continue;
+		}
+		if (cJSON_GetObjectItemCaseSensitive(ev, "status") != NULL) {
+			/* An error from the feed (unknown run, bad request). */
+			const char *e = jstr(ev, "error");
+			if (*e)
+				errx(1, "watch: %s", e);
+			cJSON_Delete(ev);
+			free(line);
+			continue;
+		}
+		int64_t id = (int64_t)jnum(ev, "id");
+		if (id > last_id)
+			last_id = id;
+		const char *type = jstr(ev, "type"), *job = jstr(ev, "job");
+		if (ctl_json) {
+			printf("%s\n", line);
+			fflush(stdout);
+		}
+		if (strcmp(type, "job.state") == 0) {
+			struct wjob *j = wjob_find(&w, job);
+			snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
+			snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
+			j->attempt = (int)jnum(ev, "attempt");
+		} else if (strcmp(type, "job.progress") == 0) {
+			struct wjob *j = wjob_find(&w, job);
+			j->done = jnum(ev, "done");
+			j->total = jnum(ev, "total");
+			snprintf(j->unit, sizeof(j->unit), "%s", jstr(ev, "unit"));
+		} else if (strcmp(type, "run.state") == 0) {
+			snprintf(w.run_state, sizeof(w.run_state), "%s", jstr(ev, "state"));
+			snprintf(w.run_msg, sizeof(w.run_msg), "%s", jstr(ev, "message"));
+		}
+		if (!ctl_json && !w.tty) {
+			/* Plain lines: states, progress at whole steps, the rest. */
+			char ts[16];
+			time_t t = (time_t)jnum(ev, "ts");
+			struct tm tm;
+			localtime_r(&t, &tm);
+			strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+			if (strcmp(type, "job.state") == 0)
+				printf("%s %s %s%s%s\n", ts, job, jstr(ev, "state"),
+				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
+			else if (strcmp(type, "job.progress") == 0)
+				printf("%s %s progress %.0f/%.0f %s\n", ts, job, jnum(ev, "done"),
+				    jnum(ev, "total"), jstr(ev, "unit"));
+			else if (strcmp(type, "run.state") == 0)
+				printf("%s run %s %s%s%s\n", ts, run, jstr(ev, "state"),
+				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
+			else if (strcmp(type, "job.artifact") == 0)
+				printf("%s %s artifact %s %s %s\n", ts, job, jstr(ev, "name"),
+				    jstr(ev, "sha256"), jstr(ev, "path"));
+			else if (strcmp(type, "job.error") == 0)
+				printf("%s %s error: %s\n", ts, job, jstr(ev, "message"));
+			else if (strcmp(type, "job.verdict") == 0 || strcmp(type, "job.verify") == 0)
+				printf("%s %s %s\n", ts, job, line);
+			fflush(stdout);
+		} else if (w.tty) {
+			watch_draw(&w);
+		}
+		int done = strcmp(type, "run.state") == 0 && run_final(w.run_state);
+		cJSON_Delete(ev);
+		free(line);
+		if (done)
+			break;
+	}
+	close(fc.fd);
+	if (w.tty)
+		watch_draw(&w);
+	free(w.jobs);
+	return strcmp(w.run_state, "succeeded") == 0 ? 0 : 1;
+}
+
+/* ---- stage: one stage by hand, in-process --------------------------- */
+
+static void
+stage_help(const struct stage_reg *reg)
+{
+	const struct pl_stage *st = reg->st;
+	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
+	for (const struct pl_key *k = st->keys; k && k->name; k++) {
+		if (k->flags & PL_KEY_HIDDEN)
+			continue;
+		printf("  %-22s %s%s%s%s%s%s\n", k->name, k->help ? k->help : "",
+		    k->def ? " [default: " : "", k->def ? k->def : "", k->def ? "]" : "",
+		    (k->flags & PL_KEY_REQUIRED) ? " (required)" : "",
+		    k->artifact ? " (input)" : "");
+	}
+}
+
+static int
+cmd_stage(int argc, char **argv)
+{
+	load_conf();
+	plugin_load_dir(conf.plugin_dir);
+	if (argc < 2)
+		usage();
+	if (strcmp(argv[1], "--list") == 0) {
+		for (int i = 0; i < plugin_nstages(); i++) {
+			const struct stage_reg *r = plugin_stage_at(i);
+			printf("%-14s %s\n", r->st->name, r->st->summary ? r->st->summary : "");
+		}
+		return 0;
+	}
+	const struct stage_reg *reg = plugin_stage(argv[1]);
+	if (reg == NULL)
+		errx(2, "no stage \"%s\" (pipelinectl stage --list shows them)", argv[1]);
+	const char *workdir = NULL;
+	struct spec_section *sec = xcalloc(1, sizeof(*sec));
+	sec->name = xstrdup(argv[1]);
+	sec->line = 1;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			stage_help(reg);
+			return 0;
+		}
+		if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
+			workdir = argv[++i];
+			continue;
+		}
+		char *eq = strchr(argv[i], '=');
+		if (eq == NULL || eq == argv[i])
+			errx(2, "argument %d: \"%s\" is not key=value", i - 1, argv[i]);
+		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 1) * sizeof(*sec->kv));
+		sec->kv[sec->nkv].key = strndup(argv[i], (size_t)(eq - argv[i]));
+		sec->kv[sec->nkv].value = xstrdup(eq + 1);
+		sec->kv[sec->nkv].line = i - 1;
+		sec->nkv++;
+	}
+	/* A one-job spec named after the command line, so messages read
+	 * "command line:N: key: ..." with N the argument's position. */
+	struct spec spec;
+	memset(&spec, 0, sizeof(spec));
+	spec.path = "command line";
+	char cwd[PATH_MAX];
+	spec.dir = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+	spec.name = "by-hand";
+	spec.jobs = &sec;
+	spec.njobs = 1;
+	char *errs = NULL;
+	if (host_check_section(reg, &spec, sec, &errs) != 0) {
+		fputs(errs ? errs : "invalid keys\n", stderr);
+		return 2;
+	}
+	struct pl_job *j = job_new(JOB_MODE_RUN, reg, &spec, sec);
+	j->conf = have_conf ? &conf : NULL;
+	j->json_out = ctl_json;
+	char tmpl[] = "/tmp/pipelinectl-stage.XXXXXX";
+	if (workdir == NULL) {
+		workdir = mkdtemp(tmpl);
+		if (workdir == NULL)
+			err(1, "mkdtemp");
+	} else if (plc_mkdirs(workdir, 0755) == -1) {
+		err(1, "%s", workdir);
+	}
+	char *wabs = realpath(workdir, NULL);
+	snprintf(j->workdir, sizeof(j->workdir), "%s", wabs ? wabs : workdir);
+	free(wabs);
+	if (!ctl_json)
+		fprintf(stderr, "pipelinectl: stage %s, work directory %s\n", reg->st->name, j->workdir);
+	signal(SIGPIPE, SIG_IGN);
+	double t0 = now_mono();
+	int rc = reg->st->run(j);
+	double secs = now_mono() - t0;
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "type", "result");
+		cJSON_AddStringToObject(o, "stage", reg->st->name);
+		cJSON_AddBoolToObject(o, "ok", rc == PL_OK);
+		cJSON_AddNumberToObject(o, "seconds", secs);
+		if (rc != PL_OK)
+			cJSON_AddStringToObject(o, "error", j->failmsg[0] ? j->failmsg :
+			    plugin_host.strerror(rc));
+		print_json(o);
+		cJSON_Delete(o);
+	} else if (rc == PL_OK) {
+		printf("stage %s: succeeded in %.2fs\n", reg->st->name, secs);
+	} else {
+		printf("stage %s: failed: %s\n", reg->st->name,
+		    j->failmsg[0] ? j->failmsg : plugin_host.strerror(rc));
+	}
+	job_free(j);
+	return rc == PL_OK ? 0 : 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int ch;
+	log_init(1, LOG_LVL_WARN, NULL);
+	while ((ch = getopt_long(argc, argv, "+f:s:F:jh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'f': conf_path = optarg; break;
+		case 's': snprintf(control_path, sizeof(control_path), "%s", optarg); break;
+		case 'F': snprintf(feed_path, sizeof(feed_path), "%s", optarg); break;
+		case 'j': ctl_json = 1; break;
+		default: usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		usage();
+	/* --json may also follow the verb. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			ctl_json = 1;
+			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(char *));
+			argc--;
+			i--;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	const char *v = argv[0];
+	if (strcmp(v, "check") == 0) return cmd_check(argc, argv);
+	if (strcmp(v, "submit") == 0) return cmd_submit(argc, argv);
+	if (strcmp(v, "watch") == 0) return cmd_watch(argc, argv);
+	if (strcmp(v, "status") == 0) return cmd_status(argc, argv);
+	if (strcmp(v, "list") == 0) { if (argc != 1) usage(); return cmd_status(1, argv); }
+	if (strcmp(v, "logs") == 0) return cmd_logs(argc, argv);
+	if (strcmp(v, "cancel") == 0) return cmd_simple(argc, argv, "cancel", 1, 1);
+	if (strcmp(v, "retry") == 0) return cmd_simple(argc, argv, "retry", 1, 2);
+	if (strcmp(v, "values") == 0) return cmd_simple(argc, argv, "values", 1, 2);
+	if (strcmp(v, "artifacts") == 0) return cmd_simple(argc, argv, "artifacts", 1, 1);
+	if (strcmp(v, "metrics") == 0) return cmd_simple(argc, argv, "metrics", 2, 3);
+	if (strcmp(v, "stage") == 0) return cmd_stage(argc, argv);
+	if (strcmp(v, "gguf") == 0) {
+		if (ctl_gguf == NULL)
+			errx(2, "this pipelinectl was built without the gguf verb");
+		return ctl_gguf(argc, argv);
+	}
+	if (strcmp(v, "report") == 0) {
+		if (ctl_report == NULL)
+			errx(2, "this pipelinectl was built without the report verb");
+		return ctl_report(argc, argv);
+	}
+	warnx("unknown verb \"%s\"", v);
+	usage();
+}

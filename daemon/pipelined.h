@@ -1,0 +1,321 @@
+/*
+ * pipelined.h: the daemon's private header. One section per subsystem,
+ * each named for its file. pipelinectl links the same core library (for
+ * `pipelinectl check` and `pipelinectl stage`), so nothing here assumes a
+ * running daemon except where it says so.
+ */
+#ifndef PIPELINED_H
+#define PIPELINED_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "pipeline/plugin.h"
+#include "pipeline/proto.h"
+#include "exec.h"
+
+#define PL_VERSION "0.1.0"
+
+/* log.c */
+enum { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
+void	log_init(int foreground, int level, const char *file);
+void	log_setlevel(int level);
+int	log_getlevel(void);
+int	log_level_parse(const char *s);
+const char *log_level_name(int level);
+void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void	fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* util.c */
+double	now_wall(void);                 /* seconds since the epoch */
+double	now_mono(void);                 /* monotonic seconds */
+int	parse_duration(const char *s, double *out);
+int	parse_size(const char *s, int64_t *out);
+int	parse_bool(const char *s, int *out);
+int	parse_int(const char *s, int64_t *out);
+int	parse_double(const char *s, double *out);
+int	valid_name(const char *s);      /* [A-Za-z0-9._-]+, not starting with '.' */
+/* Split a comma/space separated list; returns a NULL-terminated malloc'd
+ * vector of malloc'd words (free with strv_free). */
+char	**split_list(const char *s, int *count);
+void	strv_free(char **v);
+/* Resolve path against dir unless absolute; returns malloc'd string. */
+char	*path_resolve(const char *dir, const char *path);
+char	*xstrdup(const char *s);
+void	*xcalloc(size_t n, size_t sz);
+/* The directory holding the running executable (for the shim, plugins). */
+const char *self_dir(void);
+/* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
+uint64_t proc_starttime(pid_t pid);
+
+/* conf.c: pipelined.conf */
+#define CONF_MAX_RES 32
+struct resource {
+	char name[64];
+	int capacity;
+	int used;
+};
+struct conf {
+	char path[PATH_MAX];
+	char dir[PATH_MAX];           /* the config file's directory */
+	char state_dir[PATH_MAX];
+	char control_socket[PATH_MAX];
+	char feed_socket[PATH_MAX];
+	char plugin_dir[PATH_MAX];
+	char shim[PATH_MAX];
+	char jobs_dir[PATH_MAX];
+	char python[PATH_MAX];
+	char log_file[PATH_MAX];
+	char group[64];
+	gid_t gid;                    /* (gid_t)-1 when no group is set */
+	int log_level;
+	int max_jobs;
+	double kill_grace;
+	int feed_queue_max;           /* bytes a watcher may have queued */
+	int nres;
+	struct resource res[CONF_MAX_RES];
+	/* Every key as read, "section.key" -> value, for host->conf_get(). */
+	cJSON *all;
+};
+/* Parse a configuration file. Errors are appended to errs (file:line: key:
+ * message lines) and -1 returned. */
+int	conf_load(struct conf *c, const char *path, char **errs);
+void	conf_free(struct conf *c);
+void	conf_print(const struct conf *c, FILE *f);
+const char *conf_get(const struct conf *c, const char *section_key);
+struct resource *conf_resource(struct conf *c, const char *name);
+
+/* spec.c: pipeline.ini run specs */
+struct spec_kv {
+	char *key;
+	char *value;
+	int line;
+};
+struct spec_section {
+	char *name;
+	int line;
+	struct spec_kv *kv;
+	int nkv;
+	/* Filled in by spec_check for job sections. */
+	char *stage;
+	char **after;
+	int nafter;
+	int retries;
+	double backoff, backoff_max, timeout;
+	char **res_names;
+	int *res_counts;
+	int nres;
+	char *executor;
+};
+struct spec {
+	char *path;        /* as given (absolute when submitted) */
+	char *dir;         /* directory for relative paths */
+	char *text;        /* the whole file */
+	struct spec_section *run;   /* the [run] section, or NULL */
+	struct spec_section **jobs;
+	int njobs;
+	char *name;        /* run name */
+	char *previous;
+};
+/* Parse text (named path for messages). Errors -> errs. */
+struct spec *spec_parse(const char *path, const char *text, char **errs);
+void	spec_free(struct spec *s);
+const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
+const char *spec_get(const struct spec_section *sec, const char *key);
+/* Validate everything: common keys, stages (through the plugin registry),
+ * DAG (unknown after, cycles), resources against conf (may be NULL). */
+int	spec_check(struct spec *s, const struct conf *c, char **errs);
+/* Append "file:line: key: message\n" to *errs. */
+void	errs_add(char **errs, const char *file, int line, const char *key,
+	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int	spec_is_common_key(const char *key);
+extern const char *const spec_common_keys[];
+extern const char *const spec_run_keys[];
+
+/* plugin.c: the registry of stages */
+struct plugin {
+	char path[PATH_MAX];
+	void *handle;
+	int nstages;
+};
+struct stage_reg {
+	const struct pl_stage *st;
+	struct plugin *plugin;
+};
+/* Load every *.so in dir; refused plugins are logged, never fatal.
+ * Returns the number loaded. */
+int	plugin_load_dir(const char *dir);
+/* Load one plugin; 0, or -1 with the reason in why. */
+int	plugin_load(const char *path, char *why, size_t whylen);
+const struct stage_reg *plugin_stage(const char *name);
+int	plugin_nstages(void);
+const struct stage_reg *plugin_stage_at(int i);
+void	plugin_unload_all(void);
+extern const struct pl_host plugin_host;
+
+/* store.c: the SQLite store (thread-safe; one connection, one mutex) */
+struct store;
+#define STORE_SCHEMA_VERSION 1
+int	store_open(struct store **sp, const char *path);
+void	store_close(struct store *s);
+int	store_integrity_ok(struct store *s);
+/* Last event id committed. */
+int64_t	store_last_event(struct store *s);
+/* An event to announce after commit: the feed line (malloc'd). */
+struct ann {
+	int64_t id;
+	char *run;
+	char *line;
+	struct ann *next;
+};
+/* Called with each committed event, on the committing thread. */
+typedef void (*store_announce_fn)(int64_t id, const char *run, const char *line);
+void	store_set_announce(struct store *s, store_announce_fn fn);
+
+/* Transactions: store_begin() locks; store_commit() commits, unlocks and
+ * announces the events inserted in between; store_rollback() likewise
+ * without announcing. Every write below must run between them. */
+int	store_begin(struct store *s);
+int	store_commit(struct store *s);
+void	store_rollback(struct store *s);
+/* Insert an event; data is an object (consumed) or NULL. */
+int64_t	store_event(struct store *s, const char *run, const char *job,
+	    const char *type, cJSON *data);
+
+int	store_run_create(struct store *s, const struct spec *spec, int64_t *id);
+int	store_run_state(struct store *s, int64_t run_id, const char *run,
+	    const char *state, const char *message);
+int	store_job_create(struct store *s, int64_t run_id, const char *name,
+	    const char *stage, int seq, int64_t *id);
+int	store_job_state(struct store *s, int64_t job_id, const char *run,
+	    const char *job, const char *state, int attempt, const char *message);
+int	store_job_progress(struct store *s, int64_t job_id, double done,
+	    double total, const char *unit);
+int	store_job_next_at(struct store *s, int64_t job_id, double at);
+int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost);
+int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
+int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
+	    int result, const char *message);
+int	store_metric(struct store *s, int64_t job_id, const char *name,
+	    int64_t step, double value);
+int	store_artifact(struct store *s, int64_t run_id, int64_t job_id,
+	    const char *name, const char *path, uint64_t size, const char *sha256);
+int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
+	    const char *key, const char *value);
+/* Reads (lock internally). */
+char	*store_value_get(struct store *s, const char *run, const char *job,
+	    const char *key);
+char	*store_value_history(struct store *s, const char *key, int limit);
+int	store_artifact_find(struct store *s, const char *run, const char *job,
+	    const char *name, char *path, size_t pathlen, char *sha256);
+/* Procs (spawned processes). */
+struct proc_row {
+	int64_t id;
+	char dir[PATH_MAX];
+	pid_t pid;
+	uint64_t starttime;
+	char ext_id[64];
+	char executor[16];
+	int state;
+	int64_t events_offset;
+	int exited, status, sig;
+	char end_class[32];
+};
+int	store_proc_find(struct store *s, int64_t attempt_id, const char *name,
+	    struct proc_row *row);
+int	store_proc_insert(struct store *s, int64_t attempt_id, const char *name,
+	    const char *executor, const char *dir, int64_t *id);
+int	store_proc_update(struct store *s, const struct proc *p, int64_t events_offset);
+/* Live procs of an attempt (for killing before a requeue). */
+int	store_attempt_procs(struct store *s, int64_t attempt_id,
+	    struct proc_row **rows, int *n);
+/* Queries answering control verbs: return JSON (caller frees). */
+cJSON	*store_q_runs(struct store *s);
+cJSON	*store_q_run(struct store *s, const char *run);
+cJSON	*store_q_values(struct store *s, const char *run, const char *job);
+cJSON	*store_q_artifacts(struct store *s, const char *run);
+cJSON	*store_q_metrics(struct store *s, const char *run, const char *job,
+	    const char *name);
+/* Events after since (optionally of one run), at most limit, as feed lines. */
+int	store_q_events(struct store *s, int64_t since, const char *run, int limit,
+	    void (*fn)(void *arg, int64_t id, const char *line), void *arg);
+/* Runs that are not finished, for restart: id, name, spec path, text. */
+int	store_q_unfinished(struct store *s,
+	    void (*fn)(void *arg, int64_t id, const char *name, const char *path,
+	    const char *text, const char *state), void *arg);
+/* A job's stored state, attempt count, lost count, latest attempt id/state. */
+struct job_row {
+	int64_t id;
+	char state[16];
+	int attempts, lost;
+	double next_at;
+	int64_t attempt_id;
+	char attempt_state[16];
+	char message[512];
+};
+int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
+int64_t	store_run_id(struct store *s, const char *name);
+char	*store_run_state_get(struct store *s, const char *name);
+/* For tests: the SQLite handle. */
+void	*store_db(struct store *s);
+
+/* host.c: the pl_host table and struct pl_job */
+enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };
+struct pl_job {
+	int mode;
+	const struct stage_reg *reg;
+	const struct spec *spec;
+	const struct spec_section *sec;
+	const struct conf *conf;          /* NULL by hand */
+	struct store *store;              /* NULL by hand */
+	/* Identity */
+	char run[128];
+	char name[128];
+	int64_t run_id, job_id, attempt_id;
+	int attempt;
+	int adopted;
+	char jobdir[PATH_MAX];            /* state/runs/RUN/JOB */
+	char workdir[PATH_MAX];           /* jobdir/work (or by hand: given) */
+	char logpath[PATH_MAX];           /* the job log */
+	const struct executor *ex;        /* executor for spawns */
+	char *ex_opts;                    /* executor options ("k=v\n" lines) */
+	double deadline;                  /* monotonic; 0: none */
+	volatile int cancel;              /* set by the scheduler */
+	int timed_out;
+	char failmsg[512];
+	/* Check mode: errors. */
+	char **errs;
+	/* Strings handed to the plugin, freed with the job. */
+	char **pool;
+	int npool, cappool;
+	pthread_mutex_t lock;
+	/* By hand: print progress/events to this stream. */
+	FILE *out;
+	int json_out;
+	/* Proc being waited on (for cancel). */
+	struct proc *cur;
+};
+struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
+	    const struct spec_section *sec);
+void	job_free(struct pl_job *j);
+/* Run a stage's check hook plus the host's generic key checks. */
+int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
+	    const struct spec_section *sec, char **errs);
+const struct pl_key *host_find_key(const struct pl_stage *st, const char *key);
+/* Open the job log and write a line to it (host and daemon). */
+void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* exec_common.c */
+int	proc_write_json_atomic(const char *path, cJSON *obj);
+
+#endif

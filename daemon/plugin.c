@@ -1,0 +1,202 @@
+/* plugin.c: the stage registry and the plugin loader.
+ *
+ * A plugin is refused, with one log line and no harm to the daemon, when
+ * its file is group- or world-writable, when dlopen fails, when it lacks
+ * pl_plugin_init, or when its init fails (which includes stating another
+ * ABI version). Every registration a failed init made is undone. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pipelined.h"
+
+#define MAX_STAGES 256
+#define MAX_PLUGINS 64
+
+static struct stage_reg stages[MAX_STAGES];
+static int nstages;
+static struct plugin *plugins[MAX_PLUGINS];
+static int nplugins;
+/* Set while a plugin's init runs: the registration error, if any. */
+static char reg_error[256];
+
+static int
+host_register_stage(void *plugin, const struct pl_stage *st)
+{
+	struct plugin *p = plugin;
+	if (st == NULL || st->abi != PL_ABI_VERSION || st->size < sizeof(struct pl_stage)) {
+		snprintf(reg_error, sizeof(reg_error), "stage struct of ABI %u size %u (host: ABI %d size %zu)",
+		    st ? st->abi : 0, st ? st->size : 0, PL_ABI_VERSION, sizeof(struct pl_stage));
+		return PL_EABI;
+	}
+	if (st->name == NULL || !valid_name(st->name) || st->run == NULL) {
+		snprintf(reg_error, sizeof(reg_error), "stage without a valid name or run hook");
+		return PL_EINVAL;
+	}
+	if (plugin_stage(st->name) != NULL) {
+		snprintf(reg_error, sizeof(reg_error), "stage \"%s\" is already registered", st->name);
+		return PL_EEXIST;
+	}
+	if (nstages == MAX_STAGES) {
+		snprintf(reg_error, sizeof(reg_error), "too many stages");
+		return PL_ENOMEM;
+	}
+	stages[nstages].st = st;
+	stages[nstages].plugin = p;
+	nstages++;
+	p->nstages++;
+	return PL_OK;
+}
+
+/* Undo every registration of plugin p. */
+static void
+unregister(struct plugin *p)
+{
+	int w = 0;
+	for (int i = 0; i < nstages; i++)
+		if (stages[i].plugin != p)
+			stages[w++] = stages[i];
+	nstages = w;
+	p->nstages = 0;
+}
+
+int
+plugin_load(const char *path, char *why, size_t whylen)
+{
+	struct stat st;
+	if (stat(path, &st) == -1) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, whylen, "file is group- or world-writable (mode %04o)",
+		    (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	if (nplugins == MAX_PLUGINS) {
+		snprintf(why, whylen, "too many plugins");
+		return -1;
+	}
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		snprintf(why, whylen, "dlopen: %s", dlerror());
+		return -1;
+	}
+	pl_plugin_init_fn init = (pl_plugin_init_fn)dlsym(h, PL_ENTRY_SYMBOL);
+	if (init == NULL) {
+		snprintf(why, whylen, "no entry symbol %s", PL_ENTRY_SYMBOL);
+		dlclose(h);
+		return -1;
+	}
+	struct plugin *p = xcalloc(1, sizeof(*p));
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->handle = h;
+	reg_error[0] = '\0';
+	int rc = init(&plugin_host, p);
+	if (rc != PL_OK || p->nstages == 0) {
+		if (rc == PL_EABI && reg_error[0] == '\0')
+			snprintf(why, whylen, "init failed: ABI version mismatch (host speaks ABI %d)",
+			    PL_ABI_VERSION);
+		else if (rc != PL_OK)
+			snprintf(why, whylen, "init failed: %s%s%s", plugin_host.strerror(rc),
+			    reg_error[0] ? ": " : "", reg_error);
+		else
+			snprintf(why, whylen, "init registered no stage");
+		unregister(p);
+		dlclose(h);
+		free(p);
+		return -1;
+	}
+	plugins[nplugins++] = p;
+	return 0;
+}
+
+static int
+cmpstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int
+plugin_load_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL) {
+		log_warn("%s: %s", __func__, dir);
+		return 0;
+	}
+	char **names = NULL;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		if (len < 4 || strcmp(de->d_name + len - 3, ".so") != 0)
+			continue;
+		names = realloc(names, (size_t)(n + 1) * sizeof(*names));
+		names[n++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof(*names), cmpstr);
+	int loaded = 0;
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX], why[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		int already = 0;
+		for (int k = 0; k < nplugins; k++)
+			already |= strcmp(plugins[k]->path, path) == 0;
+		if (!already) {
+			if (plugin_load(path, why, sizeof(why)) == -1)
+				log_warnx("plugin_load: %s: refused: %s", path, why);
+			else
+				loaded++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return loaded;
+}
+
+const struct stage_reg *
+plugin_stage(const char *name)
+{
+	for (int i = 0; i < nstages; i++)
+		if (strcmp(stages[i].st->name, name) == 0)
+			return &stages[i];
+	return NULL;
+}
+
+int
+plugin_nstages(void)
+{
+	return nstages;
+}
+
+const struct stage_reg *
+plugin_stage_at(int i)
+{
+	return i >= 0 && i < nstages ? &stages[i] : NULL;
+}
+
+void
+plugin_unload_all(void)
+{
+	for (int i = 0; i < nplugins; i++) {
+		unregister(plugins[i]);
+		dlclose(plugins[i]->handle);
+		free(plugins[i]);
+	}
+	nplugins = 0;
+	nstages = 0;
+}
+
+/* Only for host.c: the registration entry of the table. */
+int plugin_register_stage(void *plugin, const struct pl_stage *st);
+int
+plugin_register_stage(void *plugin, const struct pl_stage *st)
+{
+	return host_register_stage(plugin, st);
+}

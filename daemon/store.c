@@ -1,0 +1,975 @@
+/* store.c: the SQLite store, the truth of pipelined.
+ *
+ * One connection in WAL mode behind one mutex. Writers bracket their
+ * changes with store_begin()/store_commit(); events inserted inside are
+ * announced (to the feed) only after the COMMIT succeeded, still under the
+ * lock so announcements leave in id order. Event ids are assigned here,
+ * last + 1, so they are monotonic without gaps: a rolled-back transaction
+ * gives its ids back.
+ *
+ * synchronous=NORMAL: in WAL mode a commit survives the death of the
+ * process (kill -9) but the last commits may be lost to a power failure.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "pipelined.h"
+
+struct store {
+	sqlite3 *db;
+	pthread_mutex_t mtx;
+	int64_t last_event;
+	int64_t txn_first_event;
+	store_announce_fn announce;
+	struct ann *pending, **pending_tail;
+	int in_txn;
+};
+
+/* Migrations: migrations[i] takes the schema from version i to i + 1. */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+	"  state TEXT NOT NULL, spec_path TEXT, spec_text TEXT, previous TEXT,"
+	"  description TEXT, created REAL, finished REAL, message TEXT);"
+	"CREATE TABLE jobs(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),"
+	"  name TEXT NOT NULL, stage TEXT NOT NULL, seq INTEGER, state TEXT NOT NULL,"
+	"  attempts INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0,"
+	"  next_at REAL, started REAL, finished REAL, message TEXT,"
+	"  progress_done REAL, progress_total REAL, progress_unit TEXT,"
+	"  UNIQUE(run_id, name));"
+	"CREATE TABLE attempts(id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL REFERENCES jobs(id),"
+	"  n INTEGER NOT NULL, state TEXT NOT NULL, started REAL, finished REAL,"
+	"  result INTEGER, message TEXT, UNIQUE(job_id, n));"
+	"CREATE TABLE procs(id INTEGER PRIMARY KEY, attempt_id INTEGER NOT NULL REFERENCES attempts(id),"
+	"  name TEXT NOT NULL, executor TEXT, dir TEXT, pid INTEGER, starttime INTEGER,"
+	"  ext_id TEXT, state INTEGER NOT NULL DEFAULT 0, events_offset INTEGER NOT NULL DEFAULT 0,"
+	"  exited INTEGER, status INTEGER, signal INTEGER, end_class TEXT, reason TEXT,"
+	"  started REAL, finished REAL, UNIQUE(attempt_id, name));"
+	"CREATE TABLE events(id INTEGER PRIMARY KEY, ts REAL NOT NULL, run TEXT, job TEXT,"
+	"  type TEXT NOT NULL, data TEXT);"
+	"CREATE INDEX events_run ON events(run, id);"
+	"CREATE TABLE artifacts(id INTEGER PRIMARY KEY, run_id INTEGER, job_id INTEGER,"
+	"  name TEXT NOT NULL, path TEXT NOT NULL, size INTEGER, sha256 TEXT, created REAL);"
+	"CREATE INDEX artifacts_run ON artifacts(run_id, name);"
+	"CREATE TABLE metrics(job_id INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL,"
+	"  value REAL, ts REAL, PRIMARY KEY(job_id, name, step));"
+	"CREATE TABLE vals(id INTEGER PRIMARY KEY, run_id INTEGER, job_id INTEGER,"
+	"  key TEXT NOT NULL, value TEXT, ts REAL, UNIQUE(job_id, key));"
+	"CREATE INDEX vals_key ON vals(key, id);",
+};
+#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static int
+exec_sql(struct store *s, const char *sql)
+{
+	char *err = NULL;
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		log_warnx("%s: %s", __func__, err ? err : "?");
+		sqlite3_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+static sqlite3_stmt *
+prep(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("%s: %s: %s", __func__, sqlite3_errmsg(s->db), sql);
+		return NULL;
+	}
+	return st;
+}
+
+static int
+user_version(struct store *s)
+{
+	sqlite3_stmt *st = prep(s, "PRAGMA user_version");
+	int v = -1;
+	if (st && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+int
+store_open(struct store **sp, const char *path)
+{
+	struct store *s = xcalloc(1, sizeof(*s));
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&s->mtx, &a);
+	pthread_mutexattr_destroy(&a);
+	s->pending_tail = &s->pending;
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+		log_warnx("%s: %s: %s", __func__, path, s->db ? sqlite3_errmsg(s->db) : "?");
+		sqlite3_close(s->db);
+		free(s);
+		return -1;
+	}
+	sqlite3_busy_timeout(s->db, 10000);
+	if (exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+	    " PRAGMA foreign_keys=ON;") == -1)
+		goto fail;
+	int v = user_version(s);
+	if (v < 0)
+		goto fail;
+	if (v > NMIGRATIONS) {
+		log_warnx("%s: %s has schema version %d, newer than this pipelined (%d)",
+		    __func__, path, v, NMIGRATIONS);
+		goto fail;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		char pragma[64];
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d;", v + 1);
+		if (exec_sql(s, "BEGIN IMMEDIATE") == -1)
+			goto fail;
+		if (exec_sql(s, migrations[v]) == -1 || exec_sql(s, pragma) == -1) {
+			exec_sql(s, "ROLLBACK");
+			goto fail;
+		}
+		if (exec_sql(s, "COMMIT") == -1)
+			goto fail;
+		log_info("%s: %s migrated to schema version %d", __func__, path, v + 1);
+	}
+	sqlite3_stmt *st = prep(s, "SELECT coalesce(max(id), 0) FROM events");
+	if (st == NULL || sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		goto fail;
+	}
+	s->last_event = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	*sp = s;
+	return 0;
+fail:
+	sqlite3_close(s->db);
+	free(s);
+	return -1;
+}
+
+void
+store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	sqlite3_close(s->db);
+	pthread_mutex_destroy(&s->mtx);
+	free(s);
+}
+
+void *
+store_db(struct store *s)
+{
+	return s->db;
+}
+
+int
+store_integrity_ok(struct store *s)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "PRAGMA integrity_check");
+	int ok = st && sqlite3_step(st) == SQLITE_ROW &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->mtx);
+	return ok;
+}
+
+int64_t
+store_last_event(struct store *s)
+{
+	pthread_mutex_lock(&s->mtx);
+	int64_t v = s->last_event;
+	pthread_mutex_unlock(&s->mtx);
+	return v;
+}
+
+void
+store_set_announce(struct store *s, store_announce_fn fn)
+{
+	s->announce = fn;
+}
+
+int
+store_begin(struct store *s)
+{
+	pthread_mutex_lock(&s->mtx);
+	if (s->in_txn++ > 0)
+		return 0; /* nested: joins the outer transaction */
+	s->txn_first_event = s->last_event;
+	if (exec_sql(s, "BEGIN IMMEDIATE") == -1) {
+		s->in_txn--;
+		pthread_mutex_unlock(&s->mtx);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+pending_free(struct store *s, int announce)
+{
+	struct ann *a = s->pending, *n;
+	for (; a; a = n) {
+		n = a->next;
+		if (announce && s->announce)
+			s->announce(a->id, a->run, a->line);
+		free(a->run);
+		free(a->line);
+		free(a);
+	}
+	s->pending = NULL;
+	s->pending_tail = &s->pending;
+}
+
+int
+store_commit(struct store *s)
+{
+	if (--s->in_txn > 0) {
+		pthread_mutex_unlock(&s->mtx);
+		return 0;
+	}
+	if (exec_sql(s, "COMMIT") == -1) {
+		exec_sql(s, "ROLLBACK");
+		s->last_event = s->txn_first_event;
+		pending_free(s, 0);
+		pthread_mutex_unlock(&s->mtx);
+		return -1;
+	}
+	pending_free(s, 1);
+	pthread_mutex_unlock(&s->mtx);
+	return 0;
+}
+
+void
+store_rollback(struct store *s)
+{
+	if (--s->in_txn > 0) {
+		pthread_mutex_unlock(&s->mtx);
+		return;
+	}
+	exec_sql(s, "ROLLBACK");
+	s->last_event = s->txn_first_event;
+	pending_free(s, 0);
+	pthread_mutex_unlock(&s->mtx);
+}
+
+/* The feed line of an event: id, ts, run, job, type, then data's fields. */
+static char *
+event_line(int64_t id, double ts, const char *run, const char *job, const char *type,
+    const cJSON *data)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)id);
+	cJSON_AddNumberToObject(o, "ts", ts);
+	if (run)
+		cJSON_AddStringToObject(o, "run", run);
+	if (job)
+		cJSON_AddStringToObject(o, "job", job);
+	cJSON_AddStringToObject(o, "type", type);
+	if (data != NULL) {
+		for (const cJSON *c = data->child; c; c = c->next) {
+			if (c->string == NULL || cJSON_HasObjectItem(o, c->string))
+				continue;
+			cJSON_AddItemToObject(o, c->string, cJSON_Duplicate(c, 1));
+		}
+	}
+	char *line = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return line;
+}
+
+int64_t
+store_event(struct store *s, const char *run, const char *job, const char *type, cJSON *data)
+{
+	double ts = now_wall();
+	char *dtext = data ? cJSON_PrintUnformatted(data) : NULL;
+	int64_t id = s->last_event + 1;
+	sqlite3_stmt *st = prep(s, "INSERT INTO events(id, ts, run, job, type, data) VALUES(?,?,?,?,?,?)");
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_double(st, 2, ts);
+		sqlite3_bind_text(st, 3, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 4, job, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 5, type, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 6, dtext, -1, SQLITE_TRANSIENT);
+		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+		if (rc == -1)
+			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+	}
+	if (rc == 0) {
+		s->last_event = id;
+		struct ann *a = xcalloc(1, sizeof(*a));
+		a->id = id;
+		a->run = run ? xstrdup(run) : NULL;
+		a->line = event_line(id, ts, run, job, type, data);
+		*s->pending_tail = a;
+		s->pending_tail = &a->next;
+	}
+	free(dtext);
+	cJSON_Delete(data);
+	return rc == 0 ? id : -1;
+}
+
+/* Bind helpers: b(st, "ssi", ...) would be neater but these are few. */
+static int
+step_done(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		log_warnx("store: %s", sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+int
+store_run_create(struct store *s, const struct spec *spec, int64_t *id)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
+	    " description, created) VALUES(?, 'running', ?, ?, ?, ?, ?)");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, spec->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, spec->path, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, spec->text, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, spec->previous, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, spec->run ? spec_get(spec->run, "description") : NULL, -1,
+	    SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 6, now_wall());
+	if (step_done(s, st) == -1)
+		return -1;
+	*id = sqlite3_last_insert_rowid(s->db);
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "spec", spec->path);
+	cJSON_AddNumberToObject(d, "jobs", spec->njobs);
+	if (spec->previous)
+		cJSON_AddStringToObject(d, "previous", spec->previous);
+	return store_event(s, spec->name, NULL, "run.submitted", d) < 0 ? -1 : 0;
+}
+
+int
+store_run_state(struct store *s, int64_t run_id, const char *run, const char *state,
+    const char *message)
+{
+	int final = strcmp(state, "running") != 0;
+	sqlite3_stmt *st = prep(s, "UPDATE runs SET state = ?, message = ?, finished = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, message, -1, SQLITE_TRANSIENT);
+	if (final)
+		sqlite3_bind_double(st, 3, now_wall());
+	else
+		sqlite3_bind_null(st, 3);
+	sqlite3_bind_int64(st, 4, run_id);
+	if (step_done(s, st) == -1)
+		return -1;
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "state", state);
+	if (message)
+		cJSON_AddStringToObject(d, "message", message);
+	return store_event(s, run, NULL, "run.state", d) < 0 ? -1 : 0;
+}
+
+int
+store_job_create(struct store *s, int64_t run_id, const char *name, const char *stage,
+    int seq, int64_t *id)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO jobs(run_id, name, stage, seq, state)"
+	    " VALUES(?, ?, ?, ?, 'pending')");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, stage, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 4, seq);
+	if (step_done(s, st) == -1)
+		return -1;
+	*id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+int
+store_job_state(struct store *s, int64_t job_id, const char *run, const char *job,
+    const char *state, int attempt, const char *message)
+{
+	const char *sql;
+	if (strcmp(state, "running") == 0)
+		sql = "UPDATE jobs SET state = ?, message = ?, started = coalesce(started, ?),"
+		    " finished = NULL WHERE id = ?";
+	else if (strcmp(state, "pending") == 0 || strcmp(state, "retrying") == 0)
+		sql = "UPDATE jobs SET state = ?, message = ?, finished = NULL, started = started + 0 * ? WHERE id = ?";
+	else
+		sql = "UPDATE jobs SET state = ?, message = ?, finished = ? WHERE id = ?";
+	sqlite3_stmt *st = prep(s, sql);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, message, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 3, now_wall());
+	sqlite3_bind_int64(st, 4, job_id);
+	if (step_done(s, st) == -1)
+		return -1;
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "state", state);
+	if (attempt > 0)
+		cJSON_AddNumberToObject(d, "attempt", attempt);
+	if (message)
+		cJSON_AddStringToObject(d, "message", message);
+	return store_event(s, run, job, "job.state", d) < 0 ? -1 : 0;
+}
+
+int
+store_job_progress(struct store *s, int64_t job_id, double done, double total, const char *unit)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE jobs SET progress_done = ?, progress_total = ?,"
+	    " progress_unit = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_double(st, 1, done);
+	sqlite3_bind_double(st, 2, total);
+	sqlite3_bind_text(st, 3, unit, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, job_id);
+	return step_done(s, st);
+}
+
+int
+store_job_next_at(struct store *s, int64_t job_id, double at)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE jobs SET next_at = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_double(st, 1, at);
+	sqlite3_bind_int64(st, 2, job_id);
+	return step_done(s, st);
+}
+
+int
+store_job_counters(struct store *s, int64_t job_id, int attempts, int lost)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE jobs SET attempts = ?, lost = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int(st, 1, attempts);
+	sqlite3_bind_int(st, 2, lost);
+	sqlite3_bind_int64(st, 3, job_id);
+	return step_done(s, st);
+}
+
+int
+store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO attempts(job_id, n, state, started)"
+	    " VALUES(?, ?, 'running', ?)");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, job_id);
+	sqlite3_bind_int(st, 2, n);
+	sqlite3_bind_double(st, 3, now_wall());
+	if (step_done(s, st) == -1)
+		return -1;
+	*id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+int
+store_attempt_end(struct store *s, int64_t attempt_id, const char *state, int result,
+    const char *message)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE attempts SET state = ?, result = ?, message = ?,"
+	    " finished = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 2, result);
+	sqlite3_bind_text(st, 3, message, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 4, now_wall());
+	sqlite3_bind_int64(st, 5, attempt_id);
+	return step_done(s, st);
+}
+
+int
+store_metric(struct store *s, int64_t job_id, const char *name, int64_t step, double value)
+{
+	/* One row per (job, name, step): a step replayed after a resume
+	 * replaces its earlier value, so the curve has every step once (G30). */
+	sqlite3_stmt *st = prep(s, "INSERT OR REPLACE INTO metrics(job_id, name, step, value, ts)"
+	    " VALUES(?, ?, ?, ?, ?)");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, job_id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 3, step);
+	sqlite3_bind_double(st, 4, value);
+	sqlite3_bind_double(st, 5, now_wall());
+	return step_done(s, st);
+}
+
+int
+store_artifact(struct store *s, int64_t run_id, int64_t job_id, const char *name,
+    const char *path, uint64_t size, const char *sha256)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO artifacts(run_id, job_id, name, path, size,"
+	    " sha256, created) VALUES(?, ?, ?, ?, ?, ?, ?)");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int64(st, 2, job_id);
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, path, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
+	sqlite3_bind_text(st, 6, sha256, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 7, now_wall());
+	return step_done(s, st);
+}
+
+int
+store_value_set(struct store *s, int64_t run_id, int64_t job_id, const char *key,
+    const char *value)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO vals(run_id, job_id, key, value, ts)"
+	    " VALUES(?, ?, ?, ?, ?) ON CONFLICT(job_id, key) DO UPDATE SET"
+	    " value = excluded.value, ts = excluded.ts");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int64(st, 2, job_id);
+	sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, value, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 5, now_wall());
+	return step_done(s, st);
+}
+
+char *
+store_value_get(struct store *s, const char *run, const char *job, const char *key)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT v.value FROM vals v JOIN runs r ON r.id = v.run_id"
+	    " JOIN jobs j ON j.id = v.job_id WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2)"
+	    " AND v.key = ? ORDER BY v.id DESC LIMIT 1");
+	char *r = NULL;
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+			r = xstrdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return r;
+}
+
+char *
+store_value_history(struct store *s, const char *key, int limit)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT r.name, j.name, v.value, v.ts FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
+	    " WHERE v.key = ? ORDER BY v.ts DESC, v.id DESC LIMIT ?");
+	cJSON *a = cJSON_CreateArray();
+	if (st) {
+		sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 2, limit > 0 ? limit : 1000000);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", (const char *)sqlite3_column_text(st, 0));
+			cJSON_AddStringToObject(o, "job", (const char *)sqlite3_column_text(st, 1));
+			cJSON_AddStringToObject(o, "value", sqlite3_column_text(st, 2) ?
+			    (const char *)sqlite3_column_text(st, 2) : "");
+			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 3));
+			cJSON_AddItemToArray(a, o);
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	char *r = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return r;
+}
+
+int
+store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
+    char *path, size_t pathlen, char *sha256)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT a.path, a.sha256 FROM artifacts a"
+	    " JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
+	    " WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2) AND a.name = ?"
+	    " ORDER BY a.id DESC LIMIT 1");
+	int rc = PL_ENOENT;
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			snprintf(path, pathlen, "%s", (const char *)sqlite3_column_text(st, 0));
+			if (sha256)
+				snprintf(sha256, 65, "%s", sqlite3_column_text(st, 1) ?
+				    (const char *)sqlite3_column_text(st, 1) : "");
+			rc = PL_OK;
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
+}
+
+static void
+proc_row_read(sqlite3_stmt *st, struct proc_row *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = sqlite3_column_int64(st, 0);
+	snprintf(r->dir, sizeof(r->dir), "%s", sqlite3_column_text(st, 1) ?
+	    (const char *)sqlite3_column_text(st, 1) : "");
+	r->pid = (pid_t)sqlite3_column_int(st, 2);
+	r->starttime = (uint64_t)sqlite3_column_int64(st, 3);
+	snprintf(r->ext_id, sizeof(r->ext_id), "%s", sqlite3_column_text(st, 4) ?
+	    (const char *)sqlite3_column_text(st, 4) : "");
+	snprintf(r->executor, sizeof(r->executor), "%s", sqlite3_column_text(st, 5) ?
+	    (const char *)sqlite3_column_text(st, 5) : "local");
+	r->state = sqlite3_column_int(st, 6);
+	r->events_offset = sqlite3_column_int64(st, 7);
+	r->exited = sqlite3_column_int(st, 8);
+	r->status = sqlite3_column_int(st, 9);
+	r->sig = sqlite3_column_int(st, 10);
+	snprintf(r->end_class, sizeof(r->end_class), "%s", sqlite3_column_text(st, 11) ?
+	    (const char *)sqlite3_column_text(st, 11) : "");
+}
+
+#define PROC_COLS "id, dir, pid, starttime, ext_id, executor, state, events_offset," \
+	" exited, status, signal, end_class"
+
+int
+store_proc_find(struct store *s, int64_t attempt_id, const char *name, struct proc_row *row)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT " PROC_COLS " FROM procs WHERE attempt_id = ? AND name = ?");
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_int64(st, 1, attempt_id);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			proc_row_read(st, row);
+			rc = 0;
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
+}
+
+int
+store_attempt_procs(struct store *s, int64_t attempt_id, struct proc_row **rows, int *n)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT " PROC_COLS " FROM procs WHERE attempt_id = ? ORDER BY id");
+	*rows = NULL;
+	*n = 0;
+	if (st) {
+		sqlite3_bind_int64(st, 1, attempt_id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			*rows = realloc(*rows, (size_t)(*n + 1) * sizeof(**rows));
+			proc_row_read(st, &(*rows)[(*n)++]);
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return st ? 0 : -1;
+}
+
+int
+store_proc_insert(struct store *s, int64_t attempt_id, const char *name, const char *executor,
+    const char *dir, int64_t *id)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO procs(attempt_id, name, executor, dir, state, started)"
+	    " VALUES(?, ?, ?, ?, 0, ?)");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, attempt_id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, executor, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, dir, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 5, now_wall());
+	if (step_done(s, st) == -1)
+		return -1;
+	*id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+int
+store_proc_update(struct store *s, const struct proc *p, int64_t events_offset)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE procs SET pid = ?, starttime = ?, ext_id = ?, state = ?,"
+	    " events_offset = ?, exited = ?, status = ?, signal = ?, end_class = ?, reason = ?,"
+	    " finished = CASE WHEN ? >= 3 THEN ? ELSE finished END WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int(st, 1, p->pid);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)p->starttime);
+	sqlite3_bind_text(st, 3, p->ext_id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 4, p->state);
+	sqlite3_bind_int64(st, 5, events_offset);
+	sqlite3_bind_int(st, 6, p->exited);
+	sqlite3_bind_int(st, 7, p->status);
+	sqlite3_bind_int(st, 8, p->sig);
+	sqlite3_bind_text(st, 9, p->end_class, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 10, p->reason, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 11, p->state);
+	sqlite3_bind_double(st, 12, now_wall());
+	sqlite3_bind_int64(st, 13, p->id);
+	return step_done(s, st);
+}
+
+/* Column helper for the JSON queries. */
+static void
+add_col(cJSON *o, sqlite3_stmt *st, int i, const char *name)
+{
+	switch (sqlite3_column_type(st, i)) {
+	case SQLITE_INTEGER:
+		cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(st, i));
+		break;
+	case SQLITE_FLOAT:
+		cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
+		break;
+	case SQLITE_TEXT:
+		cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
+		break;
+	default:
+		cJSON_AddNullToObject(o, name);
+	}
+}
+
+static cJSON *
+rows_json(struct store *s, sqlite3_stmt *st)
+{
+	cJSON *a = cJSON_CreateArray();
+	int n = sqlite3_column_count(st);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		cJSON *o = cJSON_CreateObject();
+		for (int i = 0; i < n; i++)
+			add_col(o, st, i, sqlite3_column_name(st, i));
+		cJSON_AddItemToArray(a, o);
+	}
+	sqlite3_finalize(st);
+	return a;
+}
+
+cJSON *
+store_q_runs(struct store *s)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT r.name, r.state, r.previous, r.created, r.finished,"
+	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
+	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded"
+	    " FROM runs r ORDER BY r.id DESC");
+	cJSON *a = st ? rows_json(s, st) : NULL;
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
+cJSON *
+store_q_run(struct store *s, const char *run)
+{
+	pthread_mutex_lock(&s->mtx);
+	cJSON *res = NULL;
+	sqlite3_stmt *st = prep(s, "SELECT name, state, previous, description, spec_path, created,"
+	    " finished, message FROM runs WHERE name = ?");
+	if (st == NULL)
+		goto out;
+	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+	cJSON *runs = rows_json(s, st);
+	if (cJSON_GetArraySize(runs) != 1) {
+		cJSON_Delete(runs);
+		goto out;
+	}
+	res = cJSON_CreateObject();
+	cJSON_AddItemToObject(res, "run", cJSON_DetachItemFromArray(runs, 0));
+	cJSON_Delete(runs);
+	st = prep(s, "SELECT j.name, j.stage, j.state, j.attempts, j.started, j.finished, j.message,"
+	    " j.progress_done, j.progress_total, j.progress_unit, j.next_at FROM jobs j"
+	    " JOIN runs r ON r.id = j.run_id WHERE r.name = ? ORDER BY j.seq");
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		cJSON_AddItemToObject(res, "jobs", rows_json(s, st));
+	}
+out:
+	pthread_mutex_unlock(&s->mtx);
+	return res;
+}
+
+cJSON *
+store_q_values(struct store *s, const char *run, const char *job)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, v.key, v.value, v.ts FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
+	    " WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2) ORDER BY v.id");
+	cJSON *a = NULL;
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
+		a = rows_json(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
+cJSON *
+store_q_artifacts(struct store *s, const char *run)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, a.name, a.path, a.size, a.sha256, a.created"
+	    " FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
+	    " WHERE r.name = ? ORDER BY a.id");
+	cJSON *a = NULL;
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		a = rows_json(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
+cJSON *
+store_q_metrics(struct store *s, const char *run, const char *job, const char *name)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT m.name, m.step, m.value FROM metrics m"
+	    " JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id"
+	    " WHERE r.name = ? AND j.name = ? AND (?3 IS NULL OR m.name = ?3)"
+	    " ORDER BY m.name, m.step");
+	cJSON *a = NULL;
+	if (st) {
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
+		a = rows_json(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
+int
+store_q_events(struct store *s, int64_t since, const char *run, int limit,
+    void (*fn)(void *arg, int64_t id, const char *line), void *arg)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT id, ts, run, job, type, data FROM events"
+	    " WHERE id > ? AND (?2 IS NULL OR run = ?2) ORDER BY id LIMIT ?");
+	int n = 0;
+	if (st) {
+		sqlite3_bind_int64(st, 1, since);
+		sqlite3_bind_text(st, 2, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 3, limit);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *dt = (const char *)sqlite3_column_text(st, 5);
+			cJSON *d = dt ? cJSON_Parse(dt) : NULL;
+			int64_t id = sqlite3_column_int64(st, 0);
+			char *line = event_line(id, sqlite3_column_double(st, 1),
+			    (const char *)sqlite3_column_text(st, 2),
+			    (const char *)sqlite3_column_text(st, 3),
+			    (const char *)sqlite3_column_text(st, 4), d);
+			cJSON_Delete(d);
+			fn(arg, id, line);
+			free(line);
+			n++;
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return st ? n : -1;
+}
+
+int
+store_q_unfinished(struct store *s, void (*fn)(void *arg, int64_t id, const char *name,
+    const char *path, const char *text, const char *state), void *arg)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT id, name, spec_path, spec_text, state FROM runs"
+	    " ORDER BY id");
+	if (st) {
+		while (sqlite3_step(st) == SQLITE_ROW)
+			fn(arg, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+			    (const char *)sqlite3_column_text(st, 2),
+			    (const char *)sqlite3_column_text(st, 3),
+			    (const char *)sqlite3_column_text(st, 4));
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return st ? 0 : -1;
+}
+
+int
+store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT j.id, j.state, j.attempts, j.lost, coalesce(j.next_at, 0),"
+	    " coalesce(a.id, 0), coalesce(a.state, ''), coalesce(j.message, '') FROM jobs j"
+	    " LEFT JOIN attempts a ON a.job_id = j.id AND a.n = (SELECT max(n) FROM attempts"
+	    " WHERE job_id = j.id) WHERE j.run_id = ? AND j.name = ?");
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_int64(st, 1, run_id);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			memset(r, 0, sizeof(*r));
+			r->id = sqlite3_column_int64(st, 0);
+			snprintf(r->state, sizeof(r->state), "%s", sqlite3_column_text(st, 1));
+			r->attempts = sqlite3_column_int(st, 2);
+			r->lost = sqlite3_column_int(st, 3);
+			r->next_at = sqlite3_column_double(st, 4);
+			r->attempt_id = sqlite3_column_int64(st, 5);
+			snprintf(r->attempt_state, sizeof(r->attempt_state), "%s",
+			    sqlite3_column_text(st, 6));
+			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 7));
+			rc = 0;
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
+}
+
+int64_t
+store_run_id(struct store *s, const char *name)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT id FROM runs WHERE name = ?");
+	int64_t id = 0;
+	if (st) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			id = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return id;
+}
+
+char *
+store_run_state_get(struct store *s, const char *name)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT state FROM runs WHERE name = ?");
+	char *r = NULL;
+	if (st) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			r = xstrdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return r;
+}

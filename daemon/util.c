@@ -1,0 +1,253 @@
+/* util.c: small parsers and helpers shared by the daemon and pipelinectl. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+
+double
+now_wall(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double
+now_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int
+parse_double(const char *s, double *out)
+{
+	char *end;
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end != '\0' || !isfinite(v))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* "90", "90s", "1.5m", "2h", "1d". */
+int
+parse_duration(const char *s, double *out)
+{
+	char *end;
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || !isfinite(v))
+		return -1;
+	double mul = 1;
+	if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
+		mul = 1;
+	else if (strcmp(end, "ms") == 0)
+		mul = 0.001;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		mul = 60;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600;
+	else if (strcmp(end, "d") == 0)
+		mul = 86400;
+	else
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+/* "512", "8K", "100M", "2G", "1T" (powers of 1024; a trailing B or iB is accepted). */
+int
+parse_size(const char *s, int64_t *out)
+{
+	char *end;
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return -1;
+	double mul = 1;
+	switch (toupper((unsigned char)*end)) {
+	case '\0': break;
+	case 'B': if (end[1] != '\0') return -1; break;
+	case 'K': mul = 1024.0; end++; break;
+	case 'M': mul = 1024.0 * 1024; end++; break;
+	case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: return -1;
+	}
+	if (mul > 1 && *end != '\0' && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
+		return -1;
+	*out = (int64_t)(v * mul);
+	return 0;
+}
+
+int
+parse_bool(const char *s, int *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+	if (s == NULL)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int
+valid_name(const char *s)
+{
+	if (s == NULL || *s == '\0' || *s == '.' || strlen(s) > 100)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
+			return 0;
+	return 1;
+}
+
+char **
+split_list(const char *s, int *count)
+{
+	int n = 0, cap = 4;
+	char **v = xcalloc((size_t)cap + 1, sizeof(*v));
+	const char *p = s ? s : "";
+	while (*p) {
+		while (*p == ',' || isspace((unsigned char)*p))
+			p++;
+		if (!*p)
+			break;
+		const char *b = p;
+		while (*p && *p != ',' && !isspace((unsigned char)*p))
+			p++;
+		if (n == cap) {
+			cap *= 2;
+			v = realloc(v, ((size_t)cap + 1) * sizeof(*v));
+			if (v == NULL)
+				fatal("split_list");
+		}
+		v[n++] = strndup(b, (size_t)(p - b));
+	}
+	v[n] = NULL;
+	if (count)
+		*count = n;
+	return v;
+}
+
+void
+strv_free(char **v)
+{
+	if (v == NULL)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+char *
+path_resolve(const char *dir, const char *path)
+{
+	char *r;
+	if (path[0] == '/' || dir == NULL || *dir == '\0')
+		return xstrdup(path);
+	if (asprintf(&r, "%s/%s", dir, path) == -1)
+		fatal("path_resolve");
+	return r;
+}
+
+char *
+xstrdup(const char *s)
+{
+	char *r = strdup(s ? s : "");
+	if (r == NULL)
+		fatal("strdup");
+	return r;
+}
+
+void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+	if (p == NULL)
+		fatal("calloc");
+	return p;
+}
+
+const char *
+self_dir(void)
+{
+	static char dir[PATH_MAX];
+	if (dir[0] == '\0') {
+		ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+		if (n <= 0) {
+			strcpy(dir, ".");
+		} else {
+			dir[n] = '\0';
+			char *slash = strrchr(dir, '/');
+			if (slash)
+				*slash = '\0';
+		}
+	}
+	return dir;
+}
+
+uint64_t
+proc_starttime(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may contain spaces and parentheses: start after
+	 * the last ')'. Field 3 follows it; starttime is field 22. */
+	char *p = strrchr(buf, ')');
+	if (p == NULL)
+		return 0;
+	p++;
+	int field = 2;
+	char *save = NULL;
+	for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (++field == 22)
+			return strtoull(tok, NULL, 10);
+	}
+	return 0;
+}

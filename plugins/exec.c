@@ -1,0 +1,93 @@
+/* exec.c: the built-in `exec` stage: run a command under the shim.
+ * It is a plugin like every other stage, and the smallest example of one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/plugin.h"
+
+static const struct pl_host *host;
+
+static const struct pl_key exec_keys[] = {
+	{ "command", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
+	  "the command line, run with /bin/sh -c" },
+	{ "cwd", PL_KEY_PATH, NULL, 0, NULL,
+	  "the directory to run it in (default: the job's work directory)" },
+	{ "env", PL_KEY_STRING, NULL, 0, NULL,
+	  "extra environment entries, NAME=value, space-separated" },
+	{ NULL, 0, NULL, 0, NULL, NULL }
+};
+
+static int
+exec_check(pl_job *job)
+{
+	const char *env = host->get(job, "env");
+	if (env != NULL) {
+		char *copy = strdup(env), *save = NULL;
+		for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
+			if (strchr(w, '=') == NULL || w[0] == '=')
+				host->check_error(job, "env", "\"%s\" is not NAME=value", w);
+		free(copy);
+	}
+	const char *cmd = host->get(job, "command");
+	if (cmd != NULL && cmd[strspn(cmd, " \t\n")] == '\0')
+		host->check_error(job, "command", "is empty");
+	return PL_OK;
+}
+
+static int
+exec_run(pl_job *job)
+{
+	const char *cmd = host->get(job, "command");
+	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	const char *envv[64] = { NULL };
+	char *copy = NULL;
+	const char *env = host->get(job, "env");
+	if (env != NULL) {
+		copy = strdup(env);
+		int n = 0;
+		char *save = NULL;
+		for (char *w = strtok_r(copy, " \t\n", &save); w && n < 63; w = strtok_r(NULL, " \t\n", &save))
+			envv[n++] = w;
+	}
+	struct pl_spawn sp = {
+		.abi = PL_ABI_VERSION, .size = sizeof(sp), .name = "main",
+		.argv = argv, .env = envv,
+		.cwd = host->get(job, "cwd") ? host->input(job, "cwd") : NULL,
+	};
+	struct pl_exit ex;
+	int rc = host->spawn(job, &sp, &ex);
+	free(copy);
+	if (rc == PL_ECANCELED || rc == PL_ETIMEDOUT)
+		return rc;
+	if (rc != PL_OK)
+		return host->fail(job, "the command could not be run to its end: %s", host->strerror(rc));
+	if (ex.exited && ex.status == 0)
+		return PL_OK;
+	if (ex.exited)
+		return host->fail(job, "the command exited with status %d%s%s", ex.status,
+		    ex.error[0] ? ": " : "", ex.error);
+	return host->fail(job, "the command was killed by signal %d", ex.signal);
+}
+
+static const struct pl_stage exec_stage = {
+	.abi = PL_ABI_VERSION,
+	.size = sizeof(struct pl_stage),
+	.name = "exec",
+	.summary = "run a command",
+	.flags = PL_STAGE_ADOPTABLE,
+	.keys = exec_keys,
+	.check = exec_check,
+	.run = exec_run,
+};
+
+PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
+
+PL_EXPORT int
+pl_plugin_init(const struct pl_host *h, void *plugin)
+{
+	if (h->abi != PL_ABI_VERSION)
+		return PL_EABI;
+	host = h;
+	return h->register_stage(plugin, &exec_stage);
+}
