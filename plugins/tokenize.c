@@ -1,0 +1,204 @@
+/*
+ * tokenize.c: the tokenize stage. Pre-tokenizes and masks the training
+ * corpus in one process, jobs/tokenize.py (no datasets.map(), G10): the
+ * base's chat template rendered with Jinja, prompt tokens masked, the
+ * response and its end-of-turn as labels. The job program refuses an
+ * example over max_seq_length, an empty response span, a double BOS, or a
+ * prompt longer than the serving num_ctx minus num_ctx_margin (G01), naming
+ * the example's key and its counts; this plugin passes that message on as
+ * the job's failure.
+ *
+ * Artifacts (registered by the host from the job's artifact events):
+ * "tokens", the token file, and "stats", a JSON summary. The plugin checks
+ * both arrived and stores the summary (without the corpus keys, which can
+ * be long; their count and digest instead) as the job value "stats", for
+ * status and for later stages.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "pipeline/plugin.h"
+#include "plcommon.h"
+#include "pyjob.h"
+
+static const struct pl_host *host;
+
+static const struct pl_key tokenize_keys[] = {
+	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	  "the base model directory (tokenizer_config.json and its tokenizer)" },
+	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, "corpus",
+	  "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line" },
+	{ "max_seq_length", PL_KEY_INT, "8192", 0, NULL,
+	  "longest example allowed, in tokens (prompt and response)" },
+	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
+	  "the context the served model gets (Ollama num_ctx, G01)" },
+	{ "num_ctx_margin", PL_KEY_INT, "256", 0, NULL,
+	  "tokens a prompt must stay below num_ctx by (room for the answer)" },
+	{ "output_dir", PL_KEY_PATH, NULL, 0, NULL,
+	  "where tokens.npz and stats.json go (default: the job's work directory)" },
+	{ "add_special_tokens", PL_KEY_BOOL, "no", 0, NULL,
+	  "also let the tokenizer add its own BOS (as tokenizer(text) does)" },
+	{ "chat_template", PL_KEY_PATH, NULL, 0, NULL,
+	  "a Jinja chat template file instead of the one in tokenizer_config.json" },
+	{ "end_of_turn", PL_KEY_STRING, "<end_of_turn>", 0, NULL,
+	  "the end-of-turn marker that closes the response" },
+	{ "tokenizer", PL_KEY_STRING, "auto", 0, NULL,
+	  "auto, sentencepiece or hf: which tokenizer library to use" },
+	{ "threads", PL_KEY_INT, "2", 0, NULL,
+	  "tokenizer threads" },
+	{ "python", PL_KEY_STRING, NULL, 0, NULL,
+	  "the Python interpreter (default: daemon.python, else /usr/bin/python3)" },
+	{ "jobs_dir", PL_KEY_PATH, NULL, 0, NULL,
+	  "the directory holding tokenize.py (default: daemon.jobs_dir)" },
+	{ NULL, 0, NULL, 0, NULL, NULL }
+};
+
+struct tok_run {
+	pl_job *job;
+	char tokens[PATH_MAX];
+	char stats[PATH_MAX];
+};
+
+static int
+tokenize_event(void *arg, const char *type, const char *line)
+{
+	struct tok_run *t = arg;
+	char name[64];
+
+	if (strcmp(type, "artifact") != 0 ||
+	    pyjob_event_str(line, "name", name, sizeof(name)) == -1)
+		return 0;
+	if (strcmp(name, "tokens") == 0)
+		pyjob_event_str(line, "path", t->tokens, sizeof(t->tokens));
+	else if (strcmp(name, "stats") == 0)
+		pyjob_event_str(line, "path", t->stats, sizeof(t->stats));
+	return 0;
+}
+
+static int
+tokenize_check(pl_job *job)
+{
+	int64_t max = host->get_int(job, "max_seq_length", 8192);
+	int64_t ctx = host->get_int(job, "num_ctx", 9216);
+	int64_t margin = host->get_int(job, "num_ctx_margin", 256);
+	const char *tk = host->get(job, "tokenizer");
+
+	if (max < 2)
+		host->check_error(job, "max_seq_length", "%lld is too small",
+		    (long long)max);
+	if (margin < 0)
+		host->check_error(job, "num_ctx_margin", "must not be negative");
+	if (ctx <= margin)
+		host->check_error(job, "num_ctx", "%lld leaves no room above "
+		    "num_ctx_margin %lld", (long long)ctx, (long long)margin);
+	if (tk != NULL && strcmp(tk, "auto") != 0 && strcmp(tk, "sentencepiece") != 0 &&
+	    strcmp(tk, "hf") != 0)
+		host->check_error(job, "tokenizer", "\"%s\" is not auto, "
+		    "sentencepiece or hf", tk);
+	return PL_OK;
+}
+
+/* The stats summary stored as a job value: everything but the key list,
+ * which becomes its count and a digest (later stages compare corpora by
+ * it without reading the file). */
+static int
+store_stats(pl_job *job, const char *path)
+{
+	char *text = plc_read_file(path, NULL, 256u << 20);
+	if (text == NULL)
+		return host->fail(job, "tokenize: stats %s: %s", path, strerror(errno));
+	cJSON *st = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(st)) {
+		cJSON_Delete(st);
+		return host->fail(job, "tokenize: stats %s is not a JSON object", path);
+	}
+	cJSON *keys = cJSON_DetachItemFromObjectCaseSensitive(st, "corpus_keys");
+	if (!cJSON_IsArray(keys)) {
+		cJSON_Delete(keys);
+		cJSON_Delete(st);
+		return host->fail(job, "tokenize: stats %s has no corpus_keys list", path);
+	}
+	char *kt = cJSON_PrintUnformatted(keys);
+	char hex[65];
+	plc_sha256_buf(kt, strlen(kt), hex);
+	cJSON_AddNumberToObject(st, "corpus_keys_count", cJSON_GetArraySize(keys));
+	cJSON_AddStringToObject(st, "corpus_keys_sha256", hex);
+	free(kt);
+	cJSON_Delete(keys);
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "examples");
+	if (cJSON_IsNumber(ex))
+		host->metric(job, "examples", 0, ex->valuedouble);
+	char *summary = cJSON_PrintUnformatted(st);
+	cJSON_Delete(st);
+	int rc = host->value_set(job, "stats", summary);
+	host->log(job, PL_LOG_INFO, "tokenize: %s", summary);
+	free(summary);
+	if (rc != PL_OK)
+		return host->fail(job, "tokenize: storing the stats value: %s",
+		    host->strerror(rc));
+	return PL_OK;
+}
+
+static int
+tokenize_run(pl_job *job)
+{
+	struct pyjob pj;
+	struct tok_run t = { .job = job };
+	struct pl_spawn sp;
+	struct pl_exit ex;
+	char how[512];
+
+	int rc = pyjob_prepare(host, job, tokenize_keys, "tokenize", NULL, &pj);
+	if (rc != PL_OK)
+		return rc;
+	memset(&sp, 0, sizeof(sp));
+	sp.abi = PL_ABI_VERSION;
+	sp.size = sizeof(sp);
+	sp.name = "tokenize";
+	sp.argv = pj.argv;
+	sp.on_event = tokenize_event;
+	sp.arg = &t;
+	memset(&ex, 0, sizeof(ex));
+	rc = host->spawn(job, &sp, &ex);
+	if (host->cancelled(job))
+		return PL_ECANCELED;
+	if (rc != PL_OK)
+		return host->fail(job, "tokenize: spawning %s: %s", pj.script,
+		    host->strerror(rc));
+	if (!ex.exited || ex.status != 0) {
+		pyjob_exit_str(&ex, how, sizeof(how));
+		return host->fail(job, "tokenize: %s", how);
+	}
+	if (t.tokens[0] == '\0' || t.stats[0] == '\0')
+		return host->fail(job, "tokenize: the job exited 0 without its %s "
+		    "artifact", t.tokens[0] == '\0' ? "tokens" : "stats");
+	return store_stats(job, t.stats);
+}
+
+static const struct pl_stage tokenize_stage = {
+	.abi = PL_ABI_VERSION,
+	.size = sizeof(struct pl_stage),
+	.name = "tokenize",
+	.summary = "pre-tokenize and mask a corpus with the base's chat template",
+	.flags = 0,
+	.keys = tokenize_keys,
+	.check = tokenize_check,
+	.run = tokenize_run,
+};
+
+PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
+
+PL_EXPORT int
+pl_plugin_init(const struct pl_host *h, void *plugin)
+{
+	if (h->abi != PL_ABI_VERSION)
+		return PL_EABI;
+	host = h;
+	return h->register_stage(plugin, &tokenize_stage);
+}
