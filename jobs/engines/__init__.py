@@ -1,0 +1,27 @@
+"""Training engines behind jobs/probe.py and jobs/train.py.
+
+An engine is chosen by the config key `engine`:
+
+  tiny  jobs/engines/tiny.py: a pure-PyTorch Gemma 3 text model on the CPU
+        (Debian's python3-torch), LoRA on the seven projections, PEFT-format
+        adapters, and a GPU-memory stand-in.  Runs anywhere.
+  hf    jobs/engines/hf.py: the recipe itself (transformers + peft +
+        bitsandbytes nf4 QLoRA on a CUDA GPU).
+
+Both expose the same interface (see tiny.TinyEngine's docstring), so the
+training loop, checkpoints and resume in train.py are shared.
+"""
+
+ENGINES = ("tiny", "hf")
+
+
+def get(name):
+    """The engine class for name.  Importing hf never fails: a missing
+    package is reported when the engine is constructed."""
+    if name == "tiny":
+        from engines import tiny
+        return tiny.TinyEngine
+    if name == "hf":
+        from engines import hf
+        return hf.HfEngine
+    raise ValueError("unknown engine %r (known: %s)" % (name, ", ".join(ENGINES)))

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""probe.py: one-step memory probe (stage `probe`, pipeline-job(7)).
+
+    /usr/bin/python3 jobs/probe.py --config CONFIG.json [--events FILE]
+
+One forward and one backward on the longest example of the token file (ties:
+the longer response span, whose logits the recipe keeps), with the model in
+training mode (model.train(): without it HF silently skips gradient
+checkpointing and the probe measures the wrong thing, G20) and every memory
+fix of the engine on, and no optimizer step.  It reports
+
+    {"type":"memory","peak_mb":X,"pre_step_mb":Y,"key":K,"tokens":T,
+     "response_len":R,"capacity_mb":C}
+
+and exits 0, or reports {"type":"oom",...} and exits 3.  peak_mb is the
+highest memory in use during the forward and backward; pre_step_mb the
+memory in use before the forward (weights, adapter and, after the first
+step, optimizer state).  The calibration (probe x (1 - over-estimate)) and
+the refusal are the daemon's (probe stage plugin); the host-memory cap the
+probe runs under is the plugin's too.
+
+Config keys: engine (tiny|hf, default hf), base, tokens (required),
+example_key (probe this example instead of the longest), and the engine's
+model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
+tiny gpu_capacity_mb; see train.py and jobs/engines/).
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# jobs/tokenize.py must not shadow the standard library's tokenize.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+
+import pljob  # noqa: E402
+
+
+def pick(examples, key):
+    if key:
+        for ex in examples:
+            if ex["key"] == key:
+                return ex
+        raise pljob.BadInput("example_key %s is not in the token file" % key)
+    return max(examples, key=lambda e: (len(e["input_ids"]), e["response_len"]))
+
+
+def body(job):
+    import engines
+    cfg, ev = job.cfg, job.events
+    engine_name = cfg.choice("engine", engines.ENGINES, "hf")
+    tokens = cfg.path_in("tokens")
+    want = cfg.str("example_key", None)
+    ev.started(engine=engine_name)
+    ex = pick(pljob.load_tokens(tokens), want)
+    pljob.seed_everything(cfg.int("seed", 3407))
+    eng = engines.get(engine_name)(cfg, ev)
+    eng.load()
+    eng.set_train()
+    if not eng.is_training():
+        raise pljob.JobError("the model is not in training mode after model.train() (G20)")
+    pre = eng.pre_step_mb()
+    eng.reset_peak()
+    loss = eng.loss(ex)
+    eng.backward(loss)
+    peak = eng.peak_mb()
+    ev.emit("memory", peak_mb=round(peak, 1), pre_step_mb=round(pre, 1), key=ex["key"],
+            tokens=int(len(ex["input_ids"])), response_len=int(ex["response_len"]),
+            capacity_mb=round(eng.capacity_mb(), 1), loss=float(loss.detach()))
+    ev.done()
+
+
+if __name__ == "__main__":
+    sys.exit(pljob.main("One-step memory probe (stage probe).", body))

@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+"""tokenize.py: pre-tokenize and mask a chat corpus in one process (stage
+`tokenize`, pipeline-job(7)).
+
+    /usr/bin/python3 jobs/tokenize.py --config CONFIG.json [--events FILE]
+
+No datasets.map() anywhere (G10): the corpus is read, rendered with the
+base's own chat template (Jinja, from tokenizer_config.json) and tokenized
+here, in the main process.
+
+Corpus: JSONL, one example per line:
+
+    {"key": "ex0001", "messages": [{"role": "system", "content": "..."},
+                                   {"role": "user", "content": "..."},
+                                   {"role": "assistant", "content": "..."}]}
+
+roles system|user|assistant, contents strings, the last message the
+assistant's response.  Keys are unique; they name the example in every
+refusal and are listed in the stats for the held-out computation later.
+
+For each example the prompt is the template rendered over every message but
+the last with add_generation_prompt, and the response is what rendering the
+whole conversation adds after it, cut just after the end-of-turn marker
+(the newline the template puts after it is not trained).  Prompt and
+response are tokenized separately, special-token strings (<start_of_turn>,
+<bos>, ...) mapped to their ids as transformers does, and concatenated:
+labels are the response plus end-of-turn, the prompt is masked.
+
+Refused (exit 2, an error event naming the example's key and its counts;
+up to 5 examples are named, with the total):
+  * an example longer than max_seq_length tokens;
+  * an empty response span (nothing before the end-of-turn marker);
+  * a double BOS (more than one BOS id in the example: the template's BOS
+    plus a tokenizer's, with add_special_tokens);
+  * a prompt longer than num_ctx - num_ctx_margin tokens: the serving context
+    would truncate it silently (G01);
+  * a malformed line, a duplicate key, a template that is not
+    prefix-stable (the prompt's rendering is not a prefix of the full one).
+
+Config keys (CONFIG.json):
+  base            directory of the base model: tokenizer.model (SentencePiece)
+                  or tokenizer.json (HF tokenizers, when importable), and
+                  tokenizer_config.json with chat_template (required)
+  corpus          the corpus JSONL (required)
+  output_dir      where tokens.npz and stats.json go (default $PL_WORKDIR)
+  max_seq_length  most tokens in one example (default 8192)
+  num_ctx         the serving context the prompt must fit (default 9216, what
+                  the client sends per request; G01)
+  num_ctx_margin  tokens a prompt must stay below num_ctx by (default 256)
+  add_special_tokens  also let the tokenizer add its BOS, as tokenizer(text)
+                  does by default (default false, as apply_chat_template)
+  chat_template   a file holding a Jinja template to use instead of the base's
+  end_of_turn     the end-of-turn marker (default <end_of_turn>)
+  tokenizer       auto | sentencepiece | hf (default auto: tokenizer.json
+                  when the tokenizers package is importable, else
+                  tokenizer.model)
+  threads         tokenizer threads (default 2)
+
+Artifacts:
+  tokens  tokens.npz (numpy, no pickles): input_ids int32 (all examples
+          concatenated), offsets int64 [n+1] (example i is
+          input_ids[offsets[i]:offsets[i+1]]), prompt_len int32 [n],
+          response_len int32 [n] (labels: -100 for the first prompt_len
+          positions, the ids after), keys (unicode) [n]
+  stats   stats.json: examples, tokens, longest {key, tokens, response_len},
+          response_span {min, median, max}, prompt {min, max}, corpus_keys
+"""
+
+import json
+import os
+import re
+import sys
+
+# This file is named like the standard library's tokenize module, which
+# torch, inspect and linecache import.  Running it puts jobs/ first on
+# sys.path, where "import tokenize" would find this script again: move
+# jobs/ behind the standard library before importing anything else.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+
+import pljob  # noqa: E402
+
+MAX_NAMED = 5
+
+
+class Tokenizer:
+    """SentencePiece or HF tokenizers behind one encode_batch(), with the
+    special tokens of tokenizer_config.json split out first."""
+
+    def __init__(self, base, kind, threads):
+        self.threads = threads
+        tc_path = os.path.join(base, "tokenizer_config.json")
+        try:
+            with open(tc_path) as f:
+                self.tc = json.load(f)
+        except OSError as e:
+            raise pljob.BadInput("%s: %s" % (tc_path, e.strerror))
+        except ValueError as e:
+            raise pljob.BadInput("%s: not JSON: %s" % (tc_path, e))
+        spm_path = os.path.join(base, "tokenizer.model")
+        hf_path = os.path.join(base, "tokenizer.json")
+        if kind == "auto":
+            kind = "sentencepiece"
+            if os.path.isfile(hf_path):
+                import importlib.util
+                if importlib.util.find_spec("tokenizers") is not None:
+                    kind = "hf"
+        self.kind = kind
+        if kind == "hf":
+            try:
+                import tokenizers
+            except ImportError:
+                raise pljob.BadInput("tokenizer = hf: the tokenizers package is not importable")
+            if not os.path.isfile(hf_path):
+                raise pljob.BadInput("%s: no such file" % hf_path)
+            self.hf = tokenizers.Tokenizer.from_file(hf_path)
+            self.vocab = self.hf.get_vocab_size()
+            self._id = lambda s: self.hf.token_to_id(s)
+        else:
+            import sentencepiece as spm
+            if not os.path.isfile(spm_path):
+                raise pljob.BadInput("%s: no such file (and no usable tokenizer.json)" % spm_path)
+            self.sp = spm.SentencePieceProcessor(model_file=spm_path)
+            self.vocab = self.sp.get_piece_size()
+            self._id = self._sp_id
+        self.bos_token = _tok_str(self.tc.get("bos_token")) or "<bos>"
+        self.eos_token = _tok_str(self.tc.get("eos_token")) or "<eos>"
+        specials = {self.bos_token, self.eos_token}
+        for k in ("pad_token", "unk_token"):
+            if _tok_str(self.tc.get(k)):
+                specials.add(_tok_str(self.tc.get(k)))
+        for v in (self.tc.get("added_tokens_decoder") or {}).values():
+            if isinstance(v, dict) and v.get("content"):
+                specials.add(v["content"])
+        for s in ("<start_of_turn>", "<end_of_turn>"):
+            specials.add(s)
+        self.special = {}
+        for s in specials:
+            i = self._id(s)
+            if i is not None:
+                self.special[s] = i
+        self.bos_id = self.special.get(self.bos_token)
+        if self.bos_id is None:
+            raise pljob.BadInput("%s: BOS token %r is not in the vocabulary" % (tc_path, self.bos_token))
+        self.add_bos_token = bool(self.tc.get("add_bos_token", True))
+        self.split_re = re.compile("(" + "|".join(re.escape(s) for s in
+                                                  sorted(self.special, key=len, reverse=True)) + ")")
+
+    def _sp_id(self, s):
+        i = self.sp.piece_to_id(s)
+        return i if self.sp.id_to_piece(i) == s else None
+
+    def encode_batch(self, texts):
+        """Token ids for each text, special-token strings mapped to their ids
+        and the plain runs between them tokenized in one batch call."""
+        if self.kind == "hf":
+            return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+        parts = [self.split_re.split(t) for t in texts]
+        plain = [p for ps in parts for i, p in enumerate(ps) if i % 2 == 0 and p]
+        enc = iter(self.sp.encode(plain, num_threads=self.threads) if plain else [])
+        out = []
+        for ps in parts:
+            ids = []
+            for i, p in enumerate(ps):
+                if i % 2:
+                    ids.append(self.special[p])
+                elif p:
+                    ids.extend(next(enc))
+            out.append(ids)
+        return out
+
+
+def _tok_str(v):
+    if isinstance(v, dict):
+        return v.get("content")
+    return v
+
+
+def make_template(source, where):
+    """A Jinja template rendered as transformers' apply_chat_template does
+    (sandboxed, trim_blocks, lstrip_blocks, raise_exception)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(
+        x, indent=indent, ensure_ascii=ensure_ascii)
+    try:
+        return env.from_string(source)
+    except jinja2.exceptions.TemplateSyntaxError as e:
+        raise pljob.BadInput("%s: chat template line %s: %s" % (where, e.lineno, e.message))
+
+
+def read_corpus(path):
+    """[(key, messages, line number)] with the format checked."""
+    out = []
+    keys = {}
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                ex = json.loads(raw.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise pljob.BadInput("%s:%d: not a JSON object: %s" % (path, n, e))
+            if not isinstance(ex, dict) or not isinstance(ex.get("key"), str) or not ex["key"]:
+                raise pljob.BadInput("%s:%d: an example needs a non-empty string \"key\"" % (path, n))
+            key = ex["key"]
+            if key in keys:
+                raise pljob.BadInput("%s:%d: example %s: duplicate key (first on line %d)" % (path, n, key, keys[key]))
+            keys[key] = n
+            msgs = ex.get("messages")
+            if not isinstance(msgs, list) or len(msgs) < 2:
+                raise pljob.BadInput("%s:%d: example %s: \"messages\" must list at least a prompt and a response"
+                                     % (path, n, key))
+            for i, m in enumerate(msgs):
+                if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
+                        or not isinstance(m.get("content"), str)):
+                    raise pljob.BadInput("%s:%d: example %s: message %d needs role system|user|assistant "
+                                         "and a string content" % (path, n, key, i))
+            if msgs[-1]["role"] != "assistant":
+                raise pljob.BadInput("%s:%d: example %s: the last message must be the assistant's response"
+                                     % (path, n, key))
+            out.append((key, msgs, n))
+    if not out:
+        raise pljob.BadInput("%s: the corpus has no examples" % path)
+    return out
+
+
+def render_pair(tmpl, tok, msgs, key, eot):
+    """(prompt text, response text up to and including eot)."""
+    import jinja2
+    kw = {"bos_token": tok.bos_token, "eos_token": tok.eos_token}
+    try:
+        prompt = tmpl.render(messages=msgs[:-1], add_generation_prompt=True, **kw)
+        full = tmpl.render(messages=msgs, add_generation_prompt=False, **kw)
+    except jinja2.exceptions.TemplateError as e:
+        raise pljob.BadInput("example %s: chat template: %s" % (key, e))
+    if not full.startswith(prompt):
+        raise pljob.BadInput("example %s: the chat template is not prefix-stable: the prompt's rendering "
+                             "is not a prefix of the whole conversation's" % key)
+    resp = full[len(prompt):]
+    cut = resp.find(eot)
+    if cut < 0:
+        raise pljob.BadInput("example %s: the rendered response has no end-of-turn marker %r" % (key, eot))
+    return prompt, resp[:cut + len(eot)]
+
+
+def body(job):
+    import numpy as np
+    cfg, ev = job.cfg, job.events
+    base = cfg.path_in("base", kind="dir")
+    corpus = cfg.path_in("corpus")
+    outdir = cfg.str("output_dir", job.workdir)
+    max_len = cfg.int("max_seq_length", 8192, min=2)
+    num_ctx = cfg.int("num_ctx", 9216, min=1)
+    margin = cfg.int("num_ctx_margin", 256, min=0)
+    add_special = cfg.bool("add_special_tokens", False)
+    eot = cfg.str("end_of_turn", "<end_of_turn>")
+    kind = cfg.choice("tokenizer", ("auto", "sentencepiece", "hf"), "auto")
+    threads = cfg.int("threads", 2, min=1)
+    tmpl_path = cfg.str("chat_template", None)
+    ev.started()
+    tok = Tokenizer(base, kind, threads)
+    if tmpl_path:
+        with open(tmpl_path) as f:
+            src, where = f.read(), tmpl_path
+    else:
+        src, where = tok.tc.get("chat_template"), os.path.join(base, "tokenizer_config.json")
+        if isinstance(src, list):  # the named-template form
+            src = next((t.get("template") for t in src if t.get("name") == "default"), None)
+        if not src:
+            raise pljob.BadInput("%s: no chat_template (set the chat_template key)" % where)
+    tmpl = make_template(src, where)
+    if eot not in tok.special:
+        raise pljob.BadInput("end_of_turn %r is not a special token of %s" % (eot, base))
+    eot_id = tok.special[eot]
+
+    examples = read_corpus(corpus)
+    n = len(examples)
+    ev.progress(0, n, unit="examples")
+    keys, ids_all, plen, rlen = [], [], [], []
+    bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": []}
+    limit_ctx = num_ctx - margin
+    batch = 64
+    for b0 in range(0, n, batch):
+        chunk = examples[b0:b0 + batch]
+        texts = []
+        for key, msgs, _ in chunk:
+            p, r = render_pair(tmpl, tok, msgs, key, eot)
+            texts += [p, r]
+        enc = tok.encode_batch(texts)
+        for i, (key, msgs, line) in enumerate(chunk):
+            p_ids, r_ids = enc[2 * i], enc[2 * i + 1]
+            if add_special and tok.add_bos_token:
+                p_ids = [tok.bos_id] + p_ids
+            if not r_ids or r_ids[-1] != eot_id:
+                raise pljob.BadInput("example %s: the response does not end in %s after tokenizing" % (key, eot))
+            ids = p_ids + r_ids
+            total = len(ids)
+            nbos = ids.count(tok.bos_id)
+            if total > max_len:
+                bad["over_length"].append("%s (%d tokens: prompt %d + response %d; max_seq_length %d)"
+                                          % (key, total, len(p_ids), len(r_ids), max_len))
+            if len(r_ids) < 2:
+                bad["empty_response"].append("%s (response span %d tokens: only the end-of-turn; prompt %d)"
+                                             % (key, len(r_ids), len(p_ids)))
+            if nbos > 1:
+                pos = [j for j, t in enumerate(ids) if t == tok.bos_id][:4]
+                bad["double_bos"].append("%s (%d BOS tokens, at positions %s)" % (key, nbos, pos))
+            if len(p_ids) > limit_ctx:
+                bad["prompt_over_ctx"].append("%s (prompt %d tokens > num_ctx %d - num_ctx_margin %d = %d; G01)"
+                                              % (key, len(p_ids), num_ctx, margin, limit_ctx))
+            keys.append(key)
+            ids_all.append(np.asarray(ids, dtype=np.int32))
+            plen.append(len(p_ids))
+            rlen.append(len(r_ids))
+        ev.progress(min(b0 + batch, n), n, unit="examples")
+    msgs = []
+    what = {"over_length": "over max_seq_length", "empty_response": "with an empty response span",
+            "double_bos": "with a double BOS", "prompt_over_ctx": "with a prompt over num_ctx minus num_ctx_margin"}
+    for k, lst in bad.items():
+        if lst:
+            more = "" if len(lst) <= MAX_NAMED else ", and %d more" % (len(lst) - MAX_NAMED)
+            msgs.append("%d example%s %s: %s%s" % (len(lst), "" if len(lst) == 1 else "s", what[k],
+                                                   "; ".join(lst[:MAX_NAMED]), more))
+    if msgs:
+        raise pljob.BadInput("%s: " % corpus + " | ".join(msgs))
+
+    lengths = np.array([len(x) for x in ids_all], dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    longest = int(np.argmax(lengths))
+    resp = np.array(rlen, dtype=np.int64)
+    stats = {
+        "examples": n,
+        "tokens": int(offsets[-1]),
+        "longest": {"key": keys[longest], "tokens": int(lengths[longest]),
+                    "response_len": int(rlen[longest]), "prompt_len": int(plen[longest])},
+        "response_span": {"min": int(resp.min()), "median": float(np.median(resp)), "max": int(resp.max())},
+        "prompt": {"min": int(min(plen)), "max": int(max(plen))},
+        "max_seq_length": max_len, "num_ctx": num_ctx, "num_ctx_margin": margin,
+        "tokenizer": tok.kind, "vocab_size": tok.vocab,
+        "corpus_keys": keys,
+    }
+    os.makedirs(outdir, exist_ok=True)
+    tok_path = os.path.join(outdir, "tokens.npz")
+    tmp = "%s.tmp-%d.npz" % (tok_path[:-4], os.getpid())
+    np.savez(tmp, input_ids=np.concatenate(ids_all), offsets=offsets,
+             prompt_len=np.asarray(plen, dtype=np.int32), response_len=np.asarray(rlen, dtype=np.int32),
+             keys=np.asarray(keys, dtype=str))
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, tok_path)
+    pljob.fsync_dir(outdir)
+    stats_path = os.path.join(outdir, "stats.json")
+    pljob.atomic_write(stats_path, (json.dumps(stats, indent=1) + "\n").encode())
+    ev.artifact("tokens", tok_path)
+    ev.artifact("stats", stats_path)
+    ev.done(examples=n, tokens=int(offsets[-1]))
+
+
+if __name__ == "__main__":
+    sys.exit(pljob.main("Pre-tokenize and mask a chat corpus (stage tokenize).", body))

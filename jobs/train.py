@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""train.py: the LoRA training loop (stage `train`, pipeline-job(7)).
+
+    /usr/bin/python3 jobs/train.py --config CONFIG.json [--events FILE]
+                                   [--resume-from CHECKPOINT]
+
+The loop is the engine's (config key engine: tiny or hf; jobs/engines/):
+AdamW (paged_adamw_8bit on hf), the linear schedule with warmup of
+transformers' get_linear_schedule_with_warmup (the first optimizer step runs
+at lr 0 when warmup_steps > 0, as there), gradient accumulation, gradient
+clipping, the seed.  Batch size is one example per micro-step (the recipe's
+per_device_train_batch_size 1).
+
+Data order: epoch e visits the examples in the permutation drawn by
+numpy.random.default_rng([seed, e]); optimizer step s (1-based) covers the
+gradient_accumulation_steps examples after the first
+(s - 1 - e * steps_per_epoch) * gradient_accumulation_steps of that epoch.
+The data position is therefore the step alone, and a resumed run sees the
+same examples in the same order.
+
+Resume: with $PL_RESUME_FROM (or --resume-from) naming a checkpoint
+directory, the adapter, optimizer, scheduler and RNG states are restored
+from it after its COMPLETE marker verifies, and the loop continues at the
+next step; the result is bit-identical to an uninterrupted run's (on the CPU:
+torch.use_deterministic_algorithms and a fixed thread count).  A checkpoint
+whose recorded configuration differs in a key that changes the result is
+refused (exit 2).  Without it the run starts from step 0; the program never
+picks a checkpoint by itself: that is the daemon's decision.
+
+Checkpoints: $PL_WORKDIR/checkpoints/checkpoint-STEP/ every save_steps
+steps (not after the last step, which writes the adapter instead): adapter
+(adapter_config.json, adapter_model.safetensors), optimizer.pt,
+scheduler.json, rng.pt (python, numpy, torch states), trainer_state.json
+(step, epoch, data position, configuration digest, loss so far), then
+COMPLETE, last.
+
+Events: started; loop_started {step} just before the first optimizer step of
+this process (the daemon treats a death before it as a launch failure and
+after it as a mid-run death to resume); per optimizer step, metrics loss,
+lr, grad_norm and peak_mb, and progress {step, total}; checkpoint {step,
+path}; at the end memory {peak_mb, pre_step_mb} (the run's real peak, for
+the probe calibration), artifact adapter, done.  An out-of-memory is an oom
+event {phase, mb, capacity_mb} and exit status 3.
+
+Config keys (CONFIG.json):
+  engine          tiny | hf (default hf)
+  base            the base model directory (required)
+  tokens          tokens.npz from tokenize (required)
+  output_dir      where the adapter directory goes (default $PL_WORKDIR)
+  num_train_epochs          3
+  max_steps       stop after this many optimizer steps, 0: epochs decide (0)
+  learning_rate   0.0002
+  lr_scheduler_type         linear (the only one)
+  warmup_steps    5
+  gradient_accumulation_steps 8
+  per_device_train_batch_size 1 (the only value supported)
+  weight_decay    0.01
+  max_grad_norm   1.0 (0: no clipping)
+  seed            3407
+  save_steps      25
+  lora_r          112; lora_alpha: lora_r; lora_dropout: 0; use_rslora: false
+  threads         torch CPU threads (default 1; part of the determinism)
+  gpu_capacity_mb tiny only: the GPU-memory stand-in's card size (0: none)
+  oom_at_step     tiny only, test-only: fail like a CUDA OOM at this step
+  test_stall_at_step  test-only: after this step's events, sleep forever
+                  (so a test can kill -9 the process at a known step)
+and the hf engine's recipe keys (jobs/engines/hf.py).
+"""
+
+import json
+import hashlib
+import math
+import os
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# jobs/tokenize.py would shadow the standard library's tokenize (imported
+# by numpy and torch) if jobs/ stayed first on sys.path.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+
+import pljob  # noqa: E402
+
+# Keys whose change makes a checkpoint's state meaningless for this run.
+RESULT_KEYS = ("engine", "num_train_epochs", "max_steps", "learning_rate", "warmup_steps",
+               "gradient_accumulation_steps", "weight_decay", "max_grad_norm", "seed",
+               "lora_r", "lora_alpha", "lora_dropout", "use_rslora", "adam_beta1",
+               "adam_beta2", "adam_epsilon", "threads")
+
+
+class Schedule:
+    """Linear warmup then linear decay to 0 over total steps: the factor of
+    transformers' get_linear_schedule_with_warmup at optimizer step index
+    i (0-based)."""
+
+    def __init__(self, base_lr, warmup, total):
+        self.base_lr, self.warmup, self.total = base_lr, warmup, total
+
+    def lr(self, i):
+        if i < self.warmup:
+            return self.base_lr * float(i) / float(max(1, self.warmup))
+        return self.base_lr * max(0.0, float(self.total - i) / float(max(1, self.total - self.warmup)))
+
+    def state(self, i):
+        return {"kind": "linear", "base_lr": self.base_lr, "warmup_steps": self.warmup,
+                "total_steps": self.total, "next_index": i}
+
+
+class Plan:
+    """Which examples each optimizer step sees (see the module docstring)."""
+
+    def __init__(self, n, accum, epochs, max_steps, seed):
+        import numpy as np
+        self.np = np
+        self.n, self.accum, self.seed = n, accum, seed
+        self.steps_per_epoch = int(math.ceil(n / float(accum)))
+        self.total = self.steps_per_epoch * epochs
+        if max_steps:
+            self.total = min(self.total, max_steps) if epochs else max_steps
+        self._perm = {}
+
+    def perm(self, e):
+        if e not in self._perm:
+            self._perm[e] = self.np.random.default_rng([self.seed, e]).permutation(self.n)
+        return self._perm[e]
+
+    def batch(self, s):
+        e, j = divmod(s - 1, self.steps_per_epoch)
+        p = self.perm(e)
+        return e, [int(x) for x in p[j * self.accum:min((j + 1) * self.accum, self.n)]]
+
+
+def config_digest(cfg, tokens_sha):
+    d = {k: cfg.data.get(k) for k in RESULT_KEYS}
+    d["tokens_sha256"] = tokens_sha
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
+
+
+def body(job):
+    import torch
+    import engines
+    cfg, ev = job.cfg, job.events
+    engine_name = cfg.choice("engine", engines.ENGINES, "hf")
+    tokens = cfg.path_in("tokens")
+    outdir = cfg.str("output_dir", job.workdir)
+    epochs = cfg.int("num_train_epochs", 3, min=0)
+    max_steps = cfg.int("max_steps", 0, min=0)
+    accum = cfg.int("gradient_accumulation_steps", 8, min=1)
+    bs = cfg.int("per_device_train_batch_size", 1, min=1)
+    if bs != 1:
+        raise pljob.BadInput("%s: key per_device_train_batch_size: only 1 is supported "
+                             "(use gradient_accumulation_steps)" % cfg.path)
+    cfg.choice("lr_scheduler_type", ("linear",), "linear")
+    warmup = cfg.int("warmup_steps", 5, min=0)
+    max_grad_norm = cfg.float("max_grad_norm", 1.0, min=0)
+    seed = cfg.int("seed", 3407)
+    save_steps = cfg.int("save_steps", 25, min=0)
+    stall_at = cfg.int("test_stall_at_step", 0, min=0)
+    if not epochs and not max_steps:
+        raise pljob.BadInput("%s: num_train_epochs and max_steps are both 0" % cfg.path)
+
+    ev.started(engine=engine_name, attempt=job.attempt)
+    examples = pljob.load_tokens(tokens)
+    tokens_sha = pljob.sha256_file(tokens)
+    digest, digest_keys = config_digest(cfg, tokens_sha)
+    plan = Plan(len(examples), accum, epochs, max_steps, seed)
+    sched = Schedule(cfg.float("learning_rate", 2e-4, min=0), warmup, plan.total)
+
+    pljob.seed_everything(seed)
+    eng = engines.get(engine_name)(cfg, ev)
+    eng.load()
+    params = eng.parameters()
+    opt = eng.make_optimizer()
+    start = 0
+    losses = {}
+    if job.resume_from:
+        start, losses = resume(job.resume_from, eng, opt, digest, digest_keys, plan)
+        ev.emit("resumed", step=start, path=os.path.abspath(job.resume_from))
+    root = job.checkpoint_dir()
+    run_peak = 0.0
+    pre_step = eng.pre_step_mb()
+    ev.emit("loop_started", step=start + 1, total=plan.total)
+    for s in range(start + 1, plan.total + 1):
+        eng.reset_peak()
+        epoch, idx = plan.batch(s)
+        lr = sched.lr(s - 1)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        total_loss = 0.0
+        for i in idx:
+            loss = eng.loss(examples[i]) / len(idx)
+            eng.backward(loss)
+            total_loss += float(loss.detach())
+        if max_grad_norm > 0:
+            gn = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        else:
+            gn = float(torch.norm(torch.stack([p.grad.detach().norm() for p in params if p.grad is not None])))
+        eng.before_step(s)
+        if s == start + 1:
+            pre_step = eng.pre_step_mb()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        eng.after_step()
+        peak = eng.peak_mb()
+        run_peak = max(run_peak, peak)
+        losses[s] = total_loss
+        ev.metric("loss", s, total_loss)
+        ev.metric("lr", s, lr)
+        ev.metric("grad_norm", s, gn)
+        ev.metric("peak_mb", s, peak)
+        ev.progress(s, plan.total, epoch=epoch)
+        if save_steps and s % save_steps == 0 and s < plan.total:
+            path = save(root, s, eng, opt, sched, plan, digest, digest_keys, losses)
+            ev.checkpoint(s, path)
+        if stall_at and s == stall_at:
+            # Test-only: hold here so a test can kill -9 at a known step.
+            while True:
+                time.sleep(3600)
+    os.makedirs(outdir, exist_ok=True)
+    adapter = pljob.atomic_dir(os.path.join(outdir, "adapter"), eng.save_adapter)
+    ev.emit("memory", peak_mb=round(run_peak, 1), pre_step_mb=round(pre_step, 1),
+            capacity_mb=round(eng.capacity_mb(), 1))
+    ev.artifact("adapter", adapter)
+    # The mean over every step of every segment (G30: not only this
+    # process's), from the losses carried in the checkpoints.
+    ev.done(steps=plan.total, train_loss=sum(losses.values()) / max(1, len(losses)))
+
+
+def save(root, step, eng, opt, sched, plan, digest, digest_keys, losses):
+    import torch
+
+    def build(d):
+        eng.save_adapter(d)
+        torch.save(opt.state_dict(), os.path.join(d, "optimizer.pt"))
+        pljob.write_file(os.path.join(d, "scheduler.json"),
+                         (json.dumps(sched.state(step), sort_keys=True) + "\n").encode())
+        torch.save(pljob.rng_state(), os.path.join(d, "rng.pt"))
+        epoch, _ = plan.batch(step)
+        st = {"step": step, "epoch": epoch, "total_steps": plan.total,
+              "data_position": {"epoch": epoch, "examples_seen_in_epoch":
+                                min((step - epoch * plan.steps_per_epoch) * plan.accum, plan.n)},
+              "config_digest": digest, "config": digest_keys,
+              "loss": {str(k): v for k, v in sorted(losses.items())}}
+        pljob.write_file(os.path.join(d, "trainer_state.json"), (json.dumps(st, indent=1) + "\n").encode())
+    return pljob.save_checkpoint(root, step, build)
+
+
+def resume(path, eng, opt, digest, digest_keys, plan):
+    import torch
+    why = pljob.verify_checkpoint(path)
+    if why:
+        raise pljob.BadInput("resume from %s: not a complete checkpoint: %s" % (path, why))
+    with open(os.path.join(path, "trainer_state.json")) as f:
+        st = json.load(f)
+    if st.get("config_digest") != digest:
+        old = st.get("config") or {}
+        diff = sorted(k for k in set(old) | set(digest_keys) if old.get(k) != digest_keys.get(k))
+        raise pljob.BadInput("resume from %s: the checkpoint was made with a different configuration "
+                             "(%s)" % (path, ", ".join(diff) or "digest differs"))
+    step = int(st["step"])
+    if step >= plan.total:
+        raise pljob.BadInput("resume from %s: step %d is not before the last step %d" % (path, step, plan.total))
+    acfg, tensors = pljob.read_adapter_dir(path)
+    eng.load_adapter_tensors(tensors, path)
+    opt.load_state_dict(torch.load(os.path.join(path, "optimizer.pt")))
+    eng.resumed_optimizer()
+    pljob.set_rng_state(torch.load(os.path.join(path, "rng.pt")))
+    losses = {int(k): v for k, v in (st.get("loss") or {}).items()}
+    return step, losses
+
+
+if __name__ == "__main__":
+    sys.exit(pljob.main("LoRA training loop (stage train).", body))
