@@ -25,6 +25,7 @@ chat_status_name(int s)
 	case CHAT_TRUNCATED:	return "truncated";
 	case CHAT_SERVER:	return "server error";
 	case CHAT_TRANSPORT:	return "transport error";
+	case CHAT_UNPARSED:	return "output refused by the server";
 	}
 	return "unknown";
 }
@@ -207,6 +208,12 @@ chat_classify(const struct chat_client *c, long http, const char *body,
 		 * this bake, not a wrong answer (G01, inference-api.md 2.3). */
 		r->status = (http == 400 && mentions_context(msg, type)) ?
 		    CHAT_TRUNCATED : CHAT_SERVER;
+		/* llama-server parses the model's output into the chat format
+		 * before answering, and answers 500 when it does not match: that
+		 * is an unparseable answer of the model, not a server failure. */
+		if (http == 500 && (strcasestr(msg, "model produced output") ||
+		    strcasestr(msg, "failed to parse")))
+			r->status = CHAT_UNPARSED;
 		snprintf(r->error, sizeof(r->error), "HTTP %ld: %s%s%s", http, msg,
 		    type[0] ? " " : "", type);
 		goto out;

@@ -37,7 +37,10 @@ enum chat_status {
 	CHAT_CAPPED,		/* the token cap cut the answer: still the model's answer */
 	CHAT_TRUNCATED,		/* the prompt did not fit: a bake error (G01) */
 	CHAT_SERVER,		/* the server failed: a bake error */
-	CHAT_TRANSPORT		/* no answer at all: a bake error */
+	CHAT_TRANSPORT,		/* no answer at all: a bake error */
+	CHAT_UNPARSED		/* the server refused the model's output as not
+				   matching the schema/format: the model's fault,
+				   scored unparseable (content is "") */
 };
 const char	*chat_status_name(int status);
 

@@ -181,6 +181,14 @@ test_openai_replies(void)
 	    == CHAT_CAPPED);
 	CHECK(r.content != NULL && r.len == 0);
 	chat_reply_free(&r);
+	/* llama-server refusing the model's own output: the model's fault. */
+	CHECK(classify(&c, 500, "{\"error\":{\"code\":500,\"message\":\"The model produced output "
+	    "that does not match the expected peg-native format\",\"type\":\"server_error\"}}", 10, &r)
+	    == CHAT_UNPARSED);
+	chat_reply_free(&r);
+	CHECK(classify(&c, 500, "{\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":"
+	    "\"server_error\"}}", 10, &r) == CHAT_SERVER);
+	chat_reply_free(&r);
 	CHECK(classify(&c, 200, "{\"choices\":[]}", 10, &r) == CHAT_SERVER);
 	chat_reply_free(&r);
 	CHECK(classify(&c, 503, "{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":"

@@ -1,0 +1,683 @@
+/*
+ * bake.c: the `bake` stage. Scores a served model through the serving path:
+ * every case of a case file (pipeline-cases(5)), `passes` times, through
+ * Ollama's /api/chat or an OpenAI-compatible /v1/chat/completions, with
+ * the production system prompt and a schema whose enum holds every
+ * accepted capability. Every case result and the aggregates go to the
+ * store; the case-set digest says which bakes may be compared.
+ *
+ * What it guards against: silent prompt truncation (G01: num_ctx on every
+ * request, the server's context checked, truncated prompts are bake
+ * errors), routing on the wrong channel (G25: the case file refuses setup
+ * on another channel), a schema enum without the hidden capabilities
+ * (G26), timings from a model half on the CPU (G22: size_vram == size,
+ * others evicted, or the speed is reported as not comparable), and one
+ * pass overstating a margin (F15: passes = 3, every pass stored).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "pipeline/plugin.h"
+#include "plcommon.h"
+#include "chat.h"
+#include "ollama.h"
+#include "score.h"
+
+static const struct pl_host *host;
+
+static const struct pl_key bake_keys[] = {
+	{ "backend", PL_KEY_STRING, "ollama", 0, NULL,
+	  "ollama (/api/chat) or openai (llama-server, vLLM: /v1/chat/completions)" },
+	{ "url", PL_KEY_STRING, NULL, 0, NULL,
+	  "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)" },
+	{ "model", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
+	  "the served model: an Ollama tag, or the OpenAI model id" },
+	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	  "the case file, JSON lines (pipeline-cases(5))" },
+	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	  "the system prompt file; {{channel}} becomes the case's channel" },
+	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	  "the capability list, hidden ones included (pipeline-cases(5))" },
+	{ "disabled", PL_KEY_LIST, NULL, 0, NULL,
+	  "capabilities to disable: their cases are skipped as not runnable" },
+	{ "stats", PL_KEY_INPUT, NULL, 0, "stats",
+	  "the tokenize stage's stats (corpus_keys) for held-out; none: all held out" },
+	{ "stats_run", PL_KEY_STRING, NULL, 0, NULL,
+	  "take the stats artifact of this run instead (the incumbent's corpus)" },
+	{ "passes", PL_KEY_INT, "3", 0, NULL, "passes over every case (1-32)" },
+	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
+	  "context every request needs; sent to Ollama, checked on llama-server" },
+	{ "seed", PL_KEY_INT, "3407", 0, NULL, "sampling seed (temperature is 0)" },
+	{ "max_tokens", PL_KEY_INT, "256", 0, NULL, "token cap of one answer" },
+	{ "concurrency", PL_KEY_INT, "1", 0, NULL,
+	  "requests in flight (llama-server -np N); speed then is throughput" },
+	{ "case_timeout", PL_KEY_DURATION, "300", 0, NULL, "limit of one request" },
+	{ "max_bytes_per_token", PL_KEY_FLOAT, "8", 0, NULL,
+	  "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off" },
+	{ "keep_alive", PL_KEY_STRING, "30m", 0, NULL,
+	  "Ollama keep_alive of the model during the bake" },
+	{ "evict", PL_KEY_BOOL, "yes", 0, NULL,
+	  "Ollama: unload every other model before timing (G22)" },
+	{ "max_errors", PL_KEY_INT, "0", 0, NULL,
+	  "bake errors (truncation, server) tolerated before the stage fails" },
+	{ NULL, 0, NULL, 0, NULL, NULL }
+};
+
+/* One pass of one case. */
+struct result {
+	int outcome;		/* enum sc_outcome */
+	int chat;		/* enum chat_status */
+	char got[SC_NAME_MAX];
+	char why[256];
+	char finish[32];
+	char output[240];	/* the start of the answer, for the report */
+	double seconds;
+	long prompt_tokens;
+};
+
+struct bake {
+	pl_job *job;
+	struct chat_client chat;
+	struct sc_caps caps;
+	struct sc_case *cases;
+	int ncases;
+	char *system;
+	cJSON *schema;
+	int passes;
+	int concurrency;
+	struct result *res;	/* [case * passes + pass] */
+	/* The work queue: pass-major, so a pass finishes before the next. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int next, total, done, stop, running;
+};
+
+/* The system prompt with {{channel}} replaced by the case's channel: the
+ * case routes on its own channel (G25). */
+static char *
+render_system(const char *sys, const char *channel)
+{
+	static const char tok[] = "{{channel}}";
+	size_t n = 0, cl = strlen(channel), tl = sizeof(tok) - 1;
+	const char *p;
+	char *out, *o;
+
+	for (p = sys; (p = strstr(p, tok)) != NULL; p += tl)
+		n++;
+	out = malloc(strlen(sys) + n * cl + 1);
+	if (out == NULL)
+		return NULL;
+	for (o = out, p = sys; *p; ) {
+		if (strncmp(p, tok, tl) == 0) {
+			memcpy(o, channel, cl);
+			o += cl;
+			p += tl;
+		} else
+			*o++ = *p++;
+	}
+	*o = '\0';
+	return out;
+}
+
+static cJSON *
+case_messages(const struct bake *b, const struct sc_case *c)
+{
+	cJSON *m = cJSON_CreateArray(), *t, *s;
+	char *sys = render_system(b->system, c->channel);
+
+	t = cJSON_CreateObject();
+	cJSON_AddStringToObject(t, "role", "system");
+	cJSON_AddStringToObject(t, "content", sys ? sys : b->system);
+	cJSON_AddItemToArray(m, t);
+	free(sys);
+	cJSON_ArrayForEach(s, c->setup)
+		cJSON_AddItemToArray(m, cJSON_Duplicate(s, 1));
+	t = cJSON_CreateObject();
+	cJSON_AddStringToObject(t, "role", "user");
+	cJSON_AddStringToObject(t, "content", c->user);
+	cJSON_AddItemToArray(m, t);
+	return m;
+}
+
+static void
+run_one(struct bake *b, int ci, int pass)
+{
+	const struct sc_case *c = &b->cases[ci];
+	struct result *r = &b->res[ci * b->passes + pass];
+	struct chat_reply rep;
+	cJSON *msgs = case_messages(b, c);
+
+	if (chat_send(&b->chat, msgs, b->schema, &rep) == -1) {
+		r->outcome = SC_ERROR;
+		r->chat = CHAT_SERVER;
+		snprintf(r->why, sizeof(r->why), "%s", rep.error);
+		cJSON_Delete(msgs);
+		return;
+	}
+	cJSON_Delete(msgs);
+	r->chat = rep.status;
+	r->seconds = rep.seconds;
+	r->prompt_tokens = rep.prompt_tokens;
+	snprintf(r->finish, sizeof(r->finish), "%s", rep.finish);
+	snprintf(r->output, sizeof(r->output), "%.*s", (int)sizeof(r->output) - 1,
+	    rep.content ? rep.content : "");
+	if (rep.status == CHAT_OK || rep.status == CHAT_CAPPED) {
+		/* A capped answer is still the model's answer; the scorer
+		 * finds it unparseable if the cap cut the JSON. */
+		r->outcome = sc_score(c, &b->caps, rep.content, rep.len, r->got,
+		    sizeof(r->got), r->why, sizeof(r->why));
+		if (rep.status == CHAT_CAPPED && r->outcome != SC_PASS)
+			snprintf(r->why + strlen(r->why), sizeof(r->why) - strlen(r->why),
+			    " (%s)", rep.error);
+	} else if (rep.status == CHAT_UNPARSED) {
+		r->outcome = SC_UNPARSEABLE;
+		snprintf(r->why, sizeof(r->why), "%s: %s", chat_status_name(rep.status),
+		    rep.error);
+	} else {
+		r->outcome = SC_ERROR;
+		snprintf(r->why, sizeof(r->why), "%s: %s", chat_status_name(rep.status),
+		    rep.error);
+	}
+	chat_reply_free(&rep);
+}
+
+static void *
+worker(void *arg)
+{
+	struct bake *b = arg;
+
+	for (;;) {
+		int t, ci, pass;
+
+		pthread_mutex_lock(&b->mu);
+		/* A pass starts only when the one before it is done, so that
+		 * passes are repeats and not interleavings. */
+		while (!b->stop && b->next < b->total &&
+		    b->done < (b->next / b->ncases) * b->ncases)
+			pthread_cond_wait(&b->cv, &b->mu);
+		if (b->stop || b->next >= b->total) {
+			b->running--;
+			pthread_cond_broadcast(&b->cv);
+			pthread_mutex_unlock(&b->mu);
+			return NULL;
+		}
+		t = b->next++;
+		pthread_mutex_unlock(&b->mu);
+		ci = t % b->ncases;
+		pass = t / b->ncases;
+		if (sc_case_skipped(&b->cases[ci], &b->caps))
+			b->res[ci * b->passes + pass].outcome = SC_SKIPPED;
+		else
+			run_one(b, ci, pass);
+		pthread_mutex_lock(&b->mu);
+		b->done++;
+		pthread_cond_broadcast(&b->cv);
+		pthread_mutex_unlock(&b->mu);
+	}
+}
+
+/* Run the queue on `concurrency` threads; the job thread watches progress
+ * and cancellation. Host calls stay on the job thread. */
+static int
+run_all(struct bake *b)
+{
+	pthread_t *th = calloc(b->concurrency, sizeof(*th));
+	int last = -1, rc = PL_OK;
+
+	b->total = b->ncases * b->passes;
+	b->running = b->concurrency;
+	for (int i = 0; i < b->concurrency; i++)
+		if (pthread_create(&th[i], NULL, worker, b) != 0) {
+			pthread_mutex_lock(&b->mu);
+			b->running -= b->concurrency - i;
+			b->stop = i == 0;
+			pthread_mutex_unlock(&b->mu);
+			if (i == 0) {
+				free(th);
+				return host->fail(b->job, "bake: cannot start a thread");
+			}
+			b->concurrency = i;
+			break;
+		}
+	pthread_mutex_lock(&b->mu);
+	while (b->running > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+		int done = b->done;
+		pthread_mutex_unlock(&b->mu);
+		if (done != last) {
+			host->progress(b->job, done, b->total, "case-passes");
+			last = done;
+		}
+		if (host->cancelled(b->job)) {
+			rc = PL_ECANCELED;
+			pthread_mutex_lock(&b->mu);
+			b->stop = 1;
+			pthread_cond_broadcast(&b->cv);
+			pthread_mutex_unlock(&b->mu);
+		}
+		pthread_mutex_lock(&b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+	for (int i = 0; i < b->concurrency; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return rc;
+}
+
+/*
+ * G22: a model split across CPU and GPU gives honest answers at dishonest
+ * speeds. Evict every other model, load ours with the bake's num_ctx, and
+ * time only if /api/ps shows it whole on the GPU.
+ */
+static int
+ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
+    size_t notelen)
+{
+	struct ollama o;
+	struct ollama_list l;
+	int comparable = 0;
+	char ka[64];
+
+	snprintf(note, notelen, "not checked");
+	if (ollama_init(&o, b->chat.url, 120) == -1)
+		return 0;
+	if (evict && ollama_ps(&o, &l) == 0) {
+		for (size_t i = 0; i < l.n; i++) {
+			if (ollama_model_is(&l.v[i], b->chat.model))
+				continue;
+			host->log(b->job, PL_LOG_INFO, "evicting %s before timing (G22)",
+			    l.v[i].name);
+			if (ollama_unload_wait(&o, l.v[i].name, 60, 0.25) == -1)
+				host->log(b->job, PL_LOG_WARN, "%s", o.error);
+		}
+		ollama_list_free(&l);
+	}
+	snprintf(ka, sizeof(ka), "\"%s\"", keep_alive);
+	if (ollama_load(&o, b->chat.model, keep_alive[0] ? ka : NULL, b->chat.num_ctx) == -1) {
+		snprintf(note, notelen, "load failed: %s", o.error);
+		return 0;
+	}
+	if (ollama_ps(&o, &l) == -1) {
+		snprintf(note, notelen, "ps failed: %s", o.error);
+		return 0;
+	}
+	int found = 0, others = 0;
+	for (size_t i = 0; i < l.n; i++) {
+		if (ollama_model_is(&l.v[i], b->chat.model)) {
+			found = 1;
+			comparable = l.v[i].size > 0 && l.v[i].size_vram == l.v[i].size;
+			snprintf(note, notelen, "size_vram %llu of %llu bytes",
+			    (unsigned long long)l.v[i].size_vram,
+			    (unsigned long long)l.v[i].size);
+		} else
+			others++;
+	}
+	ollama_list_free(&l);
+	if (!found) {
+		snprintf(note, notelen, "%s not listed by /api/ps after loading", b->chat.model);
+		comparable = 0;
+	} else if (others > 0) {
+		size_t n = strlen(note);
+		snprintf(note + n, notelen - n, "; %d other model%s still loaded", others,
+		    others == 1 ? "" : "s");
+		comparable = 0;
+	}
+	return comparable;
+}
+
+static int
+load_stats(struct bake *b, struct sc_keys *keys, int *have, char *src, size_t srclen)
+{
+	const char *v = host->get(b->job, "stats");
+	const char *run = host->get(b->job, "stats_run");
+	char path[4096], err[512];
+
+	*have = 0;
+	if (v != NULL && strcmp(v, "none") == 0) {
+		snprintf(src, srclen, "none");
+		return 0;
+	}
+	if (run != NULL && *run) {
+		if (host->artifact_find(b->job, run, NULL, "stats", path, sizeof(path),
+		    NULL) != PL_OK)
+			return host->fail(b->job, "stats_run %s: no stats artifact in that run", run);
+		v = path;
+	} else {
+		v = host->input(b->job, "stats");
+		if (v == NULL)
+			return host->fail(b->job, "stats: no corpus keys (the tokenize stage's "
+			    "stats artifact); set stats = PATH, or stats = none when the model "
+			    "was trained on none of the cases");
+	}
+	if (sc_keys_load(v, keys, err, sizeof(err)) == -1)
+		return host->fail(b->job, "stats: %s", err);
+	snprintf(src, srclen, "%s", v);
+	*have = 1;
+	return 0;
+}
+
+static cJSON *
+case_json(const struct bake *b, int ci, const struct sc_row *row, const char *train_key)
+{
+	cJSON *o = cJSON_CreateObject(), *ps;
+	const struct sc_case *c = &b->cases[ci];
+	int first = -1, varied = 0;
+
+	cJSON_AddStringToObject(o, "id", c->id);
+	cJSON_AddStringToObject(o, "kind", c->kind == SC_GUARD ? "guard" : "route");
+	cJSON_AddStringToObject(o, "group", c->group);
+	cJSON_AddBoolToObject(o, "held_out", row->held_out);
+	if (train_key)
+		cJSON_AddStringToObject(o, "train_key", train_key);
+	else
+		cJSON_AddNullToObject(o, "train_key");
+	cJSON_AddBoolToObject(o, "runnable", row->runnable);
+	ps = cJSON_AddArrayToObject(o, "passes");
+	for (int p = 0; p < b->passes && row->runnable; p++) {
+		const struct result *r = &b->res[ci * b->passes + p];
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "outcome", sc_outcome_name(r->outcome));
+		cJSON_AddStringToObject(x, "got", r->got);
+		if (r->why[0])
+			cJSON_AddStringToObject(x, "why", r->why);
+		cJSON_AddStringToObject(x, "finish", r->finish);
+		cJSON_AddNumberToObject(x, "s", (double)(long)(r->seconds * 1000) / 1000);
+		cJSON_AddNumberToObject(x, "prompt_tokens", (double)r->prompt_tokens);
+		cJSON_AddStringToObject(x, "output", r->output);
+		cJSON_AddItemToArray(ps, x);
+		if (first < 0)
+			first = r->outcome;
+		else if (r->outcome != first)
+			varied = 1;
+	}
+	cJSON_AddNumberToObject(o, "passed", sc_row_passed(row));
+	cJSON_AddNumberToObject(o, "runs", row->runs);
+	/* The spread between passes: at temperature 0 an answer that
+	 * changes between passes is worth knowing (F15, F16). */
+	cJSON_AddBoolToObject(o, "varied", varied);
+	return o;
+}
+
+static int
+bake_run(pl_job *job)
+{
+	struct bake b;
+	struct sc_keys keys;
+	struct sc_row *rows = NULL;
+	struct sc_agg agg;
+	char err[1024], digest[65], note[256], stats_src[4096];
+	const char *v;
+	int have_keys = 0, rc = PL_EFAIL;
+
+	memset(&b, 0, sizeof(b));
+	memset(&keys, 0, sizeof(keys));
+	memset(&agg, 0, sizeof(agg));
+	b.job = job;
+	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.cv, NULL);
+
+	b.passes = (int)host->get_int(job, "passes", 3);
+	b.concurrency = (int)host->get_int(job, "concurrency", 1);
+	if (b.passes < 1 || b.passes > SC_MAX_PASSES) {
+		rc = host->fail(job, "passes: %d is not between 1 and %d", b.passes, SC_MAX_PASSES);
+		goto out;
+	}
+	if (b.concurrency < 1 || b.concurrency > 64) {
+		rc = host->fail(job, "concurrency: %d is not between 1 and 64", b.concurrency);
+		goto out;
+	}
+	if ((v = host->input(job, "capabilities")) == NULL ||
+	    sc_caps_load(v, &b.caps, err, sizeof(err)) == -1) {
+		rc = host->fail(job, "capabilities: %s", v ? err : "cannot resolve the path");
+		goto out;
+	}
+	if ((v = host->get(job, "disabled")) != NULL) {
+		char *list = strdup(v), *w, *save = NULL;
+		for (w = strtok_r(list, " ,\t", &save); w; w = strtok_r(NULL, " ,\t", &save))
+			if (sc_caps_disable(&b.caps, w) == -1) {
+				rc = host->fail(job, "disabled: %s is not in the capability list", w);
+				free(list);
+				goto out;
+			}
+		free(list);
+	}
+	if ((v = host->input(job, "cases")) == NULL ||
+	    sc_cases_load(v, &b.caps, &b.cases, &b.ncases, err, sizeof(err)) == -1) {
+		rc = host->fail(job, "cases: %s", v ? err : "cannot resolve the path");
+		goto out;
+	}
+	if ((v = host->input(job, "system")) == NULL ||
+	    (b.system = plc_read_file(v, NULL, 16u << 20)) == NULL) {
+		rc = host->fail(job, "system: %s: %s", v ? v : "?", strerror(errno));
+		goto out;
+	}
+	if (load_stats(&b, &keys, &have_keys, stats_src, sizeof(stats_src)) != 0) {
+		rc = PL_EFAIL;
+		goto out;
+	}
+	sc_case_set_digest(b.cases, b.ncases, b.system, &b.caps, digest);
+	b.schema = sc_schema(&b.caps);
+
+	if (chat_init(&b.chat, host->get(job, "backend"), host->get(job, "url"),
+	    host->get(job, "model"), err, sizeof(err)) == -1) {
+		rc = host->fail(job, "%s", err);
+		goto out;
+	}
+	b.chat.num_ctx = (int)host->get_int(job, "num_ctx", 9216);
+	b.chat.seed = host->get_int(job, "seed", 3407);
+	b.chat.max_tokens = (int)host->get_int(job, "max_tokens", 256);
+	b.chat.timeout = host->get_duration(job, "case_timeout", 300);
+	b.chat.max_bytes_per_token = host->get_double(job, "max_bytes_per_token", 8);
+	const char *keep = host->get(job, "keep_alive");
+	if (keep == NULL)
+		keep = "";
+	if (b.chat.backend == CHAT_OLLAMA && *keep)
+		snprintf(b.chat.keep_alive, sizeof(b.chat.keep_alive), "\"%s\"", keep);
+	if (b.chat.num_ctx < 256 || b.chat.max_tokens < 1) {
+		rc = host->fail(job, "num_ctx %d / max_tokens %d out of range", b.chat.num_ctx,
+		    b.chat.max_tokens);
+		goto out;
+	}
+	/* G01: know the context before the first case, not after the last. */
+	if (chat_check_context(&b.chat, err, sizeof(err)) == -1) {
+		rc = host->fail(job, "context check: %s", err);
+		goto out;
+	}
+	host->log(job, PL_LOG_INFO, "bake %s via %s at %s: %d cases x %d passes, "
+	    "num_ctx %d (server %d), case set %.12s", b.chat.model,
+	    b.chat.backend == CHAT_OLLAMA ? "ollama" : "openai", b.chat.url, b.ncases,
+	    b.passes, b.chat.num_ctx, b.chat.server_ctx, digest);
+
+	int comparable = 0;
+	if (b.chat.backend == CHAT_OLLAMA)
+		comparable = ollama_placement(&b, host->get_bool(job, "evict", 1),
+		    keep, note, sizeof(note));
+	else
+		snprintf(note, sizeof(note), "the openai backend does not report GPU placement");
+	if (!comparable)
+		host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
+
+	b.res = calloc((size_t)b.ncases * b.passes, sizeof(*b.res));
+	rows = calloc(b.ncases, sizeof(*rows));
+	if (b.res == NULL || rows == NULL) {
+		rc = host->fail(job, "out of memory");
+		goto out;
+	}
+	if ((rc = run_all(&b)) != PL_OK) {
+		host->fail(job, "cancelled after %d of %d case-passes", b.done, b.total);
+		goto out;
+	}
+	if (b.chat.backend == CHAT_OLLAMA && comparable) {
+		/* Still whole on the GPU at the end? Something may have
+		 * loaded beside it during the bake. */
+		char note2[256];
+		comparable = ollama_placement(&b, 0, keep, note2, sizeof(note2));
+		if (!comparable) {
+			snprintf(note, sizeof(note), "after the bake: %s", note2);
+			host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
+		}
+	}
+
+	/* Rows, per-case values, aggregates. */
+	int errors = 0;
+	const char *first_error = NULL;
+	int first_error_case = -1;
+	for (int i = 0; i < b.ncases; i++) {
+		struct sc_row *r = &rows[i];
+		const struct sc_case *c = &b.cases[i];
+		snprintf(r->id, sizeof(r->id), "%s", c->id);
+		snprintf(r->group, sizeof(r->group), "%s", c->group);
+		r->kind = c->kind;
+		r->held_out = sc_held_out(c, have_keys ? &keys : NULL);
+		r->no_key = c->train_key == NULL;
+		r->runnable = !sc_case_skipped(c, &b.caps);
+		for (int p = 0; r->runnable && p < b.passes; p++) {
+			const struct result *x = &b.res[i * b.passes + p];
+			r->runs++;
+			r->seconds += x->seconds;
+			if (x->outcome == SC_PASS)
+				r->pass_mask |= 1u << p;
+			if (x->outcome == SC_ERROR) {
+				r->errors++;
+				if (first_error == NULL) {
+					first_error = x->why;
+					first_error_case = i;
+				}
+			}
+		}
+		errors += r->errors;
+		cJSON *cj = case_json(&b, i, r, c->train_key);
+		char *text = cJSON_PrintUnformatted(cj), key[SC_NAME_MAX + 8];
+		snprintf(key, sizeof(key), "case/%s", c->id);
+		if (host->value_set(job, key, text) != PL_OK) {
+			free(text);
+			cJSON_Delete(cj);
+			rc = host->fail(job, "cannot store %s", key);
+			goto out;
+		}
+		free(text);
+		cJSON_Delete(cj);
+	}
+	if (sc_aggregate(rows, b.ncases, b.passes, &agg) == -1) {
+		rc = host->fail(job, "aggregate failed");
+		goto out;
+	}
+
+	cJSON *sum = sc_agg_json(&agg);
+	cJSON_AddStringToObject(sum, "case_set", digest);
+	cJSON_AddStringToObject(sum, "model", b.chat.model);
+	cJSON_AddStringToObject(sum, "backend", b.chat.backend == CHAT_OLLAMA ? "ollama" : "openai");
+	cJSON_AddStringToObject(sum, "url", b.chat.url);
+	cJSON_AddNumberToObject(sum, "num_ctx", b.chat.num_ctx);
+	cJSON_AddNumberToObject(sum, "server_ctx", b.chat.server_ctx);
+	cJSON_AddNumberToObject(sum, "seed", (double)b.chat.seed);
+	cJSON_AddNumberToObject(sum, "concurrency", b.concurrency);
+	cJSON_AddStringToObject(sum, "stats", stats_src);
+	cJSON_AddBoolToObject(sum, "speed_comparable", comparable);
+	cJSON_AddStringToObject(sum, "speed_note", note);
+	cJSON_AddBoolToObject(sum, "complete", errors == 0);
+	cJSON_AddItemToObject(sum, "cases", sc_rows_json(rows, b.ncases));
+	char *text = cJSON_PrintUnformatted(sum);
+	cJSON_Delete(sum);
+	int vrc = host->value_set(job, "bake.summary", text);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/bake.json", host->workdir(job));
+	int wrc = plc_write_file_atomic(path, text, strlen(text), 0644);
+	free(text);
+	if (vrc != PL_OK) {
+		rc = host->fail(job, "cannot store bake.summary");
+		goto out;
+	}
+	if (wrc == -1) {
+		rc = host->fail(job, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	host->artifact(job, "results", path);
+	host->value_set(job, "bake.case_set", digest);
+
+	host->metric(job, "accuracy", 0, agg.overall.acc);
+	host->metric(job, "held_out_accuracy", 0, agg.held_out.acc);
+	host->metric(job, "guard_breaches", 0, agg.guard_breaches);
+	host->metric(job, "s_per_case", 0, agg.s_per_case);
+	host->log(job, PL_LOG_INFO, "overall %.2f%% [%.2f, %.2f] of %d runnable (%d not "
+	    "runnable); held-out %.2f%% of %d; %d held-out guard breach%s; spread %.2f pp "
+	    "over %d passes; %.3f s per case%s; %d bake error%s",
+	    agg.overall.acc * 100, agg.overall.lo * 100, agg.overall.hi * 100, agg.runnable,
+	    agg.skipped, agg.held_out.acc * 100, agg.held_out_cases, agg.guard_breaches,
+	    agg.guard_breaches == 1 ? "" : "es", agg.spread_pp, b.passes, agg.s_per_case,
+	    comparable ? "" : " (not comparable)", errors, errors == 1 ? "" : "s");
+
+	if (errors > host->get_int(job, "max_errors", 0)) {
+		rc = host->fail(job, "%d case-pass%s failed to get an honest answer "
+		    "(first: case %s, %s:%d: %s); the results are stored but incomplete",
+		    errors, errors == 1 ? "" : "es", b.cases[first_error_case].id,
+		    host->input(job, "cases"), b.cases[first_error_case].line, first_error);
+		goto out;
+	}
+	rc = PL_OK;
+out:
+	sc_agg_free(&agg);
+	free(rows);
+	free(b.res);
+	cJSON_Delete(b.schema);
+	free(b.system);
+	sc_cases_free(b.cases, b.ncases);
+	sc_caps_free(&b.caps);
+	sc_keys_free(&keys);
+	pthread_mutex_destroy(&b.mu);
+	pthread_cond_destroy(&b.cv);
+	return rc;
+}
+
+static int
+bake_check(pl_job *job)
+{
+	const char *v = host->get(job, "backend");
+	int64_t n;
+
+	if (v && strcmp(v, "ollama") != 0 && strcmp(v, "openai") != 0)
+		host->check_error(job, "backend", "must be ollama or openai, not \"%s\"", v);
+	n = host->get_int(job, "passes", 3);
+	if (n < 1 || n > SC_MAX_PASSES)
+		host->check_error(job, "passes", "must be between 1 and %d", SC_MAX_PASSES);
+	n = host->get_int(job, "concurrency", 1);
+	if (n < 1 || n > 64)
+		host->check_error(job, "concurrency", "must be between 1 and 64");
+	n = host->get_int(job, "num_ctx", 9216);
+	if (n < 256)
+		host->check_error(job, "num_ctx", "must be at least 256");
+	n = host->get_int(job, "max_tokens", 256);
+	if (n < 1)
+		host->check_error(job, "max_tokens", "must be positive");
+	return PL_OK;
+}
+
+static const struct pl_stage bake_stage = {
+	.abi = PL_ABI_VERSION,
+	.size = sizeof(struct pl_stage),
+	.name = "bake",
+	.summary = "score a served model on a case file, every pass stored",
+	.keys = bake_keys,
+	.check = bake_check,
+	.run = bake_run,
+};
+
+PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
+
+PL_EXPORT int
+pl_plugin_init(const struct pl_host *h, void *plugin)
+{
+	if (h->abi != PL_ABI_VERSION)
+		return PL_EABI;
+	host = h;
+	return h->register_stage(plugin, &bake_stage);
+}

@@ -1,0 +1,46 @@
+/*
+ * ollama_admin.h: the admin half of the Ollama client (blobs, create,
+ * show, copy, delete), for the register and gate stages. It builds on
+ * ollama.h (same struct ollama, same error convention: 0 or -1 with
+ * c->error set). Facts: shared/reference/inference-api.md 1.4, 1.5, 5(b).
+ */
+#ifndef PL_OLLAMA_ADMIN_H
+#define PL_OLLAMA_ADMIN_H
+
+#include "ollama.h"
+
+/* HEAD /api/blobs/sha256:<hex>: 1 present, 0 absent, -1 error. */
+int	ollama_blob_has(struct ollama *c, const char *sha256_hex);
+/* Upload a file as a blob unless the server has it (HEAD first, so a
+ * gigabyte is not pushed twice). *uploaded is 1 when it was sent. */
+int	ollama_blob_push(struct ollama *c, const char *path, const char *sha256_hex,
+	    int *uploaded);
+
+/* POST /api/create (JSON form, >= 0.5.5) with stream:false. req is the
+ * request object's text ({"model", "files", "template", "parameters"...}). */
+int	ollama_create(struct ollama *c, const char *req_json);
+
+/* What /api/show says a tag serves. */
+struct ollama_show {
+	char weights[80];	/* model layer digest, hex: the FROM blob */
+	char *template;		/* malloc'd; the template actually chosen */
+	char *parameters;	/* malloc'd; Ollama's parameter lines */
+	char *modelfile;	/* malloc'd */
+	long context_length;	/* <arch>.context_length, 0 when absent */
+};
+int	ollama_show(struct ollama *c, const char *name, struct ollama_show *s);
+void	ollama_show_free(struct ollama_show *s);
+/* The weights digest from a modelfile's first FROM line
+ * (".../blobs/sha256-<hex>"); -1 when there is none. */
+int	ollama_modelfile_weights(const char *modelfile, char *hex, size_t len);
+
+/* The manifest digest of a tag from /api/tags; -1 with errno ENOENT when
+ * the tag does not exist. */
+int	ollama_manifest_digest(struct ollama *c, const char *name, char *hex, size_t len);
+
+/* POST /api/copy: 200 with an empty body. */
+int	ollama_copy(struct ollama *c, const char *source, const char *destination);
+/* DELETE /api/delete. */
+int	ollama_delete(struct ollama *c, const char *name);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * gate.c: the `gate` stage, the release rule (recipe.md, F17): veto a
+ * candidate that breaches a held-out guard the incumbent passes; otherwise
+ * rank by held-out accuracy and break ties within tie_pp by overall
+ * accuracy. Both bakes must come from the same case-set digest: results
+ * of different case sets are never compared. With promote = yes and a
+ * passing verdict, the candidate's tag is copied to the alias (after the
+ * alias is unloaded, inference-api.md 4.3) and the alias's digest read
+ * back. The verdict and every number behind it go to the store and feed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "pipeline/plugin.h"
+#include "plcommon.h"
+#include "ollama.h"
+#include "ollama_admin.h"
+#include "score.h"
+
+static const struct pl_host *host;
+
+static const struct pl_key gate_keys[] = {
+	{ "candidate", PL_KEY_STRING, "bake", 0, NULL,
+	  "the candidate's bake: JOB of this run, RUN/JOB, or a results file (bake.json)" },
+	{ "incumbent", PL_KEY_STRING, "bake-incumbent", 0, NULL,
+	  "the incumbent's bake, as candidate; none: a first release" },
+	{ "tie_pp", PL_KEY_FLOAT, "0.5", 0, NULL,
+	  "held-out differences within this many points are ties, broken by overall" },
+	{ "promote", PL_KEY_BOOL, "no", 0, NULL,
+	  "on a passing verdict, copy the candidate's tag to the alias" },
+	{ "alias", PL_KEY_STRING, NULL, 0, NULL, "the production alias (promote = yes)" },
+	{ "tag", PL_KEY_STRING, NULL, 0, NULL,
+	  "the tag to promote (default: the model the candidate bake served)" },
+	{ "url", PL_KEY_STRING, NULL, 0, NULL, "Ollama base URL for promote" },
+	{ NULL, 0, NULL, 0, NULL, NULL }
+};
+
+struct side {
+	char label[512];
+	cJSON *sum;
+	struct sc_row *rows;
+	int nrows;
+	struct sc_agg agg;
+};
+
+static int
+is_path(const char *v)
+{
+	struct stat st;
+	size_t n = strlen(v);
+
+	return (strchr(v, '/') != NULL && stat(v, &st) == 0 && S_ISREG(st.st_mode)) ||
+	    (n > 5 && strcmp(v + n - 5, ".json") == 0);
+}
+
+/* A bake's summary from the store (JOB or RUN/JOB) or a results file. */
+static int
+load_side(pl_job *job, const char *key, struct side *s)
+{
+	const char *v = host->get(job, key);
+	char *text = NULL, err[256];
+	const cJSON *cases, *passes;
+
+	memset(s, 0, sizeof(*s));
+	if (v == NULL || *v == '\0')
+		return host->fail(job, "%s: not set", key);
+	if (is_path(v)) {
+		/* Not host->input(): "bake.json" would read as JOB.ARTIFACT. */
+		char *p = realpath(v, NULL);
+		if (p == NULL || (text = plc_read_file(p, NULL, 256u << 20)) == NULL) {
+			free(p);
+			return host->fail(job, "%s: %s: %s", key, v, strerror(errno));
+		}
+		snprintf(s->label, sizeof(s->label), "%s", p);
+		free(p);
+	} else {
+		const char *slash = strchr(v, '/');
+		char run[256] = "";
+		const char *jn = v;
+		if (slash) {
+			snprintf(run, sizeof(run), "%.*s", (int)(slash - v), v);
+			jn = slash + 1;
+		}
+		text = host->value_get(job, slash ? run : NULL, jn, "bake.summary");
+		if (text == NULL)
+			return host->fail(job, "%s: no bake.summary stored by job %s of run %s",
+			    key, jn, slash ? run : host->run_name(job));
+		snprintf(s->label, sizeof(s->label), "%s/%s", slash ? run : host->run_name(job), jn);
+	}
+	s->sum = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(s->sum))
+		return host->fail(job, "%s (%s): bake summary is not JSON", key, s->label);
+	cases = cJSON_GetObjectItemCaseSensitive(s->sum, "cases");
+	passes = cJSON_GetObjectItemCaseSensitive(s->sum, "passes");
+	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s->sum, "case_set")) ||
+	    !cJSON_IsNumber(passes))
+		return host->fail(job, "%s (%s): bake summary lacks case_set or passes", key,
+		    s->label);
+	if (sc_rows_parse(cases, &s->rows, &s->nrows, err, sizeof(err)) == -1)
+		return host->fail(job, "%s (%s): %s", key, s->label, err);
+	/* Recompute from the rows, so the verdict's numbers are the rule's. */
+	if (sc_aggregate(s->rows, s->nrows, (int)passes->valuedouble, &s->agg) == -1)
+		return host->fail(job, "%s (%s): bad passes %g", key, s->label, passes->valuedouble);
+	return PL_OK;
+}
+
+static void
+side_free(struct side *s)
+{
+	cJSON_Delete(s->sum);
+	free(s->rows);
+	sc_agg_free(&s->agg);
+}
+
+static const char *
+sstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static cJSON *
+side_json(const struct side *s)
+{
+	cJSON *o = sc_agg_json(&s->agg);
+
+	cJSON_AddStringToObject(o, "bake", s->label);
+	cJSON_AddStringToObject(o, "model", sstr(s->sum, "model"));
+	cJSON_AddItemToObject(o, "speed_comparable", cJSON_Duplicate(
+	    cJSON_GetObjectItemCaseSensitive(s->sum, "speed_comparable"), 1));
+	return o;
+}
+
+/* Promote: unload the alias (a loaded alias would keep serving the old
+ * weights, inference-api.md 4.3), copy, then read back that the alias's
+ * manifest digest is the tag's. */
+static int
+promote(pl_job *job, const char *tag, const char *alias, cJSON *verdict)
+{
+	struct ollama o;
+	char d_tag[80], d_alias[80];
+
+	if (ollama_init(&o, host->get(job, "url"), 120) == -1)
+		return host->fail(job, "url: %s", o.error);
+	if (ollama_unload_wait(&o, alias, 60, 0.25) == -1)
+		return host->fail(job, "promote: unloading %s: %s", alias, o.error);
+	if (ollama_manifest_digest(&o, tag, d_tag, sizeof(d_tag)) == -1)
+		return host->fail(job, "promote: %s", o.error);
+	if (ollama_copy(&o, tag, alias) == -1)
+		return host->fail(job, "promote: copy %s to %s: %s", tag, alias, o.error);
+	if (ollama_manifest_digest(&o, alias, d_alias, sizeof(d_alias)) == -1)
+		return host->fail(job, "promote: reading back %s: %s", alias, o.error);
+	cJSON_AddStringToObject(verdict, "alias", alias);
+	cJSON_AddStringToObject(verdict, "alias_digest", d_alias);
+	cJSON_AddStringToObject(verdict, "tag_digest", d_tag);
+	if (strcmp(d_tag, d_alias) != 0)
+		return host->fail(job, "promote: %s has manifest %.12s after the copy, not "
+		    "%s's %.12s", alias, d_alias, tag, d_tag);
+	host->value_set(job, "gate.alias_digest", d_alias);
+	host->log(job, PL_LOG_INFO, "promoted %s to %s (manifest %.12s)", tag, alias, d_alias);
+	return PL_OK;
+}
+
+static int
+gate_run(pl_job *job)
+{
+	struct side cand, inc;
+	struct sc_verdict v;
+	struct sc_fair fair;
+	double tie = host->get_double(job, "tie_pp", 0.5);
+	const char *iv = host->get(job, "incumbent");
+	int first = iv != NULL && strcmp(iv, "none") == 0;
+	int rc;
+	cJSON *out = NULL;
+
+	memset(&inc, 0, sizeof(inc));
+	memset(&v, 0, sizeof(v));
+	memset(&fair, 0, sizeof(fair));
+	if ((rc = load_side(job, "candidate", &cand)) != PL_OK) {
+		side_free(&cand);
+		return rc;
+	}
+	if (!first && (rc = load_side(job, "incumbent", &inc)) != PL_OK)
+		goto out;
+
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cand.sum, "complete")) ||
+	    (!first && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(inc.sum, "complete")))) {
+		rc = host->fail(job, "refused: a bake is incomplete (bake errors: candidate %d, "
+		    "incumbent %d)", cand.agg.errors, inc.agg.errors);
+		goto out;
+	}
+	/* Principle 5: nothing is compared across test-set eras. */
+	if (!first && strcmp(sstr(cand.sum, "case_set"), sstr(inc.sum, "case_set")) != 0) {
+		rc = host->fail(job, "refused: case sets differ (candidate %s: %.12s, incumbent "
+		    "%s: %.12s); bake the incumbent on the same cases in this run",
+		    cand.label, sstr(cand.sum, "case_set"), inc.label, sstr(inc.sum, "case_set"));
+		goto out;
+	}
+
+	if (first) {
+		v.pass = cand.agg.guard_breaches == 0 && cand.agg.errors == 0;
+		v.code = v.pass ? SC_V_PROMOTE : SC_V_VETO;
+		snprintf(v.reason, sizeof(v.reason), "first release: %d held-out guard "
+		    "breach%s", cand.agg.guard_breaches, cand.agg.guard_breaches == 1 ? "" : "es");
+	} else {
+		sc_release_rule(cand.rows, cand.nrows, &cand.agg, inc.rows, inc.nrows, &inc.agg,
+		    tie, &v);
+		sc_fair_slice(cand.rows, cand.nrows, inc.rows, inc.nrows, &fair);
+	}
+
+	out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "verdict", sc_verdict_name(v.code));
+	cJSON_AddBoolToObject(out, "pass", v.pass);
+	cJSON_AddStringToObject(out, "reason", v.reason);
+	cJSON_AddStringToObject(out, "case_set", sstr(cand.sum, "case_set"));
+	cJSON_AddNumberToObject(out, "tie_pp", tie);
+	cJSON_AddItemToObject(out, "candidate", side_json(&cand));
+	if (!first) {
+		cJSON_AddItemToObject(out, "incumbent", side_json(&inc));
+		cJSON_AddNumberToObject(out, "d_held_out_pp", v.d_held_out_pp);
+		cJSON_AddNumberToObject(out, "d_overall_pp", v.d_overall_pp);
+		cJSON_AddBoolToObject(out, "tie", v.tie);
+		cJSON_AddNumberToObject(out, "new_breaches", v.new_breaches);
+		cJSON_AddStringToObject(out, "breach_ids", v.breach_ids);
+		cJSON *f = cJSON_AddObjectToObject(out, "fair_slice");
+		cJSON_AddNumberToObject(f, "cases", fair.cases);
+		cJSON_AddItemToObject(f, "candidate", sc_rate_json(&fair.a));
+		cJSON_AddItemToObject(f, "incumbent", sc_rate_json(&fair.b));
+	}
+
+	if (v.pass && host->get_bool(job, "promote", 0)) {
+		const char *alias = host->get(job, "alias"), *tag = host->get(job, "tag");
+		if (tag == NULL || *tag == '\0')
+			tag = sstr(cand.sum, "model");
+		if ((rc = promote(job, tag, alias, out)) != PL_OK) {
+			cJSON_AddStringToObject(out, "promote_error", "see the job's failure");
+			char *t = cJSON_PrintUnformatted(out);
+			host->value_set(job, "gate.verdict", t);
+			free(t);
+			goto out;
+		}
+	}
+
+	char *text = cJSON_PrintUnformatted(out);
+	host->value_set(job, "gate.verdict", text);
+	host->event(job, "verdict", text);
+	free(text);
+	host->log(job, PL_LOG_INFO, "verdict: %s: %s", sc_verdict_name(v.code), v.reason);
+	if (!first)
+		host->log(job, PL_LOG_INFO, "held-out %.2f%% vs %.2f%%, overall %.2f%% vs %.2f%%, "
+		    "guard breaches %d vs %d, fair slice %.2f%% vs %.2f%% of %d",
+		    cand.agg.held_out.acc * 100, inc.agg.held_out.acc * 100,
+		    cand.agg.overall.acc * 100, inc.agg.overall.acc * 100,
+		    cand.agg.guard_breaches, inc.agg.guard_breaches, fair.a.acc * 100,
+		    fair.b.acc * 100, fair.cases);
+	rc = v.pass ? PL_OK : host->fail(job, "verdict: %s: %s", sc_verdict_name(v.code),
+	    v.reason);
+out:
+	cJSON_Delete(out);
+	side_free(&cand);
+	side_free(&inc);
+	return rc;
+}
+
+static int
+gate_check(pl_job *job)
+{
+	double t = host->get_double(job, "tie_pp", 0.5);
+	const char *a = host->get(job, "alias");
+
+	if (t < 0 || t > 100)
+		host->check_error(job, "tie_pp", "must be between 0 and 100");
+	if (host->get_bool(job, "promote", 0) && (a == NULL || *a == '\0'))
+		host->check_error(job, "alias", "promote = yes needs an alias to copy to");
+	return PL_OK;
+}
+
+static const struct pl_stage gate_stage = {
+	.abi = PL_ABI_VERSION,
+	.size = sizeof(struct pl_stage),
+	.name = "gate",
+	.summary = "apply the release rule to two bakes; promote the alias",
+	.keys = gate_keys,
+	.check = gate_check,
+	.run = gate_run,
+};
+
+PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
+
+PL_EXPORT int
+pl_plugin_init(const struct pl_host *h, void *plugin)
+{
+	if (h->abi != PL_ABI_VERSION)
+		return PL_EABI;
+	host = h;
+	return h->register_stage(plugin, &gate_stage);
+}
