@@ -1,5 +1,6 @@
 /* vramcal.c: the probe's VRAM calibration arithmetic (see vramcal.h). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -94,4 +95,22 @@ vramcal_pairs_from_history(const char *history, const char *gpu,
 	}
 	cJSON_Delete(arr);
 	return (int)n;
+}
+
+void
+vramcal_recipe_name(const char *engine, const char *base, char *buf, size_t len)
+{
+	char tmp[4096];
+	const char *b = "?";
+
+	if (base != NULL && *base != '\0') {
+		/* "models/gemma-3-4b-it/" names the directory, not "". */
+		snprintf(tmp, sizeof(tmp), "%s", base);
+		size_t n = strlen(tmp);
+		while (n > 1 && tmp[n - 1] == '/')
+			tmp[--n] = '\0';
+		const char *s = strrchr(tmp, '/');
+		b = s != NULL && s[1] != '\0' ? s + 1 : tmp;
+	}
+	snprintf(buf, len, "%s:%s", engine && *engine ? engine : "hf", b);
 }

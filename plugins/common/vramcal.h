@@ -50,4 +50,11 @@ int	vramcal_max_rank(double probe_mb, double over, int rank,
 int	vramcal_pairs_from_history(const char *history, const char *gpu,
 	    const char *recipe, struct vramcal_pair *out, size_t max);
 
+/* The default recipe name for calibration: "ENGINE:NAME" with NAME the
+ * last component of the base model's directory ("hf:gemma-3-4b-it"). The
+ * rank is not part of it: the seed's over-estimate, measured at r112,
+ * predicted r96 (F24). */
+void	vramcal_recipe_name(const char *engine, const char *base, char *buf,
+	    size_t len);
+
 #endif

@@ -110,6 +110,18 @@ test_history(void)
 	CHECK(vramcal_pairs_from_history("{}", "a", "b", p, 8) == -1, "not an array");
 }
 
+static void
+test_recipe_name(void)
+{
+	char b[256];
+	vramcal_recipe_name("tiny", "/srv/models/gemma-3-4b-it/", b, sizeof(b));
+	CHECK(strcmp(b, "tiny:gemma-3-4b-it") == 0, "%s", b);
+	vramcal_recipe_name(NULL, "base", b, sizeof(b));
+	CHECK(strcmp(b, "hf:base") == 0, "%s", b);
+	vramcal_recipe_name("hf", NULL, b, sizeof(b));
+	CHECK(strcmp(b, "hf:?") == 0, "%s", b);
+}
+
 int
 main(void)
 {
@@ -117,6 +129,7 @@ main(void)
 	test_mean_and_skip();
 	test_max_rank();
 	test_history();
+	test_recipe_name();
 	if (failures) {
 		fprintf(stderr, "test_probe: %d failure(s)\n", failures);
 		return 1;

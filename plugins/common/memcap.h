@@ -1,0 +1,56 @@
+/*
+ * memcap.h: run a spawned process under a host-memory cap (G20: a probe
+ * without model.train() spilled every activation into pinned host memory,
+ * thrashed the host and later hit a 32 GB cgroup cap; the fix ran probes
+ * under `systemd-run --scope -p MemoryMax=12G -p MemorySwapMax=0`).
+ *
+ * memcap_create() makes a memory cgroup below the caller's own, in the
+ * first way that works here:
+ *   1. cgroup v2, when the caller's cgroup delegates the memory controller
+ *      (memory in its cgroup.subtree_control): a child with memory.max and
+ *      memory.swap.max = 0;
+ *   2. cgroup v1, when a memory hierarchy is mounted and writable: a child
+ *      with memory.limit_in_bytes (and memory.memsw.limit_in_bytes, the
+ *      same figure, where swap accounting exists);
+ *   3. systemd, when it runs (/run/systemd/system) and systemd-run exists:
+ *      a transient scope with MemoryMax and MemorySwapMax=0.
+ * memcap_argv() then wraps a command so that the child joins the group
+ * before it execs (1, 2: a /bin/sh that writes its own pid into
+ * cgroup.procs; 3: systemd-run --scope). After the process ended,
+ * memcap_finish() reads the group's peak and whether the kernel's OOM
+ * killer acted in it, and removes the group.
+ */
+#ifndef PL_MEMCAP_H
+#define PL_MEMCAP_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum memcap_kind { MEMCAP_NONE = 0, MEMCAP_V2, MEMCAP_V1, MEMCAP_SYSTEMD };
+
+struct memcap {
+	int kind;                   /* enum memcap_kind */
+	int64_t bytes;
+	char dir[PATH_MAX];         /* the cgroup directory (v1, v2) */
+	char procs[PATH_MAX];       /* its cgroup.procs */
+	char prop[2][64];           /* systemd-run properties */
+	const char *argv[64];
+};
+
+/* Create a group capped at bytes. 0, or -1 with the reasons every way
+ * failed in why. name is a [a-z0-9-] label for the group. */
+int	memcap_create(struct memcap *mc, int64_t bytes, const char *name,
+	    char *why, size_t len);
+/* The command wrapped to run inside the group; argv must stay valid while
+ * the result is used. NULL when argv is too long. */
+const char *const *memcap_argv(struct memcap *mc, const char *const *argv);
+/* Read the group's peak (bytes, 0 when unknown) and OOM kills, and remove
+ * the group. */
+void	memcap_finish(struct memcap *mc, uint64_t *peak, int *oom_kills);
+/* "cgroup v2", "cgroup v1", "systemd scope". */
+const char *memcap_kind_str(int kind);
+/* Parse "12G", "512M", "off"; -1 on error, 0 for off. */
+int64_t	memcap_parse_size(const char *s);
+
+#endif
