@@ -630,6 +630,10 @@ events_read(struct evreader *r)
 				if (cJSON_IsNumber(s))
 					store_job_progress(r->j->store, r->j->job_id, s->valuedouble,
 					    cJSON_IsNumber(t) ? t->valuedouble : 0, "step");
+				/* The feed speaks done/total/unit for every progress. */
+				cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
+				if (!cJSON_HasObjectItem(d, "unit"))
+					cJSON_AddStringToObject(d, "unit", "step");
 			} else if (strcmp(L->type, "metric") == 0) {
 				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
 				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");

@@ -202,7 +202,8 @@ int	store_job_state(struct store *s, int64_t job_id, const char *run,
 int	store_job_progress(struct store *s, int64_t job_id, double done,
 	    double total, const char *unit);
 int	store_job_next_at(struct store *s, int64_t job_id, double at);
-int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost);
+int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
+	    int retry_base);
 int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
 int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
 	    int result, const char *message);
@@ -257,7 +258,7 @@ int	store_q_unfinished(struct store *s,
 struct job_row {
 	int64_t id;
 	char state[16];
-	int attempts, lost;
+	int attempts, lost, retry_base;
 	double next_at;
 	int64_t attempt_id;
 	char attempt_state[16];
@@ -314,6 +315,38 @@ int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 const struct pl_key *host_find_key(const struct pl_stage *st, const char *key);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* pipelined.c, sched.c, control.c, feed.c: the daemon itself */
+#include <uv.h>
+struct srun;
+struct daemon {
+	struct conf *conf;
+	struct store *store;
+	uv_loop_t *loop;
+	uv_async_t wake;        /* job threads and the store -> the loop */
+	uv_timer_t timer;       /* the next retry */
+	int shutting_down;
+	struct srun *runs, **runs_tail;
+	int running;            /* jobs running now */
+};
+extern struct daemon *D;
+/* sched.c */
+int	sched_init(void);       /* load unfinished runs; re-adopt their jobs */
+void	sched_kick(void);       /* a scheduling pass (loop thread) */
+void	sched_wake(void);       /* from the async handle: finished jobs, then a pass */
+int	sched_submit(struct spec *spec, char *err, size_t errlen);
+int	sched_cancel(const char *run, char *msg, size_t len);
+int	sched_retry(const char *run, const char *job, char *msg, size_t len);
+const char *sched_job_state(const char *run, const char *job);
+const char *sched_job_log(const char *run, const char *job);
+/* control.c */
+int	control_listen(const char *path);
+/* feed.c */
+int	feed_listen(const char *path);
+void	feed_announce(int64_t id, const char *run, const char *line); /* any thread */
+void	feed_flush(void);       /* loop thread: deliver announced events */
+/* Shared by control.c and feed.c: create a Unix socket at path safely. */
+int	sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb);
 
 /* exec_common.c */
 int	proc_write_json_atomic(const char *path, cJSON *obj);

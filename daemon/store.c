@@ -38,6 +38,7 @@ static const char *const migrations[] = {
 	"CREATE TABLE jobs(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),"
 	"  name TEXT NOT NULL, stage TEXT NOT NULL, seq INTEGER, state TEXT NOT NULL,"
 	"  attempts INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0,"
+	"  retry_base INTEGER NOT NULL DEFAULT 0,"
 	"  next_at REAL, started REAL, finished REAL, message TEXT,"
 	"  progress_done REAL, progress_total REAL, progress_unit TEXT,"
 	"  UNIQUE(run_id, name));"
@@ -456,14 +457,15 @@ store_job_next_at(struct store *s, int64_t job_id, double at)
 }
 
 int
-store_job_counters(struct store *s, int64_t job_id, int attempts, int lost)
+store_job_counters(struct store *s, int64_t job_id, int attempts, int lost, int retry_base)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE jobs SET attempts = ?, lost = ? WHERE id = ?");
+	sqlite3_stmt *st = prep(s, "UPDATE jobs SET attempts = ?, lost = ?, retry_base = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int(st, 1, attempts);
 	sqlite3_bind_int(st, 2, lost);
-	sqlite3_bind_int64(st, 3, job_id);
+	sqlite3_bind_int(st, 3, retry_base);
+	sqlite3_bind_int64(st, 4, job_id);
 	return step_done(s, st);
 }
 
@@ -915,7 +917,7 @@ int
 store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.id, j.state, j.attempts, j.lost, coalesce(j.next_at, 0),"
+	sqlite3_stmt *st = prep(s, "SELECT j.id, j.state, j.attempts, j.lost, coalesce(j.next_at, 0), j.retry_base,"
 	    " coalesce(a.id, 0), coalesce(a.state, ''), coalesce(j.message, '') FROM jobs j"
 	    " LEFT JOIN attempts a ON a.job_id = j.id AND a.n = (SELECT max(n) FROM attempts"
 	    " WHERE job_id = j.id) WHERE j.run_id = ? AND j.name = ?");
@@ -930,10 +932,11 @@ store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row 
 			r->attempts = sqlite3_column_int(st, 2);
 			r->lost = sqlite3_column_int(st, 3);
 			r->next_at = sqlite3_column_double(st, 4);
-			r->attempt_id = sqlite3_column_int64(st, 5);
+			r->retry_base = sqlite3_column_int(st, 5);
+			r->attempt_id = sqlite3_column_int64(st, 6);
 			snprintf(r->attempt_state, sizeof(r->attempt_state), "%s",
-			    sqlite3_column_text(st, 6));
-			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 7));
+			    sqlite3_column_text(st, 7));
+			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 8));
 			rc = 0;
 		}
 		sqlite3_finalize(st);

@@ -179,14 +179,51 @@ strv_free(char **v)
 	free(v);
 }
 
+/* Remove "." and "dir/.." components lexically (no symlinks are read). */
+static void
+path_clean(char *p)
+{
+	int abs = p[0] == '/';
+	char *parts[512];
+	int n = 0;
+	char *save = NULL;
+	char *copy = xstrdup(p);
+	for (char *t = strtok_r(copy, "/", &save); t && n < 512; t = strtok_r(NULL, "/", &save)) {
+		if (strcmp(t, ".") == 0)
+			continue;
+		if (strcmp(t, "..") == 0 && n > 0 && strcmp(parts[n - 1], "..") != 0) {
+			n--;
+			continue;
+		}
+		if (strcmp(t, "..") == 0 && abs)
+			continue;
+		parts[n++] = t;
+	}
+	char *w = p;
+	if (abs)
+		*w++ = '/';
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(parts[i]);
+		memmove(w, parts[i], l);
+		w += l;
+		if (i + 1 < n)
+			*w++ = '/';
+	}
+	if (w == p)
+		*w++ = '.';
+	*w = '\0';
+	free(copy);
+}
+
 char *
 path_resolve(const char *dir, const char *path)
 {
 	char *r;
 	if (path[0] == '/' || dir == NULL || *dir == '\0')
-		return xstrdup(path);
-	if (asprintf(&r, "%s/%s", dir, path) == -1)
+		r = xstrdup(path);
+	else if (asprintf(&r, "%s/%s", dir, path) == -1)
 		fatal("path_resolve");
+	path_clean(r);
 	return r;
 }
 

@@ -1,0 +1,476 @@
+/* control.c: the control socket. Newline-delimited JSON requests, each
+ * answered by data lines and exactly one closing line (proto.h). The first
+ * request must be hello with our protocol version. A line over
+ * PL_PROTO_MAX_LINE gets an error and the connection is closed; malformed
+ * JSON and unknown verbs get an error reply; nothing a client sends stops
+ * the daemon from serving. Peers are identified with SO_PEERCRED: root,
+ * the daemon's own user and members of the configured group may submit,
+ * cancel and retry; anyone who can connect may read. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+struct client {
+	uv_pipe_t pipe;
+	char *buf;
+	size_t len, cap;
+	int hello;
+	int closing;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+};
+
+static uv_pipe_t ctl_server;
+
+static const char *const proto_codes[] = {
+#define X(code, str) #code,
+	PL_PROTO_ERRORS(X)
+#undef X
+};
+
+static void
+on_close(uv_handle_t *h)
+{
+	struct client *c = h->data;
+	free(c->buf);
+	free(c);
+}
+
+static void
+client_close(struct client *c)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	uv_close((uv_handle_t *)&c->pipe, on_close);
+}
+
+static void
+on_write(uv_write_t *req, int status)
+{
+	free(req->data);
+	free(req);
+}
+
+static void
+send_line(struct client *c, char *text)
+{
+	if (c->closing) {
+		free(text);
+		return;
+	}
+	size_t n = strlen(text);
+	char *buf = realloc(text, n + 2);
+	buf[n] = '\n';
+	buf[n + 1] = '\0';
+	uv_write_t *req = xcalloc(1, sizeof(*req));
+	req->data = buf;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)(n + 1));
+	if (uv_write(req, (uv_stream_t *)&c->pipe, &b, 1, on_write) != 0) {
+		free(buf);
+		free(req);
+		client_close(c);
+	}
+}
+
+static void
+reply_ok(struct client *c, cJSON *result)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", "ok");
+	cJSON_AddItemToObject(o, "result", result ? result : cJSON_CreateObject());
+	send_line(c, cJSON_PrintUnformatted(o));
+	cJSON_Delete(o);
+}
+
+static void
+reply_err(struct client *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void
+reply_err(struct client *c, const char *code, const char *fmt, ...)
+{
+	char msg[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", "error");
+	cJSON_AddStringToObject(o, "code", code);
+	cJSON_AddStringToObject(o, "error", msg);
+	send_line(c, cJSON_PrintUnformatted(o));
+	cJSON_Delete(o);
+}
+
+/* May this peer change things? */
+static int
+peer_may_write(const struct client *c)
+{
+	if (c->uid == 0 || c->uid == geteuid())
+		return 1;
+	gid_t g = D->conf->gid;
+	if (g == (gid_t)-1)
+		return 0;
+	if (c->gid == g)
+		return 1;
+	struct passwd *pw = getpwuid(c->uid);
+	if (pw == NULL)
+		return 0;
+	gid_t groups[256];
+	int n = 256;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) == -1)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == g)
+			return 1;
+	return 0;
+}
+
+static const char *
+arg_str(const cJSON *req, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void
+v_check_submit(struct client *c, const cJSON *req, int submit)
+{
+	const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
+	const char *name = arg_str(req, "name");
+	if (path == NULL || text == NULL) {
+		reply_err(c, "EINVAL", "%s needs \"path\" and \"text\"", submit ? "submit" : "check");
+		return;
+	}
+	char *errs = NULL;
+	struct spec *spec = spec_parse(path, text, &errs);
+	if (spec != NULL && name != NULL) {
+		free(spec->name);
+		spec->name = xstrdup(name);
+	}
+	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+		reply_err(c, "EINVAL", "%s", errs ? errs : "invalid spec");
+		free(errs);
+		spec_free(spec);
+		return;
+	}
+	free(errs);
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "run", spec->name);
+	cJSON_AddNumberToObject(r, "jobs", spec->njobs);
+	if (!submit) {
+		spec_free(spec);
+		reply_ok(c, r);
+		return;
+	}
+	char err[512];
+	if (sched_submit(spec, err, sizeof(err)) == -1) {
+		cJSON_Delete(r);
+		reply_err(c, "EEXIST", "%s", err);
+		spec_free(spec);
+		return;
+	}
+	reply_ok(c, r);
+}
+
+static void
+v_logs(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run"), *job = arg_str(req, "job");
+	const cJSON *off = cJSON_GetObjectItemCaseSensitive(req, "offset");
+	if (run == NULL || job == NULL) {
+		reply_err(c, "EINVAL", "logs needs \"run\" and \"job\"");
+		return;
+	}
+	const char *path = sched_job_log(run, job);
+	if (path == NULL) {
+		reply_err(c, "ENOENT", "no job %s in run %s", job, run);
+		return;
+	}
+	off_t o = cJSON_IsNumber(off) && off->valuedouble > 0 ? (off_t)off->valuedouble : 0;
+	cJSON *r = cJSON_CreateObject();
+	char buf[65536 + 1];
+	ssize_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int more = 0;
+	if (fd >= 0) {
+		n = pread(fd, buf, sizeof(buf) - 1, o);
+		if (n < 0)
+			n = 0;
+		struct stat st;
+		if (fstat(fd, &st) == 0 && st.st_size > o + n)
+			more = 1;
+		close(fd);
+	}
+	buf[n] = '\0';
+	/* Keep the JSON text valid: no NUL inside. */
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = '?';
+	cJSON_AddStringToObject(r, "data", buf);
+	cJSON_AddNumberToObject(r, "offset", (double)(o + n));
+	cJSON_AddBoolToObject(r, "more", more);
+	cJSON_AddStringToObject(r, "state", sched_job_state(run, job));
+	reply_ok(c, r);
+}
+
+static void
+dispatch(struct client *c, const char *line)
+{
+	cJSON *req = cJSON_Parse(line);
+	if (req == NULL || !cJSON_IsObject(req)) {
+		reply_err(c, "EPROTO", "malformed request: not a JSON object");
+		cJSON_Delete(req);
+		return;
+	}
+	const char *verb = arg_str(req, "verb");
+	if (verb == NULL) {
+		reply_err(c, "EPROTO", "request without \"verb\"");
+		goto out;
+	}
+	if (strcmp(verb, "hello") == 0) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, "version");
+		if (!cJSON_IsNumber(v) || v->valueint != PL_PROTO_VERSION) {
+			reply_err(c, "EVERSION", "protocol version mismatch: client %d, pipelined %d",
+			    cJSON_IsNumber(v) ? v->valueint : -1, PL_PROTO_VERSION);
+			client_close(c);
+			goto out;
+		}
+		c->hello = 1;
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddNumberToObject(r, "version", PL_PROTO_VERSION);
+		cJSON_AddStringToObject(r, "daemon", "pipelined " PL_VERSION);
+		cJSON_AddBoolToObject(r, "may_write", peer_may_write(c));
+		reply_ok(c, r);
+		goto out;
+	}
+	if (!c->hello) {
+		reply_err(c, "EPROTO", "the first request must be hello with \"version\": %d",
+		    PL_PROTO_VERSION);
+		goto out;
+	}
+	int writes = strcmp(verb, "submit") == 0 || strcmp(verb, "cancel") == 0 ||
+	    strcmp(verb, "retry") == 0;
+	if (writes && !peer_may_write(c)) {
+		reply_err(c, "EPERM", "%s refused: uid %d is not root, the daemon's user, or in"
+		    " group %s", verb, (int)c->uid, D->conf->group[0] ? D->conf->group : "(none set)");
+		log_info("control: %s refused for uid %d pid %d", verb, (int)c->uid, (int)c->pid);
+		goto out;
+	}
+	const char *run = arg_str(req, "run"), *job = arg_str(req, "job");
+	char msg[512];
+	if (strcmp(verb, "ping") == 0) {
+		reply_ok(c, NULL);
+	} else if (strcmp(verb, "check") == 0 || strcmp(verb, "submit") == 0) {
+		v_check_submit(c, req, strcmp(verb, "submit") == 0);
+	} else if (strcmp(verb, "status") == 0 || strcmp(verb, "list") == 0) {
+		if (run != NULL) {
+			cJSON *r = store_q_run(D->store, run);
+			if (r == NULL)
+				reply_err(c, "ENOENT", "no run %s", run);
+			else
+				reply_ok(c, r);
+		} else {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddItemToObject(r, "runs", store_q_runs(D->store));
+			cJSON_AddNumberToObject(r, "running_jobs", D->running);
+			cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(D->store));
+			reply_ok(c, r);
+		}
+	} else if (strcmp(verb, "logs") == 0) {
+		v_logs(c, req);
+	} else if (strcmp(verb, "cancel") == 0 || strcmp(verb, "retry") == 0) {
+		if (run == NULL) {
+			reply_err(c, "EINVAL", "%s needs \"run\"", verb);
+			goto out;
+		}
+		int rc = strcmp(verb, "cancel") == 0 ? sched_cancel(run, msg, sizeof(msg)) :
+		    sched_retry(run, job, msg, sizeof(msg));
+		if (rc == 0) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "message", msg);
+			reply_ok(c, r);
+		} else {
+			reply_err(c, rc == -2 ? "ESTATE" : "ENOENT", "%s", msg);
+		}
+	} else if (strcmp(verb, "values") == 0 || strcmp(verb, "artifacts") == 0 ||
+	    strcmp(verb, "metrics") == 0) {
+		if (run == NULL || store_run_id(D->store, run) == 0) {
+			reply_err(c, "ENOENT", "no run %s", run ? run : "(none given)");
+			goto out;
+		}
+		cJSON *r = cJSON_CreateObject();
+		if (strcmp(verb, "values") == 0)
+			cJSON_AddItemToObject(r, "values", store_q_values(D->store, run, job));
+		else if (strcmp(verb, "artifacts") == 0)
+			cJSON_AddItemToObject(r, "artifacts", store_q_artifacts(D->store, run));
+		else if (job == NULL) {
+			cJSON_Delete(r);
+			reply_err(c, "EINVAL", "metrics needs \"job\"");
+			goto out;
+		} else
+			cJSON_AddItemToObject(r, "metrics", store_q_metrics(D->store, run, job,
+			    arg_str(req, "name")));
+		reply_ok(c, r);
+	} else {
+		reply_err(c, "EVERB", "unknown verb \"%.64s\"", verb);
+	}
+out:
+	cJSON_Delete(req);
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct client *c = h->data;
+	if (c->cap - c->len < 65536) {
+		size_t ncap = c->cap ? c->cap * 2 : 65536 * 2;
+		char *nb = realloc(c->buf, ncap);
+		if (nb == NULL) {
+			*buf = uv_buf_init(NULL, 0);
+			return;
+		}
+		c->buf = nb;
+		c->cap = ncap;
+	}
+	*buf = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+static void
+on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct client *c = s->data;
+	if (nread < 0) {
+		client_close(c);
+		return;
+	}
+	c->len += (size_t)nread;
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		if (nl == NULL)
+			break;
+		*nl = '\0';
+		size_t n = (size_t)(nl - c->buf) + 1;
+		if (n > PL_PROTO_MAX_LINE) {
+			reply_err(c, "ETOOLONG", "request line over %d bytes", PL_PROTO_MAX_LINE);
+			client_close(c);
+			return;
+		}
+		if (n > 1)
+			dispatch(c, c->buf);
+		if (c->closing)
+			return;
+		memmove(c->buf, c->buf + n, c->len - n);
+		c->len -= n;
+	}
+	if (c->len > PL_PROTO_MAX_LINE) {
+		reply_err(c, "ETOOLONG", "request line over %d bytes", PL_PROTO_MAX_LINE);
+		client_close(c);
+		return;
+	}
+	/* Give back memory after a large request. */
+	if (c->cap > 1 << 20 && c->len < 65536) {
+		char *nb = realloc(c->buf, 65536 * 2);
+		if (nb) {
+			c->buf = nb;
+			c->cap = 65536 * 2;
+		}
+	}
+}
+
+static void
+on_connection(uv_stream_t *srv, int status)
+{
+	if (status < 0)
+		return;
+	struct client *c = xcalloc(1, sizeof(*c));
+	uv_pipe_init(D->loop, &c->pipe, 0);
+	c->pipe.data = c;
+	if (uv_accept(srv, (uv_stream_t *)&c->pipe) != 0) {
+		uv_close((uv_handle_t *)&c->pipe, on_close);
+		return;
+	}
+	uv_os_fd_t fd;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		log_warn("control: SO_PEERCRED");
+		client_close(c);
+		return;
+	}
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	c->pid = cred.pid;
+	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+/* Create a listening Unix socket: its directory 0750, the socket itself
+ * created under a umask giving `mode`, owned by the configured group; a
+ * live old socket (another daemon) is detected by connecting first. */
+int
+sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (plc_mkdirs(dir, 0750) == -1) {
+			log_warn("%s: mkdir %s", __func__, dir);
+			return -1;
+		}
+		if (D->conf->gid != (gid_t)-1 && chown(dir, (uid_t)-1, D->conf->gid) == -1)
+			log_warn("%s: chown %s", __func__, dir);
+	}
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_warnx("%s: %s: path too long for a Unix socket", __func__, path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		close(fd);
+		log_warnx("%s: %s: another pipelined is listening there", __func__, path);
+		errno = EADDRINUSE;
+		return -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	uv_pipe_init(D->loop, srv, 0);
+	mode_t old = umask((mode_t)(0777 & ~mode));
+	int rc = uv_pipe_bind(srv, path);
+	umask(old);
+	if (rc != 0) {
+		log_warnx("%s: bind %s: %s", __func__, path, uv_strerror(rc));
+		return -1;
+	}
+	if (D->conf->gid != (gid_t)-1 && chown(path, (uid_t)-1, D->conf->gid) == -1)
+		log_warn("%s: chown %s", __func__, path);
+	if ((rc = uv_listen((uv_stream_t *)srv, 256, cb)) != 0) {
+		log_warnx("%s: listen %s: %s", __func__, path, uv_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+int
+control_listen(const char *path)
+{
+	(void)proto_codes;
+	return sock_listen(&ctl_server, path, 0660, on_connection);
+}

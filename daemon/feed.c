@@ -1,0 +1,272 @@
+/* feed.c: the read-only status feed. A watcher sends one watch request,
+ * gets the stored events after `since` (replayed from the store in
+ * batches, paced by its own write queue), then live events as they are
+ * announced. Nothing here ever waits for a watcher: one whose queue passes
+ * feed_queue_max bytes is dropped with a notice and may reconnect with
+ * `since`. Announcements arrive from any thread through a locked queue and
+ * are delivered on the loop thread in id order. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipelined.h"
+
+#define REPLAY_BATCH 256
+#define REPLAY_HIGH (256 * 1024)
+
+struct watcher {
+	uv_pipe_t pipe;
+	char req[65536];
+	size_t reqlen;
+	int started, live, closing;
+	char run[128];
+	int64_t cursor;          /* last event id sent */
+	struct watcher *next, *prev;
+};
+
+static uv_pipe_t feed_server;
+static struct watcher *watchers;
+static pthread_mutex_t q_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct ann *q_head, **q_tail = &q_head;
+
+static void
+on_close(uv_handle_t *h)
+{
+	struct watcher *w = h->data;
+	if (w->prev)
+		w->prev->next = w->next;
+	else if (watchers == w)
+		watchers = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	free(w);
+}
+
+static void
+w_close(struct watcher *w)
+{
+	if (w->closing)
+		return;
+	w->closing = 1;
+	uv_close((uv_handle_t *)&w->pipe, on_close);
+}
+
+static void pump(struct watcher *w);
+
+static void
+on_write(uv_write_t *req, int status)
+{
+	struct watcher *w = req->handle->data;
+	free(req->data);
+	free(req);
+	if (status == 0 && w && !w->closing && w->started && !w->live &&
+	    uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) < REPLAY_HIGH / 2)
+		pump(w);
+}
+
+/* Queue a line; drop the watcher when it has fallen too far behind. */
+static int
+w_send(struct watcher *w, const char *line)
+{
+	if (w->closing)
+		return -1;
+	size_t qs = uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
+	if (w->live && qs > (size_t)D->conf->feed_queue_max) {
+		char notice[256];
+		int n = snprintf(notice, sizeof(notice),
+		    "{\"type\":\"feed.dropped\",\"reason\":\"watcher too slow: %zu bytes queued\","
+		    "\"resume_since\":%lld}\n", qs, (long long)w->cursor);
+		uv_buf_t b = uv_buf_init(notice, (unsigned)n);
+		uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
+		log_info("feed: dropped a watcher with %zu bytes queued", qs);
+		w_close(w);
+		return -1;
+	}
+	size_t len = strlen(line);
+	char *buf = malloc(len + 1);
+	memcpy(buf, line, len);
+	buf[len] = '\n';
+	uv_write_t *req = xcalloc(1, sizeof(*req));
+	req->data = buf;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)len + 1);
+	if (uv_write(req, (uv_stream_t *)&w->pipe, &b, 1, on_write) != 0) {
+		free(buf);
+		free(req);
+		w_close(w);
+		return -1;
+	}
+	return 0;
+}
+
+struct replay {
+	struct watcher *w;
+	int n;
+};
+
+static void
+replay_one(void *arg, int64_t id, const char *line)
+{
+	struct replay *r = arg;
+	if (w_send(r->w, line) == 0)
+		r->w->cursor = id;
+	r->n++;
+}
+
+/* Replay stored events until the write queue is full or none are left;
+ * then the watcher goes live. */
+static void
+pump(struct watcher *w)
+{
+	while (!w->closing && !w->live &&
+	    uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) < REPLAY_HIGH) {
+		struct replay r = { .w = w };
+		if (store_q_events(D->store, w->cursor, w->run[0] ? w->run : NULL, REPLAY_BATCH,
+		    replay_one, &r) < 0) {
+			w_close(w);
+			return;
+		}
+		if (r.n < REPLAY_BATCH)
+			w->live = 1;
+	}
+}
+
+static void
+w_error(struct watcher *w, const char *code, const char *msg)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", "error");
+	cJSON_AddStringToObject(o, "code", code);
+	cJSON_AddStringToObject(o, "error", msg);
+	char *t = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	w_send(w, t);
+	free(t);
+	w->started = 1;
+	w->live = 1;
+	uv_read_stop((uv_stream_t *)&w->pipe);
+	w_close(w);
+}
+
+static void
+start_watch(struct watcher *w, const char *line)
+{
+	cJSON *req = cJSON_Parse(line);
+	const cJSON *verb = cJSON_GetObjectItemCaseSensitive(req, "verb");
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(req, "version");
+	const cJSON *since = cJSON_GetObjectItemCaseSensitive(req, "since");
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(req, "run");
+	char msg[256];
+	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) || strcmp(verb->valuestring, "watch") != 0) {
+		w_error(w, "EPROTO", "the feed takes one request: {\"verb\":\"watch\",\"version\":1,"
+		    "\"since\":ID,\"run\":NAME}");
+	} else if (!cJSON_IsNumber(ver) || ver->valueint != PL_PROTO_VERSION) {
+		snprintf(msg, sizeof(msg), "protocol version mismatch: client %d, pipelined %d",
+		    cJSON_IsNumber(ver) ? ver->valueint : -1, PL_PROTO_VERSION);
+		w_error(w, "EVERSION", msg);
+	} else if (cJSON_IsString(run) && store_run_id(D->store, run->valuestring) == 0) {
+		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
+		w_error(w, "ENOENT", msg);
+	} else {
+		if (cJSON_IsString(run))
+			snprintf(w->run, sizeof(w->run), "%s", run->valuestring);
+		w->cursor = cJSON_IsNumber(since) && since->valuedouble > 0 ?
+		    (int64_t)since->valuedouble : 0;
+		w->started = 1;
+		pump(w);
+	}
+	cJSON_Delete(req);
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t sz, uv_buf_t *buf)
+{
+	struct watcher *w = h->data;
+	*buf = uv_buf_init(w->req + w->reqlen, (unsigned)(sizeof(w->req) - w->reqlen - 1));
+}
+
+static void
+on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct watcher *w = s->data;
+	if (n < 0) {
+		w_close(w);
+		return;
+	}
+	if (w->started)
+		return; /* anything after the request is ignored */
+	w->reqlen += (size_t)n;
+	w->req[w->reqlen] = '\0';
+	char *nl = strchr(w->req, '\n');
+	if (nl != NULL) {
+		*nl = '\0';
+		start_watch(w, w->req);
+	} else if (w->reqlen >= sizeof(w->req) - 1) {
+		w_error(w, "ETOOLONG", "watch request too long");
+	}
+}
+
+static void
+on_connection(uv_stream_t *srv, int status)
+{
+	if (status < 0)
+		return;
+	struct watcher *w = xcalloc(1, sizeof(*w));
+	uv_pipe_init(D->loop, &w->pipe, 0);
+	w->pipe.data = w;
+	w->next = watchers;
+	if (watchers)
+		watchers->prev = w;
+	watchers = w;
+	if (uv_accept(srv, (uv_stream_t *)&w->pipe) != 0) {
+		w_close(w);
+		return;
+	}
+	uv_read_start((uv_stream_t *)&w->pipe, on_alloc, on_read);
+}
+
+int
+feed_listen(const char *path)
+{
+	return sock_listen(&feed_server, path, 0666, on_connection);
+}
+
+void
+feed_announce(int64_t id, const char *run, const char *line)
+{
+	struct ann *a = xcalloc(1, sizeof(*a));
+	a->id = id;
+	a->run = run ? xstrdup(run) : NULL;
+	a->line = xstrdup(line);
+	pthread_mutex_lock(&q_mtx);
+	*q_tail = a;
+	q_tail = &a->next;
+	pthread_mutex_unlock(&q_mtx);
+	if (D != NULL)
+		uv_async_send(&D->wake);
+}
+
+void
+feed_flush(void)
+{
+	pthread_mutex_lock(&q_mtx);
+	struct ann *list = q_head;
+	q_head = NULL;
+	q_tail = &q_head;
+	pthread_mutex_unlock(&q_mtx);
+	for (struct ann *a = list, *n; a; a = n) {
+		n = a->next;
+		for (struct watcher *w = watchers, *wn; w; w = wn) {
+			wn = w->next;
+			if (!w->live || w->closing || a->id <= w->cursor)
+				continue;
+			if (w->run[0] && (a->run == NULL || strcmp(w->run, a->run) != 0))
+				continue;
+			if (w_send(w, a->line) == 0)
+				w->cursor = a->id;
+		}
+		free(a->run);
+		free(a->line);
+		free(a);
+	}
+}

@@ -1,0 +1,701 @@
+/* sched.c: the DAG scheduler. It runs on the loop thread; each running job
+ * has a job thread of its own that executes the stage's run hook.
+ *
+ * Job states: pending -> running -> succeeded | failed | cancelled, with
+ * retrying (a failed attempt waiting out its backoff) and skipped (a
+ * dependency did not succeed). Every transition is committed to the store
+ * before it is announced (store_commit announces).
+ *
+ * Restart: runs that were running are rebuilt from the spec text kept in
+ * the store. A job that was running is re-entered on a new thread when its
+ * stage is PL_STAGE_ADOPTABLE (its spawn() calls re-adopt the processes by
+ * name); otherwise its leftover processes are killed and the job is queued
+ * again without spending a retry (the attempt is recorded as lost). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+struct sjob {
+	struct srun *run;
+	struct spec_section *sec;
+	const struct stage_reg *reg;
+	int64_t id;
+	int seq;
+	char state[16];
+	int attempts, lost, retry_base;
+	double next_at;          /* wall clock, for retrying */
+	int64_t attempt_id;
+	int running;             /* a thread exists */
+	int holds_res;
+	pthread_t thr;
+	struct pl_job *pj;
+	int rc;                  /* the run hook's result */
+	struct sjob *done_next;  /* finished-queue link */
+	char logpath[PATH_MAX];
+};
+
+struct srun {
+	int64_t id;
+	char *name;
+	struct spec *spec;
+	char state[16];
+	int cancel;
+	struct sjob *jobs;
+	int njobs;
+	struct srun *next;
+};
+
+static pthread_mutex_t done_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct sjob *done_head;
+
+static int
+final(const char *st)
+{
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+	    strcmp(st, "cancelled") == 0 || strcmp(st, "skipped") == 0;
+}
+
+static struct srun *
+run_find(const char *name)
+{
+	for (struct srun *r = D->runs; r; r = r->next)
+		if (strcmp(r->name, name) == 0)
+			return r;
+	return NULL;
+}
+
+static struct sjob *
+job_find(struct srun *r, const char *name)
+{
+	for (int i = 0; i < r->njobs; i++)
+		if (strcmp(r->jobs[i].sec->name, name) == 0)
+			return &r->jobs[i];
+	return NULL;
+}
+
+static void
+run_add(struct srun *r)
+{
+	r->next = NULL;
+	*D->runs_tail = r;
+	D->runs_tail = &r->next;
+}
+
+/* Set a job's state in the store (announced after commit) and in memory. */
+static int
+job_set(struct sjob *j, const char *state, const char *msg)
+{
+	if (store_begin(D->store) == -1)
+		return -1;
+	if (store_job_state(D->store, j->id, j->run->name, j->sec->name, state,
+	    strcmp(state, "running") == 0 ? j->attempts : 0, msg) == -1) {
+		store_rollback(D->store);
+		return -1;
+	}
+	if (store_commit(D->store) == -1)
+		return -1;
+	snprintf(j->state, sizeof(j->state), "%s", state);
+	return 0;
+}
+
+static int
+res_available(struct sjob *j)
+{
+	if (strcmp(j->sec->executor, "slurm") == 0)
+		return 1; /* Slurm's resources are Slurm's. */
+	for (int i = 0; i < j->sec->nres; i++) {
+		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
+		if (r == NULL || r->used + j->sec->res_counts[i] > r->capacity)
+			return 0;
+	}
+	return 1;
+}
+
+static void
+res_take(struct sjob *j, int sign)
+{
+	if (strcmp(j->sec->executor, "slurm") == 0)
+		return;
+	for (int i = 0; i < j->sec->nres; i++) {
+		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
+		if (r != NULL)
+			r->used += sign * j->sec->res_counts[i];
+	}
+	j->holds_res = sign > 0;
+}
+
+static void *
+job_thread(void *arg)
+{
+	struct sjob *j = arg;
+	j->rc = j->reg->st->run(j->pj);
+	pthread_mutex_lock(&done_mtx);
+	j->done_next = done_head;
+	done_head = j;
+	pthread_mutex_unlock(&done_mtx);
+	uv_async_send(&D->wake);
+	return NULL;
+}
+
+static char *
+executor_opts(struct sjob *j)
+{
+	static const char *const keys[] = { "partition", "gres", "time", "mem", "account",
+	    "sbatch_options", NULL };
+	char *s = xstrdup("");
+	for (int i = 0; keys[i]; i++) {
+		const char *v = spec_get(j->sec, keys[i]);
+		char sk[64];
+		snprintf(sk, sizeof(sk), "slurm.%s", keys[i]);
+		if (v == NULL)
+			v = conf_get(D->conf, sk);
+		if (v == NULL)
+			continue;
+		char *n;
+		if (asprintf(&n, "%s%s=%s\n", s, keys[i], v) == -1)
+			fatal("executor_opts");
+		free(s);
+		s = n;
+	}
+	return s;
+}
+
+/* Build the job's pl_job and start its thread. adopt: re-enter the
+ * attempt that was running when the daemon stopped. */
+static int
+job_launch(struct sjob *j, int adopt)
+{
+	struct srun *r = j->run;
+	struct pl_job *pj = job_new(JOB_MODE_RUN, j->reg, r->spec, j->sec);
+	pj->conf = D->conf;
+	pj->store = D->store;
+	pj->run_id = r->id;
+	pj->job_id = j->id;
+	pj->attempt_id = j->attempt_id;
+	pj->attempt = j->attempts;
+	pj->adopted = adopt;
+	snprintf(pj->jobdir, sizeof(pj->jobdir), "%s/runs/%s/%s", D->conf->state_dir, r->name,
+	    j->sec->name);
+	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
+	snprintf(pj->logpath, sizeof(pj->logpath), "%s/job.log", pj->jobdir);
+	snprintf(j->logpath, sizeof(j->logpath), "%s", pj->logpath);
+	if (plc_mkdirs(pj->workdir, 0750) == -1) {
+		log_warn("%s: %s", __func__, pj->workdir);
+		job_free(pj);
+		return -1;
+	}
+	if (strcmp(j->sec->executor, "slurm") == 0 && &exec_slurm != NULL) {
+		pj->ex = &exec_slurm;
+		pj->ex_opts = executor_opts(j);
+	}
+	if (j->sec->timeout > 0)
+		pj->deadline = now_mono() + j->sec->timeout;
+	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
+	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
+	j->pj = pj;
+	j->running = 1;
+	if (!j->holds_res)
+		res_take(j, 1);
+	D->running++;
+	if (pthread_create(&j->thr, NULL, job_thread, j) != 0) {
+		log_warn("%s: pthread_create", __func__);
+		j->running = 0;
+		D->running--;
+		res_take(j, -1);
+		job_free(pj);
+		j->pj = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static void
+job_start(struct sjob *j)
+{
+	j->attempts++;
+	if (store_begin(D->store) == -1)
+		return;
+	if (store_attempt_start(D->store, j->id, j->attempts, &j->attempt_id) == -1 ||
+	    store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
+	    store_job_state(D->store, j->id, j->run->name, j->sec->name, "running",
+	    j->attempts, NULL) == -1) {
+		store_rollback(D->store);
+		j->attempts--;
+		return;
+	}
+	if (store_commit(D->store) == -1) {
+		j->attempts--;
+		return;
+	}
+	snprintf(j->state, sizeof(j->state), "running");
+	if (job_launch(j, 0) == -1) {
+		store_begin(D->store);
+		store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, "could not start");
+		store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0,
+		    "could not start the job thread");
+		store_commit(D->store);
+		snprintf(j->state, sizeof(j->state), "failed");
+	}
+}
+
+static double
+backoff(const struct sjob *j)
+{
+	int n = j->attempts - j->lost - j->retry_base; /* failed attempts so far */
+	double d = j->sec->backoff * pow(2, n > 0 ? n - 1 : 0);
+	return d > j->sec->backoff_max ? j->sec->backoff_max : d;
+}
+
+/* A job thread ended: record the attempt and decide what follows. */
+static void
+job_finished(struct sjob *j)
+{
+	pthread_join(j->thr, NULL);
+	j->running = 0;
+	D->running--;
+	res_take(j, -1);
+	struct pl_job *pj = j->pj;
+	int rc = j->rc;
+	char msg[600];
+	const char *astate, *jstate;
+	if (rc == PL_OK) {
+		astate = jstate = "succeeded";
+		msg[0] = '\0';
+	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
+		astate = "failed";
+		jstate = "failed";
+		snprintf(msg, sizeof(msg), "timed out after %gs", j->sec->timeout);
+	} else if (pj->cancel || j->run->cancel || rc == PL_ECANCELED) {
+		astate = jstate = "cancelled";
+		snprintf(msg, sizeof(msg), "cancelled");
+	} else {
+		astate = jstate = "failed";
+		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
+		    plugin_host.strerror(rc));
+	}
+	int retry = strcmp(jstate, "failed") == 0 && !j->run->cancel &&
+	    j->attempts - j->lost - j->retry_base <= j->sec->retries;
+	if (retry) {
+		jstate = "retrying";
+		j->next_at = now_wall() + backoff(j);
+	}
+	if (store_begin(D->store) == 0) {
+		store_attempt_end(D->store, j->attempt_id, astate, rc, msg[0] ? msg : NULL);
+		if (retry)
+			store_job_next_at(D->store, j->id, j->next_at);
+		store_job_state(D->store, j->id, j->run->name, j->sec->name, jstate, 0,
+		    msg[0] ? msg : NULL);
+		store_commit(D->store);
+	}
+	snprintf(j->state, sizeof(j->state), "%s", jstate);
+	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, astate, msg[0] ? ": " : "", msg);
+	job_free(pj);
+	j->pj = NULL;
+}
+
+void
+sched_wake(void)
+{
+	pthread_mutex_lock(&done_mtx);
+	struct sjob *list = done_head;
+	done_head = NULL;
+	pthread_mutex_unlock(&done_mtx);
+	while (list) {
+		struct sjob *n = list->done_next;
+		job_finished(list);
+		list = n;
+	}
+	feed_flush();
+	sched_kick();
+}
+
+static void
+timer_cb(uv_timer_t *t)
+{
+	sched_kick();
+}
+
+static void
+run_finish_check(struct srun *r)
+{
+	int all_final = 1, all_ok = 1;
+	for (int i = 0; i < r->njobs; i++) {
+		all_final &= final(r->jobs[i].state) && !r->jobs[i].running;
+		all_ok &= strcmp(r->jobs[i].state, "succeeded") == 0;
+	}
+	if (!all_final)
+		return;
+	const char *st = all_ok ? "succeeded" : r->cancel ? "cancelled" : "failed";
+	char msg[512] = "";
+	if (!all_ok && !r->cancel) {
+		for (int i = 0; i < r->njobs; i++)
+			if (strcmp(r->jobs[i].state, "failed") == 0) {
+				snprintf(msg, sizeof(msg), "job %s failed", r->jobs[i].sec->name);
+				break;
+			}
+	}
+	if (store_begin(D->store) == -1)
+		return;
+	store_run_state(D->store, r->id, r->name, st, msg[0] ? msg : NULL);
+	if (store_commit(D->store) == 0) {
+		snprintf(r->state, sizeof(r->state), "%s", st);
+		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
+	}
+}
+
+void
+sched_kick(void)
+{
+	double now = now_wall(), next = 0;
+	for (struct srun *r = D->runs; r; r = r->next) {
+		if (strcmp(r->state, "running") != 0)
+			continue;
+		/* Skips propagate until nothing changes. */
+		for (int changed = 1; changed;) {
+			changed = 0;
+			for (int i = 0; i < r->njobs; i++) {
+				struct sjob *j = &r->jobs[i];
+				if (strcmp(j->state, "pending") != 0 && strcmp(j->state, "retrying") != 0)
+					continue;
+				if (r->cancel) {
+					job_set(j, "cancelled", "run cancelled");
+					changed = 1;
+					continue;
+				}
+				for (int k = 0; k < j->sec->nafter; k++) {
+					struct sjob *d = job_find(r, j->sec->after[k]);
+					if (d && final(d->state) && strcmp(d->state, "succeeded") != 0) {
+						char m[256];
+						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
+						job_set(j, "skipped", m);
+						changed = 1;
+						break;
+					}
+				}
+			}
+		}
+		for (int i = 0; i < r->njobs && !D->shutting_down; i++) {
+			struct sjob *j = &r->jobs[i];
+			if (strcmp(j->state, "pending") != 0 && strcmp(j->state, "retrying") != 0)
+				continue;
+			if (strcmp(j->state, "retrying") == 0 && j->next_at > now) {
+				if (next == 0 || j->next_at < next)
+					next = j->next_at;
+				continue;
+			}
+			int ready = 1;
+			for (int k = 0; k < j->sec->nafter && ready; k++) {
+				struct sjob *d = job_find(r, j->sec->after[k]);
+				ready = d == NULL || strcmp(d->state, "succeeded") == 0;
+			}
+			if (!ready || D->running >= D->conf->max_jobs || !res_available(j))
+				continue;
+			job_start(j);
+		}
+		run_finish_check(r);
+	}
+	if (next > 0) {
+		double ms = (next - now) * 1000;
+		uv_timer_start(&D->timer, timer_cb, ms > 0 ? (uint64_t)ms + 1 : 1, 0);
+	}
+}
+
+static struct srun *
+run_build(int64_t id, struct spec *spec, const char *state)
+{
+	struct srun *r = xcalloc(1, sizeof(*r));
+	r->id = id;
+	r->name = xstrdup(spec->name);
+	r->spec = spec;
+	snprintf(r->state, sizeof(r->state), "%s", state);
+	r->njobs = spec->njobs;
+	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->run = r;
+		j->sec = spec->jobs[i];
+		j->reg = plugin_stage(j->sec->stage);
+		j->seq = i;
+		snprintf(j->state, sizeof(j->state), "pending");
+	}
+	return r;
+}
+
+int
+sched_submit(struct spec *spec, char *err, size_t errlen)
+{
+	if (store_run_id(D->store, spec->name) != 0) {
+		snprintf(err, errlen, "a run named %s exists; use `pipelinectl retry %s`, or"
+		    " give the new one another name ([run] name or submit --name)", spec->name,
+		    spec->name);
+		return -1;
+	}
+	struct srun *r = run_build(0, spec, "running");
+	if (store_begin(D->store) == -1)
+		goto fail;
+	if (store_run_create(D->store, spec, &r->id) == -1)
+		goto rollback;
+	for (int i = 0; i < r->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		if (store_job_create(D->store, r->id, j->sec->name, j->sec->stage, i, &j->id) == -1)
+			goto rollback;
+	}
+	if (store_commit(D->store) == -1)
+		goto fail;
+	run_add(r);
+	log_info("run %s submitted (%d jobs)", r->name, r->njobs);
+	sched_kick();
+	return 0;
+rollback:
+	store_rollback(D->store);
+fail:
+	snprintf(err, errlen, "the store refused the run (see the daemon log)");
+	free(r->jobs);
+	free(r->name);
+	free(r);
+	return -1;
+}
+
+int
+sched_cancel(const char *name, char *msg, size_t len)
+{
+	struct srun *r = run_find(name);
+	if (r == NULL) {
+		snprintf(msg, len, "no run %s", name);
+		return -1;
+	}
+	if (strcmp(r->state, "running") != 0) {
+		snprintf(msg, len, "run %s is %s, not running", name, r->state);
+		return -2;
+	}
+	r->cancel = 1;
+	int stopping = 0;
+	for (int i = 0; i < r->njobs; i++)
+		if (r->jobs[i].running && r->jobs[i].pj) {
+			r->jobs[i].pj->cancel = 1;
+			stopping++;
+		}
+	snprintf(msg, len, "cancelling run %s (%d running job%s stopping)", name, stopping,
+	    stopping == 1 ? "" : "s");
+	sched_kick();
+	return 0;
+}
+
+/* Mark j and everything downstream of it. */
+static void
+mark_downstream(struct srun *r, struct sjob *j, char *mark)
+{
+	int idx = (int)(j - r->jobs);
+	if (mark[idx])
+		return;
+	mark[idx] = 1;
+	for (int i = 0; i < r->njobs; i++)
+		for (int k = 0; k < r->jobs[i].sec->nafter; k++)
+			if (strcmp(r->jobs[i].sec->after[k], j->sec->name) == 0)
+				mark_downstream(r, &r->jobs[i], mark);
+}
+
+int
+sched_retry(const char *name, const char *job, char *msg, size_t len)
+{
+	struct srun *r = run_find(name);
+	if (r == NULL) {
+		snprintf(msg, len, "no run %s", name);
+		return -1;
+	}
+	if (strcmp(r->state, "running") == 0) {
+		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
+		return -2;
+	}
+	char *mark = xcalloc((size_t)r->njobs, 1);
+	if (job != NULL) {
+		struct sjob *j = job_find(r, job);
+		if (j == NULL) {
+			free(mark);
+			snprintf(msg, len, "run %s has no job %s", name, job);
+			return -1;
+		}
+		mark_downstream(r, j, mark);
+	} else {
+		for (int i = 0; i < r->njobs; i++)
+			if (strcmp(r->jobs[i].state, "succeeded") != 0)
+				mark[i] = 1;
+	}
+	int n = 0;
+	if (store_begin(D->store) == -1) {
+		free(mark);
+		snprintf(msg, len, "store error");
+		return -1;
+	}
+	for (int i = 0; i < r->njobs; i++) {
+		if (!mark[i])
+			continue;
+		struct sjob *j = &r->jobs[i];
+		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
+		store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base);
+		store_job_state(D->store, j->id, r->name, j->sec->name, "pending", 0, "retry requested");
+		snprintf(j->state, sizeof(j->state), "pending");
+		n++;
+	}
+	store_run_state(D->store, r->id, r->name, "running", NULL);
+	if (store_commit(D->store) == -1) {
+		free(mark);
+		snprintf(msg, len, "store error");
+		return -1;
+	}
+	free(mark);
+	r->cancel = 0;
+	snprintf(r->state, sizeof(r->state), "running");
+	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
+	sched_kick();
+	return 0;
+}
+
+const char *
+sched_job_state(const char *run, const char *job)
+{
+	struct srun *r = run_find(run);
+	struct sjob *j = r ? job_find(r, job) : NULL;
+	return j ? j->state : NULL;
+}
+
+const char *
+sched_job_log(const char *run, const char *job)
+{
+	static char path[PATH_MAX];
+	struct srun *r = run_find(run);
+	if (r == NULL || job_find(r, job) == NULL)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", D->conf->state_dir, run, job);
+	return path;
+}
+
+/* Kill what is left of an attempt that cannot be re-entered. */
+static void
+kill_leftovers(struct sjob *j, int64_t attempt_id)
+{
+	struct proc_row *rows;
+	int n;
+	if (store_attempt_procs(D->store, attempt_id, &rows, &n) == -1)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (rows[i].state == PROC_ENDED || rows[i].state == PROC_LOST)
+			continue;
+		struct proc p;
+		memset(&p, 0, sizeof(p));
+		p.ex = &exec_local;
+		if (strcmp(rows[i].executor, "slurm") == 0 && &exec_slurm != NULL)
+			p.ex = &exec_slurm;
+		p.pidfd = -1;
+		p.id = rows[i].id;
+		p.pid = rows[i].pid;
+		p.starttime = rows[i].starttime;
+		snprintf(p.dir, sizeof(p.dir), "%s", rows[i].dir);
+		snprintf(p.ext_id, sizeof(p.ext_id), "%s", rows[i].ext_id);
+		if (p.ex->adopt(&p) == 0 && (p.state == PROC_RUNNING || p.state == PROC_QUEUED)) {
+			log_warnx("%s: %s/%s: killing leftover process of attempt %d", __func__,
+			    j->run->name, j->sec->name, j->attempts);
+			p.ex->signal(&p, SIGKILL);
+			while (p.ex->wait(&p, 1000) == 0)
+				;
+		}
+		p.ex->release(&p);
+	}
+	free(rows);
+}
+
+struct load_ctx {
+	int n;
+};
+
+static void
+load_run(void *arg, int64_t id, const char *name, const char *path, const char *text,
+    const char *state)
+{
+	struct load_ctx *lc = arg;
+	if (strcmp(state, "running") != 0 && run_find(name) == NULL) {
+		/* Finished runs are kept in memory too, for retry. */
+	}
+	char *errs = NULL;
+	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
+	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+		if (strcmp(state, "running") == 0) {
+			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
+			    name, errs ? errs : "");
+			store_begin(D->store);
+			store_run_state(D->store, id, name, "failed",
+			    "spec no longer valid after a restart (a plugin is missing?)");
+			store_commit(D->store);
+		}
+		free(errs);
+		spec_free(spec);
+		return;
+	}
+	free(errs);
+	/* Keep the name under which it was submitted (submit --name). */
+	free(spec->name);
+	spec->name = xstrdup(name);
+	struct srun *r = run_build(id, spec, state);
+	for (int i = 0; i < r->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		struct job_row row;
+		if (store_job_get(D->store, id, j->sec->name, &row) == -1) {
+			log_warnx("%s: run %s: job %s missing from the store", __func__, name,
+			    j->sec->name);
+			continue;
+		}
+		j->id = row.id;
+		j->attempts = row.attempts;
+		j->lost = row.lost;
+		j->retry_base = row.retry_base;
+		j->next_at = row.next_at;
+		j->attempt_id = row.attempt_id;
+		snprintf(j->state, sizeof(j->state), "%s", row.state);
+	}
+	run_add(r);
+	lc->n++;
+	if (strcmp(state, "running") != 0)
+		return;
+	for (int i = 0; i < r->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		if (strcmp(j->state, "running") != 0)
+			continue;
+		if (j->reg->st->flags & PL_STAGE_ADOPTABLE) {
+			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
+			    j->attempts);
+			if (job_launch(j, 1) == -1)
+				job_set(j, "failed", "could not re-enter after a restart");
+			continue;
+		}
+		kill_leftovers(j, j->attempt_id);
+		j->lost++;
+		store_begin(D->store);
+		store_attempt_end(D->store, j->attempt_id, "lost", PL_ELOST,
+		    "the daemon stopped during an in-process stage");
+		store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base);
+		store_job_state(D->store, j->id, name, j->sec->name, "pending",
+		    0, "queued again: the daemon stopped while it ran");
+		store_commit(D->store);
+		snprintf(j->state, sizeof(j->state), "pending");
+		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
+	}
+}
+
+int
+sched_init(void)
+{
+	uv_timer_init(D->loop, &D->timer);
+	struct load_ctx lc = { 0 };
+	if (store_q_unfinished(D->store, load_run, &lc) == -1)
+		return -1;
+	sched_kick();
+	return lc.n;
+}
