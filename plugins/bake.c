@@ -585,7 +585,7 @@ bake_run(pl_job *job)
 	cJSON_AddBoolToObject(sum, "speed_comparable", comparable);
 	cJSON_AddStringToObject(sum, "speed_note", note);
 	cJSON_AddBoolToObject(sum, "complete", errors == 0);
-	cJSON_AddItemToObject(sum, "cases", sc_rows_json(rows, b.ncases));
+	cJSON_AddItemToObject(sum, "rows", sc_rows_json(rows, b.ncases));
 	char *text = cJSON_PrintUnformatted(sum);
 	cJSON_Delete(sum);
 	int vrc = host->value_set(job, "bake.summary", text);

@@ -96,7 +96,7 @@ load_side(pl_job *job, const char *key, struct side *s)
 	free(text);
 	if (!cJSON_IsObject(s->sum))
 		return host->fail(job, "%s (%s): bake summary is not JSON", key, s->label);
-	cases = cJSON_GetObjectItemCaseSensitive(s->sum, "cases");
+	cases = cJSON_GetObjectItemCaseSensitive(s->sum, "rows");
 	passes = cJSON_GetObjectItemCaseSensitive(s->sum, "passes");
 	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s->sum, "case_set")) ||
 	    !cJSON_IsNumber(passes))

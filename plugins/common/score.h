@@ -166,7 +166,7 @@ struct sc_agg {
 int	sc_aggregate(const struct sc_row *rows, int n, int passes, struct sc_agg *agg);
 void	sc_agg_free(struct sc_agg *agg);
 
-/* Rows to and from the summary's "cases" object. */
+/* Rows to and from the summary's "rows" object. */
 cJSON	*sc_rows_json(const struct sc_row *rows, int n);
 int	sc_rows_parse(const cJSON *cases, struct sc_row **rows, int *n,
 	    char *err, size_t errlen);
