@@ -180,6 +180,50 @@ void	gguf_writer_account(struct gguf_writer *w, int64_t idx, uint64_t len);
 int	gguf_writer_commit(struct gguf_writer *w);
 void	gguf_writer_abort(struct gguf_writer *w);
 
+/*
+ * gguf_quant.c: a F32/F16/BF16 file to Q8_0 exactly as llama-quantize
+ * writes it (KVs, tensor order, which tensors stay unquantized, rounding).
+ */
+struct gguf_qopts {
+	int threads;			/* 0: one per online CPU */
+	/* Called on the caller's thread between chunks (may be NULL). */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	int (*cancelled)(void *arg);	/* non-zero stops the work */
+	void *arg;
+};
+struct gguf_qstats {
+	uint64_t n_tensors, n_quantized, n_copied, n_fallback;
+	uint64_t in_bytes;
+	int threads;
+};
+int	gguf_quantize_q8_0_file(const char *in, const char *out,
+	    const struct gguf_qopts *o, struct gguf_qstats *st, char *err, size_t errlen);
+/* llama-quantize's tensor_allows_quantization, and the type a tensor gets
+ * in a Q8_0 file (Q8_0, the F16 fallback, or its own type). */
+int	gguf_q8_0_allows(const char *name, int ndims);
+uint32_t gguf_q8_0_target(const struct gguf_tensor *t);
+
+/*
+ * gguf_convert.c: a Gemma 3 text checkpoint directory (safetensors, one
+ * file or sharded, config.json, tokenizer.model, tokenizer_config.json) to
+ * a GGUF as llama.cpp's convert_hf_to_gguf.py writes it.
+ */
+struct gguf_copts {
+	uint32_t outtype;		/* GGML_F16, GGML_BF16 or GGML_F32 */
+	/* level: 0 error, 1 warning, 2 info (as enum pl_level) */
+	void (*log)(void *arg, int level, const char *msg);
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	int (*cancelled)(void *arg);
+	void *arg;
+};
+struct gguf_cstats {
+	uint64_t n_tensors, n_skipped, n_vocab, n_layer, bytes_in;
+	int64_t bos, eos;
+	char arch[64];
+};
+int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o,
+	    struct gguf_cstats *st, char *err, size_t errlen);
+
 /* Numeric conversions as ggml does them (formats.md 3.3). */
 uint16_t gguf_fp32_to_fp16(float f);
 float	gguf_fp16_to_fp32(uint16_t h);
