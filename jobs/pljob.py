@@ -79,7 +79,7 @@ class OutOfMemory(Exception):
     request, capacity_mb the card's size (0 when unknown)."""
 
     def __init__(self, phase, mb, capacity_mb, detail=""):
-        super().__init__("out of memory in %s: %.1f MB needed of %.1f MB%s" %
+        super().__init__("out of memory in %s: %.2f MB needed of %.2f MB%s" %
                          (phase, mb, capacity_mb, (": " + detail) if detail else ""))
         self.phase = phase
         self.mb = float(mb)
@@ -309,7 +309,7 @@ def main(description, body, argv=None):
         body(job)
         return EXIT_OK
     except OutOfMemory as e:
-        ev.emit("oom", phase=e.phase, mb=round(e.mb, 1), capacity_mb=round(e.capacity_mb, 1))
+        ev.emit("oom", phase=e.phase, mb=round(e.mb, 2), capacity_mb=round(e.capacity_mb, 2))
         ev.error(str(e))
         return EXIT_OOM
     except JobError as e:

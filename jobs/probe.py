@@ -60,8 +60,9 @@ def body(job):
         raise pljob.JobError("the model is not in training mode after model.train() (G20)")
     pre = eng.pre_step_mb()
     eng.reset_peak()
-    loss = eng.loss(ex)
-    eng.backward(loss)
+    with eng.train_context():
+        loss = eng.loss(ex)
+        eng.backward(loss)
     peak = eng.peak_mb()
     ev.emit("memory", peak_mb=round(peak, 1), pre_step_mb=round(pre, 1), key=ex["key"],
             tokens=int(len(ex["input_ids"])), response_len=int(ex["response_len"]),

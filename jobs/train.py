@@ -187,10 +187,11 @@ def body(job):
         for g in opt.param_groups:
             g["lr"] = lr
         total_loss = 0.0
-        for i in idx:
-            loss = eng.loss(examples[i]) / len(idx)
-            eng.backward(loss)
-            total_loss += float(loss.detach())
+        with eng.train_context():
+            for i in idx:
+                loss = eng.loss(examples[i]) / len(idx)
+                eng.backward(loss)
+                total_loss += float(loss.detach())
         if max_grad_norm > 0:
             gn = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
         else:
@@ -198,7 +199,7 @@ def body(job):
         eng.before_step(s)
         if s == start + 1:
             pre_step = eng.pre_step_mb()
-        opt.step()
+        eng.step(opt)
         opt.zero_grad(set_to_none=True)
         eng.after_step()
         peak = eng.peak_mb()

@@ -411,6 +411,7 @@ class GpuMemoryStandIn:
         self.param_ptrs = set()
         self._seen = set()
         self.phase = "load"
+        self.pending = None
 
     def used(self):
         return self.static + self.optimizer + self.grads + self.act
@@ -420,11 +421,14 @@ class GpuMemoryStandIn:
         self.peak = max(self.peak, need)
         if self.cap and need > self.cap:
             raise pljob.OutOfMemory(phase, need / MB, self.cap / MB,
-                                    "GPU-memory stand-in: tried to allocate %.1f MB with %.1f MB in use"
+                                    "GPU-memory stand-in: tried to allocate %.2f MB with %.2f MB in use"
                                     % (extra / MB if extra else 0.0, self.used() / MB))
 
     def pack(self, t):
-        # Called by autograd for every tensor saved for backward.
+        # Called by autograd for every tensor saved for backward.  An
+        # exception raised here would reach the caller as a RuntimeError
+        # wrapped by autograd's C++ layer, so the first overflow is kept in
+        # self.pending and raised by the engine when the forward returns.
         try:
             st = t.storage()
             key = (st.data_ptr(), st.nbytes())
@@ -433,7 +437,11 @@ class GpuMemoryStandIn:
         if key[0] in self.param_ptrs or key in self._seen:
             return t
         self._seen.add(key)
-        self.check("forward", key[1])
+        if self.pending is None:
+            try:
+                self.check("forward", key[1])
+            except pljob.OutOfMemory as e:
+                self.pending = e
         self.act += key[1]
         return t
 
@@ -503,12 +511,21 @@ class TinyEngine:
         if self.model.lm_head is not None:
             params.append(self.model.lm_head)
         self.mem.param_ptrs = set(p.data_ptr() for p in params)
-        self.mem.static = sum(p.numel() * p.element_size() for p in params)
-        self.mem.check("load")
+        static = sum(p.numel() * p.element_size() for p in params)
+        self.mem.check("load", static)
+        self.mem.static = static
         self.model.train()
 
     def set_train(self):
         self.model.train()
+
+    def train_context(self):
+        # The recipe's save_on_cpu offload has nothing to move off a CPU.
+        import contextlib
+        return contextlib.nullcontext()
+
+    def step(self, opt):
+        opt.step()
 
     def is_training(self):
         return all(m.training for m in self.model.modules())
@@ -540,7 +557,11 @@ class TinyEngine:
             # nothing (logits_to_keep = response_len + 1, as in the recipe).
             pred = logits[0, -(n + 1):-1, :].float()
             target = ids[0, T - n:]
-            return F.cross_entropy(pred, target)
+            loss = F.cross_entropy(pred, target)
+        if self.mem.pending is not None:
+            e, self.mem.pending = self.mem.pending, None
+            raise e
+        return loss
 
     def backward(self, loss):
         self.mem.phase = "backward"

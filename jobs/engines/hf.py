@@ -1,0 +1,278 @@
+"""hf: the training recipe itself (recipe.md), on a CUDA GPU.
+
+transformers + peft + bitsandbytes QLoRA:
+
+  * the base loaded 4-bit (BitsAndBytesConfig: load_in_4bit, nf4, double
+    quant, bfloat16 compute), device_map {"": cuda_device};
+  * prepare_model_for_kbit_training with gradient checkpointing,
+    use_reentrant=False;
+  * LoRA (peft.LoraConfig) on q_proj k_proj v_proj o_proj gate_proj up_proj
+    down_proj, r 112, alpha = r, dropout 0 (G17: any dropout above 0 costs a
+    saved mask per call), no rsLoRA, bias none;
+  * lm_head cast from fp32 to bf16 after get_peft_model (2.68 GB -> half;
+    pre-training memory 4502 -> 3221 MB on the reference card);
+  * Gemma3MLP.forward patched to run over 2048-token slices of the sequence
+    (G14: gate_proj(x) and up_proj(x) over the whole sequence was the OOM);
+  * torch.autograd.graph.save_on_cpu(pin_memory=True) around forward and
+    backward (checkpoint-boundary tensors of every layer off the GPU);
+  * logits only for the response span: logits_to_keep = response_len + 1;
+  * token_type_ids all zeros (G12: Gemma 3 requires them in training);
+  * paged_adamw_8bit (bitsandbytes PagedAdamW8bit), weight decay 0.01; the
+    linear schedule with warmup and the seed are train.py's.
+
+Every recipe value is a config key with the recipe's default:
+  load_in_4bit true, bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
+  bnb_4bit_compute_dtype bfloat16, gradient_checkpointing true,
+  attn_implementation sdpa, lora_r 112, lora_alpha (= lora_r), lora_dropout 0,
+  use_rslora false, lm_head_bf16 true, mlp_chunk 2048 (0: off),
+  save_on_cpu true, pin_memory true, logits_to_keep true,
+  token_type_ids true, optim paged_adamw_8bit (or adamw_torch),
+  learning_rate 0.0002, weight_decay 0.01, adam_beta1 0.9, adam_beta2 0.999,
+  adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
+  setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0.
+
+This module imports only the standard library at import time, so it loads
+under any Python; constructing HfEngine checks for torch (with CUDA),
+transformers, peft, bitsandbytes and accelerate and fails with one message
+naming every missing package (exit 2), before anything is loaded.
+"""
+
+import contextlib
+import importlib.util
+import os
+import re
+import sys
+
+_JOBS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _JOBS not in sys.path:
+    sys.path.append(_JOBS)
+
+import pljob  # noqa: E402
+
+REQUIRED = ("torch", "transformers", "peft", "bitsandbytes", "accelerate")
+MB = 1024.0 * 1024.0
+
+
+def missing_packages():
+    """The packages of REQUIRED that this interpreter cannot import."""
+    out = []
+    for name in REQUIRED:
+        try:
+            if importlib.util.find_spec(name) is None:
+                out.append(name)
+        except (ImportError, ValueError):
+            out.append(name)
+    return out
+
+
+class HfEngine:
+    """The engine interface of tiny.TinyEngine, on transformers/peft/bnb."""
+
+    name = "hf"
+
+    def __init__(self, cfg, events):
+        missing = missing_packages()
+        if missing:
+            raise pljob.BadInput(
+                "engine hf: missing Python packages: %s (interpreter %s); install them there, "
+                "or point the stage's python key at an interpreter that has them"
+                % (", ".join(missing), sys.executable))
+        self.cfg = cfg
+        self.ev = events
+        self.base = cfg.path_in("base", kind="dir")
+        self.load_in_4bit = cfg.bool("load_in_4bit", True)
+        self.quant_type = cfg.choice("bnb_4bit_quant_type", ("nf4", "fp4"), "nf4")
+        self.double_quant = cfg.bool("bnb_4bit_use_double_quant", True)
+        self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype", ("bfloat16", "float16", "float32"), "bfloat16")
+        self.grad_ckpt = cfg.bool("gradient_checkpointing", True)
+        self.attn = cfg.choice("attn_implementation", ("sdpa", "eager", "flash_attention_2"), "sdpa")
+        self.r = cfg.int("lora_r", 112, min=1)
+        self.alpha = cfg.float("lora_alpha", float(self.r), min=0)
+        self.dropout = cfg.float("lora_dropout", 0.0, min=0, max=1)
+        self.rslora = cfg.bool("use_rslora", False)
+        self.lm_head_bf16 = cfg.bool("lm_head_bf16", True)
+        self.mlp_chunk = cfg.int("mlp_chunk", 2048, min=0)
+        self.save_on_cpu = cfg.bool("save_on_cpu", True)
+        self.pin_memory = cfg.bool("pin_memory", True)
+        self.logits_response_only = cfg.bool("logits_to_keep", True)
+        self.token_type_ids = cfg.bool("token_type_ids", True)
+        self.optim = cfg.choice("optim", ("paged_adamw_8bit", "adamw_torch"), "paged_adamw_8bit")
+        self.lr = cfg.float("learning_rate", 2e-4, min=0)
+        self.weight_decay = cfg.float("weight_decay", 0.01, min=0)
+        self.betas = (cfg.float("adam_beta1", 0.9, min=0, max=1), cfg.float("adam_beta2", 0.999, min=0, max=1))
+        self.eps = cfg.float("adam_epsilon", 1e-8, min=0)
+        self.seed = cfg.int("seed", 3407)
+        self.device = cfg.int("cuda_device", 0, min=0)
+        if cfg.bool("expandable_segments", False):
+            # Read by the CUDA caching allocator at its first use.
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        import torch
+        if not torch.cuda.is_available():
+            raise pljob.BadInput("engine hf: torch %s sees no CUDA device (interpreter %s)"
+                                 % (torch.__version__, sys.executable))
+        self.torch = torch
+        self.dev = torch.device("cuda", self.device)
+        torch.cuda.set_device(self.dev)
+
+    # -- out-of-memory mapping
+    @contextlib.contextmanager
+    def _oom(self, phase):
+        torch = self.torch
+        try:
+            yield
+        except torch.cuda.OutOfMemoryError as e:
+            m = re.search(r"Tried to allocate ([0-9.]+) (MiB|GiB)", str(e))
+            tried = 0.0
+            if m:
+                tried = float(m.group(1)) * (1024.0 if m.group(2) == "GiB" else 1.0)
+            used = torch.cuda.memory_allocated(self.dev) / MB
+            cap = torch.cuda.get_device_properties(self.dev).total_memory / MB
+            raise pljob.OutOfMemory(phase, used + tried, cap, str(e).splitlines()[0])
+
+    # -- load
+    def load(self):
+        torch = self.torch
+        import transformers
+        import peft
+        dt = getattr(torch, self.compute_dtype)
+        q = None
+        if self.load_in_4bit:
+            q = transformers.BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type=self.quant_type,
+                bnb_4bit_use_double_quant=self.double_quant, bnb_4bit_compute_dtype=dt)
+        with self._oom("load"):
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                self.base, quantization_config=q, device_map={"": self.device},
+                torch_dtype=dt, attn_implementation=self.attn)
+            model.config.use_cache = False
+            if self.load_in_4bit:
+                model = peft.prepare_model_for_kbit_training(
+                    model, use_gradient_checkpointing=self.grad_ckpt,
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
+            elif self.grad_ckpt:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            torch.manual_seed(self.seed)
+            lcfg = peft.LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                                   target_modules=list(pljob.LORA_TARGETS), bias="none",
+                                   task_type="CAUSAL_LM", use_rslora=self.rslora)
+            model = peft.get_peft_model(model, lcfg)
+            if self.lm_head_bf16:
+                head = model.get_output_embeddings()
+                if head is not None:
+                    head.to(torch.bfloat16)
+        if self.mlp_chunk:
+            _patch_mlp(self.mlp_chunk)
+        self.model = model
+        self.model.train()
+
+    def set_train(self):
+        self.model.train()
+
+    def is_training(self):
+        return self.model.training
+
+    def parameters(self):
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def make_optimizer(self):
+        if self.optim == "paged_adamw_8bit":
+            import bitsandbytes as bnb
+            return bnb.optim.PagedAdamW8bit(self.parameters(), lr=self.lr, betas=self.betas,
+                                            eps=self.eps, weight_decay=self.weight_decay)
+        return self.torch.optim.AdamW(self.parameters(), lr=self.lr, betas=self.betas,
+                                      eps=self.eps, weight_decay=self.weight_decay)
+
+    def train_context(self):
+        if self.save_on_cpu:
+            return self.torch.autograd.graph.save_on_cpu(pin_memory=self.pin_memory)
+        return contextlib.nullcontext()
+
+    # -- one micro-step
+    def loss(self, ex):
+        torch = self.torch
+        F = torch.nn.functional
+        ids = torch.as_tensor(ex["input_ids"], dtype=torch.long, device=self.dev)[None]
+        n = int(ex["response_len"])
+        T = ids.shape[1]
+        kw = {}
+        if self.token_type_ids:
+            kw["token_type_ids"] = torch.zeros_like(ids)  # G12
+        if self.logits_response_only:
+            kw["logits_to_keep"] = n + 1
+        with self._oom("forward"):
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **kw)
+            logits = out.logits
+            pred = logits[0, -(n + 1):-1, :].float()
+            return F.cross_entropy(pred, ids[0, T - n:])
+
+    def backward(self, loss):
+        with self._oom("backward"):
+            loss.backward()
+
+    def before_step(self, step):
+        pass
+
+    def after_step(self):
+        pass
+
+    def resumed_optimizer(self):
+        pass
+
+    def step(self, opt):
+        with self._oom("step"):
+            opt.step()
+
+    def pre_step_mb(self):
+        return self.torch.cuda.memory_allocated(self.dev) / MB
+
+    def peak_mb(self):
+        return self.torch.cuda.max_memory_allocated(self.dev) / MB
+
+    def reset_peak(self):
+        self.torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def capacity_mb(self):
+        return self.torch.cuda.get_device_properties(self.dev).total_memory / MB
+
+    # -- adapters
+    def adapter_tensors(self):
+        import peft
+        sd = peft.get_peft_model_state_dict(self.model)
+        return {k: v.detach().float().cpu().numpy() for k, v in sd.items()}
+
+    def load_adapter_tensors(self, tensors, where="adapter"):
+        import peft
+        sd = {k: self.torch.from_numpy(v.copy()) for k, v in tensors.items()}
+        res = peft.set_peft_model_state_dict(self.model, sd)
+        unexpected = getattr(res, "unexpected_keys", None) or []
+        if unexpected:
+            raise pljob.BadInput("%s: unexpected tensor %s" % (where, unexpected[0]))
+
+    def adapter_config(self):
+        return self.model.peft_config["default"].to_dict()
+
+    def save_adapter(self, path):
+        self.model.save_pretrained(path, safe_serialization=True)
+
+
+_patched = False
+
+
+def _patch_mlp(chunk):
+    """Run Gemma3MLP over chunk-token slices of the sequence (G14): the
+    gate and up projections of one slice at a time coexist, not of all."""
+    global _patched
+    if _patched:
+        return
+    import torch
+    from transformers.models.gemma3 import modeling_gemma3 as mg
+    orig = mg.Gemma3MLP.forward
+
+    def forward(self, x):
+        T = x.shape[-2]
+        if T <= chunk:
+            return orig(self, x)
+        return torch.cat([orig(self, x[..., i:i + chunk, :]) for i in range(0, T, chunk)], dim=-2)
+
+    mg.Gemma3MLP.forward = forward
+    _patched = True

@@ -1,0 +1,132 @@
+#!/bin/bash
+# 50-job-tokenize: jobs/tokenize.py on a tiny Gemma 3 base (tests/fixtures)
+# and a generated routing corpus: the token file and stats are right (one
+# BOS, prompt masked, response ends in <end_of_turn>, keys, longest), and
+# each refusal names the example's key and counts and leaves no artifact:
+# over max_seq_length, an empty response span, a double BOS (in content and
+# from add_special_tokens), a prompt over num_ctx - num_ctx_margin (G01).
+set -eu
+: "${TOP:?}" "${TEST_TMP:?}"
+PY=/usr/bin/python3
+J=$TOP/jobs
+cd "$TEST_TMP"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+$PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
+$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 40 --filler 30
+
+conf() {	# conf NAME EXTRA-JSON-MEMBERS
+	printf '{"base":"%s/base","corpus":"%s","output_dir":"%s/out-%s"%s}\n' \
+	    "$TEST_TMP" "$2" "$TEST_TMP" "$1" "${3:+,$3}" >"$1.json"
+}
+run() {		# run NAME: sets rc, events in NAME.ev
+	set +e
+	$PY "$J/tokenize.py" --config "$1.json" --events "$1.ev" 2>"$1.err"
+	rc=$?
+	set -e
+}
+
+# --- a good corpus
+conf ok corpus.jsonl
+run ok
+[ $rc -eq 0 ] || { cat ok.ev ok.err; fail "tokenize exited $rc"; }
+grep -q '"type":"artifact","name":"tokens"' ok.ev || fail "no tokens artifact"
+grep -q '"type":"artifact","name":"stats"' ok.ev || fail "no stats artifact"
+tail -n 1 ok.ev | grep -q '"type":"done"' || fail "last event is not done"
+$PY - "$TEST_TMP" <<'PY'
+import json, sys
+import numpy as np
+import os
+sys.path.append(os.environ["TOP"] + "/jobs")
+import pljob
+import sentencepiece as spm
+t = sys.argv[1]
+ex = pljob.load_tokens(t + "/out-ok/tokens.npz")
+st = json.load(open(t + "/out-ok/stats.json"))
+corpus = [json.loads(l) for l in open(t + "/corpus.jsonl")]
+sp = spm.SentencePieceProcessor(model_file=t + "/base/tokenizer.model")
+bos, sot, eot = sp.piece_to_id("<bos>"), sp.piece_to_id("<start_of_turn>"), sp.piece_to_id("<end_of_turn>")
+assert len(ex) == 40 == st["examples"], (len(ex), st["examples"])
+assert st["corpus_keys"] == [c["key"] for c in corpus], "corpus_keys differ from the corpus"
+for e, c in zip(ex, corpus):
+    ids = [int(x) for x in e["input_ids"]]
+    assert ids[0] == bos and ids.count(bos) == 1, (e["key"], ids[:4])
+    assert ids[1] == sot, e["key"]
+    assert ids[-1] == eot, (e["key"], "response must end in <end_of_turn>")
+    resp = ids[e["prompt_len"]:]
+    assert len(resp) == e["response_len"] >= 2
+    # The response span decodes to the assistant's content: the masked
+    # prompt ends exactly where the answer starts.
+    assert sp.decode(resp[:-1]) == c["messages"][-1]["content"], (e["key"], sp.decode(resp[:-1]))
+    p = ids[:e["prompt_len"]]
+    last = len(p) - 1 - p[::-1].index(sot)
+    assert sp.decode(p[last + 1:]) == "model\n", (e["key"], sp.decode(p[last + 1:]))
+lens = [len(e["input_ids"]) for e in ex]
+i = int(np.argmax(lens))
+assert st["longest"] == {"key": ex[i]["key"], "tokens": lens[i], "response_len": ex[i]["response_len"],
+                         "prompt_len": ex[i]["prompt_len"]}, st["longest"]
+r = sorted(e["response_len"] for e in ex)
+assert st["response_span"]["min"] == r[0] and st["response_span"]["max"] == r[-1]
+assert st["response_span"]["median"] == float(np.median(r))
+assert st["tokens"] == sum(lens)
+print("tokens and stats OK:", st["examples"], "examples,", st["tokens"], "tokens")
+PY
+
+# --- refusals.  Each must exit 2, name the key and its counts, and leave
+# no artifact behind.
+refused() {	# refused NAME PATTERN...
+	local n=$1; shift
+	[ $rc -eq 2 ] || { cat "$n.ev" "$n.err"; fail "$n: exit $rc, want 2"; }
+	grep -q '"type":"error"' "$n.ev" || fail "$n: no error event"
+	for p in "$@"; do
+		grep '"type":"error"' "$n.ev" | grep -q -- "$p" || { cat "$n.ev"; fail "$n: error lacks '$p'"; }
+	done
+	[ ! -e "out-$n/tokens.npz" ] || fail "$n: a tokens file was left behind"
+	! grep -q '"type":"artifact"' "$n.ev" || fail "$n: an artifact was reported"
+}
+
+# Over max_seq_length: make one example long.
+$PY - <<'PY'
+import json
+rows = [json.loads(l) for l in open("corpus.jsonl")]
+long = json.loads(json.dumps(rows[3])); long["key"] = "too-long"
+long["messages"][1]["content"] += " and also" * 400
+empty = json.loads(json.dumps(rows[4])); empty["key"] = "empty-answer"
+empty["messages"][-1]["content"] = ""
+bos = json.loads(json.dumps(rows[5])); bos["key"] = "bos-in-content"
+bos["messages"][1]["content"] = "<bos>" + bos["messages"][1]["content"]
+for name, ex in (("long", long), ("empty", empty), ("bos", bos)):
+    with open(name + ".jsonl", "w") as f:
+        for r in rows[:10] + [ex] + rows[10:20]:
+            f.write(json.dumps(r) + "\n")
+PY
+conf long long.jsonl '"max_seq_length":1024'
+run long
+refused long "1 example over max_seq_length" "too-long (" "max_seq_length 1024"
+grep '"type":"error"' long.ev | grep -Eq 'too-long \([0-9]+ tokens: prompt [0-9]+ \+ response [0-9]+' || fail "long: counts missing"
+
+conf empty empty.jsonl
+run empty
+refused empty "empty response span" "empty-answer (response span 1 tokens"
+
+conf bos bos.jsonl
+run bos
+refused bos "double BOS" "bos-in-content (2 BOS tokens, at positions \[0, "
+
+conf special corpus.jsonl '"add_special_tokens":true'
+run special
+refused special "40 examples with a double BOS" "ex0000 (2 BOS tokens, at positions \[0, 1\])" "and 35 more"
+
+# G01: the long example's prompt is over num_ctx - margin, the others fit.
+conf ctx long.jsonl '"num_ctx":1024,"num_ctx_margin":256'
+run ctx
+refused ctx "1 example with a prompt over num_ctx minus num_ctx_margin" \
+    "too-long (prompt [0-9]* tokens > num_ctx 1024 - num_ctx_margin 256 = 768; G01)"
+! grep '"type":"error"' ctx.ev | grep -q "ex0001" || fail "ctx: a fitting example was named"
+
+# A malformed corpus line names the file and line.
+{ head -n 2 corpus.jsonl; echo '{"key": "x", "messages": [{"role": "user", "content": "hi"}]}'; } >bad.jsonl
+conf badline bad.jsonl
+run badline
+refused badline "bad.jsonl:3: example x"
+echo "50-job-tokenize: OK"
