@@ -53,13 +53,16 @@ struct spec_parse {
 	const char *text;
 	size_t off;
 	int line;
-	char raw[8192];
+	char *raw;
+	char *longval;
 	char **errs;
 	int nerr;
 	struct spec_section *cur;
 };
 
-/* inih reader over a string that counts lines. */
+/* inih reader over a string that counts lines. inih (as Debian builds it)
+ * takes lines of at most 200 bytes; a longer "key = value" line reaches it
+ * as "key = \001" and the handler takes the value from p->longval. */
 static char *
 spec_reader(char *str, int num, void *stream)
 {
@@ -67,16 +70,44 @@ spec_reader(char *str, int num, void *stream)
 	const char *t = p->text + p->off;
 	if (*t == '\0')
 		return NULL;
-	int i = 0;
-	while (i < num - 1 && t[i] != '\0') {
-		str[i] = t[i];
-		if (t[i++] == '\n')
-			break;
-	}
-	str[i] = '\0';
-	p->off += (size_t)i;
+	size_t len = strcspn(t, "\n");
+	size_t adv = len + (t[len] == '\n');
+	p->off += adv;
 	p->line++;
-	snprintf(p->raw, sizeof(p->raw), "%s", str);
+	free(p->longval);
+	p->longval = NULL;
+	free(p->raw);
+	p->raw = strndup(t, len);
+	if (len + 2 <= (size_t)num) {
+		memcpy(str, t, adv);
+		str[adv] = '\0';
+		return str;
+	}
+	const char *eq = memchr(t, '=', len);
+	int cont = t[0] == ' ' || t[0] == '\t';
+	if (!cont && (eq == NULL || (size_t)(eq - t) + 8 > (size_t)num)) {
+		memcpy(str, t, (size_t)num - 2); /* inih will call it an error */
+		str[num - 2] = '\n';
+		str[num - 1] = '\0';
+		return str;
+	}
+	const char *v = cont ? t : eq + 1;
+	const char *end = t + len;
+	/* inih's inline comments: ';' after whitespace. */
+	for (const char *c = v; c < end; c++)
+		if (*c == ';' && c > v && (c[-1] == ' ' || c[-1] == '\t')) {
+			end = c;
+			break;
+		}
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		end--;
+	p->longval = strndup(v, (size_t)(end - v));
+	if (cont)
+		snprintf(str, (size_t)num, " \001\n");
+	else
+		snprintf(str, (size_t)num, "%.*s= \001\n", (int)(eq - t), t);
 	return str;
 }
 
@@ -123,10 +154,12 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	if (name == NULL) /* INI_CALL_HANDLER_ON_NEW_SECTION */
 		return 1;
 	struct spec_section *sec = p->cur;
+	if (strcmp(value, "\001") == 0 && p->longval != NULL)
+		value = p->longval;
 	for (int i = 0; i < sec->nkv; i++) {
 		if (strcmp(sec->kv[i].key, name) != 0)
 			continue;
-		if (p->raw[0] == ' ' || p->raw[0] == '\t') {
+		if (p->raw && (p->raw[0] == ' ' || p->raw[0] == '\t')) {
 			/* A continuation line of a multi-line value. */
 			char *n;
 			if (asprintf(&n, "%s\n%s", sec->kv[i].value, value) == -1)
@@ -163,6 +196,8 @@ spec_parse(const char *path, const char *text, char **errs)
 
 	struct spec_parse p = { .s = s, .text = s->text, .errs = errs };
 	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);
+	free(p.raw);
+	free(p.longval);
 	if (rc > 0) {
 		errs_add(errs, path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;
