@@ -1081,7 +1081,7 @@ gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o
 	}
 	uint64_t total = 0, done = 0;
 	for (size_t j = 0; j < n_ot; j++)
-		total += (uint64_t)ot[j].rows * (ot[j].n_dims == 2 ? (uint64_t)ot[j].ne[0] : 1) *
+		total += (uint64_t)ot[j].rows * (uint64_t)ot[j].ne[0] *
 		    (uint64_t)(st_dtype_bits(ot[j].src->dtype) / 8);
 	for (size_t j = 0; j < n_ot; j++)
 		if (write_tensor(&c, &set, w, (int64_t)j, &ot[j], ibuf, fbuf, obuf, chunk,
