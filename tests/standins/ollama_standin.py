@@ -26,6 +26,18 @@ Served:
                             text, {"done_reason": "stop"}.
                           Unknown model: 404 {"error": "model 'X' not found"}.
                           Missing body or bad JSON: 400.
+Admin half (class AdminHandlers; see its docstring), for register, bake
+and gate:
+  HEAD/POST /api/blobs/sha256:HEX   blob presence / upload (digest checked)
+  POST /api/create        JSON form: model, files {name: "sha256:HEX"},
+                          template, system, parameters; stream or not
+  POST /api/show          modelfile (FROM .../blobs/sha256-HEX), template,
+                          parameters, details, model_info
+  POST /api/copy          source -> destination, empty 200 body
+  DELETE /api/delete      {"model"}
+  POST /api/chat          inference forwarded to a real llama-server's
+                          /v1/chat/completions (--upstream URL); empty
+                          messages load/unload as /api/generate does
 Names normalise as Ollama's do: "m" is "m:latest", case-insensitively; the
 listings always print the tag.
 
@@ -187,7 +199,278 @@ class State:
                 self.log("expired", n)
 
 
-class Handler(BaseHTTPRequestHandler):
+class AdminHandlers:
+    """The admin half of the API: blobs, create, show, copy, delete, chat.
+
+    A created model is an entry of State.models with its manifest: the
+    weights layer is the uploaded blob (as Ollama < 0.30 stores it), plus
+    template and params layers; the manifest digest is the sha256 of the
+    manifest's bytes, so identical inputs give identical digests and copy
+    gives the destination the same digest. --prefer-gguf-template makes
+    show report (and chat use) a template other than the one given, as
+    Ollama >= 0.30 may (inference-api.md 1.8). Chat forwards to --upstream
+    (llama-server); its 400 for an over-long prompt comes back as Ollama's
+    400 with the upstream body in "error"; --cut-prompts instead answers
+    200 with prompt_eval_count cut to num_ctx/2 + 2 (G01, issue #17427).
+    """
+
+    ADMIN_POST = {"/api/create": "admin_create", "/api/show": "admin_show",
+                  "/api/copy": "admin_copy", "/api/chat": "admin_chat"}
+    MT = "application/vnd.ollama.image."
+
+    def read_json_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n > 0 else b""
+        if not raw:
+            return None
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            return None
+        return req if isinstance(req, dict) else None
+
+    def blob_path(self, hexd):
+        return os.path.join(self.server.state.blobs_dir, "sha256-" + hexd)
+
+    def blob_digest(self):
+        d = self.path.split("?", 1)[0][len("/api/blobs/"):]
+        m = re.fullmatch(r"sha256[:-]([0-9a-f]{64})", d)
+        return m.group(1) if m else None
+
+    def admin_blob_head(self):
+        h = self.blob_digest()
+        if h is None:
+            return self.send_json(400, {"error": "invalid digest format"})
+        code = 200 if os.path.exists(self.blob_path(h)) else 404
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def admin_blob_post(self):
+        h = self.blob_digest()
+        n = int(self.headers.get("Content-Length") or 0)
+        if h is None:
+            self.rfile.read(n)
+            return self.send_json(400, {"error": "invalid digest format"})
+        if os.path.exists(self.blob_path(h)):
+            self.rfile.read(n)
+            return self.send_json(200, {})
+        tmp = self.blob_path(h) + ".partial.%d" % threading.get_ident()
+        sha = hashlib.sha256()
+        with open(tmp, "wb") as f:
+            left = n
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                sha.update(chunk)
+                f.write(chunk)
+                left -= len(chunk)
+        if sha.hexdigest() != h:
+            os.unlink(tmp)
+            return self.send_json(400, {"error": 'digest mismatch, expected "sha256:%s", got "sha256:%s"'
+                                        % (h, sha.hexdigest())})
+        os.rename(tmp, self.blob_path(h))
+        self.server.state.log("blob", None, digest=h, size=n)
+        return self.send_json(201, {})
+
+    def admin_create(self, req):
+        st = self.server.state
+        if req is None:
+            return self.send_json(400, {"error": "missing request body"})
+        name = req.get("model") or req.get("name")
+        files = req.get("files") or {}
+        if not isinstance(name, str) or not name:
+            return self.send_json(400, {"error": "model is required"})
+        if not isinstance(files, dict) or len(files) != 1:
+            return self.send_json(400, {"error": "neither 'from' or 'files' was specified"})
+        fname, dig = next(iter(files.items()))
+        if fname.startswith("/") or ".." in fname.split("/"):
+            return self.send_json(400, {"error": "file path must be relative"})
+        m = re.fullmatch(r"sha256:([0-9a-f]{64})", dig or "")
+        if not m:
+            return self.send_json(400, {"error": "invalid digest format"})
+        w = m.group(1)
+        if not os.path.exists(self.blob_path(w)):
+            return self.send_json(400, {"error": "blob sha256:%s not found" % w})
+        with open(self.blob_path(w), "rb") as f:
+            if f.read(4) != b"GGUF":
+                return self.send_json(400, {"error": "unsupported file format"})
+        template = req.get("template") or ""
+        params = req.get("parameters") or {}
+        system = req.get("system") or ""
+        layers = [{"mediaType": self.MT + "model", "digest": "sha256:" + w,
+                   "size": os.path.getsize(self.blob_path(w))}]
+        for kind, body in (("template", template), ("system", system),
+                           ("params", json.dumps(params, sort_keys=True))):
+            if body:
+                layers.append({"mediaType": self.MT + kind,
+                               "digest": "sha256:" + hashlib.sha256(body.encode()).hexdigest(),
+                               "size": len(body.encode())})
+        manifest = json.dumps({"schemaVersion": 2, "layers": layers}, sort_keys=True)
+        n = norm(name)
+        with st.lock:
+            st.models[n] = {"name": n, "size": layers[0]["size"], "weights": w,
+                            "digest": hashlib.sha256(manifest.encode()).hexdigest(),
+                            "template": template, "system": system, "parameters": params}
+            st.log("create", n, weights=w)
+        steps = [{"status": "parsing GGUF"}, {"status": "using existing layer sha256:" + w}]
+        steps += [{"status": "creating new layer " + l["digest"]} for l in layers[1:]]
+        steps += [{"status": "writing manifest"}, {"status": "success"}]
+        if req.get("stream") is False:
+            return self.send_json(200, steps[-1])
+        body = "".join(json.dumps(x) + "\n" for x in steps).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def lookup(self, req, key="model"):
+        st = self.server.state
+        name = (req or {}).get(key) or (req or {}).get("name")
+        if not isinstance(name, str) or not name:
+            return None, None
+        return name, st.models.get(norm(name))
+
+    def admin_show(self, req):
+        st = self.server.state
+        name, m = self.lookup(req)
+        if name is None:
+            return self.send_json(400, {"error": "model is required"})
+        if m is None:
+            return self.send_json(404, {"error": "model '%s' not found" % name})
+        w = m.get("weights") or hashlib.sha256(("weights:" + m["name"]).encode()).hexdigest()
+        template = m.get("template", "")
+        if st.args.prefer_gguf_template:
+            template = "{{- /* the GGUF's own chat template */ -}}{{ .Prompt }}"
+        params = m.get("parameters", {})
+        plines, mflines = [], ["# Modelfile generated by \"ollama show\"",
+                               "FROM %s" % os.path.join(st.blobs_dir, "sha256-" + w),
+                               'TEMPLATE """%s"""' % template]
+        for k, v in sorted(params.items()):
+            for x in (v if isinstance(v, list) else [v]):
+                plines.append("%-30s %s" % (k, json.dumps(x) if isinstance(x, str) else x))
+                mflines.append("PARAMETER %s %s" % (k, x))
+        return self.send_json(200, {
+            "modelfile": "\n".join(mflines) + "\n", "parameters": "\n".join(plines),
+            "template": template, "system": m.get("system", ""),
+            "details": {"format": "gguf", "family": "gemma3", "parameter_size": "0B",
+                        "quantization_level": "Q8_0"},
+            "model_info": {"general.architecture": "gemma3",
+                           "gemma3.context_length": st.args.context_length},
+            "capabilities": ["completion"]})
+
+    def admin_copy(self, req):
+        st = self.server.state
+        src, m = self.lookup(req, "source")
+        dst = (req or {}).get("destination")
+        if src is None or not isinstance(dst, str) or not dst:
+            return self.send_json(400, {"error": "invalid source or destination"})
+        if m is None:
+            return self.send_json(404, {"error": 'model "%s" not found' % src})
+        with st.lock:
+            c = dict(m)
+            c["name"] = norm(dst)
+            st.models[norm(dst)] = c
+            st.log("copy", norm(src), destination=norm(dst))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def admin_delete(self, req):
+        st = self.server.state
+        name, m = self.lookup(req)
+        if name is None:
+            return self.send_json(400, {"error": "model is required"})
+        if m is None:
+            return self.send_json(404, {"error": "model '%s' not found" % name})
+        with st.lock:
+            del st.models[norm(name)]
+            st.log("delete", norm(name))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def admin_chat(self, req):
+        st = self.server.state
+        if req is None:
+            return self.send_json(400, {"error": "missing request body"})
+        name, m = self.lookup(req)
+        if name is None:
+            return self.send_json(400, {"error": "model is required"})
+        if m is None:
+            return self.send_json(404, {"error": "model '%s' not found" % name})
+        n = norm(name)
+        opts = req.get("options") or {}
+        msgs = req.get("messages") or []
+        try:
+            ka = req.get("keep_alive")
+            secs = parse_keep_alive(ka) if ka is not None else None
+        except ValueError as e:
+            return self.send_json(400, {"error": str(e)})
+        base = {"model": name, "created_at": rfc3339(time.time()), "done": True}
+        with st.lock:
+            if not msgs and secs == 0:
+                st.unload(n)
+                base.update({"message": {"role": "assistant", "content": ""},
+                             "done_reason": "unload"})
+                return self.send_json(200, base)
+            ctx = opts.get("num_ctx") or m.get("parameters", {}).get("num_ctx") or st.args.num_ctx
+            st.load(n, secs if secs is not None else 300.0, ctx)
+            if not msgs:
+                base.update({"message": {"role": "assistant", "content": ""},
+                             "done_reason": "load"})
+                return self.send_json(200, base)
+            st.log("chat", n)
+        if not st.args.upstream:
+            return self.send_json(500, {"error": "stand-in: no --upstream for inference"})
+        up = {"model": "upstream", "messages": msgs, "stream": False, "cache_prompt": False,
+              "temperature": opts.get("temperature", 0.8), "seed": opts.get("seed", -1)}
+        if "num_predict" in opts:
+            up["max_tokens"] = opts["num_predict"]
+        fmt = req.get("format")
+        if isinstance(fmt, dict):
+            up["response_format"] = {"type": "json_schema",
+                                     "json_schema": {"name": "format", "schema": fmt}}
+        elif fmt == "json":
+            up["response_format"] = {"type": "json_object"}
+        import urllib.request, urllib.error
+        t0 = time.time()
+        r = urllib.request.Request(st.args.upstream.rstrip("/") + "/v1/chat/completions",
+                                   data=json.dumps(up).encode(),
+                                   headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(r, timeout=600) as f:
+                ans = json.loads(f.read())
+        except urllib.error.HTTPError as e:
+            body = e.read().decode(errors="replace")
+            if e.code == 400 and "exceed" in body and st.args.cut_prompts:
+                # Ollama's silent half-context cut (G01): 200, and only
+                # prompt_eval_count shows it.
+                base.update({"message": {"role": "assistant", "content": "{}"},
+                             "done_reason": "stop", "prompt_eval_count": ctx // 2 + 2,
+                             "eval_count": 2})
+                return self.send_json(200, base)
+            return self.send_json(e.code, {"error": body})
+        except (urllib.error.URLError, OSError) as e:
+            return self.send_json(500, {"error": "llama runner: %s" % e})
+        c0 = (ans.get("choices") or [{}])[0]
+        u = ans.get("usage") or {}
+        dt = int((time.time() - t0) * 1e9)
+        base.update({"message": {"role": "assistant",
+                                 "content": (c0.get("message") or {}).get("content") or ""},
+                     "done_reason": c0.get("finish_reason") or "",
+                     "total_duration": dt, "eval_duration": dt})
+        # omitempty: zero metrics are absent, as Ollama sends them
+        if u.get("prompt_tokens"):
+            base["prompt_eval_count"] = u["prompt_tokens"]
+        if u.get("completion_tokens"):
+            base["eval_count"] = u["completion_tokens"]
+        return self.send_json(200, base)
+
+
+class Handler(AdminHandlers, BaseHTTPRequestHandler):
     server_version = "ollama-standin/1"
     protocol_version = "HTTP/1.1"
 
@@ -205,7 +488,14 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_HEAD(self):
+        if self.path.startswith("/api/blobs/"):
+            return self.admin_blob_head()
         self.do_GET()
+
+    def do_DELETE(self):
+        if self.path.split("?", 1)[0] == "/api/delete":
+            return self.admin_delete(self.read_json_body())
+        return self.send_json(405, {"error": "405 method not allowed"})
 
     def do_GET(self):
         st = self.server.state
@@ -243,7 +533,7 @@ class Handler(BaseHTTPRequestHandler):
     def entry(st, n):
         m = st.models[n]
         return {"name": n, "model": n, "size": m["size"],
-                "digest": hashlib.sha256(n.encode()).hexdigest(),
+                "digest": m.get("digest") or hashlib.sha256(n.encode()).hexdigest(),
                 "modified_at": rfc3339(0),
                 "details": {"format": "gguf", "family": "standin",
                             "parameter_size": "0B", "quantization_level": "Q8_0"}}
@@ -251,6 +541,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         st = self.server.state
         path = self.path.split("?", 1)[0]
+        if path.startswith("/api/blobs/"):
+            return self.admin_blob_post()
+        if path in self.ADMIN_POST:
+            return getattr(self, self.ADMIN_POST[path])(self.read_json_body())
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n > 0 else b""
         if path != "/api/generate":
@@ -309,6 +603,13 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--version", default="0.12.6")
     ap.add_argument("--verbose", action="store_true")
+    # admin half (AdminHandlers)
+    ap.add_argument("--upstream", help="llama-server base URL for /api/chat")
+    ap.add_argument("--blobs-dir", help="where blobs go (default: a temporary dir)")
+    ap.add_argument("--prefer-gguf-template", action="store_true")
+    ap.add_argument("--cut-prompts", action="store_true")
+    ap.add_argument("--context-length", type=int, default=131072,
+                    help="model_info <arch>.context_length that show reports")
     args = ap.parse_args()
     if args.race is not None and args.race != "forever":
         try:
@@ -318,6 +619,12 @@ def main():
             ap.error("--race takes a count or 'forever'")
 
     st = State(args)
+    if args.blobs_dir:
+        os.makedirs(args.blobs_dir, exist_ok=True)
+        st.blobs_dir = args.blobs_dir
+    else:
+        import tempfile
+        st.blobs_dir = tempfile.mkdtemp(prefix="ollama-standin-blobs.")
     loaded = list(args.loaded)
     if args.models_file:
         with open(args.models_file) as f:
