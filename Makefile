@@ -73,11 +73,16 @@ $(CORE_LIB): $(CORE_OBJS)
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
+# The core refers to exec_slurm weakly (exec.h), and a weak reference does
+# not pull a member out of an archive: name it so the linker takes
+# exec_slurm.o from libpld.a.
+EXEC_LDFLAGS := -Wl,--undefined=exec_slurm
+
 daemon/pipelined: daemon/pipelined.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim.o
 	$(CC) $(CFLAGS) -o $@ $^

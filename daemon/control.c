@@ -30,6 +30,8 @@ struct client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	gid_t groups[64];       /* the peer's supplementary groups (SO_PEERGROUPS) */
+	int ngroups;
 };
 
 static uv_pipe_t ctl_server;
@@ -125,6 +127,9 @@ peer_may_write(const struct client *c)
 		return 0;
 	if (c->gid == g)
 		return 1;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == g)
+			return 1;
 	struct passwd *pw = getpwuid(c->uid);
 	if (pw == NULL)
 		return 0;
@@ -414,6 +419,11 @@ on_connection(uv_stream_t *srv, int status)
 	c->uid = cred.uid;
 	c->gid = cred.gid;
 	c->pid = cred.pid;
+#ifdef SO_PEERGROUPS
+	socklen_t glen = sizeof(c->groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &glen) == 0)
+		c->ngroups = (int)(glen / sizeof(gid_t));
+#endif
 	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 

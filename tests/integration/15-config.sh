@@ -1,0 +1,58 @@
+#!/bin/bash
+# pipelined.conf: -n checks it, -nv prints the effective configuration
+# (diffed against a golden file), every error names file:line and key,
+# SIGHUP reloads and keeps the old configuration when the new one fails.
+. "$(dirname "$0")/../lib.sh"
+pl_conf "max_jobs = 3" "kill_grace = 5s"
+out=$("$PIPELINED" -n -f "$PL_CONF") || fail "-n on a good config: $out"
+[ "$out" = "configuration OK" ] || fail "-n said: $out"
+"$PIPELINED" -nv -f "$PL_CONF" | sed "s|$TEST_TMP|@TMP@|g; s|$TOP|@TOP@|g" > "$TEST_TMP/nv.out"
+diff -u "$TOP/tests/golden/pipelined-nv.conf" "$TEST_TMP/nv.out" || fail "-nv differs from tests/golden/pipelined-nv.conf"
+
+bad=$TEST_TMP/bad.conf
+cat > "$bad" <<CONF
+[daemon]
+state_dir = $TEST_TMP/state
+max_jobs = many
+log_level = loud
+frobs = 3
+kill_grace = soon
+[resources]
+gpu = -1
+[nosuch]
+x = 1
+CONF
+out=$("$PIPELINED" -n -f "$bad" 2>&1) && fail "-n accepted a bad config"
+for want in "bad.conf:3: max_jobs: bad value \"many\"" "bad.conf:4: log_level: bad value \"loud\"" \
+    "bad.conf:5: frobs: unknown key in [daemon]" "bad.conf:6: kill_grace: bad value \"soon\"" \
+    "bad.conf:8: gpu: capacity must be a non-negative integer" "bad.conf:10: x: unknown section [nosuch]"; do
+	echo "$out" | grep -qF "$want" || fail "missing error \"$want\" in: $out"
+done
+[ "$(echo "$out" | wc -l)" = 6 ] || fail "expected 6 errors, got: $out"
+
+# SIGHUP: a good new configuration takes effect (the gpu capacity grows),
+# a broken one is refused and the running one kept.
+pl_start
+cat > "$TEST_TMP/two.ini" <<INI
+[a]
+stage = exec
+resources = gpu:2
+command = true
+INI
+pctl submit "$TEST_TMP/two.ini" 2>&1 | grep -q "needs 2 of \"gpu\" but its capacity is 1" || fail "capacity check"
+sed -i 's/^gpu = 1/gpu = 2/' "$PL_CONF"
+kill -HUP "$PL_PID"; sleep 0.5
+grep -q "reload: configuration .* loaded" "$TEST_TMP/pipelined.out" || fail "reload not logged"
+pctl submit "$TEST_TMP/two.ini" >/dev/null || fail "capacity not reloaded"
+wait_run two succeeded
+printf '[daemon]\nmax_jobs = zero\n' >> "$PL_CONF"
+kill -HUP "$PL_PID"; sleep 0.5
+grep -q "does not parse; keeping the running configuration" "$TEST_TMP/pipelined.out" || fail "bad reload not refused"
+"$PIPELINECTL" -s "$TEST_TMP/run/control.sock" status >/dev/null || fail "daemon not serving after a bad reload"
+# A second daemon on the same socket refuses to start.
+sed -i '/^max_jobs = zero/d' "$PL_CONF"
+"$PIPELINED" -d -f "$PL_CONF" > "$TEST_TMP/second.out" 2>&1 && fail "a second daemon started"
+grep -q "another pipelined is listening" "$TEST_TMP/second.out" || fail "second daemon: $(cat "$TEST_TMP/second.out")"
+pl_stop
+[ ! -e "$TEST_TMP/run/control.sock" ] || fail "SIGTERM left the socket"
+echo ok
