@@ -51,6 +51,8 @@ PLUGINS      := $(PLUGIN_SRCS:.c=.so)
 
 UNIT_SRCS    := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS   := $(UNIT_SRCS:.c=)
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAYS := $(patsubst tests/fuzz/fuzz_%.c,tests/fuzz/replay_%,$(FUZZ_SRCS))
 TEST_PLUGIN_SRCS := $(wildcard tests/plugins/*.c)
 TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
@@ -98,7 +100,12 @@ tests/plugins/%.so: tests/plugins/%.o
 tests/unit/test_%: tests/unit/test_%.o $(CORE_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
-tests: all $(UNIT_TESTS) $(TEST_PLUGINS)
+# Every fuzz target is also built with a plain main that replays its
+# corpus: tests/run.sh runs them (`make fuzz` builds the libFuzzer ones).
+tests/fuzz/replay_%: tests/fuzz/fuzz_%.o tests/fuzz/replay_main.o $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+tests: all $(UNIT_TESTS) $(TEST_PLUGINS) $(FUZZ_REPLAYS)
 
 check: deps
 	$(MAKE) tests
@@ -148,6 +155,6 @@ uninstall:
 clean:
 	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \
 	    plugins/common/*.o plugins/common/*.d $(CORE_LIB) $(COMMON_LIB) $(BINS) \
-	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
+	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/fuzz/*.o tests/fuzz/*.d $(FUZZ_REPLAYS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
 
--include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d)
+-include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d tests/fuzz/*.d)

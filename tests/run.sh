@@ -22,6 +22,10 @@ for t in tests/unit/test_*; do
 	case "$t" in *.c|*.o|*.d|*.h) continue;; esac
 	[ -x "$t" ] && tests+=("$t")
 done
+for t in tests/fuzz/replay_*; do
+	case "$t" in *.o|*.d) continue;; esac
+	[ -x "$t" ] && tests+=("$t")
+done
 for t in tests/integration/*.sh; do [ -f "$t" ] && tests+=("$t"); done
 tests+=("tests/tools/lint-man.sh")
 
@@ -40,7 +44,9 @@ for t in "${tests[@]}"; do
 	tmp=$(mktemp -d /tmp/pltest.XXXXXX)
 	case "$t" in tests/unit/*) lim=$TIMEOUT_UNIT;; *) lim=$TIMEOUT_INTEG;; esac
 	start=$(date +%s.%N)
-	TEST_TMP="$tmp" timeout -k 10 "$lim" "$t" >"$log" 2>&1 </dev/null
+	args=()
+	case "$t" in tests/fuzz/replay_*) args=("tests/fuzz/corpus/${t#tests/fuzz/replay_}");; esac
+	TEST_TMP="$tmp" timeout -k 10 "$lim" "$t" "${args[@]}" >"$log" 2>&1 </dev/null
 	rc=$?
 	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 	if [ $rc -eq 0 ]; then
