@@ -177,6 +177,7 @@ probe_run(pl_job *job)
 	uint64_t host_peak = 0;
 	int oom_kills = 0;
 	int capped = mc.kind != MEMCAP_NONE;
+	int capkind = mc.kind;
 	if (capped)
 		memcap_finish(&mc, &host_peak, &oom_kills);
 	if (host->cancelled(job))
@@ -192,7 +193,10 @@ probe_run(pl_job *job)
 	double mbpr = host->get_double(job, "mb_per_rank", VRAMCAL_MB_PER_RANK);
 	double margin = host->get_double(job, "margin_mb", 256);
 
-	if (capped && oom_kills != 0 && !ex.exited && ex.signal == SIGKILL)
+	/* A systemd scope keeps no OOM count we can read: a SIGKILL there is
+	 * taken to be the cap's. */
+	if (capped && !ex.exited && ex.signal == SIGKILL &&
+	    (oom_kills != 0 || capkind == MEMCAP_SYSTEMD))
 		return host->fail(job, "probe: killed by the host-memory cap of %s "
 		    "(host peak %.0f MB): a probe must not spill activations to host "
 		    "memory; is model.train() set so that gradient checkpointing is "
@@ -201,17 +205,24 @@ probe_run(pl_job *job)
 		/* The probe itself did not fit: its need is at least oom_mb. */
 		double capmb = p.oom_capacity_mb > 0 ? p.oom_capacity_mb :
 		    host->get_double(job, "budget_mb", 0);
-		int r = capmb > 0 && p.oom_mb > 0 ?
-		    vramcal_max_rank(p.oom_mb, 0.0, rank, mbpr, capmb - margin) : -1;
+		if (!p.have_oom || !(p.oom_mb > 0) || !(capmb > 0)) {
+			pyjob_exit_str(&ex, how, sizeof(how));
+			return host->fail(job, "probe: out of GPU memory at lora_r %d: %s",
+			    rank, how);
+		}
+		int r = vramcal_max_rank(p.oom_mb, 0.0, rank, mbpr, capmb - margin);
+		char hint[160];
 		if (r > 0)
-			return host->fail(job, "probe: out of GPU memory in %s: %.1f MB "
-			    "needed of %.1f MB at lora_r %d; the probe alone needs at "
-			    "least that, so lora_r %d or lower at most (~%g MB per rank, F31)",
-			    p.oom_phase[0] ? p.oom_phase : "the probe", p.oom_mb, capmb,
-			    rank, r, mbpr);
-		pyjob_exit_str(&ex, how, sizeof(how));
-		return host->fail(job, "probe: out of GPU memory at lora_r %d%s%s: %s",
-		    rank, p.oom_phase[0] ? " in " : "", p.oom_phase, how);
+			snprintf(hint, sizeof(hint), "so lora_r %d or lower at most "
+			    "(~%g MB per rank, F31)", r, mbpr);
+		else
+			snprintf(hint, sizeof(hint), "and no lower rank is predicted "
+			    "to fit %.1f MB - margin_mb %.0f (~%g MB per rank, F31)",
+			    capmb, margin, mbpr);
+		return host->fail(job, "probe: out of GPU memory in %s: %.2f MB needed "
+		    "of %.2f MB at lora_r %d; the probe alone needs at least that, %s",
+		    p.oom_phase[0] ? p.oom_phase : "the probe", p.oom_mb, capmb, rank,
+		    hint);
 	}
 	if (!ex.exited || ex.status != 0) {
 		pyjob_exit_str(&ex, how, sizeof(how));
