@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -508,12 +509,29 @@ valid_signal(const char *s)
 	return *p == '\0';
 }
 
+/* "90", "90s", "1.5m", "2h": seconds, or -1. */
+static double
+duration(const char *v)
+{
+	char *end;
+	double d = strtod(v, &end);
+	if (end == v || d < 0)
+		return -1;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm')
+		d *= 60, end++;
+	else if (*end == 'h')
+		d *= 3600, end++;
+	return *end == '\0' ? d : -1;
+}
+
 int
 slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errlen)
 {
 	memset(o, 0, sizeof(*o));
 	snprintf(o->signal, sizeof(o->signal), "USR1@120");
-	o->poll = 2;
+	o->poll = 1;
 	o->requeue = 1;
 	const char *s = opts;
 	char line[1024];
@@ -561,15 +579,35 @@ slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errle
 		STR(jobcomp, 1, "a path")
 		STR(job_name, !has_space(v), "a job name (no spaces)")
 #undef STR
-		if (strcmp(k, "poll") == 0) {
-			char *end;
-			double d = strtod(v, &end);
-			if (end == v || *end != '\0' || d < 0.2 || d > 3600) {
-				snprintf(err, errlen, "poll: \"%s\" is not a number of seconds "
-				    "between 0.2 and 3600", v);
+		if (strcmp(k, "poll") == 0 || strcmp(k, "poll_interval") == 0) {
+			double d = duration(v);
+			if (d < 0.2 || d > 3600) {
+				snprintf(err, errlen, "%s: \"%s\" is not a duration between 0.2s "
+				    "and 1h", k, v);
 				return -1;
 			}
 			o->poll = d;
+			continue;
+		}
+		if (strcmp(k, "signal_before") == 0) {
+			double d = duration(v);
+			if (d < 0 || d > 65535) {
+				snprintf(err, errlen, "signal_before: \"%s\" is not a duration "
+				    "up to 65535s", v);
+				return -1;
+			}
+			if (d == 0)
+				snprintf(o->signal, sizeof(o->signal), "none");
+			else
+				snprintf(o->signal, sizeof(o->signal), "USR1@%d", (int)d);
+			continue;
+		}
+		if (strcmp(k, "bin_dir") == 0) {
+			if (strlen(v) >= sizeof(o->bin_dir)) {
+				snprintf(err, errlen, "bin_dir: too long");
+				return -1;
+			}
+			snprintf(o->bin_dir, sizeof(o->bin_dir), "%s", v);
 			continue;
 		}
 		if (strcmp(k, "requeue") == 0) {
@@ -885,9 +923,27 @@ mono(void)
  * O_CLOEXEC so a command started by another job thread at the same time
  * does not hold our write end open.
  */
+static char bin_dir[256];
+static pthread_mutex_t bin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void
+slurm_set_bin_dir(const char *dir)
+{
+	pthread_mutex_lock(&bin_lock);
+	snprintf(bin_dir, sizeof(bin_dir), "%s", dir ? dir : "");
+	pthread_mutex_unlock(&bin_lock);
+}
+
 int
 slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 {
+	char prog[PATH_MAX];
+	pthread_mutex_lock(&bin_lock);
+	if (bin_dir[0] && strchr(argv[0], '/') == NULL)
+		snprintf(prog, sizeof(prog), "%s/%s", bin_dir, argv[0]);
+	else
+		snprintf(prog, sizeof(prog), "%s", argv[0]);
+	pthread_mutex_unlock(&bin_lock);
 	int fds[2];
 	size_t len = 0;
 	out[0] = '\0';
@@ -901,12 +957,12 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(fds[1]);
 	if (rc != 0) {
 		close(fds[0]);
-		snprintf(out, outlen, "%s: %s", argv[0], strerror(rc));
+		snprintf(out, outlen, "%s: %s", prog, strerror(rc));
 		return -1;
 	}
 	double deadline = mono() + timeout_ms / 1000.0;

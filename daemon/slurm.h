@@ -73,7 +73,8 @@ struct slurm_opts {
 	                              default "$PL_WORKDIR/checkpoints" */
 	char jobcomp[256];         /* the jobcomp/filetxt file, "" to ask Slurm */
 	char job_name[64];         /* --job-name */
-	double poll;               /* seconds between state queries (default 2) */
+	char bin_dir[256];         /* where Slurm's commands are; "" for PATH */
+	double poll;               /* seconds between state queries (default 1) */
 	int requeue;               /* --requeue (default) or --no-requeue */
 };
 
@@ -104,8 +105,12 @@ int	slurm_parse_sbatch(const char *text, char *id, size_t idlen);
 /* The value of key in `scontrol show config` output, e.g. JobCompLoc. */
 int	slurm_parse_config(const char *text, const char *key, char *buf, size_t len);
 
-/* Options: parse opts ("key=value" lines; NULL means none). On error the
- * offending key is named in err and -1 returned. */
+/* Options: parse opts ("key=value" lines; NULL means none). Keys:
+ * partition, gres, time, mem, account, sbatch_options, signal
+ * (USR1@120), signal_before (a duration: USR1 that long before the time
+ * limit), checkpoints, jobcomp, job_name, poll / poll_interval (a
+ * duration), requeue, bin_dir; others are ignored. On error the offending
+ * key is named in err and -1 returned. */
 int	slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errlen);
 
 /* The batch script that runs argv (the shim first) with envp in cwd for
@@ -113,6 +118,9 @@ int	slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t e
  * text, or NULL with the reason in err. */
 char	*slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	    char *const argv[], char *const envp[], const char *cwd, char *err, size_t errlen);
+
+/* Run Slurm's commands from dir (NULL or "": look them up in PATH). */
+void	slurm_set_bin_dir(const char *dir);
 
 /* Running Slurm's commands. slurm_cmd runs argv (looked up in PATH) with
  * stdout and stderr captured into out (NUL-terminated, truncated), for at

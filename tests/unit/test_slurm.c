@@ -212,7 +212,7 @@ test_opts(void)
 	struct slurm_opts o;
 	char err[256] = "";
 	CHECK(slurm_opts_parse(NULL, &o, err, sizeof(err)) == 0, "none");
-	CHECK(strcmp(o.signal, "USR1@120") == 0 && o.requeue == 1 && o.poll == 2, "defaults");
+	CHECK(strcmp(o.signal, "USR1@120") == 0 && o.requeue == 1 && o.poll == 1, "defaults");
 	CHECK(slurm_opts_parse("partition=gpu\ngres = gpu:1\ntime=1-12:00:00\nmem=16G\n"
 	    "account=lab\nsbatch_options=--qos=high --exclusive\nsignal=USR2@300\npoll=1.5\n"
 	    "requeue=no\nresources=gpu\n", &o, err, sizeof(err)) == 0, "all: %s", err);
@@ -220,10 +220,18 @@ test_opts(void)
 	    strcmp(o.time, "1-12:00:00") == 0 && strcmp(o.mem, "16G") == 0 &&
 	    strcmp(o.account, "lab") == 0 && strcmp(o.sbatch_options, "--qos=high --exclusive") == 0 &&
 	    strcmp(o.signal, "USR2@300") == 0 && o.poll == 1.5 && o.requeue == 0, "values");
+	CHECK(slurm_opts_parse("poll_interval=2s\nsignal_before=5m\nbin_dir=/opt/slurm/bin\n", &o,
+	    err, sizeof(err)) == 0, "conf keys: %s", err);
+	CHECK(o.poll == 2 && strcmp(o.signal, "USR1@300") == 0 &&
+	    strcmp(o.bin_dir, "/opt/slurm/bin") == 0, "conf keys: %g %s %s", o.poll, o.signal,
+	    o.bin_dir);
+	CHECK(slurm_opts_parse("signal_before=0\n", &o, err, sizeof(err)) == 0 &&
+	    strcmp(o.signal, "none") == 0, "signal_before=0");
 	static const char *bad[] = { "time=12h", "mem=lots", "signal=USR1@soon", "poll=0",
-	    "requeue=maybe", "gres=gpu: 1", "partition=a b", "nokey", NULL };
+	    "requeue=maybe", "gres=gpu: 1", "partition=a b", "nokey", "poll_interval=1d",
+	    "signal_before=soon", NULL };
 	static const char *key[] = { "time", "mem", "signal", "poll", "requeue", "gres",
-	    "partition", "nokey" };
+	    "partition", "nokey", "poll_interval", "signal_before" };
 	for (int i = 0; bad[i]; i++) {
 		err[0] = '\0';
 		CHECK(slurm_opts_parse(bad[i], &o, err, sizeof(err)) == -1, "%s accepted", bad[i]);
