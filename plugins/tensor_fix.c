@@ -1,0 +1,745 @@
+/*
+ * tensor_fix.c: the tensor_fix stage. Drops and renames the tensors of a
+ * safetensors checkpoint so the GGUF converter takes it (G23): for a
+ * merged Gemma 3 (Gemma3ForConditionalGeneration) checkpoint, drop the
+ * vision tower and the projector and move the text tensors from
+ * model.language_model.* to the names of the text-only model. The
+ * reference program did this with a Python script and counted the
+ * tensors by hand every time (gemma-3-4b: 439 dropped, 444 kept).
+ *
+ * Here the counts are checked every time: from expect_dropped and
+ * expect_kept when the spec gives them, else derived from config.json for
+ * a Gemma 3 checkpoint (13 tensors per text layer plus embed_tokens and
+ * norm; 16 per SigLIP layer plus 7). A count that differs, a rule that
+ * matched nothing, or a rename that would collide fails the job with the
+ * numbers and the names. Kept tensors are copied by the kernel
+ * (copy_file_range, consecutive tensors in one call), never decoded; a
+ * second thread hashes each kept tensor's bytes meanwhile for the manifest.
+ *
+ * Artifacts: "fixed", the output checkpoint directory (the input's other
+ * files, e.g. config.json and the tokenizer, copied unchanged; an index
+ * when the input was sharded), and "manifest", a JSON file listing every
+ * kept tensor (old name, new name, dtype, shape, sha256 of its bytes) and
+ * every dropped one.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "pipeline/plugin.h"
+#include "plcommon.h"
+#include "safetensors.h"
+
+static const struct pl_host *host;
+
+/* A run of consecutive kept tensors is copied in one call, but no more
+ * than this many bytes at once, so cancellation and progress stay live. */
+#define RUN_BYTES (256ull << 20)
+
+#define DEFAULT_DROP   "*vision_tower.* *multi_modal_projector.*"
+#define DEFAULT_RENAME "model.language_model.=model."
+
+static const struct pl_key fix_keys[] = {
+	{ "input", PL_KEY_INPUT, NULL, 0, "merged",
+	  "the checkpoint directory to fix (default: the upstream merged artifact)" },
+	{ "output", PL_KEY_PATH, NULL, 0, NULL,
+	  "the fixed checkpoint directory (default: fixed in the job's work directory)" },
+	{ "manifest", PL_KEY_PATH, NULL, 0, NULL,
+	  "the manifest file (default: OUTPUT.manifest.json)" },
+	{ "drop", PL_KEY_LIST, DEFAULT_DROP, 0, NULL,
+	  "tensors to drop: name prefixes, or fnmatch patterns when they hold * ? or [" },
+	{ "rename", PL_KEY_LIST, DEFAULT_RENAME, 0, NULL,
+	  "prefix renames FROM=TO, the first that matches applies (TO may be empty)" },
+	{ "expect_dropped", PL_KEY_INT, NULL, 0, NULL,
+	  "how many tensors must be dropped (default: from a Gemma 3 config.json)" },
+	{ "expect_kept", PL_KEY_INT, NULL, 0, NULL,
+	  "how many tensors must be kept (default: from a Gemma 3 config.json)" },
+	{ NULL, 0, NULL, 0, NULL, NULL }
+};
+
+struct rule {
+	char *from;        /* drop: the pattern; rename: the prefix */
+	char *to;          /* rename only */
+	int glob;
+	size_t hits;
+};
+
+struct kept {
+	const struct st_tensor *t;
+	char *newname;
+	size_t out_file;   /* index among output files */
+	size_t out_index;  /* index in its output file */
+	char sha[65];
+};
+
+struct fctx {
+	pl_job *job;
+	const char *input, *output, *manifest;
+	struct st_set in;
+	struct rule *drop, *ren;
+	size_t ndrop, nren;
+	struct kept *kept;
+	size_t nkept;
+	const struct st_tensor **dropped;
+	size_t ndropped;
+	int64_t want_dropped, want_kept;
+	const char *want_source;
+	char **outnames;           /* output file names */
+	size_t noutfiles;
+	size_t *first_kept;        /* per output file: its first entry in kept[] */
+	size_t *count_kept;
+	/* the hashing thread */
+	pthread_t hasher;
+	int hasher_started;
+	volatile int stop;
+	char herr[512];
+	char err[ST_ERRLEN];
+};
+
+static void
+rules_free(struct rule *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(r[i].from);
+		free(r[i].to);
+	}
+	free(r);
+}
+
+static void
+fctx_free(struct fctx *f)
+{
+	rules_free(f->drop, f->ndrop);
+	rules_free(f->ren, f->nren);
+	for (size_t i = 0; i < f->nkept; i++)
+		free(f->kept[i].newname);
+	free(f->kept);
+	free(f->dropped);
+	for (size_t i = 0; i < f->noutfiles; i++)
+		free(f->outnames[i]);
+	free(f->outnames);
+	free(f->first_kept);
+	free(f->count_kept);
+	st_set_close(&f->in);
+}
+
+/* Split a list value (comma- or space-separated) into rules. */
+static int
+parse_rules(const char *v, int rename, struct rule **out, size_t *n, char *err, size_t errlen)
+{
+	*out = NULL;
+	*n = 0;
+	if (v == NULL)
+		return 0;
+	char *copy = strdup(v), *save = NULL;
+	if (copy == NULL)
+		return -1;
+	for (char *w = strtok_r(copy, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save)) {
+		struct rule *nr = realloc(*out, (*n + 1) * sizeof(*nr));
+		if (nr == NULL) {
+			free(copy);
+			return -1;
+		}
+		*out = nr;
+		struct rule *r = &nr[(*n)++];
+		memset(r, 0, sizeof(*r));
+		if (rename) {
+			char *eq = strchr(w, '=');
+			if (eq == NULL || eq == w) {
+				snprintf(err, errlen, "rename rule \"%s\" is not FROM=TO with a "
+				    "non-empty FROM", w);
+				free(copy);
+				return -1;
+			}
+			*eq = '\0';
+			r->from = strdup(w);
+			r->to = strdup(eq + 1);
+		} else {
+			r->from = strdup(w);
+			r->glob = strpbrk(w, "*?[") != NULL;
+		}
+		if (r->from == NULL || (rename && r->to == NULL)) {
+			free(copy);
+			return -1;
+		}
+	}
+	free(copy);
+	return 0;
+}
+
+static int
+drop_match(const struct rule *r, const char *name)
+{
+	if (r->glob)
+		return fnmatch(r->from, name, 0) == 0;
+	return strncmp(name, r->from, strlen(r->from)) == 0;
+}
+
+static int64_t
+json_int(const cJSON *o, const char *k, int64_t def)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : def;
+}
+
+/* Expected counts for a Gemma 3 checkpoint, from its config.json. */
+static int
+gemma3_counts(struct fctx *f, int64_t *dropped, int64_t *kept)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/config.json", f->input);
+	char *txt = plc_read_file(p, NULL, 16 << 20);
+	if (txt == NULL)
+		return -1;
+	cJSON *c = cJSON_Parse(txt);
+	free(txt);
+	if (c == NULL)
+		return -1;
+	int rc = -1;
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c, "text_config");
+	const cJSON *vc = cJSON_GetObjectItemCaseSensitive(c, "vision_config");
+	if (!cJSON_IsString(mt))
+		goto out;
+	if (strcmp(mt->valuestring, "gemma3") == 0 && cJSON_IsObject(tc)) {
+		/* transformers' Gemma3TextConfig default is 26 layers, SigLIP's
+		 * as configured for Gemma 3 is 27. */
+		int64_t L = json_int(tc, "num_hidden_layers", 26);
+		int64_t V = cJSON_IsObject(vc) ? json_int(vc, "num_hidden_layers", 27) : 27;
+		*kept = 13 * L + 2;
+		*dropped = 16 * V + 7;
+		rc = 0;
+	} else if (strcmp(mt->valuestring, "gemma3_text") == 0) {
+		*kept = 13 * json_int(c, "num_hidden_layers", 26) + 2;
+		*dropped = 0;
+		rc = 0;
+	}
+out:
+	cJSON_Delete(c);
+	return rc;
+}
+
+/* Decide each tensor's fate and check the rules and counts. */
+static int
+plan(struct fctx *f)
+{
+	f->kept = calloc(f->in.ntensors + 1, sizeof(*f->kept));
+	f->dropped = calloc(f->in.ntensors + 1, sizeof(*f->dropped));
+	if (f->kept == NULL || f->dropped == NULL) {
+		snprintf(f->err, sizeof(f->err), "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < f->in.ntensors; i++) {
+		const struct st_tensor *t = f->in.tensors[i];
+		int dropped = 0;
+		for (size_t k = 0; k < f->ndrop; k++) {
+			if (drop_match(&f->drop[k], t->name)) {
+				f->drop[k].hits++;
+				dropped = 1;
+				break;
+			}
+		}
+		if (dropped) {
+			f->dropped[f->ndropped++] = t;
+			continue;
+		}
+		struct kept *kp = &f->kept[f->nkept++];
+		kp->t = t;
+		const char *nn = t->name;
+		char buf[4096];
+		for (size_t k = 0; k < f->nren; k++) {
+			size_t l = strlen(f->ren[k].from);
+			if (strncmp(t->name, f->ren[k].from, l) == 0) {
+				f->ren[k].hits++;
+				snprintf(buf, sizeof(buf), "%s%s", f->ren[k].to, t->name + l);
+				nn = buf;
+				break;
+			}
+		}
+		if (*nn == '\0' || strcmp(nn, "__metadata__") == 0) {
+			snprintf(f->err, sizeof(f->err), "renaming tensor \"%s\" gives the invalid "
+			    "name \"%s\"", t->name, nn);
+			return -1;
+		}
+		if ((kp->newname = strdup(nn)) == NULL) {
+			snprintf(f->err, sizeof(f->err), "out of memory");
+			return -1;
+		}
+	}
+	for (size_t k = 0; k < f->ndrop; k++) {
+		if (f->drop[k].hits == 0) {
+			snprintf(f->err, sizeof(f->err), "drop rule \"%s\" matched none of the %zu "
+			    "tensors of %s", f->drop[k].from, f->in.ntensors, f->input);
+			return -1;
+		}
+	}
+	for (size_t k = 0; k < f->nren; k++) {
+		if (f->ren[k].hits == 0) {
+			snprintf(f->err, sizeof(f->err), "rename rule \"%s=%s\" matched none of the "
+			    "%zu kept tensors of %s", f->ren[k].from, f->ren[k].to, f->nkept,
+			    f->input);
+			return -1;
+		}
+	}
+	/* Collisions: two kept tensors under one new name. */
+	struct kept **by = malloc((f->nkept + 1) * sizeof(*by));
+	if (by == NULL) {
+		snprintf(f->err, sizeof(f->err), "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < f->nkept; i++)
+		by[i] = &f->kept[i];
+	for (size_t i = 1; i < f->nkept; i++) {   /* insertion sort by new name */
+		struct kept *v = by[i];
+		size_t j = i;
+		while (j > 0 && strcmp(by[j - 1]->newname, v->newname) > 0) {
+			by[j] = by[j - 1];
+			j--;
+		}
+		by[j] = v;
+	}
+	for (size_t i = 1; i < f->nkept; i++) {
+		if (strcmp(by[i]->newname, by[i - 1]->newname) == 0) {
+			snprintf(f->err, sizeof(f->err), "rename collision: \"%s\" and \"%s\" would "
+			    "both become \"%s\"", by[i - 1]->t->name, by[i]->t->name, by[i]->newname);
+			free(by);
+			return -1;
+		}
+	}
+	free(by);
+	if ((int64_t)f->ndropped != f->want_dropped || (int64_t)f->nkept != f->want_kept) {
+		snprintf(f->err, sizeof(f->err), "%s: %zu of %zu tensors dropped and %zu kept, "
+		    "expected %lld dropped and %lld kept (%s)", f->input, f->ndropped,
+		    f->in.ntensors, f->nkept, (long long)f->want_dropped, (long long)f->want_kept,
+		    f->want_source);
+		return -1;
+	}
+	return 0;
+}
+
+/* Output files: one per input file that keeps a tensor; shard names are
+ * renumbered when a shard empties out. */
+static int
+plan_files(struct fctx *f)
+{
+	size_t nin = f->in.nfiles;
+	size_t *cnt = calloc(nin, sizeof(*cnt));
+	f->outnames = calloc(nin, sizeof(*f->outnames));
+	f->first_kept = calloc(nin, sizeof(*f->first_kept));
+	f->count_kept = calloc(nin, sizeof(*f->count_kept));
+	if (!cnt || !f->outnames || !f->first_kept || !f->count_kept) {
+		free(cnt);
+		snprintf(f->err, sizeof(f->err), "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < f->nkept; i++)
+		cnt[f->kept[i].t->file]++;
+	size_t nout = 0;
+	for (size_t i = 0; i < nin; i++)
+		if (cnt[i])
+			nout++;
+	size_t o = 0, k = 0;
+	for (size_t i = 0; i < nin; i++) {
+		if (cnt[i] == 0)
+			continue;
+		char name[PATH_MAX];
+		if (!f->in.sharded)
+			snprintf(name, sizeof(name), "%s", "model.safetensors");
+		else if (nout == nin)
+			snprintf(name, sizeof(name), "%s", f->in.fnames[i]);
+		else
+			snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", o + 1, nout);
+		f->outnames[o] = strdup(name);
+		f->first_kept[o] = k;
+		f->count_kept[o] = cnt[i];
+		for (size_t j = 0; j < cnt[i]; j++, k++) {
+			f->kept[k].out_file = o;
+			f->kept[k].out_index = j;
+		}
+		o++;
+	}
+	f->noutfiles = nout;
+	free(cnt);
+	return 0;
+}
+
+/* The hashing thread: sha256 of every kept tensor's bytes, read from the
+ * input (through the page cache the copies use too). */
+static void *
+hash_main(void *arg)
+{
+	struct fctx *f = arg;
+	size_t blen = 8u << 20;
+	char *buf = malloc(blen);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (buf == NULL || ctx == NULL) {
+		snprintf(f->herr, sizeof(f->herr), "out of memory for hashing");
+		goto out;
+	}
+	for (size_t i = 0; i < f->nkept && !f->stop; i++) {
+		const struct st_tensor *t = f->kept[i].t;
+		const struct st_file *sf = st_set_file(&f->in, t);
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int mdlen;
+		EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+		for (uint64_t off = 0; off < t->nbytes; off += blen) {
+			size_t n = t->nbytes - off < blen ? (size_t)(t->nbytes - off) : blen;
+			if (st_read(sf, t, buf, off, n) == -1) {
+				snprintf(f->herr, sizeof(f->herr), "%s: tensor \"%s\": read: %s",
+				    sf->path, t->name, strerror(errno));
+				goto out;
+			}
+			EVP_DigestUpdate(ctx, buf, n);
+		}
+		EVP_DigestFinal_ex(ctx, md, &mdlen);
+		for (unsigned int k = 0; k < mdlen; k++)
+			snprintf(f->kept[i].sha + 2 * k, 3, "%02x", md[k]);
+	}
+out:
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	return NULL;
+}
+
+static int
+write_file(struct fctx *f, size_t o, const char *dir, size_t *done, uint64_t *bytes)
+{
+	char path[PATH_MAX];
+	struct st_writer w;
+	int rc = -1;
+	size_t first = f->first_kept[o], n = f->count_kept[o];
+	const struct st_file *in = st_set_file(&f->in, f->kept[first].t);
+
+	snprintf(path, sizeof(path), "%s/%s", dir, f->outnames[o]);
+	st_writer_init(&w, path);
+	for (size_t i = 0; i < in->nmeta; i++)
+		st_writer_meta(&w, in->meta[i].key, in->meta[i].value);
+	if (in->nmeta == 0)
+		st_writer_meta(&w, "format", "pt");
+	for (size_t i = 0; i < n; i++) {
+		const struct kept *k = &f->kept[first + i];
+		if (st_writer_add(&w, k->newname, k->t->dtype, k->t->ndim, k->t->shape, f->err,
+		    sizeof(f->err)) < 0)
+			goto out;
+	}
+	if (st_writer_start(&w, f->err, sizeof(f->err)) == -1)
+		goto out;
+	size_t i = 0;
+	while (i < n) {
+		if (host->cancelled(f->job)) {
+			rc = PL_ECANCELED;
+			goto out;
+		}
+		/* Extend the run while the next kept tensor follows this one
+		 * directly in the input (nothing dropped in between). */
+		size_t j = i;
+		uint64_t len = f->kept[first + i].t->nbytes;
+		while (j + 1 < n && f->kept[first + j + 1].t->begin == f->kept[first + j].t->end &&
+		    len + f->kept[first + j + 1].t->nbytes <= RUN_BYTES) {
+			j++;
+			len += f->kept[first + j].t->nbytes;
+		}
+		if (st_writer_copy_run(&w, i, j, in->fd, f->kept[first + i].t->offset, f->err,
+		    sizeof(f->err)) == -1)
+			goto out;
+		*done += j - i + 1;
+		*bytes += len;
+		i = j + 1;
+		host->progress(f->job, (double)*done, (double)f->nkept, "tensors");
+		if (host->metric)
+			host->metric(f->job, "bytes", (int64_t)*done, (double)*bytes);
+	}
+	if (st_writer_commit(&w, f->err, sizeof(f->err)) == -1)
+		goto out;
+	rc = 0;
+out:
+	st_writer_free(&w);
+	return rc;
+}
+
+/* Reopen the output: exactly the kept tensors, under their new names,
+ * with their dtypes and shapes. */
+static int
+verify_output(struct fctx *f, const char *dir)
+{
+	struct st_set out;
+	if (st_set_open(&out, dir, f->err, sizeof(f->err)) == -1)
+		return -1;
+	int rc = 0;
+	if (out.ntensors != f->nkept) {
+		snprintf(f->err, sizeof(f->err), "output %s holds %zu tensors, %zu were kept", dir,
+		    out.ntensors, f->nkept);
+		rc = -1;
+	}
+	for (size_t i = 0; rc == 0 && i < f->nkept; i++) {
+		const struct st_tensor *o = st_set_find(&out, f->kept[i].newname);
+		const struct st_tensor *t = f->kept[i].t;
+		int same = o && o->dtype == t->dtype && o->ndim == t->ndim && o->nbytes == t->nbytes;
+		for (int d = 0; same && d < t->ndim; d++)
+			same = o->shape[d] == t->shape[d];
+		if (!same) {
+			snprintf(f->err, sizeof(f->err), "output %s: tensor \"%s\" (was \"%s\") is "
+			    "missing or differs", dir, f->kept[i].newname, t->name);
+			rc = -1;
+		}
+	}
+	st_set_close(&out);
+	return rc;
+}
+
+static int
+write_manifest(struct fctx *f)
+{
+	cJSON *m = cJSON_CreateObject(), *a;
+	char *js = NULL;
+	int rc = -1;
+	if (m == NULL)
+		goto nomem;
+	cJSON_AddStringToObject(m, "input", f->input);
+	cJSON_AddStringToObject(m, "output", f->output);
+	cJSON *rules = cJSON_AddObjectToObject(m, "rules");
+	a = cJSON_AddArrayToObject(rules, "drop");
+	for (size_t i = 0; i < f->ndrop; i++) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "pattern", f->drop[i].from);
+		cJSON_AddNumberToObject(r, "matched", (double)f->drop[i].hits);
+		cJSON_AddItemToArray(a, r);
+	}
+	a = cJSON_AddArrayToObject(rules, "rename");
+	for (size_t i = 0; i < f->nren; i++) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "from", f->ren[i].from);
+		cJSON_AddStringToObject(r, "to", f->ren[i].to);
+		cJSON_AddNumberToObject(r, "matched", (double)f->ren[i].hits);
+		cJSON_AddItemToArray(a, r);
+	}
+	cJSON *ex = cJSON_AddObjectToObject(m, "expected");
+	cJSON_AddNumberToObject(ex, "dropped", (double)f->want_dropped);
+	cJSON_AddNumberToObject(ex, "kept", (double)f->want_kept);
+	cJSON_AddStringToObject(ex, "source", f->want_source);
+	cJSON_AddNumberToObject(m, "total", (double)f->in.ntensors);
+	cJSON_AddNumberToObject(m, "dropped", (double)f->ndropped);
+	cJSON_AddNumberToObject(m, "kept", (double)f->nkept);
+	a = cJSON_AddArrayToObject(m, "tensors");
+	if (a == NULL)
+		goto nomem;
+	for (size_t i = 0; i < f->nkept; i++) {
+		const struct kept *k = &f->kept[i];
+		cJSON *t = cJSON_CreateObject();
+		if (t == NULL)
+			goto nomem;
+		cJSON_AddStringToObject(t, "old", k->t->name);
+		cJSON_AddStringToObject(t, "new", k->newname);
+		cJSON_AddStringToObject(t, "dtype", st_dtype_name(k->t->dtype));
+		cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+		for (int d = 0; d < k->t->ndim; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)k->t->shape[d]));
+		cJSON_AddNumberToObject(t, "bytes", (double)k->t->nbytes);
+		cJSON_AddStringToObject(t, "sha256", k->sha);
+		cJSON_AddStringToObject(t, "file", f->outnames[k->out_file]);
+		cJSON_AddItemToArray(a, t);
+	}
+	a = cJSON_AddArrayToObject(m, "dropped_tensors");
+	for (size_t i = 0; i < f->ndropped; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(f->dropped[i]->name));
+	if ((js = cJSON_Print(m)) == NULL)
+		goto nomem;
+	size_t jl = strlen(js);
+	js[jl] = '\n';
+	if (plc_write_file_atomic(f->manifest, js, jl + 1, 0644) == -1) {
+		snprintf(f->err, sizeof(f->err), "%s: %s", f->manifest, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+	goto out;
+nomem:
+	snprintf(f->err, sizeof(f->err), "out of memory for the manifest");
+out:
+	cJSON_free(js);
+	cJSON_Delete(m);
+	return rc;
+}
+
+static int
+fix_run(pl_job *job)
+{
+	struct fctx f;
+	struct st_outdir od = { "", "" };
+	char out_default[PATH_MAX], man_default[PATH_MAX + 32];
+	int rc = PL_EFAIL;
+
+	memset(&f, 0, sizeof(f));
+	f.job = job;
+	if ((f.input = host->input(job, "input")) == NULL)
+		return host->fail(job, "tensor_fix: input cannot be resolved (no path given and "
+		    "no upstream \"merged\" artifact)");
+	f.output = host->get(job, "output") ? host->input(job, "output") : NULL;
+	if (f.output == NULL) {
+		snprintf(out_default, sizeof(out_default), "%s/fixed", host->workdir(job));
+		f.output = out_default;
+	}
+	f.manifest = host->get(job, "manifest") ? host->input(job, "manifest") : NULL;
+	if (f.manifest == NULL) {
+		snprintf(man_default, sizeof(man_default), "%s.manifest.json", f.output);
+		f.manifest = man_default;
+	}
+	if (parse_rules(host->get(job, "drop"), 0, &f.drop, &f.ndrop, f.err, sizeof(f.err)) == -1 ||
+	    parse_rules(host->get(job, "rename"), 1, &f.ren, &f.nren, f.err, sizeof(f.err)) == -1)
+		goto fail;
+	if (st_set_open(&f.in, f.input, f.err, sizeof(f.err)) == -1)
+		goto fail;
+
+	/* The counts are verified every time (G23). */
+	int64_t gd = -1, gk = -1;
+	int have_gemma = gemma3_counts(&f, &gd, &gk) == 0;
+	const char *sd = host->get(job, "expect_dropped"), *sk = host->get(job, "expect_kept");
+	f.want_dropped = sd ? host->get_int(job, "expect_dropped", -1) : gd;
+	f.want_kept = sk ? host->get_int(job, "expect_kept", -1) : gk;
+	if ((sd == NULL || sk == NULL) && !have_gemma) {
+		snprintf(f.err, sizeof(f.err), "%s: config.json is not a Gemma 3 config, so the "
+		    "expected counts cannot be derived: set expect_dropped and expect_kept "
+		    "(G23: verify the count every time)", f.input);
+		goto fail;
+	}
+	f.want_source = sd && sk ? "from the spec" : sd || sk ?
+	    "from the spec and the Gemma 3 config.json" : "from the Gemma 3 config.json";
+	if (plan(&f) == -1 || plan_files(&f) == -1)
+		goto fail;
+	host->log(job, PL_LOG_INFO, "tensor_fix: %s: %zu tensors, %zu dropped, %zu kept "
+	    "(expected %lld and %lld, %s), %zu output file%s", f.input, f.in.ntensors,
+	    f.ndropped, f.nkept, (long long)f.want_dropped, (long long)f.want_kept,
+	    f.want_source, f.noutfiles, f.noutfiles == 1 ? "" : "s");
+
+	if (st_outdir_begin(&od, f.output, f.err, sizeof(f.err)) == -1)
+		goto fail;
+	if (pthread_create(&f.hasher, NULL, hash_main, &f) != 0) {
+		snprintf(f.err, sizeof(f.err), "cannot start the hashing thread");
+		goto fail;
+	}
+	f.hasher_started = 1;
+	size_t done = 0;
+	uint64_t bytes = 0;
+	for (size_t o = 0; o < f.noutfiles; o++) {
+		int r = write_file(&f, o, od.tmp, &done, &bytes);
+		if (r == PL_ECANCELED) {
+			host->log(job, PL_LOG_INFO, "tensor_fix: cancelled after %zu of %zu tensors",
+			    done, f.nkept);
+			rc = PL_ECANCELED;
+			goto cleanup;
+		}
+		if (r != 0)
+			goto fail;
+	}
+	pthread_join(f.hasher, NULL);
+	f.hasher_started = 0;
+	if (f.herr[0]) {
+		snprintf(f.err, sizeof(f.err), "%s", f.herr);
+		goto fail;
+	}
+	int naux = 0;
+	if (st_copy_aux_files(f.input, od.tmp, &naux, f.err, sizeof(f.err)) == -1)
+		goto fail;
+	if (f.in.sharded) {
+		const char **names = calloc(f.nkept + 1, sizeof(*names));
+		const char **files = calloc(f.nkept + 1, sizeof(*files));
+		uint64_t total = 0;
+		if (names == NULL || files == NULL) {
+			free(names);
+			free(files);
+			snprintf(f.err, sizeof(f.err), "out of memory");
+			goto fail;
+		}
+		for (size_t i = 0; i < f.nkept; i++) {
+			names[i] = f.kept[i].newname;
+			files[i] = f.outnames[f.kept[i].out_file];
+			total += f.kept[i].t->nbytes;
+		}
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/model.safetensors.index.json", od.tmp);
+		int r = st_write_index(p, f.nkept, names, files, total, f.err, sizeof(f.err));
+		free(names);
+		free(files);
+		if (r == -1)
+			goto fail;
+	}
+	if (verify_output(&f, od.tmp) == -1)
+		goto fail;
+	/* The manifest describes the output, so it goes first: an output
+	 * never appears without its manifest. */
+	if (write_manifest(&f) == -1)
+		goto fail;
+	if (st_outdir_commit(&od, f.err, sizeof(f.err)) == -1) {
+		unlink(f.manifest);
+		goto fail;
+	}
+	host->log(job, PL_LOG_INFO, "tensor_fix: wrote %s (%zu tensors, %llu bytes copied, "
+	    "%d other files) and %s", f.output, f.nkept, (unsigned long long)bytes, naux,
+	    f.manifest);
+	if ((rc = host->artifact(job, "fixed", f.output)) != PL_OK ||
+	    (rc = host->artifact(job, "manifest", f.manifest)) != PL_OK) {
+		host->fail(job, "tensor_fix: registering the artifacts: %s", host->strerror(rc));
+		goto cleanup;
+	}
+	char js[128];
+	snprintf(js, sizeof(js), "{\"dropped\":%zu,\"kept\":%zu}", f.ndropped, f.nkept);
+	host->event(job, "tensor_fix.counts", js);
+	rc = PL_OK;
+	goto cleanup;
+fail:
+	rc = host->fail(job, "tensor_fix: %s", f.err);
+cleanup:
+	if (f.hasher_started) {
+		f.stop = 1;
+		pthread_join(f.hasher, NULL);
+	}
+	st_outdir_abort(&od);
+	fctx_free(&f);
+	return rc;
+}
+
+static int
+fix_check(pl_job *job)
+{
+	struct rule *r = NULL;
+	size_t n = 0;
+	char err[256];
+	if (parse_rules(host->get(job, "rename"), 1, &r, &n, err, sizeof(err)) == -1)
+		host->check_error(job, "rename", "%s", err);
+	rules_free(r, n);
+	const char *sd = host->get(job, "expect_dropped"), *sk = host->get(job, "expect_kept");
+	if (sd && host->get_int(job, "expect_dropped", 0) < 0)
+		host->check_error(job, "expect_dropped", "must be 0 or more, not %s", sd);
+	if (sk && host->get_int(job, "expect_kept", 0) < 0)
+		host->check_error(job, "expect_kept", "must be 0 or more, not %s", sk);
+	return PL_OK;
+}
+
+static const struct pl_stage fix_stage = {
+	.abi = PL_ABI_VERSION,
+	.size = sizeof(struct pl_stage),
+	.name = "tensor_fix",
+	.summary = "drop and rename checkpoint tensors for the GGUF converter, counts verified (G23)",
+	.flags = 0,
+	.keys = fix_keys,
+	.check = fix_check,
+	.run = fix_run,
+};
+
+PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
+
+PL_EXPORT int
+pl_plugin_init(const struct pl_host *h, void *plugin)
+{
+	if (h->abi != PL_ABI_VERSION)
+		return PL_EABI;
+	host = h;
+	return h->register_stage(plugin, &fix_stage);
+}
