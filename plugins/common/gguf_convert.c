@@ -721,6 +721,26 @@ add_kvs(struct conv *c, struct gguf_writer *w, uint32_t ftype, const char *name)
 	rc |= gguf_set_str(w, "general.type", "model");
 	if (name && *name)
 		rc |= gguf_set_str(w, "general.name", name);
+	/* Default sampling from generation_config.json, as the reference's
+	 * metadata pass writes it (llama.cpp uses these as defaults). */
+	int bad;
+	cJSON *gen = load_json(c, "generation_config.json", 0, &bad);
+	if (bad)
+		return -1;
+	if (gen) {
+		cJSON *e = cJSON_GetObjectItemCaseSensitive(gen, "top_k");
+		if (is_int(e))
+			rc |= gguf_set_i32(w, "general.sampling.top_k", (int32_t)e->valuedouble);
+		static const char *const fl[][2] = { { "top_p", "general.sampling.top_p" },
+			{ "min_p", "general.sampling.min_p" },
+			{ "temperature", "general.sampling.temp" } };
+		for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++) {
+			e = cJSON_GetObjectItemCaseSensitive(gen, fl[i][0]);
+			if (cJSON_IsNumber(e))
+				rc |= gguf_set_f32(w, fl[i][1], (float)e->valuedouble);
+		}
+		cJSON_Delete(gen);
+	}
 	rc |= gguf_set_u32(w, ARCH ".block_count", (uint32_t)c->n_layer);
 	rc |= gguf_set_u32(w, ARCH ".context_length", (uint32_t)c->n_ctx);
 	rc |= gguf_set_u32(w, ARCH ".embedding_length", (uint32_t)c->n_embd);
