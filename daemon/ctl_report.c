@@ -1,0 +1,309 @@
+/*
+ * ctl_report.c: `pipelinectl report RUN [--vs RUN]`: the bake results of a
+ * run (and of another) side by side: overall, held-out, guard breaches,
+ * fair slice, per capability with Wilson intervals, seconds per case, and
+ * the gate's verdict. The numbers are recomputed from the stored rows
+ * with the same functions the gate uses (plugins/common/score.c), so the
+ * report and the verdict cannot disagree. Bakes of different case sets
+ * are shown, but never compared (no fair slice, a warning).
+ */
+#include <err.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctl.h"
+#include "score.h"
+
+#define MAX_COLS 8
+
+struct col {
+	char label[256];
+	cJSON *sum;		/* the bake.summary object */
+	struct sc_row *rows;
+	int nrows;
+	struct sc_agg agg;
+	int ok;
+};
+
+static const char *
+jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double
+jnum(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* Every bake.summary and gate.verdict of a run, from the `values` verb. */
+static int
+fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts)
+{
+	cJSON *args = cJSON_CreateObject(), *res = NULL, *v;
+	const cJSON *vals;
+
+	cJSON_AddStringToObject(args, "run", run);
+	/* ctl_request takes args (pipelinectl.c frees them with the request). */
+	if (ctl_request("values", args, &res) == -1)
+		return -1;
+	vals = cJSON_GetObjectItemCaseSensitive(res, "values");
+	cJSON_ArrayForEach(v, vals) {
+		const char *key = jstr(v, "key"), *job = jstr(v, "job"), *val = jstr(v, "value");
+		if (strcmp(key, "gate.verdict") == 0) {
+			cJSON *g = cJSON_Parse(val);
+			if (g != NULL) {
+				cJSON_AddStringToObject(g, "run", run);
+				cJSON_AddStringToObject(g, "job", job);
+				cJSON_AddItemToArray(*verdicts, g);
+			}
+			continue;
+		}
+		if (strcmp(key, "bake.summary") != 0)
+			continue;
+		/* A retried job stores a newer summary: keep the last one. */
+		int i;
+		char label[256];
+		snprintf(label, sizeof(label), "%s/%s", run, job);
+		for (i = 0; i < *ncols; i++)
+			if (strcmp(cols[i].label, label) == 0)
+				break;
+		if (i == *ncols) {
+			if (*ncols == MAX_COLS) {
+				warnx("run %s: more than %d bakes; the rest are not shown", run, MAX_COLS);
+				continue;
+			}
+			(*ncols)++;
+		} else {
+			cJSON_Delete(cols[i].sum);
+			free(cols[i].rows);
+			sc_agg_free(&cols[i].agg);
+		}
+		struct col *c = &cols[i];
+		char e[256];
+		memset(c, 0, sizeof(*c));
+		snprintf(c->label, sizeof(c->label), "%s", label);
+		c->sum = cJSON_Parse(val);
+		if (c->sum == NULL) {
+			warnx("%s: bake.summary is not JSON", label);
+			continue;
+		}
+		if (sc_rows_parse(cJSON_GetObjectItemCaseSensitive(c->sum, "rows"), &c->rows,
+		    &c->nrows, e, sizeof(e)) == -1) {
+			warnx("%s: %s", label, e);
+			continue;
+		}
+		if (sc_aggregate(c->rows, c->nrows, (int)jnum(c->sum, "passes"), &c->agg) == -1) {
+			warnx("%s: bad passes", label);
+			continue;
+		}
+		c->ok = 1;
+	}
+	cJSON_Delete(res);
+	return 0;
+}
+
+static void
+pct(char *buf, size_t len, const struct sc_rate *r)
+{
+	if (r->n <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.2f [%.1f,%.1f]", r->acc * 100, r->lo * 100, r->hi * 100);
+}
+
+static void
+row(const char *name, char cells[][64], int n)
+{
+	printf("%-24s", name);
+	for (int i = 0; i < n; i++)
+		printf(" %22s", cells[i]);
+	printf("\n");
+}
+
+int
+ctl_report(int argc, char **argv)
+{
+	const char *runs[2] = { NULL, NULL };
+	struct col cols[MAX_COLS * 2];
+	int ncols = 0, n0, json = ctl_json;
+	cJSON *verdicts = cJSON_CreateArray();
+	char cells[MAX_COLS * 2][64];
+
+	memset(cols, 0, sizeof(cols));
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--vs") == 0 && i + 1 < argc)
+			runs[1] = argv[++i];
+		else if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else if (argv[i][0] != '-' && runs[0] == NULL)
+			runs[0] = argv[i];
+		else
+			errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
+	}
+	if (runs[0] == NULL)
+		errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
+	if (fetch(runs[0], cols, &ncols, &verdicts) == -1)
+		return 1;
+	n0 = ncols;
+	if (runs[1] != NULL) {
+		int n1 = 0;
+		if (fetch(runs[1], cols + n0, &n1, &verdicts) == -1)
+			return 1;
+		ncols += n1;
+	}
+	if (ncols == 0) {
+		warnx("run %s%s%s has no bake results", runs[0], runs[1] ? " or " : "",
+		    runs[1] ? runs[1] : "");
+		cJSON_Delete(verdicts);
+		return 1;
+	}
+
+	/* Comparable only within one case set: the fair slice of the first
+	 * two columns that share the first column's digest. */
+	int same = 1, other = -1;
+	struct sc_fair fair;
+	memset(&fair, 0, sizeof(fair));
+	for (int i = 1; i < ncols; i++) {
+		if (!cols[i].ok || strcmp(jstr(cols[i].sum, "case_set"),
+		    jstr(cols[0].sum, "case_set")) != 0)
+			same = 0;
+		else if (other < 0)
+			other = i;
+	}
+	if (cols[0].ok && other > 0)
+		sc_fair_slice(cols[0].rows, cols[0].nrows, cols[other].rows, cols[other].nrows,
+		    &fair);
+
+	if (json) {
+		cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "bakes");
+		cJSON_AddStringToObject(o, "run", runs[0]);
+		if (runs[1])
+			cJSON_AddStringToObject(o, "vs", runs[1]);
+		for (int i = 0; i < ncols; i++) {
+			if (!cols[i].ok)
+				continue;
+			cJSON *b = sc_agg_json(&cols[i].agg);
+			cJSON_AddStringToObject(b, "bake", cols[i].label);
+			cJSON_AddStringToObject(b, "model", jstr(cols[i].sum, "model"));
+			cJSON_AddStringToObject(b, "case_set", jstr(cols[i].sum, "case_set"));
+			cJSON_AddItemToObject(b, "speed_comparable", cJSON_Duplicate(
+			    cJSON_GetObjectItemCaseSensitive(cols[i].sum, "speed_comparable"), 1));
+			cJSON_AddItemToObject(b, "complete", cJSON_Duplicate(
+			    cJSON_GetObjectItemCaseSensitive(cols[i].sum, "complete"), 1));
+			cJSON_AddItemToArray(a, b);
+		}
+		cJSON_AddBoolToObject(o, "same_case_set", same);
+		if (other > 0) {
+			cJSON *f = cJSON_AddObjectToObject(o, "fair_slice");
+			cJSON_AddStringToObject(f, "a", cols[0].label);
+			cJSON_AddStringToObject(f, "b", cols[other].label);
+			cJSON_AddNumberToObject(f, "cases", fair.cases);
+			cJSON_AddItemToObject(f, "a_rate", sc_rate_json(&fair.a));
+			cJSON_AddItemToObject(f, "b_rate", sc_rate_json(&fair.b));
+		}
+		cJSON_AddItemToObject(o, "verdicts", verdicts);
+		verdicts = NULL;
+		char *t = cJSON_PrintUnformatted(o);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+		goto out;
+	}
+
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%.22s", cols[i].label);
+	row("", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%.22s", jstr(cols[i].sum, "model"));
+	row("model", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%.12s", jstr(cols[i].sum, "case_set"));
+	row("case set", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%d x %d (%d not run)", cols[i].agg.runnable,
+		    cols[i].agg.passes, cols[i].agg.skipped);
+	row("cases x passes", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		pct(cells[i], sizeof(cells[i]), &cols[i].agg.overall);
+	row("overall %", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		pct(cells[i], sizeof(cells[i]), &cols[i].agg.held_out);
+	row("held-out %", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%d of %d", cols[i].agg.guard_breaches,
+		    cols[i].agg.guards_held_out);
+	row("held-out guard breaches", cells, ncols);
+	for (int i = 0; i < ncols; i++) {
+		if (other > 0 && i == 0)
+			pct(cells[i], sizeof(cells[i]), &fair.a);
+		else if (other > 0 && i == other)
+			pct(cells[i], sizeof(cells[i]), &fair.b);
+		else
+			snprintf(cells[i], sizeof(cells[i]), "-");
+	}
+	char fl[64];
+	snprintf(fl, sizeof(fl), "fair slice (%d) %%", fair.cases);
+	row(fl, cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%.2f", cols[i].agg.spread_pp);
+	row("spread pp", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%.3f%s", cols[i].agg.s_per_case,
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cols[i].sum,
+		    "speed_comparable")) ? "" : " (n/c)");
+	row("s per case", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%d", cols[i].agg.errors);
+	row("bake errors", cells, ncols);
+
+	/* Per capability: the union of the groups, in name order. */
+	printf("per capability %%\n");
+	for (int i = 0; i < ncols; i++)
+		for (int g = 0; g < cols[i].agg.ngroups; g++) {
+			const char *name = cols[i].agg.groups[g].name;
+			int seen = 0;
+			for (int j = 0; j < i && !seen; j++)
+				for (int h = 0; h < cols[j].agg.ngroups; h++)
+					if (strcmp(cols[j].agg.groups[h].name, name) == 0)
+						seen = 1;
+			if (seen)
+				continue;
+			for (int j = 0; j < ncols; j++) {
+				snprintf(cells[j], sizeof(cells[j]), "-");
+				for (int h = 0; h < cols[j].agg.ngroups; h++)
+					if (strcmp(cols[j].agg.groups[h].name, name) == 0) {
+						char b[48];
+						pct(b, sizeof(b), &cols[j].agg.groups[h].rate);
+						snprintf(cells[j], sizeof(cells[j]), "%s n=%d", b,
+						    cols[j].agg.groups[h].cases);
+					}
+			}
+			char lbl[64];
+			snprintf(lbl, sizeof(lbl), "  %.22s", name);
+			row(lbl, cells, ncols);
+		}
+	const cJSON *g;
+	cJSON_ArrayForEach(g, verdicts)
+		printf("verdict %s/%s: %s: %s\n", jstr(g, "run"), jstr(g, "job"),
+		    jstr(g, "verdict"), jstr(g, "reason"));
+	if (!same)
+		printf("warning: the bakes come from different case sets; their numbers do not "
+		    "compare\n");
+out:
+	cJSON_Delete(verdicts);
+	for (int i = 0; i < ncols; i++) {
+		cJSON_Delete(cols[i].sum);
+		free(cols[i].rows);
+		sc_agg_free(&cols[i].agg);
+	}
+	return 0;
+}

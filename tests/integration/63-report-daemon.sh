@@ -1,0 +1,93 @@
+#!/bin/bash
+# 63-report-daemon.sh: bake, bake-incumbent and gate as jobs of a real
+# daemon against a real llama-server: the gate reads both bakes from the
+# store, the verdict lands in the store, `pipelinectl report` shows them
+# side by side (and --json); a run whose incumbent was baked on another
+# case set is refused by the gate, and report --vs warns.
+. "$(dirname "$0")/../lib.sh"
+. "$TOP/tests/integration/data/bake/lib.sh"
+trap 'stop_llama; pl_stop' EXIT
+
+tiny_gguf "$TEST_TMP/tiny.gguf"
+start_llama "$TEST_TMP/tiny.gguf" 1024 1
+pl_start
+S=$TEST_TMP/specs
+mkdir -p "$S"
+sed 's/channel {{channel}}/channel {{channel}} (revised)/' "$BAKE_DATA/system.txt" >"$S/system2.txt"
+
+spec() {	# spec RUN INCUMBENT_SYSTEM
+	cat <<INI
+[run]
+name = $1
+
+[bake]
+backend = openai
+url = $LLAMA_URL
+model = tiny
+cases = $BAKE_DATA/cases.jsonl
+system = $BAKE_DATA/system.txt
+capabilities = $BAKE_DATA/capabilities.txt
+stats = $BAKE_DATA/stats.json
+num_ctx = 1024
+max_tokens = 64
+passes = 2
+
+[bake-incumbent]
+stage = bake
+after = bake
+backend = openai
+url = $LLAMA_URL
+model = tiny
+cases = $BAKE_DATA/cases.jsonl
+system = $2
+capabilities = $BAKE_DATA/capabilities.txt
+stats = none
+num_ctx = 1024
+max_tokens = 64
+passes = 2
+
+[gate]
+after = bake, bake-incumbent
+INI
+}
+
+# 1. Same weights on both sides: identical answers, so a held-out and
+# overall tie; nothing identical is released, and the run fails at the gate.
+spec rel1 "$BAKE_DATA/system.txt" >"$S/rel1.ini"
+pctl submit "$S/rel1.ini" >/dev/null || fail "submit rel1"
+wait_run rel1 failed 120
+[ "$(job_state rel1 bake)" = succeeded ] || fail "bake did not succeed"
+[ "$(job_state rel1 gate)" = failed ] || fail "gate did not refuse a tie"
+pctl report rel1 >rel1.txt || { cat rel1.txt; fail "report rel1"; }
+cat rel1.txt
+grep -q "^overall %" rel1.txt && grep -q "^held-out guard breaches" rel1.txt ||
+    fail "report lacks rows"
+grep -q "rel1/bake-incumbent" rel1.txt || fail "report lacks the incumbent's column"
+grep -q "verdict rel1/gate: tie, overall not higher" rel1.txt || fail "report lacks the verdict"
+pctl --json report rel1 >rel1.json || fail "report --json"
+/usr/bin/python3 - rel1.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+b = {x["bake"]: x for x in r["bakes"]}
+assert set(b) == {"rel1/bake", "rel1/bake-incumbent"}, b.keys()
+assert r["same_case_set"] is True
+# stats = none: every case held out for the incumbent; the fair slice is
+# what both held out.
+assert b["rel1/bake-incumbent"]["held_out_cases"] == 10, b
+assert r["fair_slice"]["cases"] == b["rel1/bake"]["held_out_cases"] == 4, r["fair_slice"]
+v = r["verdicts"][0]
+assert v["verdict"] == "tie, overall not higher" and v["pass"] is False, v
+assert v["candidate"]["overall"]["acc"] == v["incumbent"]["overall"]["acc"], v
+PY
+
+# 2. The incumbent baked with another system prompt: another case set.
+spec rel2 "$S/system2.txt" >"$S/rel2.ini"
+pctl submit "$S/rel2.ini" >/dev/null || fail "submit rel2"
+wait_run rel2 failed 120
+pctl logs rel2 gate >gate2.log 2>&1
+grep -q "case sets differ" gate2.log || { cat gate2.log; fail "gate compared different case sets"; }
+pctl values rel2 gate | grep -q gate.verdict && fail "a verdict was stored across case sets"
+pctl report rel1 --vs rel2 >vs.txt || fail "report --vs"
+grep -q "rel2/bake-incumbent" vs.txt || fail "report --vs lacks rel2"
+grep -q "different case sets" vs.txt || { cat vs.txt; fail "no case-set warning"; }
+echo "63-report-daemon: ok"
