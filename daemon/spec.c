@@ -55,10 +55,40 @@ struct spec_parse {
 	int line;
 	char *raw;
 	char *longval;
+	char **secnames;
+	int *seclines;
+	int nsec;
 	char **errs;
 	int nerr;
 	struct spec_section *cur;
 };
+
+/* A section header seen a second time is an error even when nothing
+ * follows it (inih only reports sections through their keys). */
+static void
+section_seen(struct spec_parse *p, const char *line)
+{
+	const char *b = line + strspn(line, " \t");
+	if (*b != '[')
+		return;
+	const char *e = strchr(b, ']');
+	if (e == NULL)
+		return;
+	char *name = strndup(b + 1, (size_t)(e - b - 1));
+	for (int i = 0; i < p->nsec; i++) {
+		if (strcmp(p->secnames[i], name) == 0) {
+			errs_add(p->errs, p->s->path, p->line, "-",
+			    "section [%s] appears twice (first at line %d)", name, p->seclines[i]);
+			p->nerr++;
+			free(name);
+			return;
+		}
+	}
+	p->secnames = realloc(p->secnames, (size_t)(p->nsec + 1) * sizeof(char *));
+	p->seclines = realloc(p->seclines, (size_t)(p->nsec + 1) * sizeof(int));
+	p->secnames[p->nsec] = name;
+	p->seclines[p->nsec++] = p->line;
+}
 
 /* inih reader over a string that counts lines. inih (as Debian builds it)
  * takes lines of at most 200 bytes; a longer "key = value" line reaches it
@@ -78,6 +108,7 @@ spec_reader(char *str, int num, void *stream)
 	p->longval = NULL;
 	free(p->raw);
 	p->raw = strndup(t, len);
+	section_seen(p, p->raw);
 	if (len + 2 <= (size_t)num) {
 		memcpy(str, t, adv);
 		str[adv] = '\0';
@@ -129,20 +160,15 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	if (p->cur == NULL || strcmp(p->cur->name, section) != 0) {
 		/* A new section; a repeated section name is an error. */
 		if (strcmp(section, "run") == 0) {
-			if (s->run != NULL) {
-				errs_add(p->errs, s->path, p->line, "-", "section [run] appears twice");
-				p->nerr++;
-			} else {
+			if (s->run == NULL)
 				s->run = section_new(s, section, p->line);
-			}
 			p->cur = s->run;
 		} else {
 			for (int i = 0; i < s->njobs; i++) {
 				if (strcmp(s->jobs[i]->name, section) == 0) {
-					errs_add(p->errs, s->path, p->line, "-",
-					    "section [%s] appears twice (first at line %d)",
-					    section, s->jobs[i]->line);
-					p->nerr++;
+					/* Reported by section_seen(); keys join the first. */
+					p->cur = s->jobs[i];
+					return spec_handler(user, section, name, value);
 				}
 			}
 			struct spec_section *sec = section_new(s, section, p->line);
@@ -198,6 +224,10 @@ spec_parse(const char *path, const char *text, char **errs)
 	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);
 	free(p.raw);
 	free(p.longval);
+	for (int i = 0; i < p.nsec; i++)
+		free(p.secnames[i]);
+	free(p.secnames);
+	free(p.seclines);
 	if (rc > 0) {
 		errs_add(errs, path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;

@@ -205,6 +205,10 @@ store_begin(struct store *s)
 	if (s->in_txn++ > 0)
 		return 0; /* nested: joins the outer transaction */
 	s->txn_first_event = s->last_event;
+	/* A ROLLBACK that itself failed (out of memory, I/O error) can leave
+	 * a transaction open: end it before starting ours. */
+	if (!sqlite3_get_autocommit(s->db))
+		exec_sql(s, "ROLLBACK");
 	if (exec_sql(s, "BEGIN IMMEDIATE") == -1) {
 		s->in_txn--;
 		pthread_mutex_unlock(&s->mtx);

@@ -1,0 +1,63 @@
+/* test_core_spec.c: run-spec parsing (spec.c): names, keys with their
+ * lines, long lines past inih's limit, continuation lines, errors. */
+#include <string.h>
+
+#include "pipelined.h"
+#include "t_core.h"
+
+int
+main(void)
+{
+	char *errs = NULL;
+	char longcmd[3000];
+	memset(longcmd, 'x', sizeof(longcmd) - 1);
+	longcmd[sizeof(longcmd) - 1] = '\0';
+	char text[8192];
+	snprintf(text, sizeof(text),
+	    "# comment\n[run]\nprevious = v17\n\n[train]\nresources = gpu\ncommand = %s\n"
+	    "[merge]\nafter = train\nnote = first\n  second line\nx = a ; inline comment\n",
+	    longcmd);
+	struct spec *s = spec_parse("/specs/v18.ini", text, &errs);
+	CHECK(s != NULL && errs == NULL);
+	if (s == NULL)
+		T_DONE();
+	CHECK(strcmp(s->name, "v18") == 0);             /* from the file name */
+	CHECK(strcmp(s->previous, "v17") == 0);
+	CHECK(strcmp(s->dir, "/specs") == 0);
+	CHECK(s->njobs == 2);
+	const struct spec_kv *kv = spec_find(s->jobs[0], "command");
+	CHECK(kv && kv->line == 7 && strcmp(kv->value, longcmd) == 0);
+	CHECK(strcmp(spec_get(s->jobs[1], "note"), "first\nsecond line") == 0);
+	CHECK(strcmp(spec_get(s->jobs[1], "x"), "a") == 0);
+	CHECK(spec_find(s->jobs[1], "after")->line == 9);
+	spec_free(s);
+
+	/* A long line with an inline comment keeps inih's rule. */
+	snprintf(text, sizeof(text), "[a]\nk = %s ; tail\n", longcmd);
+	s = spec_parse("t.ini", text, &errs);
+	CHECK(s && strcmp(spec_get(s->jobs[0], "k"), longcmd) == 0);
+	spec_free(s);
+
+	/* Errors: duplicate key and section, with both lines. */
+	s = spec_parse("d.ini", "[a]\nk = 1\nk = 2\n[a]\n", &errs);
+	CHECK(s == NULL);
+	CHECK(errs && strstr(errs, "d.ini:3: k: duplicate key (first at line 2)"));
+	CHECK(errs && strstr(errs, "d.ini:4: -: section [a] appears twice (first at line 1)"));
+	free(errs);
+	errs = NULL;
+	s = spec_parse("e.ini", "[a]\nthis line has no equals sign\n", &errs);
+	CHECK(s == NULL && errs && strstr(errs, "e.ini:2: -: syntax error"));
+	free(errs);
+	errs = NULL;
+
+	/* The check without plugins: every stage is unknown, cycles found. */
+	s = spec_parse("c.ini", "[run]\nname = bad name\n[a]\nafter = b\n[b]\nafter = a\n", &errs);
+	CHECK(s != NULL);
+	CHECK(spec_check(s, NULL, &errs) == -1);
+	CHECK(errs && strstr(errs, "c.ini:2: name: bad run name \"bad name\""));
+	CHECK(errs && strstr(errs, "unknown stage \"a\" in [a]"));
+	CHECK(errs && strstr(errs, "dependency cycle: a -> b -> a"));
+	spec_free(s);
+	free(errs);
+	T_DONE();
+}

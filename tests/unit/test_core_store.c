@@ -1,0 +1,196 @@
+/* test_core_store.c: the store (store.c). Schema and migrations, event ids
+ * gapless through rollbacks, and fault injection: SQLite's allocator
+ * replaced by a countdown allocator that fails the Nth allocation, and a
+ * file-size limit standing in for a full disk. After every injected
+ * failure the store must be consistent: integrity_check ok, event ids
+ * 1..N without a gap, and every committed event announced exactly once. */
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "pipelined.h"
+#include "t_core.h"
+
+static int64_t announced, last_announced;
+static int out_of_order;
+
+static void
+on_announce(int64_t id, const char *run, const char *line)
+{
+	if (id != last_announced + 1)
+		out_of_order++;
+	last_announced = id;
+	announced++;
+}
+
+/* The countdown allocator: after `countdown` allocations, fail. */
+static sqlite3_mem_methods real;
+static volatile long countdown = -1;
+
+static void *
+c_malloc(int n)
+{
+	if (countdown == 0)
+		return NULL;
+	if (countdown > 0)
+		countdown--;
+	return real.xMalloc(n);
+}
+
+static void *
+c_realloc(void *p, int n)
+{
+	if (countdown == 0)
+		return NULL;
+	if (countdown > 0)
+		countdown--;
+	return real.xRealloc(p, n);
+}
+
+static int64_t
+count_events(struct store *s)
+{
+	sqlite3_stmt *st;
+	int64_t n = -1;
+	if (sqlite3_prepare_v2(store_db(s), "SELECT count(*) - coalesce(max(id),0) FROM events",
+	    -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n; /* 0 when gapless */
+}
+
+static int
+txn(struct store *s, int nevents)
+{
+	if (store_begin(s) == -1)
+		return -1;
+	for (int i = 0; i < nevents; i++) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddNumberToObject(d, "i", i);
+		if (store_event(s, "r", "j", "job.test", d) < 0) {
+			store_rollback(s);
+			return -1;
+		}
+	}
+	return store_commit(s);
+}
+
+int
+main(void)
+{
+	char dir[] = "/tmp/test_store.XXXXXX";
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	char path[256];
+	snprintf(path, sizeof(path), "%s/pipelined.db", dir);
+
+	sqlite3_mem_methods m;
+	sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real);
+	m = real;
+	m.xMalloc = c_malloc;
+	m.xRealloc = c_realloc;
+	CHECK(sqlite3_config(SQLITE_CONFIG_MALLOC, &m) == SQLITE_OK);
+	log_init(1, LOG_LVL_ERR, NULL);
+
+	struct store *s;
+	CHECK(store_open(&s, path) == 0);
+	store_set_announce(s, on_announce);
+	sqlite3_stmt *st;
+	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
+	sqlite3_step(st);
+	CHECK(sqlite3_column_int(st, 0) == STORE_SCHEMA_VERSION);
+	sqlite3_finalize(st);
+
+	CHECK(txn(s, 3) == 0);
+	CHECK(store_last_event(s) == 3 && announced == 3);
+	/* A rolled-back transaction gives its ids back. */
+	store_begin(s);
+	store_event(s, "r", "j", "job.test", NULL);
+	store_event(s, "r", "j", "job.test", NULL);
+	store_rollback(s);
+	CHECK(store_last_event(s) == 3 && announced == 3);
+	CHECK(txn(s, 1) == 0 && store_last_event(s) == 4);
+
+	/* Allocation failures at every point of a transaction. */
+	int failures = 0, successes = 0;
+	for (long n = 0; n < 400; n++) {
+		int64_t before = store_last_event(s), ann_before = announced;
+		countdown = n;
+		int rc = txn(s, 3);
+		countdown = -1;
+		if (rc == 0) {
+			successes++;
+			if (store_last_event(s) != before + 3 || announced != ann_before + 3) {
+				CHECK(!"a committed transaction did not announce its 3 events");
+				break;
+			}
+		} else {
+			failures++;
+			if (announced != ann_before) {
+				CHECK(!"a failed transaction announced events");
+				break;
+			}
+		}
+		if (count_events(s) != 0) {
+			CHECK(!"event ids have a gap after an injected allocation failure");
+			break;
+		}
+	}
+	printf("allocation faults: %d failed transactions, %d succeeded\n", failures, successes);
+	CHECK(failures > 0 && successes > 0);
+	CHECK(store_integrity_ok(s));
+	CHECK(out_of_order == 0);
+
+	/* A "full disk": the file-size limit stops writes (SIGXFSZ ignored,
+	 * so write() fails with EFBIG). */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit rl = { 0 }, old;
+	getrlimit(RLIMIT_FSIZE, &old);
+	rl.rlim_cur = 64 * 1024;
+	rl.rlim_max = old.rlim_max;
+	setrlimit(RLIMIT_FSIZE, &rl);
+	int disk_fail = 0;
+	for (int i = 0; i < 200; i++) {
+		int64_t ann_before = announced;
+		cJSON *big = cJSON_CreateObject();
+		char pad[4000];
+		memset(pad, 'p', sizeof(pad) - 1);
+		pad[sizeof(pad) - 1] = '\0';
+		cJSON_AddStringToObject(big, "pad", pad);
+		if (store_begin(s) == -1) {
+			cJSON_Delete(big);
+			disk_fail++;
+			continue;
+		}
+		if (store_event(s, "r", "j", "job.big", big) < 0) {
+			store_rollback(s);
+			disk_fail++;
+			continue;
+		}
+		if (store_commit(s) == -1) {
+			disk_fail++;
+			CHECK(announced == ann_before);
+		}
+	}
+	setrlimit(RLIMIT_FSIZE, &old);
+	printf("full disk: %d writes refused\n", disk_fail);
+	CHECK(disk_fail > 0);
+	CHECK(txn(s, 2) == 0);          /* space again: writes work */
+	CHECK(count_events(s) == 0);
+	CHECK(store_integrity_ok(s));
+	int64_t last = store_last_event(s);
+	store_close(s);
+	/* Reopen: the same last id. */
+	CHECK(store_open(&s, path) == 0);
+	CHECK(store_last_event(s) == last);
+	CHECK(store_integrity_ok(s));
+	store_close(s);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		return 1;
+	T_DONE();
+}

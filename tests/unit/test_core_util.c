@@ -1,0 +1,57 @@
+/* test_core_util.c: the daemon's small parsers (util.c). */
+#include <string.h>
+
+#include "pipelined.h"
+#include "t_core.h"
+
+int
+main(void)
+{
+	double d;
+	int64_t i;
+	int b;
+	CHECK(parse_duration("90", &d) == 0 && d == 90);
+	CHECK(parse_duration("1.5m", &d) == 0 && d == 90);
+	CHECK(parse_duration("2h", &d) == 0 && d == 7200);
+	CHECK(parse_duration("1d", &d) == 0 && d == 86400);
+	CHECK(parse_duration("250ms", &d) == 0 && d == 0.25);
+	CHECK(parse_duration("-1", &d) == -1);
+	CHECK(parse_duration("5 min", &d) == -1);
+	CHECK(parse_duration("", &d) == -1);
+	CHECK(parse_duration("soon", &d) == -1);
+	CHECK(parse_size("8M", &i) == 0 && i == 8 << 20);
+	CHECK(parse_size("2G", &i) == 0 && i == 2LL << 30);
+	CHECK(parse_size("1.5K", &i) == 0 && i == 1536);
+	CHECK(parse_size("100MB", &i) == 0 && i == 100 << 20);
+	CHECK(parse_size("100MiB", &i) == 0 && i == 100 << 20);
+	CHECK(parse_size("7Q", &i) == -1);
+	CHECK(parse_size("M", &i) == -1);
+	CHECK(parse_bool("yes", &b) == 0 && b == 1);
+	CHECK(parse_bool("Off", &b) == 0 && b == 0);
+	CHECK(parse_bool("maybe", &b) == -1);
+	CHECK(parse_int("42", &i) == 0 && i == 42);
+	CHECK(parse_int("4x", &i) == -1);
+	CHECK(parse_double("1e3", &d) == 0 && d == 1000);
+	CHECK(parse_double("nan", &d) == -1);
+	CHECK(valid_name("v18") && valid_name("bake-incumbent") && valid_name("a.b_c"));
+	CHECK(!valid_name("") && !valid_name(".hidden") && !valid_name("a b") && !valid_name("a/b"));
+	int n;
+	char **v = split_list(" a, b  c,,d ", &n);
+	CHECK(n == 4 && strcmp(v[0], "a") == 0 && strcmp(v[3], "d") == 0 && v[4] == NULL);
+	strv_free(v);
+	v = split_list(NULL, &n);
+	CHECK(n == 0 && v[0] == NULL);
+	strv_free(v);
+	char *p = path_resolve("/a/b/../c", "./d/../e");
+	CHECK(strcmp(p, "/a/c/e") == 0);
+	free(p);
+	p = path_resolve("/x", "/abs/./y");
+	CHECK(strcmp(p, "/abs/y") == 0);
+	free(p);
+	p = path_resolve("rel", "../../up");
+	CHECK(strcmp(p, "../up") == 0);
+	free(p);
+	CHECK(proc_starttime(getpid()) > 0);
+	CHECK(proc_starttime(999999999) == 0);
+	T_DONE();
+}
