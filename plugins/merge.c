@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,6 +97,7 @@ struct mctx {
 	double alpha_default;
 	size_t skipped_vision, merged_vision;
 	char first_skipped[512];
+	double last_report;
 	char err[ST_ERRLEN];
 };
 
@@ -826,6 +828,22 @@ done:
 	return rc;
 }
 
+/* Progress on the feed, at most twice a second (every call is an event the
+ * daemon stores), and always for the last unit. */
+static void
+report(pl_job *job, double *last, size_t done, size_t total, uint64_t bytes)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (done < total && now - *last < 0.5)
+		return;
+	*last = now;
+	host->progress(job, (double)done, (double)total, "tensors");
+	if (host->metric)
+		host->metric(job, "bytes", (int64_t)done, (double)bytes);
+}
+
 /* Write one output file mirroring base file fi. */
 static int
 merge_file(struct mctx *m, size_t fi, const char *tmpdir, size_t *done, size_t total,
@@ -881,9 +899,7 @@ merge_file(struct mctx *m, size_t fi, const char *tmpdir, size_t *done, size_t t
 			(*done)++;
 			i++;
 		}
-		host->progress(m->job, (double)*done, (double)total, "tensors");
-		if (host->metric)
-			host->metric(m->job, "bytes", (int64_t)*done, (double)*bytes);
+		report(m->job, &m->last_report, *done, total, *bytes);
 	}
 	if (st_writer_commit(&w, m->err, sizeof(m->err)) == -1)
 		goto out;

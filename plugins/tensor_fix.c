@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -101,6 +102,7 @@ struct fctx {
 	int hasher_started;
 	volatile int stop;
 	char herr[512];
+	double last_report;
 	char err[ST_ERRLEN];
 };
 
@@ -409,6 +411,22 @@ out:
 	return NULL;
 }
 
+/* Progress on the feed, at most twice a second (every call is an event the
+ * daemon stores), and always for the last unit. */
+static void
+report(pl_job *job, double *last, size_t done, size_t total, uint64_t bytes)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (done < total && now - *last < 0.5)
+		return;
+	*last = now;
+	host->progress(job, (double)done, (double)total, "tensors");
+	if (host->metric)
+		host->metric(job, "bytes", (int64_t)done, (double)bytes);
+}
+
 static int
 write_file(struct fctx *f, size_t o, const char *dir, size_t *done, uint64_t *bytes)
 {
@@ -453,9 +471,7 @@ write_file(struct fctx *f, size_t o, const char *dir, size_t *done, uint64_t *by
 		*done += j - i + 1;
 		*bytes += len;
 		i = j + 1;
-		host->progress(f->job, (double)*done, (double)f->nkept, "tensors");
-		if (host->metric)
-			host->metric(f->job, "bytes", (int64_t)*done, (double)*bytes);
+		report(f->job, &f->last_report, *done, f->nkept, *bytes);
 	}
 	if (st_writer_commit(&w, f->err, sizeof(f->err)) == -1)
 		goto out;
