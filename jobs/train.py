@@ -81,13 +81,6 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HE
 
 import pljob  # noqa: E402
 
-# Keys whose change makes a checkpoint's state meaningless for this run.
-RESULT_KEYS = ("engine", "num_train_epochs", "max_steps", "learning_rate", "warmup_steps",
-               "gradient_accumulation_steps", "weight_decay", "max_grad_norm", "seed",
-               "lora_r", "lora_alpha", "lora_dropout", "use_rslora", "adam_beta1",
-               "adam_beta2", "adam_epsilon", "threads")
-
-
 class Schedule:
     """Linear warmup then linear decay to 0 over total steps: the factor of
     transformers' get_linear_schedule_with_warmup at optimizer step index
@@ -131,8 +124,31 @@ class Plan:
 
 
 def config_digest(cfg, tokens_sha):
-    d = {k: cfg.data.get(k) for k in RESULT_KEYS}
-    d["tokens_sha256"] = tokens_sha
+    """A digest of everything that changes the result, as this program
+    reads it (typed, defaults applied, so "25" and 25 agree), with the
+    token file's sha256."""
+    r = cfg.int("lora_r", 112, min=1)
+    d = {
+        "engine": cfg.str("engine", "hf"),
+        "num_train_epochs": cfg.int("num_train_epochs", 3),
+        "max_steps": cfg.int("max_steps", 0),
+        "learning_rate": cfg.float("learning_rate", 2e-4),
+        "warmup_steps": cfg.int("warmup_steps", 5),
+        "gradient_accumulation_steps": cfg.int("gradient_accumulation_steps", 8),
+        "weight_decay": cfg.float("weight_decay", 0.01),
+        "max_grad_norm": cfg.float("max_grad_norm", 1.0),
+        "seed": cfg.int("seed", 3407),
+        "lora_r": r,
+        "lora_alpha": cfg.float("lora_alpha", float(r)),
+        "lora_dropout": cfg.float("lora_dropout", 0.0),
+        "use_rslora": cfg.bool("use_rslora", False),
+        "adam_beta1": cfg.float("adam_beta1", 0.9),
+        "adam_beta2": cfg.float("adam_beta2", 0.999),
+        "adam_epsilon": cfg.float("adam_epsilon", 1e-8),
+        "threads": cfg.int("threads", 1),
+        "logits_to_keep": cfg.bool("logits_to_keep", True),
+        "tokens_sha256": tokens_sha,
+    }
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
 
 

@@ -647,11 +647,18 @@ def load_lora(model, pre, tensors, where):
 # ---------------------------------------------------------------- command line
 
 def _main(argv):
-    """tiny.py logits MODEL_DIR [ADAPTER_DIR] < ids.json: print the top-1
-    next token at every position of each sequence (a JSON list of lists of
-    ids on stdin), for comparing this forward with llama.cpp's."""
+    """tiny.py top1 MODEL_DIR [ADAPTER_DIR] [--logprobs K] < ids.json: for
+    each sequence (a JSON list of lists of ids on stdin) print the top-1
+    next token at every position, or with --logprobs K the K best
+    [id, log-probability] pairs at every position: for comparing this
+    forward with llama.cpp's."""
+    k = 0
+    if "--logprobs" in argv:
+        i = argv.index("--logprobs")
+        k = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     if len(argv) < 2 or argv[0] != "top1":
-        print("usage: tiny.py top1 MODEL_DIR [ADAPTER_DIR] < ids.json", file=sys.stderr)
+        print("usage: tiny.py top1 MODEL_DIR [ADAPTER_DIR] [--logprobs K] < ids.json", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     model, c, prefix = load_model(argv[1])
@@ -663,8 +670,13 @@ def _main(argv):
     out = []
     with torch.no_grad():
         for seq in json.load(sys.stdin):
-            lg = model(torch.tensor([seq], dtype=torch.int64))
-            out.append(lg[0].argmax(-1).tolist())
+            lg = model(torch.tensor([seq], dtype=torch.int64))[0]
+            if k:
+                lp = F.log_softmax(lg.double(), dim=-1)
+                v, i = lp.topk(k, dim=-1)
+                out.append([[[int(a), float(b)] for a, b in zip(ii, vv)] for ii, vv in zip(i.tolist(), v.tolist())])
+            else:
+                out.append(lg.argmax(-1).tolist())
     print(json.dumps(out))
     return 0
 

@@ -1,6 +1,11 @@
 #!/bin/bash
-# 51-job-train-tiny: jobs/train.py with the tiny engine really trains on a
-# tiny Gemma 3 base (tests/fixtures) and a routing corpus: the loss falls;
+# 51-job-train-tiny: the tiny engine is the real Gemma 3 forward, and it
+# really trains.  Its forward agrees with llama.cpp (llama-server on an F32
+# GGUF made by llama.cpp's own converter, tests/tools/llama-oracle.sh) on
+# the top-1 token at 99% or more of the positions and on the log-probabilities,
+# for the shared fixture (tests/fixtures, all sliding layers) and for a 6-layer
+# base with a global layer and linear RoPE scaling (jobs/tests/make_tiny_base.py).
+# jobs/train.py trains it on a routing corpus: the loss falls;
 # every step reports loss, lr, grad_norm and peak_mb once; the schedule is
 # transformers' linear warmup; checkpoints appear every save_steps with a
 # verifying COMPLETE marker, a tampered or unmarked one is passed over; the
@@ -113,4 +118,33 @@ hit_t = sum(a == b for a, b in zip(tuned[len(ids) - n - 1:-1], want))
 print("response tokens predicted: base %d/%d, tuned %d/%d" % (hit_p, n, hit_t, n))
 assert hit_t > hit_p, "the adapter did not improve the response predictions"
 PY
+# The forward against llama.cpp.
+eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh"
+$PY "$TOP/tests/fixtures/gen_gemma3.py" fx --layout causal >/dev/null
+$PY "$J/tests/make_tiny_base.py" six --layout causal --layers 6
+$PY "$J/tests/gen_corpus.py" fwd.jsonl --n 3 --filler 20
+LLAMA_PID=
+trap '[ -n "$LLAMA_PID" ] && kill $LLAMA_PID 2>/dev/null; true' EXIT
+for m in fx six; do
+	PYTHONPATH=$LLAMA_SRC:$GGUF_PY $PY -B "$TOP/tests/integration/data/bake/convert_stubbed.py" \
+	    "$LLAMA_SRC/convert_hf_to_gguf.py" $m --outtype f32 --outfile $m.gguf >$m.conv.log 2>&1 \
+	    || { tail -n 20 $m.conv.log; fail "convert $m"; }
+	printf '{"base":"%s/%s","corpus":"%s/fwd.jsonl","output_dir":"%s/tok-%s"}\n' \
+	    "$TEST_TMP" $m "$TEST_TMP" "$TEST_TMP" $m >tok-$m.json
+	$PY "$J/tokenize.py" --config tok-$m.json --events tok-$m.ev || fail "tokenize for $m"
+	port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"$LLAMA_BIN/llama-server" -m $m.gguf -c 512 -np 1 -t 1 --host 127.0.0.1 --port $port \
+	    >$m.server.log 2>&1 &
+	LLAMA_PID=$!
+	for i in $(seq 300); do
+		curl -sf http://127.0.0.1:$port/health >/dev/null 2>&1 && break
+		kill -0 $LLAMA_PID 2>/dev/null || { tail $m.server.log; fail "llama-server died"; }
+		sleep 0.1
+	done
+	echo -n "$m: "
+	$PY "$J/tests/llama_forward_check.py" $m http://127.0.0.1:$port tok-$m/tokens.npz \
+	    || fail "the tiny forward disagrees with llama.cpp on $m"
+	kill $LLAMA_PID; wait $LLAMA_PID 2>/dev/null || true
+	LLAMA_PID=
+done
 echo "51-job-train-tiny: OK"
