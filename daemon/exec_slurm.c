@@ -36,10 +36,11 @@
 #include "plcommon.h"
 #include "slurm.h"
 
-/* How long a job that Slurm says ended, without an exit record and
- * without the daemon having stopped it, must stay ended before it is
- * believed: `scancel --signal=KILL` followed by `scontrol requeue` passes
- * through CANCELLED for a moment. */
+/* How long a job that Slurm says was killed (cancelled, preempted, node
+ * failure, or ended without an exit record), without the daemon having
+ * stopped it, must stay ended before it is believed: `scancel
+ * --signal=KILL` followed by `scontrol requeue` passes through CANCELLED
+ * for a moment, and the shim may have recorded its child's SIGKILL. */
 #define SETTLE_S 3.0
 
 /* Per-job bookkeeping that struct proc has no room for. Job threads call
@@ -305,7 +306,13 @@ query(struct proc *p, const struct slurm_opts *o, struct track *t)
 	}
 
 	int have_exit = proc_read_exit(p) == 1;
-	if (!have_exit && !t->signalled && !dir_has(p, "slurm.cancel")) {
+	/* Endings that a requeue may follow at once, when the daemon did not
+	 * ask for them: the processes were killed from outside (the exit
+	 * record, if any, says killed), and Slurm or an operator may run the
+	 * job again under the same id. */
+	int requeueable = !have_exit || j.state == SLURM_CANCELLED || j.state == SLURM_NODE_FAIL ||
+	    j.state == SLURM_PREEMPTED || j.state == SLURM_BOOT_FAIL;
+	if (requeueable && !t->signalled && !dir_has(p, "slurm.cancel")) {
 		if (t->ended_seen == 0)
 			t->ended_seen = now;
 		if (now - t->ended_seen < SETTLE_S)
