@@ -1,0 +1,101 @@
+#!/bin/bash
+# 40-convert.sh: the native convert stage, by hand, on every layout of the
+# tiny fixture (conditional, causal, sharded) and every outtype. Each file
+# is read back with gguf-py and checked two ways: every KV and tensor
+# against the spec (formats.md section 4, computed from the checkpoint with
+# numpy and sentencepiece), and against what llama.cpp's own
+# convert_hf_to_gguf.py writes from the same checkpoint (tensors
+# byte-identical). Then the refusals: an unsupported architecture (named,
+# pointing to tool = llama.cpp), a missing layer, a shape that contradicts
+# config.json, NaN weights; none leaves an output behind.
+. "$TOP/tests/integration/data/gguf/lib.sh"
+cd "$TEST_TMP"
+
+fixture cond --layout conditional
+fixture causal --layout causal
+fixture sharded --layout causal --shards 3 --seed 77
+
+for c in cond causal sharded; do
+	for t in f16 bf16 f32; do
+		[ "$c" != cond ] && [ "$t" != f16 ] && continue
+		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
+		    { cat convert.out; fail "convert $c $t"; }
+		grep -q '^job.artifact {"name":"gguf"' convert.out || fail "$c $t: no gguf artifact"
+		gtool spec $c-$t.gguf $c $t >spec.out || { cat spec.out; fail "$c $t: not as the spec says"; }
+		ref_convert $c ref-$c-$t.gguf $t
+		gtool compare $c-$t.gguf ref-$c-$t.gguf >cmp.out ||
+		    { cat cmp.out; fail "$c $t: differs from convert_hf_to_gguf.py"; }
+		note "$c $t: $(tail -1 spec.out); $(tail -1 cmp.out)"
+	done
+done
+# The conditional layout drops the vision tower; a second conversion
+# gives the same bytes.
+stage convert input=cond output=$TEST_TMP/cond-again.gguf || { cat convert.out; fail "convert again"; }
+grep -q '\\"skipped\\":39' convert.out || { cat convert.out; fail "vision tensors not skipped"; }
+cmp -s cond-f16.gguf cond-again.gguf || fail "convert is not deterministic"
+"$PCTL" gguf cond-f16.gguf >list.out || fail "pipelinectl gguf"
+grep -q 'token_embd.weight *F16 *\[64, 776\]' list.out || { cat list.out; fail "listing"; }
+grep -q "tokenizer.ggml.add_space_prefix = false" list.out || fail "listing: add_space_prefix"
+"$PCTL" --json gguf cond-f16.gguf | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+t = {x["name"]: x for x in d["tensors"]}
+assert t["token_embd.weight"]["shape"] == [64, 776] and t["token_embd.weight"]["type"] == "F16"
+k = {x["key"]: x for x in d["kv"]}
+assert k["tokenizer.ggml.tokens"]["n"] == 776 and k["tokenizer.ggml.tokens"]["truncated"]
+assert k["gemma3.block_count"]["value"] == 4
+' || fail "pipelinectl --json gguf"
+
+# Transformers' defaults for the fields config.json leaves out.
+cp -r causal sparse
+/usr/bin/python3 - sparse/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for k in ("max_position_embeddings", "rope_local_base_freq", "rms_norm_eps", "rope_theta",
+          "sliding_window_pattern"):
+    c.pop(k)
+json.dump(c, open(sys.argv[1], "w"))
+PY
+stage convert input=sparse output=$TEST_TMP/sparse.gguf || { cat convert.out; fail "sparse config"; }
+gtool spec sparse.gguf sparse f16 >spec.out || { cat spec.out; fail "sparse: defaults"; }
+"$PCTL" gguf sparse.gguf >list.out
+grep -q 'gemma3.context_length = 131072' list.out || fail "context_length default"
+grep -q 'gemma3.rope.freq_base_swa = 10000' list.out || fail "freq_base_swa default"
+
+# Refusals, each naming what is wrong, none leaving a file.
+refuse() {	# refuse CKPT PATTERN
+	if stage convert input=$1 output=$TEST_TMP/refused.gguf; then
+		fail "$1: converted"
+	fi
+	grep -q -- "$2" convert.out || { cat convert.out; fail "$1: message lacks \"$2\""; }
+	[ ! -e refused.gguf ] || fail "$1: left refused.gguf"
+	ls -a | grep -q 'refused.gguf.tmp' && fail "$1: left a temporary" || true
+	note "$1 refused: $(grep -m1 'failed:' convert.out)"
+}
+cp -r causal llama
+sed -i 's/Gemma3ForCausalLM/LlamaForCausalLM/' llama/config.json
+refuse llama "architecture LlamaForCausalLM is not supported.*tool = llama.cpp"
+cp -r causal layers
+sed -i 's/"num_hidden_layers": 4/"num_hidden_layers": 5/' layers/config.json
+refuse layers "no model.layers.4.input_layernorm.weight"
+cp -r causal shape
+sed -i 's/"intermediate_size": 256/"intermediate_size": 128/' shape/config.json
+refuse shape "tensor model.layers.0.mlp.[a-z_]*.weight has shape \[[0-9, ]*\], config.json implies \[[0-9, ]*128[0-9, ]*\]"
+cp -r causal notok
+rm notok/tokenizer.model
+refuse notok "no tokenizer.model"
+cp -r causal nan
+/usr/bin/python3 - nan/model.safetensors <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+o = 8 + n + h["model.layers.1.mlp.up_proj.weight"]["data_offsets"][0]
+b[o + 6:o + 8] = b"\xc0\x7f"     # element 3 of a BF16 tensor: NaN
+open(p, "wb").write(b)
+PY
+refuse nan "model.layers.1.mlp.up_proj.weight: element 3 is NaN"
+stage convert input=causal outtype=f8 && fail "outtype f8 accepted"
+grep -q 'outtype' convert.out || { cat convert.out; fail "outtype f8: message"; }
+note "all refusals ok"
