@@ -44,14 +44,6 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	p->pid = pid;
 	p->starttime = proc_starttime(pid);
 	p->pidfd = pidfd_open_(pid);
-	/* Wait until the shim has started the child and recorded it (or died). */
-	for (int i = 0; i < 2000 && !shim_ready(p); i++) {
-		if (waitpid(pid, NULL, WNOHANG) == pid) {
-			p->pid = -pid; /* reaped */
-			break;
-		}
-		usleep(5000);
-	}
 	p->state = PROC_RUNNING;
 	return 0;
 }
@@ -114,6 +106,10 @@ static int
 local_signal(struct proc *p, int sig)
 {
 	pid_t child = 0, pgid = 0;
+	/* Right after the start the shim may not have recorded the child's
+	 * process group yet: give it a moment, as long as it lives. */
+	for (int i = 0; i < 200 && !shim_ready(p) && p->pid > 0 && kill(p->pid, 0) == 0; i++)
+		usleep(5000);
 	if (proc_read_shim(p, &child, &pgid) == 0 && pgid > 0)
 		return kill(-pgid, sig);
 	return p->pid > 0 ? kill(p->pid, sig) : -1;

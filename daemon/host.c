@@ -828,21 +828,32 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	double own_deadline = spec->timeout > 0 ? now_mono() + spec->timeout : 0;
 	double term_at = 0;
 	int killed = 0, last_state = p.state;
+	char last_reason[128];
+	snprintf(last_reason, sizeof(last_reason), "%s", p.reason);
 	for (;;) {
 		int w = p.ex->wait(&p, 200);
 		events_read(&r);
 		if (w != 0)
 			break;
-		if (p.state != last_state && j->store) {
+		if ((p.state != last_state || strcmp(p.reason, last_reason) != 0) && j->store) {
+			snprintf(last_reason, sizeof(last_reason), "%s", p.reason);
 			/* A batch executor moved it (queued -> running). */
 			cJSON *d = cJSON_CreateObject();
 			cJSON_AddStringToObject(d, "proc", spec->name);
 			cJSON_AddStringToObject(d, "state", p.state == PROC_QUEUED ? "queued" : "running");
 			if (p.reason[0])
 				cJSON_AddStringToObject(d, "reason", p.reason);
+			char m[256];
+			if (p.state == PROC_QUEUED)
+				snprintf(m, sizeof(m), "queued%s%s%s%s", p.ext_id[0] ? " as " : "",
+				    p.ext_id, p.reason[0] ? ": " : "", p.reason);
+			else
+				snprintf(m, sizeof(m), "running%s%s", p.ext_id[0] ? " as " : "", p.ext_id);
 			store_begin(j->store);
 			store_proc_update(j->store, &p, r.offset);
 			store_event(j->store, j->run, j->name, "job.proc", d);
+			/* status shows why a batch job waits (its pending reason). */
+			store_job_state(j->store, j->job_id, j->run, j->name, "running", j->attempt, m);
 			store_commit(j->store);
 			last_state = p.state;
 		}

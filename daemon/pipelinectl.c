@@ -447,7 +447,10 @@ cmd_logs(int argc, char **argv)
 		if (request("logs", a, &r, 0) == -1)
 			return 1;
 		const char *data = jstr(r, "data");
-		fputs(data, stdout);
+		if (ctl_json)
+			print_json(r);
+		else
+			fputs(data, stdout);
 		fflush(stdout);
 		offset = jnum(r, "offset");
 		int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "more"));

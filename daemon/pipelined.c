@@ -45,15 +45,24 @@ default_conf(void)
 	return "/etc/pipelined.conf";
 }
 
+static void notify_status(void);
+
 static void
 on_wake(uv_async_t *a)
 {
 	sched_wake();
+	notify_status();
 }
 
+/* STATUS= for systemctl status: how many jobs run now. A no-op when not
+ * started by systemd (no NOTIFY_SOCKET). */
 static void
 notify_status(void)
 {
+	static int last = -1;
+	if (D->running == last)
+		return;
+	last = D->running;
 	char st[256];
 	snprintf(st, sizeof(st), "STATUS=%d job%s running, %d plugin stage%s", D->running,
 	    D->running == 1 ? "" : "s", plugin_nstages(), plugin_nstages() == 1 ? "" : "s");

@@ -38,6 +38,8 @@ struct sjob {
 	pthread_t thr;
 	struct pl_job *pj;
 	int rc;                  /* the run hook's result */
+	int *deps;               /* indices of the jobs in `after` */
+	int ndeps;
 	struct sjob *done_next;  /* finished-queue link */
 	char logpath[PATH_MAX];
 };
@@ -370,9 +372,9 @@ sched_kick(void)
 					changed = 1;
 					continue;
 				}
-				for (int k = 0; k < j->sec->nafter; k++) {
-					struct sjob *d = job_find(r, j->sec->after[k]);
-					if (d && final(d->state) && strcmp(d->state, "succeeded") != 0) {
+				for (int k = 0; k < j->ndeps; k++) {
+					struct sjob *d = &r->jobs[j->deps[k]];
+					if (final(d->state) && strcmp(d->state, "succeeded") != 0) {
 						char m[256];
 						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
 						job_set(j, "skipped", m);
@@ -392,10 +394,8 @@ sched_kick(void)
 				continue;
 			}
 			int ready = 1;
-			for (int k = 0; k < j->sec->nafter && ready; k++) {
-				struct sjob *d = job_find(r, j->sec->after[k]);
-				ready = d == NULL || strcmp(d->state, "succeeded") == 0;
-			}
+			for (int k = 0; k < j->ndeps && ready; k++)
+				ready = strcmp(r->jobs[j->deps[k]].state, "succeeded") == 0;
 			if (!ready || D->running >= D->conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
@@ -425,6 +425,16 @@ run_build(int64_t id, struct spec *spec, const char *state)
 		j->reg = plugin_stage(j->sec->stage);
 		j->seq = i;
 		snprintf(j->state, sizeof(j->state), "pending");
+	}
+	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->deps = xcalloc((size_t)j->sec->nafter + 1, sizeof(int));
+		for (int k = 0; k < j->sec->nafter; k++) {
+			struct sjob *d = job_find(r, j->sec->after[k]);
+			if (d != NULL)
+				j->deps[j->ndeps++] = (int)(d - r->jobs);
+		}
 	}
 	return r;
 }

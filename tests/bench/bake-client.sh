@@ -1,0 +1,72 @@
+#!/bin/bash
+# tests/bench/bake-client.sh: the bake client's overhead and throughput
+# against a real llama-server serving the tiny fixture GGUF.
+#
+#   1. overhead: the same requests (system prompt, setup turns, user turn,
+#      schema, greedy, seeded, capped) through `pipelinectl stage bake`
+#      and through curl in a shell loop; seconds per request for each.
+#   2. throughput: bake with concurrency = N against llama-server -np N,
+#      for N = 1, 2, 4: case-passes per second.
+# Prints figures; asserts nothing. Environment: REPS (passes, default 10).
+set -eu
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-bake.XXXXXX)}
+export TOP TEST_TMP
+. "$TOP/tests/integration/data/bake/lib.sh"
+trap stop_llama EXIT
+REPS=${REPS:-10}
+export LLAMA_THREADS=${LLAMA_THREADS:-2}
+cd "$TEST_TMP"
+tiny_gguf "$TEST_TMP/tiny.gguf"
+args=(backend=openai model=tiny "cases=$BAKE_DATA/cases.jsonl"
+    "system=$BAKE_DATA/system.txt" "capabilities=$BAKE_DATA/capabilities.txt"
+    stats=none max_tokens=64)
+now() { date +%s.%N; }
+
+start_llama "$TEST_TMP/tiny.gguf" 1024 1
+# The request bodies the bake sends, built the same way in Python.
+/usr/bin/python3 - "$BAKE_DATA" "$TEST_TMP/req" <<'PY'
+import json, os, sys
+d, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+caps = [l.split("#")[0].split() for l in open(d + "/capabilities.txt")]
+enum = [c[0] for c in caps if c and "disabled" not in c[1:]]
+schema = {"type": "object", "properties": {"capability": {"type": "string", "enum": enum},
+          "args": {"type": "object"}}, "required": ["capability", "args"]}
+system = open(d + "/system.txt").read()
+for i, line in enumerate(l for l in open(d + "/cases.jsonl") if l.strip()):
+    c = json.loads(line)
+    msgs = [{"role": "system", "content": system.replace("{{channel}}", c.get("channel", "default"))}]
+    msgs += c.get("setup", []) + [{"role": "user", "content": c["user"]}]
+    body = {"model": "tiny", "messages": msgs, "stream": False, "temperature": 0, "seed": 3407,
+            "max_tokens": 64, "cache_prompt": False,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "route", "schema": schema}}}
+    json.dump(body, open("%s/%02d.json" % (out, i), "w"))
+PY
+n=$(ls req | wc -l)
+"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
+t0=$(now)
+for _ in $(seq 1 "$REPS"); do for f in req/*.json; do
+	curl -sf -H 'Content-Type: application/json' -d @"$f" "$LLAMA_URL/v1/chat/completions" >/dev/null || true
+done; done
+t1=$(now)
+"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" >bake.out 2>&1 || true
+t2=$(now)
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" -v r="$REPS" 'BEGIN {
+	printf "overhead: %d requests; curl loop %.2f ms/request; pipelinectl stage bake %.2f ms/request (whole stage, incl. start-up and storing); difference %+.2f ms\n",
+	    n * r, (b - a) * 1000 / (n * r), (c - b) * 1000 / (n * r), ((c - b) - (b - a)) * 1000 / (n * r) }'
+grep -o 's_per_case[^0-9]*[0-9.e-]*' bake.out | tail -1 | sed 's/^/  bake reported /'
+stop_llama
+
+for np in 1 2 4; do
+	start_llama "$TEST_TMP/tiny.gguf" $((1024 * np)) "$np"
+	"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
+	t0=$(now)
+	"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" \
+	    concurrency="$np" >tp.$np.out 2>&1 || true
+	t1=$(now)
+	awk -v a="$t0" -v b="$t1" -v n="$n" -v r="$REPS" -v np="$np" 'BEGIN {
+		printf "throughput: concurrency %d vs llama-server -np %d: %.1f case-passes/s (%d in %.2f s)\n",
+		    np, np, n * r / (b - a), n * r, b - a }'
+	stop_llama
+done
