@@ -1,0 +1,130 @@
+#!/bin/bash
+# The manual pages document what the code offers. This test fails when
+#   - a page of the set (pipelined(8), pipelinectl(1), pipelined.conf(5),
+#     pipeline.ini(5), pipeline-plugin(3), pipeline-job(7)) is missing;
+#   - a pipelinectl verb (from its usage output and from the dispatch in
+#     daemon/pipelinectl.c) has no entry ".It Cm VERB" in pipelinectl.1;
+#   - a pipelined.conf key (from `pipelined -nv` and from conf.c's key
+#     table, [slurm] included) is not in pipelined.conf.5 as ".It Ic KEY";
+#   - a common job key or [run] key (spec_common_keys, spec_run_keys in
+#     daemon/spec.c) is not in pipeline.ini.5 as ".It Ic KEY";
+#   - a stage listed by `pipelinectl stage --list` has no ".Ss STAGE"
+#     subsection in pipeline.ini.5, or a key its `--help` lists is not in
+#     that subsection as ".It Ic KEY";
+#   - a function of the host table (struct pl_host in plugin.h) is not in
+#     pipeline-plugin.3 as ".It Fn NAME", or a PL_E* code is not named;
+#   - a word of the job event vocabulary, a PL_* environment variable the
+#     host exports, or a feed event type is missing from pipeline-job.7.
+# Every missing item is listed before the test fails.
+. "$(dirname "$0")/../lib.sh"
+M=$TOP/man
+missing=0
+miss() { echo "MISSING: $*"; missing=$((missing + 1)); }
+
+for p in pipelined.8 pipelinectl.1 pipelined.conf.5 pipeline.ini.5 pipeline-plugin.3 pipeline-job.7; do
+	[ -f "$M/$p" ] || miss "man/$p does not exist"
+done
+
+# has FILE REGEX: an extended regex matches a line of FILE.
+has() { [ -f "$1" ] && grep -Eq -- "$2" "$1"; }
+# The C source, comments removed (a comment may hold a quoted word).
+nocomments() { sed -e 's|/\*.*\*/||g' "$1"; }
+
+# ---- pipelinectl verbs ----------------------------------------------
+usage_verbs=$("$PIPELINECTL" -h 2>&1 | sed -n '/^verbs:/,$p' | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' | sort -u)
+[ -n "$usage_verbs" ] || fail "no verbs parsed from pipelinectl -h"
+code_verbs=$(nocomments "$TOP/daemon/pipelinectl.c" | grep -o 'strcmp(v, "[a-z-]*") == 0' | sed 's/.*"\(.*\)".*/\1/' | sort -u)
+[ -n "$code_verbs" ] || fail "no verbs parsed from the dispatch in daemon/pipelinectl.c"
+for v in $(printf '%s\n%s\n' "$usage_verbs" "$code_verbs" | sort -u); do
+	has "$M/pipelinectl.1" "^\.It Cm $v( |$)" || miss "pipelinectl.1: verb $v (.It Cm $v)"
+done
+nverbs=$(printf '%s\n%s\n' "$usage_verbs" "$code_verbs" | sort -u | wc -l)
+
+# ---- pipelined.conf keys --------------------------------------------
+pl_conf
+nv_keys=$("$PIPELINED" -nv -f "$PL_CONF" | awk '
+	/^\[/ { sec = $0; next }
+	sec != "[resources]" && /^[a-z_]+ =/ { print $1 }' | sort -u)
+[ -n "$nv_keys" ] || fail "no keys parsed from pipelined -nv"
+table_keys=$(nocomments "$TOP/daemon/conf.c" | grep -o '{ "[a-z]*", "[a-z_]*", ' | sed 's/{ "[a-z]*", "\([a-z_]*\)".*/\1/' | sort -u)
+echo "$table_keys" | grep -qx partition || fail "no [slurm] keys parsed from conf.c's table"
+for k in $(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u); do
+	has "$M/pipelined.conf.5" "^\.It Ic $k( |$)" || miss "pipelined.conf.5: key $k (.It Ic $k)"
+done
+nconf=$(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u | wc -l)
+
+# ---- run spec: common and [run] keys ---------------------------------
+c_array() {
+	nocomments "$TOP/daemon/spec.c" | awk -v name="$1" '
+		index($0, name "[] = {") { on = 1 }
+		on { print }
+		on && /};/ { exit }' | grep -o '"[a-z_]*"' | tr -d '"'
+}
+spec_keys=$( (c_array spec_common_keys; c_array spec_run_keys) | sort -u)
+echo "$spec_keys" | grep -qx after || fail "no keys parsed from spec_common_keys in daemon/spec.c"
+echo "$spec_keys" | grep -qx previous || fail "no keys parsed from spec_run_keys in daemon/spec.c"
+for k in $spec_keys; do
+	has "$M/pipeline.ini.5" "^\.It Ic $k( |$)" || miss "pipeline.ini.5: spec key $k (.It Ic $k)"
+done
+nspec=$(echo "$spec_keys" | wc -w)
+
+# ---- stages and their keys --------------------------------------------
+stages=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>/dev/null | awk '{ print $1 }')
+echo "$stages" | grep -qx exec || fail "pipelinectl stage --list does not list exec"
+nstage=0; nskeys=0
+for s in $stages; do
+	nstage=$((nstage + 1))
+	# The subsection: from ".Ss STAGE" to the next .Ss or .Sh.
+	sub=$(awk -v s="$s" '
+		$0 == ".Ss " s { on = 1; next }
+		on && /^\.S[sh] / { exit }
+		on { print }' "$M/pipeline.ini.5" 2>/dev/null)
+	if [ -z "$sub" ]; then
+		miss "pipeline.ini.5: stage $s has no .Ss $s subsection"
+		continue
+	fi
+	keys=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage "$s" --help 2>/dev/null | sed -n 's/^  \([A-Za-z0-9_.-]*\) .*/\1/p')
+	for k in $keys; do
+		nskeys=$((nskeys + 1))
+		echo "$sub" | grep -Eq "^\.It Ic $k( |$)" || miss "pipeline.ini.5: stage $s: key $k (.It Ic $k in .Ss $s)"
+	done
+done
+
+# ---- the plugin ABI ---------------------------------------------------
+host_fns=$(awk '/^struct pl_host \{/ { on = 1 } on && /^\};/ { exit } on { print }' \
+    "$TOP/include/pipeline/plugin.h" | grep -o '(\*[a-z_]*)' | tr -d '(*)')
+[ -n "$host_fns" ] || fail "no host functions parsed from struct pl_host"
+for f in $host_fns; do
+	has "$M/pipeline-plugin.3" "^\.It Fn $f( |$)" || miss "pipeline-plugin.3: host function $f (.It Fn $f)"
+done
+for e in $(grep -o 'X(PL_E[A-Z]*,' "$TOP/include/pipeline/plugin.h" | sed 's/X(\(.*\),/\1/'); do
+	has "$M/pipeline-plugin.3" "Dv $e( |$)" || miss "pipeline-plugin.3: error code $e"
+done
+for w in PL_ABI_VERSION PL_STAGE_ADOPTABLE PL_KEY_REQUIRED PL_KEY_HIDDEN pl_plugin_init; do
+	has "$M/pipeline-plugin.3" "$w" || miss "pipeline-plugin.3: $w"
+done
+for t in $(grep -o 'PL_KEY_[A-Z]* *=\{0,1\} *[0-9]*,\{0,1\} */\*' "$TOP/include/pipeline/plugin.h" | grep -o 'PL_KEY_[A-Z]*'); do
+	has "$M/pipeline-plugin.3" "Dv $t( |$)" || miss "pipeline-plugin.3: key type $t"
+done
+
+# ---- the job event protocol ---------------------------------------------
+for w in started progress metric checkpoint artifact done error; do
+	has "$M/pipeline-job.7" "^\.It Li $w( |$)" || miss "pipeline-job.7: event type $w (.It Li $w)"
+done
+for e in $(grep -o 'PL_[A-Z_]*=%' "$TOP/daemon/host.c" | tr -d '=%' | sort -u); do
+	has "$M/pipeline-job.7" "^\.It Ev $e( |$)" || miss "pipeline-job.7: environment variable $e (.It Ev $e)"
+done
+# The core's own feed types: those it stores, and the drop notice. Other
+# job.TYPE events come from jobs and plugins and are described generically.
+feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*.c |
+    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/feed.c" |
+    sed 's/.*"//; s/^/"/; s/$/"/') | tr -d '"' | sort -u)
+echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/feed.c"
+echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*.c"
+for t in $feed_types; do
+	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"
+done
+
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked"
+[ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
+echo ok
