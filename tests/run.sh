@@ -13,7 +13,7 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 export TOP
 cd "$TOP"
 OUT="$TOP/tests/out"
-rm -rf "$OUT"; mkdir -p "$OUT"
+mkdir -p "$OUT"   # not wiped: other runs may be writing logs here
 TIMEOUT_UNIT=${TIMEOUT_UNIT:-120}
 TIMEOUT_INTEG=${TIMEOUT_INTEG:-900}
 
