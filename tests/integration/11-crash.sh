@@ -80,5 +80,24 @@ pl_start
 after=$(db "SELECT group_concat(name||':'||state) FROM jobs ORDER BY id")
 [ "$before" = "$after" ] || fail "state changed across an idle restart"
 events_gapless
+# SIGTERM stops the daemon but leaves a running job under its shim; the
+# next daemon re-adopts it and it completes once.
+cat > "$S/term.ini" <<INI
+[sleeper]
+stage = exec
+command = echo start >> $O/sleeper; sleep 2; echo end >> $O/sleeper
+INI
+pctl submit "$S/term.ini" >/dev/null
+for _ in $(seq 1 50); do [ -s "$O/sleeper" ] && break; sleep 0.1; done
+pl_stop
+out=$(pctl status 2>&1) && fail "pipelinectl status succeeded with no daemon"
+[ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "pipelined is not running" || fail "no-daemon message: $out"
+shim=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shim_pid"])' "$TEST_TMP/state/runs/term/sleeper/attempt-1/main/shim.json")
+kill -0 "$shim" 2>/dev/null || fail "SIGTERM took the job's shim down"
+pl_start
+wait_run term succeeded 30
+[ "$(cat "$O/sleeper")" = "start
+end" ] || fail "the job did not run exactly once across SIGTERM: $(cat "$O/sleeper")"
+events_gapless
 pl_stop
 echo ok
