@@ -288,15 +288,12 @@ read_kv(struct cursor *c, struct gguf_kv *kv, uint64_t i)
 		uint64_t start = c->pos;
 		for (uint64_t j = 0; j < n; j++) {
 			kv->str_off[j] = c->pos - start;
-			snprintf(what, sizeof(what), "element %" PRIu64 " of key", j);
+			char ewhat[128];
+			snprintf(ewhat, sizeof(ewhat), "element %" PRIu64 " of %s", j, kv->key);
 			const uint8_t *s;
 			uint64_t len;
-			if (rdstr(c, &s, &len, what) == -1) {
-				/* Append the key to the message. */
-				size_t l = strlen(g->err);
-				snprintf(g->err + l, sizeof(g->err) - l, " (%s)", kv->key);
+			if (rdstr(c, &s, &len, ewhat) == -1)
 				return -1;
-			}
 		}
 	}
 	kv->val_len = (size_t)(g->base + c->pos - kv->val);

@@ -62,6 +62,22 @@ gtool spec sparse.gguf sparse f16 >spec.out || { cat spec.out; fail "sparse: def
 grep -q 'gemma3.context_length = 131072' list.out || fail "context_length default"
 grep -q 'gemma3.rope.freq_base_swa = 10000' list.out || fail "freq_base_swa default"
 
+# The external option: llama.cpp's converter through the stage (on this
+# machine's Python with the stand-ins of convert_stubbed.py), its log in
+# the job log, its output checked and registered like ours.
+cat >pywrap <<SH
+#!/bin/sh
+# Called as: pywrap -B convert_hf_to_gguf.py ARGS...
+shift
+PYTHONPATH=$LLAMA_SRC:$GGUF_PY exec /usr/bin/python3 -B $TOP/tests/integration/data/bake/convert_stubbed.py "\$@"
+SH
+chmod +x pywrap
+stage convert input=causal output=$TEST_TMP/via-llama.gguf tool=llama.cpp "llama_cpp=$LLAMA_SRC" \
+    "python=$TEST_TMP/pywrap" || { cat convert.out; fail "tool = llama.cpp"; }
+grep -q 'Model successfully exported' convert.out || { cat convert.out; fail "tool = llama.cpp: log not captured"; }
+cmp via-llama.gguf ref-causal-f16.gguf || fail "tool = llama.cpp: not the converter's output"
+grep -q '^job.artifact {"name":"gguf"' convert.out || fail "tool = llama.cpp: no artifact"
+
 # Refusals, each naming what is wrong, none leaving a file.
 refuse() {	# refuse CKPT PATTERN
 	if stage convert input=$1 output=$TEST_TMP/refused.gguf; then
