@@ -186,8 +186,23 @@ parse_normalizer(struct pb *outer, const uint8_t *p, uint64_t len)
 	return 0;
 }
 
+static int parse(struct sp_model *m, uint8_t *buf, size_t len, const char *label);
+
+/* On failure the pieces are freed and buf stays the caller's. */
 int
 sp_model_parse(struct sp_model *m, uint8_t *buf, size_t len, const char *label)
+{
+	if (parse(m, buf, len, label) == 0)
+		return 0;
+	free(m->pieces);
+	m->pieces = NULL;
+	m->n = 0;
+	m->buf = NULL;
+	return -1;
+}
+
+static int
+parse(struct sp_model *m, uint8_t *buf, size_t len, const char *label)
 {
 	struct pb b = { buf, buf + len, buf, m, label };
 	size_t cap = 0;
@@ -244,10 +259,7 @@ sp_model_load(struct sp_model *m, const char *path)
 		return -1;
 	}
 	if (sp_model_parse(m, buf, len, path) == -1) {
-		char err[sizeof(m->err)];
-		memcpy(err, m->err, sizeof(err));
-		sp_model_free(m);
-		memcpy(m->err, err, sizeof(err));
+		free(buf);
 		return -1;
 	}
 	return 0;

@@ -38,7 +38,8 @@ struct sp_model {
 
 /* Load and validate; on failure m->err says why (file, byte offset). */
 int	sp_model_load(struct sp_model *m, const char *path);
-/* Parse a buffer the model takes over (free()d by sp_model_free). */
+/* Parse a buffer the model takes over when it succeeds (free()d by
+ * sp_model_free); on failure it stays the caller's. */
 int	sp_model_parse(struct sp_model *m, uint8_t *buf, size_t len, const char *label);
 void	sp_model_free(struct sp_model *m);
 
