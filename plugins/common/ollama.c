@@ -107,23 +107,27 @@ get_u64(const cJSON *o, const char *key)
 }
 
 /* Both listings are {"models": [ {...}, ... ]}. */
-static int
-list_models(struct ollama *c, const char *path, struct ollama_list *out)
+int
+ollama_parse_list(const char *body, size_t len, struct ollama_list *out,
+    char *err, size_t errlen)
 {
 	out->v = NULL;
 	out->n = 0;
-	cJSON *j = ollama_request(c, "GET", path, NULL);
-	if (j == NULL)
+	cJSON *j = cJSON_ParseWithLength(body, len);
+	if (!cJSON_IsObject(j)) {
+		snprintf(err, errlen, "the answer is not a JSON object");
+		cJSON_Delete(j);
+		errno = EPROTO;
 		return -1;
+	}
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "models");
-	if (cJSON_IsNull(arr) || arr == NULL) {
+	if (arr == NULL || cJSON_IsNull(arr)) {
 		/* An idle server may answer {"models": null}. */
 		cJSON_Delete(j);
 		return 0;
 	}
 	if (!cJSON_IsArray(arr)) {
-		snprintf(c->error, sizeof(c->error), "%s%s: \"models\" is not an array",
-		    c->url, path);
+		snprintf(err, errlen, "\"models\" is not an array");
 		cJSON_Delete(j);
 		errno = EPROTO;
 		return -1;
@@ -131,11 +135,13 @@ list_models(struct ollama *c, const char *path, struct ollama_list *out)
 	int n = cJSON_GetArraySize(arr);
 	if (n > 0 && (out->v = calloc((size_t)n, sizeof(*out->v))) == NULL) {
 		cJSON_Delete(j);
-		snprintf(c->error, sizeof(c->error), "out of memory");
+		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	const cJSON *m;
 	cJSON_ArrayForEach(m, arr) {
+		if (!cJSON_IsObject(m) || out->n >= (size_t)n)
+			continue;
 		struct ollama_model *d = &out->v[out->n];
 		copy_str(d->name, sizeof(d->name), m, "name");
 		copy_str(d->model, sizeof(d->model), m, "model");
@@ -151,6 +157,38 @@ list_models(struct ollama *c, const char *path, struct ollama_list *out)
 	}
 	cJSON_Delete(j);
 	return 0;
+}
+
+static int
+list_models(struct ollama *c, const char *path, struct ollama_list *out)
+{
+	char url[1024], err[256];
+	struct plc_http_resp r;
+
+	out->v = NULL;
+	out->n = 0;
+	snprintf(url, sizeof(url), "%s%s", c->url, path);
+	c->status = 0;
+	c->error[0] = '\0';
+	if (plc_http("GET", url, NULL, 0, NULL, c->timeout, &r) == -1) {
+		snprintf(c->error, sizeof(c->error), "GET %s: %s", url, r.error);
+		plc_http_free(&r);
+		errno = EIO;
+		return -1;
+	}
+	c->status = r.status;
+	if (r.status < 200 || r.status > 299) {
+		snprintf(c->error, sizeof(c->error), "GET %s: HTTP %ld: %.200s", url,
+		    r.status, r.len ? r.body : "(empty body)");
+		plc_http_free(&r);
+		errno = EIO;
+		return -1;
+	}
+	int rc = ollama_parse_list(r.body, r.len, out, err, sizeof(err));
+	if (rc == -1)
+		snprintf(c->error, sizeof(c->error), "GET %s: %s", url, err);
+	plc_http_free(&r);
+	return rc;
 }
 
 int

@@ -84,6 +84,11 @@ int	ollama_unload(struct ollama *c, const char *name);
 int	ollama_unload_wait(struct ollama *c, const char *name, double wait,
 	    double poll);
 
+/* Parse a /api/ps or /api/tags answer into out (malloc'd); 0, or -1 with
+ * the reason in err. Entries without a name or model are left out. */
+int	ollama_parse_list(const char *body, size_t len, struct ollama_list *out,
+	    char *err, size_t errlen);
+
 /* 1 when a ps/tags list holds a model matching name. */
 int	ollama_list_has(const struct ollama_list *l, const char *name);
 
