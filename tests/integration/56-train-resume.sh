@@ -6,7 +6,27 @@
 # events of both segments cover every step, the replayed steps 26-37 with
 # the same values (G30: the store keeps one row per step). A corrupted
 # newer checkpoint is passed over, not resumed from.
+# Then through a real pipelined, tokenize -> probe -> train:
+#  - run v1's trainer is killed at step 37: the store holds every loss step
+#    once (1..45), and train stores a probe/real calibration pair;
+#  - run v2's probe uses that pair (pairs 1, its over-estimate), and the
+#    daemon is killed -9 while v2's trainer runs: the restarted daemon
+#    re-enters the adoptable train stage, re-adopts launch-1 instead of
+#    launching again, and the run succeeds.
+. "$TOP/tests/lib.sh"
 . "$(dirname "$0")/data/gpu_stages_lib.sh"
+# On the way out, the daemon and any job process group it left running
+# (jobs outlive the daemon by design) are killed, by their recorded ids.
+reap() {
+	cleanup
+	pl_kill9 2>/dev/null || true
+	for f in "$TEST_TMP"/state/runs/*/*/attempt-*/*/shim.json; do
+		[ -f "$f" ] || continue
+		pg=$("$PYD" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$f" 2>/dev/null) || continue
+		[ -n "$pg" ] && [ "$pg" -gt 1 ] && kill -9 -- "-$pg" 2>/dev/null || true
+	done
+}
+trap reap EXIT
 setup_tokens 40
 WRAP=$TOP/tests/integration/data/standin_gpu_contention.sh
 common=(engine=tiny base="$BASE" tokens="$TOKENS" max_steps=45 save_steps=25
@@ -73,4 +93,94 @@ grep -q "checkpoint $TEST_TMP/bad/checkpoints/checkpoint-30 passed over: $f: sha
 grep -q "launch-1 resumes from $TEST_TMP/bad/checkpoints/checkpoint-25 (step 25)" "$TEST_TMP/bad.out" ||
     die "did not resume from the complete checkpoint-25"
 [ "$(adapter_sha "$TEST_TMP/bad.out")" = "$ref" ] || die "the adapter after resuming from 25 differs"
+
+# ---- through the daemon ----------------------------------------------
+# tests/lib.sh's helpers are written for set -u only.
+set +e +o pipefail
+mkdir -p "$TEST_TMP/specs"
+spec() {
+	cat >"$TEST_TMP/specs/$1.ini" <<INI
+[run]
+name = $1
+[tokenize]
+base = $BASE
+corpus = $CORPUS
+[probe]
+after = tokenize
+engine = tiny
+base = $BASE
+lora_r = 4
+budget_mb = 100
+margin_mb = 10
+gpu = test-gpu
+host_mem_cap = ${PROBE_CAP:-12G}
+[train]
+after = probe
+engine = tiny
+base = $BASE
+lora_r = 4
+max_steps = $2
+save_steps = 25
+gradient_accumulation_steps = 1
+python = $WRAP
+launch_backoff = 0.1
+INI
+}
+# The probe's cgroup cap works here or the stage refuses (58 tests both).
+probe_cap=12G
+"$CTL" stage probe -w "$TEST_TMP/capcheck" engine=tiny base="$BASE" tokens="$TOKENS" \
+    lora_r=4 budget_mb=100 >"$TEST_TMP/capcheck.out" 2>&1 || probe_cap=off
+export PROBE_CAP=$probe_cap
+export STANDIN_KILL_AT_STEP=37 STANDIN_KILL_ONCE=$TEST_TMP/daemon-killed
+pl_conf
+pl_start
+spec v1 45
+pctl submit "$TEST_TMP/specs/v1.ini" >/dev/null || die "submitting v1"
+wait_run v1 succeeded 400
+[ -e "$TEST_TMP/daemon-killed" ] || die "v1's trainer was not killed"
+set -- $(db "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
+    JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
+[ "$*" = "45 45 1 45" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
+grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP"/state/runs/v1/train/*.log 2>/dev/null ||
+    pctl logs v1 train | grep -q 'launch-1 died inside the training loop (killed by signal 9' ||
+    die "v1's train log does not report the kill"
+pair=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v1' AND j.name = 'train' AND v.key = 'probe_pair'")
+[ -n "$pair" ] || die "v1's train stored no calibration pair"
+
+# v2: the probe calibrates with v1's pair; the daemon dies during train.
+spec v2 60
+pctl submit "$TEST_TMP/specs/v2.ini" >/dev/null || die "submitting v2"
+for _ in $(seq 6000); do
+	ev=$(ls "$TEST_TMP"/state/runs/v2/train/attempt-1/launch-1/events 2>/dev/null || true)
+	[ -n "$ev" ] && grep -q '"type":"loop_started"' "$ev" && break
+	sleep 0.05
+done
+grep -q '"type":"loop_started"' "$ev" || die "v2's training loop did not start"
+pl_kill9
+sleep 0.5
+pl_start
+wait_run v2 succeeded 400
+probe=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v2' AND j.name = 'probe' AND v.key = 'probe'")
+"$PYD" - "$pair" "$probe" <<'EOF' || die "v2's probe did not calibrate with v1's pair: $probe (pair $pair)"
+import json, math, sys
+pair, probe = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert pair["gpu"] == "test-gpu" and pair["recipe"] == "tiny:base", pair
+over = round((1 - pair["real_mb"] / pair["probe_mb"]) * 1000) / 1000
+assert probe["pairs"] == 1, probe
+assert abs(probe["over_estimate_pct"] - over * 100) < 1e-9, (probe, over)
+assert probe["predicted_mb"] == math.ceil(probe["probe_mb"] * (1 - over) - 1e-9), probe
+EOF
+tv=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v2' AND j.name = 'train' AND v.key = 'train'")
+case "$tv" in *'"launches":1,'*) ;; *) die "v2's train was launched again instead of re-adopted: $tv";; esac
+n=$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
+    JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'train'")
+[ "$n" = 1 ] || die "v2's train has $n processes, want the one re-adopted launch"
+set -- $(db "SELECT count(*), count(DISTINCT m.step) FROM metrics m JOIN jobs j ON j.id = m.job_id
+    JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
+[ "$*" = "60 60" ] || die "v2's stored loss curve: $*"
+integrity_ok
 echo "ok"
