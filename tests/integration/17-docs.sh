@@ -69,7 +69,12 @@ done
 nspec=$(echo "$spec_keys" | wc -w)
 
 # ---- stages and their keys --------------------------------------------
-stages=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>/dev/null | awk '{ print $1 }')
+stages=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>"$TEST_TMP/list.err" | awk '{ print $1 }')
+# A plugin that is not loaded cannot have its keys checked: say so.
+if grep -q "refused" "$TEST_TMP/list.err"; then
+	cat "$TEST_TMP/list.err"
+	fail "a plugin of $TOP/plugins was refused; its stage's keys cannot be checked"
+fi
 echo "$stages" | grep -qx exec || fail "pipelinectl stage --list does not list exec"
 nstage=0; nskeys=0
 for s in $stages; do
