@@ -6,20 +6,15 @@
 # (a partition's time limit) shows Slurm's reason on the feed and in the
 # store; a submission sbatch refuses fails with sbatch's message;
 # `pipelinectl cancel` scancels queued and running jobs; a slurm job holds no
-# local resource.
+# local resource; a job over its memory limit ends with the class oom.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER="$TOP/tests/tools/slurm-cluster.sh"
-[ "$(id -u)" -eq 0 ] || { echo "needs root for munged and slurmd"; exit 77; }
-eval "$("$CLUSTER" env)"
-"$CLUSTER" start || fail "the Slurm cluster did not start"
-trap 'pl_kill9 2>/dev/null; "$CLUSTER" stop' EXIT
+. "$(dirname "$0")/data/slurm_lib.sh"
+trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 printf '[slurm]\npartition = debug\n' >> "$PL_CONF"
 pl_start
 S=$TEST_TMP/specs; mkdir -p "$S"; O=$TEST_TMP/out; mkdir -p "$O"
 
-slurm_state() { scontrol show job -o "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p'; }
-ext_ids() { db "SELECT p.ext_id FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = '$1' AND j.name = '$2' ORDER BY a.n;"; }
 
 # --- success and a failing job with its retry, after it in the DAG
 cat > "$S/basic.ini" <<INI
@@ -117,6 +112,22 @@ squeue -h -j "$sid,$lid" -t PD,R,CG | grep -q . && fail "cancelled jobs still in
 [ "$(db "SELECT end_class FROM procs WHERE ext_id='$sid'")" = cancelled ] || fail "stuck: end class is not cancelled"
 grep -q "Slurm job $lid CANCELLED" "$TEST_TMP/state/runs/held/long/job.log" || fail "long's log does not show Slurm's ending"
 note "pending reason, refusal, cancel and resources ok"
+
+# --- a job over its --mem is killed by Slurm and recorded as out of memory
+cat > "$S/mem.ini" <<INI
+[hog]
+stage = exec
+executor = slurm
+mem = 100M
+command = /usr/bin/python3 -c 'import time; a = [bytearray(1 << 20) for _ in range(400)]; time.sleep(3); print("survived")'
+INI
+pctl submit "$S/mem.ini" >/dev/null || fail "submit mem"
+wait_run mem failed 60
+[ "$(db "SELECT end_class FROM procs WHERE ext_id='$(ext_ids mem hog)'")" = oom ] ||
+    fail "hog: end class '$(db "SELECT end_class FROM procs WHERE ext_id='$(ext_ids mem hog)'")', not oom"
+grep -q "class oom" "$TEST_TMP/state/runs/mem/hog/job.log" || fail "hog's log does not say out of memory"
+grep -q survived "$TEST_TMP/state/runs/mem/hog/job.log" && fail "hog was not stopped at its memory limit"
+note "memory limit ok"
 integrity_ok
 events_gapless
 pl_stop

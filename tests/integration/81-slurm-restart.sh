@@ -6,18 +6,13 @@
 # runs exactly once and succeeds; nothing is submitted twice, events stay
 # gapless and the store passes integrity_check.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER="$TOP/tests/tools/slurm-cluster.sh"
-[ "$(id -u)" -eq 0 ] || { echo "needs root for munged and slurmd"; exit 77; }
-eval "$("$CLUSTER" env)"
-"$CLUSTER" start || fail "the Slurm cluster did not start"
-trap 'pl_kill9 2>/dev/null; "$CLUSTER" stop' EXIT
+. "$(dirname "$0")/data/slurm_lib.sh"
+trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
 S=$TEST_TMP/specs; mkdir -p "$S"; O=$TEST_TMP/out; mkdir -p "$O"
 ncpu=$(sinfo -h -N -o %c | head -n 1)
 
-slurm_state() { scontrol show job -o "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p'; }
-ext_id() { db "SELECT p.ext_id FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = '$1' AND j.name = '$2';"; }
 
 # busy takes every CPU of the node, so waiter queues behind it.
 cat > "$S/busy.ini" <<INI
@@ -36,7 +31,7 @@ INI
 pctl submit "$S/busy.ini" >/dev/null || fail "submit busy"
 rid=""
 for _ in $(seq 1 100); do
-	rid=$(ext_id busy runner)
+	rid=$(ext_ids busy runner)
 	[ -n "$rid" ] && [ "$(slurm_state "$rid")" = RUNNING ] && break
 	sleep 0.1
 done
@@ -44,7 +39,7 @@ done
 pctl submit "$S/line.ini" >/dev/null || fail "submit line"
 wid=""
 for _ in $(seq 1 100); do
-	wid=$(ext_id line waiter)
+	wid=$(ext_ids line waiter)
 	[ -n "$wid" ] && [ "$(slurm_state "$wid")" = PENDING ] && break
 	sleep 0.1
 done

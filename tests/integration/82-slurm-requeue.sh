@@ -8,16 +8,12 @@
 # the requeue. The trainer is a small stand-in that speaks pipeline-job(7)
 # and writes its checkpoints with jobs/pljob.py.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER="$TOP/tests/tools/slurm-cluster.sh"
-[ "$(id -u)" -eq 0 ] || { echo "needs root for munged and slurmd"; exit 77; }
-eval "$("$CLUSTER" env)"
-"$CLUSTER" start || fail "the Slurm cluster did not start"
-trap 'pl_kill9 2>/dev/null; "$CLUSTER" stop' EXIT
+. "$(dirname "$0")/data/slurm_lib.sh"
+trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
 S=$TEST_TMP/specs; mkdir -p "$S"; O=$TEST_TMP/out; mkdir -p "$O"
 
-slurm_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
 cat > "$TEST_TMP/fake_train.py" <<'PY'
 # 24 steps, a checkpoint every 4 (pljob.save_checkpoint: COMPLETE marker
@@ -73,13 +69,11 @@ scancel --signal=KILL "$id" || fail "scancel"
 scontrol requeue "$id" || fail "requeue"
 # A requeued job waits for a begin time Slurm sets some time ahead (once
 # the requeue has gone through); let it go now.
-for _ in $(seq 1 100); do
-	case $(slurm_field "$id" JobState) in
-	PENDING) scontrol update JobId="$id" StartTime=now 2>/dev/null;;
-	RUNNING|COMPLETED) break;;
-	esac
-	sleep 0.2
-done
+# A requeued job waits for a begin time Slurm sets some time ahead; let it
+# go once the requeue has gone through, but not within the second the old
+# run's credential was revoked (slurmd would refuse to launch it: "Job
+# credential revoked").
+release_requeued "$id" || fail "the requeued job does not run: $(scontrol show job -o "$id")"
 case $(slurm_field "$id" JobState) in
 RUNNING|COMPLETED) ;;
 *) fail "the requeued job does not run: $(scontrol show job -o "$id")";;
