@@ -52,4 +52,15 @@ set -e
 [ $rc -eq 2 ] || fail "with transformers present: exit $rc"
 grep '"type":"error"' fake.ev | grep -q "missing Python packages" || fail "no missing-package error"
 ! grep '"type":"error"' fake.ev | grep -q "transformers" || { cat fake.ev; fail "transformers still reported missing"; }
+# Every package present (stand-ins) but no CUDA device here: the engine
+# says so instead of loading anything.
+if $PY -c 'import torch, sys; sys.exit(1 if torch.cuda.is_available() else 0)'; then
+	for p in peft bitsandbytes accelerate; do mkdir -p fake/$p && : >fake/$p/__init__.py; done
+	set +e
+	PYTHONPATH=$TEST_TMP/fake PL_WORKDIR=$TEST_TMP $PY "$J/probe.py" --config hf.json --events nocuda.ev 2>/dev/null
+	rc=$?
+	set -e
+	[ $rc -eq 2 ] || { cat nocuda.ev; fail "without CUDA: exit $rc"; }
+	grep '"type":"error"' nocuda.ev | grep -q "engine hf: torch .* sees no CUDA device" || { cat nocuda.ev; fail "no CUDA message"; }
+fi
 echo "53-job-hf-missing: OK"
