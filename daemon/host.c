@@ -893,7 +893,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	return PL_OK;
 }
 
-const struct pl_host plugin_host = {
+struct pl_host plugin_host = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_host),
 	.host_name = "pipelined",

@@ -840,6 +840,7 @@ main(int argc, char **argv)
 	};
 	int ch;
 	log_init(1, LOG_LVL_WARN, NULL);
+	plugin_host.host_name = "pipelinectl"; /* plugins may tell by-hand runs apart */
 	while ((ch = getopt_long(argc, argv, "+f:s:F:jh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f': conf_path = optarg; break;

@@ -161,7 +161,7 @@ const struct stage_reg *plugin_stage(const char *name);
 int	plugin_nstages(void);
 const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
-extern const struct pl_host plugin_host;
+extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /* store.c: the SQLite store (thread-safe; one connection, one mutex) */
 struct store;

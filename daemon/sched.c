@@ -150,8 +150,10 @@ job_thread(void *arg)
 static char *
 executor_opts(struct sjob *j)
 {
+	/* The job's own keys, else [slurm] defaults; the last three exist in
+	 * pipelined.conf only. */
 	static const char *const keys[] = { "partition", "gres", "time", "mem", "account",
-	    "sbatch_options", NULL };
+	    "sbatch_options", "poll_interval", "signal_before", "bin_dir", NULL };
 	char *s = xstrdup("");
 	for (int i = 0; keys[i]; i++) {
 		const char *v = spec_get(j->sec, keys[i]);
