@@ -212,6 +212,8 @@ main(void)
 		good_kind("conditional", kinds[i]);
 		good_kind("causal", kinds[i]);
 	}
+	/* lora_bias: only the vision tower has biases, so the conditional base. */
+	good_kind("conditional", "lora-bias");
 
 	/* The same inputs give byte-identical outputs. */
 	char a[PATH_MAX + 64], b[PATH_MAX + 64], base[PATH_MAX + 64], ad[PATH_MAX + 64];
