@@ -91,8 +91,9 @@ section_seen(struct spec_parse *p, const char *line)
 }
 
 /* inih reader over a string that counts lines. inih (as Debian builds it)
- * takes lines of at most 200 bytes; a longer "key = value" line reaches it
- * as "key = \001" and the handler takes the value from p->longval. */
+ * takes lines of at most 200 bytes and cuts values at " ;" (an inline
+ * comment); a longer line, or one with a ';', reaches it as "key = \001"
+ * and the handler takes the whole value from p->longval. */
 static char *
 spec_reader(char *str, int num, void *stream)
 {
@@ -109,7 +110,12 @@ spec_reader(char *str, int num, void *stream)
 	free(p->raw);
 	p->raw = strndup(t, len);
 	section_seen(p, p->raw);
-	if (len + 2 <= (size_t)num) {
+	/* Lines that fit and hold no ';' go to inih as they are. A ';' is
+	 * never a comment inside a value here (shell commands are full of
+	 * them), so such lines take the same path as long ones. */
+	const char *lead = t + strspn(t, " \t");
+	if (len + 2 <= (size_t)num && (memchr(t, ';', len) == NULL || *lead == ';' ||
+	    *lead == '#' || *lead == '[')) {
 		memcpy(str, t, adv);
 		str[adv] = '\0';
 		return str;
@@ -124,17 +130,11 @@ spec_reader(char *str, int num, void *stream)
 	}
 	const char *v = cont ? t : eq + 1;
 	const char *end = t + len;
-	/* inih's inline comments: ';' after whitespace. */
-	for (const char *c = v; c < end; c++)
-		if (*c == ';' && c > v && (c[-1] == ' ' || c[-1] == '\t')) {
-			end = c;
-			break;
-		}
 	while (v < end && (*v == ' ' || *v == '\t'))
 		v++;
 	while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
 		end--;
-	p->longval = strndup(v, (size_t)(end - v));
+	p->longval = strndup(v, end > v ? (size_t)(end - v) : 0);
 	if (cont)
 		snprintf(str, (size_t)num, " \001\n");
 	else

@@ -28,14 +28,19 @@ main(void)
 	const struct spec_kv *kv = spec_find(s->jobs[0], "command");
 	CHECK(kv && kv->line == 7 && strcmp(kv->value, longcmd) == 0);
 	CHECK(strcmp(spec_get(s->jobs[1], "note"), "first\nsecond line") == 0);
-	CHECK(strcmp(spec_get(s->jobs[1], "x"), "a") == 0);
+	/* A ';' is part of the value: no inline comments in values. */
+	CHECK(strcmp(spec_get(s->jobs[1], "x"), "a ; inline comment") == 0);
 	CHECK(spec_find(s->jobs[1], "after")->line == 9);
 	spec_free(s);
 
-	/* A long line with an inline comment keeps inih's rule. */
-	snprintf(text, sizeof(text), "[a]\nk = %s ; tail\n", longcmd);
+	/* Long lines with ';' keep it too; comment lines are still comments. */
+	snprintf(text, sizeof(text), "[a]\n; a comment\n# another\nk = %s ; tail\nc = make ; make install\n", longcmd);
 	s = spec_parse("t.ini", text, &errs);
-	CHECK(s && strcmp(spec_get(s->jobs[0], "k"), longcmd) == 0);
+	char want[3100];
+	snprintf(want, sizeof(want), "%s ; tail", longcmd);
+	CHECK(s && strcmp(spec_get(s->jobs[0], "k"), want) == 0);
+	CHECK(s && strcmp(spec_get(s->jobs[0], "c"), "make ; make install") == 0);
+	CHECK(s && s->jobs[0]->nkv == 2);
 	spec_free(s);
 
 	/* Errors: duplicate key and section, with both lines. */
