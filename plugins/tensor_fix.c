@@ -211,11 +211,14 @@ gemma3_counts(struct fctx *f, int64_t *dropped, int64_t *kept)
 	const cJSON *vc = cJSON_GetObjectItemCaseSensitive(c, "vision_config");
 	if (!cJSON_IsString(mt))
 		goto out;
-	if (strcmp(mt->valuestring, "gemma3") == 0 && cJSON_IsObject(tc)) {
-		/* transformers' Gemma3TextConfig default is 26 layers, SigLIP's
-		 * as configured for Gemma 3 is 27. */
+	if (strcmp(mt->valuestring, "gemma3") == 0 && cJSON_IsObject(tc) && cJSON_IsObject(vc)) {
+		/* Missing fields take transformers' defaults, as the converter
+		 * sees them: Gemma3TextConfig 26 layers, SiglipVisionConfig 12.
+		 * A SigLIP head (vision_use_head) adds tensors not counted here. */
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(vc, "vision_use_head")))
+			goto out;
 		int64_t L = json_int(tc, "num_hidden_layers", 26);
-		int64_t V = cJSON_IsObject(vc) ? json_int(vc, "num_hidden_layers", 27) : 27;
+		int64_t V = json_int(vc, "num_hidden_layers", 12);
 		*kept = 13 * L + 2;
 		*dropped = 16 * V + 7;
 		rc = 0;
