@@ -225,9 +225,21 @@ apply_pair(struct slurm_job *j, const char *key, size_t klen, const char *val,
 {
 #define KEY(k) (klen == sizeof(k) - 1 && strncmp(key, k, klen) == 0)
 	char b[64];
+	/* Only free-text values (Reason, paths) may hold spaces: the others
+	 * end at their first word. */
+	if (!KEY("Reason")) {
+		size_t w = 0;
+		while (w < vlen && val[w] != ' ' && val[w] != '\t')
+			w++;
+		vlen = w;
+	}
 	if (KEY("JobId")) {
-		copy(j->id, sizeof(j->id), val, vlen);
-		*found_id = 1;
+		/* The record's own id comes first; a later JobId= (inside a
+		 * Comment=, say) does not replace it. */
+		if (!*found_id && vlen > 0) {
+			copy(j->id, sizeof(j->id), val, vlen);
+			*found_id = 1;
+		}
 	} else if (KEY("JobState")) {
 		set_state(j, val, vlen);
 		*found_state = 1;
