@@ -48,7 +48,8 @@ Config keys (CONFIG.json):
   tokens          tokens.npz from tokenize (required)
   output_dir      where the adapter directory goes (default $PL_WORKDIR)
   num_train_epochs          3
-  max_steps       stop after this many optimizer steps, 0: epochs decide (0)
+  max_steps       this many optimizer steps, overriding num_train_epochs as
+                  in transformers; 0: the epochs decide (0)
   learning_rate   0.0002
   lr_scheduler_type         linear (the only one)
   warmup_steps    5
@@ -107,9 +108,9 @@ class Plan:
         self.np = np
         self.n, self.accum, self.seed = n, accum, seed
         self.steps_per_epoch = int(math.ceil(n / float(accum)))
-        self.total = self.steps_per_epoch * epochs
-        if max_steps:
-            self.total = min(self.total, max_steps) if epochs else max_steps
+        # max_steps overrides the epochs, as in transformers: the data goes
+        # round again (a fresh permutation per epoch) or stops part-way.
+        self.total = max_steps if max_steps else self.steps_per_epoch * epochs
         self._perm = {}
 
     def perm(self, e):

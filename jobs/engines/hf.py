@@ -140,10 +140,14 @@ class HfEngine:
             q = transformers.BitsAndBytesConfig(
                 load_in_4bit=True, bnb_4bit_quant_type=self.quant_type,
                 bnb_4bit_use_double_quant=self.double_quant, bnb_4bit_compute_dtype=dt)
+        # transformers 4.56 renamed torch_dtype to dtype (the recipe's 5.5
+        # wants the new name).
+        ver = tuple(int(x) for x in re.findall(r"\d+", transformers.__version__)[:2])
+        dkw = {"dtype": dt} if ver >= (4, 56) else {"torch_dtype": dt}
         with self._oom("load"):
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 self.base, quantization_config=q, device_map={"": self.device},
-                torch_dtype=dt, attn_implementation=self.attn)
+                attn_implementation=self.attn, **dkw)
             model.config.use_cache = False
             if self.load_in_4bit:
                 model = peft.prepare_model_for_kbit_training(
