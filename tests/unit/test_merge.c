@@ -3,7 +3,8 @@
  * a small host on fixtures from tests/fixtures/gen_gemma3.py, checked
  * against the float64 numpy reference tests/fixtures/ref_merge.py (every
  * merged element within one bf16 ulp, every other tensor byte-identical),
- * for every adapter kind on both layouts (the causal one sharded); then the
+ * for every adapter kind on both layouts (the causal one sharded), lora_bias,
+ * and an F16 base (within one f16 ulp); then the
  * error cases, each with its own message and no output left behind.
  * Needs /usr/bin/python3 with numpy and sentencepiece (etc/deps.sh).
  */
@@ -87,7 +88,7 @@ good_kind(const char *layout, const char *kind)
 	    strcmp(j.artifacts[0][1], out) == 0);
 	CHECK(j.nprogress > 0 && j.last_done == j.last_total && j.last_total > 50);
 	if (strcmp(kind, "vision") == 0) {
-		if (strcmp(layout, "causal") == 0)
+		if (strcmp(layout, "conditional") != 0)
 			CHECK(strstr(j.events, "merge.vision") && strstr(j.log, "were skipped"));
 		else
 			CHECK(strstr(j.log, "merged into the base's vision tower") != NULL);
@@ -202,7 +203,8 @@ main(void)
 	}
 	if (sh("cd %s && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/conditional "
 	    "--adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/causal --layout "
-	    "causal --shards 3 --adapter all", top, tmp, tmp) != 0) {
+	    "causal --shards 3 --adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py "
+	    "%s/f16 --layout causal --dtype f16 --adapter plain --adapter dora", top, tmp, tmp, tmp) != 0) {
 		fprintf(stderr, "fixture generation failed\n");
 		return 1;
 	}
@@ -214,6 +216,9 @@ main(void)
 	}
 	/* lora_bias: only the vision tower has biases, so the conditional base. */
 	good_kind("conditional", "lora-bias");
+	/* An F16 base: merged in f32, rounded to F16 (one f16 ulp). */
+	good_kind("f16", "plain");
+	good_kind("f16", "dora");
 
 	/* The same inputs give byte-identical outputs. */
 	char a[PATH_MAX + 64], b[PATH_MAX + 64], base[PATH_MAX + 64], ad[PATH_MAX + 64];
