@@ -1313,35 +1313,99 @@ gguf_bf16_to_fp32(uint16_t h)
  * rounded fp16), and roundf's ties-away-from-zero. roundf is emulated
  * exactly with a truncation: for |v| < 2^23 both the truncation and the
  * subtraction are exact, so the comparison with 0.5 decides as roundf
- * does, and the loop vectorises.
+ * does.
  */
+static void
+q8_0_block(const float *x, uint8_t *y)
+{
+	float amax = 0.0f;
+	for (int j = 0; j < QK8_0; j++) {
+		float a = fabsf(x[j]);
+		amax = amax > a ? amax : a;
+	}
+	const float d = amax / 127.0f;
+	const float id = d != 0.0f ? 1.0f / d : 0.0f;
+	uint16_t h = gguf_fp32_to_fp16(d);
+	y[0] = (uint8_t)h;
+	y[1] = (uint8_t)(h >> 8);
+	int8_t *qs = (int8_t *)(y + 2);
+	for (int j = 0; j < QK8_0; j++) {
+		const float v = x[j] * id;
+		int32_t q = (int32_t)v;
+		float frac = v - (float)q;
+		/* The bounds on frac keep an infinite v (a d so small that
+		 * 1/d overflowed) at the truncation, as the float-to-int8
+		 * conversion of roundf's inf is. */
+		q += (frac >= 0.5f && frac < 1.0f) - (frac <= -0.5f && frac > -1.0f);
+		qs[j] = (int8_t)q;
+	}
+}
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/*
+ * The same block with SSE2 (baseline on x86-64), for blocks without NaN:
+ * maxps(a, b) is a > b ? a : b, ggml's MAX, and without NaN the order of a
+ * max reduction does not matter. The rounding is the truncation method
+ * above, lane by lane; the narrowing packs saturate, which is exact
+ * because |q| <= 127 whenever 1/d is finite. A block whose 1/d overflowed
+ * (all values below about 1e-37) or that holds a NaN goes to the scalar
+ * code, which reproduces the reference there too.
+ */
+static int
+q8_0_block_sse2(const float *x, uint8_t *y)
+{
+	const __m128 sign = _mm_set1_ps(-0.0f);
+	__m128 v[8], m = _mm_setzero_ps(), nan = _mm_setzero_ps();
+	for (int i = 0; i < 8; i++) {
+		v[i] = _mm_loadu_ps(x + 4 * i);
+		nan = _mm_or_ps(nan, _mm_cmpunord_ps(v[i], v[i]));
+		m = _mm_max_ps(m, _mm_andnot_ps(sign, v[i]));
+	}
+	if (_mm_movemask_ps(nan))
+		return -1;
+	m = _mm_max_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+	m = _mm_max_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+	const float amax = _mm_cvtss_f32(m);
+	const float d = amax / 127.0f;
+	const float id = d != 0.0f ? 1.0f / d : 0.0f;
+	if (isinf(id))
+		return -1;
+	uint16_t h = gguf_fp32_to_fp16(d);
+	y[0] = (uint8_t)h;
+	y[1] = (uint8_t)(h >> 8);
+	const __m128 idv = _mm_set1_ps(id), half = _mm_set1_ps(0.5f), mhalf = _mm_set1_ps(-0.5f);
+	const __m128i one = _mm_set1_epi32(1);
+	__m128i q[8];
+	for (int i = 0; i < 8; i++) {
+		__m128 s = _mm_mul_ps(v[i], idv);
+		__m128i t = _mm_cvttps_epi32(s);
+		__m128 frac = _mm_sub_ps(s, _mm_cvtepi32_ps(t));
+		__m128i up = _mm_and_si128(_mm_castps_si128(_mm_cmpge_ps(frac, half)), one);
+		__m128i dn = _mm_and_si128(_mm_castps_si128(_mm_cmple_ps(frac, mhalf)), one);
+		q[i] = _mm_sub_epi32(_mm_add_epi32(t, up), dn);
+	}
+	for (int i = 0; i < 2; i++) {
+		__m128i a = _mm_packs_epi32(q[4 * i], q[4 * i + 1]);
+		__m128i b = _mm_packs_epi32(q[4 * i + 2], q[4 * i + 3]);
+		_mm_storeu_si128((__m128i *)(y + 2 + 16 * i), _mm_packs_epi16(a, b));
+	}
+	return 0;
+}
+#endif
+
+/* Q8_0 reference quantizer: k floats (k % 32 == 0) to k/32 blocks. */
 void
 gguf_quantize_q8_0(const float *restrict x, uint8_t *restrict y, int64_t k)
 {
 	const int64_t nb = k / QK8_0;
 
 	for (int64_t i = 0; i < nb; i++, x += QK8_0, y += Q8_0_BLOCK) {
-		float amax = 0.0f;
-		for (int j = 0; j < QK8_0; j++) {
-			float a = fabsf(x[j]);
-			amax = amax > a ? amax : a;
-		}
-		const float d = amax / 127.0f;
-		const float id = d != 0.0f ? 1.0f / d : 0.0f;
-		uint16_t h = gguf_fp32_to_fp16(d);
-		y[0] = (uint8_t)h;
-		y[1] = (uint8_t)(h >> 8);
-		int8_t *qs = (int8_t *)(y + 2);
-		for (int j = 0; j < QK8_0; j++) {
-			const float v = x[j] * id;
-			int32_t q = (int32_t)v;
-			float frac = v - (float)q;
-			/* The bounds on frac keep an infinite v (a d so
-			 * small that 1/d overflowed) at the truncation, as
-			 * the float-to-int8 conversion of roundf's inf is. */
-			q += (frac >= 0.5f && frac < 1.0f) -
-			    (frac <= -0.5f && frac > -1.0f);
-			qs[j] = (int8_t)q;
-		}
+#ifdef __SSE2__
+		if (q8_0_block_sse2(x, y) == 0)
+			continue;
+#endif
+		q8_0_block(x, y);
 	}
 }

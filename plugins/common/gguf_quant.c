@@ -141,43 +141,57 @@ row_bytes(uint32_t type, int64_t ne0)
 	return (uint64_t)ne0 / blck * size;
 }
 
+/* fp16 to f32 by table (256 KiB, built once): the exact conversion of
+ * gguf_fp16_to_fp32 for every half. */
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void
+f16_table_init(void)
+{
+	for (uint32_t i = 0; i < 65536; i++)
+		f16_table[i] = gguf_fp16_to_fp32((uint16_t)i);
+}
+
 /* Widen n elements of a F32/F16/BF16 source to f32; the index of the first
- * non-finite value, or -1. */
+ * non-finite value, or -1. Non-finite is an all-ones exponent, tested on
+ * the bits (OR-ed together, so the loop has no branch). */
 static int64_t
 widen(uint32_t type, const uint8_t *src, float *dst, int64_t n)
 {
-	int64_t bad = -1;
+	uint32_t acc = 0;
 	switch (type) {
-	case GGML_F32:
+	case GGML_F32: {
+		const uint32_t *u = (const uint32_t *)(const void *)src;
 		memcpy(dst, src, (size_t)n * 4);
+		for (int64_t i = 0; i < n; i++)
+			acc |= (~u[i] & 0x7f800000u) == 0;
 		break;
-	case GGML_F16:
+	}
+	case GGML_F16: {
+		const uint16_t *h = (const uint16_t *)(const void *)src;
+		pthread_once(&f16_once, f16_table_init);
 		for (int64_t i = 0; i < n; i++) {
-			uint16_t h;
-			memcpy(&h, src + 2 * i, 2);
-			dst[i] = gguf_fp16_to_fp32(h);
-		}
-		break;
-	case GGML_BF16:
-		for (int64_t i = 0; i < n; i++) {
-			uint16_t h;
-			memcpy(&h, src + 2 * i, 2);
-			dst[i] = gguf_bf16_to_fp32(h);
+			dst[i] = f16_table[h[i]];
+			acc |= (~h[i] & 0x7c00u) == 0;
 		}
 		break;
 	}
-	/* One pass with a sum: a NaN or an infinity anywhere makes it
-	 * non-finite, and only then is the element searched for. */
-	float acc = 0.0f;
-	for (int64_t i = 0; i < n; i++)
-		acc += dst[i] * 0.0f;
-	if (isnan(acc))
+	case GGML_BF16: {
+		const uint16_t *h = (const uint16_t *)(const void *)src;
+		for (int64_t i = 0; i < n; i++) {
+			uint32_t u = (uint32_t)h[i] << 16;
+			memcpy(&dst[i], &u, 4);
+			acc |= (~h[i] & 0x7f80u) == 0;
+		}
+		break;
+	}
+	}
+	if (acc)
 		for (int64_t i = 0; i < n; i++)
-			if (!isfinite(dst[i])) {
-				bad = i;
-				break;
-			}
-	return bad;
+			if (!isfinite(dst[i]))
+				return i;
+	return -1;
 }
 
 static void
