@@ -1,18 +1,19 @@
 #!/bin/bash
-# 56-train-resume.sh: a trainer killed with SIGKILL at step 37 inside the
-# training loop is relaunched by the train stage from the newest complete
-# checkpoint (step 25, checked by its COMPLETE marker and hashes); the
-# final adapter is bit-identical to an uninterrupted run's, and the loss
-# events of both segments cover every step, the replayed steps 26-37 with
-# the same values (G30: the store keeps one row per step). A corrupted
-# newer checkpoint is passed over, not resumed from.
-# Then through a real pipelined, tokenize -> probe -> train:
-#  - run v1's trainer is killed at step 37: the store holds every loss step
-#    once (1..45), and train stores a probe/real calibration pair;
-#  - run v2's probe uses that pair (pairs 1, its over-estimate), and the
-#    daemon is killed -9 while v2's trainer runs: the restarted daemon
-#    re-enters the adoptable train stage, re-adopts launch-1 instead of
-#    launching again, and the run succeeds.
+# 56-train-resume.sh: the train stage's resume and adoption, through a real
+# pipelined running tokenize -> probe -> train:
+#  - run v1's trainer (the real jobs/train.py, tiny engine) is killed with
+#    SIGKILL at step 37, inside the training loop: the stage relaunches it
+#    from the newest complete checkpoint (step 25, checked by its COMPLETE
+#    marker and hashes), the final adapter is bit-identical to an
+#    uninterrupted run's, the two segments' loss events agree on the
+#    replayed steps 26-37, and the store holds every loss step once, 1..45
+#    (G30); train stores a probe/real calibration pair;
+#  - a newer checkpoint whose file no longer hashes as recorded is passed
+#    over, not resumed from;
+#  - run v2's probe calibrates with v1's pair (pairs 1, its over-estimate),
+#    and the daemon is killed -9 while v2's trainer runs: the restarted
+#    daemon re-enters the adoptable train stage, re-adopts launch-1 instead
+#    of launching again, and the run succeeds.
 . "$TOP/tests/lib.sh"
 . "$(dirname "$0")/data/gpu_stages_lib.sh"
 # On the way out, the daemon and any job process group it left running
@@ -29,72 +30,20 @@ reap() {
 trap reap EXIT
 setup_tokens 40
 WRAP=$TOP/tests/integration/data/standin_gpu_contention.sh
-common=(engine=tiny base="$BASE" tokens="$TOKENS" max_steps=45 save_steps=25
-    gradient_accumulation_steps=1 lora_r=4 launch_backoff=0.1)
-
-adapter_sha() {
-	sed -n 's/^job.artifact {"name":"adapter".*"sha256":"\([0-9a-f]*\)".*/\1/p' "$1"
-}
 # loss_steps EVENTS: "step value" per loss metric line.
 loss_steps() {
 	sed -n 's/.*"type":"metric","name":"loss","step":\([0-9]*\),"value":\([^,}]*\).*/\1 \2/p' "$1"
 }
+adapter_sha() {
+	sed -n 's/^job.artifact {"name":"adapter".*"sha256":"\([0-9a-f]*\)".*/\1/p' "$1"
+}
+# q SQL: one value from the store.
+q() { db "$1"; }
+jobval() { # jobval RUN JOB KEY
+	q "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
+	    WHERE r.name = '$1' AND j.name = '$2' AND v.key = '$3'"
+}
 
-# The uninterrupted reference run.
-"$CTL" stage train -w "$TEST_TMP/ref" "${common[@]}" >"$TEST_TMP/ref.out" 2>&1 ||
-    { cat "$TEST_TMP/ref.out"; die "the uninterrupted run failed"; }
-ref=$(adapter_sha "$TEST_TMP/ref.out")
-[ -n "$ref" ] || die "no adapter from the uninterrupted run"
-
-# The killed run: launch-1 is killed -9 at step 37.
-set +e
-STANDIN_KILL_AT_STEP=37 STANDIN_KILL_ONCE=$TEST_TMP/killed \
-"$CTL" stage train -w "$TEST_TMP/kill" "${common[@]}" python="$WRAP" \
-    >"$TEST_TMP/kill.out" 2>&1
-rc=$?
-set -e
-grep -v '^job.metric\|^job.progress' "$TEST_TMP/kill.out"
-[ "$rc" -eq 0 ] || die "the killed run did not finish (exit $rc)"
-[ -e "$TEST_TMP/killed" ] || die "the fault was never injected"
-grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP/kill.out" ||
-    die "no report of the kill inside the loop"
-grep -q "launch-2 resumes from $TEST_TMP/kill/checkpoints/checkpoint-25 (step 25)" "$TEST_TMP/kill.out" ||
-    die "launch-2 did not resume from checkpoint-25"
-got=$(adapter_sha "$TEST_TMP/kill.out")
-[ "$got" = "$ref" ] || die "resumed adapter $got differs from the uninterrupted run's $ref"
-
-# Every step once across the segments; the replayed ones agree.
-e1=$TEST_TMP/kill/.pl/launch-1/events
-e2=$TEST_TMP/kill/.pl/launch-2/events
-loss_steps "$e1" >"$TEST_TMP/l1"
-loss_steps "$e2" >"$TEST_TMP/l2"
-[ "$(head -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 1 ] && [ "$(tail -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 37 ] ||
-    die "launch-1's losses are not steps 1..37"
-[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 26 ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 45 ] ||
-    die "launch-2's losses are not steps 26..45"
-sort -n -u -k1,1 "$TEST_TMP/l1" "$TEST_TMP/l2" | cut -d' ' -f1 | tr '\n' ' ' >"$TEST_TMP/steps"
-[ "$(cat "$TEST_TMP/steps")" = "$(seq -s ' ' 1 45) " ] || die "steps covered: $(cat "$TEST_TMP/steps")"
-replayed=$(awk 'NR == FNR { a[$1] = $2; next }
-    ($1 in a) { n++; if (a[$1] != $2) { print "step " $1 ": " a[$1] " vs " $2 > "/dev/stderr"; bad++ } }
-    END { print (bad ? -1 : n) }' "$TEST_TMP/l1" "$TEST_TMP/l2")
-[ "$replayed" -ge 0 ] || die "a replayed step's loss differs between the segments"
-[ "$replayed" -eq 12 ] || die "expected 12 replayed steps (26..37), saw $replayed"
-
-# A newer checkpoint whose file no longer hashes as recorded is passed over.
-mkdir -p "$TEST_TMP/bad/checkpoints"
-cp -r "$TEST_TMP/kill/checkpoints/checkpoint-25" "$TEST_TMP/bad/checkpoints/"
-cp -r "$TEST_TMP/kill/checkpoints/checkpoint-25" "$TEST_TMP/bad/checkpoints/checkpoint-30"
-f=$(ls "$TEST_TMP/bad/checkpoints/checkpoint-30" | grep -v COMPLETE | head -1)
-printf 'x' >>"$TEST_TMP/bad/checkpoints/checkpoint-30/$f"
-"$CTL" stage train -w "$TEST_TMP/bad" "${common[@]}" >"$TEST_TMP/bad.out" 2>&1 ||
-    { cat "$TEST_TMP/bad.out"; die "the run with a corrupt checkpoint failed"; }
-grep -q "checkpoint $TEST_TMP/bad/checkpoints/checkpoint-30 passed over: $f: sha256" "$TEST_TMP/bad.out" ||
-    die "the corrupt checkpoint was not reported"
-grep -q "launch-1 resumes from $TEST_TMP/bad/checkpoints/checkpoint-25 (step 25)" "$TEST_TMP/bad.out" ||
-    die "did not resume from the complete checkpoint-25"
-[ "$(adapter_sha "$TEST_TMP/bad.out")" = "$ref" ] || die "the adapter after resuming from 25 differs"
-
-# ---- through the daemon ----------------------------------------------
 # tests/lib.sh's helpers are written for set -u only.
 set +e +o pipefail
 mkdir -p "$TEST_TMP/specs"
@@ -113,7 +62,7 @@ lora_r = 4
 budget_mb = 100
 margin_mb = 10
 gpu = test-gpu
-host_mem_cap = ${PROBE_CAP:-12G}
+host_mem_cap = $probe_cap
 [train]
 after = probe
 engine = tiny
@@ -130,27 +79,71 @@ INI
 probe_cap=12G
 "$CTL" stage probe -w "$TEST_TMP/capcheck" engine=tiny base="$BASE" tokens="$TOKENS" \
     lora_r=4 budget_mb=100 >"$TEST_TMP/capcheck.out" 2>&1 || probe_cap=off
-export PROBE_CAP=$probe_cap
 export STANDIN_KILL_AT_STEP=37 STANDIN_KILL_ONCE=$TEST_TMP/daemon-killed
 pl_conf
 pl_start
+
+# ---- v1: killed at step 37, resumed from 25 ----------------------------
 spec v1 45
 pctl submit "$TEST_TMP/specs/v1.ini" >/dev/null || die "submitting v1"
 wait_run v1 succeeded 400
 [ -e "$TEST_TMP/daemon-killed" ] || die "v1's trainer was not killed"
-set -- $(db "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
+R=$TEST_TMP/state/runs/v1/train
+pctl logs v1 train >"$TEST_TMP/v1.log"
+grep -v '^job.metric\|^job.progress' "$TEST_TMP/v1.log"
+grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP/v1.log" ||
+    die "v1's train log does not report the kill inside the loop"
+grep -q "launch-2 resumes from $R/work/checkpoints/checkpoint-25 (step 25)" "$TEST_TMP/v1.log" ||
+    die "launch-2 did not resume from checkpoint-25"
+set -- $(q "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
     JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
     WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
 [ "$*" = "45 45 1 45" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
-grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP"/state/runs/v1/train/*.log 2>/dev/null ||
-    pctl logs v1 train | grep -q 'launch-1 died inside the training loop (killed by signal 9' ||
-    die "v1's train log does not report the kill"
-pair=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
-    WHERE r.name = 'v1' AND j.name = 'train' AND v.key = 'probe_pair'")
+
+# The segments' events: 1..37, then 26..45, the replayed steps equal.
+loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
+loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
+[ "$(head -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 1 ] && [ "$(tail -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 37 ] ||
+    die "launch-1's losses are not steps 1..37"
+[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 26 ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 45 ] ||
+    die "launch-2's losses are not steps 26..45"
+replayed=$(awk 'NR == FNR { a[$1] = $2; next }
+    ($1 in a) { n++; if (a[$1] != $2) { print "step " $1 ": " a[$1] " vs " $2 > "/dev/stderr"; bad++ } }
+    END { print (bad ? -1 : n) }' "$TEST_TMP/l1" "$TEST_TMP/l2")
+[ "$replayed" -ge 0 ] || die "a replayed step's loss differs between the segments"
+[ "$replayed" -eq 12 ] || die "expected 12 replayed steps (26..37), saw $replayed"
+
+# Bit-identical to an uninterrupted run on the same tokens.
+V1TOK=$TEST_TMP/state/runs/v1/tokenize/work/tokens.npz
+[ -f "$V1TOK" ] || V1TOK=$(q "SELECT a.path FROM artifacts a JOIN runs r ON r.id = a.run_id
+    WHERE r.name = 'v1' AND a.name = 'tokens'")
+common=(engine=tiny base="$BASE" tokens="$V1TOK" max_steps=45 save_steps=25
+    gradient_accumulation_steps=1 lora_r=4)
+"$CTL" stage train -w "$TEST_TMP/ref" "${common[@]}" >"$TEST_TMP/ref.out" 2>&1 ||
+    { cat "$TEST_TMP/ref.out"; die "the uninterrupted run failed"; }
+ref=$(adapter_sha "$TEST_TMP/ref.out")
+got=$(q "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id
+    WHERE r.name = 'v1' AND a.name = 'adapter'")
+[ -n "$ref" ] && [ "$got" = "$ref" ] || die "resumed adapter $got differs from the uninterrupted run's $ref"
+pair=$(jobval v1 train probe_pair)
 [ -n "$pair" ] || die "v1's train stored no calibration pair"
 
-# v2: the probe calibrates with v1's pair; the daemon dies during train.
-spec v2 60
+# ---- a newer, corrupt checkpoint is passed over ------------------------
+mkdir -p "$TEST_TMP/bad/checkpoints"
+cp -r "$R/work/checkpoints/checkpoint-25" "$TEST_TMP/bad/checkpoints/"
+cp -r "$R/work/checkpoints/checkpoint-25" "$TEST_TMP/bad/checkpoints/checkpoint-30"
+f=$(ls "$TEST_TMP/bad/checkpoints/checkpoint-30" | grep -v COMPLETE | head -1)
+printf 'x' >>"$TEST_TMP/bad/checkpoints/checkpoint-30/$f"
+"$CTL" stage train -w "$TEST_TMP/bad" "${common[@]}" >"$TEST_TMP/bad.out" 2>&1 ||
+    { cat "$TEST_TMP/bad.out"; die "the run with a corrupt checkpoint failed"; }
+grep -q "checkpoint $TEST_TMP/bad/checkpoints/checkpoint-30 passed over: $f: sha256" "$TEST_TMP/bad.out" ||
+    die "the corrupt checkpoint was not reported"
+grep -q "launch-1 resumes from $TEST_TMP/bad/checkpoints/checkpoint-25 (step 25)" "$TEST_TMP/bad.out" ||
+    die "did not resume from the complete checkpoint-25"
+[ "$(adapter_sha "$TEST_TMP/bad.out")" = "$ref" ] || die "the adapter after resuming from 25 differs"
+
+# ---- v2: calibrated probe; the daemon dies during train ----------------
+spec v2 30
 pctl submit "$TEST_TMP/specs/v2.ini" >/dev/null || die "submitting v2"
 for _ in $(seq 6000); do
 	ev=$(ls "$TEST_TMP"/state/runs/v2/train/attempt-1/launch-1/events 2>/dev/null || true)
@@ -162,8 +155,7 @@ pl_kill9
 sleep 0.5
 pl_start
 wait_run v2 succeeded 400
-probe=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
-    WHERE r.name = 'v2' AND j.name = 'probe' AND v.key = 'probe'")
+probe=$(jobval v2 probe probe)
 "$PYD" - "$pair" "$probe" <<'EOF' || die "v2's probe did not calibrate with v1's pair: $probe (pair $pair)"
 import json, math, sys
 pair, probe = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -173,14 +165,13 @@ assert probe["pairs"] == 1, probe
 assert abs(probe["over_estimate_pct"] - over * 100) < 1e-9, (probe, over)
 assert probe["predicted_mb"] == math.ceil(probe["probe_mb"] * (1 - over) - 1e-9), probe
 EOF
-tv=$(db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
-    WHERE r.name = 'v2' AND j.name = 'train' AND v.key = 'train'")
+tv=$(jobval v2 train train)
 case "$tv" in *'"launches":1,'*) ;; *) die "v2's train was launched again instead of re-adopted: $tv";; esac
 n=$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
     JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'train'")
 [ "$n" = 1 ] || die "v2's train has $n processes, want the one re-adopted launch"
 set -- $(db "SELECT count(*), count(DISTINCT m.step) FROM metrics m JOIN jobs j ON j.id = m.job_id
     JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
-[ "$*" = "60 60" ] || die "v2's stored loss curve: $*"
+[ "$*" = "30 30" ] || die "v2's stored loss curve: $*"
 integrity_ok
 echo "ok"
