@@ -7,7 +7,9 @@
 #      and through curl in a shell loop; seconds per request for each.
 #   2. throughput: bake with concurrency = N against llama-server -np N,
 #      for N = 1, 2, 4: case-passes per second.
-# Prints figures; asserts nothing. Environment: REPS (passes, default 10).
+# Prints figures; asserts nothing. Environment: REPS (passes, default 10),
+# LLAMA_THREADS (llama-server -t, default 1: with more threads than free
+# cores its spinning workers slow everything down).
 set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-bake.XXXXXX)}
@@ -15,7 +17,7 @@ export TOP TEST_TMP
 . "$TOP/tests/integration/data/bake/lib.sh"
 trap stop_llama EXIT
 REPS=${REPS:-10}
-export LLAMA_THREADS=${LLAMA_THREADS:-2}
+export LLAMA_THREADS=${LLAMA_THREADS:-1}
 cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/tiny.gguf"
 args=(backend=openai model=tiny "cases=$BAKE_DATA/cases.jsonl"

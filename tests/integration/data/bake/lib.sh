@@ -33,7 +33,7 @@ start_llama() {
 	port=$(free_port)
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
 	"$LLAMA_BIN/llama-server" -m "$1" -c "$2" -np "${3:-1}" --host 127.0.0.1 \
-	    --port "$port" -t 1 --alias tiny >"$TEST_TMP/llama-server.$port.log" 2>&1 &
+	    --port "$port" -t "${LLAMA_THREADS:-1}" --alias tiny >"$TEST_TMP/llama-server.$port.log" 2>&1 &
 	LLAMA_PID=$!
 	LLAMA_URL=http://127.0.0.1:$port
 	for _ in $(seq 1 300); do
