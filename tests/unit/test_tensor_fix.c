@@ -323,6 +323,35 @@ main(void)
 	    "f.write(b\"[\")' %s/model-00002-of-00004.safetensors", cond4, tr, tr);
 	bad("corrupt header", tr, "model-00002-of-00004.safetensors", "not valid JSON", NULL, NULL, NULL);
 	bad("bad rename rule", cond, "not FROM=TO", NULL, "rename=model.language_model.", NULL, NULL);
+	/* Corrupt headers through the stage: each its own message, nothing left. */
+	static const struct { const char *what, *py, *want1, *want2; } corrupt[] = {
+		{ "overlapping offsets",
+		  "t = [k for k in h if k != \"__metadata__\"]; t.sort(key=lambda k: h[k][\"data_offsets\"][0]); "
+		  "h[t[1]][\"data_offsets\"] = [h[t[1]][\"data_offsets\"][0] - 2, h[t[1]][\"data_offsets\"][1] - 2]",
+		  "overlap tensor", "data_offsets" },
+		{ "non-string metadata", "h[\"__metadata__\"][\"step\"] = 5",
+		  "__metadata__ value of \"step\" is not a string", NULL },
+		{ "100 MB header", "L = 100000001", "header length 100000001 exceeds the limit", NULL },
+		{ "lying header length", "L = 10**7", "header length 10000000 runs past the end of the file", NULL },
+		{ NULL, NULL, NULL, NULL }
+	};
+	for (int i = 0; corrupt[i].what; i++) {
+		char cd[PATH_MAX + 32];
+		snprintf(cd, sizeof(cd), "%s/corrupt%d", tmp, i);
+		CHECK(sh("cp -r %s %s && /usr/bin/python3 -c '\n"
+		    "import json, struct, sys\n"
+		    "p = sys.argv[1]; b = open(p, \"rb\").read(); n = struct.unpack(\"<Q\", b[:8])[0]\n"
+		    "h = json.loads(b[8:8 + n]); L = None\n"
+		    "%s\n"
+		    "js = json.dumps(h).encode()\n"
+		    "if L is None: L = len(js)\n"
+		    "open(p, \"wb\").write(struct.pack(\"<Q\", L) + js + b[8 + n:])\n"
+		    "' %s/model.safetensors", cond, cd, corrupt[i].py, cd) == 0);
+		char what[128];
+		snprintf(what, sizeof(what), "corrupt header: %s", corrupt[i].what);
+		bad(what, cd, corrupt[i].want1, corrupt[i].want2 ? corrupt[i].want2 : "model.safetensors",
+		    NULL, NULL, NULL);
+	}
 
 	/* Cancellation between tensors. */
 	static pl_job j;
