@@ -143,8 +143,30 @@ class Tokenizer:
         if self.bos_id is None:
             raise pljob.BadInput("%s: BOS token %r is not in the vocabulary" % (tc_path, self.bos_token))
         self.add_bos_token = bool(self.tc.get("add_bos_token", True))
-        self.split_re = re.compile("(" + "|".join(re.escape(s) for s in
-                                                  sorted(self.special, key=len, reverse=True)) + ")")
+        # Gemma 3's tokenizer_config.json lists some 6,400 added tokens; an
+        # alternation of all of them would be tried at every character of a
+        # 6k-token prompt.  Those of the form <...> are found by one generic
+        # pattern and a dictionary lookup; the rest (few) are alternated.
+        generic = r"<[^<>\s]{1,128}>"
+        others = sorted((t for t in self.special if not re.fullmatch(generic, t)), key=len, reverse=True)
+        self.split_re = re.compile("|".join([re.escape(t) for t in others] + [generic]))
+
+    def _split(self, text):
+        """[plain, special, plain, special, ..., plain]: text cut at every
+        added token, leftmost first, as transformers does."""
+        out = []
+        last = pos = 0
+        while True:
+            m = self.split_re.search(text, pos)
+            if m is None:
+                break
+            if m.group(0) in self.special:
+                out += [text[last:m.start()], m.group(0)]
+                last = pos = m.end()
+            else:
+                pos = m.start() + 1  # a bracketed word that is no token
+        out.append(text[last:])
+        return out
 
     def _sp_id(self, s):
         i = self.sp.piece_to_id(s)
@@ -155,7 +177,7 @@ class Tokenizer:
         and the plain runs between them tokenized in one batch call."""
         if self.kind == "hf":
             return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
-        parts = [self.split_re.split(t) for t in texts]
+        parts = [self._split(t) for t in texts]
         plain = [p for ps in parts for i, p in enumerate(ps) if i % 2 == 0 and p]
         enc = iter(self.sp.encode(plain, num_threads=self.threads) if plain else [])
         out = []

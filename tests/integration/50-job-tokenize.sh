@@ -124,6 +124,34 @@ refused ctx "1 example with a prompt over num_ctx minus num_ctx_margin" \
     "too-long (prompt [0-9]* tokens > num_ctx 1024 - num_ctx_margin 256 = 768; G01)"
 ! grep '"type":"error"' ctx.ev | grep -q "ex0001" || fail "ctx: a fitting example was named"
 
+# Bracketed words that are no token stay text; a special-token string in
+# content becomes that token, as transformers tokenizes it.
+$PY - <<'PY'
+import json
+rows = [json.loads(l) for l in open("corpus.jsonl")][:3]
+rows[1]["messages"][1]["content"] = "make <b>this</b> bold <unused0> and <end_of_turn>"
+with open("brackets.jsonl", "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+PY
+conf brackets brackets.jsonl
+run brackets
+[ $rc -eq 0 ] || { cat brackets.ev; fail "brackets: exit $rc"; }
+$PY - "$TEST_TMP" <<'PY'
+import os, sys
+sys.path.append(os.environ["TOP"] + "/jobs")
+import pljob
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1] + "/base/tokenizer.model")
+e = pljob.load_tokens(sys.argv[1] + "/out-brackets/tokens.npz")[1]
+ids = [int(x) for x in e["input_ids"][:e["prompt_len"]]]
+eot = sp.piece_to_id("<end_of_turn>")
+assert ids.count(eot) == 2, "the <end_of_turn> in content is not one token: %d" % ids.count(eot)
+assert sp.piece_to_id("<b>") == sp.unk_id(), "fixture has a <b> piece"
+assert "make <b>this</b> bold" in sp.decode(ids), sp.decode(ids)
+print("brackets OK")
+PY
+
 # A malformed corpus line names the file and line.
 { head -n 2 corpus.jsonl; echo '{"key": "x", "messages": [{"role": "user", "content": "hi"}]}'; } >bad.jsonl
 conf badline bad.jsonl
