@@ -49,7 +49,8 @@ n=$(ls req | wc -l)
 "$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
 t0=$(now)
 for _ in $(seq 1 "$REPS"); do for f in req/*.json; do
-	curl -sf -H 'Content-Type: application/json' -d @"$f" "$LLAMA_URL/v1/chat/completions" >/dev/null || true
+	curl -sf -H 'Content-Type: application/json' -d @"$f" "$LLAMA_URL/v1/chat/completions" >>curl.out || true
+	echo >>curl.out
 done; done
 t1=$(now)
 "$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" >bake.out 2>&1 || true
@@ -57,7 +58,14 @@ t2=$(now)
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" -v r="$REPS" 'BEGIN {
 	printf "overhead: %d requests; curl loop %.2f ms/request; pipelinectl stage bake %.2f ms/request (whole stage, incl. start-up and storing); difference %+.2f ms\n",
 	    n * r, (b - a) * 1000 / (n * r), (c - b) * 1000 / (n * r), ((c - b) - (b - a)) * 1000 / (n * r) }'
-grep -o 's_per_case[^0-9]*[0-9.e-]*' bake.out | tail -1 | sed 's/^/  bake reported /'
+# The server's own time per request (timings.prompt_ms + predicted_ms),
+# against the bake's per-request wall time measured around the HTTP call.
+srv=$(/usr/bin/python3 -c '
+import json, sys
+t = [json.loads(l)["timings"] for l in open(sys.argv[1]) if l.strip()]
+print("%.2f" % (sum(x["prompt_ms"] + x["predicted_ms"] for x in t) / len(t)))' curl.out)
+spc=$(sed -n 's/.* \([0-9.]*\) s per case.*/\1/p' bake.out | tail -1)
+awk -v s="$srv" -v b="$spc" 'BEGIN { printf "  server compute %.2f ms/request; bake client wall %.2f ms/request: client + HTTP overhead %.2f ms\n", s, b * 1000, b * 1000 - s }'
 stop_llama
 
 for np in 1 2 4; do
