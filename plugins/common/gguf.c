@@ -1275,6 +1275,56 @@ gguf_fp32_to_fp16(float f)
 	return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* gguf_fp32_to_fp16 over a row; four lanes at a time with SSE2, the same
+ * operations on the same bits (unsigned compares done on sign-flipped
+ * values, the 32-to-16-bit narrowing done around a bias, since the packs
+ * saturate as signed). */
+void
+gguf_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n)
+{
+	size_t i = 0;
+#ifdef __SSE2__
+	const __m128 to_inf = _mm_set1_ps(0x1.0p+112f), to_zero = _mm_set1_ps(0x1.0p-110f);
+	const __m128i flip = _mm_set1_epi32((int)0x80000000u);
+	const __m128i min_bias = _mm_set1_epi32(0x71000000);
+	const __m128i nan_lim = _mm_set1_epi32((int)(0xFF000000u ^ 0x80000000u));
+	for (; i + 4 <= n; i += 4) {
+		__m128 f = _mm_loadu_ps(x + i);
+		__m128i w = _mm_castps_si128(f);
+		__m128 base = _mm_mul_ps(_mm_mul_ps(_mm_andnot_ps(_mm_set1_ps(-0.0f), f), to_inf),
+		    to_zero);
+		__m128i shl1 = _mm_add_epi32(w, w);
+		__m128i sign = _mm_and_si128(w, flip);
+		__m128i bias = _mm_and_si128(shl1, _mm_set1_epi32((int)0xFF000000u));
+		/* bias < 0x71000000 (unsigned) ? 0x71000000 : bias */
+		__m128i lt = _mm_cmplt_epi32(_mm_xor_si128(bias, flip), _mm_xor_si128(min_bias, flip));
+		bias = _mm_or_si128(_mm_and_si128(lt, min_bias), _mm_andnot_si128(lt, bias));
+		__m128 b = _mm_castsi128_ps(_mm_add_epi32(_mm_srli_epi32(bias, 1),
+		    _mm_set1_epi32(0x07800000)));
+		__m128i bits = _mm_castps_si128(_mm_add_ps(b, base));
+		__m128i nonsign = _mm_add_epi32(
+		    _mm_and_si128(_mm_srli_epi32(bits, 13), _mm_set1_epi32(0x7C00)),
+		    _mm_and_si128(bits, _mm_set1_epi32(0x0FFF)));
+		/* shl1 > 0xFF000000 (unsigned): NaN */
+		__m128i isnan = _mm_cmpgt_epi32(_mm_xor_si128(shl1, flip), nan_lim);
+		__m128i r = _mm_or_si128(_mm_and_si128(isnan, _mm_set1_epi32(0x7E00)),
+		    _mm_andnot_si128(isnan, nonsign));
+		r = _mm_or_si128(r, _mm_srli_epi32(sign, 16));
+		/* r is 0..0xFFFF: bias to signed 16 bits, pack, unbias. */
+		r = _mm_sub_epi32(r, _mm_set1_epi32(0x8000));
+		__m128i p = _mm_packs_epi32(r, r);
+		p = _mm_xor_si128(p, _mm_set1_epi16((short)0x8000));
+		_mm_storel_epi64((__m128i *)(void *)(y + i), p);
+	}
+#endif
+	for (; i < n; i++)
+		y[i] = gguf_fp32_to_fp16(x[i]);
+}
+
 /* ggml_compute_fp16_to_fp32: exact. */
 float
 gguf_fp16_to_fp32(uint16_t h)
@@ -1342,8 +1392,6 @@ q8_0_block(const float *x, uint8_t *y)
 }
 
 #ifdef __SSE2__
-#include <emmintrin.h>
-
 /*
  * The same block with SSE2 (baseline on x86-64), for blocks without NaN:
  * maxps(a, b) is a > b ? a : b, ggml's MAX, and without NaN the order of a

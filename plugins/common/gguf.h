@@ -227,6 +227,8 @@ int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copt
 /* Numeric conversions as ggml does them (formats.md 3.3). */
 uint16_t gguf_fp32_to_fp16(float f);
 float	gguf_fp16_to_fp32(uint16_t h);
+/* gguf_fp32_to_fp16 over n values (vectorised, same bits). */
+void	gguf_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
 uint16_t gguf_fp32_to_bf16(float f);
 float	gguf_bf16_to_fp32(uint16_t h);
 /* Q8_0 reference quantizer: k floats (k % 32 == 0) to k/32 blocks. */

@@ -671,7 +671,15 @@ write_tensor(struct conv *c, struct st_set *set, struct gguf_writer *w, int64_t 
 		if (st_to_f32(s->dtype, ibuf, fbuf, n) == -1)
 			return cerr(c, "tensor %s: dtype %s cannot be converted", s->name,
 			    st_dtype_name(s->dtype));
-		for (uint64_t i = 0; i < n; i++)
+		/* NaN and infinity have an all-ones exponent; test the bits
+		 * without a branch, then find the element only if one is there. */
+		uint32_t acc = 0;
+		for (uint64_t i = 0; i < n; i++) {
+			uint32_t u;
+			memcpy(&u, &fbuf[i], 4);
+			acc |= (~u & 0x7f800000u) == 0;
+		}
+		for (uint64_t i = 0; acc && i < n; i++)
 			if (!isfinite(fbuf[i]))
 				return cerr(c, "tensor %s: element %" PRIu64 " is %s; refusing to "
 				    "convert", s->name, e0 + i, isnan(fbuf[i]) ? "NaN" : "infinite");
@@ -692,14 +700,17 @@ write_tensor(struct conv *c, struct st_set *set, struct gguf_writer *w, int64_t 
 				uint16_t h = gguf_fp32_to_bf16(fbuf[i]);
 				memcpy(obuf + 2 * i, &h, 2);
 			}
-		else
-			for (uint64_t i = 0; i < n; i++) {
-				uint16_t h = gguf_fp32_to_fp16(fbuf[i]);
-				if ((h & 0x7c00) == 0x7c00)
+		else {
+			uint16_t *h = (uint16_t *)(void *)obuf;
+			uint32_t over = 0;
+			gguf_fp32_to_fp16_row(fbuf, h, n);
+			for (uint64_t i = 0; i < n; i++)
+				over |= (~h[i] & 0x7c00u) == 0;
+			for (uint64_t i = 0; over && i < n; i++)
+				if ((h[i] & 0x7c00) == 0x7c00)
 					return cerr(c, "tensor %s: element %" PRIu64 " (%g) overflows F16; "
 					    "use outtype = bf16 or f32", s->name, e0 + i, (double)fbuf[i]);
-				memcpy(obuf + 2 * i, &h, 2);
-			}
+		}
 		if (gguf_writer_write(w, idx, obuf, n * (size_t)dbytes) == -1)
 			return cerr(c, "%s", gguf_writer_error(w));
 		*done += n * (uint64_t)sbytes;

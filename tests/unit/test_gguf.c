@@ -80,6 +80,29 @@ test_fp16(void)
 			break;
 		}
 	}
+	/* The row version gives the same bits, specials and tails included. */
+	{
+		enum { N = 1 << 16 };
+		float *x = malloc(N * sizeof(float));
+		uint16_t *y = malloc(N * 2);
+		for (int i = 0; i < N; i++)
+			x[i] = fbits(rnd() << 16 ^ rnd());
+		x[0] = NAN; x[1] = -NAN; x[2] = INFINITY; x[3] = -INFINITY;
+		x[4] = 65520.0f; x[5] = -65519.0f; x[6] = 0x1p-25f; x[7] = -0x1.8p-24f;
+		x[8] = 0.0f; x[9] = -0.0f; x[10] = 0x1p-149f; x[11] = 1.0f;
+		for (size_t off = 0; off < 4; off++) {
+			gguf_fp32_to_fp16_row(x + off, y, N - off - 1);
+			for (size_t i = 0; i < N - off - 1; i++)
+				if (y[i] != gguf_fp32_to_fp16(x[off + i])) {
+					fprintf(stderr, "row fp16 of %a: 0x%04x, want 0x%04x\n", x[off + i],
+					    y[i], gguf_fp32_to_fp16(x[off + i]));
+					failures++;
+					break;
+				}
+		}
+		free(x);
+		free(y);
+	}
 	CHECK(gguf_fp32_to_fp16(NAN) == 0x7e00);
 	CHECK(gguf_fp32_to_fp16(65520.0f) == 0x7c00);	/* rounds to inf */
 	CHECK(gguf_fp32_to_fp16(65519.0f) == 0x7bff);
