@@ -195,6 +195,7 @@ def body(job):
         ev.emit("resumed", step=start, path=os.path.abspath(job.resume_from))
     root = job.checkpoint_dir()
     run_peak = 0.0
+    # In use before this process's first forward, as the probe reports it.
     pre_step = eng.pre_step_mb()
     ev.emit("loop_started", step=start + 1, total=plan.total)
     for s in range(start + 1, plan.total + 1):
@@ -214,8 +215,6 @@ def body(job):
         else:
             gn = float(torch.norm(torch.stack([p.grad.detach().norm() for p in params if p.grad is not None])))
         eng.before_step(s)
-        if s == start + 1:
-            pre_step = eng.pre_step_mb()
         eng.step(opt)
         opt.zero_grad(set_to_none=True)
         eng.after_step()
@@ -280,9 +279,11 @@ def resume(path, eng, opt, digest, digest_keys, plan):
         raise pljob.BadInput("resume from %s: step %d is not before the last step %d" % (path, step, plan.total))
     acfg, tensors = pljob.read_adapter_dir(path)
     eng.load_adapter_tensors(tensors, path)
-    opt.load_state_dict(torch.load(os.path.join(path, "optimizer.pt")))
+    # Our own files, verified against COMPLETE above: torch >= 2.6 loads
+    # weights_only by default, which refuses the RNG states' numpy arrays.
+    opt.load_state_dict(torch.load(os.path.join(path, "optimizer.pt"), weights_only=False))
     eng.resumed_optimizer()
-    pljob.set_rng_state(torch.load(os.path.join(path, "rng.pt")))
+    pljob.set_rng_state(torch.load(os.path.join(path, "rng.pt"), weights_only=False))
     losses = {int(k): v for k, v in (st.get("loss") or {}).items()}
     return step, losses
 
