@@ -65,12 +65,30 @@ on_write(uv_write_t *req, int status)
 		pump(w);
 }
 
-/* Queue a line; drop the watcher when it has fallen too far behind. */
+static int w_send_buf(struct watcher *w, char *buf, size_t len);
+
+/* Queue one line. */
 static int
 w_send(struct watcher *w, const char *line)
 {
-	if (w->closing)
+	size_t len = strlen(line);
+	char *buf = malloc(len + 1);
+	if (buf == NULL)
 		return -1;
+	memcpy(buf, line, len);
+	buf[len] = '\n';
+	return w_send_buf(w, buf, len + 1);
+}
+
+/* Queue a buffer of whole lines (taking it); drop the watcher when it has
+ * fallen too far behind. */
+static int
+w_send_buf(struct watcher *w, char *buf, size_t blen)
+{
+	if (w->closing) {
+		free(buf);
+		return -1;
+	}
 	size_t qs = uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
 	if (w->live && qs > (size_t)D->conf->feed_queue_max) {
 		char notice[256];
@@ -80,16 +98,13 @@ w_send(struct watcher *w, const char *line)
 		uv_buf_t b = uv_buf_init(notice, (unsigned)n);
 		uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
 		log_info("feed: dropped a watcher with %zu bytes queued", qs);
+		free(buf);
 		w_close(w);
 		return -1;
 	}
-	size_t len = strlen(line);
-	char *buf = malloc(len + 1);
-	memcpy(buf, line, len);
-	buf[len] = '\n';
 	uv_write_t *req = xcalloc(1, sizeof(*req));
 	req->data = buf;
-	uv_buf_t b = uv_buf_init(buf, (unsigned)len + 1);
+	uv_buf_t b = uv_buf_init(buf, (unsigned)blen);
 	if (uv_write(req, (uv_stream_t *)&w->pipe, &b, 1, on_write) != 0) {
 		free(buf);
 		free(req);
@@ -246,6 +261,9 @@ feed_announce(int64_t id, const char *run, const char *line)
 		uv_async_send(&D->wake);
 }
 
+/* Deliver what was announced: per watcher, every line it should get in
+ * one write (announcements come in batches: one per committed batch of a
+ * job's event lines). */
 void
 feed_flush(void)
 {
@@ -254,17 +272,36 @@ feed_flush(void)
 	q_head = NULL;
 	q_tail = &q_head;
 	pthread_mutex_unlock(&q_mtx);
+	if (list == NULL)
+		return;
+	for (struct watcher *w = watchers, *wn; w; w = wn) {
+		wn = w->next;
+		if (!w->live || w->closing)
+			continue;
+		size_t len = 0;
+		for (struct ann *a = list; a; a = a->next)
+			if (a->id > w->cursor && (!w->run[0] || (a->run && strcmp(w->run, a->run) == 0)))
+				len += strlen(a->line) + 1;
+		if (len == 0)
+			continue;
+		char *buf = malloc(len), *p = buf;
+		int64_t last = w->cursor;
+		if (buf == NULL)
+			continue;
+		for (struct ann *a = list; a; a = a->next) {
+			if (a->id <= w->cursor || (w->run[0] && (a->run == NULL || strcmp(w->run, a->run) != 0)))
+				continue;
+			size_t l = strlen(a->line);
+			memcpy(p, a->line, l);
+			p[l] = '\n';
+			p += l + 1;
+			last = a->id;
+		}
+		if (w_send_buf(w, buf, len) == 0)
+			w->cursor = last;
+	}
 	for (struct ann *a = list, *n; a; a = n) {
 		n = a->next;
-		for (struct watcher *w = watchers, *wn; w; w = wn) {
-			wn = w->next;
-			if (!w->live || w->closing || a->id <= w->cursor)
-				continue;
-			if (w->run[0] && (a->run == NULL || strcmp(w->run, a->run) != 0))
-				continue;
-			if (w_send(w, a->line) == 0)
-				w->cursor = a->id;
-		}
 		free(a->run);
 		free(a->line);
 		free(a);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -830,8 +832,31 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	int killed = 0, last_state = p.state;
 	char last_reason[128];
 	snprintf(last_reason, sizeof(last_reason), "%s", p.reason);
+	/* Wake on a write to the process directory (the events file) or on
+	 * the process's end (its pidfd, local only); otherwise every 200 ms
+	 * for cancellation, timeouts and batch-system states. */
+	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ifd >= 0 && inotify_add_watch(ifd, p.dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO) == -1) {
+		close(ifd);
+		ifd = -1;
+	}
 	for (;;) {
-		int w = p.ex->wait(&p, 200);
+		struct pollfd pf[2];
+		int npf = 0;
+		if (ifd >= 0)
+			pf[npf++] = (struct pollfd){ .fd = ifd, .events = POLLIN };
+		if (p.pidfd >= 0)
+			pf[npf++] = (struct pollfd){ .fd = p.pidfd, .events = POLLIN };
+		int w;
+		if (npf > 0) {
+			poll(pf, (nfds_t)npf, 200);
+			char drain[4096];
+			while (ifd >= 0 && read(ifd, drain, sizeof(drain)) > 0)
+				;
+			w = p.ex->wait(&p, 0);
+		} else {
+			w = p.ex->wait(&p, 200);
+		}
 		events_read(&r);
 		if (w != 0)
 			break;
@@ -868,6 +893,8 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			killed = 1;
 		}
 	}
+	if (ifd >= 0)
+		close(ifd);
 	pthread_mutex_lock(&j->lock);
 	j->cur = NULL;
 	pthread_mutex_unlock(&j->lock);
