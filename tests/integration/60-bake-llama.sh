@@ -79,6 +79,22 @@ for k in a:
             assert pa[0]["outcome"] == pb[0]["outcome"] and pa[0]["got"] == pb[0]["got"], k
 PY
 
+# 2b. Requests in flight together (the server queues them on its one
+# slot): the same answers, every pass stored in its place.
+"$PCTL" stage bake "${common[@]}" passes=2 concurrency=3 >bake3.out 2>&1 || { cat bake3.out; fail "concurrent bake failed"; }
+values bake3.out >v4.json
+/usr/bin/python3 - "$TEST_TMP/v1.json" "$TEST_TMP/v4.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in a:
+    if k.startswith("case/"):
+        pa, pb = json.loads(a[k])["passes"], json.loads(b[k])["passes"]
+        assert len(pb) == (2 if pa else 0), (k, pb)
+        for x in pb:
+            assert (x["outcome"], x["got"]) == (pa[0]["outcome"], pa[0]["got"]), (k, x, pa[0])
+assert json.loads(b["bake.summary"])["concurrency"] == 3
+PY
+
 # 3. The server's context is checked before the first case.
 if "$PCTL" stage bake "${common[@]/num_ctx=1024/num_ctx=4096}" >ctx.out 2>&1; then
 	cat ctx.out; fail "a bake needing 4096 tokens ran against a 1024-token server"
