@@ -149,7 +149,9 @@ promote(pl_job *job, const char *tag, const char *alias, cJSON *verdict)
 
 	if (ollama_init(&o, host->get(job, "url"), 120) == -1)
 		return host->fail(job, "url: %s", o.error);
-	if (ollama_unload_wait(&o, alias, 60, 0.25) == -1)
+	/* A first promotion has no alias yet: Ollama answers the unload of a
+	 * name it does not know with 404, and nothing serves that name. */
+	if (ollama_unload_wait(&o, alias, 60, 0.25) == -1 && o.status != 404)
 		return host->fail(job, "promote: unloading %s: %s", alias, o.error);
 	if (ollama_manifest_digest(&o, tag, d_tag, sizeof(d_tag)) == -1)
 		return host->fail(job, "promote: %s", o.error);
@@ -239,6 +241,10 @@ gate_run(pl_job *job)
 		const char *alias = host->get(job, "alias"), *tag = host->get(job, "tag");
 		if (tag == NULL || *tag == '\0')
 			tag = sstr(cand.sum, "model");
+		if (alias == NULL || *alias == '\0' || *tag == '\0') {
+			rc = host->fail(job, "promote: needs an alias and a tag");
+			goto out;
+		}
 		if ((rc = promote(job, tag, alias, out)) != PL_OK) {
 			cJSON_AddStringToObject(out, "promote_error", "see the job's failure");
 			char *t = cJSON_PrintUnformatted(out);

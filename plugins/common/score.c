@@ -686,11 +686,12 @@ sc_parse_answer(const char *text, size_t len, struct sc_answer *a,
 		seterr(why, whylen, "not a JSON object");
 		return -1;
 	}
+	/* On failure cJSON leaves the error position in pend; its global
+	 * cJSON_GetErrorPtr() would race between the bake's threads. */
 	o = cJSON_ParseWithLengthOpts(p, end - p, &pend, 0);
 	if (o == NULL) {
 		seterr(why, whylen, "invalid JSON near byte %zu",
-		    (size_t)((cJSON_GetErrorPtr() && cJSON_GetErrorPtr() >= p &&
-		    cJSON_GetErrorPtr() <= end) ? cJSON_GetErrorPtr() - p : 0));
+		    (size_t)((pend != NULL && pend >= p && pend <= end) ? pend - p : 0));
 		return -1;
 	}
 	if (pend != NULL && pend < end) {
