@@ -106,6 +106,26 @@ assert s["speed_comparable"] is True, s["speed_note"]
 PY
 grep -q '"event": "chat"' standin.log || fail "no chat reached the stand-in"
 
+# 4b. G22: another model loaded beside ours makes the speed not comparable;
+# with evict = yes (the default) the bake unloads it first.
+stop_standin
+start_standin --loaded embed:latest
+"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
+    fail "register v2 on a fresh stand-in"
+g22=("${bake[@]/url=*/url=$OURL}")
+"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" evict=no >g22a.out 2>&1 || { cat g22a.out; fail "bake evict=no"; }
+value g22a.out bake.summary | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert s["speed_comparable"] is False and "other model" in s["speed_note"], s["speed_note"]'
+grep -q '"event": "unload", "model": "embed:latest"' standin.log && fail "evict=no evicted"
+"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" >g22b.out 2>&1 || { cat g22b.out; fail "bake evict=yes"; }
+grep -q '"event": "unload", "model": "embed:latest"' standin.log || fail "the other model was not evicted (G22)"
+value g22b.out bake.summary | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert s["speed_comparable"] is True, s["speed_note"]'
+
 # 5. G01: a server that cuts an over-long prompt and answers 200.
 stop_standin
 start_standin --cut-prompts
