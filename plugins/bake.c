@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -658,6 +659,38 @@ bake_check(pl_job *job)
 	n = host->get_int(job, "max_tokens", 256);
 	if (n < 1)
 		host->check_error(job, "max_tokens", "must be positive");
+
+	/* The capability list and the case file are small: check them whole
+	 * at submit, so that a typo in a case is not found after a 12-hour
+	 * training run. */
+	struct sc_caps caps;
+	struct sc_case *cases;
+	int ncases;
+	char err[1024];
+	const char *cp = host->input(job, "capabilities"), *cs = host->input(job, "cases");
+	const char *sy = host->input(job, "system");
+	if (sy != NULL && access(sy, R_OK) == -1)
+		host->check_error(job, "system", "%s: %s", sy, strerror(errno));
+	if (cp == NULL)
+		return PL_OK;
+	if (sc_caps_load(cp, &caps, err, sizeof(err)) == -1) {
+		host->check_error(job, "capabilities", "%s", err);
+		return PL_OK;
+	}
+	if ((v = host->get(job, "disabled")) != NULL) {
+		char *list = strdup(v), *w, *save = NULL;
+		for (w = strtok_r(list, " ,\t", &save); w; w = strtok_r(NULL, " ,\t", &save))
+			if (sc_caps_disable(&caps, w) == -1)
+				host->check_error(job, "disabled", "%s is not in %s", w, cp);
+		free(list);
+	}
+	if (cs != NULL) {
+		if (sc_cases_load(cs, &caps, &cases, &ncases, err, sizeof(err)) == -1)
+			host->check_error(job, "cases", "%s", err);
+		else
+			sc_cases_free(cases, ncases);
+	}
+	sc_caps_free(&caps);
 	return PL_OK;
 }
 
