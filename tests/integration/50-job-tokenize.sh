@@ -72,6 +72,16 @@ assert st["tokens"] == sum(lens)
 print("tokens and stats OK:", st["examples"], "examples,", st["tokens"], "tokens")
 PY
 
+# By hand, without PL_EVENTS or --events, the events go to standard output
+# and nothing else does.
+conf hand corpus.jsonl
+env -u PL_EVENTS $PY "$J/tokenize.py" --config hand.json >hand.out 2>hand.err || fail "by hand: exit $?"
+$PY -c 'import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert ev[0]["type"] == "started" and ev[-1]["type"] == "done", ev
+assert [e["name"] for e in ev if e["type"] == "artifact"] == ["tokens", "stats"]' hand.out \
+    || fail "by hand: standard output is not the events"
+
 # --- refusals.  Each must exit 2, name the key and its counts, and leave
 # no artifact behind.
 refused() {	# refused NAME PATTERN...
