@@ -99,6 +99,26 @@ struct bake {
 	int next, total, done, stop, running;
 };
 
+/*
+ * keep_alive as the JSON value Ollama reads (inference-api.md 1.2): a
+ * number is seconds (negative: forever) and must go as a number, since a
+ * string without a unit ("-1", "300") is refused; "30m" goes as a string.
+ */
+static void
+keep_alive_json(const char *v, char *out, size_t len)
+{
+	char *end;
+
+	out[0] = '\0';
+	if (v == NULL || *v == '\0')
+		return;
+	(void)strtod(v, &end);
+	if (*end == '\0')
+		snprintf(out, len, "%s", v);
+	else
+		snprintf(out, len, "\"%s\"", v);
+}
+
 /* The system prompt with {{channel}} replaced by the case's channel: the
  * case routes on its own channel (G25). */
 static char *
@@ -302,8 +322,8 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 		}
 		ollama_list_free(&l);
 	}
-	snprintf(ka, sizeof(ka), "\"%s\"", keep_alive);
-	if (ollama_load(&o, b->chat.model, keep_alive[0] ? ka : NULL, b->chat.num_ctx) == -1) {
+	keep_alive_json(keep_alive, ka, sizeof(ka));
+	if (ollama_load(&o, b->chat.model, ka[0] ? ka : NULL, b->chat.num_ctx) == -1) {
 		snprintf(note, notelen, "load failed: %s", o.error);
 		return 0;
 	}
@@ -482,7 +502,7 @@ bake_run(pl_job *job)
 	if (keep == NULL)
 		keep = "";
 	if (b.chat.backend == CHAT_OLLAMA && *keep)
-		snprintf(b.chat.keep_alive, sizeof(b.chat.keep_alive), "\"%s\"", keep);
+		keep_alive_json(keep, b.chat.keep_alive, sizeof(b.chat.keep_alive));
 	if (b.chat.num_ctx < 256 || b.chat.max_tokens < 1) {
 		rc = host->fail(job, "num_ctx %d / max_tokens %d out of range", b.chat.num_ctx,
 		    b.chat.max_tokens);

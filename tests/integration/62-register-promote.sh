@@ -119,7 +119,7 @@ import json, sys
 s = json.load(sys.stdin)
 assert s["speed_comparable"] is False and "other model" in s["speed_note"], s["speed_note"]'
 grep -q '"event": "unload", "model": "embed:latest"' standin.log && fail "evict=no evicted"
-"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" >g22b.out 2>&1 || { cat g22b.out; fail "bake evict=yes"; }
+"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" keep_alive=-1 >g22b.out 2>&1 || { cat g22b.out; fail "bake evict=yes"; }
 grep -q '"event": "unload", "model": "embed:latest"' standin.log || fail "the other model was not evicted (G22)"
 value g22b.out bake.summary | /usr/bin/python3 -c '
 import json, sys
