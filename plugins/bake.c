@@ -485,6 +485,14 @@ bake_run(pl_job *job)
 		rc = PL_EFAIL;
 		goto out;
 	}
+	if (strstr(b.system, "{{channel}}") == NULL)
+		for (int i = 0; i < b.ncases; i++)
+			if (strcmp(b.cases[i].channel, "default") != 0) {
+				host->log(job, PL_LOG_WARN, "case %s routes on channel %s, but the "
+				    "system prompt has no {{channel}}: every case routes alike (G25)",
+				    b.cases[i].id, b.cases[i].channel);
+				break;
+			}
 	sc_case_set_digest(b.cases, b.ncases, b.system, &b.caps, digest);
 	b.schema = sc_schema(&b.caps);
 
