@@ -126,6 +126,19 @@ import json, sys
 s = json.load(sys.stdin)
 assert s["speed_comparable"] is True, s["speed_note"]'
 
+# 4c. num_ctx above the model's trained context would be capped silently:
+# refused before the first case.
+stop_standin
+start_standin --context-length 512
+"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
+    fail "register v2 on a 512-token stand-in"
+nlog=$(wc -l <standin.log)
+if "$PCTL" stage bake "${bake[@]/url=*/url=$OURL}" >ctx.out 2>&1; then
+	cat ctx.out; fail "num_ctx 1024 accepted for a 512-token model"
+fi
+grep -q "num_ctx 1024 exceeds the model's trained context 512" ctx.out || { cat ctx.out; fail "context cap not explained"; }
+tail -n +"$((nlog + 1))" standin.log | grep -q '"event": "chat"' && fail "cases ran before the context check"
+
 # 5. G01: a server that cuts an over-long prompt and answers 200.
 stop_standin
 start_standin --cut-prompts
