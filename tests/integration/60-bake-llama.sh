@@ -8,7 +8,8 @@
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 . "$TOP/tests/integration/data/bake/lib.sh"
-trap stop_llama EXIT
+VLLM_PID=
+trap 'stop_llama; [ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null' EXIT
 
 tiny_gguf "$TEST_TMP/tiny.q8.gguf"
 start_llama "$TEST_TMP/tiny.q8.gguf" 1024 1
@@ -127,4 +128,22 @@ assert s["complete"] is False and s["errors"] == 2, s
 # the other cases were still scored as the model's answers
 assert json.loads(v["case/open-1"])["passes"][0]["outcome"] != "error"
 PY
+# 5. vLLM's way: no /props, the context from /v1/models max_model_len,
+# and its flat error envelope for an over-long prompt.
+/usr/bin/python3 "$BAKE_DATA/vllm_standin.py" --upstream "$LLAMA_URL" --max-model-len 1024 \
+    --port-file "$TEST_TMP/vllm.port" &
+VLLM_PID=$!
+for _ in $(seq 1 100); do [ -s vllm.port ] && break; sleep 0.05; done
+VURL=http://127.0.0.1:$(cat vllm.port)
+v=("${common[@]/url=*/url=$VURL}")
+"$PCTL" stage bake "${v[@]}" passes=1 >vllm.out 2>&1 || { cat vllm.out; fail "bake via the vLLM stand-in"; }
+values vllm.out | /usr/bin/python3 -c '
+import json, sys
+s = json.loads(json.load(sys.stdin)["bake.summary"])
+assert s["server_ctx"] == 1024 and s["complete"], s'
+if "$PCTL" stage bake "${v[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=1 >vllm-long.out 2>&1; then
+	cat vllm-long.out; fail "vLLM's context refusal was scored"
+fi
+grep -q "case long-1.*truncated: HTTP 400: This model's maximum context length is 1024" vllm-long.out ||
+    { tail -3 vllm-long.out; fail "vLLM's refusal not reported as truncation"; }
 echo "60-bake-llama: ok"
