@@ -2,8 +2,9 @@
 # 63-report-daemon.sh: bake, bake-incumbent and gate as jobs of a real
 # daemon against a real llama-server: the gate reads both bakes from the
 # store, the verdict lands in the store, `pipelinectl report` shows them
-# side by side (and --json); a run whose incumbent was baked on another
-# case set is refused by the gate, and report --vs warns.
+# side by side (and --json); the incumbent's held-out set comes from
+# another run's tokenize stats (stats_run); a run whose incumbent was baked
+# on another case set is refused by the gate, and report --vs warns.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/bake/lib.sh"
 trap 'stop_llama; pl_stop' EXIT
@@ -14,6 +15,30 @@ pl_start
 S=$TEST_TMP/specs
 mkdir -p "$S"
 sed 's/channel {{channel}}/channel {{channel}} (revised)/' "$BAKE_DATA/system.txt" >"$S/system2.txt"
+
+# The incumbent's training run: a tokenize job whose corpus holds three of
+# the cases' train keys; its stats artifact is what stats_run reads.
+/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$TEST_TMP/base" >/dev/null
+/usr/bin/python3 - >"$S/corpus-inc.jsonl" <<'PY'
+import json
+for k in ("k-open-2", "k-search-1", "k-guard-2"):
+    print(json.dumps({"key": k, "messages": [
+        {"role": "system", "content": "You route."},
+        {"role": "user", "content": "example " + k},
+        {"role": "assistant", "content": "{\"capability\":\"search\",\"args\":{}}"}]}))
+PY
+cat >"$S/inc0.ini" <<INI
+[run]
+name = inc0
+
+[tokenize]
+base = $TEST_TMP/base
+corpus = $S/corpus-inc.jsonl
+max_seq_length = 512
+num_ctx = 1024
+INI
+pctl submit "$S/inc0.ini" >/dev/null || fail "submit inc0"
+wait_run inc0 succeeded 120
 
 spec() {	# spec RUN INCUMBENT_SYSTEM
 	cat <<INI
@@ -41,7 +66,7 @@ model = tiny
 cases = $BAKE_DATA/cases.jsonl
 system = $2
 capabilities = $BAKE_DATA/capabilities.txt
-stats = none
+stats_run = inc0
 num_ctx = 1024
 max_tokens = 64
 passes = 2
@@ -71,10 +96,14 @@ r = json.load(open(sys.argv[1]))
 b = {x["bake"]: x for x in r["bakes"]}
 assert set(b) == {"rel1/bake", "rel1/bake-incumbent"}, b.keys()
 assert r["same_case_set"] is True
-# stats = none: every case held out for the incumbent; the fair slice is
-# what both held out.
-assert b["rel1/bake-incumbent"]["held_out_cases"] == 10, b
-assert r["fair_slice"]["cases"] == b["rel1/bake"]["held_out_cases"] == 4, r["fair_slice"]
+# The incumbent's corpus (run inc0) holds k-open-2, k-search-1 and
+# k-guard-2: the other 7 cases are held out for it; the candidate's
+# stats.json leaves 4 held out (search-1, search-2, guard-del-1,
+# guard-play-1); the fair slice is what both held out: search-2,
+# guard-del-1, guard-play-1.
+assert b["rel1/bake-incumbent"]["held_out_cases"] == 7, b
+assert b["rel1/bake"]["held_out_cases"] == 4, b
+assert r["fair_slice"]["cases"] == 3, r["fair_slice"]
 v = r["verdicts"][0]
 assert v["verdict"] == "tie, overall not higher" and v["pass"] is False, v
 assert v["candidate"]["overall"]["acc"] == v["incumbent"]["overall"]["acc"], v
