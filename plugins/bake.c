@@ -28,6 +28,7 @@
 #include "plcommon.h"
 #include "chat.h"
 #include "ollama.h"
+#include "ollama_admin.h"
 #include "score.h"
 
 static const struct pl_host *host;
@@ -301,7 +302,7 @@ run_all(struct bake *b)
  */
 static int
 ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
-    size_t notelen)
+    size_t notelen, char *served, size_t servedlen)
 {
 	struct ollama o;
 	struct ollama_list l;
@@ -309,6 +310,7 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 	char ka[64];
 
 	snprintf(note, notelen, "not checked");
+	served[0] = '\0';
 	if (ollama_init(&o, b->chat.url, 120) == -1)
 		return 0;
 	if (evict && ollama_ps(&o, &l) == 0) {
@@ -335,6 +337,8 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 	for (size_t i = 0; i < l.n; i++) {
 		if (ollama_model_is(&l.v[i], b->chat.model)) {
 			found = 1;
+			snprintf(served, servedlen, "%s", strncmp(l.v[i].digest, "sha256:", 7) == 0 ?
+			    l.v[i].digest + 7 : l.v[i].digest);
 			comparable = l.v[i].size > 0 && l.v[i].size_vram == l.v[i].size;
 			snprintf(note, notelen, "size_vram %llu of %llu bytes",
 			    (unsigned long long)l.v[i].size_vram,
@@ -527,10 +531,26 @@ bake_run(pl_job *job)
 	    b.passes, b.chat.num_ctx, b.chat.server_ctx, digest);
 
 	int comparable = 0;
-	if (b.chat.backend == CHAT_OLLAMA)
+	char served[80] = "", tagd[80] = "";
+	if (b.chat.backend == CHAT_OLLAMA) {
 		comparable = ollama_placement(&b, host->get_bool(job, "evict", 1),
-		    keep, note, sizeof(note));
-	else
+		    keep, note, sizeof(note), served, sizeof(served));
+		/*
+		 * The runner must be the tag's: a tag overwritten while loaded
+		 * keeps its old runner, which goes on answering for the old
+		 * weights (inference-api.md 4.3). /api/ps prints the manifest
+		 * digest of the tag that loaded the runner.
+		 */
+		struct ollama o;
+		if (served[0] && ollama_init(&o, b.chat.url, 60) == 0 &&
+		    ollama_manifest_digest(&o, b.chat.model, tagd, sizeof(tagd)) == 0 &&
+		    strcmp(served, tagd) != 0) {
+			rc = host->fail(job, "%s: the loaded runner is manifest %.12s, the tag is "
+			    "%.12s: an older runner still serves it (unload it and bake again)",
+			    b.chat.model, served, tagd);
+			goto out;
+		}
+	} else
 		snprintf(note, sizeof(note), "the openai backend does not report GPU placement");
 	if (!comparable)
 		host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
@@ -549,7 +569,9 @@ bake_run(pl_job *job)
 		/* Still whole on the GPU at the end? Something may have
 		 * loaded beside it during the bake. */
 		char note2[256];
-		comparable = ollama_placement(&b, 0, keep, note2, sizeof(note2));
+		char served2[80];
+		comparable = ollama_placement(&b, 0, keep, note2, sizeof(note2), served2,
+		    sizeof(served2));
 		if (!comparable) {
 			snprintf(note, sizeof(note), "after the bake: %s", note2);
 			host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
