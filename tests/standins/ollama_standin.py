@@ -37,7 +37,12 @@ and gate:
   DELETE /api/delete      {"model"}
   POST /api/chat          inference forwarded to a real llama-server's
                           /v1/chat/completions (--upstream URL); empty
-                          messages load/unload as /api/generate does
+                          messages load/unload as /api/generate does.
+                          With --llama-server BIN instead, every model is
+                          served by a llama-server of its own started on
+                          its weights blob, as Ollama starts a runner per
+                          model: two tags with different weights answer
+                          differently (runners stop on exit)
 Names normalise as Ollama's do: "m" is "m:latest", case-insensitively; the
 listings always print the tag.
 
@@ -123,6 +128,8 @@ class State:
         self.models = {}     # norm name -> {"name", "size"}
         self.loaded = {}     # norm name -> {"expires", "stopping", "ctx"}
         self.race_left = {}  # norm name -> remaining reloads
+        self.runners = {}    # (weights hex, ctx) -> (Popen, url), --llama-server
+        self.runners_lock = threading.Lock()
         self.args = args
         self.logf = open(args.log, "a", buffering=1) if args.log else None
         self.race_models = None
@@ -189,6 +196,62 @@ class State:
             if n in self.loaded and not self.loaded[n]["stopping"]:
                 return
             self.load(n, 300.0, event="reload")
+
+    def runner(self, m, ctx):
+        """--llama-server: the base URL of the llama-server serving this
+        model's weights blob with at least ctx of context, started on first
+        use (one per blob and context, as Ollama starts a runner per model);
+        RuntimeError when it cannot start."""
+        import subprocess
+        import socket
+        import urllib.request
+        w = m.get("weights")
+        if not w:
+            raise RuntimeError("model %s has no weights blob" % m["name"])
+        with self.runners_lock:
+            key = (w, int(ctx))
+            r = self.runners.get(key)
+            if r is not None and r[0].poll() is None:
+                return r[1]
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            logp = os.path.join(self.blobs_dir, "runner-%s-%d.log" % (w[:12], int(ctx)))
+            with open(logp, "ab") as lf:
+                p = subprocess.Popen([self.args.llama_server, "-m", os.path.join(self.blobs_dir, "sha256-" + w),
+                                      "-c", str(int(ctx)), "-np", "1", "-t", str(self.args.runner_threads),
+                                      "--host", "127.0.0.1", "--port", str(port)],
+                                     stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            url = "http://127.0.0.1:%d" % port
+            for _ in range(600):
+                if p.poll() is not None:
+                    raise RuntimeError("llama-server exited %s; see %s" % (p.returncode, logp))
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2) as f:
+                        if f.status == 200:
+                            break
+                except OSError:
+                    pass
+                time.sleep(0.1)
+            else:
+                p.kill()
+                raise RuntimeError("llama-server did not come up; see %s" % logp)
+            self.runners[key] = (p, url)
+            self.log("runner", m["name"], weights=w, ctx=int(ctx), url=url)
+            return url
+
+    def stop_runners(self):
+        with self.runners_lock:
+            for p, _ in self.runners.values():
+                if p.poll() is None:
+                    p.terminate()
+            for p, _ in self.runners.values():
+                try:
+                    p.wait(timeout=5)
+                except Exception:
+                    p.kill()
+            self.runners.clear()
 
     def expire(self):
         """Runners whose keep-alive ran out leave, as Ollama's would."""
@@ -423,7 +486,13 @@ class AdminHandlers:
                              "done_reason": "load"})
                 return self.send_json(200, base)
             st.log("chat", n)
-        if not st.args.upstream:
+        upstream = st.args.upstream
+        if st.args.llama_server:
+            try:
+                upstream = st.runner(m, ctx)
+            except RuntimeError as e:
+                return self.send_json(500, {"error": "llama runner: %s" % e})
+        if not upstream:
             return self.send_json(500, {"error": "stand-in: no --upstream for inference"})
         up = {"model": "upstream", "messages": msgs, "stream": False, "cache_prompt": False,
               "temperature": opts.get("temperature", 0.8), "seed": opts.get("seed", -1)}
@@ -437,7 +506,7 @@ class AdminHandlers:
             up["response_format"] = {"type": "json_object"}
         import urllib.request, urllib.error
         t0 = time.time()
-        r = urllib.request.Request(st.args.upstream.rstrip("/") + "/v1/chat/completions",
+        r = urllib.request.Request(upstream.rstrip("/") + "/v1/chat/completions",
                                    data=json.dumps(up).encode(),
                                    headers={"Content-Type": "application/json"})
         try:
@@ -605,6 +674,8 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     # admin half (AdminHandlers)
     ap.add_argument("--upstream", help="llama-server base URL for /api/chat")
+    ap.add_argument("--llama-server", help="llama-server program: one runner per model's weights")
+    ap.add_argument("--runner-threads", type=int, default=1)
     ap.add_argument("--blobs-dir", help="where blobs go (default: a temporary dir)")
     ap.add_argument("--prefer-gguf-template", action="store_true")
     ap.add_argument("--cut-prompts", action="store_true")
@@ -649,10 +720,17 @@ def main():
         with open(tmp, "w") as f:
             f.write("%d\n" % srv.server_address[1])
         os.rename(tmp, args.port_file)
+    import signal
+    # SIGTERM stops the runners too (--llama-server), as stopping Ollama does.
+    def on_term(*_):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     try:
         srv.serve_forever(poll_interval=0.1)
     except KeyboardInterrupt:
         pass
+    finally:
+        st.stop_runners()
 
 
 if __name__ == "__main__":
