@@ -8,6 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/bake/lib.sh"
 trap 'stop_llama; pl_stop' EXIT
+cd "$TEST_TMP"
 
 tiny_gguf "$TEST_TMP/tiny.gguf"
 start_llama "$TEST_TMP/tiny.gguf" 1024 1
