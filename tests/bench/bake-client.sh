@@ -46,14 +46,14 @@ for i, line in enumerate(l for l in open(d + "/cases.jsonl") if l.strip()):
     json.dump(body, open("%s/%02d.json" % (out, i), "w"))
 PY
 n=$(ls req | wc -l)
-"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
+stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
 t0=$(now)
 for _ in $(seq 1 "$REPS"); do for f in req/*.json; do
 	curl -sf -H 'Content-Type: application/json' -d @"$f" "$LLAMA_URL/v1/chat/completions" >>curl.out || true
 	echo >>curl.out
 done; done
 t1=$(now)
-"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" >bake.out 2>&1 || true
+stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" >bake.out 2>&1 || true
 t2=$(now)
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" -v r="$REPS" 'BEGIN {
 	printf "overhead: %d requests; curl loop %.2f ms/request; pipelinectl stage bake %.2f ms/request (whole stage, incl. start-up and storing); difference %+.2f ms\n",
@@ -70,9 +70,9 @@ stop_llama
 
 for np in 1 2 4; do
 	start_llama "$TEST_TMP/tiny.gguf" $((1024 * np)) "$np"
-	"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
+	stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
 	t0=$(now)
-	"$PCTL" stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" \
+	stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes="$REPS" \
 	    concurrency="$np" >tp.$np.out 2>&1 || true
 	t1=$(now)
 	awk -v a="$t0" -v b="$t1" -v n="$n" -v r="$REPS" -v np="$np" 'BEGIN {

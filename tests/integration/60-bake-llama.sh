@@ -20,7 +20,7 @@ common=(backend=openai "url=$LLAMA_URL" model=tiny "cases=$BAKE_DATA/cases.jsonl
     "stats=$BAKE_DATA/stats.json" num_ctx=1024 max_tokens=96 disabled=play_music)
 
 # 1. A whole bake, three passes.
-"$PCTL" stage bake "${common[@]}" passes=3 >bake1.out 2>&1 || { cat bake1.out; fail "bake failed"; }
+stage bake "${common[@]}" passes=3 >bake1.out 2>&1 || { cat bake1.out; fail "bake failed"; }
 values bake1.out >v1.json
 /usr/bin/python3 - "$TEST_TMP/v1.json" "$BAKE_DATA/cases.jsonl" "$BAKE_DATA/stats.json" <<'PY'
 import json, sys
@@ -66,7 +66,7 @@ grep -q '^job.artifact {"name":"results"' bake1.out || fail "no results artifact
 
 # 2. The same cases again, one pass: the same case-set digest, the same
 # answers (temperature 0, fixed seed).
-"$PCTL" stage bake "${common[@]}" passes=1 >bake2.out 2>&1 || { cat bake2.out; fail "bake 2 failed"; }
+stage bake "${common[@]}" passes=1 >bake2.out 2>&1 || { cat bake2.out; fail "bake 2 failed"; }
 values bake2.out >v2.json
 /usr/bin/python3 - "$TEST_TMP/v1.json" "$TEST_TMP/v2.json" <<'PY'
 import json, sys
@@ -82,7 +82,7 @@ PY
 
 # 2b. Requests in flight together (the server queues them on its one
 # slot): the same answers, every pass stored in its place.
-"$PCTL" stage bake "${common[@]}" passes=2 concurrency=3 >bake3.out 2>&1 || { cat bake3.out; fail "concurrent bake failed"; }
+stage bake "${common[@]}" passes=2 concurrency=3 >bake3.out 2>&1 || { cat bake3.out; fail "concurrent bake failed"; }
 values bake3.out >v4.json
 /usr/bin/python3 - "$TEST_TMP/v1.json" "$TEST_TMP/v4.json" <<'PY'
 import json, sys
@@ -97,7 +97,7 @@ assert json.loads(b["bake.summary"])["concurrency"] == 3
 PY
 
 # 3. The server's context is checked before the first case.
-if "$PCTL" stage bake "${common[@]/num_ctx=1024/num_ctx=4096}" >ctx.out 2>&1; then
+if stage bake "${common[@]/num_ctx=1024/num_ctx=4096}" >ctx.out 2>&1; then
 	cat ctx.out; fail "a bake needing 4096 tokens ran against a 1024-token server"
 fi
 grep -q "less than num_ctx 4096" ctx.out || { cat ctx.out; fail "context refusal not explained"; }
@@ -112,7 +112,7 @@ long = " ".join("please open the folder named docs number %d" % i for i in range
 print(json.dumps({"id": "long-1", "kind": "route", "user": long,
     "expect": {"capability": "open_folder", "args": {"path": "docs"}}}))
 PY
-if "$PCTL" stage bake "${common[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=2 >long.out 2>&1; then
+if stage bake "${common[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=2 >long.out 2>&1; then
 	cat long.out; fail "a truncated prompt did not fail the bake"
 fi
 grep -q "case long-1, .*long.jsonl:4: truncated" long.out || { tail -5 long.out; fail "truncation not reported with the case and line"; }
@@ -136,12 +136,12 @@ VLLM_PID=$!
 for _ in $(seq 1 100); do [ -s vllm.port ] && break; sleep 0.05; done
 VURL=http://127.0.0.1:$(cat vllm.port)
 v=("${common[@]/url=*/url=$VURL}")
-"$PCTL" stage bake "${v[@]}" passes=1 >vllm.out 2>&1 || { cat vllm.out; fail "bake via the vLLM stand-in"; }
+stage bake "${v[@]}" passes=1 >vllm.out 2>&1 || { cat vllm.out; fail "bake via the vLLM stand-in"; }
 values vllm.out | /usr/bin/python3 -c '
 import json, sys
 s = json.loads(json.load(sys.stdin)["bake.summary"])
 assert s["server_ctx"] == 1024 and s["complete"], s'
-if "$PCTL" stage bake "${v[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=1 >vllm-long.out 2>&1; then
+if stage bake "${v[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=1 >vllm-long.out 2>&1; then
 	cat vllm-long.out; fail "vLLM's context refusal was scored"
 fi
 grep -q "case long-1.*truncated: HTTP 400: This model's maximum context length is 1024" vllm-long.out ||

@@ -30,7 +30,7 @@ gate() {
 	local out=$1 c=$2 i=$3
 	shift 3
 	set +e
-	"$PCTL" stage gate "candidate=$TEST_TMP/$c.json" "incumbent=$TEST_TMP/$i.json" "$@" >"$out.out" 2>&1
+	stage gate "candidate=$TEST_TMP/$c.json" "incumbent=$TEST_TMP/$i.json" "$@" >"$out.out" 2>&1
 	echo $? >"$out.rc"
 	set -e
 }

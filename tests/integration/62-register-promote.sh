@@ -52,7 +52,7 @@ start_standin
 reg=(modelfile="$TOP/etc/Modelfile.tmpl" "url=$OURL" num_ctx=1024)
 
 # 1. Register v1.
-"$PCTL" stage register gguf="$TEST_TMP/v1.gguf" tag=router:v1 "${reg[@]}" >reg1.out 2>&1 ||
+stage register gguf="$TEST_TMP/v1.gguf" tag=router:v1 "${reg[@]}" >reg1.out 2>&1 ||
     { cat reg1.out; fail "register v1"; }
 sha1=$(sha256sum v1.gguf | cut -d' ' -f1)
 [ "$(value reg1.out register.uploaded)" = "$sha1" ] || fail "uploaded digest not recorded"
@@ -65,14 +65,14 @@ grep -q '"event": "create"' standin.log || fail "no create"
 
 # 2. The same weights under a new tag, with v1 as the previous version:
 # refused, as the v3-from-v2 sed mistake should have been.
-if "$PCTL" stage register gguf="$TEST_TMP/v1.gguf" tag=router:v2 previous_tag=router:v1 \
+if stage register gguf="$TEST_TMP/v1.gguf" tag=router:v2 previous_tag=router:v1 \
     "${reg[@]}" >reg2.out 2>&1; then
 	cat reg2.out; fail "the previous version's weights were registered as v2"
 fi
 grep -q "the previous version's" reg2.out || { cat reg2.out; fail "refusal not explained"; }
 # Re-registering v2 over a loaded tag unloads it first.
 curl -s "$OURL/api/generate" -d '{"model":"router:v2","keep_alive":-1}' >/dev/null
-"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 previous_tag=router:v1 \
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 previous_tag=router:v1 \
     "${reg[@]}" >reg3.out 2>&1 || { cat reg3.out; fail "register v2"; }
 grep -q '"event": "unload", "model": "router:v2"' standin.log || fail "loaded v2 not unloaded before create"
 m2=$(value reg3.out register.manifest)
@@ -81,7 +81,7 @@ m2=$(value reg3.out register.manifest)
 # 3. A server that picks its own template: refused.
 stop_standin
 start_standin --prefer-gguf-template
-if "$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v3 "${reg[@]/url=*/url=$OURL}" \
+if stage register gguf="$TEST_TMP/v2.gguf" tag=router:v3 "${reg[@]/url=*/url=$OURL}" \
     >reg4.out 2>&1; then
 	cat reg4.out; fail "a template other than the given one was accepted"
 fi
@@ -90,12 +90,12 @@ stop_standin
 
 # 4. Bake through the ollama backend: every request carries num_ctx.
 start_standin
-"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >reg5.out 2>&1 ||
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >reg5.out 2>&1 ||
     { cat reg5.out; fail "register v2 again"; }
 bake=(backend=ollama "url=$OURL" model=router:v2 "cases=$BAKE_DATA/cases.jsonl"
     "system=$BAKE_DATA/system.txt" "capabilities=$BAKE_DATA/capabilities.txt"
     "stats=$BAKE_DATA/stats.json" num_ctx=1024 max_tokens=64 passes=2)
-"$PCTL" stage bake "${bake[@]}" >bake.out 2>&1 || { cat bake.out; fail "bake via ollama"; }
+stage bake "${bake[@]}" >bake.out 2>&1 || { cat bake.out; fail "bake via ollama"; }
 value bake.out bake.summary >"$TEST_TMP/cand.json"
 /usr/bin/python3 - cand.json <<'PY'
 import json, sys
@@ -110,16 +110,16 @@ grep -q '"event": "chat"' standin.log || fail "no chat reached the stand-in"
 # with evict = yes (the default) the bake unloads it first.
 stop_standin
 start_standin --loaded embed:latest
-"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
     fail "register v2 on a fresh stand-in"
 g22=("${bake[@]/url=*/url=$OURL}")
-"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" evict=no >g22a.out 2>&1 || { cat g22a.out; fail "bake evict=no"; }
+stage bake "${g22[@]/passes=2/passes=1}" evict=no >g22a.out 2>&1 || { cat g22a.out; fail "bake evict=no"; }
 value g22a.out bake.summary | /usr/bin/python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 assert s["speed_comparable"] is False and "other model" in s["speed_note"], s["speed_note"]'
 grep -q '"event": "unload", "model": "embed:latest"' standin.log && fail "evict=no evicted"
-"$PCTL" stage bake "${g22[@]/passes=2/passes=1}" keep_alive=-1 >g22b.out 2>&1 || { cat g22b.out; fail "bake evict=yes"; }
+stage bake "${g22[@]/passes=2/passes=1}" keep_alive=-1 >g22b.out 2>&1 || { cat g22b.out; fail "bake evict=yes"; }
 grep -q '"event": "unload", "model": "embed:latest"' standin.log || fail "the other model was not evicted (G22)"
 value g22b.out bake.summary | /usr/bin/python3 -c '
 import json, sys
@@ -130,10 +130,10 @@ assert s["speed_comparable"] is True, s["speed_note"]'
 # refused before the first case.
 stop_standin
 start_standin --context-length 512
-"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
     fail "register v2 on a 512-token stand-in"
 nlog=$(wc -l <standin.log)
-if "$PCTL" stage bake "${bake[@]/url=*/url=$OURL}" >ctx.out 2>&1; then
+if stage bake "${bake[@]/url=*/url=$OURL}" >ctx.out 2>&1; then
 	cat ctx.out; fail "num_ctx 1024 accepted for a 512-token model"
 fi
 grep -q "num_ctx 1024 exceeds the model's trained context 512" ctx.out || { cat ctx.out; fail "context cap not explained"; }
@@ -149,16 +149,16 @@ print(json.dumps({"id": "long-1", "kind": "route", "user": " ".join(
     "open the folder named docs number %d" % i for i in range(400)),
     "expect": {"capability": "open_folder", "args": {"path": "docs"}}}))
 PY
-"$PCTL" stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1
 cut=("${bake[@]/url=*/url=$OURL}")
 cut=("${cut[@]/cases=*/cases=$TEST_TMP/long.jsonl}")
-if "$PCTL" stage bake "${cut[@]/passes=2/passes=1}" >cut.out 2>&1; then
+if stage bake "${cut[@]/passes=2/passes=1}" >cut.out 2>&1; then
 	cat cut.out; fail "a silently cut prompt was scored"
 fi
 grep -q "case long-1.*the server cut it (G01)" cut.out || { tail -3 cut.out; fail "silent cut not detected"; }
 
 # 6. Promote: the alias gets v2's manifest, read back.
-"$PCTL" stage register gguf="$TEST_TMP/v1.gguf" tag=router:v1 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1
+stage register gguf="$TEST_TMP/v1.gguf" tag=router:v1 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1
 curl -s "$OURL/api/copy" -d '{"source":"router:v1","destination":"router:prod"}' >/dev/null
 curl -s "$OURL/api/generate" -d '{"model":"router:prod","keep_alive":-1}' >/dev/null
 /usr/bin/python3 - cand.json inc.json <<'PY'
@@ -174,7 +174,7 @@ c = json.load(open(sys.argv[1]))
 c["rows"][cid][2] = 3
 json.dump(c, open(sys.argv[1], "w"))
 PY
-"$PCTL" stage gate candidate="$TEST_TMP/cand.json" incumbent="$TEST_TMP/inc.json" promote=yes \
+stage gate candidate="$TEST_TMP/cand.json" incumbent="$TEST_TMP/inc.json" promote=yes \
     alias=router:prod "url=$OURL" >gate.out 2>&1 || { cat gate.out; fail "gate promote"; }
 ad=$(value gate.out gate.alias_digest)
 tags=$(curl -s "$OURL/api/tags")

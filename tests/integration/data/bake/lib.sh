@@ -6,7 +6,15 @@
 BAKE_DATA=$TOP/tests/integration/data/bake
 PCTL=$TOP/daemon/pipelinectl
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+declare -F fail >/dev/null || fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# stage STAGE key=value...: pipelinectl stage by hand, its work directory
+# under TEST_TMP (not a new /tmp/pipelinectl-stage.* per call).
+stage() {
+	local st=$1
+	shift
+	"$PCTL" stage "$st" -w "$(mktemp -d "$TEST_TMP/stage-$st.XXXXXX")" "$@"
+}
 
 free_port() {
 	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
