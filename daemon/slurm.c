@@ -1006,9 +1006,15 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 		out[len] = '\0';
 	}
 	close(fds[0]);
-	int status;
-	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+	int status = 0, w;
+	while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
 		;
+	if (w == -1) {
+		/* Someone else reaped it (a SIGCHLD handler waiting for any
+		 * child): its status is lost, and a guess would be a lie. */
+		snprintf(out, outlen, "%s: exit status lost: %s", argv[0], strerror(errno));
+		return -1;
+	}
 	if (killed) {
 		snprintf(out, outlen, "%s: no answer within %d ms", argv[0], timeout_ms);
 		return -1;
@@ -1064,6 +1070,8 @@ jobcomp_path(char *buf, size_t len)
 {
 	static char cached[PATH_MAX];
 	static int done;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
 	if (!done) {
 		char out[65536], type[128] = "";
 		char *argv[] = { "scontrol", "show", "config", NULL };
@@ -1075,6 +1083,7 @@ jobcomp_path(char *buf, size_t len)
 		}
 	}
 	snprintf(buf, len, "%s", cached);
+	pthread_mutex_unlock(&lock);
 }
 
 /* The last 4 MiB of a jobcomp file are plenty for a job that ended since

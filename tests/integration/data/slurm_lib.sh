@@ -7,6 +7,15 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "needs root for munged and slurmd"
 	exit 77
 fi
+# There is one cluster per machine, and each test stops it when it ends:
+# tests run at the same time (two checkouts, two `make check`s) take
+# turns. The test re-executes itself under flock(1), which holds the lock
+# in its own process (-o), so neither the daemon nor the cluster inherits
+# it.
+if [ -z "${PL_SLURM_LOCKED:-}" ]; then
+	export PL_SLURM_LOCKED=1
+	exec flock -o -w 800 /tmp/pl-slurm.lock "$0" "$@"
+fi
 eval "$("$CLUSTER" env)"
 "$CLUSTER" start || { echo "FAIL: the Slurm cluster did not start" >&2; exit 1; }
 slurm_stop() { "$CLUSTER" stop; }
