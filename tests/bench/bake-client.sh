@@ -64,7 +64,9 @@ srv=$(/usr/bin/python3 -c '
 import json, sys
 t = [json.loads(l)["timings"] for l in open(sys.argv[1]) if l.strip()]
 print("%.2f" % (sum(x["prompt_ms"] + x["predicted_ms"] for x in t) / len(t)))' curl.out)
-spc=$(sed -n 's/.* \([0-9.]*\) s per case.*/\1/p' bake.out | tail -1)
+spc=$(values bake.out | /usr/bin/python3 -c '
+import json, sys
+print(json.loads(json.load(sys.stdin)["bake.summary"])["s_per_case"])')
 awk -v s="$srv" -v b="$spc" 'BEGIN { printf "  server compute %.2f ms/request; bake client wall %.2f ms/request: client + HTTP overhead %.2f ms\n", s, b * 1000, b * 1000 - s }'
 stop_llama
 
