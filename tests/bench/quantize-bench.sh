@@ -1,6 +1,6 @@
 #!/bin/bash
-# tests/bench/quantize.sh: native quantize against llama-quantize on the
-# large fixture's F16 GGUF (made by tests/bench/convert.sh, or here): wall
+# tests/bench/quantize-bench.sh: native quantize against llama-quantize on the
+# large fixture's F16 GGUF (made by tests/bench/convert-bench.sh, or here): wall
 # and CPU seconds of each with every CPU (best of three, alternating), the
 # ratio (target at most 1.0), and whether the bytes are identical (they
 # must be: exit 1 otherwise). llama-quantize does not fsync its output;
@@ -11,7 +11,7 @@ B=${PL_BENCH_DIR:-/var/tmp/pipelined-bench}
 PCTL=$TOP/daemon/pipelinectl
 . "$TOP/tests/bench/gguf-bench-lib.sh"
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
-[ -f "$B/large-f16.gguf" ] || "$TOP/tests/bench/convert.sh" >/dev/null
+[ -f "$B/large-f16.gguf" ] || "$TOP/tests/bench/convert-bench.sh" >/dev/null
 F=$B/large-f16.gguf
 n=$(nproc)
 cat "$F" >/dev/null

@@ -1,11 +1,11 @@
 #!/bin/bash
-# tests/bench/convert.sh: native convert throughput against cp on the large
+# tests/bench/convert-bench.sh: native convert throughput against cp on the large
 # fixture (gen_gemma3.py --size large: gemma-3-1b's shapes, about 2 GB of
 # BF16). Prints wall and CPU seconds, best of two; asserts only that the
 # stage succeeds. Both sides end with the data on disk (cp is followed by
 # an fsync, convert's atomic commit fsyncs).
 #
-#   tests/bench/convert.sh      (PL_BENCH_DIR, default /var/tmp/pipelined-bench,
+#   tests/bench/convert-bench.sh      (PL_BENCH_DIR, default /var/tmp/pipelined-bench,
 #                                keeps the fixture and outputs between runs)
 set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}

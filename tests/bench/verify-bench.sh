@@ -1,7 +1,7 @@
 #!/bin/bash
-# tests/bench/verify.sh: the verify stage (sha256 through OpenSSL, streamed,
+# tests/bench/verify-bench.sh: the verify stage (sha256 through OpenSSL, streamed,
 # plus the structure checks) against sha256sum on the large fixture's Q8_0
-# file (made by tests/bench/quantize.sh, or here); target within 10%. The
+# file (made by tests/bench/quantize-bench.sh, or here); target within 10%. The
 # stage is given the F16 file as previous_gguf, so it digests both files:
 # it is timed against `sha256sum Q8_0 F16`.
 set -eu
@@ -9,7 +9,7 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 B=${PL_BENCH_DIR:-/var/tmp/pipelined-bench}
 PCTL=$TOP/daemon/pipelinectl
 . "$TOP/tests/bench/gguf-bench-lib.sh"
-[ -f "$B/large-q8.gguf" ] || "$TOP/tests/bench/quantize.sh" >/dev/null
+[ -f "$B/large-q8.gguf" ] || "$TOP/tests/bench/quantize-bench.sh" >/dev/null
 F=$B/large-q8.gguf
 P=$B/large-f16.gguf
 cat "$F" "$P" >/dev/null
