@@ -37,6 +37,10 @@
 set -eu
 
 version=${NODE_LLAMA_CPP_VERSION:-3.21.1}
+# The bundle of the pinned version (llama.cpp commit 80fb11ac73e6): npm
+# versions are immutable, so anything else means a tampered or mixed-up
+# download. Checked only for the pinned version.
+pinned_sha=9336d8aab8f8e6a8919380f3641fe92e57b02fb55df1b6bd083b82491a6293b8
 jobs=${LLAMA_ORACLE_JOBS:-2}
 mode=build
 case "${1:-}" in
@@ -63,6 +67,11 @@ if [ ! -f "$pkgdir/.done" ]; then
 	exec 8>"$cache/.npm-$version.lock"
 	flock 8
 	if [ ! -f "$pkgdir/.done" ]; then
+		command -v npm >/dev/null 2>&1 || {
+			say "npm is needed to fetch node-llama-cpp@$version (Debian: apt-get install npm;"
+			say "or nodejs from NodeSource, which includes it)"
+			exit 1
+		}
 		say "fetching node-llama-cpp@$version with npm pack"
 		tmp=$(mktemp -d "$cache/.npm-XXXXXX")
 		(cd "$tmp" && npm pack --silent "node-llama-cpp@$version" >/dev/null)
@@ -82,6 +91,11 @@ fi
 
 # Step 2: clone and build, keyed by the bundle's digest.
 sum=$(sha256sum "$bundle" | cut -d' ' -f1)
+if [ -z "${NODE_LLAMA_CPP_VERSION:-}" ] && [ "$sum" != "$pinned_sha" ]; then
+	say "$bundle has sha256 $sum, expected $pinned_sha for node-llama-cpp@$version"
+	say "remove $pkgdir to fetch it again"
+	exit 1
+fi
 dir=$cache/llama-$sum
 targets="llama-quantize llama-simple llama-server"
 
