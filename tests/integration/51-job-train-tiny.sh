@@ -10,7 +10,8 @@
 # transformers' linear warmup; checkpoints appear every save_steps with a
 # verifying COMPLETE marker, a tampered or unmarked one is passed over; the
 # adapter is a PEFT directory with PEFT's key names that the tiny engine's
-# forward loads back, and it changes the model's predictions.
+# forward loads back, it changes the model's predictions, and the merge
+# stage folds it into a base that predicts the same.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PY=/usr/bin/python3
@@ -123,6 +124,24 @@ hit_t = sum(a == b for a, b in zip(tuned[len(ids) - n - 1:-1], want))
 print("response tokens predicted: base %d/%d, tuned %d/%d" % (hit_p, n, hit_t, n))
 assert hit_t > hit_p, "the adapter did not improve the response predictions"
 PY
+# The adapter is what the rest of the pipeline reads: the merge stage
+# (pipelinectl stage merge) folds it into the base, and the merged model
+# (BF16, so rounded) predicts what base + adapter predicts, at every
+# position that is not a near-tie (top-2 margin 0.05 nats or less).
+"$TOP/daemon/pipelinectl" stage merge base="$TEST_TMP/base" adapter="$TEST_TMP/work/adapter" \
+    output="$TEST_TMP/merged" >merge.out 2>&1 || { cat merge.out; fail "merge stage"; }
+$PY "$J/engines/tiny.py" top1 base work/adapter --logprobs 2 <ids.json >with-adapter.json
+$PY "$J/engines/tiny.py" top1 merged --logprobs 2 <ids.json >merged.json
+$PY - <<'PY'
+import json
+a, m = json.load(open("with-adapter.json"))[0], json.load(open("merged.json"))[0]
+n = sum(1 for x in a if x[0][1] - x[1][1] > 0.05)
+bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, m))
+       if x[0][1] - x[1][1] > 0.05 and (x[0][0] != y[0][0] or abs(x[0][1] - y[0][1]) > 0.05)]
+print("merged vs base + adapter: %d of %d positions compared, %d differ" % (n, len(a), len(bad)))
+assert n > 0.9 * len(a) and not bad, bad[:3]
+PY
+
 # The forward against llama.cpp.
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh"
 $PY "$TOP/tests/fixtures/gen_gemma3.py" fx --layout causal >/dev/null
