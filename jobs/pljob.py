@@ -9,8 +9,8 @@ file and ends with an exit status.  This module holds what they share:
 
   * Events: each line is written whole with a single write(2) on a file opened
     O_APPEND, so a reader (the shim, a re-adopting daemon) never sees half a
-    line, and lines from a killed attempt stay intact.  The file is $PL_EVENTS,
-    else --events FILE, else standard output.
+    line, and lines from a killed attempt stay intact.  The file is
+    --events FILE, else $PL_EVENTS, else standard output.
   * Config: CONFIG.json, written by the stage plugin, holds every spec key of
     the stage, resolved.  Values may arrive as JSON numbers/bools or as the
     strings a run spec holds ("25", "yes"); Config converts them and names the

@@ -10,7 +10,12 @@ Gemma 3's own chat template.
                       [--hidden H] [--seed S]
 
 It is a test fixture for jobs/ only; tests/fixtures/gen_gemma3.py is the
-project's shared Gemma 3 fixture.
+project's shared Gemma 3 fixture.  51-job-train-tiny uses this one with 6
+layers for what the shared one lacks: a global (full-attention) layer in
+the 5:1 pattern and linear RoPE scaling on it, in the forward check against
+llama.cpp.  Its weights are larger than the shared fixture's, so its
+next-token distributions are peaked and the check compares runner-up
+log-probabilities too.
 """
 import argparse
 import io
