@@ -197,12 +197,11 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	dir_put(p, "slurm.jobid", line);
 	struct track *t = track_get(p);
 	t->last_query = -1e9;
-	/* Left STARTING on purpose: the first wait() asks Slurm and moves it
-	 * to QUEUED (with Slurm's pending reason) or RUNNING, and the host
-	 * publishes a state change with its reason only. A daemon killed
-	 * before that adopts it by the stored (or slurm.jobid) id. */
-	p->state = PROC_STARTING;
-	snprintf(p->reason, sizeof(p->reason), "submitted as Slurm job %s", p->ext_id);
+	/* Queued until the first wait() asks Slurm: that one brings Slurm's
+	 * pending reason (the host publishes reason changes too), or RUNNING.
+	 * A daemon killed before it stored the id adopts by slurm.jobid. */
+	p->state = PROC_QUEUED;
+	snprintf(p->reason, sizeof(p->reason), "submitted");
 	log_info("%s: %s: submitted as Slurm job %s", __func__, p->dir, p->ext_id);
 	joblog(p, "submitted as Slurm job %s (%s)", p->ext_id, path);
 	return 0;

@@ -3,8 +3,8 @@
 # jobs of a DAG go through sbatch; success with events read from the job
 # directory; a failing job and its retry (two Slurm jobs, the first FAILED
 # with the real exit status); a job held pending by an unsatisfiable request
-# (a partition's time limit) shows Slurm's reason on the feed and in the
-# store; a submission sbatch refuses fails with sbatch's message;
+# (a partition's time limit) shows Slurm's reason on the feed and in
+# `pipelinectl status`; a submission sbatch refuses fails with sbatch's message;
 # `pipelinectl cancel` scancels queued and running jobs; a slurm job holds no
 # local resource; a job over its memory limit ends with the class oom.
 . "$(dirname "$0")/../lib.sh"
@@ -89,6 +89,9 @@ case "$reason" in
 esac
 sid=$(ext_ids held stuck)
 squeue -h -j "$sid" -o %r | grep -q Partition || fail "Slurm does not hold $sid for its partition"
+for _ in $(seq 1 30); do pctl status held | grep -q "queued as $sid: Partition" && break; sleep 0.1; done
+pctl status held | grep -q "queued as $sid: Partition" ||
+    fail "status does not show why stuck waits: $(pctl status held)"
 note "stuck is pending: $reason"
 for _ in $(seq 1 100); do [ -f "$O/long" ] && [ -f "$O/local-done" ] && break; sleep 0.1; done
 [ -f "$O/long" ] || fail "long never started on the node"
