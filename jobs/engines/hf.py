@@ -120,7 +120,12 @@ class HfEngine:
         torch = self.torch
         try:
             yield
-        except torch.cuda.OutOfMemoryError as e:
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+            # bitsandbytes' kernels report a failed allocation as a plain
+            # RuntimeError ("CUDA error: out of memory"); anything else
+            # is not ours to translate.
+            if not isinstance(e, torch.cuda.OutOfMemoryError) and "out of memory" not in str(e):
+                raise
             m = re.search(r"Tried to allocate ([0-9.]+) (MiB|GiB)", str(e))
             tried = 0.0
             if m:
