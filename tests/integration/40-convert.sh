@@ -1,7 +1,8 @@
 #!/bin/bash
 # 40-convert.sh: the native convert stage, by hand, on every layout of the
-# tiny fixture (conditional, causal, sharded) and every outtype. Each file
-# is read back with gguf-py and checked two ways: every KV and tensor
+# tiny fixture (conditional, causal, sharded; BF16, and F16 and F32 copies)
+# and every outtype. Each file is read back with gguf-py and checked two
+# ways: every KV and tensor
 # against the spec (formats.md section 4, computed from the checkpoint with
 # numpy and sentencepiece), and against what llama.cpp's own
 # convert_hf_to_gguf.py writes from the same checkpoint (tensors
@@ -15,7 +16,36 @@ fixture cond --layout conditional
 fixture causal --layout causal
 fixture sharded --layout causal --shards 3 --seed 77
 
-for c in cond causal sharded; do
+# The same checkpoint stored as F16 and as F32: other +1 arithmetic for the
+# norms (half for F16, as torch adds), the raw copy path for F16 -> f16.
+for dt in F16 F32; do
+	cp -r causal causal-$dt
+	/usr/bin/python3 - causal-$dt/model.safetensors $dt <<'PY'
+import json, struct, sys
+import numpy as np
+p, dt = sys.argv[1], sys.argv[2]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+meta = h.pop("__metadata__", None)
+out, off, hdr = [], 0, {}
+for k in sorted(h, key=lambda k: h[k]["data_offsets"][0]):
+    v = h[k]
+    raw = b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+    a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    a = a.astype(np.float16 if dt == "F16" else np.float32).tobytes()
+    hdr[k] = {"dtype": dt, "shape": v["shape"], "data_offsets": [off, off + len(a)]}
+    out.append(a)
+    off += len(a)
+if meta:
+    hdr["__metadata__"] = meta
+j = json.dumps(hdr).encode()
+j += b" " * (-len(j) % 8)
+open(p, "wb").write(struct.pack("<Q", len(j)) + j + b"".join(out))
+PY
+done
+
+for c in cond causal sharded causal-F16 causal-F32; do
 	for t in f16 bf16 f32; do
 		[ "$c" != cond ] && [ "$t" != f16 ] && continue
 		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
