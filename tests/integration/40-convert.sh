@@ -2,11 +2,10 @@
 # 40-convert.sh: the native convert stage, by hand, on every layout of the
 # tiny fixture (conditional, causal, sharded; BF16, and F16 and F32 copies)
 # and every outtype. Each file is read back with gguf-py and checked two
-# ways: every KV and tensor
-# against the spec (formats.md section 4, computed from the checkpoint with
-# numpy and sentencepiece), and against what llama.cpp's own
-# convert_hf_to_gguf.py writes from the same checkpoint (tensors
-# byte-identical). Then the refusals: an unsupported architecture (named,
+# ways: every KV and tensor against the spec (formats.md section 4,
+# computed from the checkpoint with numpy and sentencepiece), and against
+# what llama.cpp's own convert_hf_to_gguf.py writes from the same
+# checkpoint (tensors byte-identical). Then the refusals: an unsupported architecture (named,
 # pointing to tool = llama.cpp), a missing layer, a shape that contradicts
 # config.json, NaN weights; none leaves an output behind.
 . "$TOP/tests/integration/data/gguf/lib.sh"
