@@ -429,6 +429,99 @@ test_script(void)
 	CHECK(access(f, F_OK) != 0, "the job ran again after its end was recorded");
 }
 
+/* ---------------------------------------------------------------- commands */
+
+static void
+put_exec(const char *dir, const char *name, const char *body)
+{
+	char f[PATH_MAX + 64];
+	snprintf(f, sizeof(f), "%s/%s", dir, name);
+	put(f, body);
+	chmod(f, 0755);
+}
+
+/*
+ * slurm_query's sources in order, slurm_submit's and slurm_cancel's
+ * command lines, against stand-in commands in a bin_dir (the real cluster
+ * is the integration tests' business; here each source is made to answer
+ * or fail on purpose).
+ */
+static void
+test_commands(void)
+{
+	char bin[PATH_MAX + 16], args[PATH_MAX + 16], jc[PATH_MAX + 16], mode[PATH_MAX + 16];
+	snprintf(bin, sizeof(bin), "%s/bin", tmp);
+	snprintf(args, sizeof(args), "%s/args", tmp);
+	snprintf(jc, sizeof(jc), "%s/jobcomp.txt", tmp);
+	snprintf(mode, sizeof(mode), "%s/mode", tmp);
+	plc_mkdirs(bin, 0755);
+	char body[4096];
+	/* scontrol: "show config" names the jobcomp file; "show job" answers
+	 * by the mode file: known, forgotten (Invalid job id) or down. */
+	snprintf(body, sizeof(body),
+	    "#!/bin/sh\n"
+	    "if [ \"$1 $2\" = \"show config\" ]; then\n"
+	    "  echo 'JobCompLoc              = %s'; echo 'JobCompType             = jobcomp/filetxt'; exit 0\n"
+	    "fi\n"
+	    "case $(cat %s) in\n"
+	    "known) echo 'JobId=%%s JobName=x JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 NodeList=n1' | sed \"s/%%s/$4/\";;\n"
+	    "down) echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)'; exit 1;;\n"
+	    "*) echo 'slurm_load_jobs error: Invalid job id specified'; exit 1;;\n"
+	    "esac\n", jc, mode);
+	put_exec(bin, "scontrol", body);
+	put_exec(bin, "sacct", "#!/bin/sh\necho 'Slurm accounting storage is disabled'\nexit 1\n");
+	snprintf(body, sizeof(body), "#!/bin/sh\necho \"$@\" >> %s\n"
+	    "case \"$*\" in *bad*) echo 'sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified' >&2; exit 1;; esac\n"
+	    "echo 'sbatch: warning: nothing much'; echo '4711;pltest'\n", args);
+	put_exec(bin, "sbatch", body);
+	snprintf(body, sizeof(body), "#!/bin/sh\necho \"scancel $*\" >> %s\n", args);
+	put_exec(bin, "scancel", body);
+	slurm_set_bin_dir(bin);
+
+	struct slurm_job j;
+	char err[256] = "";
+	put(mode, "known\n");
+	CHECK(slurm_query("77", "", &j, err, sizeof(err)) == 1 && strcmp(j.source, "scontrol") == 0 &&
+	    j.state == SLURM_RUNNING && strcmp(j.nodes, "n1") == 0, "scontrol: %s %s", j.source, err);
+	put(mode, "forgotten\n");
+	CHECK(slurm_query("77", "", &j, err, sizeof(err)) == 0, "forgotten, no jobcomp file");
+	put(jc, jobcomp_text);
+	/* The jobcomp file found through `scontrol show config`. */
+	CHECK(slurm_query("12", "", &j, err, sizeof(err)) == 1 && strcmp(j.source, "jobcomp") == 0 &&
+	    j.state == SLURM_COMPLETED, "jobcomp via config: %d %s", j.state, j.source);
+	CHECK(slurm_query("99", jc, &j, err, sizeof(err)) == 0, "unknown everywhere");
+	put(mode, "down\n");
+	CHECK(slurm_query("12", jc, &j, err, sizeof(err)) == -1 && strstr(err, "Unable to contact") != NULL,
+	    "controller down: %s", err);
+
+	char id[64], script[PATH_MAX + 16];
+	snprintf(script, sizeof(script), "%s/job.sbatch", tmp);
+	put(script, "#!/bin/sh\n");
+	CHECK(slurm_submit(script, id, sizeof(id), err, sizeof(err)) == 0 && strcmp(id, "4711") == 0,
+	    "submit: %s %s", id, err);
+	char bad[PATH_MAX + 16];
+	snprintf(bad, sizeof(bad), "%s/bad.sbatch", tmp);
+	put(bad, "#!/bin/sh\n");
+	CHECK(slurm_submit(bad, id, sizeof(id), err, sizeof(err)) == -1 &&
+	    strstr(err, "Invalid account") != NULL, "refusal message: %s", err);
+
+	unlink(args);
+	CHECK(slurm_cancel("4711", 0, err, sizeof(err)) == 0, "cancel");
+	CHECK(slurm_cancel("4711", SIGKILL, err, sizeof(err)) == 0, "kill");
+	CHECK(slurm_cancel("4711", SIGTERM, err, sizeof(err)) == 0, "term");
+	CHECK(slurm_cancel("4711", SIGUSR1, err, sizeof(err)) == 0, "usr1");
+	char *t = slurp(args);
+	CHECK(t && strcmp(t, "scancel 4711\nscancel 4711\nscancel --signal=15 --full 4711\n"
+	    "scancel --signal=10 --batch 4711\n") == 0, "scancel lines:\n%s", t ? t : "(none)");
+	free(t);
+
+	snprintf(body, sizeof(body), "%s/nosuch", tmp);
+	slurm_set_bin_dir(body);
+	CHECK(slurm_query("12", jc, &j, err, sizeof(err)) == -1 && strstr(err, "nosuch") != NULL,
+	    "missing scontrol: %s", err);
+	slurm_set_bin_dir(NULL);
+}
+
 int
 main(void)
 {
@@ -442,6 +535,7 @@ main(void)
 	test_others();
 	test_opts();
 	test_script();
+	test_commands();
 	if (failures == 0) {
 		char cmd[PATH_MAX + 16];
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
