@@ -5,9 +5,10 @@
 # ways: every KV and tensor against the spec (formats.md section 4,
 # computed from the checkpoint with numpy and sentencepiece), and against
 # what llama.cpp's own convert_hf_to_gguf.py writes from the same
-# checkpoint (tensors byte-identical). Then the refusals: an unsupported architecture (named,
-# pointing to tool = llama.cpp), a missing layer, a shape that contradicts
-# config.json, NaN weights; none leaves an output behind.
+# checkpoint (tensors byte-identical). Then the refusals: an unsupported
+# architecture (named, pointing to tool = llama.cpp), a missing layer, a
+# shape that contradicts config.json, no tokenizer.model, NaN weights; none
+# leaves an output behind.
 . "$TOP/tests/integration/data/gguf/lib.sh"
 cd "$TEST_TMP"
 
