@@ -45,7 +45,12 @@ open(p, "wb").write(struct.pack("<Q", len(j)) + j + b"".join(out))
 PY
 done
 
-for c in cond causal sharded causal-F16 causal-F32; do
+# Linear rope scaling, as gemma-3-4b has it.
+cp -r causal rope
+sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "linear", "factor": 8.0}/' rope/config.json
+grep -q '"factor": 8.0' rope/config.json || fail "rope: config edit"
+
+for c in cond causal sharded causal-F16 causal-F32 rope; do
 	for t in f16 bf16 f32; do
 		[ "$c" != cond ] && [ "$t" != f16 ] && continue
 		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
@@ -63,6 +68,9 @@ done
 stage convert input=cond output=$TEST_TMP/cond-again.gguf || { cat convert.out; fail "convert again"; }
 grep -q '\\"skipped\\":39' convert.out || { cat convert.out; fail "vision tensors not skipped"; }
 cmp -s cond-f16.gguf cond-again.gguf || fail "convert is not deterministic"
+"$PCTL" gguf rope-f16.gguf >list.out || fail "pipelinectl gguf rope"
+grep -q "gemma3.rope.scaling.type = 'linear'" list.out && grep -q 'gemma3.rope.scaling.factor = 8$' list.out ||
+    { grep rope list.out; fail "rope scaling not written"; }
 "$PCTL" gguf cond-f16.gguf >list.out || fail "pipelinectl gguf"
 grep -q 'token_embd.weight *F16 *\[64, 776\]' list.out || { cat list.out; fail "listing"; }
 grep -q "tokenizer.ggml.add_space_prefix = false" list.out || fail "listing: add_space_prefix"

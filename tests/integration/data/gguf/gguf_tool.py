@@ -171,8 +171,12 @@ def cmd_spec(ours, ckpt, outtype):
     want("tokenizer.ggml.add_bos_token", tc.get("add_bos_token", True), BOOL)
     want("tokenizer.ggml.add_eos_token", tc.get("add_eos_token", False), BOOL)
     want("tokenizer.chat_template", tc["chat_template"], STR)
+    rs = hp.get("rope_scaling")
+    if rs and rs.get("rope_type", rs.get("type")) == "linear":
+        want("gemma3.rope.scaling.type", "linear", STR)
+        want("gemma3.rope.scaling.factor", f32(rs["factor"]), F32)
     for k in f:
-        if "rope.scaling" in k and not hp.get("rope_scaling"):
+        if "rope.scaling" in k and not rs:
             bad.append(f"{k}: written without rope_scaling")
 
     # Vocabulary (formats.md 4.6).
