@@ -12,6 +12,8 @@
 extern int ctl_json;
 
 /* Send one request to the daemon's control socket and read its reply.
+ * args (may be NULL) is consumed: the verb is added to it and it is
+ * freed, so the caller must not free or reuse it.
  * On success *result is the closing line's "result" object (the caller
  * frees it with cJSON_Delete) and 0 is returned; otherwise the error is
  * printed (daemon not running, refused, error reply) and -1 returned. */
