@@ -6,7 +6,7 @@
 # starting over. The daemon follows the job through CANCELLED, PENDING
 # (requeued) and RUNNING to its end in the same attempt, and the feed shows
 # the requeue. The trainer is a small stand-in that speaks pipeline-job(7)
-# and writes its checkpoints with jobs/pljob.py.
+# and writes its checkpoints with jobs/pljob.py (data/slurm_fake_train.py).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/data/slurm_lib.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
@@ -15,50 +15,13 @@ pl_start
 S=$TEST_TMP/specs; mkdir -p "$S"; O=$TEST_TMP/out; mkdir -p "$O"
 
 
-cat > "$TEST_TMP/fake_train.py" <<'PY'
-# 24 steps, a checkpoint every 4 (pljob.save_checkpoint: COMPLETE marker
-# written last, directory renamed into place); resumes from PL_RESUME_FROM.
-import json, os, sys, time
-sys.path.insert(0, os.environ["PLJOB_DIR"])
-import pljob
-
-total = 24
-root = os.path.join(os.environ["PL_WORKDIR"], "checkpoints")
-out = os.environ["TRAIN_OUT"]
-start = 0
-resume = os.environ.get("PL_RESUME_FROM")
-if resume:
-    if pljob.verify_checkpoint(resume) is not None:
-        sys.exit("resume point %s is not complete" % resume)
-    with open(os.path.join(resume, "state.json")) as f:
-        start = json.load(f)["step"]
-with open(out, "a") as f:
-    f.write("start %d restart %s\n" % (start, os.environ.get("SLURM_RESTART_COUNT", "0")))
-
-def event(**kw):
-    fd = os.open(os.environ["PL_EVENTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-    os.write(fd, (json.dumps(kw) + "\n").encode())
-    os.close(fd)
-
-for step in range(start + 1, total + 1):
-    time.sleep(0.25)
-    event(type="progress", step=step, total=total)
-    if step % 4 == 0:
-        def build(d, step=step):
-            with open(os.path.join(d, "state.json"), "w") as f:
-                json.dump({"step": step}, f)
-        pljob.save_checkpoint(root, step, build)
-        event(type="checkpoint", step=step, path=os.path.join(root, "checkpoint-%d" % step))
-with open(out, "a") as f:
-    f.write("done %d\n" % total)
-PY
 cat > "$S/tr.ini" <<INI
 [train]
 stage = exec
 executor = slurm
 time = 10
 env = PLJOB_DIR=$TOP/jobs TRAIN_OUT=$O/train
-command = /usr/bin/python3 $TEST_TMP/fake_train.py
+command = /usr/bin/python3 $TOP/tests/integration/data/slurm_fake_train.py
 INI
 pctl submit "$S/tr.ini" >/dev/null || fail "submit"
 ck=$TEST_TMP/state/runs/tr/train/work/checkpoints

@@ -118,11 +118,16 @@ OverTimeLimit=0
 InactiveLimit=0
 SlurmdTimeout=30
 MessageTimeout=10
+# A job in the urgent partition preempts jobs of the others, which Slurm
+# requeues (as a cluster does for a higher-priority tenant).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=2
 # A partition whose time limit makes any longer request pend forever with
 # reason PartitionTimeLimit (EnforcePartLimits is off).
-PartitionName=short Nodes=$NODE MaxTime=1 State=UP
+PartitionName=short Nodes=$NODE MaxTime=1 State=UP PriorityTier=1
 EOF
 	mv "$CONF.tmp" "$CONF"
 }
