@@ -11,14 +11,14 @@
 #   tests/bench/tokenize-bench.sh [EXAMPLES] [FILLER-WORDS]
 #
 # Environment: BENCH_TMP (default: a fresh directory under /tmp, removed
-# after), THREADS (tokenize.py's threads key, default 2), REPEAT (2).
+# after), THREADS (tokenize.py's threads key, default 2), REPEAT (3).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 N=${1:-1200}
 FILLER=${2:-2150}
 THREADS=${THREADS:-2}
-REPEAT=${REPEAT:-2}
+REPEAT=${REPEAT:-3}
 T=${BENCH_TMP:-$(mktemp -d /tmp/tokbench.XXXXXX)}
 cd "$T"
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
