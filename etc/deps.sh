@@ -21,6 +21,10 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
+# npm fetches the llama.cpp source for the test oracle. A machine with
+# NodeSource's nodejs already has npm (and Debian's npm would conflict
+# with it); only a machine without any npm gets Debian's.
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
