@@ -30,7 +30,7 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # jobs/tokenize.py must not shadow the standard library's tokenize.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
 
 import pljob  # noqa: E402
 

@@ -76,7 +76,7 @@ import sys
 # sys.path, where "import tokenize" would find this script again: move
 # jobs/ behind the standard library before importing anything else.
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
 
 import pljob  # noqa: E402
 

@@ -5,7 +5,9 @@
 # 1..48 appears in the union of the two segments' loss metrics, and the
 # steps run twice (26..37) report the same loss both times.  A resume with a
 # changed learning rate, or from a checkpoint without its marker, is refused
-# with exit 2 before any step runs.
+# with exit 2 before any step runs.  LoRA dropout is on (0.1), so the torch
+# RNG state must come back with the checkpoint too, not only the adapter,
+# optimizer and data position.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PY=/usr/bin/python3
@@ -20,7 +22,7 @@ printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
 $PY "$J/tokenize.py" --config tok.json --events tok.ev || { cat tok.ev; fail "tokenize"; }
 
 common='"engine":"tiny","base":"'$TEST_TMP'/base","tokens":"'$TEST_TMP'/tok/tokens.npz",
- "lora_r":8,"lora_alpha":16,"warmup_steps":5,"gradient_accumulation_steps":1,
+ "lora_r":8,"lora_alpha":16,"lora_dropout":0.1,"warmup_steps":5,"gradient_accumulation_steps":1,
  "num_train_epochs":2,"save_steps":25,"seed":3407'
 echo "{$common,\"learning_rate\":0.01}" >train.json
 echo "{$common,\"learning_rate\":0.01,\"test_stall_at_step\":37}" >stall.json
