@@ -28,7 +28,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
+sys.path.append(os.path.dirname(HERE))  # after the standard library: jobs/tokenize.py
 import gen_corpus  # noqa: E402
 import pljob  # noqa: E402
 
