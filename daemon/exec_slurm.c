@@ -304,7 +304,8 @@ query(struct proc *p, const struct slurm_opts *o, struct track *t)
 		return 0;
 	}
 
-	int have_exit = proc_read_exit(p) == 1;
+	int state_before = p->state;
+	int have_exit = proc_read_exit(p) == 1;  /* sets PROC_ENDED when present */
 	/* Endings that a requeue may follow at once, when the daemon did not
 	 * ask for them: the processes were killed from outside (the exit
 	 * record, if any, says killed), and Slurm or an operator may run the
@@ -314,8 +315,11 @@ query(struct proc *p, const struct slurm_opts *o, struct track *t)
 	if (requeueable && !t->signalled && !dir_has(p, "slurm.cancel")) {
 		if (t->ended_seen == 0)
 			t->ended_seen = now;
-		if (now - t->ended_seen < SETTLE_S)
+		if (now - t->ended_seen < SETTLE_S) {
+			/* Not ended yet for the daemon: the next wait() asks again. */
+			p->state = state_before;
 			return 0;
+		}
 	}
 	snprintf(p->end_class, sizeof(p->end_class), "%s", slurm_end_class(j.state));
 	if (p->end_class[0] == '\0' && (j.state == SLURM_FAILED || j.state == SLURM_CANCELLED) &&

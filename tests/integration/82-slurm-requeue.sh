@@ -29,6 +29,9 @@ for _ in $(seq 1 200); do [ -f "$ck/checkpoint-8/COMPLETE" ] && break; sleep 0.1
 [ -f "$ck/checkpoint-8/COMPLETE" ] || fail "no checkpoint-8 (train: $(cat "$O/train" 2>/dev/null))"
 id=$(db "SELECT ext_id FROM procs")
 scancel --signal=KILL "$id" || fail "scancel"
+# The daemon polls every second: it sees the job CANCELLED before the
+# requeue, and must not take that for the end (it waits 3 s for one).
+sleep 1.5
 scontrol requeue "$id" || fail "requeue"
 # A requeued job waits for a begin time Slurm sets some time ahead (once
 # the requeue has gone through); let it go now.
