@@ -37,7 +37,7 @@ cat > "$S/tl.ini" <<INI
 stage = exec
 executor = slurm
 time = 1
-command = exec /usr/bin/python3 $TEST_TMP/slow.py $O/slow
+command = /usr/bin/python3 $TEST_TMP/slow.py $O/slow
 INI
 pctl submit "$S/tl.ini" >/dev/null || fail "submit"
 wait_run tl failed 150
