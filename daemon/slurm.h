@@ -96,7 +96,7 @@ const char *slurm_end_class(int state);
 int	slurm_parse_scontrol(const char *line, struct slurm_job *j);
 /* `squeue -h -j ID -o '%i|%T|%r'` output. */
 int	slurm_parse_squeue(const char *text, const char *id, struct slurm_job *j);
-/* `sacct -n -P -X -j ID -o JobID,State,ExitCode,Restarts,Reason` output. */
+/* `sacct -n -P -X -j ID -o JobID,State,ExitCode,Reason,NodeList` output. */
 int	slurm_parse_sacct(const char *text, const char *id, struct slurm_job *j);
 /* The last record of job id in a jobcomp/filetxt file's text. */
 int	slurm_parse_jobcomp(const char *text, const char *id, struct slurm_job *j);
@@ -124,8 +124,8 @@ void	slurm_set_bin_dir(const char *dir);
 
 /* Running Slurm's commands. slurm_cmd runs argv (looked up in PATH) with
  * stdout and stderr captured into out (NUL-terminated, truncated), for at
- * most timeout_ms; returns the exit status, or -1 when it could not run or
- * was killed (err says why). */
+ * most timeout_ms; returns the exit status, or -1 when it could not run,
+ * was killed or its status was lost (out then says why). */
 int	slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms);
 /* Submit script_path; the job id into id. 0, or -1 with Slurm's message
  * in err. */
