@@ -21,6 +21,11 @@
 . "$TOP/tests/e2e/lib.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
+# The committed data is what its generator writes.
+/usr/bin/python3 "$TOP/tests/e2e/gen_tiny_data.py" gen || fail "gen_tiny_data.py"
+for f in gen/*; do
+	cmp -s "$f" "$TOP/etc/examples/tiny/${f#gen/}" || fail "etc/examples/tiny/${f#gen/} is not what tests/e2e/gen_tiny_data.py writes"
+done
 e2e_prepare "$TEST_TMP/e2e"
 pl_conf "python = /usr/bin/python3" "max_jobs = 2"
 pl_start
