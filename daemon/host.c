@@ -904,6 +904,15 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		store_commit(j->store);
 	}
 	p.ex->release(&p);
+	if (p.end_class[0]) {
+		/* A batch system's verdict (timeout, oom, preempted, node_fail,
+		 * cancelled) is what operators need to see first. */
+		char e[sizeof(out->error)];
+		snprintf(e, sizeof(e), "%s: %s%s%s", p.ex->name, p.end_class,
+		    out->error[0] ? "; " : "", out->error);
+		snprintf(out->error, sizeof(out->error), "%s", e);
+		job_logf(j, "%s ended as %s", spec->name, p.end_class);
+	}
 	out->exited = p.exited;
 	out->status = p.status;
 	out->signal = p.sig;

@@ -96,7 +96,8 @@ exec_run(pl_job *job)
 	if (ex.exited)
 		return host->fail(job, "the command exited with status %d%s%s", ex.status,
 		    ex.error[0] ? ": " : "", ex.error);
-	return host->fail(job, "the command was killed by signal %d", ex.signal);
+	return host->fail(job, "the command was killed by signal %d%s%s", ex.signal,
+	    ex.error[0] ? ": " : "", ex.error);
 }
 
 static const struct pl_stage exec_stage = {
