@@ -1,8 +1,9 @@
 #!/bin/bash
 # 72-kill.sh: kill -9 the daemon at three random moments of the tiny-v2 run
 # (issue 7, item 6): twice during train (at random steps, one in each half
-# of the steps that remain after the first 10%), once at a random moment of
-# the chain after it (merge .. gate, in-process stages); each time the
+# of the steps that remain after the first 10%), once at a random moment
+# up to a second after train ended (the chain after it, merge .. gate,
+# in-process stages and the bakes, takes a few seconds); each time the
 # daemon is started again on the same store.  The run must end as an
 # undisturbed run of the same spec did: the same gate verdict and a
 # byte-identical final GGUF (the quantize artifact), with the store whole
