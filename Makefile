@@ -143,7 +143,7 @@ install: all
 	cp -R jobs/. $(DESTDIR)$(PREFIX)/lib/pipelined/jobs/
 	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/
 	for m in man/*.[1-8]; do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
-	install -m 0644 etc/examples/*.ini $(DESTDIR)$(PREFIX)/share/pipelined/examples/
+	cp -R etc/examples/. $(DESTDIR)$(PREFIX)/share/pipelined/examples/
 	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
 
 uninstall:
