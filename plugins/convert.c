@@ -25,6 +25,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "rate.h"
 #include "gguf.h"
 
 static const struct pl_host *host;
@@ -82,8 +83,7 @@ convert_check(pl_job *job)
 
 struct ctx {
 	pl_job *job;
-	double last;
-	uint64_t last_done;
+	struct plc_rate rate;
 };
 
 static void
@@ -97,12 +97,8 @@ static void
 on_progress(void *arg, uint64_t done, uint64_t total)
 {
 	struct ctx *c = arg;
-	double t = now();
-	if ((done < total && t - c->last < 0.5) || (done == c->last_done && c->last > 0))
-		return;
-	c->last = t;
-	c->last_done = done;
-	host->progress(c->job, (double)done, (double)total, "bytes");
+	if (plc_rate_due(&c->rate, (double)done, (double)total, 0.5))
+		host->progress(c->job, (double)done, (double)total, "bytes");
 }
 
 static int
@@ -237,7 +233,7 @@ convert_run(pl_job *job)
 		}
 		cJSON_AddStringToObject(v, "tool", "llama.cpp");
 	} else {
-		struct ctx c = { job, 0, 0 };
+		struct ctx c = { .job = job };
 		struct gguf_copts o = { .outtype = outtype, .log = on_log,
 			.progress = on_progress, .cancelled = on_cancelled, .arg = &c };
 		struct gguf_cstats st;

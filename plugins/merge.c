@@ -48,6 +48,7 @@
 #include "pipeline/plugin.h"
 #include "plcommon.h"
 #include "safetensors.h"
+#include "rate.h"
 
 static const struct pl_host *host;
 
@@ -97,7 +98,7 @@ struct mctx {
 	double alpha_default;
 	size_t skipped_vision, merged_vision;
 	char first_skipped[512];
-	double last_report;
+	struct plc_rate rate;
 	char err[ST_ERRLEN];
 };
 
@@ -828,17 +829,12 @@ done:
 	return rc;
 }
 
-/* Progress on the feed, at most twice a second (every call is an event the
- * daemon stores), and always for the last unit. */
+/* Progress on the feed, paced (rate.h), with the bytes written so far. */
 static void
-report(pl_job *job, double *last, size_t done, size_t total, uint64_t bytes)
+report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t bytes)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	if (done < total && now - *last < 0.5)
+	if (!plc_rate_due(rate, (double)done, (double)total, 0.5))
 		return;
-	*last = now;
 	host->progress(job, (double)done, (double)total, "tensors");
 	if (host->metric)
 		host->metric(job, "bytes", (int64_t)done, (double)bytes);
@@ -899,7 +895,7 @@ merge_file(struct mctx *m, size_t fi, const char *tmpdir, size_t *done, size_t t
 			(*done)++;
 			i++;
 		}
-		report(m->job, &m->last_report, *done, total, *bytes);
+		report(m->job, &m->rate, *done, total, *bytes);
 	}
 	if (st_writer_commit(&w, m->err, sizeof(m->err)) == -1)
 		goto out;

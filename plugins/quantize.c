@@ -22,6 +22,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "rate.h"
 #include "gguf.h"
 
 static const struct pl_host *host;
@@ -68,20 +69,15 @@ quantize_check(pl_job *job)
 
 struct ctx {
 	pl_job *job;
-	double last;
-	uint64_t last_done;
+	struct plc_rate rate;
 };
 
 static void
 on_progress(void *arg, uint64_t done, uint64_t total)
 {
 	struct ctx *c = arg;
-	double t = now();
-	if ((done < total && t - c->last < 0.5) || (done == c->last_done && c->last > 0))
-		return;
-	c->last = t;
-	c->last_done = done;
-	host->progress(c->job, (double)done, (double)total, "bytes");
+	if (plc_rate_due(&c->rate, (double)done, (double)total, 0.5))
+		host->progress(c->job, (double)done, (double)total, "bytes");
 }
 
 static int
@@ -220,7 +216,7 @@ quantize_run(pl_job *job)
 		}
 		cJSON_AddStringToObject(v, "tool", "llama-quantize");
 	} else {
-		struct ctx c = { job, 0, 0 };
+		struct ctx c = { .job = job };
 		struct gguf_qopts o = { .threads = (int)threads, .progress = on_progress,
 			.cancelled = on_cancelled, .arg = &c };
 		struct gguf_qstats st;

@@ -38,6 +38,7 @@
 #include "pipeline/plugin.h"
 #include "plcommon.h"
 #include "safetensors.h"
+#include "rate.h"
 
 static const struct pl_host *host;
 
@@ -102,7 +103,7 @@ struct fctx {
 	int hasher_started;
 	volatile int stop;
 	char herr[512];
-	double last_report;
+	struct plc_rate rate;
 	char err[ST_ERRLEN];
 };
 
@@ -414,17 +415,12 @@ out:
 	return NULL;
 }
 
-/* Progress on the feed, at most twice a second (every call is an event the
- * daemon stores), and always for the last unit. */
+/* Progress on the feed, paced (rate.h), with the bytes written so far. */
 static void
-report(pl_job *job, double *last, size_t done, size_t total, uint64_t bytes)
+report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t bytes)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	if (done < total && now - *last < 0.5)
+	if (!plc_rate_due(rate, (double)done, (double)total, 0.5))
 		return;
-	*last = now;
 	host->progress(job, (double)done, (double)total, "tensors");
 	if (host->metric)
 		host->metric(job, "bytes", (int64_t)done, (double)bytes);
@@ -474,7 +470,7 @@ write_file(struct fctx *f, size_t o, const char *dir, size_t *done, uint64_t *by
 		*done += j - i + 1;
 		*bytes += len;
 		i = j + 1;
-		report(f->job, &f->last_report, *done, f->nkept, *bytes);
+		report(f->job, &f->rate, *done, f->nkept, *bytes);
 	}
 	if (st_writer_commit(&w, f->err, sizeof(f->err)) == -1)
 		goto out;
