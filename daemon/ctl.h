@@ -19,6 +19,11 @@ extern int ctl_json;
  * printed (daemon not running, refused, error reply) and -1 returned. */
 int	ctl_request(const char *verb, cJSON *args, cJSON **result);
 
+/* A reply's field: the string ("" when absent or not a string) and the
+ * number (0 likewise). */
+const char *jstr(const cJSON *o, const char *k);
+double	jnum(const cJSON *o, const char *k);
+
 /* Verbs in files of their own; weak so pipelinectl links without them.
  * Each gets the argv after the verb (argv[0] is the verb) and returns the
  * process exit status. */

@@ -28,22 +28,6 @@ struct col {
 	int ok;
 };
 
-static const char *
-jstr(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double
-jnum(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
 /* Every bake.summary and gate.verdict of a run, from the `values` verb. */
 static int
 fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts)

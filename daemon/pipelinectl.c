@@ -250,14 +250,14 @@ print_json(const cJSON *o)
 	free(t);
 }
 
-static const char *
+const char *
 jstr(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-static double
+double
 jnum(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
