@@ -126,6 +126,20 @@ import json, sys
 s = json.load(sys.stdin)
 assert s["speed_comparable"] is True, s["speed_note"]'
 
+# 4b'. G22: our model itself only partly in VRAM (size_vram < size): the
+# speed is not comparable even with nothing else loaded.
+stop_standin
+start_standin --vram-fraction 0.5
+stage register gguf="$TEST_TMP/v2.gguf" tag=router:v2 "${reg[@]/url=*/url=$OURL}" >/dev/null 2>&1 ||
+    fail "register v2 on a half-VRAM stand-in"
+g22=("${bake[@]/url=*/url=$OURL}")
+stage bake "${g22[@]/passes=2/passes=1}" >g22c.out 2>&1 || { cat g22c.out; fail "bake on a half-VRAM model"; }
+value g22c.out bake.summary | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert s["speed_comparable"] is False and "size_vram" in s["speed_note"], s["speed_note"]
+print("# half on the CPU:", s["speed_note"])'
+
 # 4c. num_ctx above the model's trained context would be capped silently:
 # refused before the first case.
 stop_standin

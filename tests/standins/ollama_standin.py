@@ -591,7 +591,11 @@ class Handler(AdminHandlers, BaseHTTPRequestHandler):
                 out = []
                 for n, r in items:
                     e = self.entry(st, n)
-                    e.update({"size_vram": e["size"], "expires_at": rfc3339(min(r["expires"], time.time() + 292 * 365 * 86400)),
+                    # --vram-fraction: a model only partly on the GPU, the
+                    # rest on the CPU, as Ollama reports it when VRAM runs
+                    # short (G22).
+                    vram = int(e["size"] * st.args.vram_fraction)
+                    e.update({"size_vram": vram, "expires_at": rfc3339(min(r["expires"], time.time() + 292 * 365 * 86400)),
                               "context_length": r["ctx"]})
                     del e["modified_at"]
                     out.append(e)
@@ -669,6 +673,8 @@ def main():
     ap.add_argument("--race-delay", type=float, default=1.5)
     ap.add_argument("--race-models", default=None)
     ap.add_argument("--num-ctx", type=int, default=4096)
+    ap.add_argument("--vram-fraction", type=float, default=1.0,
+                    help="size_vram reported as this fraction of size (G22: a model partly on the CPU)")
     ap.add_argument("--log")
     ap.add_argument("--version", default="0.12.6")
     ap.add_argument("--verbose", action="store_true")
