@@ -834,13 +834,22 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	snprintf(last_reason, sizeof(last_reason), "%s", p.reason);
 	/* Wake on a write to the process directory (the events file) or on
 	 * the process's end (its pidfd, local only); otherwise every 200 ms
-	 * for cancellation, timeouts and batch-system states. */
-	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (ifd >= 0 && inotify_add_watch(ifd, p.dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO) == -1) {
-		close(ifd);
-		ifd = -1;
-	}
+	 * for cancellation, timeouts and batch-system states. The inotify
+	 * instance is made only once the process has run for 50 ms: closing
+	 * one costs the kernel an RCU grace period (~2 ms), more than a short
+	 * job itself; until then a 10 ms poll reads the events. */
+	int ifd = -1, ino_tried = 0;
+	double spawned = now_mono();
 	for (;;) {
+		if (!ino_tried && now_mono() - spawned > 0.05) {
+			ino_tried = 1;
+			ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+			if (ifd >= 0 && inotify_add_watch(ifd, p.dir,
+			    IN_MODIFY | IN_CREATE | IN_MOVED_TO) == -1) {
+				close(ifd);
+				ifd = -1;
+			}
+		}
 		struct pollfd pf[2];
 		int npf = 0;
 		if (ifd >= 0)
@@ -849,7 +858,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			pf[npf++] = (struct pollfd){ .fd = p.pidfd, .events = POLLIN };
 		int w;
 		if (npf > 0) {
-			poll(pf, (nfds_t)npf, 200);
+			poll(pf, (nfds_t)npf, ino_tried ? 200 : 10);
 			char drain[4096];
 			while (ifd >= 0 && read(ifd, drain, sizeof(drain)) > 0)
 				;
