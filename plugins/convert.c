@@ -46,13 +46,6 @@ static const struct pl_key convert_keys[] = {
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
-static double
-now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint32_t
 outtype_of(const char *s)
@@ -205,7 +198,7 @@ convert_run(pl_job *job)
 	const char *ots = host->get(job, "outtype");
 	uint32_t outtype = outtype_of(ots);
 	char out[PATH_MAX];
-	double t0 = now();
+	double t0 = plc_now();
 
 	if (in == NULL)
 		return host->fail(job, "input: no checkpoint to convert");
@@ -259,7 +252,7 @@ convert_run(pl_job *job)
 		cJSON_Delete(v);
 		return rc;
 	}
-	double secs = now() - t0;
+	double secs = plc_now() - t0;
 	cJSON_AddNumberToObject(v, "seconds", secs);
 	host->log(job, PL_LOG_INFO, "wrote %s in %.2fs", out, secs);
 	char *txt = cJSON_PrintUnformatted(v);

@@ -43,13 +43,6 @@ static const struct pl_key quantize_keys[] = {
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
-static double
-now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int
 quantize_check(pl_job *job)
@@ -192,7 +185,7 @@ quantize_run(pl_job *job)
 	const char *type = host->get(job, "type");
 	int64_t threads = host->get_int(job, "threads", 0);
 	char out[PATH_MAX];
-	double t0 = now();
+	double t0 = plc_now();
 
 	if (in == NULL)
 		return host->fail(job, "input: no GGUF to quantize");
@@ -245,7 +238,7 @@ quantize_run(pl_job *job)
 		cJSON_AddNumberToObject(v, "fallback_f16", (double)st.n_fallback);
 		cJSON_AddNumberToObject(v, "threads", st.threads);
 	}
-	double secs = now() - t0;
+	double secs = plc_now() - t0;
 	cJSON_AddNumberToObject(v, "seconds", secs);
 	host->log(job, PL_LOG_INFO, "wrote %s in %.2fs", out, secs);
 	char *txt = cJSON_PrintUnformatted(v);

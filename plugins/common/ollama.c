@@ -291,14 +291,6 @@ sleep_s(double s)
 		;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The unload answer comes before the runner has stopped; until ps stops
  * listing the model its memory is still held, so wait for that. */
 int
@@ -308,7 +300,7 @@ ollama_unload_wait(struct ollama *c, const char *name, double wait, double poll)
 		return -1;
 	if (poll <= 0)
 		poll = 0.1;
-	double deadline = now_s() + wait;
+	double deadline = plc_now() + wait;
 	for (;;) {
 		struct ollama_list l;
 		if (ollama_ps(c, &l) == -1)
@@ -317,7 +309,7 @@ ollama_unload_wait(struct ollama *c, const char *name, double wait, double poll)
 		ollama_list_free(&l);
 		if (!has)
 			return 0;
-		if (now_s() >= deadline) {
+		if (plc_now() >= deadline) {
 			snprintf(c->error, sizeof(c->error),
 			    "%s: %s still listed by /api/ps %.1f s after its unload",
 			    c->url, name, wait);

@@ -11,6 +11,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* rate.c */
+/* Monotonic seconds, for timing and deadlines. */
+double	plc_now(void);
+
 /* hash.c */
 /* sha256 of a whole file, streamed (OpenSSL EVP); hex is 65 bytes. */
 int	plc_sha256_file(const char *path, char hex[65]);
