@@ -36,12 +36,6 @@ struct client {
 
 static uv_pipe_t ctl_server;
 
-static const char *const proto_codes[] = {
-#define X(code, str) #code,
-	PL_PROTO_ERRORS(X)
-#undef X
-};
-
 static void
 on_close(uv_handle_t *h)
 {
@@ -481,6 +475,5 @@ sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb)
 int
 control_listen(const char *path)
 {
-	(void)proto_codes;
 	return sock_listen(&ctl_server, path, 0660, on_connection);
 }

@@ -24,7 +24,6 @@
 #include "plcommon.h"
 
 struct daemon *D;
-static uv_pipe_t dummy_unused;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static int verbose;
 
@@ -123,7 +122,6 @@ main(int argc, char **argv)
 {
 	const char *conf_path = NULL;
 	int foreground = 0, check_only = 0, ch;
-	(void)dummy_unused;
 	while ((ch = getopt(argc, argv, "df:nvV")) != -1) {
 		switch (ch) {
 		case 'd': foreground = 1; break;

@@ -633,9 +633,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
     const char *state)
 {
 	struct load_ctx *lc = arg;
-	if (strcmp(state, "running") != 0 && run_find(name) == NULL) {
-		/* Finished runs are kept in memory too, for retry. */
-	}
+	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
 	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
