@@ -233,7 +233,26 @@ struct pl_host {
 	/* Every value with this key across all runs, newest first, as a JSON
 	 * array of {"run","job","value","ts"}; malloc'd; NULL on error. */
 	char *(*value_history)(pl_job *job, const char *key, int limit);
+
+	/* Members added after the first ABI 1 table. A plugin may be loaded
+	 * by an older host whose table ends earlier: test PL_HOST_HAS(host,
+	 * member) before calling one. New members only ever go here, at the
+	 * end, so the layout above never changes within an ABI version. */
+
+	/* As artifact(), with the sha256 (64 lowercase hex digits) that the
+	 * stage computed over the bytes it wrote itself, instead of the host
+	 * reading the artifact again; for a directory, by exactly the host's
+	 * definition (see artifact()). The host checks that the path exists,
+	 * computes the size and stores the given digest. PL_EINVAL for a
+	 * malformed digest, PL_EIO when the path cannot be read. */
+	int (*artifact_digest)(pl_job *job, const char *name, const char *path,
+	    const char *sha256_hex);
 };
+
+/* 1 when the host's table is long enough to hold member and sets it. */
+#define PL_HOST_HAS(host, member)                                           \
+	((host)->size >= offsetof(struct pl_host, member) +                 \
+	    sizeof((host)->member) && (host)->member != NULL)
 
 /* The entry point every plugin exports:
  *     PL_EXPORT int pl_plugin_init(const struct pl_host *host, void *plugin);

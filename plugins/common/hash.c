@@ -1,7 +1,18 @@
-/* hash.c: streamed sha256 with OpenSSL's EVP interface. */
+/*
+ * hash.c: sha256. Files, buffers and directories are streamed through
+ * OpenSSL's EVP interface. The plc_sha256 contexts, for the model-file
+ * stages, use the CPU's SHA extensions (SHA-NI) directly where it has
+ * them: with a software prefetch (data that comes from memory rather than
+ * cache hashes at ~1.75 GB/s instead of ~1.07 GB/s on the machines we
+ * measured), and two independent streams interleaved in one pass
+ * (plc_sha256_update2: ~1.4x the throughput of one stream, since one
+ * stream waits on the latency of SHA256RNDS2). Elsewhere they fall back to
+ * EVP.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +22,12 @@
 #include <openssl/evp.h>
 
 #include "plcommon.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SHANI 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 static void
 hexify(const unsigned char *md, unsigned n, char *hex)
@@ -22,6 +39,277 @@ hexify(const unsigned char *md, unsigned n, char *hex)
 	}
 	hex[2 * n] = '\0';
 }
+
+/* ---- streaming contexts ------------------------------------------------ */
+
+static const uint32_t sha256_iv[8] = {
+	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19
+};
+
+#ifdef HAVE_SHANI
+static const uint32_t sha256_k[64] __attribute__((aligned(16))) = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
+};
+
+/* Prefetch this far ahead of the block being hashed (measured best). */
+#define SHA_PREFETCH 512
+
+#define SHANI __attribute__((target("sha,sse4.1,ssse3")))
+
+/* h[] (A..H) to and from the ABEF/CDGH register layout SHA256RNDS2 uses. */
+SHANI static inline void
+shani_load(const uint32_t h[8], __m128i *abef, __m128i *cdgh)
+{
+	__m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);
+	__m128i u = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);
+	*abef = _mm_alignr_epi8(t, u, 8);
+	*cdgh = _mm_blend_epi16(u, t, 0xF0);
+}
+
+SHANI static inline void
+shani_store(uint32_t h[8], __m128i abef, __m128i cdgh)
+{
+	__m128i t = _mm_shuffle_epi32(abef, 0x1B);
+	__m128i u = _mm_shuffle_epi32(cdgh, 0xB1);
+	_mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(t, u, 0xF0));
+	_mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(u, t, 8));
+}
+
+/* Four rounds with message words M (W[4q..4q+3]) of stream (S0, S1). */
+#define QROUND(S0, S1, M, q) do {                                          \
+	__m128i k_ = _mm_add_epi32((M),                                     \
+	    _mm_load_si128((const __m128i *)&sha256_k[4 * (q)]));           \
+	(S1) = _mm_sha256rnds2_epu32((S1), (S0), k_);                       \
+	(S0) = _mm_sha256rnds2_epu32((S0), (S1), _mm_shuffle_epi32(k_, 0x0E)); \
+} while (0)
+/* The message schedule: W[4q+16..4q+19] into M0's register. */
+#define SCHED(M0, M1, M2, M3)                                               \
+	((M0) = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32((M0), (M1)), \
+	    _mm_alignr_epi8((M3), (M2), 4)), (M3)))
+#define LOADW(p, i, mask) \
+	_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)((p) + 16 * (i))), (mask))
+
+/* One quad of rounds for each of the streams listed in X. */
+#define STEPS(X)                                                            \
+	X(0, 0, 1, 2, 3) X(1, 1, 2, 3, 0) X(2, 2, 3, 0, 1) X(3, 3, 0, 1, 2)     \
+	X(4, 0, 1, 2, 3) X(5, 1, 2, 3, 0) X(6, 2, 3, 0, 1) X(7, 3, 0, 1, 2)     \
+	X(8, 0, 1, 2, 3) X(9, 1, 2, 3, 0) X(10, 2, 3, 0, 1) X(11, 3, 0, 1, 2)   \
+	X(12, 0, 1, 2, 3) X(13, 1, 2, 3, 0) X(14, 2, 3, 0, 1) X(15, 3, 0, 1, 2)
+#define STEP_A(q, a, b, c, d) QROUND(s0, s1, m[a], q);                     \
+	if ((q) < 12) SCHED(m[a], m[b], m[c], m[d]);
+#define STEP_AB(q, a, b, c, d) QROUND(s0, s1, m[a], q);                    \
+	QROUND(r0, r1, n[a], q);                                            \
+	if ((q) < 12) { SCHED(m[a], m[b], m[c], m[d]); SCHED(n[a], n[b], n[c], n[d]); }
+
+SHANI static void
+shani_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
+{
+	const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+	__m128i s0, s1, m[4];
+	shani_load(h, &s0, &s1);
+	for (; nblocks > 0; nblocks--, p += 64) {
+		__m128i a0 = s0, a1 = s1;
+		_mm_prefetch((const char *)p + SHA_PREFETCH, _MM_HINT_T0);
+		for (int i = 0; i < 4; i++)
+			m[i] = LOADW(p, i, mask);
+		STEPS(STEP_A)
+		s0 = _mm_add_epi32(s0, a0);
+		s1 = _mm_add_epi32(s1, a1);
+	}
+	shani_store(h, s0, s1);
+}
+
+/* Two streams, nblocks each, interleaved: their rounds overlap. */
+SHANI static void
+shani_blocks2(uint32_t ha[8], const unsigned char *pa, uint32_t hb[8],
+    const unsigned char *pb, size_t nblocks)
+{
+	const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+	__m128i s0, s1, r0, r1, m[4], n[4];
+	shani_load(ha, &s0, &s1);
+	shani_load(hb, &r0, &r1);
+	for (; nblocks > 0; nblocks--, pa += 64, pb += 64) {
+		__m128i a0 = s0, a1 = s1, b0 = r0, b1 = r1;
+		_mm_prefetch((const char *)pa + SHA_PREFETCH, _MM_HINT_T0);
+		_mm_prefetch((const char *)pb + SHA_PREFETCH, _MM_HINT_T0);
+		for (int i = 0; i < 4; i++) {
+			m[i] = LOADW(pa, i, mask);
+			n[i] = LOADW(pb, i, mask);
+		}
+		STEPS(STEP_AB)
+		s0 = _mm_add_epi32(s0, a0);
+		s1 = _mm_add_epi32(s1, a1);
+		r0 = _mm_add_epi32(r0, b0);
+		r1 = _mm_add_epi32(r1, b1);
+	}
+	shani_store(ha, s0, s1);
+	shani_store(hb, r0, r1);
+}
+
+static int shani_ok;       /* the CPU has SHA-NI, SSSE3 and SSE4.1 */
+static int shani_off;      /* plc_sha256_use_shani(0) */
+static pthread_once_t shani_once = PTHREAD_ONCE_INIT;
+
+static void
+shani_detect(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1))
+		return;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA))
+		shani_ok = 1;
+}
+#endif /* HAVE_SHANI */
+
+int
+plc_sha256_use_shani(int on)
+{
+#ifdef HAVE_SHANI
+	pthread_once(&shani_once, shani_detect);
+	shani_off = !on;
+	return shani_ok && !shani_off;
+#else
+	(void)on;
+	return 0;
+#endif
+}
+
+int
+plc_sha256_init(struct plc_sha256 *c)
+{
+	memset(c, 0, sizeof(*c));
+#ifdef HAVE_SHANI
+	pthread_once(&shani_once, shani_detect);
+	if (shani_ok && !shani_off) {
+		memcpy(c->h, sha256_iv, sizeof(c->h));
+		return 0;
+	}
+#endif
+	EVP_MD_CTX *e = EVP_MD_CTX_new();
+	if (e == NULL || !EVP_DigestInit_ex(e, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(e);
+		errno = ENOMEM;
+		return -1;
+	}
+	c->evp = e;
+	return 0;
+}
+
+/* Whole blocks of one stream (SHA-NI contexts only). */
+static void
+blocks(struct plc_sha256 *c, const unsigned char *p, size_t nblocks)
+{
+#ifdef HAVE_SHANI
+	shani_blocks(c->h, p, nblocks);
+#else
+	(void)c; (void)p; (void)nblocks;
+	abort();
+#endif
+}
+
+void
+plc_sha256_update(struct plc_sha256 *c, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	if (c->evp) {
+		EVP_DigestUpdate(c->evp, p, n);
+		return;
+	}
+	if (n == 0)
+		return;
+	c->len += n;
+	if (c->nbuf) {
+		size_t k = 64 - c->nbuf < n ? 64 - c->nbuf : n;
+		memcpy(c->buf + c->nbuf, p, k);
+		c->nbuf += k;
+		p += k;
+		n -= k;
+		if (c->nbuf < 64)
+			return;
+		blocks(c, c->buf, 1);
+		c->nbuf = 0;
+	}
+	if (n >= 64) {
+		blocks(c, p, n / 64);
+		p += n & ~(size_t)63;
+		n &= 63;
+	}
+	memcpy(c->buf, p, n);
+	c->nbuf = n;
+}
+
+void
+plc_sha256_update2(struct plc_sha256 *a, const void *pa, size_t na,
+    struct plc_sha256 *b, const void *pb, size_t nb)
+{
+	const unsigned char *p = pa, *q = pb;
+#ifdef HAVE_SHANI
+	if (a->evp == NULL && b->evp == NULL) {
+		/* Fill partial blocks first, so both streams are on a block
+		 * boundary, then interleave whole blocks. */
+		size_t k = a->nbuf ? (64 - a->nbuf < na ? 64 - a->nbuf : na) : 0;
+		plc_sha256_update(a, p, k);
+		p += k, na -= k;
+		k = b->nbuf ? (64 - b->nbuf < nb ? 64 - b->nbuf : nb) : 0;
+		plc_sha256_update(b, q, k);
+		q += k, nb -= k;
+		if (a->nbuf == 0 && b->nbuf == 0) {
+			size_t m = (na < nb ? na : nb) / 64;
+			shani_blocks2(a->h, p, b->h, q, m);
+			a->len += 64 * m, b->len += 64 * m;
+			p += 64 * m, na -= 64 * m;
+			q += 64 * m, nb -= 64 * m;
+		}
+	}
+#endif
+	plc_sha256_update(a, p, na);
+	plc_sha256_update(b, q, nb);
+}
+
+void
+plc_sha256_final(struct plc_sha256 *c, char hex[65])
+{
+	unsigned char md[32];
+	if (c->evp) {
+		unsigned n = 0;
+		EVP_DigestFinal_ex(c->evp, md, &n);
+		plc_sha256_discard(c);
+		hexify(md, n, hex);
+		return;
+	}
+	uint64_t bits = c->len * 8;
+	c->buf[c->nbuf++] = 0x80;
+	if (c->nbuf > 56) {
+		memset(c->buf + c->nbuf, 0, 64 - c->nbuf);
+		blocks(c, c->buf, 1);
+		c->nbuf = 0;
+	}
+	memset(c->buf + c->nbuf, 0, 56 - c->nbuf);
+	for (int i = 0; i < 8; i++)
+		c->buf[63 - i] = (unsigned char)(bits >> (8 * i));
+	blocks(c, c->buf, 1);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 4; j++)
+			md[4 * i + j] = (unsigned char)(c->h[i] >> (24 - 8 * j));
+	hexify(md, 32, hex);
+}
+
+void
+plc_sha256_discard(struct plc_sha256 *c)
+{
+	EVP_MD_CTX_free(c->evp);
+	c->evp = NULL;
+}
+
+/* ---- one-shot ----------------------------------------------------------- */
 
 void
 plc_sha256_buf(const void *buf, size_t len, char hex[65])
@@ -121,6 +409,16 @@ walk(const char *root, const char *rel, struct dlist *l)
 	return rc;
 }
 
+static void
+dlist_free(struct dlist *l)
+{
+	int save = errno;
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+	errno = save;
+}
+
 static int
 cmpstr(const void *a, const void *b)
 {
@@ -128,7 +426,8 @@ cmpstr(const void *a, const void *b)
 }
 
 int
-plc_sha256_dir(const char *path, char hex[65], uint64_t *bytes)
+plc_sha256_dir_known(const char *path, char hex[65], uint64_t *bytes,
+    int (*known)(void *arg, const char *rel, uint64_t size, char hex[65]), void *arg)
 {
 	struct dlist l = { 0 };
 	int rc = -1;
@@ -142,7 +441,10 @@ plc_sha256_dir(const char *path, char hex[65], uint64_t *bytes)
 		char full[4096], fh[65], line[4300];
 		struct stat st;
 		snprintf(full, sizeof(full), "%s/%s", path, l.names[i]);
-		if (plc_sha256_file(full, fh) == -1 || stat(full, &st) == -1)
+		if (stat(full, &st) == -1)
+			goto out;
+		int k = known ? known(arg, l.names[i], (uint64_t)st.st_size, fh) : 0;
+		if (k == -1 || (k == 0 && plc_sha256_file(full, fh) == -1))
 			goto out;
 		total += (uint64_t)st.st_size;
 		int n = snprintf(line, sizeof(line), "%s  %s\n", fh, l.names[i]);
@@ -156,9 +458,33 @@ plc_sha256_dir(const char *path, char hex[65], uint64_t *bytes)
 		*bytes = total;
 	rc = 0;
 out:
-	for (size_t i = 0; i < l.n; i++)
-		free(l.names[i]);
-	free(l.names);
+	dlist_free(&l);
 	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
+int
+plc_sha256_dir(const char *path, char hex[65], uint64_t *bytes)
+{
+	return plc_sha256_dir_known(path, hex, bytes, NULL, NULL);
+}
+
+int
+plc_tree_bytes(const char *path, uint64_t *bytes)
+{
+	struct dlist l = { 0 };
+	int rc = walk(path, "", &l);
+	uint64_t total = 0;
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		char full[4096];
+		struct stat st;
+		snprintf(full, sizeof(full), "%s/%s", path, l.names[i]);
+		if (stat(full, &st) == -1)
+			rc = -1;
+		total += (uint64_t)st.st_size;
+	}
+	dlist_free(&l);
+	if (rc == 0)
+		*bytes = total;
 	return rc;
 }
