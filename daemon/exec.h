@@ -70,8 +70,11 @@ struct executor {
 	void (*release)(struct proc *p);
 };
 
-/* exec_local.c */
+/* exec_local.c. exec_local_zygote(1): fork shims from a long-lived
+ * zygote (pipelined does; started on first use, replaced when it dies);
+ * exec_local_zygote(0) stops it. */
 extern const struct executor exec_local;
+void	exec_local_zygote(int on);
 /* exec_slurm.c (weak: absent when not built) */
 extern const struct executor exec_slurm __attribute__((weak));
 

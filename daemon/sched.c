@@ -29,7 +29,8 @@ struct sjob {
 	const struct stage_reg *reg;
 	int64_t id;
 	int seq;
-	char state[16];
+	char state[16];          /* as stored; set with set_state() only */
+	int st;                  /* the same as an enum js, for the hot loops */
 	int attempts, lost, retry_base;
 	double next_at;          /* wall clock, for retrying */
 	int64_t attempt_id;
@@ -55,15 +56,30 @@ struct srun {
 	struct srun *next;
 };
 
+enum js { JS_OTHER, JS_PENDING, JS_RETRYING, JS_RUNNING, JS_SUCCEEDED, JS_FAILED,
+	JS_CANCELLED, JS_SKIPPED };
+
+static void
+set_state(struct sjob *j, const char *state)
+{
+	static const char *const names[] = { "", "pending", "retrying", "running", "succeeded",
+	    "failed", "cancelled", "skipped" };
+	snprintf(j->state, sizeof(j->state), "%s", state);
+	j->st = JS_OTHER;
+	for (int i = 1; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (strcmp(state, names[i]) == 0)
+			j->st = i;
+}
+
+/* Final: nothing more will happen to the job in this run. */
+static int
+js_final(int st)
+{
+	return st >= JS_SUCCEEDED;
+}
+
 static pthread_mutex_t done_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct sjob *done_head;
-
-static int
-final(const char *st)
-{
-	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
-	    strcmp(st, "cancelled") == 0 || strcmp(st, "skipped") == 0;
-}
 
 static struct srun *
 run_find(const char *name)
@@ -104,7 +120,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 	}
 	if (store_commit(D->store) == -1)
 		return -1;
-	snprintf(j->state, sizeof(j->state), "%s", state);
+	set_state(j, state);
 	return 0;
 }
 
@@ -239,14 +255,14 @@ job_start(struct sjob *j)
 		j->attempts--;
 		return;
 	}
-	snprintf(j->state, sizeof(j->state), "running");
+	set_state(j, "running");
 	if (job_launch(j, 0) == -1) {
 		store_begin(D->store);
 		store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, "could not start");
 		store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0,
 		    "could not start the job thread");
 		store_commit(D->store);
-		snprintf(j->state, sizeof(j->state), "failed");
+		set_state(j, "failed");
 	}
 }
 
@@ -299,7 +315,7 @@ job_finished(struct sjob *j)
 		    msg[0] ? msg : NULL);
 		store_commit(D->store);
 	}
-	snprintf(j->state, sizeof(j->state), "%s", jstate);
+	set_state(j, jstate);
 	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, astate, msg[0] ? ": " : "", msg);
 	job_free(pj);
 	j->pj = NULL;
@@ -332,8 +348,8 @@ run_finish_check(struct srun *r)
 {
 	int all_final = 1, all_ok = 1;
 	for (int i = 0; i < r->njobs; i++) {
-		all_final &= final(r->jobs[i].state) && !r->jobs[i].running;
-		all_ok &= strcmp(r->jobs[i].state, "succeeded") == 0;
+		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
+		all_ok &= r->jobs[i].st == JS_SUCCEEDED;
 	}
 	if (!all_final)
 		return;
@@ -367,7 +383,7 @@ sched_kick(void)
 			changed = 0;
 			for (int i = 0; i < r->njobs; i++) {
 				struct sjob *j = &r->jobs[i];
-				if (strcmp(j->state, "pending") != 0 && strcmp(j->state, "retrying") != 0)
+				if (j->st != JS_PENDING && j->st != JS_RETRYING)
 					continue;
 				if (r->cancel) {
 					job_set(j, "cancelled", "run cancelled");
@@ -376,7 +392,7 @@ sched_kick(void)
 				}
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
-					if (final(d->state) && strcmp(d->state, "succeeded") != 0) {
+					if (js_final(d->st) && d->st != JS_SUCCEEDED) {
 						char m[256];
 						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
 						job_set(j, "skipped", m);
@@ -388,16 +404,16 @@ sched_kick(void)
 		}
 		for (int i = 0; i < r->njobs && !D->shutting_down; i++) {
 			struct sjob *j = &r->jobs[i];
-			if (strcmp(j->state, "pending") != 0 && strcmp(j->state, "retrying") != 0)
+			if (j->st != JS_PENDING && j->st != JS_RETRYING)
 				continue;
-			if (strcmp(j->state, "retrying") == 0 && j->next_at > now) {
+			if (j->st == JS_RETRYING && j->next_at > now) {
 				if (next == 0 || j->next_at < next)
 					next = j->next_at;
 				continue;
 			}
 			int ready = 1;
 			for (int k = 0; k < j->ndeps && ready; k++)
-				ready = strcmp(r->jobs[j->deps[k]].state, "succeeded") == 0;
+				ready = r->jobs[j->deps[k]].st == JS_SUCCEEDED;
 			if (!ready || D->running >= D->conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
@@ -426,7 +442,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 		j->sec = spec->jobs[i];
 		j->reg = plugin_stage(j->sec->stage);
 		j->seq = i;
-		snprintf(j->state, sizeof(j->state), "pending");
+		set_state(j, "pending");
 	}
 	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
 	for (int i = 0; i < spec->njobs; i++) {
@@ -554,7 +570,7 @@ sched_retry(const char *name, const char *job, char *msg, size_t len)
 		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
 		store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base);
 		store_job_state(D->store, j->id, r->name, j->sec->name, "pending", 0, "retry requested");
-		snprintf(j->state, sizeof(j->state), "pending");
+		set_state(j, "pending");
 		n++;
 	}
 	store_run_state(D->store, r->id, r->name, "running", NULL);
@@ -668,7 +684,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		j->retry_base = row.retry_base;
 		j->next_at = row.next_at;
 		j->attempt_id = row.attempt_id;
-		snprintf(j->state, sizeof(j->state), "%s", row.state);
+		set_state(j, row.state);
 	}
 	run_add(r);
 	lc->n++;
@@ -694,7 +710,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		store_job_state(D->store, j->id, name, j->sec->name, "pending",
 		    0, "queued again: the daemon stopped while it ran");
 		store_commit(D->store);
-		snprintf(j->state, sizeof(j->state), "pending");
+		set_state(j, "pending");
 		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
 	}
 }

@@ -27,6 +27,10 @@ struct store {
 	store_announce_fn announce;
 	struct ann *pending, **pending_tail;
 	int in_txn;
+	/* Prepared statements, kept for the life of the store (the SQL
+	 * texts are literals: the pointer is the key, the text checks it). */
+	struct { const char *sql; sqlite3_stmt *st; } cache[48];
+	int ncache;
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i + 1. */
@@ -76,15 +80,56 @@ exec_sql(struct store *s, const char *sql)
 	return 0;
 }
 
+/* A statement for sql, from the cache when it is there and idle; give it
+ * back with unprep(). Callers hold s->mtx. */
 static sqlite3_stmt *
 prep(struct store *s, const char *sql)
 {
+	for (int i = 0; i < s->ncache; i++)
+		if (s->cache[i].sql == sql && !sqlite3_stmt_busy(s->cache[i].st) &&
+		    strcmp(sqlite3_sql(s->cache[i].st), sql) == 0)
+			return s->cache[i].st;
+	int keep = s->ncache < (int)(sizeof(s->cache) / sizeof(s->cache[0]));
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v3(s->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0, &st,
+	    NULL) != SQLITE_OK) {
 		log_warnx("%s: %s: %s", __func__, sqlite3_errmsg(s->db), sql);
 		return NULL;
 	}
+	if (keep) {
+		s->cache[s->ncache].sql = sql;
+		s->cache[s->ncache++].st = st;
+	}
 	return st;
+}
+
+static void
+unprep(struct store *s, sqlite3_stmt *st)
+{
+	if (st == NULL)
+		return;
+	for (int i = 0; i < s->ncache; i++) {
+		if (s->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	}
+	sqlite3_finalize(st);
+}
+
+/* Run one cached statement that returns no rows (BEGIN, COMMIT, ...). */
+static int
+exec_cached(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = prep(s, sql);
+	if (st == NULL)
+		return -1;
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		log_warnx("%s: %s: %s", __func__, sql, sqlite3_errmsg(s->db));
+	unprep(s, st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
 static int
@@ -94,7 +139,7 @@ user_version(struct store *s)
 	int v = -1;
 	if (st && sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	unprep(s, st);
 	return v;
 }
 
@@ -142,11 +187,11 @@ store_open(struct store **sp, const char *path)
 	}
 	sqlite3_stmt *st = prep(s, "SELECT coalesce(max(id), 0) FROM events");
 	if (st == NULL || sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		unprep(s, st);
 		goto fail;
 	}
 	s->last_event = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	unprep(s, st);
 	*sp = s;
 	return 0;
 fail:
@@ -160,6 +205,8 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	for (int i = 0; i < s->ncache; i++)
+		sqlite3_finalize(s->cache[i].st);
 	sqlite3_close(s->db);
 	pthread_mutex_destroy(&s->mtx);
 	free(s);
@@ -178,7 +225,7 @@ store_integrity_ok(struct store *s)
 	sqlite3_stmt *st = prep(s, "PRAGMA integrity_check");
 	int ok = st && sqlite3_step(st) == SQLITE_ROW &&
 	    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-	sqlite3_finalize(st);
+	unprep(s, st);
 	pthread_mutex_unlock(&s->mtx);
 	return ok;
 }
@@ -209,7 +256,7 @@ store_begin(struct store *s)
 	 * a transaction open: end it before starting ours. */
 	if (!sqlite3_get_autocommit(s->db))
 		exec_sql(s, "ROLLBACK");
-	if (exec_sql(s, "BEGIN IMMEDIATE") == -1) {
+	if (exec_cached(s, "BEGIN IMMEDIATE") == -1) {
 		s->in_txn--;
 		pthread_mutex_unlock(&s->mtx);
 		return -1;
@@ -240,7 +287,7 @@ store_commit(struct store *s)
 		pthread_mutex_unlock(&s->mtx);
 		return 0;
 	}
-	if (exec_sql(s, "COMMIT") == -1) {
+	if (exec_cached(s, "COMMIT") == -1) {
 		exec_sql(s, "ROLLBACK");
 		s->last_event = s->txn_first_event;
 		pending_free(s, 0);
@@ -308,7 +355,7 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 		if (rc == -1)
 			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	if (rc == 0) {
 		s->last_event = id;
@@ -331,10 +378,10 @@ step_done(struct store *s, sqlite3_stmt *st)
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		log_warnx("store: %s", sqlite3_errmsg(s->db));
-		sqlite3_finalize(st);
+		unprep(s, st);
 		return -1;
 	}
-	sqlite3_finalize(st);
+	unprep(s, st);
 	return 0;
 }
 
@@ -571,7 +618,7 @@ store_value_get(struct store *s, const char *run, const char *job, const char *k
 		sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
 		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
 			r = xstrdup((const char *)sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return r;
@@ -597,7 +644,7 @@ store_value_history(struct store *s, const char *key, int limit)
 			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 3));
 			cJSON_AddItemToArray(a, o);
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	char *r = cJSON_PrintUnformatted(a);
@@ -626,7 +673,7 @@ store_artifact_find(struct store *s, const char *run, const char *job, const cha
 				    (const char *)sqlite3_column_text(st, 1) : "");
 			rc = PL_OK;
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return rc;
@@ -670,7 +717,7 @@ store_proc_find(struct store *s, int64_t attempt_id, const char *name, struct pr
 			proc_row_read(st, row);
 			rc = 0;
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return rc;
@@ -689,7 +736,7 @@ store_attempt_procs(struct store *s, int64_t attempt_id, struct proc_row **rows,
 			*rows = realloc(*rows, (size_t)(*n + 1) * sizeof(**rows));
 			proc_row_read(st, &(*rows)[(*n)++]);
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return st ? 0 : -1;
@@ -768,7 +815,7 @@ rows_json(struct store *s, sqlite3_stmt *st)
 			add_col(o, st, i, sqlite3_column_name(st, i));
 		cJSON_AddItemToArray(a, o);
 	}
-	sqlite3_finalize(st);
+	unprep(s, st);
 	return a;
 }
 
@@ -892,7 +939,7 @@ store_q_events(struct store *s, int64_t since, const char *run, int limit,
 			free(line);
 			n++;
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return st ? n : -1;
@@ -911,7 +958,7 @@ store_q_unfinished(struct store *s, void (*fn)(void *arg, int64_t id, const char
 			    (const char *)sqlite3_column_text(st, 2),
 			    (const char *)sqlite3_column_text(st, 3),
 			    (const char *)sqlite3_column_text(st, 4));
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return st ? 0 : -1;
@@ -943,7 +990,7 @@ store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row 
 			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 8));
 			rc = 0;
 		}
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return rc;
@@ -959,7 +1006,7 @@ store_run_id(struct store *s, const char *name)
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
 		if (sqlite3_step(st) == SQLITE_ROW)
 			id = sqlite3_column_int64(st, 0);
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return id;
@@ -975,7 +1022,7 @@ store_run_state_get(struct store *s, const char *name)
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
 		if (sqlite3_step(st) == SQLITE_ROW)
 			r = xstrdup((const char *)sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
+		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return r;

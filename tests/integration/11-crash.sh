@@ -99,5 +99,32 @@ wait_run term succeeded 30
 [ "$(cat "$O/sleeper")" = "start
 end" ] || fail "the job did not run exactly once across SIGTERM: $(cat "$O/sleeper")"
 events_gapless
+# The shim zygote (the one long-lived pipeline-shim -Z that forks the
+# per-job shims) killed: the next job gets a new zygote and runs; a program
+# that does not exist is recorded by its shim as exit status 127.
+printf '[first]\nstage = exec\ncommand = true\n' > "$S/zyg1.ini"
+pctl submit "$S/zyg1.ini" >/dev/null
+wait_run zyg1 succeeded 30
+zyg=$(pgrep -f "pipeline-shim -Z" -P "$PL_PID" | head -1)
+[ -n "$zyg" ] || fail "no shim zygote under the daemon"
+kill -9 "$zyg"
+cat > "$S/zyg.ini" <<INI
+[after-zygote]
+stage = exec
+command = echo ran >> $O/zyg
+[missing]
+stage = exec
+command = /nonexistent/program
+INI
+pctl submit "$S/zyg.ini" >/dev/null
+wait_run zyg failed 30
+[ "$(cat "$O/zyg")" = ran ] || fail "no job ran after the zygote was killed"
+[ "$(db "SELECT state FROM jobs WHERE name = 'after-zygote'")" = succeeded ] || fail "after-zygote did not succeed"
+ex=$(cat "$TEST_TMP/state/runs/zyg/missing/attempt-1/main/exit.json")
+echo "$ex" | grep -q '"status":127' || fail "missing program: exit record $ex"
+grep -q "cannot run /nonexistent/program" "$TEST_TMP/state/runs/zyg/missing/job.log" || fail "missing program: no message in the job log"
+zyg2=$(pgrep -f "pipeline-shim -Z" -P "$PL_PID" | head -1)
+[ -n "$zyg2" ] && [ "$zyg2" != "$zyg" ] || fail "no new zygote"
+integrity_ok
 pl_stop
 echo ok
