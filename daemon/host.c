@@ -60,6 +60,7 @@ job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	j->attempt = 1;
 	j->ex = &exec_local;
 	j->out = stderr;
+	j->logfd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	if (spec)
 		snprintf(j->run, sizeof(j->run), "%s", spec->name);
@@ -77,6 +78,8 @@ job_free(struct pl_job *j)
 		free(j->pool[i]);
 	free(j->pool);
 	free(j->ex_opts);
+	if (j->logfd >= 0)
+		close(j->logfd);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -94,7 +97,13 @@ job_logf(struct pl_job *j, const char *fmt, ...)
 		fflush(j->out ? j->out : stderr);
 		return;
 	}
-	int fd = open(j->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	/* Opened once per job (the shim appends to the same file: O_APPEND
+	 * keeps each line whole). */
+	pthread_mutex_lock(&j->lock);
+	if (j->logfd < 0)
+		j->logfd = open(j->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	int fd = j->logfd;
+	pthread_mutex_unlock(&j->lock);
 	if (fd == -1)
 		return;
 	char line[4200];
@@ -107,7 +116,6 @@ job_logf(struct pl_job *j, const char *fmt, ...)
 	if (n > (int)sizeof(line))
 		n = sizeof(line);
 	plc_write_all(fd, line, (size_t)n);
-	close(fd);
 }
 
 static void
@@ -808,12 +816,14 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		store_commit(j->store);
 	}
 	if (!adopt) {
+		struct stat sb;
+		int fresh = stat(p.dir, &sb) == -1;
 		if (plc_mkdirs(p.dir, 0750) == -1) {
 			h_log(j, PL_LOG_ERROR, "spawn: %s: %s", p.dir, strerror(errno));
 			return PL_EIO;
 		}
 		static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
-		for (int i = 0; stale[i]; i++) {
+		for (int i = 0; !fresh && stale[i]; i++) {
 			char f[PATH_MAX + 16];
 			snprintf(f, sizeof(f), "%s/%s", p.dir, stale[i]);
 			unlink(f);

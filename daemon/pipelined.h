@@ -288,6 +288,7 @@ struct pl_job {
 	char jobdir[PATH_MAX];            /* state/runs/RUN/JOB */
 	char workdir[PATH_MAX];           /* jobdir/work (or by hand: given) */
 	char logpath[PATH_MAX];           /* the job log */
+	int logfd;                        /* job_logf's descriptor, -1 until used */
 	const struct executor *ex;        /* executor for spawns */
 	char *ex_opts;                    /* executor options ("k=v\n" lines) */
 	double deadline;                  /* monotonic; 0: none */

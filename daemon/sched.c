@@ -36,7 +36,6 @@ struct sjob {
 	int64_t attempt_id;
 	int running;             /* a thread exists */
 	int holds_res;
-	pthread_t thr;
 	struct pl_job *pj;
 	int rc;                  /* the run hook's result */
 	int *deps;               /* indices of the jobs in `after` */
@@ -150,17 +149,72 @@ res_take(struct sjob *j, int sign)
 	j->holds_res = sign > 0;
 }
 
+/* Job threads are kept for a while after their job and reused: creating
+ * and tearing down a thread per job cost more than a short job's own
+ * bookkeeping. A thread hands its job back on the finished list (its last
+ * touch of the job), then waits up to POOL_IDLE_S for the next. */
+#define POOL_IDLE_S 10
+static pthread_mutex_t pool_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static struct sjob *pool_work;   /* jobs handed over, not yet taken */
+static int pool_idle;            /* threads waiting for work */
+
 static void *
 job_thread(void *arg)
 {
 	struct sjob *j = arg;
-	j->rc = j->reg->st->run(j->pj);
-	pthread_mutex_lock(&done_mtx);
-	j->done_next = done_head;
-	done_head = j;
-	pthread_mutex_unlock(&done_mtx);
-	uv_async_send(&D->wake);
-	return NULL;
+	for (;;) {
+		j->rc = j->reg->st->run(j->pj);
+		pthread_mutex_lock(&done_mtx);
+		j->done_next = done_head;
+		done_head = j;
+		pthread_mutex_unlock(&done_mtx);
+		uv_async_send(&D->wake);
+		/* Wait for the next job. */
+		pthread_mutex_lock(&pool_mtx);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += POOL_IDLE_S;
+		pool_idle++;
+		while (pool_work == NULL &&
+		    pthread_cond_timedwait(&pool_cv, &pool_mtx, &until) == 0)
+			;
+		pool_idle--;
+		j = pool_work;
+		if (j != NULL)
+			pool_work = j->done_next;
+		pthread_mutex_unlock(&pool_mtx);
+		if (j == NULL)
+			return NULL;
+	}
+}
+
+/* Run j's stage on a pooled thread, or a new one. */
+static int
+job_thread_start(struct sjob *j)
+{
+	pthread_mutex_lock(&pool_mtx);
+	int n = 0;
+	for (struct sjob *w = pool_work; w; w = w->done_next)
+		n++;
+	if (pool_idle > n) {
+		j->done_next = NULL;
+		struct sjob **t = &pool_work;
+		while (*t)
+			t = &(*t)->done_next;
+		*t = j;
+		pthread_cond_signal(&pool_cv);
+		pthread_mutex_unlock(&pool_mtx);
+		return 0;
+	}
+	pthread_mutex_unlock(&pool_mtx);
+	pthread_t thr;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&thr, &at, job_thread, j);
+	pthread_attr_destroy(&at);
+	return rc == 0 ? 0 : -1;
 }
 
 static char *
@@ -225,7 +279,7 @@ job_launch(struct sjob *j, int adopt)
 	if (!j->holds_res)
 		res_take(j, 1);
 	D->running++;
-	if (pthread_create(&j->thr, NULL, job_thread, j) != 0) {
+	if (job_thread_start(j) != 0) {
 		log_warn("%s: pthread_create", __func__);
 		j->running = 0;
 		D->running--;
@@ -278,7 +332,6 @@ backoff(const struct sjob *j)
 static void
 job_finished(struct sjob *j)
 {
-	pthread_join(j->thr, NULL);
 	j->running = 0;
 	D->running--;
 	res_take(j, -1);
@@ -328,13 +381,20 @@ sched_wake(void)
 	struct sjob *list = done_head;
 	done_head = NULL;
 	pthread_mutex_unlock(&done_mtx);
+	/* One transaction for the endings and the starts they allow (the
+	 * nested begin/commit pairs join it): one commit, then the
+	 * announcements, instead of one commit per change. Job threads started
+	 * here wait for the store until it commits. */
+	int txn = store_begin(D->store) == 0;
 	while (list) {
 		struct sjob *n = list->done_next;
 		job_finished(list);
 		list = n;
 	}
-	feed_flush();
 	sched_kick();
+	if (txn)
+		store_commit(D->store);
+	feed_flush();
 }
 
 static void

@@ -5,8 +5,9 @@
  *   pipeline-shim -d DIR -l LOG [-c CWD] -- PROGRAM [ARG...]
  *   pipeline-shim -Z FD          (the zygote: see below)
  *
- * It starts a session of its own, runs PROGRAM in a new process group with
- * stdin from /dev/null and stdout/stderr appended to LOG, records
+ * It starts a session of its own, locks DIR (flock), runs PROGRAM in a new
+ * process group with stdin from /dev/null and stdout/stderr appended to
+ * LOG, records
  * DIR/shim.json (its pid and start time, the child's pid and process
  * group), waits, and writes DIR/exit.json atomically with the child's real
  * exit status. SIGTERM, SIGINT and SIGHUP sent to the shim are forwarded to
@@ -132,10 +133,11 @@ main(int argc, char **argv)
 	/* The records are written relative to the directory, so that a
 	 * relative DIR survives the chdir to CWD. */
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int lockfd = dirfd == -1 ? -1 : openat(dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-	if (lockfd == -1 || flock(lockfd, LOCK_EX | LOCK_NB) == -1) {
-		fprintf(stderr, "pipeline-shim: %s/lock: %s\n", dir,
-		    lockfd == -1 ? strerror(errno) : "another shim holds it");
+	/* The lock is the directory itself (flock works on a directory's
+	 * descriptor): no file to create per process. */
+	if (dirfd == -1 || flock(dirfd, LOCK_EX | LOCK_NB) == -1) {
+		fprintf(stderr, "pipeline-shim: %s: %s\n", dir,
+		    dirfd == -1 ? strerror(errno) : "another shim holds its lock");
 		return 2;
 	}
 	int logfd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);

@@ -25,6 +25,8 @@ plc_fsync_dir(const char *dir)
 	return rc;
 }
 
+/* mkdir -p, from the leaf up: the common case (the parent exists) is one
+ * mkdir, not one per component of the path. */
 int
 plc_mkdirs(const char *path, mode_t mode)
 {
@@ -34,14 +36,20 @@ plc_mkdirs(const char *path, mode_t mode)
 		return -1;
 	}
 	strcpy(buf, path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) == -1 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
+	size_t n = strlen(buf);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	if (mkdir(buf, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -1;
+	char *slash = strrchr(buf, '/');
+	if (slash == NULL || slash == buf)
+		return -1;
+	*slash = '\0';
+	if (plc_mkdirs(buf, mode) == -1)
+		return -1;
+	*slash = '/';
 	if (mkdir(buf, mode) == -1 && errno != EEXIST)
 		return -1;
 	return 0;

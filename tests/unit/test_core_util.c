@@ -1,7 +1,12 @@
 /* test_core_util.c: the daemon's small parsers (util.c). */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pipelined.h"
+#include "plcommon.h"
 #include "t_core.h"
 
 int
@@ -53,5 +58,24 @@ main(void)
 	free(p);
 	CHECK(proc_starttime(getpid()) > 0);
 	CHECK(proc_starttime(999999999) == 0);
+	/* plc_mkdirs: mkdir -p from the leaf up. */
+	char tmpl[] = "/tmp/test_core_util.XXXXXX", d2[PATH_MAX];
+	CHECK(mkdtemp(tmpl) != NULL);
+	snprintf(d2, sizeof(d2), "%s/a/b/c/", tmpl);
+	CHECK(plc_mkdirs(d2, 0750) == 0);
+	struct stat sb;
+	snprintf(d2, sizeof(d2), "%s/a/b/c", tmpl);
+	CHECK(stat(d2, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0750);
+	CHECK(plc_mkdirs(d2, 0750) == 0); /* exists */
+	snprintf(d2, sizeof(d2), "%s/a/file", tmpl);
+	FILE *f = fopen(d2, "w");
+	CHECK(f != NULL);
+	if (f)
+		fclose(f);
+	snprintf(d2, sizeof(d2), "%s/a/file/sub", tmpl);
+	CHECK(plc_mkdirs(d2, 0750) == -1 && errno == ENOTDIR);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
+	CHECK(system(cmd) == 0);
 	T_DONE();
 }
