@@ -13,8 +13,11 @@
  * norm; 16 per SigLIP layer plus 7). A count that differs, a rule that
  * matched nothing, or a rename that would collide fails the job with the
  * numbers and the names. Kept tensors are copied by the kernel
- * (copy_file_range, consecutive tensors in one call), never decoded; a
- * second thread hashes each kept tensor's bytes meanwhile for the manifest.
+ * (copy_file_range, consecutive tensors in one call), never decoded, and
+ * hashed from the input meanwhile: each for the manifest, and each output
+ * file as a whole for the "fixed" artifact's digest, which the stage hands
+ * the host (artifact_digest) instead of the host reading the output again
+ * (see "Copying and hashing" below).
  *
  * Artifacts: "fixed", the output checkpoint directory (the input's other
  * files, e.g. config.json and the tokenizer, copied unchanged; an index
@@ -29,11 +32,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
@@ -42,9 +45,14 @@
 
 static const struct pl_host *host;
 
-/* A run of consecutive kept tensors is copied in one call, but no more
- * than this many bytes at once, so cancellation and progress stay live. */
-#define RUN_BYTES (256ull << 20)
+/* Units of work, small enough that cancellation and progress stay live
+ * and the two threads can even out: a copy call moves at most COPY_BYTES
+ * (a run of consecutive kept tensors, or a piece of a large one); a
+ * hashing call takes HASH_BYTES of each stream; the input is mapped
+ * WINDOW_BYTES at a time per reader (so memory stays bounded). */
+#define COPY_BYTES   (32ull << 20)
+#define HASH_BYTES   (1u << 20)
+#define WINDOW_BYTES (16u << 20)
 
 #define DEFAULT_DROP   "*vision_tower.* *multi_modal_projector.*"
 #define DEFAULT_RENAME "model.language_model.=model."
@@ -98,11 +106,20 @@ struct fctx {
 	size_t noutfiles;
 	size_t *first_kept;        /* per output file: its first entry in kept[] */
 	size_t *count_kept;
-	/* the hashing thread */
+	/* copying and hashing */
+	struct st_writer *w;       /* per output file, all started before copying */
+	char (*fsha)[65];          /* per output file: sha256 of the whole file */
+	uint64_t *fbytes;          /* per output file: the bytes that digest covers */
+	int want_digest;           /* the host takes digests (artifact_digest) */
+	pthread_mutex_t mu;        /* guards front and back */
+	size_t front, back;        /* kept[] below front: hashed by the file hasher;
+	                              from back on: by the job thread */
 	pthread_t hasher;
 	int hasher_started;
-	volatile int stop;
-	char herr[512];
+	int stop;                  /* __atomic: the file hasher stops */
+	int failed;                /* __atomic: the file hasher failed (herr) */
+	struct plc_wbthread wb;    /* starts the writeback of what was copied */
+	char herr[512];            /* the file hasher's error */
 	struct plc_rate rate;
 	char err[ST_ERRLEN];
 };
@@ -131,6 +148,11 @@ fctx_free(struct fctx *f)
 	free(f->outnames);
 	free(f->first_kept);
 	free(f->count_kept);
+	for (size_t i = 0; f->w && i < f->noutfiles; i++)
+		st_writer_free(&f->w[i]);
+	free(f->w);
+	free(f->fsha);
+	free(f->fbytes);
 	st_set_close(&f->in);
 }
 
@@ -377,42 +399,241 @@ plan_files(struct fctx *f)
 	return 0;
 }
 
-/* The hashing thread: sha256 of every kept tensor's bytes, read from the
- * input (through the page cache the copies use too). */
+/*
+ * Copying and hashing. The job thread copies the kept tensors with the
+ * kernel, and starts the writeback of each piece at once, so the fsync at
+ * the end has little left. The bytes are hashed from the input, mapped a
+ * window at a time, through the page cache the copies read too: every kept
+ * tensor for the manifest, and, when the host takes a digest from the
+ * stage, every output file as a whole (its header as written, then its
+ * tensors in order: exactly the file's bytes) for the "fixed" artifact,
+ * so the host does not read the output again.
+ *
+ * A whole-file digest is one sequential stream, the longest single piece
+ * of work, so it has a thread of its own, the file hasher. It hashes the
+ * tensor it is passing over in the same pass (plc_sha256_update2: two
+ * streams cost about 1.4x one) unless the job thread has claimed it. The
+ * job thread claims tensors from the back, hashes them two at a time
+ * between its copies, and stops claiming where the file hasher is; so the
+ * two threads share the work and end together on two cores.
+ */
+
+struct win {                   /* a piece of an input file mapped for reading */
+	const struct st_file *sf;
+	unsigned char *base;
+	uint64_t start, len;
+};
+
+static void
+win_drop(struct win *w)
+{
+	if (w->base)
+		munmap(w->base, w->len);
+	w->base = NULL;
+}
+
+/* The bytes [off, off + n) of sf, n <= HASH_BYTES, or NULL (errno). */
+static const unsigned char *
+win_get(struct win *w, const struct st_file *sf, uint64_t off, size_t n)
+{
+	if (w->base && w->sf == sf && off >= w->start && off + n <= w->start + w->len)
+		return w->base + (off - w->start);
+	win_drop(w);
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = off & ~(page - 1), len = WINDOW_BYTES;
+	if (start + len > sf->size)
+		len = sf->size - start;
+	if (off + n > start + len) {
+		errno = EIO;   /* past the end of the file: not a tensor of it */
+		return NULL;
+	}
+	void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, sf->fd, (off_t)start);
+	if (p == MAP_FAILED)
+		return NULL;
+	w->sf = sf;
+	w->base = p;
+	w->start = start;
+	w->len = len;
+	return w->base + (off - start);
+}
+
+static int
+stopped(struct fctx *f)
+{
+	return __atomic_load_n(&f->stop, __ATOMIC_RELAXED);
+}
+
+/* The file hasher takes kept[k] into its pass unless the job thread has. */
+static int
+claim_front(struct fctx *f, size_t k)
+{
+	pthread_mutex_lock(&f->mu);
+	int mine = k < f->back;
+	if (mine)
+		f->front = k + 1;
+	pthread_mutex_unlock(&f->mu);
+	return mine;
+}
+
+/* The job thread takes the last tensor nobody has; SIZE_MAX when none. */
+static size_t
+claim_back(struct fctx *f)
+{
+	size_t k = SIZE_MAX;
+	pthread_mutex_lock(&f->mu);
+	if (f->back > f->front)
+		k = --f->back;
+	pthread_mutex_unlock(&f->mu);
+	return k;
+}
+
+/* The file hasher: output file by output file, its header (read back from
+ * the file) and then its tensors' bytes in order. */
 static void *
-hash_main(void *arg)
+file_main(void *arg)
 {
 	struct fctx *f = arg;
-	size_t blen = 8u << 20;
-	char *buf = malloc(blen);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (buf == NULL || ctx == NULL) {
-		snprintf(f->herr, sizeof(f->herr), "out of memory for hashing");
-		goto out;
-	}
-	for (size_t i = 0; i < f->nkept && !f->stop; i++) {
-		const struct st_tensor *t = f->kept[i].t;
-		const struct st_file *sf = st_set_file(&f->in, t);
-		unsigned char md[EVP_MAX_MD_SIZE];
-		unsigned int mdlen;
-		EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-		for (uint64_t off = 0; off < t->nbytes; off += blen) {
-			size_t n = t->nbytes - off < blen ? (size_t)(t->nbytes - off) : blen;
-			if (st_read(sf, t, buf, off, n) == -1) {
-				snprintf(f->herr, sizeof(f->herr), "%s: tensor \"%s\": read: %s",
-				    sf->path, t->name, strerror(errno));
+	struct win win = { 0 };
+	struct plc_sha256 fc, tc;
+	int live_f = 0, live_t = 0;
+	unsigned char *hb = malloc(HASH_BYTES);
+	if (hb == NULL)
+		goto nomem;
+	for (size_t o = 0; o < f->noutfiles; o++) {
+		const struct st_writer *w = &f->w[o];
+		size_t first = f->first_kept[o];
+		const struct st_file *sf = st_set_file(&f->in, f->kept[first].t);
+		if (plc_sha256_init(&fc) == -1)
+			goto nomem;
+		live_f = 1;
+		for (uint64_t off = 0; off < w->data_start; off += HASH_BYTES) {
+			size_t n = w->data_start - off < HASH_BYTES ? (size_t)(w->data_start - off) :
+			    HASH_BYTES;
+			if (plc_read_all(w->a.fd, hb, n, (off_t)off) == -1) {
+				snprintf(f->herr, sizeof(f->herr), "%s: reading the header back: %s",
+				    w->a.tmp, strerror(errno));
 				goto out;
 			}
-			EVP_DigestUpdate(ctx, buf, n);
+			plc_sha256_update(&fc, hb, n);
 		}
-		EVP_DigestFinal_ex(ctx, md, &mdlen);
-		for (unsigned int k = 0; k < mdlen; k++)
-			snprintf(f->kept[i].sha + 2 * k, 3, "%02x", md[k]);
+		uint64_t pos = w->data_start;
+		for (size_t i = 0; i < f->count_kept[o]; i++) {
+			struct kept *k = &f->kept[first + i];
+			if (st_writer_offset(w, i) != pos) {
+				snprintf(f->herr, sizeof(f->herr), "%s: tensor \"%s\" is not where the "
+				    "file digest expects it", w->path, k->newname);
+				goto out;
+			}
+			int pair = claim_front(f, first + i);
+			if (pair && plc_sha256_init(&tc) == -1)
+				goto nomem;
+			live_t = pair;
+			for (uint64_t off = 0; off < k->t->nbytes; off += HASH_BYTES) {
+				if (stopped(f))
+					goto out;
+				size_t n = k->t->nbytes - off < HASH_BYTES ?
+				    (size_t)(k->t->nbytes - off) : HASH_BYTES;
+				const unsigned char *p = win_get(&win, sf, k->t->offset + off, n);
+				if (p == NULL) {
+					snprintf(f->herr, sizeof(f->herr), "%s: tensor \"%s\": mmap: %s",
+					    sf->path, k->t->name, strerror(errno));
+					goto out;
+				}
+				if (pair)
+					plc_sha256_update2(&fc, p, n, &tc, p, n);
+				else
+					plc_sha256_update(&fc, p, n);
+			}
+			if (pair)
+				plc_sha256_final(&tc, k->sha);
+			live_t = 0;
+			pos += k->t->nbytes;
+		}
+		plc_sha256_final(&fc, f->fsha[o]);
+		live_f = 0;
+		f->fbytes[o] = pos;
 	}
+	goto out;
+nomem:
+	snprintf(f->herr, sizeof(f->herr), "out of memory for hashing");
 out:
-	EVP_MD_CTX_free(ctx);
-	free(buf);
+	if (f->herr[0])
+		__atomic_store_n(&f->failed, 1, __ATOMIC_RELEASE);
+	if (live_f)
+		plc_sha256_discard(&fc);
+	if (live_t)
+		plc_sha256_discard(&tc);
+	win_drop(&win);
+	free(hb);
 	return NULL;
+}
+
+/* The job thread's hashing: two tensors at a time, in lanes. */
+struct lane {
+	size_t k;              /* kept[] index; SIZE_MAX: idle */
+	uint64_t off;          /* bytes hashed */
+	struct plc_sha256 c;
+	struct win win;
+};
+
+static void
+lanes_free(struct lane *L)
+{
+	for (int i = 0; i < 2; i++) {
+		if (L[i].k != SIZE_MAX)
+			plc_sha256_discard(&L[i].c);
+		L[i].k = SIZE_MAX;
+		win_drop(&L[i].win);
+	}
+}
+
+/* Up to HASH_BYTES of each lane's tensor, claiming tensors for idle lanes.
+ * Returns 1, 0 when there was nothing left to hash, -1 on error; adds
+ * the bytes hashed to *hashed. */
+static int
+lanes_step(struct fctx *f, struct lane *L, uint64_t *hashed)
+{
+	const unsigned char *p[2] = { NULL, NULL };
+	size_t n[2] = { 0, 0 };
+	int busy = 0;
+	for (int i = 0; i < 2; i++) {
+		if (L[i].k == SIZE_MAX && (L[i].k = claim_back(f)) != SIZE_MAX) {
+			L[i].off = 0;
+			if (plc_sha256_init(&L[i].c) == -1) {
+				L[i].k = SIZE_MAX;
+				snprintf(f->err, sizeof(f->err), "out of memory for hashing");
+				return -1;
+			}
+		}
+		if (L[i].k == SIZE_MAX)
+			continue;
+		busy = 1;
+		const struct st_tensor *t = f->kept[L[i].k].t;
+		const struct st_file *sf = st_set_file(&f->in, t);
+		n[i] = t->nbytes - L[i].off < HASH_BYTES ? (size_t)(t->nbytes - L[i].off) : HASH_BYTES;
+		if (n[i] && (p[i] = win_get(&L[i].win, sf, t->offset + L[i].off, n[i])) == NULL) {
+			snprintf(f->err, sizeof(f->err), "%s: tensor \"%s\": mmap: %s", sf->path,
+			    t->name, strerror(errno));
+			return -1;
+		}
+	}
+	if (n[0] && n[1])
+		plc_sha256_update2(&L[0].c, p[0], n[0], &L[1].c, p[1], n[1]);
+	else
+		for (int i = 0; i < 2; i++)
+			if (n[i])
+				plc_sha256_update(&L[i].c, p[i], n[i]);
+	for (int i = 0; i < 2; i++) {
+		if (L[i].k == SIZE_MAX)
+			continue;
+		L[i].off += n[i];
+		*hashed += n[i];
+		if (L[i].off == f->kept[L[i].k].t->nbytes) {
+			plc_sha256_final(&L[i].c, f->kept[L[i].k].sha);
+			L[i].k = SIZE_MAX;
+		}
+	}
+	return busy;
 }
 
 /* Progress on the feed, paced (rate.h), with the bytes written so far. */
@@ -426,58 +647,183 @@ report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t b
 		host->metric(job, "bytes", (int64_t)done, (double)bytes);
 }
 
+/* Declare output file o's tensors and write its header. */
 static int
-write_file(struct fctx *f, size_t o, const char *dir, size_t *done, uint64_t *bytes)
+start_file(struct fctx *f, size_t o, const char *dir)
 {
 	char path[PATH_MAX];
-	struct st_writer w;
-	int rc = -1;
+	struct st_writer *w = &f->w[o];
 	size_t first = f->first_kept[o], n = f->count_kept[o];
 	const struct st_file *in = st_set_file(&f->in, f->kept[first].t);
 
 	snprintf(path, sizeof(path), "%s/%s", dir, f->outnames[o]);
-	st_writer_init(&w, path);
+	st_writer_init(w, path);
 	for (size_t i = 0; i < in->nmeta; i++)
-		st_writer_meta(&w, in->meta[i].key, in->meta[i].value);
+		st_writer_meta(w, in->meta[i].key, in->meta[i].value);
 	if (in->nmeta == 0)
-		st_writer_meta(&w, "format", "pt");
+		st_writer_meta(w, "format", "pt");
 	for (size_t i = 0; i < n; i++) {
 		const struct kept *k = &f->kept[first + i];
-		if (st_writer_add(&w, k->newname, k->t->dtype, k->t->ndim, k->t->shape, f->err,
+		if (st_writer_add(w, k->newname, k->t->dtype, k->t->ndim, k->t->shape, f->err,
 		    sizeof(f->err)) < 0)
-			goto out;
+			return -1;
 	}
-	if (st_writer_start(&w, f->err, sizeof(f->err)) == -1)
-		goto out;
-	size_t i = 0;
-	while (i < n) {
-		if (host->cancelled(f->job)) {
-			rc = PL_ECANCELED;
+	return st_writer_start(w, f->err, sizeof(f->err));
+}
+
+/* Where the copying is: output file, tensor in it, offset in the tensor. */
+struct cpos {
+	size_t o, i;
+	uint64_t off;
+	size_t done;           /* tensors copied whole */
+	uint64_t bytes;
+};
+
+/* Copy the next piece: a run of whole tensors that follow one another in
+ * the input too (nothing dropped in between), or COPY_BYTES of a larger
+ * tensor. Returns the bytes copied, or -1. */
+static int64_t
+copy_step(struct fctx *f, struct cpos *c)
+{
+	size_t first = f->first_kept[c->o], n = f->count_kept[c->o], j = c->i;
+	struct st_writer *w = &f->w[c->o];
+	const struct st_tensor *t = f->kept[first + c->i].t;
+	const struct st_file *in = st_set_file(&f->in, t);
+	uint64_t len = t->nbytes - c->off, at = st_writer_offset(w, c->i) + c->off;
+	if (c->off > 0 || len > COPY_BYTES) {
+		len = len > COPY_BYTES ? COPY_BYTES : len;
+		if (st_writer_copy(w, c->i, c->off, in->fd, t->offset + c->off, len, f->err,
+		    sizeof(f->err)) == -1)
+			return -1;
+		c->off += len;
+		if (c->off < t->nbytes)
 			goto out;
-		}
-		/* Extend the run while the next kept tensor follows this one
-		 * directly in the input (nothing dropped in between). */
-		size_t j = i;
-		uint64_t len = f->kept[first + i].t->nbytes;
+	} else {
 		while (j + 1 < n && f->kept[first + j + 1].t->begin == f->kept[first + j].t->end &&
-		    len + f->kept[first + j + 1].t->nbytes <= RUN_BYTES) {
+		    len + f->kept[first + j + 1].t->nbytes <= COPY_BYTES) {
 			j++;
 			len += f->kept[first + j].t->nbytes;
 		}
-		if (st_writer_copy_run(&w, i, j, in->fd, f->kept[first + i].t->offset, f->err,
-		    sizeof(f->err)) == -1)
-			goto out;
-		*done += j - i + 1;
-		*bytes += len;
-		i = j + 1;
-		report(f->job, &f->rate, *done, f->nkept, *bytes);
+		if (st_writer_copy_run(w, c->i, j, in->fd, t->offset, f->err, sizeof(f->err)) == -1)
+			return -1;
 	}
-	if (st_writer_commit(&w, f->err, sizeof(f->err)) == -1)
+	c->done += j - c->i + 1;
+	c->i = j + 1;
+	c->off = 0;
+	if (c->i == n) {
+		c->o++;
+		c->i = 0;
+	}
+out:
+	plc_wbthread_add(&f->wb, w->a.fd, at, len);
+	c->bytes += len;
+	return (int64_t)len;
+}
+
+/* Copy every kept tensor and hash it (see "Copying and hashing"). The
+ * job thread hashes while it has hashed less than HASH_LEAD times what it
+ * copied, so early on it mostly hashes (from the back, leaving the file
+ * hasher its single stream to run alone later) and ends with copies. */
+#define HASH_LEAD 3
+
+static int
+copy_and_hash(struct fctx *f, const char *dir)
+{
+	struct lane L[2];
+	struct cpos c = { 0, 0, 0, 0, 0 };
+	uint64_t hashed = 0;
+	int more = 1, rc = -1;
+
+	memset(L, 0, sizeof(L));
+	L[0].k = L[1].k = SIZE_MAX;
+	f->front = 0;
+	f->back = f->nkept;
+	if (pthread_mutex_init(&f->mu, NULL) != 0) {
+		snprintf(f->err, sizeof(f->err), "cannot create a mutex");
+		return -1;
+	}
+	f->w = calloc(f->noutfiles, sizeof(*f->w));
+	f->fsha = calloc(f->noutfiles, sizeof(*f->fsha));
+	f->fbytes = calloc(f->noutfiles, sizeof(*f->fbytes));
+	if (f->w == NULL || f->fsha == NULL || f->fbytes == NULL) {
+		snprintf(f->err, sizeof(f->err), "out of memory");
 		goto out;
+	}
+	for (size_t o = 0; o < f->noutfiles; o++)
+		if (start_file(f, o, dir) == -1)
+			goto out;
+	plc_wbthread_start(&f->wb);
+	if (f->want_digest) {
+		if (pthread_create(&f->hasher, NULL, file_main, f) != 0) {
+			snprintf(f->err, sizeof(f->err), "cannot start the hashing thread");
+			goto out;
+		}
+		f->hasher_started = 1;
+	}
+	while (more || c.o < f->noutfiles) {
+		if (host->cancelled(f->job)) {
+			host->log(f->job, PL_LOG_INFO, "tensor_fix: cancelled after %zu of %zu "
+			    "tensors", c.done, f->nkept);
+			rc = PL_ECANCELED;
+			goto out;
+		}
+		if (__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
+			break;   /* its message is taken after the join */
+		if (more && (c.o == f->noutfiles || hashed < HASH_LEAD * c.bytes + COPY_BYTES)) {
+			if ((more = lanes_step(f, L, &hashed)) == -1)
+				goto out;
+			continue;
+		}
+		if (copy_step(f, &c) == -1)
+			goto out;
+		report(f->job, &f->rate, c.done, f->nkept, c.bytes);
+	}
+	if (f->hasher_started) {
+		pthread_join(f->hasher, NULL);
+		f->hasher_started = 0;
+	}
+	if (f->herr[0]) {
+		snprintf(f->err, sizeof(f->err), "%s", f->herr);
+		goto out;
+	}
+	plc_wbthread_stop(&f->wb);
+	for (size_t o = 0; o < f->noutfiles; o++)
+		if (st_writer_commit(&f->w[o], f->err, sizeof(f->err)) == -1)
+			goto out;
 	rc = 0;
 out:
-	st_writer_free(&w);
+	if (f->hasher_started) {
+		__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
+		pthread_join(f->hasher, NULL);
+		f->hasher_started = 0;
+	}
+	plc_wbthread_stop(&f->wb);
+	lanes_free(L);
+	pthread_mutex_destroy(&f->mu);
 	return rc;
+}
+
+/* The output directory's digest by the host's definition, with the whole-
+ * file digests computed while copying; a file of another size than was
+ * hashed fails it. The other files (config, tokenizer, index) are small
+ * and hashed here. */
+static int
+known_digest(void *arg, const char *rel, uint64_t size, char hex[65])
+{
+	struct fctx *f = arg;
+	for (size_t o = 0; o < f->noutfiles; o++) {
+		if (strcmp(rel, f->outnames[o]) != 0)
+			continue;
+		if (size != f->fbytes[o]) {
+			snprintf(f->err, sizeof(f->err), "%s is %llu bytes, %llu were hashed", rel,
+			    (unsigned long long)size, (unsigned long long)f->fbytes[o]);
+			errno = EIO;
+			return -1;
+		}
+		memcpy(hex, f->fsha[o], 65);
+		return 1;
+	}
+	return 0;
 }
 
 /* Reopen the output: exactly the kept tensors, under their new names,
@@ -635,30 +981,17 @@ fix_run(pl_job *job)
 
 	if (st_outdir_begin(&od, f.output, f.err, sizeof(f.err)) == -1)
 		goto fail;
-	if (pthread_create(&f.hasher, NULL, hash_main, &f) != 0) {
-		snprintf(f.err, sizeof(f.err), "cannot start the hashing thread");
-		goto fail;
+	f.want_digest = PL_HOST_HAS(host, artifact_digest);
+	int r = copy_and_hash(&f, od.tmp);
+	if (r == PL_ECANCELED) {
+		rc = PL_ECANCELED;
+		goto cleanup;
 	}
-	f.hasher_started = 1;
-	size_t done = 0;
+	if (r != 0)
+		goto fail;
 	uint64_t bytes = 0;
-	for (size_t o = 0; o < f.noutfiles; o++) {
-		int r = write_file(&f, o, od.tmp, &done, &bytes);
-		if (r == PL_ECANCELED) {
-			host->log(job, PL_LOG_INFO, "tensor_fix: cancelled after %zu of %zu tensors",
-			    done, f.nkept);
-			rc = PL_ECANCELED;
-			goto cleanup;
-		}
-		if (r != 0)
-			goto fail;
-	}
-	pthread_join(f.hasher, NULL);
-	f.hasher_started = 0;
-	if (f.herr[0]) {
-		snprintf(f.err, sizeof(f.err), "%s", f.herr);
-		goto fail;
-	}
+	for (size_t i = 0; i < f.nkept; i++)
+		bytes += f.kept[i].t->nbytes;
 	int naux = 0;
 	if (st_copy_aux_files(f.input, od.tmp, &naux, f.err, sizeof(f.err)) == -1)
 		goto fail;
@@ -679,7 +1012,7 @@ fix_run(pl_job *job)
 		}
 		char p[PATH_MAX];
 		snprintf(p, sizeof(p), "%s/model.safetensors.index.json", od.tmp);
-		int r = st_write_index(p, f.nkept, names, files, total, f.err, sizeof(f.err));
+		r = st_write_index(p, f.nkept, names, files, total, f.err, sizeof(f.err));
 		free(names);
 		free(files);
 		if (r == -1)
@@ -687,6 +1020,16 @@ fix_run(pl_job *job)
 	}
 	if (verify_output(&f, od.tmp) == -1)
 		goto fail;
+	char dsha[65];
+	if (f.want_digest) {
+		f.err[0] = '\0';
+		if (plc_sha256_dir_known(od.tmp, dsha, NULL, known_digest, &f) == -1) {
+			if (f.err[0] == '\0')
+				snprintf(f.err, sizeof(f.err), "%s: digest: %s", od.tmp,
+				    strerror(errno));
+			goto fail;
+		}
+	}
 	/* The manifest describes the output, so it goes first: an output
 	 * never appears without its manifest. */
 	if (write_manifest(&f) == -1)
@@ -698,8 +1041,9 @@ fix_run(pl_job *job)
 	host->log(job, PL_LOG_INFO, "tensor_fix: wrote %s (%zu tensors, %llu bytes copied, "
 	    "%d other files) and %s", f.output, f.nkept, (unsigned long long)bytes, naux,
 	    f.manifest);
-	if ((rc = host->artifact(job, "fixed", f.output)) != PL_OK ||
-	    (rc = host->artifact(job, "manifest", f.manifest)) != PL_OK) {
+	rc = f.want_digest ? host->artifact_digest(job, "fixed", f.output, dsha) :
+	    host->artifact(job, "fixed", f.output);
+	if (rc != PL_OK || (rc = host->artifact(job, "manifest", f.manifest)) != PL_OK) {
 		host->fail(job, "tensor_fix: registering the artifacts: %s", host->strerror(rc));
 		goto cleanup;
 	}
@@ -711,10 +1055,6 @@ fix_run(pl_job *job)
 fail:
 	rc = host->fail(job, "tensor_fix: %s", f.err);
 cleanup:
-	if (f.hasher_started) {
-		f.stop = 1;
-		pthread_join(f.hasher, NULL);
-	}
 	st_outdir_abort(&od);
 	fctx_free(&f);
 	return rc;

@@ -99,4 +99,21 @@ events_gapless() {
 	[ "$n" = "$max" ] || fail "event ids have gaps: $n events, max id $max"
 }
 
+# "SHA256 SIZE" of a file or directory as pipeline-plugin(3) defines an
+# artifact's digest (a directory: sha256 of its files' sorted
+# "SHA256  RELATIVE-NAME" lines), computed here independently of the C code.
+artifact_digest() {
+	/usr/bin/python3 -c '
+import hashlib, os, sys
+def h(p): return hashlib.sha256(open(p, "rb").read()).hexdigest()
+root = sys.argv[1]
+if os.path.isdir(root):
+    files = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+    text = "".join("%s  %s\n" % (h(os.path.join(root, f)), f) for f in files)
+    print(hashlib.sha256(text.encode()).hexdigest(),
+          sum(os.path.getsize(os.path.join(root, f)) for f in files))
+else:
+    print(h(root), os.path.getsize(root))' "$1"
+}
+
 trap 'pl_kill9 2>/dev/null' EXIT

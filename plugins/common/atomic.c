@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,84 @@ plc_writeback(int fd, uint64_t off, uint64_t len)
 	 * will have more to do. */
 	if (len > 0)
 		(void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
+static void *
+wbthread_main(void *arg)
+{
+	struct plc_wbthread *wb = arg;
+	pthread_mutex_lock(&wb->mu);
+	for (;;) {
+		while (wb->n == 0 && !wb->quit)
+			pthread_cond_wait(&wb->cv, &wb->mu);
+		if (wb->n == 0)
+			break;
+		int fd = wb->q[wb->head].fd;
+		uint64_t off = wb->q[wb->head].off, len = wb->q[wb->head].len;
+		wb->head = (wb->head + 1) % PLC_WBQ;
+		wb->n--;
+		pthread_mutex_unlock(&wb->mu);
+		plc_writeback(fd, off, len);
+		pthread_mutex_lock(&wb->mu);
+	}
+	pthread_mutex_unlock(&wb->mu);
+	return NULL;
+}
+
+int
+plc_wbthread_start(struct plc_wbthread *wb)
+{
+	memset(wb, 0, sizeof(*wb));
+	if (pthread_mutex_init(&wb->mu, NULL) != 0)
+		return -1;
+	if (pthread_cond_init(&wb->cv, NULL) != 0) {
+		pthread_mutex_destroy(&wb->mu);
+		return -1;
+	}
+	if (pthread_create(&wb->t, NULL, wbthread_main, wb) != 0) {
+		pthread_cond_destroy(&wb->cv);
+		pthread_mutex_destroy(&wb->mu);
+		return -1;
+	}
+	wb->started = 1;
+	return 0;
+}
+
+void
+plc_wbthread_add(struct plc_wbthread *wb, int fd, uint64_t off, uint64_t len)
+{
+	if (!wb->started) {
+		plc_writeback(fd, off, len);
+		return;
+	}
+	pthread_mutex_lock(&wb->mu);
+	unsigned last = (wb->head + wb->n + PLC_WBQ - 1) % PLC_WBQ;
+	if (wb->n > 0 && wb->q[last].fd == fd && wb->q[last].off + wb->q[last].len == off) {
+		wb->q[last].len += len;    /* the range written next: one call */
+	} else if (wb->n < PLC_WBQ) {
+		unsigned i = (wb->head + wb->n) % PLC_WBQ;
+		wb->q[i].fd = fd;
+		wb->q[i].off = off;
+		wb->q[i].len = len;
+		wb->n++;
+	}                                  /* else dropped: the fsync writes it */
+	pthread_cond_signal(&wb->cv);
+	pthread_mutex_unlock(&wb->mu);
+}
+
+void
+plc_wbthread_stop(struct plc_wbthread *wb)
+{
+	if (!wb->started)
+		return;
+	pthread_mutex_lock(&wb->mu);
+	wb->quit = 1;
+	pthread_cond_signal(&wb->cv);
+	pthread_mutex_unlock(&wb->mu);
+	pthread_join(wb->t, NULL);
+	pthread_cond_destroy(&wb->cv);
+	pthread_mutex_destroy(&wb->mu);
+	wb->started = 0;
 }
 
 int

@@ -118,8 +118,10 @@ shani_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
 	for (; nblocks > 0; nblocks--, p += 64) {
 		__m128i a0 = s0, a1 = s1;
 		_mm_prefetch((const char *)p + SHA_PREFETCH, _MM_HINT_T0);
-		for (int i = 0; i < 4; i++)
-			m[i] = LOADW(p, i, mask);
+		m[0] = LOADW(p, 0, mask);
+		m[1] = LOADW(p, 1, mask);
+		m[2] = LOADW(p, 2, mask);
+		m[3] = LOADW(p, 3, mask);
 		STEPS(STEP_A)
 		s0 = _mm_add_epi32(s0, a0);
 		s1 = _mm_add_epi32(s1, a1);
@@ -140,10 +142,14 @@ shani_blocks2(uint32_t ha[8], const unsigned char *pa, uint32_t hb[8],
 		__m128i a0 = s0, a1 = s1, b0 = r0, b1 = r1;
 		_mm_prefetch((const char *)pa + SHA_PREFETCH, _MM_HINT_T0);
 		_mm_prefetch((const char *)pb + SHA_PREFETCH, _MM_HINT_T0);
-		for (int i = 0; i < 4; i++) {
-			m[i] = LOADW(pa, i, mask);
-			n[i] = LOADW(pb, i, mask);
-		}
+		m[0] = LOADW(pa, 0, mask);
+		m[1] = LOADW(pa, 1, mask);
+		m[2] = LOADW(pa, 2, mask);
+		m[3] = LOADW(pa, 3, mask);
+		n[0] = LOADW(pb, 0, mask);
+		n[1] = LOADW(pb, 1, mask);
+		n[2] = LOADW(pb, 2, mask);
+		n[3] = LOADW(pb, 3, mask);
 		STEPS(STEP_AB)
 		s0 = _mm_add_epi32(s0, a0);
 		s1 = _mm_add_epi32(s1, a1);

@@ -7,6 +7,7 @@
 #ifndef PLCOMMON_H
 #define PLCOMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -78,9 +79,24 @@ char	*plc_read_file(const char *path, size_t *len, size_t max);
 /* Copy len bytes between descriptors through the kernel (copy_file_range,
  * falling back to sendfile, then read/write). */
 int	plc_copy_range(int in, off_t in_off, int out, off_t out_off, uint64_t len);
-/* Start the writeback of a range just written, without waiting for it
- * (sync_file_range), so that the fsync at the end has little left. */
+/* Start the writeback of a range just written (sync_file_range), so that
+ * the fsync at the end has little left. It waits when the device's queue
+ * is full: a writer that must not wait hands ranges to a writeback thread
+ * instead, which merges consecutive ones (and drops what does not fit in
+ * its queue: the fsync writes it). Stop it before closing the files. */
 void	plc_writeback(int fd, uint64_t off, uint64_t len);
+#define PLC_WBQ 32
+struct plc_wbthread {
+	pthread_t	 t;
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;
+	struct { int fd; uint64_t off, len; } q[PLC_WBQ];
+	unsigned	 head, n;
+	int		 quit, started;
+};
+int	plc_wbthread_start(struct plc_wbthread *wb);   /* -1: none, add() writes back itself */
+void	plc_wbthread_add(struct plc_wbthread *wb, int fd, uint64_t off, uint64_t len);
+void	plc_wbthread_stop(struct plc_wbthread *wb);   /* after the queued ranges */
 /* fsync a directory. */
 int	plc_fsync_dir(const char *dir);
 /* mkdir -p */

@@ -2,8 +2,9 @@
 # merge and tensor_fix by hand (`pipelinectl stage`, no daemon) on the tiny
 # fixtures: a sharded conditional base with a DoRA adapter and a causal base
 # with an rsLoRA adapter, checked against the float64 numpy reference; the
-# tensor fix of the merged checkpoint with the Gemma 3 defaults, then the
-# GGUF converter takes it. The exit status is the outcome: a wrong count, a
+# tensor fix of the merged checkpoint with the Gemma 3 defaults (its output's
+# digest, which the stage computes, checked against the directory's), then
+# the GGUF converter takes it. The exit status is the outcome: a wrong count, a
 # collision and an adapter for another base fail with their message, and
 # leave nothing behind.
 . "$(dirname "$0")/../lib.sh"
@@ -36,6 +37,12 @@ tail -n 1 ref2.out
 st tensor_fix input=out/merged output=out/fixed >fix.out 2>&1 || { cat fix.out; fail "tensor_fix failed"; }
 grep -q '"dropped":39,"kept":54' fix.out || { cat fix.out; fail "tensor_fix counts"; }
 grep -q '"name":"manifest"' fix.out || fail "no manifest artifact"
+# The stage hands the host the output's digest (artifact_digest), hashed
+# while copying: it is the directory digest of pipeline-plugin(3), and the
+# host's size is the files'.
+got=$(sed -n 's/^job.artifact {"name":"fixed",.*"size":\([0-9]*\),"sha256":"\([0-9a-f]*\)".*/\2 \1/p' fix.out)
+want=$(artifact_digest out/fixed)
+[ "$got" = "$want" ] || fail "the fixed artifact is \"$got\", its directory \"$want\""
 st convert input=out/fixed output=out/model.gguf >conv.out 2>&1 || { cat conv.out; fail "convert refused the fixed checkpoint"; }
 
 # Failures: the exit status, the message, nothing left.

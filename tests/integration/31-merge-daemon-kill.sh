@@ -51,6 +51,9 @@ done
 [ -z "$(compgen -G "$O/.merged.*")" ] || fail "temporaries left: $(ls -A "$O")"
 [ -f "$O/fixed.manifest.json" ] || fail "tensor_fix did not run after the merge"
 pctl artifacts mk | grep -q merged || fail "no merged artifact stored"
+# tensor_fix registers its output with the digest it computed while copying.
+got=$(db "SELECT sha256 || ' ' || size FROM artifacts WHERE name = 'fixed'")
+[ "$got" = "$(artifact_digest "$O/fixed")" ] || fail "stored fixed artifact \"$got\" is not its directory's digest"
 integrity_ok
 events_gapless
 note "merge retried after the kill (attempts: $att); output byte-identical"

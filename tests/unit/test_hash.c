@@ -106,7 +106,9 @@ contexts(const char *mode)
 	for (int r = 0; r < 60; r++) {
 		size_t na = r < 20 ? rnd() % 300 : rnd() % (big / 2);
 		size_t nb = r % 3 == 0 ? na : r < 20 ? rnd() % 300 : rnd() % (big / 2);
-		size_t oa = rnd() % (big - na + 1), ob = r % 5 == 0 ? oa : rnd() % (big - nb + 1);
+		size_t oa = rnd() % (big - na + 1), ob = rnd() % (big - nb + 1);
+		if (r % 5 == 0 && oa + nb <= big)
+			ob = oa;   /* the same bytes, as the file hasher hashes them */
 		plc_sha256_buf(buf + oa, na, want);
 		plc_sha256_buf(buf + ob, nb, w2);
 		pieces2(buf + oa, na, buf + ob, nb, hex, h2);
