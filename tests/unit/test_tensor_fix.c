@@ -381,6 +381,15 @@ main(void)
 	snprintf(cout, sizeof(cout), "%s/fixed", cdir);
 	CHECK(run_fix(&j, cond4, cout, 1, NULL, NULL, NULL) == PL_ECANCELED);
 	CHECK(entries(cdir) == 0);
+	/* ... and a third and two thirds of the way through a whole run's
+	 * checks, with the hashing under way on both threads. */
+	CHECK(run_fix(&j, cond4, cout, -1, NULL, NULL, NULL) == PL_OK);
+	int checks = j.ncancelled;
+	sh("rm -rf %s", cdir);
+	for (int after = checks / 3; after < checks; after += checks / 3) {
+		CHECK(run_fix(&j, cond4, cout, after, NULL, NULL, NULL) == PL_ECANCELED);
+		CHECK(j.ncancelled == after + 1 && entries(cdir) == 0 && j.nartifacts == 0);
+	}
 
 	if (!getenv("KEEP"))
 		st_rmtree(tmp);
