@@ -29,10 +29,12 @@
 #include <fnmatch.h>
 #include <limits.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +121,7 @@ struct fctx {
 	int stop;                  /* __atomic: the file hasher stops */
 	int failed;                /* __atomic: the file hasher failed (herr) */
 	struct plc_wbthread wb;    /* starts the writeback of what was copied */
+	struct timespec *mtime;    /* per input file: its mtime once its header was read */
 	char herr[512];            /* the file hasher's error */
 	struct plc_rate rate;
 	char err[ST_ERRLEN];
@@ -153,6 +156,7 @@ fctx_free(struct fctx *f)
 	free(f->w);
 	free(f->fsha);
 	free(f->fbytes);
+	free(f->mtime);
 	st_set_close(&f->in);
 }
 
@@ -416,6 +420,15 @@ plan_files(struct fctx *f)
  * job thread claims tensors from the back, hashes them two at a time
  * between its copies, and stops claiming where the file hasher is; so the
  * two threads share the work and end together on two cores.
+ *
+ * The input may change under the stage (an operator overwrites the
+ * checkpoint) or fail to read. A page of the mapping past the file's new
+ * end, or one the disk cannot read, raises SIGBUS: both threads hash
+ * under a guard (hash_mapped, plc_guard_begin) that turns it into the
+ * job's failure naming the file, instead of the daemon's death. A copy
+ * comes back short from a file that shrank, and a file that is not of its
+ * size and modification time at the end fails the job too
+ * (inputs_changed); the output is never committed.
  */
 
 struct win {                   /* a piece of an input file mapped for reading */
@@ -461,6 +474,34 @@ static int
 stopped(struct fctx *f)
 {
 	return __atomic_load_n(&f->stop, __ATOMIC_RELAXED);
+}
+
+/* Hash mapped input into a (and b, plc_sha256_update2, when b is set)
+ * under the SIGBUS guard (plcommon.h): -1 when a page could not be read
+ * because the file shrank under the mapping or the disk failed. The
+ * contexts are then half-updated, for the caller to discard. */
+static int
+hash_mapped(struct plc_sha256 *a, const unsigned char *pa, size_t na,
+    struct plc_sha256 *b, const unsigned char *pb, size_t nb)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 1))
+		return -1;
+	plc_guard_begin(&jb);
+	if (b != NULL)
+		plc_sha256_update2(a, pa, na, b, pb, nb);
+	else
+		plc_sha256_update(a, pa, na);
+	plc_guard_end();
+	return 0;
+}
+
+/* The message for an input file that could not be read through its
+ * mapping. */
+static void
+map_failed(char *err, size_t errlen, const struct st_file *sf)
+{
+	snprintf(err, errlen, "%s: " PLC_MAP_CHANGED, sf->path);
 }
 
 /* The file hasher takes kept[k] into its pass unless the job thread has. */
@@ -539,10 +580,10 @@ file_main(void *arg)
 					    sf->path, k->t->name, strerror(errno));
 					goto out;
 				}
-				if (pair)
-					plc_sha256_update2(&fc, p, n, &tc, p, n);
-				else
-					plc_sha256_update(&fc, p, n);
+				if (hash_mapped(&fc, p, n, pair ? &tc : NULL, p, n) == -1) {
+					map_failed(f->herr, sizeof(f->herr), sf);
+					goto out;
+				}
 			}
 			if (pair)
 				plc_sha256_final(&tc, k->sha);
@@ -617,12 +658,21 @@ lanes_step(struct fctx *f, struct lane *L, uint64_t *hashed)
 			return -1;
 		}
 	}
-	if (n[0] && n[1])
-		plc_sha256_update2(&L[0].c, p[0], n[0], &L[1].c, p[1], n[1]);
-	else
-		for (int i = 0; i < 2; i++)
-			if (n[i])
-				plc_sha256_update(&L[i].c, p[i], n[i]);
+	/* One pass for both lanes when they read one file, so that a fault
+	 * names the file it was in. */
+	const struct st_file *sf[2] = { NULL, NULL };
+	for (int i = 0; i < 2; i++)
+		if (n[i])
+			sf[i] = st_set_file(&f->in, f->kept[L[i].k].t);
+	int both = n[0] && n[1] && sf[0] == sf[1];
+	for (int i = 0; i < 2; i++) {
+		if (n[i] == 0 || (both && i == 1))
+			continue;
+		if (hash_mapped(&L[i].c, p[i], n[i], both ? &L[1].c : NULL, p[1], n[1]) == -1) {
+			map_failed(f->err, sizeof(f->err), sf[i]);
+			return -1;
+		}
+	}
 	for (int i = 0; i < 2; i++) {
 		if (L[i].k == SIZE_MAX)
 			continue;
@@ -645,6 +695,56 @@ report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t b
 	host->progress(job, (double)done, (double)total, "tensors");
 	if (host->metric)
 		host->metric(job, "bytes", (int64_t)done, (double)bytes);
+}
+
+/* The input files' modification times, taken once their headers are
+ * read. */
+static int
+inputs_record(struct fctx *f)
+{
+	struct stat st;
+	if ((f->mtime = calloc(f->in.nfiles + 1, sizeof(*f->mtime))) == NULL) {
+		snprintf(f->err, sizeof(f->err), "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < f->in.nfiles; i++) {
+		if (fstat(f->in.files[i].fd, &st) == -1) {
+			snprintf(f->err, sizeof(f->err), "%s: %s", f->in.files[i].path,
+			    strerror(errno));
+			return -1;
+		}
+		f->mtime[i] = st.st_mtim;
+	}
+	return 0;
+}
+
+/* Whether an input file changed while it was read: another size than the
+ * one its header was checked against (a copy comes back short when it
+ * shrank), or modified since (a checkpoint overwritten in place: the
+ * bytes copied and the bytes hashed might then differ). A change takes
+ * f->err, naming the file. */
+static int
+inputs_changed(struct fctx *f)
+{
+	struct stat st;
+	for (size_t i = 0; i < f->in.nfiles; i++) {
+		const struct st_file *sf = &f->in.files[i];
+		if (fstat(sf->fd, &st) == -1)
+			continue;
+		if ((uint64_t)st.st_size != sf->size) {
+			snprintf(f->err, sizeof(f->err), "%s: the file changed size while it was "
+			    "being read (%llu bytes when it was opened, %llu now)", sf->path,
+			    (unsigned long long)sf->size, (unsigned long long)st.st_size);
+			return 1;
+		}
+		if (st.st_mtim.tv_sec != f->mtime[i].tv_sec ||
+		    st.st_mtim.tv_nsec != f->mtime[i].tv_nsec) {
+			snprintf(f->err, sizeof(f->err), "%s: the file was modified while it was "
+			    "being read", sf->path);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* Declare output file o's tensors and write its header. */
@@ -774,8 +874,10 @@ copy_and_hash(struct fctx *f, const char *dir)
 				goto out;
 			continue;
 		}
-		if (copy_step(f, &c) == -1)
+		if (copy_step(f, &c) == -1) {
+			inputs_changed(f);   /* a short copy: say why */
 			goto out;
+		}
 		report(f->job, &f->rate, c.done, f->nkept, c.bytes);
 	}
 	if (f->hasher_started) {
@@ -786,6 +888,8 @@ copy_and_hash(struct fctx *f, const char *dir)
 		snprintf(f->err, sizeof(f->err), "%s", f->herr);
 		goto out;
 	}
+	if (inputs_changed(f))
+		goto out;
 	plc_wbthread_stop(&f->wb);
 	for (size_t o = 0; o < f->noutfiles; o++)
 		if (st_writer_commit(&f->w[o], f->err, sizeof(f->err)) == -1)
@@ -955,7 +1059,7 @@ fix_run(pl_job *job)
 	if (parse_rules(host->get(job, "drop"), 0, &f.drop, &f.ndrop, f.err, sizeof(f.err)) == -1 ||
 	    parse_rules(host->get(job, "rename"), 1, &f.ren, &f.nren, f.err, sizeof(f.err)) == -1)
 		goto fail;
-	if (st_set_open(&f.in, f.input, f.err, sizeof(f.err)) == -1)
+	if (st_set_open(&f.in, f.input, f.err, sizeof(f.err)) == -1 || inputs_record(&f) == -1)
 		goto fail;
 
 	/* The counts are verified every time (G23). */

@@ -5,6 +5,10 @@
  * The reader maps the whole file and walks it once, checking every count
  * and length against the bytes that remain before it allocates or reads;
  * after gguf_open() succeeds, every pointer it hands out is in bounds.
+ * gguf_open() parses under the SIGBUS guard (plcommon.h) and keeps a copy
+ * of the header, so that a file that shrinks (overwritten, truncated)
+ * fails the caller instead of killing the process: the KVs are read from
+ * the copy, tensor data from the mapping, under the reader's guard.
  * The checks are those of llama.cpp's gguf_init_from_file_impl, plus two
  * it leaves to the model loader (tensor data inside the file, nothing
  * after it but padding).
@@ -13,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -552,6 +557,38 @@ bad:
 	return -1;
 }
 
+/* gguf_parse on a mapping, then the header copied, both under the SIGBUS
+ * guard; the KVs are moved to the copy. A fault leaves what the parse
+ * had allocated in g, freed here (a key being copied when it struck is
+ * lost). */
+static int
+parse_mapped(struct gguf *g, const uint8_t *p, size_t len, const char *path)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 1)) {
+		free_parts(g);
+		free(g->hdr);
+		g->hdr = NULL;
+		return gerr(g, PLC_MAP_CHANGED);
+	}
+	plc_guard_begin(&jb);
+	if (gguf_parse(g, p, len, path) == -1) {
+		plc_guard_end();
+		return -1;
+	}
+	size_t hl = g->data_off < len ? (size_t)g->data_off : len;
+	if ((g->hdr = malloc(hl ? hl : 1)) != NULL)
+		memcpy(g->hdr, p, hl);
+	plc_guard_end();
+	if (g->hdr == NULL) {
+		free_parts(g);
+		return gerr(g, "out of memory for the header");
+	}
+	for (uint64_t i = 0; i < g->n_kv; i++)
+		g->kv[i].val = g->hdr + (g->kv[i].val - p);
+	return 0;
+}
+
 int
 gguf_open(struct gguf *g, const char *path)
 {
@@ -580,7 +617,7 @@ gguf_open(struct gguf *g, const char *path)
 	close(fd);
 	if (p == MAP_FAILED)
 		return gerr(g, "mmap: %s", strerror(e));
-	if (gguf_parse(g, p, (size_t)st.st_size, path) == -1) {
+	if (parse_mapped(g, p, (size_t)st.st_size, path) == -1) {
 		char err[sizeof(g->err)];
 		memcpy(err, g->err, sizeof(err));
 		munmap(p, (size_t)st.st_size);
@@ -599,6 +636,8 @@ gguf_close(struct gguf *g)
 	free_parts(g);
 	if (g->mapped && g->base)
 		munmap((void *)(uintptr_t)g->base, g->size);
+	free(g->hdr);
+	g->hdr = NULL;
 	g->base = NULL;
 	g->mapped = 0;
 	g->n_kv = g->n_tensors = 0;

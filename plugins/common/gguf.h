@@ -59,7 +59,8 @@ const char *gguf_vtype_name(uint32_t vtype);
 /* Payload bytes of one value of a fixed-size type; 0 for STRING/ARRAY. */
 size_t	gguf_vtype_size(uint32_t vtype);
 
-/* One key/value pair; the payload points into the reader's buffer. */
+/* One key/value pair; the payload points into the reader's copy of the
+ * header (gguf_open) or into the caller's buffer (gguf_parse). */
 struct gguf_kv {
 	char *key;			/* NUL-terminated copy */
 	uint32_t type;			/* enum gguf_vtype */
@@ -80,7 +81,8 @@ struct gguf_tensor {
 	uint32_t type;
 	uint64_t offset;		/* relative to the data section */
 	uint64_t nbytes;
-	const uint8_t *data;		/* in the mapped file */
+	const uint8_t *data;		/* in the mapped file: read it under
+					   plc_guard_begin (plcommon.h) */
 	uint64_t info_off;		/* where its info record starts */
 };
 
@@ -90,6 +92,8 @@ struct gguf {
 	const uint8_t *base;		/* the whole file */
 	size_t size;
 	int mapped;			/* base is an mmap we unmap */
+	uint8_t *hdr;			/* gguf_open: the header's bytes, copied
+					   (the KVs point here) */
 	uint32_t version;
 	uint64_t n_kv, n_tensors;
 	struct gguf_kv *kv;
@@ -101,7 +105,11 @@ struct gguf {
 };
 
 /* Map and validate a file. On failure the message is in g->err and the
- * struct holds nothing to free (gguf_close is still safe). */
+ * struct holds nothing to free (gguf_close is still safe). The header is
+ * read under the SIGBUS guard and kept in memory, so that the KVs stay
+ * readable when the file shrinks later; only tensor data is read from the
+ * mapping. A file that shrinks while it is parsed fails with
+ * PLC_MAP_CHANGED. */
 int	gguf_open(struct gguf *g, const char *path);
 /* Validate a buffer the caller owns (kept; not copied). */
 int	gguf_parse(struct gguf *g, const void *buf, size_t len, const char *name);

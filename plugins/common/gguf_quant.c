@@ -17,12 +17,15 @@
  * The work is cut into chunks of whole rows, spread over threads; each
  * chunk is written with pwrite at its final offset, so the order in which
  * chunks finish does not matter and the output does not depend on the
- * thread count.
+ * thread count. The input is read from its mapping under the SIGBUS guard
+ * (plcommon.h): an input that shrinks while it is quantized fails the job
+ * with the file named, and the process goes on.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,8 +210,14 @@ do_chunk(struct qjob *q, const struct chunk *c, float *fbuf, uint8_t *obuf)
 	if (dt == t->type) {
 		/* Copied unchanged, as llama-quantize does. */
 		if (gguf_writer_pwrite(q->w, c->tensor, (uint64_t)c->r0 * srow, src,
-		    (size_t)(nrows * srow)) == -1)
-			job_fail(q, "%s", gguf_writer_error(q->w));
+		    (size_t)(nrows * srow)) == -1) {
+			/* From a page of the mapping that cannot be read, the
+			 * write fails with EFAULT rather than raise SIGBUS. */
+			if (errno == EFAULT)
+				job_fail(q, "%s: " PLC_MAP_CHANGED, q->in->path);
+			else
+				job_fail(q, "%s", gguf_writer_error(q->w));
+		}
 		__atomic_add_fetch(&q->done_bytes, nrows * srow, __ATOMIC_RELAXED);
 		return;
 	}
@@ -242,6 +251,22 @@ do_chunk(struct qjob *q, const struct chunk *c, float *fbuf, uint8_t *obuf)
 	    (size_t)(nrows * drow)) == -1)
 		job_fail(q, "%s", gguf_writer_error(q->w));
 	__atomic_add_fetch(&q->done_bytes, nrows * srow, __ATOMIC_RELAXED);
+}
+
+/* do_chunk under the SIGBUS guard: its reads of the mapping are widen()'s
+ * (pure computation) and the write's, which fails instead (EFAULT);
+ * job_fail, the only lock, formats no mapped bytes. */
+static void
+do_chunk_guarded(struct qjob *q, const struct chunk *c, float *fbuf, uint8_t *obuf)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 1)) {
+		job_fail(q, "%s: " PLC_MAP_CHANGED, q->in->path);
+		return;
+	}
+	plc_guard_begin(&jb);
+	do_chunk(q, c, fbuf, obuf);
+	plc_guard_end();
 }
 
 /* Rows per chunk: about CHUNK_BYTES of input, at least one row. */
@@ -292,7 +317,7 @@ work_one(struct worker *wk)
 		job_fail(q, "out of memory for %zu elements of tensor %s", elems, t->name);
 		return 0;
 	}
-	do_chunk(q, c, wk->fbuf, wk->obuf);
+	do_chunk_guarded(q, c, wk->fbuf, wk->obuf);
 	return 1;
 }
 

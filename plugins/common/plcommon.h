@@ -1,13 +1,15 @@
 /*
  * plcommon.h: code shared by the stage plugins (and the daemon's host):
- * hashing, atomic files, HTTP. Format libraries (safetensors.h, gguf.h)
- * and service clients (ollama.h) have headers of their own beside it.
+ * hashing, atomic files, HTTP, guarded reads of mapped files. Format
+ * libraries (safetensors.h, gguf.h) and service clients (ollama.h) have
+ * headers of their own beside it.
  * Internal functions return 0 or -1 with errno set, unless stated.
  */
 #ifndef PLCOMMON_H
 #define PLCOMMON_H
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -101,6 +103,34 @@ void	plc_wbthread_stop(struct plc_wbthread *wb);   /* after the queued ranges */
 int	plc_fsync_dir(const char *dir);
 /* mkdir -p */
 int	plc_mkdirs(const char *path, mode_t mode);
+
+/* mapguard.c: reading mapped files. Touching a page of a mapping that is
+ * past the file's end (the file shrank: truncated, overwritten) or that
+ * cannot be read raises SIGBUS, which would kill the daemon and every job.
+ * Around the code that touches a mapping:
+ *
+ *	sigjmp_buf jb;
+ *	if (sigsetjmp(jb, 1)) {
+ *		... "%s: " PLC_MAP_CHANGED, path: fail the job, unmap ...
+ *	}
+ *	plc_guard_begin(&jb);
+ *	... read the mapping ...
+ *	plc_guard_end();
+ *
+ * A fault in this thread while the guard is set returns from sigsetjmp a
+ * second time, with the guard cleared; a fault in another thread, or one
+ * with no guard, crashes as before. The jump abandons whatever was under
+ * way, so between begin and end the thread only reads the mapping and
+ * computes: no locks, no allocation, no host calls while it may fault
+ * (a hash context or buffer it was filling is discarded). Variables the
+ * function changes after sigsetjmp and reads after the jump must be
+ * volatile; keep the guarded part in a small function of its own. Guards
+ * do not nest. A pwrite/write/copy from a mapping fails with EFAULT
+ * instead, a copy_file_range from the file comes back short. */
+#define PLC_MAP_CHANGED \
+	"the file changed size or could not be read while it was being read (SIGBUS)"
+void	plc_guard_begin(sigjmp_buf *jb);
+void	plc_guard_end(void);
 
 /* http.c: a small blocking libcurl client for JSON services. */
 struct plc_http_resp {

@@ -3,7 +3,10 @@
  * IEEE _Float16 and a literal roundf Q8_0, a writer/reader round trip, and
  * refusal of corrupt files (every truncation, lying counts and lengths,
  * misaligned or reordered offsets, bad types), each with a message that
- * names what is wrong.
+ * names what is wrong; an input that shrinks after it was opened: its KVs
+ * still read (the header is copied), and the quantizer fails with the
+ * file named instead of dying of SIGBUS, whether the next chunk is copied
+ * (EFAULT) or quantized (the guard), leaving no output.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf.h"
@@ -556,6 +560,94 @@ test_open_errors(void)
 	CHECK(access(p, F_OK) == -1 && errno == ENOENT);
 }
 
+/* An F32 input of four chunks in the quantizer's order: a.weight
+ * (quantized, one chunk), b (1-D: copied, one chunk), c.weight (two). */
+static int
+write_big(const char *path)
+{
+	struct gguf_writer *w = gguf_writer_new();
+	int64_t na[2] = { 4096, 256 }, nb[1] = { 1 << 20 }, nc[2] = { 4096, 512 };
+	float *x = malloc(sizeof(float) << 21);
+	int rc = -1;
+	if (w == NULL || x == NULL)
+		goto out;
+	for (size_t i = 0; i < (size_t)1 << 21; i++)
+		x[i] = (float)(int)(rnd() % 2001 - 1000) / 1000.0f;
+	if (gguf_set_str(w, "general.architecture", "gemma3") ||
+	    gguf_add_tensor(w, "a.weight", 2, na, GGML_F32) != 0 ||
+	    gguf_add_tensor(w, "b", 1, nb, GGML_F32) != 1 ||
+	    gguf_add_tensor(w, "c.weight", 2, nc, GGML_F32) != 2 ||
+	    gguf_writer_begin(w, path) ||
+	    gguf_writer_write(w, 0, x, 4u << 20) || gguf_writer_write(w, 1, x, 4u << 20) ||
+	    gguf_writer_write(w, 2, x, 8u << 20) || gguf_writer_commit(w))
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "write_big: %s\n", w ? gguf_writer_error(w) : "out of memory");
+	gguf_writer_free(w);
+	free(x);
+	return rc;
+}
+
+struct shrink {
+	const char *path;
+	int calls, at;      /* truncate at progress call number at */
+};
+
+static void
+shrink_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct shrink *s = arg;
+	if (++s->calls == s->at)
+		CHECK(truncate(s->path, 4096) == 0);
+}
+
+static void
+test_shrinking(void)
+{
+	char in[4200], out[4200], err[512];
+	struct gguf g;
+	snprintf(in, sizeof(in), "%s/big.gguf", tmpdir);
+	snprintf(out, sizeof(out), "%s/big-q8_0.gguf", tmpdir);
+	if (write_big(in) == -1) {
+		failures++;
+		return;
+	}
+	/* Opened, then cut to nothing: the KVs are read from the copy. */
+	CHECK(gguf_open(&g, in) == 0);
+	CHECK(g.data_off <= 4096);
+	CHECK(truncate(in, 0) == 0);
+	const char *str;
+	size_t len;
+	CHECK(gguf_get_str(&g, "general.architecture", &str, &len) == 0 && len == 6 &&
+	    memcmp(str, "gemma3", 6) == 0);
+	gguf_close(&g);
+
+	/* Cut to its header after the first chunk (the next is copied) and
+	 * after the second (the next is quantized). One thread: the caller's,
+	 * which reports progress after each chunk. */
+	for (int at = 1; at <= 2; at++) {
+		if (write_big(in) == -1) {
+			failures++;
+			return;
+		}
+		struct shrink sh = { in, 0, at };
+		struct gguf_qopts o = { 1, shrink_progress, NULL, &sh };
+		CHECK(gguf_quantize_q8_0_file(in, out, &o, NULL, err, sizeof(err)) == -1);
+		CHECK(strstr(err, in) != NULL && strstr(err, PLC_MAP_CHANGED) != NULL);
+		fprintf(stderr, "shrinking after chunk %d: %s\n", at, err);
+		CHECK(sh.calls == at + 1);   /* the chunk that failed, then none */
+		CHECK(access(out, F_OK) == -1 && errno == ENOENT);
+	}
+	/* Whole, it quantizes. */
+	CHECK(write_big(in) == 0);
+	struct gguf_qopts o = { 1, NULL, NULL, NULL };
+	CHECK(gguf_quantize_q8_0_file(in, out, &o, NULL, err, sizeof(err)) == 0);
+	unlink(in);
+	unlink(out);
+}
+
 int
 main(void)
 {
@@ -569,6 +661,7 @@ main(void)
 	test_roundtrip(path);
 	test_corrupt(path);
 	test_open_errors();
+	test_shrinking();
 	if (failures) {
 		fprintf(stderr, "test_gguf: %d failure(s)\n", failures);
 		return 1;
