@@ -10,8 +10,8 @@
  *                   {"exited":0|1,"status":N,"signal":N,"start":T,"end":T}
  *   the job log     stdout and stderr of the child, appended (--log)
  *
- * The local executor (exec_local.c) forks the shim and watches it with a
- * pidfd; the slurm executor (exec_slurm.c) submits a batch script that runs
+ * The local executor (exec_local.c) has the run's shim start the process
+ * and watches it through a pipe that shim closes once exit.json is in; the slurm executor (exec_slurm.c) submits a batch script that runs
  * the shim on a compute node and watches the Slurm job. A restarted daemon
  * rebuilds a struct proc from the store and calls adopt().
  */
@@ -38,9 +38,11 @@ struct proc {
 	const struct executor *ex;
 	char dir[PATH_MAX];          /* the process directory (see above) */
 	char log[PATH_MAX];          /* the job log the shim appends to */
+	const char *run;             /* local: the run, whose shim starts it (NULL: a shim of its own) */
 	pid_t pid;                   /* local: the shim's pid */
 	uint64_t starttime;          /* local: the shim's start time (/proc stat field 22) */
-	int pidfd;                   /* local: -1 when none */
+	int pidfd;                   /* local: the run shim's pipe, or the shim's pidfd; -1 when none */
+	int child;                   /* local: the shim is our child (reap it) */
 	char ext_id[64];             /* slurm: the job id */
 	int state;                   /* enum proc_state */
 	char reason[128];            /* why it is queued (Slurm's reason), or how it was lost */
@@ -70,11 +72,13 @@ struct executor {
 	void (*release)(struct proc *p);
 };
 
-/* exec_local.c. exec_local_zygote(1): fork shims from a long-lived
- * zygote (pipelined does; started on first use, replaced when it dies);
- * exec_local_zygote(0) stops it. */
+/* exec_local.c. exec_local_run_shims(1): start each run's processes
+ * through one shim per run (pipelined does; started at the run's first
+ * process, replaced when it dies); exec_local_run_done(run): the run
+ * ended, its shim may exit once its processes have. */
 extern const struct executor exec_local;
-void	exec_local_zygote(int on);
+void	exec_local_run_shims(int on);
+void	exec_local_run_done(const char *run);
 /* exec_slurm.c (weak: absent when not built) */
 extern const struct executor exec_slurm __attribute__((weak));
 

@@ -1,11 +1,13 @@
-/* exec_local.c: the local executor. In the daemon the shim is forked by
- * the zygote (one long-lived `pipeline-shim -Z`, see shim.c: a fork there
- * costs a tenth of executing the shim); elsewhere, or when the zygote
- * cannot be had, the shim is spawned as the daemon's child. Either way it
- * puts itself in a session of its own and is watched through a pidfd; a
- * restarted daemon re-adopts it by pid, checked against the start time
- * recorded when it was spawned, so a recycled pid is never mistaken for
- * the shim. */
+/* exec_local.c: the local executor. In the daemon every process of a run
+ * is started by the run's shim (one long-lived `pipeline-shim -G` per run,
+ * see shim.c: executing a shim per process cost more than a short job);
+ * elsewhere (pipelinectl stage), or when the run's shim cannot be had, a
+ * shim of its own is spawned as the daemon's child. Either way the shim
+ * lives in a session of its own; a process is watched through a pipe its
+ * run's shim closes once the exit record is in place (or the pidfd of its
+ * own shim); a restarted daemon re-adopts it by the shim's pid, checked
+ * against the start time recorded when it was spawned, so a recycled pid
+ * is never mistaken for the shim, and takes its ending from exit.json. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -37,55 +39,82 @@ shim_ready(const struct proc *p)
 	return access(path, F_OK) == 0;
 }
 
-/* ---- the zygote ----------------------------------------------------- */
+/* ---- the runs' shims --------------------------------------------------- */
 
 extern char **environ;
 
-static pthread_mutex_t zmtx = PTHREAD_MUTEX_INITIALIZER;
-static int zenabled;
-static int zfd = -1;
-static pid_t zpid = -1;
-static char zpath[PATH_MAX];
+struct rshim {
+	char run[128];
+	int fd;              /* our end of its socket */
+	pid_t pid;           /* our child */
+	struct rshim *next;
+};
+
+static pthread_mutex_t rmtx = PTHREAD_MUTEX_INITIALIZER;
+static int renabled;
+static struct rshim *rshims;
+/* Shims told to go: reaped once they have (they wait for their last
+ * process). Only these pids are waited for: a plugin's own children are
+ * its own business. */
+static pid_t *closing;
+static int nclosing;
+
+static void
+reap_closing(void)
+{
+	for (int i = 0; i < nclosing; i++) {
+		pid_t r = waitpid(closing[i], NULL, WNOHANG);
+		if (r == closing[i] || (r == -1 && errno == ECHILD))
+			closing[i--] = closing[--nclosing];
+	}
+}
 
 void
-exec_local_zygote(int on)
+exec_local_run_shims(int on)
 {
-	pthread_mutex_lock(&zmtx);
-	zenabled = on;
-	if (!on && zfd >= 0) {
-		close(zfd); /* the zygote exits on EOF */
-		zfd = -1;
-		waitpid(zpid, NULL, 0);
-		zpid = -1;
-	}
-	pthread_mutex_unlock(&zmtx);
+	pthread_mutex_lock(&rmtx);
+	renabled = on;
+	pthread_mutex_unlock(&rmtx);
 }
 
 static void
-zygote_stop(void)
+rshim_drop(struct rshim **pp)
 {
-	if (zfd >= 0)
-		close(zfd);
-	zfd = -1;
-	if (zpid > 0) {
-		kill(zpid, SIGKILL);
-		waitpid(zpid, NULL, 0);
-	}
-	zpid = -1;
+	struct rshim *r = *pp;
+	*pp = r->next;
+	close(r->fd); /* the shim exits once its last process has ended */
+	closing = realloc(closing, (size_t)(nclosing + 1) * sizeof(*closing));
+	closing[nclosing++] = r->pid;
+	free(r);
 }
 
-static int
-zygote_start(const char *shim)
+void
+exec_local_run_done(const char *run)
+{
+	pthread_mutex_lock(&rmtx);
+	reap_closing();
+	for (struct rshim **pp = &rshims; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->run, run) == 0) {
+			rshim_drop(pp);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rmtx);
+}
+
+/* Start run's shim: `pipeline-shim -G 3`, our child. */
+static struct rshim *
+rshim_start(const char *run, const char *shim)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
 		log_warn("%s: socketpair", __func__);
-		return -1;
+		return NULL;
 	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, sv[1], 3); /* dup2 clears CLOEXEC */
-	char *const argv[] = { (char *)shim, "-Z", "3", NULL };
+	char *const argv[] = { (char *)shim, "-G", "3", NULL };
 	pid_t pid;
 	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -94,18 +123,21 @@ zygote_start(const char *shim)
 		errno = rc;
 		log_warn("%s: %s", __func__, shim);
 		close(sv[0]);
-		return -1;
+		return NULL;
 	}
-	zfd = sv[0];
-	zpid = pid;
-	snprintf(zpath, sizeof(zpath), "%s", shim);
-	return 0;
+	struct rshim *r = xcalloc(1, sizeof(*r));
+	snprintf(r->run, sizeof(r->run), "%s", run);
+	r->fd = sv[0];
+	r->pid = pid;
+	r->next = rshims;
+	rshims = r;
+	return r;
 }
 
-/* One request: 0 with p filled in, 1 when the zygote refused it (fall
- * back to exec), -1 when the zygote is gone. */
+/* One request to a run's shim: 0 with p filled in, 1 when the shim
+ * refused it (fall back to a shim of its own), -1 when the shim is gone. */
 static int
-zygote_spawn(struct proc *p, char *const argv[], char *const envp[])
+rshim_spawn(struct rshim *r, struct proc *p, char *const argv[], char *const envp[])
 {
 	uint32_t ac = 0, ec = 0;
 	size_t len = 8;
@@ -121,61 +153,69 @@ zygote_spawn(struct proc *p, char *const argv[], char *const envp[])
 	for (uint32_t i = 0; i < ec; i++)
 		o = stpcpy(o, envp[i]) + 1;
 	ssize_t n;
-	while ((n = send(zfd, buf, len, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+	while ((n = send(r->fd, buf, len, MSG_NOSIGNAL)) == -1 && errno == EINTR)
 		;
 	free(buf);
 	if (n == -1)
 		return errno == EMSGSIZE ? 1 : -1;
-	struct { int32_t pid; int32_t err; uint64_t start; } r;
-	struct iovec iov = { .iov_base = &r, .iov_len = sizeof(r) };
+	struct { int32_t pid; int32_t err; uint64_t start; } rep;
+	struct iovec iov = { .iov_base = &rep, .iov_len = sizeof(rep) };
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 	    .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	while ((n = recvmsg(zfd, &m, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
+	while ((n = recvmsg(r->fd, &m, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
 		;
-	if (n != (ssize_t)sizeof(r))
+	if (n != (ssize_t)sizeof(rep))
 		return -1;
-	int pidfd = -1;
+	int fd = -1;
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&pidfd, CMSG_DATA(cm), sizeof(int));
-	if (r.pid <= 0) {
-		errno = r.err;
-		log_warn("zygote: could not start %s", argv[0]);
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (rep.err != 0 || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		errno = rep.err;
+		log_warn("run shim %d: could not start %s", (int)rep.pid, argv[0]);
 		return 1;
 	}
-	p->pid = r.pid;
-	p->starttime = r.start;
-	p->pidfd = pidfd;
+	p->pid = rep.pid;
+	p->starttime = rep.start;
+	p->pidfd = fd;
 	p->state = PROC_RUNNING;
 	return 0;
 }
 
 static int
-zygote_try(struct proc *p, char *const argv[], char *const envp[])
+rshim_try(struct proc *p, char *const argv[], char *const envp[])
 {
-	pthread_mutex_lock(&zmtx);
+	if (p->run == NULL || p->run[0] == '\0')
+		return 1;
+	pthread_mutex_lock(&rmtx);
+	reap_closing();
 	int rc = 1;
-	for (int tries = 0; zenabled && tries < 2; tries++) {
-		if (zfd >= 0 && strcmp(zpath, argv[0]) != 0)
-			zygote_stop(); /* the configured shim changed */
-		if (zfd < 0 && zygote_start(argv[0]) == -1)
+	for (int tries = 0; renabled && tries < 2; tries++) {
+		struct rshim **pp = &rshims;
+		while (*pp && strcmp((*pp)->run, p->run) != 0)
+			pp = &(*pp)->next;
+		if (*pp == NULL && rshim_start(p->run, argv[0]) == NULL)
 			break;
-		rc = zygote_spawn(p, argv, envp);
+		if (*pp == NULL)
+			pp = &rshims; /* just added at the head */
+		rc = rshim_spawn(*pp, p, argv, envp);
 		if (rc >= 0)
 			break;
-		log_warnx("the shim zygote (pid %d) is gone; starting another", (int)zpid);
-		zygote_stop();
+		log_warnx("the shim of run %s is gone; starting another", p->run);
+		rshim_drop(pp);
 		rc = 1;
 	}
-	pthread_mutex_unlock(&zmtx);
+	pthread_mutex_unlock(&rmtx);
 	return rc;
 }
 
 static int
 local_start(struct proc *p, char *const argv[], char *const envp[], const char *cwd)
 {
-	if (zygote_try(p, argv, envp) == 0)
+	if (rshim_try(p, argv, envp) == 0)
 		return 0;
 	pid_t pid;
 	int rc = posix_spawn(&pid, argv[0], NULL, NULL, argv, envp);
@@ -188,6 +228,7 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	p->starttime = proc_starttime(pid);
 	p->pidfd = pidfd_open_(pid);
 	p->state = PROC_RUNNING;
+	p->child = 1;
 	return 0;
 }
 
@@ -222,40 +263,67 @@ local_adopt(struct proc *p)
 static int
 local_wait(struct proc *p, int timeout_ms)
 {
+	int ended = 0;
 	if (p->pid > 0 && p->pidfd >= 0) {
+		/* The run shim's pipe (closed once exit.json is in), or the
+		 * pidfd of the process's own shim. */
 		struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 		int n = poll(&pfd, 1, timeout_ms);
-		if (n == 0)
-			return 0;
 		if (n < 0 && errno == EINTR)
 			return 0;
+		ended = n != 0;
 	} else if (p->pid > 0) {
 		/* No pidfd (old kernel): poll the pid. */
-		if (kill(p->pid, 0) == 0 && proc_starttime(p->pid) == p->starttime) {
+		if (kill(p->pid, 0) == 0 && proc_starttime(p->pid) == p->starttime)
 			usleep((useconds_t)timeout_ms * 1000);
-			return 0;
-		}
+		else
+			ended = 1;
 	}
-	if (p->pid > 0)
-		waitpid(p->pid, NULL, WNOHANG); /* our child unless adopted */
-	if (proc_read_exit(p) == 0) {
-		p->state = PROC_LOST;
-		snprintf(p->reason, sizeof(p->reason), "shim ended without an exit record");
-	}
+	if (ended && p->child)
+		waitpid(p->pid, NULL, WNOHANG);
+	/* A run's shim outlives the processes it started (its pidfd, after a
+	 * restart, says nothing about this one): the exit record does. */
+	if (proc_read_exit(p) == 1)
+		return 1;
+	if (!ended)
+		return 0;
+	p->state = PROC_LOST;
+	snprintf(p->reason, sizeof(p->reason), "shim ended without an exit record");
 	return 1;
+}
+
+/* A run's shim forwards what it is sent to every process of the run. */
+static int
+is_run_shim(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	for (ssize_t i = 0; i + 2 < n; i++)
+		if (buf[i] == '\0' && buf[i + 1] == '-' && buf[i + 2] == 'G' &&
+		    (i + 3 >= n || buf[i + 3] == '\0'))
+			return 1;
+	return 0;
 }
 
 static int
 local_signal(struct proc *p, int sig)
 {
 	pid_t child = 0, pgid = 0;
-	/* Right after the start the shim may not have recorded the child's
-	 * process group yet: give it a moment, as long as it lives. */
+	/* Right after the start a shim of its own may not have recorded the
+	 * child's process group yet: give it a moment, as long as it lives.
+	 * (A run's shim records it before it replies.) */
 	for (int i = 0; i < 200 && !shim_ready(p) && p->pid > 0 && kill(p->pid, 0) == 0; i++)
 		usleep(5000);
 	if (proc_read_shim(p, &child, &pgid) == 0 && pgid > 0)
 		return kill(-pgid, sig);
-	return p->pid > 0 ? kill(p->pid, sig) : -1;
+	if (p->pid <= 0 || is_run_shim(p->pid))
+		return -1;
+	return kill(p->pid, sig);
 }
 
 static void

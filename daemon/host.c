@@ -767,6 +767,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	memset(&p, 0, sizeof(p));
 	p.ex = j->ex;
 	p.pidfd = -1;
+	p.run = j->store ? j->run : NULL;
 	p.opts = j->ex_opts;
 	snprintf(p.log, sizeof(p.log), "%s", j->logpath[0] ? j->logpath : "/dev/stderr");
 	if (j->store)
@@ -865,7 +866,11 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			}
 			return PL_ECHILD;
 		}
-		if (j->store) {
+		/* The shim's pid and start time. A run's shim wrote shim.json
+		 * before it replied, so a daemon that dies before this is
+		 * committed finds them there (local_adopt): no commit of its
+		 * own for that case, the next one carries it. */
+		if (j->store && (p.ex != &exec_local || p.child)) {
 			store_begin(j->store);
 			store_proc_update(j->store, &p, r.offset);
 			store_commit(j->store);
@@ -956,7 +961,19 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	pthread_mutex_lock(&j->lock);
 	j->cur = NULL;
 	pthread_mutex_unlock(&j->lock);
-	if (j->store) {
+	if (j->store && p.ex == &exec_local && j->mode == JOB_MODE_RUN) {
+		/* Written with the job's end (job_flush_final): an earlier
+		 * process's row first, on its own. */
+		if (j->has_final) {
+			store_begin(j->store);
+			job_flush_final(j);
+			store_commit(j->store);
+		}
+		j->final = p;
+		j->final.pidfd = -1;
+		j->final_offset = r.offset;
+		j->has_final = 1;
+	} else if (j->store) {
 		store_begin(j->store);
 		store_proc_update(j->store, &p, r.offset);
 		store_commit(j->store);
@@ -985,6 +1002,14 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	if (h_cancelled(j) && term_at > 0)
 		return j->timed_out ? PL_ETIMEDOUT : PL_ECANCELED;
 	return PL_OK;
+}
+
+void
+job_flush_final(struct pl_job *j)
+{
+	if (j->has_final && j->store)
+		store_proc_update(j->store, &j->final, j->final_offset);
+	j->has_final = 0;
 }
 
 struct pl_host plugin_host = {

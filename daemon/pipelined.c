@@ -202,7 +202,7 @@ main(int argc, char **argv)
 		fatalx("cannot listen on %s", conf.control_socket);
 	if (feed_listen(conf.feed_socket) == -1)
 		fatalx("cannot listen on %s", conf.feed_socket);
-	exec_local_zygote(1);
+	exec_local_run_shims(1);
 	int nruns = sched_init();
 	if (nruns < 0)
 		fatalx("cannot load runs from the store");

@@ -306,7 +306,15 @@ struct pl_job {
 	int json_out;
 	/* Proc being waited on (for cancel). */
 	struct proc *cur;
+	/* The last ended process's final row, for the scheduler to write in
+	 * the transaction that records the job's end (one commit less per
+	 * job; a daemon that dies first takes the ending from exit.json). */
+	struct proc final;
+	int64_t final_offset;
+	int has_final;
 };
+/* Write j's deferred process row (inside the caller's transaction). */
+void	job_flush_final(struct pl_job *j);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);

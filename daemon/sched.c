@@ -52,6 +52,11 @@ struct srun {
 	int cancel;
 	struct sjob *jobs;
 	int njobs;
+	/* So that a scheduling pass costs what changed, not the run's size:
+	 * no job before first_open is pending or retrying; how many retry,
+	 * how many have a thread; failed: a job failed, was cancelled or
+	 * skipped since the last pass (skips may propagate). */
+	int first_open, nretrying, nrunning, failed;
 	struct srun *next;
 };
 
@@ -63,11 +68,18 @@ set_state(struct sjob *j, const char *state)
 {
 	static const char *const names[] = { "", "pending", "retrying", "running", "succeeded",
 	    "failed", "cancelled", "skipped" };
+	int was = j->st;
 	snprintf(j->state, sizeof(j->state), "%s", state);
 	j->st = JS_OTHER;
 	for (int i = 1; i < (int)(sizeof(names) / sizeof(names[0])); i++)
 		if (strcmp(state, names[i]) == 0)
 			j->st = i;
+	struct srun *r = j->run;
+	r->nretrying += (j->st == JS_RETRYING) - (was == JS_RETRYING);
+	if ((j->st == JS_PENDING || j->st == JS_RETRYING) && j->seq < r->first_open)
+		r->first_open = j->seq;
+	if (j->st == JS_FAILED || j->st == JS_CANCELLED || j->st == JS_SKIPPED)
+		r->failed = 1;
 }
 
 /* Final: nothing more will happen to the job in this run. */
@@ -276,12 +288,14 @@ job_launch(struct sjob *j, int adopt)
 	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
 	j->pj = pj;
 	j->running = 1;
+	r->nrunning++;
 	if (!j->holds_res)
 		res_take(j, 1);
 	D->running++;
 	if (job_thread_start(j) != 0) {
 		log_warn("%s: pthread_create", __func__);
 		j->running = 0;
+		r->nrunning--;
 		D->running--;
 		res_take(j, -1);
 		job_free(pj);
@@ -333,6 +347,7 @@ static void
 job_finished(struct sjob *j)
 {
 	j->running = 0;
+	j->run->nrunning--;
 	D->running--;
 	res_take(j, -1);
 	struct pl_job *pj = j->pj;
@@ -361,6 +376,7 @@ job_finished(struct sjob *j)
 		j->next_at = now_wall() + backoff(j);
 	}
 	if (store_begin(D->store) == 0) {
+		job_flush_final(pj);
 		store_attempt_end(D->store, j->attempt_id, astate, rc, msg[0] ? msg : NULL);
 		if (retry)
 			store_job_next_at(D->store, j->id, j->next_at);
@@ -403,9 +419,17 @@ timer_cb(uv_timer_t *t)
 	sched_kick();
 }
 
+static int
+open_job(const struct sjob *j)
+{
+	return j->st == JS_PENDING || j->st == JS_RETRYING;
+}
+
 static void
 run_finish_check(struct srun *r)
 {
+	if (r->nrunning > 0 || r->first_open < r->njobs)
+		return; /* a job runs or waits (first_open was just advanced) */
 	int all_final = 1, all_ok = 1;
 	for (int i = 0; i < r->njobs; i++) {
 		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
@@ -428,6 +452,7 @@ run_finish_check(struct srun *r)
 	if (store_commit(D->store) == 0) {
 		snprintf(r->state, sizeof(r->state), "%s", st);
 		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
+		exec_local_run_done(r->name);
 	}
 }
 
@@ -438,12 +463,16 @@ sched_kick(void)
 	for (struct srun *r = D->runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
-		/* Skips propagate until nothing changes. */
-		for (int changed = 1; changed;) {
+		while (r->first_open < r->njobs && !open_job(&r->jobs[r->first_open]))
+			r->first_open++;
+		/* Skips propagate until nothing changes (only after a job
+		 * failed, was cancelled or skipped). */
+		for (int changed = r->failed || r->cancel; changed;) {
 			changed = 0;
-			for (int i = 0; i < r->njobs; i++) {
+			r->failed = 0;
+			for (int i = r->first_open; i < r->njobs; i++) {
 				struct sjob *j = &r->jobs[i];
-				if (j->st != JS_PENDING && j->st != JS_RETRYING)
+				if (!open_job(j))
 					continue;
 				if (r->cancel) {
 					job_set(j, "cancelled", "run cancelled");
@@ -462,10 +491,15 @@ sched_kick(void)
 				}
 			}
 		}
-		for (int i = 0; i < r->njobs && !D->shutting_down; i++) {
+		while (r->first_open < r->njobs && !open_job(&r->jobs[r->first_open]))
+			r->first_open++;
+		for (int i = r->first_open; i < r->njobs && !D->shutting_down; i++) {
 			struct sjob *j = &r->jobs[i];
-			if (j->st != JS_PENDING && j->st != JS_RETRYING)
+			if (!open_job(j))
 				continue;
+			/* Full, and no retry whose time the timer must know. */
+			if (D->running >= D->conf->max_jobs && r->nretrying == 0)
+				break;
 			if (j->st == JS_RETRYING && j->next_at > now) {
 				if (next == 0 || j->next_at < next)
 					next = j->next_at;

@@ -1,46 +1,49 @@
 /*
- * pipeline-shim: the parent of every job process (the containerd-shim /
+ * pipeline-shim: the parent of job processes (the containerd-shim /
  * conmon pattern), so that jobs outlive the daemon.
  *
  *   pipeline-shim -d DIR -l LOG [-c CWD] -- PROGRAM [ARG...]
- *   pipeline-shim -Z FD          (the zygote: see below)
+ *   pipeline-shim -G FD          (a run's shim: see below)
  *
- * It starts a session of its own, locks DIR (flock), runs PROGRAM in a new
- * process group with stdin from /dev/null and stdout/stderr appended to
- * LOG, records
- * DIR/shim.json (its pid and start time, the child's pid and process
- * group), waits, and writes DIR/exit.json atomically with the child's real
- * exit status. SIGTERM, SIGINT and SIGHUP sent to the shim are forwarded to
- * the child's process group. The job's own progress goes to DIR/events
- * (PL_EVENTS), written by the job itself.
+ * The first form supervises one process: it starts a session of its own,
+ * locks DIR (flock), runs PROGRAM in a new process group with stdin from
+ * /dev/null and stdout/stderr appended to LOG, records DIR/shim.json (its
+ * pid and start time, the child's pid and process group), waits, and
+ * writes DIR/exit.json atomically with the child's real exit status.
+ * SIGTERM, SIGINT and SIGHUP sent to the shim are forwarded to the child's
+ * process group. The job's own progress goes to DIR/events (PL_EVENTS),
+ * written by the job itself. The slurm executor runs this form in its
+ * batch scripts; the daemon uses it when a run's shim cannot be had.
  *
- * The zygote. Executing a program costs about a millisecond here (the
- * dynamic loader's start-up dominates), more than a short job itself, so
- * the daemon starts one long-lived `pipeline-shim -Z FD` and asks it for
- * shims over a SOCK_SEQPACKET socket on FD: each request is one message
- * (uint32 argc, uint32 envc, then argc + envc NUL-terminated strings: the
- * shim command line above and the environment); the zygote forks, the
- * child runs the shim exactly as if it had been executed with that command
- * line and environment, and the zygote replies {int32 pid, int32 errno,
- * uint64 start time} with a pidfd of the shim attached (SCM_RIGHTS). The
- * zygote reaps its children and exits when the daemon's end closes: the
- * shims it made live on, like every shim. A zygote in a session of its
- * own keeps terminal signals meant for the daemon away from the jobs.
+ * A run's shim (-G). Executing a program costs about a millisecond here
+ * (the dynamic loader's start-up dominates), a shim process per job
+ * another fork and exit: more than a short job itself. So the daemon
+ * starts one shim per run (the containerd shim-v2 pattern: one shim per
+ * pod): `pipeline-shim -G FD`, in a session of its own, takes requests
+ * over the SOCK_SEQPACKET socket FD. A request is one
+ * message: uint32 argc, uint32 envc, then argc + envc NUL-terminated
+ * strings: the first form's command line and the environment. The shim
+ * does for that process exactly what the first form does (the lock, the
+ * log, the process group, shim.json, exit.json), as the parent of every
+ * process of the run, and replies {int32 pid, int32 errno, uint64 start}
+ * (its own pid and start time) with the read end of a pipe attached
+ * (SCM_RIGHTS) whose write end it closes once exit.json is in place. It
+ * exits when the daemon's end is closed (the run ended, or the daemon
+ * went) and its last child has ended.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <stdint.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,17 +65,20 @@ starttime(pid_t pid)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
 		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
 	buf[n] = '\0';
 	char *p = strrchr(buf, ')');
 	if (p == NULL)
 		return 0;
 	int field = 2;
-	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+	char *save = NULL;
+	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
 		if (++field == 22)
 			return strtoull(tok, NULL, 10);
 	return 0;
@@ -100,66 +106,170 @@ write_atomic(int dirfd, const char *name, const char *text)
 	return renameat(dirfd, tmp, dirfd, name);
 }
 
+static double
+now_s(void)
+{
+	struct timeval t;
+	gettimeofday(&t, NULL);
+	return t.tv_sec + t.tv_usec / 1e6;
+}
+
+static void
+record_shim(int dirfd, pid_t shim, unsigned long long start, pid_t child)
+{
+	char host[256] = "", text[1024];
+	gethostname(host, sizeof(host) - 1);
+	snprintf(text, sizeof(text),
+	    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,\"host\":\"%s\"}\n",
+	    (int)shim, start, (int)child, (int)child, host);
+	write_atomic(dirfd, "shim.json", text);
+}
+
+static int
+record_exit(int dirfd, int status, double t0)
+{
+	char text[256];
+	snprintf(text, sizeof(text),
+	    "{\"exited\":%d,\"status\":%d,\"signal\":%d,\"start\":%.3f,\"end\":%.3f}\n",
+	    WIFEXITED(status) ? 1 : 0, WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+	    WIFSIGNALED(status) ? WTERMSIG(status) : 0, t0, now_s());
+	return write_atomic(dirfd, "exit.json", text);
+}
+
+/* One process's supervision, as the command line asks for it. */
+struct sup {
+	const char *dir, *logp, *cwd;
+	char **argv;
+	int dirfd, logfd;
+	double t0;
+};
+
+static int
+parse_args(int argc, char **argv, struct sup *s, int *group_fd)
+{
+	int opt;
+	memset(s, 0, sizeof(*s));
+	*group_fd = -1;
+	optind = 0; /* a full restart of getopt: a run's shim parses many */
+	while ((opt = getopt(argc, argv, "+d:l:c:G:")) != -1) {
+		switch (opt) {
+		case 'd': s->dir = optarg; break;
+		case 'l': s->logp = optarg; break;
+		case 'c': s->cwd = optarg; break;
+		case 'G': *group_fd = atoi(optarg); return 0;
+		default: return -1;
+		}
+	}
+	if (s->dir == NULL || s->logp == NULL || optind >= argc)
+		return -1;
+	s->argv = argv + optind;
+	return 0;
+}
+
+/* Lock DIR and open LOG: 0, or -1 with a message on stderr. */
+static int
+sup_open(struct sup *s)
+{
+	/* The records are written relative to the directory: a relative DIR
+	 * means the same after a chdir. The lock is the directory itself
+	 * (flock works on a directory's descriptor): no file to create. */
+	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dirfd == -1 || flock(s->dirfd, LOCK_EX | LOCK_NB) == -1) {
+		fprintf(stderr, "pipeline-shim: %s: %s\n", s->dir,
+		    s->dirfd == -1 ? strerror(errno) : "another shim holds its lock");
+		if (s->dirfd >= 0)
+			close(s->dirfd);
+		return -1;
+	}
+	s->logfd = open(s->logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (s->logfd == -1) {
+		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, strerror(errno));
+		close(s->dirfd);
+		return -1;
+	}
+	s->t0 = now_s();
+	return 0;
+}
+
+/* Start the child: its own process group, stdin from /dev/null, stdout
+ * and stderr to the log, in CWD, with envp and the signal mask `mask`.
+ * posix_spawn (a vfork): nothing of the shim's memory is copied for a
+ * child that only execs. The pid, or -1 with *status set to what the shim
+ * records for a program that could not start (127: not found, 126). */
+static pid_t
+sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
+{
+	if (s->cwd) {
+		int cfd = open(s->cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (cfd == -1) {
+			dprintf(s->logfd, "pipeline-shim: chdir %s: %s\n", s->cwd, strerror(errno));
+			*status = 126 << 8;
+			return -1;
+		}
+		close(cfd);
+	}
+	posix_spawnattr_t at;
+	posix_spawn_file_actions_t fa;
+	sigset_t def;
+	sigfillset(&def);
+	sigdelset(&def, SIGKILL);
+	sigdelset(&def, SIGSTOP);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+	    POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setsigmask(&at, mask);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, s->logfd, 1);
+	posix_spawn_file_actions_adddup2(&fa, s->logfd, 2);
+	if (s->cwd)
+		posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
+	pid_t pid = -1;
+	int rc = posix_spawnp(&pid, s->argv[0], &fa, &at, s->argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (rc != 0) {
+		dprintf(s->logfd, "pipeline-shim: cannot run %s: %s\n", s->argv[0], strerror(rc));
+		*status = (rc == ENOENT ? 127 : 126) << 8;
+		return -1;
+	}
+	setpgid(pid, pid); /* done by the spawn already; harmless */
+	return pid;
+}
+
 static void
 usage(void)
 {
 	fprintf(stderr, "usage: pipeline-shim -d DIR -l LOG [-c CWD] -- PROGRAM [ARG...]\n"
-	    "       pipeline-shim -Z FD\n");
+	    "       pipeline-shim -G FD\n");
 	exit(2);
 }
 
-static int zygote(int sock);
+static int run_shim(int sock);
 
 int
 main(int argc, char **argv)
 {
-	const char *dir = NULL, *logp = NULL, *cwd = NULL;
-	int opt;
-	optind = 1;
-	while ((opt = getopt(argc, argv, "+d:l:c:Z:")) != -1) {
-		switch (opt) {
-		case 'd': dir = optarg; break;
-		case 'l': logp = optarg; break;
-		case 'c': cwd = optarg; break;
-		case 'Z': return zygote(atoi(optarg));
-		default: usage();
-		}
-	}
-	if (dir == NULL || logp == NULL || optind >= argc)
+	struct sup s;
+	int gfd;
+	if (parse_args(argc, argv, &s, &gfd) == -1)
 		usage();
-	char **cargv = argv + optind;
+	if (gfd >= 0)
+		return run_shim(gfd);
 
 	setsid();
-	/* The records are written relative to the directory, so that a
-	 * relative DIR survives the chdir to CWD. */
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	/* The lock is the directory itself (flock works on a directory's
-	 * descriptor): no file to create per process. */
-	if (dirfd == -1 || flock(dirfd, LOCK_EX | LOCK_NB) == -1) {
-		fprintf(stderr, "pipeline-shim: %s: %s\n", dir,
-		    dirfd == -1 ? strerror(errno) : "another shim holds its lock");
+	if (sup_open(&s) == -1)
 		return 2;
-	}
-	int logfd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	if (logfd == -1) {
-		fprintf(stderr, "pipeline-shim: %s: %s\n", logp, strerror(errno));
-		return 2;
-	}
-	struct timeval t0;
-	gettimeofday(&t0, NULL);
-	char events[4200];
-	snprintf(events, sizeof(events), "%s/events", dir);
-	if (events[0] != '/' && getenv("PL_EVENTS") == NULL) {
-		char *abs = realpath(dir, NULL);
-		if (abs) {
-			snprintf(events, sizeof(events), "%s/events", abs);
-			free(abs);
-		}
-	}
-	if (getenv("PL_EVENTS") == NULL)
+	if (getenv("PL_EVENTS") == NULL) {
+		char events[4200], *abs = realpath(s.dir, NULL);
+		snprintf(events, sizeof(events), "%s/events", abs ? abs : s.dir);
+		free(abs);
 		setenv("PL_EVENTS", events, 1);
+	}
 	if (getenv("PL_JOB_DIR") == NULL)
-		setenv("PL_JOB_DIR", dir, 1);
+		setenv("PL_JOB_DIR", s.dir, 1);
 
 	/* Block the forwarded signals until the child's group is known. */
 	sigset_t set, old;
@@ -168,48 +278,10 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, &old);
-
-	/* The child: its own process group, stdin from /dev/null, stdout and
-	 * stderr to the log, in CWD. posix_spawn (a vfork) rather than fork:
-	 * nothing of the shim's memory is copied for a child that only execs. */
 	int status = 0;
-	pid_t pid = -1;
-	if (cwd && chdir(cwd) == -1) {
-		dprintf(logfd, "pipeline-shim: chdir %s: %s\n", cwd, strerror(errno));
-		status = 126 << 8;
-	} else {
-		posix_spawnattr_t at;
-		posix_spawn_file_actions_t fa;
-		sigset_t def;
-		sigemptyset(&def);
-		sigaddset(&def, SIGTERM);
-		sigaddset(&def, SIGINT);
-		sigaddset(&def, SIGHUP);
-		sigaddset(&def, SIGPIPE);
-		sigaddset(&def, SIGCHLD);
-		posix_spawnattr_init(&at);
-		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-		    POSIX_SPAWN_SETSIGDEF);
-		posix_spawnattr_setpgroup(&at, 0);
-		posix_spawnattr_setsigmask(&at, &old);
-		posix_spawnattr_setsigdefault(&at, &def);
-		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-		posix_spawn_file_actions_adddup2(&fa, logfd, 1);
-		posix_spawn_file_actions_adddup2(&fa, logfd, 2);
-		int rc = posix_spawnp(&pid, cargv[0], &fa, &at, cargv, environ);
-		posix_spawn_file_actions_destroy(&fa);
-		posix_spawnattr_destroy(&at);
-		if (rc != 0) {
-			dprintf(logfd, "pipeline-shim: cannot run %s: %s\n", cargv[0], strerror(rc));
-			status = (rc == ENOENT ? 127 : 126) << 8;
-			pid = -1;
-		}
-	}
-	if (pid > 0) {
-		setpgid(pid, pid); /* done by the spawn already; harmless */
+	pid_t pid = sup_spawn(&s, environ, &old, &status);
+	if (pid > 0)
 		child_pgid = pid;
-	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = forward;
@@ -218,14 +290,8 @@ main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
-	char text[1024];
 	if (pid > 0) {
-		char host[256] = "";
-		gethostname(host, sizeof(host) - 1);
-		snprintf(text, sizeof(text),
-		    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,\"host\":\"%s\"}\n",
-		    (int)getpid(), starttime(getpid()), (int)pid, (int)pid, host);
-		write_atomic(dirfd, "shim.json", text);
+		record_shim(s.dirfd, getpid(), starttime(getpid()), pid);
 		while (waitpid(pid, &status, 0) == -1) {
 			if (errno != EINTR) {
 				status = 0;
@@ -233,38 +299,39 @@ main(int argc, char **argv)
 			}
 		}
 	}
-	struct timeval t1;
-	gettimeofday(&t1, NULL);
-	snprintf(text, sizeof(text),
-	    "{\"exited\":%d,\"status\":%d,\"signal\":%d,\"start\":%.3f,\"end\":%.3f}\n",
-	    WIFEXITED(status) ? 1 : 0, WIFEXITED(status) ? WEXITSTATUS(status) : 0,
-	    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-	    t0.tv_sec + t0.tv_usec / 1e6, t1.tv_sec + t1.tv_usec / 1e6);
-	if (write_atomic(dirfd, "exit.json", text) == -1) {
-		fprintf(stderr, "pipeline-shim: cannot record the exit in %s: %s\n", dir, strerror(errno));
+	if (record_exit(s.dirfd, status, s.t0) == -1) {
+		fprintf(stderr, "pipeline-shim: cannot record the exit in %s: %s\n", s.dir,
+		    strerror(errno));
 		return 1;
 	}
 	return 0;
 }
 
-/* ---- the zygote ------------------------------------------------------ */
+/* ---- a run's shim ------------------------------------------------------ */
 
-#define ZYGOTE_MAX (1 << 20)   /* a request's size limit: the daemon falls back to exec */
+#define REQ_MAX (1 << 20)   /* a request's size limit: the daemon falls back */
 
-struct zreply {
+struct child {
+	pid_t pid;
+	int dirfd;
+	int donefd;    /* the pipe's write end: closed once exit.json is in */
+	double t0;
+};
+
+struct reply {
 	int32_t pid;
 	int32_t err;
 	uint64_t start;
 };
 
 static void
-zreply(int sock, pid_t pid, int err, int pidfd)
+reply(int sock, int err, int fd, unsigned long long start)
 {
-	struct zreply r = { .pid = pid, .err = err, .start = pid > 0 ? starttime(pid) : 0 };
+	struct reply r = { .pid = getpid(), .err = err, .start = start };
 	struct iovec iov = { .iov_base = &r, .iov_len = sizeof(r) };
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (pidfd >= 0) {
+	if (fd >= 0) {
 		memset(&c, 0, sizeof(c));
 		m.msg_control = c.buf;
 		m.msg_controllen = sizeof(c.buf);
@@ -272,16 +339,16 @@ zreply(int sock, pid_t pid, int err, int pidfd)
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pidfd, sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
 	while (sendmsg(sock, &m, MSG_NOSIGNAL) == -1 && errno == EINTR)
 		;
 }
 
-/* Split a request into argv and envp (pointers into buf); -1 when it is
- * malformed. */
+/* Split a request into argv and envp (pointers into buf): argc, or -1
+ * when it is malformed. */
 static int
-zparse(char *buf, size_t len, char ***argvp, char ***envpp)
+parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 {
 	uint32_t ac, ec;
 	if (len < 8)
@@ -303,69 +370,116 @@ zparse(char *buf, size_t len, char ***argvp, char ***envpp)
 		v[i < ac ? i : i + 1] = buf + off;
 		off = (size_t)(nul - buf) + 1;
 	}
-	v[ac] = NULL;
-	v[ac + ec + 1] = NULL;
 	*argvp = v;
 	*envpp = v + ac + 1;
 	return (int)ac;
 }
 
 static int
-zygote(int sock)
+run_shim(int sock)
 {
-	setsid();
-	/* Nothing of the daemon's but the socket. */
+	setsid(); /* terminal signals meant for the daemon stay away */
 	for (int fd = 3; fd < 1024; fd++)
 		if (fd != sock)
 			close(fd);
-	sigset_t chld, none;
-	sigemptyset(&chld);
+	unsigned long long self_start = starttime(getpid());
+	sigset_t sigs, none;
+	sigemptyset(&sigs);
 	sigemptyset(&none);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	char *buf = malloc(ZYGOTE_MAX);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	char *buf = malloc(REQ_MAX);
+	struct child *kids = NULL;
+	int nkids = 0, cap = 0;
 	if (buf == NULL || sfd == -1)
 		return 1;
-	for (;;) {
-		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
-		if (poll(pf, 2, -1) == -1 && errno != EINTR)
+	while (sock >= 0 || nkids > 0) {
+		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = sock, .events = POLLIN } };
+		if (poll(pf, sock >= 0 ? 2 : 1, -1) == -1 && errno != EINTR)
 			return 1;
-		if (pf[1].revents) {
+		if (pf[0].revents) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) > 0)
-				;
-			while (waitpid(-1, NULL, WNOHANG) > 0)
-				;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					continue;
+				/* Forwarded to every process of the run. */
+				for (int i = 0; i < nkids; i++)
+					kill(-kids[i].pid, (int)si.ssi_signo);
+			}
+			int status;
+			pid_t pid;
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+				for (int i = 0; i < nkids; i++) {
+					if (kids[i].pid != pid)
+						continue;
+					record_exit(kids[i].dirfd, status, kids[i].t0);
+					close(kids[i].dirfd); /* and its lock */
+					close(kids[i].donefd);
+					kids[i] = kids[--nkids];
+					break;
+				}
+			}
 		}
-		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+		if (sock < 0 || !(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		ssize_t n = recv(sock, buf, ZYGOTE_MAX, MSG_TRUNC);
-		if (n == 0 || (n == -1 && errno != EINTR))
-			break; /* the daemon is gone */
+		ssize_t n = recv(sock, buf, REQ_MAX, MSG_TRUNC);
+		if (n == 0 || (n == -1 && errno != EINTR)) {
+			close(sock); /* the run ended or the daemon went */
+			sock = -1;
+			continue;
+		}
 		if (n == -1)
 			continue;
 		char **cargv, **cenv;
-		int ac = n > ZYGOTE_MAX ? -1 : zparse(buf, (size_t)n, &cargv, &cenv);
-		if (ac < 0) {
-			zreply(sock, -1, n > ZYGOTE_MAX ? E2BIG : EINVAL, -1);
+		int ac = n > REQ_MAX ? -1 : parse_request(buf, (size_t)n, &cargv, &cenv);
+		struct sup s;
+		int gfd;
+		if (ac < 0 || parse_args(ac, cargv, &s, &gfd) == -1 || gfd >= 0) {
+			if (ac >= 0)
+				free(cargv);
+			reply(sock, n > REQ_MAX ? E2BIG : EINVAL, -1, self_start);
 			continue;
 		}
-		pid_t pid = fork();
-		if (pid == 0) {
-			close(sock);
-			close(sfd);
-			signal(SIGPIPE, SIG_DFL);
-			sigprocmask(SIG_SETMASK, &none, NULL);
-			environ = cenv;
-			_exit(main(ac, cargv));
+		if (sup_open(&s) == -1) {
+			free(cargv);
+			reply(sock, EBUSY, -1, self_start);
+			continue;
 		}
-		int err = pid == -1 ? errno : 0;
-		int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-		zreply(sock, pid, err, pidfd);
-		if (pidfd >= 0)
-			close(pidfd);
+		int done[2];
+		if (pipe2(done, O_CLOEXEC) == -1) {
+			int e = errno;
+			close(s.dirfd);
+			close(s.logfd);
+			free(cargv);
+			reply(sock, e, -1, self_start);
+			continue;
+		}
+		int status = 0;
+		char **saved = environ;
+		environ = cenv; /* posix_spawnp looks PROGRAM up in this PATH */
+		pid_t pid = sup_spawn(&s, cenv, &none, &status);
+		environ = saved;
+		close(s.logfd);
+		if (pid > 0) {
+			record_shim(s.dirfd, getpid(), self_start, pid);
+			if (nkids == cap) {
+				cap = cap ? 2 * cap : 16;
+				kids = realloc(kids, (size_t)cap * sizeof(*kids));
+			}
+			kids[nkids++] = (struct child){ pid, s.dirfd, done[1], s.t0 };
+		} else {
+			/* It never ran: the record now, and the pipe closed. */
+			record_exit(s.dirfd, status, s.t0);
+			close(s.dirfd);
+			close(done[1]);
+		}
+		reply(sock, 0, done[0], self_start);
+		close(done[0]);
 		free(cargv);
 	}
 	return 0;

@@ -88,6 +88,6 @@ for base in /tmp ${MNT:+"$MNT"}; do
 	rm -rf "$TEST_TMP"
 done
 # The floor under the per-job cost: the same `true` jobs started through the
-# shim zygote alone, without the daemon (shim-floor.py), against make.
+# run shim alone, without the daemon (shim-floor.py), against make.
 BASE=${MNT:-/tmp} /usr/bin/python3 "$TOP/tests/bench/shim-floor.py"
 BASE=${MNT:-/tmp} J=1 /usr/bin/python3 "$TOP/tests/bench/shim-floor.py"

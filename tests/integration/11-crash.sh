@@ -99,32 +99,63 @@ wait_run term succeeded 30
 [ "$(cat "$O/sleeper")" = "start
 end" ] || fail "the job did not run exactly once across SIGTERM: $(cat "$O/sleeper")"
 events_gapless
-# The shim zygote (the one long-lived pipeline-shim -Z that forks the
-# per-job shims) killed: the next job gets a new zygote and runs; a program
-# that does not exist is recorded by its shim as exit status 127.
-printf '[first]\nstage = exec\ncommand = true\n' > "$S/zyg1.ini"
-pctl submit "$S/zyg1.ini" >/dev/null
-wait_run zyg1 succeeded 30
-zyg=$(pgrep -f "pipeline-shim -Z" -P "$PL_PID" | head -1)
-[ -n "$zyg" ] || fail "no shim zygote under the daemon"
-kill -9 "$zyg"
-cat > "$S/zyg.ini" <<INI
-[after-zygote]
+# A run's processes have one shim, the run's (pipeline-shim -G, the
+# daemon's child): two jobs running at once share it, another run has its
+# own; a program that does not exist is recorded as exit status 127.
+cat > "$S/grp.ini" <<INI
+[p1]
 stage = exec
-command = echo ran >> $O/zyg
+command = sleep 1.5
+[p2]
+stage = exec
+command = sleep 1.5
 [missing]
 stage = exec
 command = /nonexistent/program
 INI
-pctl submit "$S/zyg.ini" >/dev/null
-wait_run zyg failed 30
-[ "$(cat "$O/zyg")" = ran ] || fail "no job ran after the zygote was killed"
-[ "$(db "SELECT state FROM jobs WHERE name = 'after-zygote'")" = succeeded ] || fail "after-zygote did not succeed"
-ex=$(cat "$TEST_TMP/state/runs/zyg/missing/attempt-1/main/exit.json")
+printf '[q1]\nstage = exec\ncommand = sleep 1.5\n' > "$S/other.ini"
+pctl submit "$S/grp.ini" >/dev/null
+pctl submit "$S/other.ini" >/dev/null
+G=$TEST_TMP/state/runs
+for _ in $(seq 1 50); do
+	[ -f "$G/grp/p1/attempt-1/main/shim.json" ] && [ -f "$G/grp/p2/attempt-1/main/shim.json" ] &&
+	    [ -f "$G/other/q1/attempt-1/main/shim.json" ] && break
+	sleep 0.1
+done
+key() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+s1=$(key "$G/grp/p1/attempt-1/main/shim.json" shim_pid)
+s2=$(key "$G/grp/p2/attempt-1/main/shim.json" shim_pid)
+s3=$(key "$G/other/q1/attempt-1/main/shim.json" shim_pid)
+[ "$s1" = "$s2" ] || fail "two jobs of a run have different shims: $s1 $s2"
+[ "$s1" != "$s3" ] || fail "two runs share a shim"
+tr '\0' ' ' < "/proc/$s1/cmdline" | grep -q "pipeline-shim -G" || fail "$s1 is not a run shim"
+[ "$(ps -o ppid= -p "$(key "$G/grp/p1/attempt-1/main/shim.json" child_pid)" | tr -d ' ')" = "$s1" ] ||
+    fail "p1's process is not the run shim's child"
+wait_run grp failed 30
+wait_run other succeeded 30
+ex=$(cat "$G/grp/missing/attempt-1/main/exit.json")
 echo "$ex" | grep -q '"status":127' || fail "missing program: exit record $ex"
-grep -q "cannot run /nonexistent/program" "$TEST_TMP/state/runs/zyg/missing/job.log" || fail "missing program: no message in the job log"
-zyg2=$(pgrep -f "pipeline-shim -Z" -P "$PL_PID" | head -1)
-[ -n "$zyg2" ] && [ "$zyg2" != "$zyg" ] || fail "no new zygote"
+grep -q "cannot run /nonexistent/program" "$G/grp/missing/job.log" || fail "missing program: no message in the job log"
+# Once its run has ended, the run's shim goes.
+alive() { ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }   # a zombie waits to be reaped: gone
+for _ in $(seq 1 50); do alive "$s1" || break; sleep 0.1; done
+alive "$s1" && fail "the shim of an ended run is still there"
+# A run shim killed while its run waits (a retry's backoff): the next
+# attempt gets a new one.
+cat > "$S/rshim.ini" <<INI
+[flaky]
+stage = exec
+retries = 1
+retry_backoff = 2s
+command = [ \$PL_ATTEMPT -ge 2 ]
+INI
+pctl submit "$S/rshim.ini" >/dev/null
+for _ in $(seq 1 50); do [ -f "$G/rshim/flaky/attempt-1/main/exit.json" ] && break; sleep 0.1; done
+old=$(key "$G/rshim/flaky/attempt-1/main/shim.json" shim_pid)
+kill -9 "$old"
+wait_run rshim succeeded 30
+new=$(key "$G/rshim/flaky/attempt-2/main/shim.json" shim_pid)
+[ "$new" != "$old" ] || fail "the retry ran under the killed shim's pid"
 integrity_ok
 pl_stop
 echo ok
