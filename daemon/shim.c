@@ -210,10 +210,15 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 	}
 	posix_spawnattr_t at;
 	posix_spawn_file_actions_t fa;
+	/* Back to the default: what a shim ignores, blocks or handles (not
+	 * every signal: glibc then makes one sigaction call per signal). */
 	sigset_t def;
-	sigfillset(&def);
-	sigdelset(&def, SIGKILL);
-	sigdelset(&def, SIGSTOP);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	sigaddset(&def, SIGCHLD);
+	sigaddset(&def, SIGTERM);
+	sigaddset(&def, SIGINT);
+	sigaddset(&def, SIGHUP);
 	posix_spawnattr_init(&at);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 	    POSIX_SPAWN_SETSIGDEF);
