@@ -72,6 +72,15 @@ struct executor {
 	void (*release)(struct proc *p);
 };
 
+/* A run's shim's reply to a request (shim.c), sent with the read end of
+ * the process's pipe attached (SCM_RIGHTS): the shim's own pid and start
+ * time, or errno when it could not start the process. */
+struct shim_reply {
+	int32_t pid;
+	int32_t err;
+	uint64_t start;
+};
+
 /* exec_local.c. exec_local_run_shims(1): start each run's processes
  * through one shim per run (pipelined does; started at the run's first
  * process, replaced when it dies); exec_local_run_done(run): the run

@@ -158,7 +158,7 @@ rshim_spawn(struct rshim *r, struct proc *p, char *const argv[], char *const env
 	free(buf);
 	if (n == -1)
 		return errno == EMSGSIZE ? 1 : -1;
-	struct { int32_t pid; int32_t err; uint64_t start; } rep;
+	struct shim_reply rep;
 	struct iovec iov = { .iov_base = &rep, .iov_len = sizeof(rep) };
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,

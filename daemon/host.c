@@ -752,6 +752,15 @@ free_vec(char **v)
 	free(v);
 }
 
+/* A process's row, committed on its own. */
+static void
+proc_save(pl_job *j, const struct proc *p, int64_t offset)
+{
+	store_begin(j->store);
+	store_proc_update(j->store, p, offset);
+	store_commit(j->store);
+}
+
 static int
 h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
@@ -860,9 +869,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			h_log(j, PL_LOG_ERROR, "spawn %s: could not start the shim", spec->name);
 			if (j->store) {
 				p.state = PROC_LOST;
-				store_begin(j->store);
-				store_proc_update(j->store, &p, r.offset);
-				store_commit(j->store);
+				proc_save(j, &p, r.offset);
 			}
 			return PL_ECHILD;
 		}
@@ -870,11 +877,8 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		 * before it replied, so a daemon that dies before this is
 		 * committed finds them there (local_adopt): no commit of its
 		 * own for that case, the next one carries it. */
-		if (j->store && (p.ex != &exec_local || p.child)) {
-			store_begin(j->store);
-			store_proc_update(j->store, &p, r.offset);
-			store_commit(j->store);
-		}
+		if (j->store && (p.ex != &exec_local || p.child))
+			proc_save(j, &p, r.offset);
 	}
 	pthread_mutex_lock(&j->lock);
 	j->cur = &p;
@@ -964,20 +968,14 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	if (j->store && p.ex == &exec_local && j->mode == JOB_MODE_RUN) {
 		/* Written with the job's end (job_flush_final): an earlier
 		 * process's row first, on its own. */
-		if (j->has_final) {
-			store_begin(j->store);
-			job_flush_final(j);
-			store_commit(j->store);
-		}
+		if (j->has_final)
+			proc_save(j, &j->final, j->final_offset);
 		j->final = p;
 		j->final.pidfd = -1;
 		j->final_offset = r.offset;
 		j->has_final = 1;
-	} else if (j->store) {
-		store_begin(j->store);
-		store_proc_update(j->store, &p, r.offset);
-		store_commit(j->store);
-	}
+	} else if (j->store)
+		proc_save(j, &p, r.offset);
 	p.ex->release(&p);
 	if (p.end_class[0]) {
 		/* A batch system's verdict (timeout, oom, preempted, node_fail,

@@ -161,6 +161,16 @@ res_take(struct sjob *j, int sign)
 	j->holds_res = sign > 0;
 }
 
+/* Whether j has a thread, counted for its run and the daemon. */
+static void
+set_running(struct sjob *j, int on)
+{
+	int d = on - j->running;
+	j->running = on;
+	j->run->nrunning += d;
+	D->running += d;
+}
+
 /* Job threads are kept for a while after their job and reused: creating
  * and tearing down a thread per job cost more than a short job's own
  * bookkeeping. A thread hands its job back on the finished list (its last
@@ -169,13 +179,13 @@ res_take(struct sjob *j, int sign)
 static pthread_mutex_t pool_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
 static struct sjob *pool_work;   /* jobs handed over, not yet taken */
-static int pool_idle;            /* threads waiting for work */
+static int pool_free;            /* waiting threads no job was handed to yet */
 
 static void *
 job_thread(void *arg)
 {
 	struct sjob *j = arg;
-	for (;;) {
+	while (j != NULL) {
 		j->rc = j->reg->st->run(j->pj);
 		pthread_mutex_lock(&done_mtx);
 		j->done_next = done_head;
@@ -187,34 +197,29 @@ job_thread(void *arg)
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += POOL_IDLE_S;
-		pool_idle++;
+		pool_free++;
 		while (pool_work == NULL &&
 		    pthread_cond_timedwait(&pool_cv, &pool_mtx, &until) == 0)
 			;
-		pool_idle--;
 		j = pool_work;
 		if (j != NULL)
-			pool_work = j->done_next;
+			pool_work = j->done_next; /* handed over: counted off already */
+		else
+			pool_free--;              /* timed out idle: this thread goes */
 		pthread_mutex_unlock(&pool_mtx);
-		if (j == NULL)
-			return NULL;
 	}
+	return NULL;
 }
 
-/* Run j's stage on a pooled thread, or a new one. */
+/* Run j's stage on a waiting thread, or a new one. */
 static int
 job_thread_start(struct sjob *j)
 {
 	pthread_mutex_lock(&pool_mtx);
-	int n = 0;
-	for (struct sjob *w = pool_work; w; w = w->done_next)
-		n++;
-	if (pool_idle > n) {
-		j->done_next = NULL;
-		struct sjob **t = &pool_work;
-		while (*t)
-			t = &(*t)->done_next;
-		*t = j;
+	if (pool_free > 0) {
+		pool_free--;
+		j->done_next = pool_work;
+		pool_work = j;
 		pthread_cond_signal(&pool_cv);
 		pthread_mutex_unlock(&pool_mtx);
 		return 0;
@@ -287,16 +292,12 @@ job_launch(struct sjob *j, int adopt)
 	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
 	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
 	j->pj = pj;
-	j->running = 1;
-	r->nrunning++;
+	set_running(j, 1);
 	if (!j->holds_res)
 		res_take(j, 1);
-	D->running++;
 	if (job_thread_start(j) != 0) {
 		log_warn("%s: pthread_create", __func__);
-		j->running = 0;
-		r->nrunning--;
-		D->running--;
+		set_running(j, 0);
 		res_take(j, -1);
 		job_free(pj);
 		j->pj = NULL;
@@ -346,9 +347,7 @@ backoff(const struct sjob *j)
 static void
 job_finished(struct sjob *j)
 {
-	j->running = 0;
-	j->run->nrunning--;
-	D->running--;
+	set_running(j, 0);
 	res_take(j, -1);
 	struct pl_job *pj = j->pj;
 	int rc = j->rc;
@@ -425,6 +424,14 @@ open_job(const struct sjob *j)
 	return j->st == JS_PENDING || j->st == JS_RETRYING;
 }
 
+/* Move first_open past the jobs that are no longer pending or retrying. */
+static void
+advance_open(struct srun *r)
+{
+	while (r->first_open < r->njobs && !open_job(&r->jobs[r->first_open]))
+		r->first_open++;
+}
+
 static void
 run_finish_check(struct srun *r)
 {
@@ -463,8 +470,7 @@ sched_kick(void)
 	for (struct srun *r = D->runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
-		while (r->first_open < r->njobs && !open_job(&r->jobs[r->first_open]))
-			r->first_open++;
+		advance_open(r);
 		/* Skips propagate until nothing changes (only after a job
 		 * failed, was cancelled or skipped). */
 		for (int changed = r->failed || r->cancel; changed;) {
@@ -491,8 +497,7 @@ sched_kick(void)
 				}
 			}
 		}
-		while (r->first_open < r->njobs && !open_job(&r->jobs[r->first_open]))
-			r->first_open++;
+		advance_open(r);
 		for (int i = r->first_open; i < r->njobs && !D->shutting_down; i++) {
 			struct sjob *j = &r->jobs[i];
 			if (!open_job(j))

@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec.h"
+
 extern char **environ;
 
 static volatile sig_atomic_t child_pgid;
@@ -323,16 +325,10 @@ struct child {
 	double t0;
 };
 
-struct reply {
-	int32_t pid;
-	int32_t err;
-	uint64_t start;
-};
-
 static void
 reply(int sock, int err, int fd, unsigned long long start)
 {
-	struct reply r = { .pid = getpid(), .err = err, .start = start };
+	struct shim_reply r = { .pid = getpid(), .err = err, .start = start };
 	struct iovec iov = { .iov_base = &r, .iov_len = sizeof(r) };
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
