@@ -3,12 +3,13 @@
  * tensor_fix). It loads a plugin with dlopen as the daemon does, hands it
  * this table, and runs a stage with key=value pairs, recording the failure
  * message, the artifacts, progress calls and events; cancellation can be
- * armed to fire after a number of cancelled() calls. Header-only: include
- * it in one test file.
+ * armed to fire after a number of cancelled() calls; sh() and entries()
+ * serve both tests. Header-only: include it in one test file.
  */
 #ifndef MINIHOST_H
 #define MINIHOST_H
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,9 +17,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pipeline/plugin.h"
+
+/* Run a shell command made with printf's format: its exit status. */
+static int sh(const char *fmt, ...) PL_PRINTF(1, 2);
+static int
+sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int rc = system(cmd);
+	return rc == -1 ? -1 : WEXITSTATUS(rc);
+}
+
+/* How many entries dir holds (0 when it is gone): a test that expects
+ * none sees every temporary and partial output left behind. */
+static int
+entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
 
 struct pl_job {
 	const struct pl_stage *st;

@@ -28,36 +28,6 @@ static const struct pl_stage *merge;
 	__FILE__, __LINE__, #c); failures++; } } while (0)
 
 static int
-sh(const char *fmt, ...) PL_PRINTF(1, 2);
-static int
-sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int rc = system(cmd);
-	return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
-
-/* Nothing but the expected entries in dir: no temporaries, no partial output. */
-static int
-entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int n = 0;
-	if (d == NULL)
-		return 0;
-	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
-}
-
-static int
 run_merge(pl_job *j, const char *base, const char *adapter, const char *out, int cancel_after,
     const char *extra)
 {

@@ -31,34 +31,6 @@ static const struct pl_stage *fix;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
 	__FILE__, __LINE__, #c); failures++; } } while (0)
 
-static int sh(const char *fmt, ...) PL_PRINTF(1, 2);
-static int
-sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int rc = system(cmd);
-	return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
-
-static int
-entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int n = 0;
-	if (d == NULL)
-		return 0;
-	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
-}
-
 static int
 run_fix(pl_job *j, const char *input, const char *output, int cancel_after,
     const char *e1, const char *e2, const char *e3)
