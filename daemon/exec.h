@@ -34,7 +34,10 @@ enum proc_state {
 };
 
 struct proc {
-	int64_t id;                  /* procs.id in the store */
+	int64_t id;                  /* procs.id in the store; 0: no row yet */
+	int64_t attempt_id;          /* for the row's first write */
+	char name[104];              /* the process's name in its attempt */
+	double started;              /* wall clock at the start request */
 	const struct executor *ex;
 	char dir[PATH_MAX];          /* the process directory (see above) */
 	char log[PATH_MAX];          /* the job log the shim appends to */

@@ -754,7 +754,7 @@ free_vec(char **v)
 
 /* A process's row, committed on its own. */
 static void
-proc_save(pl_job *j, const struct proc *p, int64_t offset)
+proc_save(pl_job *j, struct proc *p, int64_t offset)
 {
 	store_begin(j->store);
 	store_proc_update(j->store, p, offset);
@@ -784,11 +784,30 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	else
 		snprintf(p.dir, sizeof(p.dir), "%s/.pl/%s", j->workdir, spec->name);
 
+	p.attempt_id = j->attempt_id;
+	snprintf(p.name, sizeof(p.name), "%s", spec->name);
+	p.started = now_wall();
+
 	struct evreader r = { .j = j, .p = &p, .spec = spec, .out = out };
 	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
 	int adopt = 0;
 	double t0 = now_mono();
+	/* A local process of a stage that can be re-entered gets no row
+	 * before it starts: the shim's shim.json (written before the start is
+	 * confirmed) and exit.json are the record until its first events or
+	 * its end write one, and a re-entered job reads them (below). Other
+	 * stages' jobs are killed, not re-entered, after a restart: their
+	 * processes are found by their rows, written first. */
+	int row_first = j->store && (p.ex != &exec_local || j->reg == NULL ||
+	    !(j->reg->st->flags & PL_STAGE_ADOPTABLE));
+	struct stat sb;
 	struct proc_row row;
+	if (j->store && j->has_final && strcmp(j->final.name, spec->name) == 0) {
+		/* The same name again in this attempt: its row first, so that
+		 * the lookup below finds it, as for any ended process. */
+		proc_save(j, &j->final, j->final_offset);
+		j->has_final = 0;
+	}
 	if (j->store && store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0) {
 		/* Re-entered after a restart: this process was started before. */
 		p.id = row.id;
@@ -815,7 +834,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			out->adopted = 1;
 			job_logf(j, "re-adopted %s (state %d)", spec->name, p.state);
 		}
-	} else if (j->store) {
+	} else if (row_first) {
 		if (store_begin(j->store) == -1)
 			return PL_EIO;
 		if (store_proc_insert(j->store, j->attempt_id, spec->name, p.ex->name, p.dir,
@@ -824,9 +843,19 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			return PL_EIO;
 		}
 		store_commit(j->store);
+	} else if (j->adopted && stat(p.dir, &sb) == 0) {
+		/* Re-entered, no row, and the directory is there: the shim
+		 * may have started it before the daemon stopped. */
+		if (p.ex->adopt(&p) == -1)
+			return PL_EIO;
+		if (p.state != PROC_STARTING) {
+			adopt = 1;
+			out->adopted = 1;
+			job_logf(j, "re-adopted %s (state %d, from its directory)", spec->name,
+			    p.state);
+		}
 	}
 	if (!adopt) {
-		struct stat sb;
 		int fresh = stat(p.dir, &sb) == -1;
 		if (plc_mkdirs(p.dir, 0750) == -1) {
 			h_log(j, PL_LOG_ERROR, "spawn: %s: %s", p.dir, strerror(errno));

@@ -47,6 +47,12 @@ default_conf(void)
 static void notify_status(void);
 
 static void
+on_check(uv_check_t *c)
+{
+	feed_flush();
+}
+
+static void
 on_wake(uv_async_t *a)
 {
 	sched_wake();
@@ -142,6 +148,7 @@ main(int argc, char **argv)
 	static struct daemon d;
 	static struct conf conf;
 	D = &d;
+	d.loop_thread = pthread_self();
 	D->runs_tail = &D->runs;
 	char *errs = NULL;
 	if (conf_load(&conf, conf_path, &errs) == -1) {
@@ -191,6 +198,9 @@ main(int argc, char **argv)
 
 	D->loop = uv_default_loop();
 	uv_async_init(D->loop, &D->wake, on_wake);
+	uv_check_init(D->loop, &D->flush);
+	uv_check_start(&D->flush, on_check);
+	uv_unref((uv_handle_t *)&D->flush);
 	uv_signal_init(D->loop, &sig_term);
 	uv_signal_start(&sig_term, on_term, SIGTERM);
 	uv_signal_init(D->loop, &sig_int);

@@ -236,7 +236,8 @@ int	store_proc_find(struct store *s, int64_t attempt_id, const char *name,
 	    struct proc_row *row);
 int	store_proc_insert(struct store *s, int64_t attempt_id, const char *name,
 	    const char *executor, const char *dir, int64_t *id);
-int	store_proc_update(struct store *s, const struct proc *p, int64_t events_offset);
+/* Write p's row: inserted (p->id set) when it has none yet. */
+int	store_proc_update(struct store *s, struct proc *p, int64_t events_offset);
 /* Live procs of an attempt (for killing before a requeue). */
 int	store_attempt_procs(struct store *s, int64_t attempt_id,
 	    struct proc_row **rows, int *n);
@@ -333,6 +334,9 @@ struct daemon {
 	struct store *store;
 	uv_loop_t *loop;
 	uv_async_t wake;        /* job threads and the store -> the loop */
+	uv_check_t flush;       /* after each loop pass: deliver what the loop
+	                           thread itself announced (no self-wake) */
+	pthread_t loop_thread;
 	uv_timer_t timer;       /* the next retry */
 	int shutting_down;
 	struct srun *runs, **runs_tail;

@@ -220,8 +220,8 @@ job_thread_start(struct sjob *j)
 		pool_free--;
 		j->done_next = pool_work;
 		pool_work = j;
-		pthread_cond_signal(&pool_cv);
 		pthread_mutex_unlock(&pool_mtx);
+		pthread_cond_signal(&pool_cv);
 		return 0;
 	}
 	pthread_mutex_unlock(&pool_mtx);
@@ -257,6 +257,55 @@ executor_opts(struct sjob *j)
 		s = n;
 	}
 	return s;
+}
+
+/* Jobs launched inside sched_wake's transaction are handed to their
+ * threads once it has committed: a thread handed its job earlier would
+ * only wait for the store's lock (and make the loop wait to wake it). */
+static int handoff_hold;
+static struct sjob *handoff, **handoff_tail = &handoff;
+
+/* Undo job_launch's bookkeeping for a job whose thread did not start. */
+static void
+launch_undo(struct sjob *j)
+{
+	log_warn("%s: %s/%s: pthread_create", __func__, j->run->name, j->sec->name);
+	set_running(j, 0);
+	res_take(j, -1);
+	job_free(j->pj);
+	j->pj = NULL;
+}
+
+/* A started attempt that could not be launched: record it failed. */
+static void
+start_failed(struct sjob *j)
+{
+	store_begin(D->store);
+	store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, "could not start");
+	store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0,
+	    "could not start the job thread");
+	store_commit(D->store);
+	set_state(j, "failed");
+}
+
+/* Hand the held jobs to their threads (after the commit). */
+static void
+handoff_release(void)
+{
+	handoff_hold = 0;
+	int failed = 0;
+	while (handoff != NULL) {
+		struct sjob *j = handoff;
+		handoff = j->done_next;
+		if (job_thread_start(j) != 0) {
+			launch_undo(j);
+			start_failed(j);
+			failed = 1;
+		}
+	}
+	handoff_tail = &handoff;
+	if (failed)
+		sched_kick();
 }
 
 /* Build the job's pl_job and start its thread. adopt: re-enter the
@@ -295,12 +344,14 @@ job_launch(struct sjob *j, int adopt)
 	set_running(j, 1);
 	if (!j->holds_res)
 		res_take(j, 1);
+	if (handoff_hold) {
+		j->done_next = NULL;
+		*handoff_tail = j;
+		handoff_tail = &j->done_next;
+		return 0;
+	}
 	if (job_thread_start(j) != 0) {
-		log_warn("%s: pthread_create", __func__);
-		set_running(j, 0);
-		res_take(j, -1);
-		job_free(pj);
-		j->pj = NULL;
+		launch_undo(j);
 		return -1;
 	}
 	return 0;
@@ -325,14 +376,8 @@ job_start(struct sjob *j)
 		return;
 	}
 	set_state(j, "running");
-	if (job_launch(j, 0) == -1) {
-		store_begin(D->store);
-		store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, "could not start");
-		store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0,
-		    "could not start the job thread");
-		store_commit(D->store);
-		set_state(j, "failed");
-	}
+	if (job_launch(j, 0) == -1)
+		start_failed(j);
 }
 
 static double
@@ -399,8 +444,11 @@ sched_wake(void)
 	/* One transaction for the endings and the starts they allow (the
 	 * nested begin/commit pairs join it): one commit, then the
 	 * announcements, instead of one commit per change. Job threads started
-	 * here wait for the store until it commits. */
-	int txn = store_begin(D->store) == 0;
+	 * here wait for the store until it commits. A wake with no ending
+	 * (announcements from other threads) opens none: a pass that starts
+	 * nothing writes nothing. */
+	int txn = list != NULL && store_begin(D->store) == 0;
+	handoff_hold = txn;
 	while (list) {
 		struct sjob *n = list->done_next;
 		job_finished(list);
@@ -409,6 +457,7 @@ sched_wake(void)
 	sched_kick();
 	if (txn)
 		store_commit(D->store);
+	handoff_release();
 	feed_flush();
 }
 

@@ -9,6 +9,16 @@
  *
  * synchronous=NORMAL: in WAL mode a commit survives the death of the
  * process (kill -9) but the last commits may be lost to a power failure.
+ *
+ * Checkpoints run on a thread of their own, with a connection of their
+ * own: a checkpoint syncs the WAL and then the database file (two fsyncs,
+ * milliseconds each on a journaled file system), and on the writer's
+ * thread that stalled the scheduler every thousand pages or so. The
+ * writer's commit hook wakes the checkpointer once the WAL holds
+ * CKPT_PAGES (16 MB: a quarter of the syncs SQLite's default of 1000
+ * pages would make); past CKPT_INLINE (the checkpointer fell behind, or could
+ * not start) the writer checkpoints itself, as SQLite's own automatic
+ * checkpoint would.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +41,109 @@ struct store {
 	 * texts are literals: the pointer is the key, the text checks it). */
 	struct { const char *sql; sqlite3_stmt *st; } cache[48];
 	int ncache;
+	/* The checkpointer (see the top). */
+	char *path;
+	pthread_t ckpt_thr;
+	pthread_mutex_t ckpt_mtx;
+	pthread_cond_t ckpt_cv;
+	int ckpt_on, ckpt_ready, ckpt_want, ckpt_stop;
 };
+
+#define CKPT_PAGES 4000
+#define CKPT_INLINE 20000
+
+static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct store *s = arg;
+	if (pages < CKPT_PAGES)
+		return SQLITE_OK;
+	pthread_mutex_lock(&s->ckpt_mtx);
+	int on = s->ckpt_on;
+	if (on) {
+		s->ckpt_want = 1;
+		pthread_cond_signal(&s->ckpt_cv);
+	}
+	pthread_mutex_unlock(&s->ckpt_mtx);
+	if (!on || pages >= CKPT_INLINE)
+		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	return SQLITE_OK;
+}
+
+static void *
+ckpt_thread(void *arg)
+{
+	struct store *s = arg;
+	sqlite3 *db = NULL;
+	if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+	    NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("%s: %s: %s; checkpoints stay with the writer", __func__, s->path,
+		    db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		pthread_mutex_lock(&s->ckpt_mtx);
+		s->ckpt_on = 0;
+		s->ckpt_ready = 1;
+		pthread_cond_broadcast(&s->ckpt_cv);
+		pthread_mutex_unlock(&s->ckpt_mtx);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->ckpt_mtx);
+	s->ckpt_ready = 1;
+	pthread_cond_broadcast(&s->ckpt_cv);
+	while (!s->ckpt_stop) {
+		if (!s->ckpt_want) {
+			pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mtx);
+			continue;
+		}
+		s->ckpt_want = 0;
+		pthread_mutex_unlock(&s->ckpt_mtx);
+		/* PASSIVE: copies what it can, never waits for the writer. */
+		int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+			log_warnx("%s: checkpoint: %s", __func__, sqlite3_errmsg(db));
+		pthread_mutex_lock(&s->ckpt_mtx);
+	}
+	pthread_mutex_unlock(&s->ckpt_mtx);
+	sqlite3_close(db);
+	return NULL;
+}
+
+/* Start the checkpointer; without it the writer checkpoints (wal_hook). */
+static void
+ckpt_start(struct store *s)
+{
+	pthread_mutex_init(&s->ckpt_mtx, NULL);
+	pthread_cond_init(&s->ckpt_cv, NULL);
+	s->ckpt_on = 1;
+	if (pthread_create(&s->ckpt_thr, NULL, ckpt_thread, s) != 0) {
+		log_warn("%s: pthread_create; checkpoints stay with the writer", __func__);
+		s->ckpt_on = 0;
+		s->ckpt_stop = -1; /* no thread to join */
+	} else {
+		/* Its connection is open (or it gave up) before the store is
+		 * used: nothing of its start races the first writes. */
+		pthread_mutex_lock(&s->ckpt_mtx);
+		while (!s->ckpt_ready)
+			pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mtx);
+		pthread_mutex_unlock(&s->ckpt_mtx);
+	}
+	sqlite3_wal_hook(s->db, wal_hook, s);
+}
+
+static void
+ckpt_stop(struct store *s)
+{
+	pthread_mutex_lock(&s->ckpt_mtx);
+	int joinable = s->ckpt_stop == 0;
+	s->ckpt_stop = 1;
+	pthread_cond_signal(&s->ckpt_cv);
+	pthread_mutex_unlock(&s->ckpt_mtx);
+	if (joinable)
+		pthread_join(s->ckpt_thr, NULL);
+	pthread_cond_destroy(&s->ckpt_cv);
+	pthread_mutex_destroy(&s->ckpt_mtx);
+}
 
 /* Migrations: migrations[i] takes the schema from version i to i + 1. */
 static const char *const migrations[] = {
@@ -192,6 +304,8 @@ store_open(struct store **sp, const char *path)
 	}
 	s->last_event = sqlite3_column_int64(st, 0);
 	unprep(s, st);
+	s->path = xstrdup(path);
+	ckpt_start(s);
 	*sp = s;
 	return 0;
 fail:
@@ -205,6 +319,8 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	ckpt_stop(s);
+	free(s->path);
 	for (int i = 0; i < s->ncache; i++)
 		sqlite3_finalize(s->cache[i].st);
 	sqlite3_close(s->db);
@@ -742,9 +858,9 @@ store_attempt_procs(struct store *s, int64_t attempt_id, struct proc_row **rows,
 	return st ? 0 : -1;
 }
 
-int
-store_proc_insert(struct store *s, int64_t attempt_id, const char *name, const char *executor,
-    const char *dir, int64_t *id)
+static int
+proc_insert(struct store *s, int64_t attempt_id, const char *name, const char *executor,
+    const char *dir, double started, int64_t *id)
 {
 	sqlite3_stmt *st = prep(s, "INSERT INTO procs(attempt_id, name, executor, dir, state, started)"
 	    " VALUES(?, ?, ?, ?, 0, ?)");
@@ -754,7 +870,7 @@ store_proc_insert(struct store *s, int64_t attempt_id, const char *name, const c
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 3, executor, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 4, dir, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_double(st, 5, now_wall());
+	sqlite3_bind_double(st, 5, started);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
@@ -762,8 +878,21 @@ store_proc_insert(struct store *s, int64_t attempt_id, const char *name, const c
 }
 
 int
-store_proc_update(struct store *s, const struct proc *p, int64_t events_offset)
+store_proc_insert(struct store *s, int64_t attempt_id, const char *name, const char *executor,
+    const char *dir, int64_t *id)
 {
+	return proc_insert(s, attempt_id, name, executor, dir, now_wall(), id);
+}
+
+int
+store_proc_update(struct store *s, struct proc *p, int64_t events_offset)
+{
+	/* A process started by a run's shim gets its row with its first
+	 * events or its end (its shim.json is the record until then):
+	 * inserted here, then updated like any other. */
+	if (p->id == 0 && proc_insert(s, p->attempt_id, p->name, p->ex ? p->ex->name : "local",
+	    p->dir, p->started, &p->id) == -1)
+		return -1;
 	sqlite3_stmt *st = prep(s, "UPDATE procs SET pid = ?, starttime = ?, ext_id = ?, state = ?,"
 	    " events_offset = ?, exited = ?, status = ?, signal = ?, end_class = ?, reason = ?,"
 	    " finished = CASE WHEN ? >= 3 THEN ? ELSE finished END WHERE id = ?");

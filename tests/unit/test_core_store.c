@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -143,6 +144,40 @@ main(void)
 	CHECK(failures > 0 && successes > 0);
 	CHECK(store_integrity_ok(s));
 	CHECK(out_of_order == 0);
+
+	/* Checkpoints: the checkpointer thread copies the WAL into the
+	 * database file once the WAL passes its threshold (4000 pages), long
+	 * before the writer would do it itself (20000): the file grows while
+	 * the writer only commits. */
+	struct stat sb;
+	char wal[300];
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	CHECK(stat(path, &sb) == 0);
+	off_t before_ckpt = sb.st_size;
+	for (int i = 0; i < 2500; i++) {
+		cJSON *d = cJSON_CreateObject();
+		char pad[3000];
+		memset(pad, 'c', sizeof(pad) - 1);
+		pad[sizeof(pad) - 1] = '\0';
+		cJSON_AddStringToObject(d, "pad", pad);
+		CHECK(store_begin(s) == 0);
+		CHECK(store_event(s, "r", "j", "job.ckpt", d) > 0);
+		CHECK(store_commit(s) == 0);
+	}
+	int grew = 0;
+	for (int i = 0; i < 200 && !grew; i++) {
+		CHECK(stat(path, &sb) == 0);
+		grew = sb.st_size > before_ckpt + 4 * 1024 * 1024;
+		if (!grew)
+			usleep(50000);
+	}
+	struct stat wb;
+	CHECK(stat(wal, &wb) == 0);
+	printf("checkpoints: database file %lld -> %lld bytes, WAL %lld bytes\n",
+	    (long long)before_ckpt, (long long)sb.st_size, (long long)wb.st_size);
+	CHECK(grew);
+	CHECK(wb.st_size < 20000LL * 4200);
+	CHECK(store_integrity_ok(s));
 
 	/* A "full disk": the file-size limit stops writes (SIGXFSZ ignored,
 	 * so write() fails with EFBIG). */
