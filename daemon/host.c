@@ -808,7 +808,12 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		proc_save(j, &j->final, j->final_offset);
 		j->has_final = 0;
 	}
-	if (j->store && store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0) {
+	/* A row to find: the job was re-entered, or it spawned before in
+	 * this attempt (a fresh attempt's first spawn has none). */
+	int may_have_row = j->adopted || j->nspawned > 0;
+	j->nspawned++;
+	if (j->store && may_have_row &&
+	    store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0) {
 		/* Re-entered after a restart: this process was started before. */
 		p.id = row.id;
 		p.pid = row.pid;

@@ -286,6 +286,7 @@ struct pl_job {
 	int64_t run_id, job_id, attempt_id;
 	int attempt;
 	int adopted;
+	int nspawned;            /* spawn() calls so far in this attempt */
 	char jobdir[PATH_MAX];            /* state/runs/RUN/JOB */
 	char workdir[PATH_MAX];           /* jobdir/work (or by hand: given) */
 	char logpath[PATH_MAX];           /* the job log */

@@ -1,5 +1,10 @@
-/* sched.c: the DAG scheduler. It runs on the loop thread; each running job
- * has a job thread of its own that executes the stage's run hook.
+/* sched.c: the DAG scheduler. Each running job has a job thread that
+ * executes the stage's run hook and then, itself, records the job's end
+ * and runs the scheduling pass that end allows (the first job that pass
+ * starts runs next on the same thread): a job's end costs no trip through
+ * the loop thread. The loop thread schedules for what comes from outside
+ * (submit, cancel, retry, the retry timer). Both hold the scheduler's lock
+ * (smtx) for that: every sched_* entry point takes it.
  *
  * Job states: pending -> running -> succeeded | failed | cancelled, with
  * retrying (a failed attempt waiting out its backoff) and skipped (a
@@ -89,8 +94,11 @@ js_final(int st)
 	return st >= JS_SUCCEEDED;
 }
 
-static pthread_mutex_t done_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct sjob *done_head;
+/* The scheduler's lock: runs, jobs, resources, the counters. Recursive:
+ * entry points call each other (sched_submit -> sched_kick). */
+static pthread_mutex_t smtx = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* A pass on a job thread needs the retry timer set: the loop sets it. */
+static int timer_due;
 
 static struct srun *
 run_find(const char *name)
@@ -181,17 +189,29 @@ static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
 static struct sjob *pool_work;   /* jobs handed over, not yet taken */
 static int pool_free;            /* waiting threads no job was handed to yet */
 
+/* The job a thread's own pass started, which it runs next (see
+ * job_thread_start); taking: the thread is in that pass. */
+static __thread struct sjob *self_next;
+static __thread int self_taking;
+
+static void job_end_pass(struct sjob *j);
+
 static void *
 job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
 		j->rc = j->reg->st->run(j->pj);
-		pthread_mutex_lock(&done_mtx);
-		j->done_next = done_head;
-		done_head = j;
-		pthread_mutex_unlock(&done_mtx);
-		uv_async_send(&D->wake);
+		pthread_mutex_lock(&smtx);
+		self_taking = 1;
+		self_next = NULL;
+		job_end_pass(j);
+		self_taking = 0;
+		j = self_next;
+		self_next = NULL;
+		pthread_mutex_unlock(&smtx);
+		if (j != NULL)
+			continue;
 		/* Wait for the next job. */
 		pthread_mutex_lock(&pool_mtx);
 		struct timespec until;
@@ -211,10 +231,15 @@ job_thread(void *arg)
 	return NULL;
 }
 
-/* Run j's stage on a waiting thread, or a new one. */
+/* Run j's stage: next on this thread when its own pass started j, else
+ * on a waiting thread, or a new one. */
 static int
 job_thread_start(struct sjob *j)
 {
+	if (self_taking && self_next == NULL) {
+		self_next = j;
+		return 0;
+	}
 	pthread_mutex_lock(&pool_mtx);
 	if (pool_free > 0) {
 		pool_free--;
@@ -434,30 +459,31 @@ job_finished(struct sjob *j)
 	j->pj = NULL;
 }
 
-void
-sched_wake(void)
+/* On j's thread, under smtx: its end and the starts it allows in one
+ * transaction (the nested begin/commit pairs join it): one commit, then
+ * the announcements, instead of one per change; then the started jobs go
+ * to their threads. */
+static void
+job_end_pass(struct sjob *j)
 {
-	pthread_mutex_lock(&done_mtx);
-	struct sjob *list = done_head;
-	done_head = NULL;
-	pthread_mutex_unlock(&done_mtx);
-	/* One transaction for the endings and the starts they allow (the
-	 * nested begin/commit pairs join it): one commit, then the
-	 * announcements, instead of one commit per change. Job threads started
-	 * here wait for the store until it commits. A wake with no ending
-	 * (announcements from other threads) opens none: a pass that starts
-	 * nothing writes nothing. */
-	int txn = list != NULL && store_begin(D->store) == 0;
+	int txn = store_begin(D->store) == 0;
 	handoff_hold = txn;
-	while (list) {
-		struct sjob *n = list->done_next;
-		job_finished(list);
-		list = n;
-	}
+	job_finished(j);
 	sched_kick();
 	if (txn)
 		store_commit(D->store);
 	handoff_release();
+}
+
+void
+sched_wake(void)
+{
+	pthread_mutex_lock(&smtx);
+	if (timer_due) {
+		timer_due = 0;
+		sched_kick(); /* on the loop thread: sets the timer */
+	}
+	pthread_mutex_unlock(&smtx);
 	feed_flush();
 }
 
@@ -515,6 +541,7 @@ run_finish_check(struct srun *r)
 void
 sched_kick(void)
 {
+	pthread_mutex_lock(&smtx);
 	double now = now_wall(), next = 0;
 	for (struct srun *r = D->runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
@@ -568,10 +595,15 @@ sched_kick(void)
 		}
 		run_finish_check(r);
 	}
-	if (next > 0) {
+	if (next > 0 && !pthread_equal(pthread_self(), D->loop_thread)) {
+		/* libuv's handles are the loop thread's: it sets the timer. */
+		timer_due = 1;
+		uv_async_send(&D->wake);
+	} else if (next > 0) {
 		double ms = (next - now) * 1000;
 		uv_timer_start(&D->timer, timer_cb, ms > 0 ? (uint64_t)ms + 1 : 1, 0);
 	}
+	pthread_mutex_unlock(&smtx);
 }
 
 static struct srun *
@@ -605,8 +637,8 @@ run_build(int64_t id, struct spec *spec, const char *state)
 	return r;
 }
 
-int
-sched_submit(struct spec *spec, char *err, size_t errlen)
+static int
+sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 {
 	if (store_run_id(D->store, spec->name) != 0) {
 		snprintf(err, errlen, "a run named %s exists; use `pipelinectl retry %s`, or"
@@ -641,7 +673,16 @@ fail:
 }
 
 int
-sched_cancel(const char *name, char *msg, size_t len)
+sched_submit(struct spec *spec, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&smtx);
+	int rc = sched_submit_locked(spec, err, errlen);
+	pthread_mutex_unlock(&smtx);
+	return rc;
+}
+
+static int
+sched_cancel_locked(const char *name, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
@@ -665,6 +706,15 @@ sched_cancel(const char *name, char *msg, size_t len)
 	return 0;
 }
 
+int
+sched_cancel(const char *name, char *msg, size_t len)
+{
+	pthread_mutex_lock(&smtx);
+	int rc = sched_cancel_locked(name, msg, len);
+	pthread_mutex_unlock(&smtx);
+	return rc;
+}
+
 /* Mark j and everything downstream of it. */
 static void
 mark_downstream(struct srun *r, struct sjob *j, char *mark)
@@ -679,8 +729,8 @@ mark_downstream(struct srun *r, struct sjob *j, char *mark)
 				mark_downstream(r, &r->jobs[i], mark);
 }
 
-int
-sched_retry(const char *name, const char *job, char *msg, size_t len)
+static int
+sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
@@ -735,20 +785,38 @@ sched_retry(const char *name, const char *job, char *msg, size_t len)
 	return 0;
 }
 
+int
+sched_retry(const char *name, const char *job, char *msg, size_t len)
+{
+	pthread_mutex_lock(&smtx);
+	int rc = sched_retry_locked(name, job, msg, len);
+	pthread_mutex_unlock(&smtx);
+	return rc;
+}
+
+/* Loop thread: a copy, job threads change the state under smtx. */
 const char *
 sched_job_state(const char *run, const char *job)
 {
+	static char state[16];
+	pthread_mutex_lock(&smtx);
 	struct srun *r = run_find(run);
 	struct sjob *j = r ? job_find(r, job) : NULL;
-	return j ? j->state : NULL;
+	if (j != NULL)
+		snprintf(state, sizeof(state), "%s", j->state);
+	pthread_mutex_unlock(&smtx);
+	return j ? state : NULL;
 }
 
 const char *
 sched_job_log(const char *run, const char *job)
 {
 	static char path[PATH_MAX];
+	pthread_mutex_lock(&smtx);
 	struct srun *r = run_find(run);
-	if (r == NULL || job_find(r, job) == NULL)
+	int known = r != NULL && job_find(r, job) != NULL;
+	pthread_mutex_unlock(&smtx);
+	if (!known)
 		return NULL;
 	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", D->conf->state_dir, run, job);
 	return path;
@@ -863,8 +931,8 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	}
 }
 
-int
-sched_init(void)
+static int
+sched_init_locked(void)
 {
 	uv_timer_init(D->loop, &D->timer);
 	struct load_ctx lc = { 0 };
@@ -872,4 +940,13 @@ sched_init(void)
 		return -1;
 	sched_kick();
 	return lc.n;
+}
+
+int
+sched_init(void)
+{
+	pthread_mutex_lock(&smtx);
+	int rc = sched_init_locked();
+	pthread_mutex_unlock(&smtx);
+	return rc;
 }
