@@ -97,6 +97,9 @@ js_final(int st)
 /* The scheduler's lock: runs, jobs, resources, the counters. Recursive:
  * entry points call each other (sched_submit -> sched_kick). */
 static pthread_mutex_t smtx = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* An entry point: the real thing under the scheduler's lock. */
+#define WITH_SMTX(call) __extension__ ({ pthread_mutex_lock(&smtx); \
+	__typeof__(call) rc_ = (call); pthread_mutex_unlock(&smtx); rc_; })
 /* A pass on a job thread needs the retry timer set: the loop sets it. */
 static int timer_due;
 
@@ -675,10 +678,7 @@ fail:
 int
 sched_submit(struct spec *spec, char *err, size_t errlen)
 {
-	pthread_mutex_lock(&smtx);
-	int rc = sched_submit_locked(spec, err, errlen);
-	pthread_mutex_unlock(&smtx);
-	return rc;
+	return WITH_SMTX(sched_submit_locked(spec, err, errlen));
 }
 
 static int
@@ -709,10 +709,7 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 int
 sched_cancel(const char *name, char *msg, size_t len)
 {
-	pthread_mutex_lock(&smtx);
-	int rc = sched_cancel_locked(name, msg, len);
-	pthread_mutex_unlock(&smtx);
-	return rc;
+	return WITH_SMTX(sched_cancel_locked(name, msg, len));
 }
 
 /* Mark j and everything downstream of it. */
@@ -788,10 +785,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 int
 sched_retry(const char *name, const char *job, char *msg, size_t len)
 {
-	pthread_mutex_lock(&smtx);
-	int rc = sched_retry_locked(name, job, msg, len);
-	pthread_mutex_unlock(&smtx);
-	return rc;
+	return WITH_SMTX(sched_retry_locked(name, job, msg, len));
 }
 
 /* Loop thread: a copy, job threads change the state under smtx. */
@@ -945,8 +939,5 @@ sched_init_locked(void)
 int
 sched_init(void)
 {
-	pthread_mutex_lock(&smtx);
-	int rc = sched_init_locked();
-	pthread_mutex_unlock(&smtx);
-	return rc;
+	return WITH_SMTX(sched_init_locked());
 }
