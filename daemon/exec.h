@@ -75,9 +75,10 @@ struct executor {
 	void (*release)(struct proc *p);
 };
 
-/* A run's shim's reply to a request (shim.c), sent with the read end of
- * the process's pipe attached (SCM_RIGHTS): the shim's own pid and start
- * time, or errno when it could not start the process. */
+/* A run's shim's reply to a request (shim.c), written to the pipe the
+ * request came with (the shim closes it once exit.json is in place): the
+ * shim's own pid and start time, or errno when it could not take the
+ * request. */
 struct shim_reply {
 	int32_t pid;
 	int32_t err;

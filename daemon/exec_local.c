@@ -134,10 +134,12 @@ rshim_start(const char *run, const char *shim)
 	return r;
 }
 
-/* One request to a run's shim: 0 with p filled in, 1 when the shim
- * refused it (fall back to a shim of its own), -1 when the shim is gone. */
+/* Send one request to a run's shim, with the write end of the pipe the
+ * reply and the end come on: the read end, 1 when the request cannot be
+ * sent (too big: fall back to a shim of its own), -1 when the shim is
+ * gone. Under rmtx: only the send. */
 static int
-rshim_spawn(struct rshim *r, struct proc *p, char *const argv[], char *const envp[])
+rshim_send(struct rshim *r, char *const argv[], char *const envp[], int *rfd)
 {
 	uint32_t ac = 0, ec = 0;
 	size_t len = 8;
@@ -145,6 +147,9 @@ rshim_spawn(struct rshim *r, struct proc *p, char *const argv[], char *const env
 		len += strlen(argv[ac]) + 1;
 	for (; envp[ec]; ec++)
 		len += strlen(envp[ec]) + 1;
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) == -1)
+		return 1;
 	char *buf = xcalloc(1, len), *o = buf + 8;
 	memcpy(buf, &ac, 4);
 	memcpy(buf + 4, &ec, 4);
@@ -152,64 +157,101 @@ rshim_spawn(struct rshim *r, struct proc *p, char *const argv[], char *const env
 		o = stpcpy(o, argv[i]) + 1;
 	for (uint32_t i = 0; i < ec; i++)
 		o = stpcpy(o, envp[i]) + 1;
-	ssize_t n;
-	while ((n = send(r->fd, buf, len, MSG_NOSIGNAL)) == -1 && errno == EINTR)
-		;
-	free(buf);
-	if (n == -1)
-		return errno == EMSGSIZE ? 1 : -1;
-	struct shim_reply rep;
-	struct iovec iov = { .iov_base = &rep, .iov_len = sizeof(rep) };
-	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
+	memset(&c, 0, sizeof(c));
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-	    .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	while ((n = recvmsg(r->fd, &m, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
-		;
-	if (n != (ssize_t)sizeof(rep))
-		return -1;
-	int fd = -1;
+	    .msg_control = c.b, .msg_controllen = sizeof(c.b) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	if (rep.err != 0 || fd < 0) {
-		if (fd >= 0)
-			close(fd);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &pfd[1], sizeof(int));
+	ssize_t n;
+	while ((n = sendmsg(r->fd, &m, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+		;
+	int e = errno;
+	free(buf);
+	close(pfd[1]); /* the shim holds it now (or nobody: EOF) */
+	if (n == -1) {
+		close(pfd[0]);
+		return e == EMSGSIZE ? 1 : -1;
+	}
+	*rfd = pfd[0];
+	return 0;
+}
+
+/* The shim's reply on rfd: 0 with p filled in (rfd is p's to wait on), 1
+ * when the shim refused the request, -1 when it went before replying. */
+static int
+rshim_reply(int rfd, struct proc *p, const char *prog)
+{
+	struct shim_reply rep;
+	ssize_t n;
+	while ((n = read(rfd, &rep, sizeof(rep))) == -1 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(rep)) {
+		close(rfd);
+		return -1;
+	}
+	if (rep.err != 0) {
+		close(rfd);
 		errno = rep.err;
-		log_warn("run shim %d: could not start %s", (int)rep.pid, argv[0]);
+		log_warn("run shim %d: could not start %s", (int)rep.pid, prog);
 		return 1;
 	}
 	p->pid = rep.pid;
 	p->starttime = rep.start;
-	p->pidfd = fd;
+	p->pidfd = rfd;
 	p->state = PROC_RUNNING;
 	return 0;
 }
 
+/* Drop run's shim if it is still the one with this pid (gone). */
+static void
+rshim_gone(const char *run, pid_t pid)
+{
+	pthread_mutex_lock(&rmtx);
+	for (struct rshim **pp = &rshims; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->run, run) == 0 && (*pp)->pid == pid) {
+			log_warnx("the shim of run %s is gone; starting another", run);
+			rshim_drop(pp);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rmtx);
+}
+
+/* Start p through its run's shim: 0, or 1 to fall back to a shim of its
+ * own. The lock covers the send only: threads wait for their replies on
+ * their own pipes, together. */
 static int
 rshim_try(struct proc *p, char *const argv[], char *const envp[])
 {
 	if (p->run == NULL || p->run[0] == '\0')
 		return 1;
-	pthread_mutex_lock(&rmtx);
-	reap_closing();
-	int rc = 1;
-	for (int tries = 0; renabled && tries < 2; tries++) {
-		struct rshim **pp = &rshims;
-		while (*pp && strcmp((*pp)->run, p->run) != 0)
-			pp = &(*pp)->next;
-		if (*pp == NULL && rshim_start(p->run, argv[0]) == NULL)
-			break;
-		if (*pp == NULL)
-			pp = &rshims; /* just added at the head */
-		rc = rshim_spawn(*pp, p, argv, envp);
+	for (int tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&rmtx);
+		reap_closing();
+		if (!renabled) {
+			pthread_mutex_unlock(&rmtx);
+			return 1;
+		}
+		struct rshim *r = rshims;
+		while (r && strcmp(r->run, p->run) != 0)
+			r = r->next;
+		if (r == NULL)
+			r = rshim_start(p->run, argv[0]);
+		int rfd = -1, rc = r ? rshim_send(r, argv, envp, &rfd) : 1;
+		pid_t pid = r ? r->pid : 0;
+		pthread_mutex_unlock(&rmtx);
+		if (rc == 0)
+			rc = rshim_reply(rfd, p, argv[0]);
 		if (rc >= 0)
-			break;
-		log_warnx("the shim of run %s is gone; starting another", p->run);
-		rshim_drop(pp);
-		rc = 1;
+			return rc;
+		rshim_gone(p->run, pid);
 	}
-	pthread_mutex_unlock(&rmtx);
-	return rc;
+	return 1;
 }
 
 static int

@@ -25,17 +25,19 @@
  * strings: the first form's command line and the environment. The shim
  * does for that process exactly what the first form does (the lock, the
  * log, the process group, shim.json, exit.json), as the parent of every
- * process of the run, and replies {int32 pid, int32 errno, uint64 start}
- * (its own pid and start time) with the read end of a pipe attached
- * (SCM_RIGHTS) whose write end it closes once exit.json is in place. It
- * exits when the daemon's end is closed (the run ended, or the daemon
- * went) and its last child has ended.
+ * process of the run. Each request comes with the write end of a pipe
+ * attached (SCM_RIGHTS), the daemon's thread holding the read end: the
+ * shim writes its reply there, {int32 pid, int32 errno, uint64 start}
+ * (its own pid and start time), and closes it once exit.json is in
+ * place. So a reply needs no lock around the socket: the daemon's threads
+ * send their requests and each waits on its own pipe. It exits when the
+ * daemon's end is closed (the run ended, or the daemon went) and its last
+ * child has ended.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,57 +195,175 @@ sup_open(struct sup *s)
 	return 0;
 }
 
+/* Where PROGRAM is, for a PATH of absolute directories: a run's shim
+ * starts the same few programs again and again, so it remembers each
+ * name's path per PATH (a shell's hash table) and checks that the file is
+ * still executable before each use. NULL when the PATH has a relative
+ * entry (the lookup then depends on the child's directory: the child
+ * searches) or the name is not found (the child searches, and reports). */
+#define NFOUND 32
+static struct found { char *name, *path, *file; } found[NFOUND];
+static int nfound;
+
+static const char *
+env_path(char *const envp[])
+{
+	for (char *const *e = envp; e && *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			return *e + 5;
+	return "/bin:/usr/bin"; /* execvp's default */
+}
+
+static const char *
+find_program(const char *name, const char *path)
+{
+	for (int i = 0; i < nfound; i++) {
+		struct found *f = &found[i];
+		if (strcmp(f->name, name) == 0 && strcmp(f->path, path) == 0) {
+			if (access(f->file, X_OK) == 0)
+				return f->file;
+			free(f->name);
+			free(f->path);
+			free(f->file);
+			*f = found[--nfound];
+			break;
+		}
+	}
+	char file[PATH_MAX];
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		if (*p != '/')
+			return NULL;
+		struct stat st;
+		if (snprintf(file, sizeof(file), "%.*s/%s", (int)(end - p), p, name) <
+		    (int)sizeof(file) && stat(file, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(file, X_OK) == 0)
+			break;
+		if (*end == '\0')
+			return NULL;
+		p = end;
+	}
+	if (nfound == NFOUND) {
+		free(found[0].name);
+		free(found[0].path);
+		free(found[0].file);
+		found[0] = found[--nfound];
+	}
+	struct found *f = &found[nfound];
+	f->name = strdup(name);
+	f->path = strdup(path);
+	f->file = strdup(file);
+	if (f->name == NULL || f->path == NULL || f->file == NULL) {
+		free(f->name);
+		free(f->path);
+		free(f->file);
+		return NULL;
+	}
+	return found[nfound++].file;
+}
+
+/* What a vfork child of the shim reports before it exits (it shares the
+ * shim's memory until it execs). */
+struct child_err {
+	volatile int err;
+	volatile int chdir_failed;
+};
+
+/* The vfork child: never returns. A function of its own, so that its
+ * variables live on its own part of the stack. */
+static void __attribute__((noreturn, noinline))
+child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *file,
+    const char *path, struct child_err *ce)
+{
+	static const int def[] = { SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP };
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
+		sigaction(def[i], &sa, NULL);
+	setpgid(0, 0);
+	int nul = open("/dev/null", O_RDONLY);
+	if (nul > 0) {
+		dup2(nul, 0);
+		close(nul);
+	}
+	dup2(s->logfd, 1);
+	dup2(s->logfd, 2);
+	if (s->cwd && chdir(s->cwd) == -1) {
+		ce->err = errno;
+		ce->chdir_failed = 1;
+		_exit(126);
+	}
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (file != NULL) {
+		execve(file, s->argv, envp);
+		ce->err = errno;
+		_exit(127);
+	}
+	/* Search PATH here, as posix_spawnp does: ENOENT and the like go on
+	 * to the next entry, EACCES is remembered. */
+	const char *prog = s->argv[0];
+	char cand[PATH_MAX];
+	int e = ENOENT, eacces = 0;
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dl = (size_t)(end - p);
+		if (dl + strlen(prog) + 2 <= sizeof(cand)) {
+			memcpy(cand, p, dl);
+			cand[dl] = '\0';
+			if (dl > 0)
+				strcat(cand, "/");
+			strcat(cand, prog);
+			execve(cand, s->argv, envp);
+			e = errno;
+			if (e == EACCES)
+				eacces = 1;
+			else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV &&
+			    e != ETIMEDOUT)
+				break;
+		}
+		if (*end == '\0')
+			break;
+		p = end;
+	}
+	ce->err = eacces && (e == ENOENT || e == ENOTDIR) ? EACCES : e;
+	_exit(127);
+}
+
 /* Start the child: its own process group, stdin from /dev/null, stdout
  * and stderr to the log, in CWD, with envp and the signal mask `mask`.
- * posix_spawn (a vfork): nothing of the shim's memory is copied for a
- * child that only execs. The pid, or -1 with *status set to what the shim
- * records for a program that could not start (127: not found, 126). */
+ * vfork: nothing of the shim's memory is copied for a child that only
+ * execs, and (unlike posix_spawn, which makes a sigaction call per signal
+ * in the child) the child resets only what a shim ignores or blocks. Safe
+ * because no shim has a signal handler installed while it spawns (a run's
+ * shim takes its signals from a signalfd; the single form installs its
+ * handlers after the spawn) and all signals are blocked across the vfork.
+ * The pid, or -1 with *status set to what the shim records for a program
+ * that could not start (127: not found, 126). */
 static pid_t
 sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 {
-	if (s->cwd) {
-		int cfd = open(s->cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (cfd == -1) {
-			dprintf(s->logfd, "pipeline-shim: chdir %s: %s\n", s->cwd, strerror(errno));
-			*status = 126 << 8;
-			return -1;
-		}
-		close(cfd);
-	}
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_t fa;
-	/* Back to the default: what a shim ignores, blocks or handles (not
-	 * every signal: glibc then makes one sigaction call per signal). */
-	sigset_t def;
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	sigaddset(&def, SIGCHLD);
-	sigaddset(&def, SIGTERM);
-	sigaddset(&def, SIGINT);
-	sigaddset(&def, SIGHUP);
-	posix_spawnattr_init(&at);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-	    POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setsigmask(&at, mask);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, s->logfd, 1);
-	posix_spawn_file_actions_adddup2(&fa, s->logfd, 2);
-	if (s->cwd)
-		posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
-	pid_t pid = -1;
-	int rc = posix_spawnp(&pid, s->argv[0], &fa, &at, s->argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	if (rc != 0) {
-		dprintf(s->logfd, "pipeline-shim: cannot run %s: %s\n", s->argv[0], strerror(rc));
-		*status = (rc == ENOENT ? 127 : 126) << 8;
-		return -1;
-	}
-	setpgid(pid, pid); /* done by the spawn already; harmless */
-	return pid;
+	const char *prog = s->argv[0], *path = env_path(envp);
+	const char *file = strchr(prog, '/') ? prog : find_program(prog, path);
+	struct child_err ce = { 0, 0 };
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid_t pid = vfork();
+	if (pid == 0)
+		child_exec(s, envp, mask, file, path, &ce);
+	int e = pid == -1 ? errno : ce.err;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid != -1 && e == 0)
+		return pid;
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	if (ce.chdir_failed)
+		dprintf(s->logfd, "pipeline-shim: chdir %s: %s\n", s->cwd, strerror(e));
+	else
+		dprintf(s->logfd, "pipeline-shim: cannot run %s: %s\n", prog, strerror(e));
+	*status = (e == ENOENT && !ce.chdir_failed ? 127 : 126) << 8;
+	return -1;
 }
 
 static void
@@ -325,25 +445,32 @@ struct child {
 	double t0;
 };
 
+/* The reply to a request, on its pipe. */
 static void
-reply(int sock, int err, int fd, unsigned long long start)
+reply(int fd, int err, unsigned long long start)
 {
 	struct shim_reply r = { .pid = getpid(), .err = err, .start = start };
-	struct iovec iov = { .iov_base = &r, .iov_len = sizeof(r) };
-	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
-		memset(&c, 0, sizeof(c));
-		m.msg_control = c.buf;
-		m.msg_controllen = sizeof(c.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	while (sendmsg(sock, &m, MSG_NOSIGNAL) == -1 && errno == EINTR)
+	while (write(fd, &r, sizeof(r)) == -1 && errno == EINTR)
 		;
+}
+
+/* One request: its bytes in buf, its pipe's write end in *fd (-1: none
+ * attached). The size, 0 when the daemon's end closed, -1 on error. */
+static ssize_t
+recv_request(int sock, char *buf, size_t len, int *fd)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+	    .msg_control = c.b, .msg_controllen = sizeof(c.b) };
+	*fd = -1;
+	ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	if (n >= 0 && (m.msg_flags & MSG_TRUNC))
+		n = (ssize_t)len + 1; /* too big */
+	return n;
 }
 
 /* Split a request into argv and envp (pointers into buf): argc, or -1
@@ -428,14 +555,15 @@ run_shim(int sock)
 		}
 		if (sock < 0 || !(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		ssize_t n = recv(sock, buf, REQ_MAX, MSG_TRUNC);
+		int done;
+		ssize_t n = recv_request(sock, buf, REQ_MAX, &done);
 		if (n == 0 || (n == -1 && errno != EINTR)) {
 			close(sock); /* the run ended or the daemon went */
 			sock = -1;
 			continue;
 		}
-		if (n == -1)
-			continue;
+		if (n == -1 || done < 0)
+			continue; /* no pipe: nobody waits for a reply */
 		char **cargv, **cenv;
 		int ac = n > REQ_MAX ? -1 : parse_request(buf, (size_t)n, &cargv, &cenv);
 		struct sup s;
@@ -443,28 +571,18 @@ run_shim(int sock)
 		if (ac < 0 || parse_args(ac, cargv, &s, &gfd) == -1 || gfd >= 0) {
 			if (ac >= 0)
 				free(cargv);
-			reply(sock, n > REQ_MAX ? E2BIG : EINVAL, -1, self_start);
+			reply(done, n > REQ_MAX ? E2BIG : EINVAL, self_start);
+			close(done);
 			continue;
 		}
 		if (sup_open(&s) == -1) {
 			free(cargv);
-			reply(sock, EBUSY, -1, self_start);
-			continue;
-		}
-		int done[2];
-		if (pipe2(done, O_CLOEXEC) == -1) {
-			int e = errno;
-			close(s.dirfd);
-			close(s.logfd);
-			free(cargv);
-			reply(sock, e, -1, self_start);
+			reply(done, EBUSY, self_start);
+			close(done);
 			continue;
 		}
 		int status = 0;
-		char **saved = environ;
-		environ = cenv; /* posix_spawnp looks PROGRAM up in this PATH */
 		pid_t pid = sup_spawn(&s, cenv, &none, &status);
-		environ = saved;
 		close(s.logfd);
 		if (pid > 0) {
 			record_shim(s.dirfd, getpid(), self_start, pid);
@@ -472,15 +590,16 @@ run_shim(int sock)
 				cap = cap ? 2 * cap : 16;
 				kids = realloc(kids, (size_t)cap * sizeof(*kids));
 			}
-			kids[nkids++] = (struct child){ pid, s.dirfd, done[1], s.t0 };
+			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0 };
+			reply(done, 0, self_start);
 		} else {
-			/* It never ran: the record now, and the pipe closed. */
+			/* It never ran: the record now, the reply, the pipe
+			 * closed. */
 			record_exit(s.dirfd, status, s.t0);
 			close(s.dirfd);
-			close(done[1]);
+			reply(done, 0, self_start);
+			close(done);
 		}
-		reply(sock, 0, done[0], self_start);
-		close(done[0]);
 		free(cargv);
 	}
 	return 0;
