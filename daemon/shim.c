@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -262,6 +263,43 @@ find_program(const char *name, const char *path)
 	return found[nfound++].file;
 }
 
+/* The kernel's sigaction, for the raw system call: glibc's wrapper
+ * refuses its own internal signals (32 and 33), which a process started
+ * by glibc's posix_spawn (make's recipes, for one) inherits ignored. */
+struct ksigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+/* The signals a child is given back at their default: those the shim
+ * ignores, blocks or reads (SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP)
+ * and any other this shim inherited ignored (ignored stays ignored across
+ * exec): a job program starts with every signal at its default. Found
+ * once per shim. */
+static int reset_sigs[NSIG];
+static int nreset = -1;
+
+static void
+find_reset_sigs(void)
+{
+	static const int own[] = { SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP };
+	nreset = 0;
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		reset_sigs[nreset++] = own[i];
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct ksigaction old;
+		int mine = 0;
+		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+			mine |= own[i] == sig;
+		if (!mine && sig != SIGKILL && sig != SIGSTOP &&
+		    syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof(uint64_t)) == 0 &&
+		    old.handler == (void *)SIG_IGN)
+			reset_sigs[nreset++] = sig;
+	}
+}
+
 /* What a vfork child of the shim reports before it exits (it shares the
  * shim's memory until it execs). */
 struct child_err {
@@ -275,12 +313,9 @@ static void __attribute__((noreturn, noinline))
 child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *file,
     const char *path, struct child_err *ce)
 {
-	static const int def[] = { SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP };
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
-		sigaction(def[i], &sa, NULL);
+	struct ksigaction dfl = { .handler = (void *)SIG_DFL };
+	for (int i = 0; i < nreset; i++)
+		syscall(SYS_rt_sigaction, reset_sigs[i], &dfl, NULL, sizeof(uint64_t));
 	setpgid(0, 0);
 	int nul = open("/dev/null", O_RDONLY);
 	if (nul > 0) {
@@ -334,7 +369,8 @@ child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *f
  * and stderr to the log, in CWD, with envp and the signal mask `mask`.
  * vfork: nothing of the shim's memory is copied for a child that only
  * execs, and (unlike posix_spawn, which makes a sigaction call per signal
- * in the child) the child resets only what a shim ignores or blocks. Safe
+ * in the child) the child resets only what a shim ignores, blocks or
+ * inherited ignored (find_reset_sigs). Safe
  * because no shim has a signal handler installed while it spawns (a run's
  * shim takes its signals from a signalfd; the single form installs its
  * handlers after the spawn) and all signals are blocked across the vfork.
@@ -346,6 +382,8 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 	const char *prog = s->argv[0], *path = env_path(envp);
 	const char *file = strchr(prog, '/') ? prog : find_program(prog, path);
 	struct child_err ce = { 0, 0 };
+	if (nreset < 0)
+		find_reset_sigs();
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
