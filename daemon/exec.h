@@ -75,10 +75,11 @@ struct executor {
 	void (*release)(struct proc *p);
 };
 
-/* A run's shim's reply to a request (shim.c), written to the pipe the
- * request came with (the shim closes it once exit.json is in place): the
- * shim's own pid and start time, or errno when it could not take the
- * request. */
+/* A run's shim's refusal of a request (shim.c), written to the pipe the
+ * request came with, which it then closes: its pid and start time, and
+ * errno. A request it takes gets no reply: the pipe is closed once
+ * exit.json is in place, so the daemon's thread wakes once per process. */
+#define SHIM_REQ_MAX (1 << 20) /* a request's size limit: the daemon falls back */
 struct shim_reply {
 	int32_t pid;
 	int32_t err;

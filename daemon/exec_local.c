@@ -47,6 +47,7 @@ struct rshim {
 	char run[128];
 	int fd;              /* our end of its socket */
 	pid_t pid;           /* our child */
+	uint64_t start;      /* its start time (/proc stat field 22) */
 	struct rshim *next;
 };
 
@@ -129,17 +130,19 @@ rshim_start(const char *run, const char *shim)
 	snprintf(r->run, sizeof(r->run), "%s", run);
 	r->fd = sv[0];
 	r->pid = pid;
+	r->start = proc_starttime(pid);
 	r->next = rshims;
 	rshims = r;
 	return r;
 }
 
-/* Send one request to a run's shim, with the write end of the pipe the
- * reply and the end come on: the read end, 1 when the request cannot be
- * sent (too big: fall back to a shim of its own), -1 when the shim is
- * gone. Under rmtx: only the send. */
+/* Send one request to p's run's shim r, with the write end of the pipe
+ * its end (or its refusal) comes on: 0 with p filled in (p->pidfd is the
+ * read end: local_wait), 1 when the request cannot be sent (too big: fall
+ * back to a shim of its own), -1 when the shim is gone. Under rmtx: only
+ * the send. */
 static int
-rshim_send(struct rshim *r, char *const argv[], char *const envp[], int *rfd)
+rshim_send(struct rshim *r, struct proc *p, char *const argv[], char *const envp[])
 {
 	uint32_t ac = 0, ec = 0;
 	size_t len = 8;
@@ -148,7 +151,7 @@ rshim_send(struct rshim *r, char *const argv[], char *const envp[], int *rfd)
 	for (; envp[ec]; ec++)
 		len += strlen(envp[ec]) + 1;
 	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) == -1)
+	if (len > SHIM_REQ_MAX || pipe2(pfd, O_CLOEXEC) == -1)
 		return 1;
 	char *buf = xcalloc(1, len), *o = buf + 8;
 	memcpy(buf, &ac, 4);
@@ -177,32 +180,9 @@ rshim_send(struct rshim *r, char *const argv[], char *const envp[], int *rfd)
 		close(pfd[0]);
 		return e == EMSGSIZE ? 1 : -1;
 	}
-	*rfd = pfd[0];
-	return 0;
-}
-
-/* The shim's reply on rfd: 0 with p filled in (rfd is p's to wait on), 1
- * when the shim refused the request, -1 when it went before replying. */
-static int
-rshim_reply(int rfd, struct proc *p, const char *prog)
-{
-	struct shim_reply rep;
-	ssize_t n;
-	while ((n = read(rfd, &rep, sizeof(rep))) == -1 && errno == EINTR)
-		;
-	if (n != (ssize_t)sizeof(rep)) {
-		close(rfd);
-		return -1;
-	}
-	if (rep.err != 0) {
-		close(rfd);
-		errno = rep.err;
-		log_warn("run shim %d: could not start %s", (int)rep.pid, prog);
-		return 1;
-	}
-	p->pid = rep.pid;
-	p->starttime = rep.start;
-	p->pidfd = rfd;
+	p->pid = r->pid;
+	p->starttime = r->start;
+	p->pidfd = pfd[0];
 	p->state = PROC_RUNNING;
 	return 0;
 }
@@ -223,8 +203,8 @@ rshim_gone(const char *run, pid_t pid)
 }
 
 /* Start p through its run's shim: 0, or 1 to fall back to a shim of its
- * own. The lock covers the send only: threads wait for their replies on
- * their own pipes, together. */
+ * own. The lock covers the send only: the request's end, or its refusal,
+ * comes on a pipe of its own (local_wait). */
 static int
 rshim_try(struct proc *p, char *const argv[], char *const envp[])
 {
@@ -242,11 +222,9 @@ rshim_try(struct proc *p, char *const argv[], char *const envp[])
 			r = r->next;
 		if (r == NULL)
 			r = rshim_start(p->run, argv[0]);
-		int rfd = -1, rc = r ? rshim_send(r, argv, envp, &rfd) : 1;
+		int rc = r ? rshim_send(r, p, argv, envp) : 1;
 		pid_t pid = r ? r->pid : 0;
 		pthread_mutex_unlock(&rmtx);
-		if (rc == 0)
-			rc = rshim_reply(rfd, p, argv[0]);
 		if (rc >= 0)
 			return rc;
 		rshim_gone(p->run, pid);
@@ -302,6 +280,24 @@ local_adopt(struct proc *p)
 	return 0;
 }
 
+/* A run's shim's pipe that became readable: its refusal (the process
+ * never started, lost with the shim's reason), or its end (nothing to
+ * read). */
+static int
+refused(struct proc *p)
+{
+	struct shim_reply rep;
+	ssize_t n;
+	while ((n = read(p->pidfd, &rep, sizeof(rep))) == -1 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(rep) || rep.err == 0)
+		return 0;
+	p->state = PROC_LOST;
+	snprintf(p->reason, sizeof(p->reason), "the run's shim refused to start it: %s",
+	    strerror(rep.err));
+	return 1;
+}
+
 static int
 local_wait(struct proc *p, int timeout_ms)
 {
@@ -323,6 +319,8 @@ local_wait(struct proc *p, int timeout_ms)
 	}
 	if (ended && p->child)
 		waitpid(p->pid, NULL, WNOHANG);
+	if (ended && !p->child && refused(p))
+		return 1;
 	/* A run's shim outlives the processes it started (its pidfd, after a
 	 * restart, says nothing about this one): the exit record does. */
 	if (proc_read_exit(p) == 1)

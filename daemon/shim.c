@@ -26,11 +26,13 @@
  * does for that process exactly what the first form does (the lock, the
  * log, the process group, shim.json, exit.json), as the parent of every
  * process of the run. Each request comes with the write end of a pipe
- * attached (SCM_RIGHTS), the daemon's thread holding the read end: the
- * shim writes its reply there, {int32 pid, int32 errno, uint64 start}
- * (its own pid and start time), and closes it once exit.json is in
- * place. So a reply needs no lock around the socket: the daemon's threads
- * send their requests and each waits on its own pipe. It exits when the
+ * attached (SCM_RIGHTS), the daemon's thread holding the read end. A
+ * request it takes gets no reply: the shim closes the pipe once exit.json
+ * is in place, which is all the daemon's thread waits for (one wake-up
+ * per process); a request it refuses gets {int32 pid, int32 errno,
+ * uint64 start} there, then the pipe closed. So the daemon needs no lock
+ * around the socket beyond the send, and its threads wait each on its own
+ * pipe. It exits when the
  * daemon's end is closed (the run ended, or the daemon went) and its last
  * child has ended.
  */
@@ -474,7 +476,6 @@ main(int argc, char **argv)
 
 /* ---- a run's shim ------------------------------------------------------ */
 
-#define REQ_MAX (1 << 20)   /* a request's size limit: the daemon falls back */
 
 struct child {
 	pid_t pid;
@@ -483,7 +484,7 @@ struct child {
 	double t0;
 };
 
-/* The reply to a request, on its pipe. */
+/* The refusal of a request, on its pipe. */
 static void
 reply(int fd, int err, unsigned long long start)
 {
@@ -559,7 +560,7 @@ run_shim(int sock)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	char *buf = malloc(REQ_MAX);
+	char *buf = malloc(SHIM_REQ_MAX);
 	struct child *kids = NULL;
 	int nkids = 0, cap = 0;
 	if (buf == NULL || sfd == -1)
@@ -594,7 +595,7 @@ run_shim(int sock)
 		if (sock < 0 || !(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		int done;
-		ssize_t n = recv_request(sock, buf, REQ_MAX, &done);
+		ssize_t n = recv_request(sock, buf, SHIM_REQ_MAX, &done);
 		if (n == 0 || (n == -1 && errno != EINTR)) {
 			close(sock); /* the run ended or the daemon went */
 			sock = -1;
@@ -603,13 +604,13 @@ run_shim(int sock)
 		if (n == -1 || done < 0)
 			continue; /* no pipe: nobody waits for a reply */
 		char **cargv, **cenv;
-		int ac = n > REQ_MAX ? -1 : parse_request(buf, (size_t)n, &cargv, &cenv);
+		int ac = n > SHIM_REQ_MAX ? -1 : parse_request(buf, (size_t)n, &cargv, &cenv);
 		struct sup s;
 		int gfd;
 		if (ac < 0 || parse_args(ac, cargv, &s, &gfd) == -1 || gfd >= 0) {
 			if (ac >= 0)
 				free(cargv);
-			reply(done, n > REQ_MAX ? E2BIG : EINVAL, self_start);
+			reply(done, n > SHIM_REQ_MAX ? E2BIG : EINVAL, self_start);
 			close(done);
 			continue;
 		}
@@ -629,13 +630,10 @@ run_shim(int sock)
 				kids = realloc(kids, (size_t)cap * sizeof(*kids));
 			}
 			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0 };
-			reply(done, 0, self_start);
 		} else {
-			/* It never ran: the record now, the reply, the pipe
-			 * closed. */
+			/* It never ran: the record now, and the pipe closed. */
 			record_exit(s.dirfd, status, s.t0);
 			close(s.dirfd);
-			reply(done, 0, self_start);
 			close(done);
 		}
 		free(cargv);

@@ -2,7 +2,9 @@
 # dag-bench.sh: DAG overhead. 1,000 exec jobs of `true`, as a chain and as
 # a fan-out, through pipelined (max_jobs = 2) and through an equivalent
 # Makefile run with make -j2, in the same run; prints jobs/s for each and
-# the ratio pipelined/make (target: within 2x of make).
+# the ratio pipelined/make (target: within 2x of make): the medians of R
+# alternated runs (make, pipelined, make, ...), and the range of the runs'
+# ratios, since one run on a shared two-core machine varies by 20%.
 #
 # pipelined keeps per-job state on disk (a job directory, its work and
 # process directories, the job log, the shim's records: about seven inode
@@ -19,6 +21,7 @@
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-1000}
+R=${R:-5}       # runs of each side, alternated; medians reported
 GEN=$(mktemp -d /tmp/dagbench-gen.XXXXXX)
 MNT=""
 cleanup() {
@@ -76,13 +79,31 @@ for base in /tmp ${MNT:+"$MNT"}; do
 	where=$(df --output=fstype "$TEST_TMP" | tail -1)
 	[ "$base" = /tmp ] && where="/tmp, $where" || where="fresh ext4 with journal"
 	for shape in chain fanout; do
-		# make right before pipelined: the same conditions for both.
-		t0=$(now); make -s -j2 -f "$GEN/$shape.mk" >/dev/null; t1=$(now)
-		m=$(secs "$t0" "$t1")
-		t0=$(now); pctl submit "$GEN/$shape.ini" >/dev/null; pctl watch "$shape" --plain >/dev/null; t1=$(now)
-		awk -v n="$N" -v s="$shape" -v m="$m" -v p="$(secs "$t0" "$t1")" -v w="$where" 'BEGIN{
-			printf "%-7s %d jobs: make -j2 %.2fs (%.0f jobs/s), pipelined %.2fs (%.0f jobs/s), ratio %.2fx  [state on %s]\n",
-			    s, n, m, n/m, p, n/p, p/m, w }'
+		ms="" ps=""
+		for k in $(seq 1 "$R"); do
+			# make right before pipelined: the same conditions for both.
+			t0=$(now); make -s -j2 -f "$GEN/$shape.mk" >/dev/null; t1=$(now)
+			ms="$ms $(secs "$t0" "$t1")"
+			t0=$(now)
+			pctl submit --name "$shape-$k" "$GEN/$shape.ini" >/dev/null
+			pctl watch "$shape-$k" --plain >/dev/null
+			t1=$(now)
+			ps="$ps $(secs "$t0" "$t1")"
+		done
+		# Medians of R alternated pairs, and the range of the pairs' ratios.
+		awk -v n="$N" -v s="$shape" -v ms="$ms" -v ps="$ps" -v w="$where" '
+		function med(a, k,   t, i, j) {
+			for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+				if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+		}
+		BEGIN{
+			k = split(ms, M); split(ps, P)
+			lo = 1e9; hi = 0
+			for (i = 1; i <= k; i++) { r = P[i] / M[i]; if (r < lo) lo = r; if (r > hi) hi = r }
+			m = med(M, k); p = med(P, k)
+			printf "%-7s %d jobs: make -j2 %.2fs (%.0f jobs/s), pipelined %.2fs (%.0f jobs/s), ratio %.2fx (pairs %.2f-%.2fx, %d runs)  [state on %s]\n",
+			    s, n, m, n/m, p, n/p, p/m, lo, hi, k, w }'
 	done
 	pl_stop
 	rm -rf "$TEST_TMP"

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The floor under pipelined's per-job cost: N `true` jobs started through
-the shim zygote alone (pipeline-shim -Z, the protocol of shim.c), J at a
+a run's shim alone (pipeline-shim -G, the protocol of shim.c), J at a
 time, without the daemon, its store or its scheduler; then the same through
 make -jJ. Prints both wall times and the ratio. Each job still gets what a
 job needs from the shim: a process directory, its lock, its records, the
@@ -23,12 +23,12 @@ def start(i):
     os.mkdir(d)
     argv = [shim, "-d", d, "-l", log, "-c", base, "--", "true"]
     msg = struct.pack("II", len(argv), len(env)) + b"".join(s.encode() + b"\0" for s in argv + env)
-    a.send(msg)
-    fds = array.array("i")
-    data, anc, _, _ = a.recvmsg(16, socket.CMSG_LEN(4))
-    for lvl, typ, d2 in anc:
-        fds.frombytes(d2[:4])
-    return fds[0]
+    # The request carries the pipe its end comes on (closed once exit.json
+    # is in; a refusal would come there first).
+    r, w = os.pipe()
+    a.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
+    os.close(w)
+    return r
 
 t0 = time.monotonic()
 running, nxt = [], 0
