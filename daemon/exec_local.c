@@ -280,9 +280,35 @@ local_adopt(struct proc *p)
 	return 0;
 }
 
-/* A run's shim's pipe that became readable: its refusal (the process
- * never started, lost with the shim's reason), or its end (nothing to
- * read). */
+static int local_adopt(struct proc *p);
+
+/* The process directory is locked by another shim: that one started this
+ * process (the daemon died between asking a run's shim and hearing back,
+ * and asked again after its restart). Follow it instead: wait for its
+ * shim.json (or exit.json), up to HOLDER_WAIT_S, then adopt it as after a
+ * restart. 0 when adopted (running or ended), -1 when nothing appeared. */
+#define HOLDER_WAIT_S 5
+static int
+adopt_holder(struct proc *p)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/exit.json", p->dir);
+	for (int i = 0; i < HOLDER_WAIT_S * 100 && !shim_ready(p) && access(path, F_OK) != 0; i++)
+		usleep(10000);
+	p->pid = 0;
+	p->starttime = 0;
+	p->state = PROC_STARTING;
+	local_adopt(p);
+	if (p->state == PROC_STARTING)
+		return -1;
+	log_warnx("%s: started by shim %d before a restart: following that one", p->dir,
+	    (int)p->pid);
+	return 0;
+}
+
+/* A run's shim's pipe that became readable: its end (nothing to read:
+ * 0), or its refusal: 1 when the process is lost with the shim's reason,
+ * 2 when another shim holds it and it was adopted from that one. */
 static int
 refused(struct proc *p)
 {
@@ -292,6 +318,10 @@ refused(struct proc *p)
 		;
 	if (n != (ssize_t)sizeof(rep) || rep.err == 0)
 		return 0;
+	close(p->pidfd);
+	p->pidfd = -1;
+	if (rep.err == EBUSY && adopt_holder(p) == 0)
+		return 2;
 	p->state = PROC_LOST;
 	snprintf(p->reason, sizeof(p->reason), "the run's shim refused to start it: %s",
 	    strerror(rep.err));
@@ -319,8 +349,13 @@ local_wait(struct proc *p, int timeout_ms)
 	}
 	if (ended && p->child)
 		waitpid(p->pid, NULL, WNOHANG);
-	if (ended && !p->child && refused(p))
-		return 1;
+	if (ended && !p->child) {
+		int r = refused(p);
+		if (r == 1 || (r == 2 && p->state != PROC_RUNNING))
+			return 1; /* lost, or adopted already ended (or lost) */
+		if (r == 2)
+			return 0; /* adopted: waited on from now */
+	}
 	/* A run's shim outlives the processes it started (its pidfd, after a
 	 * restart, says nothing about this one): the exit record does. */
 	if (proc_read_exit(p) == 1)

@@ -121,17 +121,48 @@ a.close()
 assert p.wait(timeout=10) == 0
 PY
 # Through the daemon: a process whose directory another shim holds locked
-# is refused by its run's shim; the process is lost with that reason (here
-# without a retry, the job fails) and nothing runs twice.
+# is refused by its run's shim. The daemon follows the holder, which
+# started it before a restart: it waits for the holder's shim.json, adopts
+# it and takes its exit record; nothing runs twice.
 pl_conf
 pl_start
+H="$TEST_TMP/state/runs/follow/x/attempt-1/main"
+mkdir -p "$H"
+/usr/bin/python3 - "$H" "$T/holding" <<'PY' &
+import fcntl, json, os, sys, time
+d, ready = sys.argv[1], sys.argv[2]
+fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(ready, "w").close()
+def put(name, obj):
+    with open(d + "/." + name + ".tmp", "w") as f:
+        json.dump(obj, f)
+    os.rename(d + "/." + name + ".tmp", d + "/" + name)
+time.sleep(1.0)   # the daemon's request is refused meanwhile
+start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+put("shim.json", {"shim_pid": os.getpid(), "shim_start": start,
+                  "child_pid": os.getpid(), "pgid": os.getpgid(0)})
+time.sleep(1.0)
+put("exit.json", {"exited": 1, "status": 0, "signal": 0, "start": 0, "end": 0})
+PY
+HP=$!
+for _ in $(seq 1 50); do [ -e "$T/holding" ] && break; sleep 0.1; done
+printf '[run]\nname = follow\n[x]\nstage = exec\ncommand = touch %s/ran\n' "$T" > "$T/follow.ini"
+pctl submit "$T/follow.ini" >/dev/null
+wait_run follow succeeded 30
+wait "$HP"
+[ ! -e "$T/ran" ] || fail "the process ran a second time beside the holder's"
+cat "$TEST_TMP"/pipelined.* | grep -q "following that one" || fail "no line about following the holder"
+
+# A holder that never records anything: after a while the process is
+# lost with the refusal's reason (here without a retry, the job fails).
 mkdir -p "$TEST_TMP/state/runs/held/x/attempt-1/main"
 flock -n "$TEST_TMP/state/runs/held/x/attempt-1/main" sleep 30 &
 FL=$!
 sleep 0.3
 printf '[run]\nname = held\n[x]\nstage = exec\ncommand = touch %s/ran\n' "$T" > "$T/held.ini"
 pctl submit "$T/held.ini" >/dev/null
-wait_run held failed
+wait_run held failed 30
 kill "$FL" 2>/dev/null
 grep -q "refused to start it: Device or resource busy" "$TEST_TMP/state/runs/held/x/job.log" ||
 	fail "the refusal is not in the job log: $(cat "$TEST_TMP/state/runs/held/x/job.log")"
