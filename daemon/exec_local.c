@@ -31,11 +31,13 @@ pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* Whether the shim's record `name` (shim.json, exit.json) is in p's
+ * directory. */
 static int
-shim_ready(const struct proc *p)
+has_record(const struct proc *p, const char *name)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/shim.json", p->dir);
+	snprintf(path, sizeof(path), "%s/%s", p->dir, name);
 	return access(path, F_OK) == 0;
 }
 
@@ -291,9 +293,8 @@ static int local_adopt(struct proc *p);
 static int
 adopt_holder(struct proc *p)
 {
-	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/exit.json", p->dir);
-	for (int i = 0; i < HOLDER_WAIT_S * 100 && !shim_ready(p) && access(path, F_OK) != 0; i++)
+	for (int i = 0; i < HOLDER_WAIT_S * 100 && !has_record(p, "shim.json") &&
+	    !has_record(p, "exit.json"); i++)
 		usleep(10000);
 	p->pid = 0;
 	p->starttime = 0;
@@ -392,7 +393,7 @@ local_signal(struct proc *p, int sig)
 	/* Right after the start a shim of its own may not have recorded the
 	 * child's process group yet: give it a moment, as long as it lives.
 	 * (A run's shim records it before it replies.) */
-	for (int i = 0; i < 200 && !shim_ready(p) && p->pid > 0 && kill(p->pid, 0) == 0; i++)
+	for (int i = 0; i < 200 && !has_record(p, "shim.json") && p->pid > 0 && kill(p->pid, 0) == 0; i++)
 		usleep(5000);
 	if (proc_read_shim(p, &child, &pgid) == 0 && pgid > 0)
 		return kill(-pgid, sig);

@@ -260,7 +260,7 @@ feed_announce(int64_t id, const char *run, const char *line)
 	/* Another thread wakes the loop; the loop thread's own announcements
 	 * are delivered at the end of its pass (D->flush): waking itself
 	 * would cost it one more pass. */
-	if (D != NULL && !pthread_equal(pthread_self(), D->loop_thread))
+	if (D != NULL && !on_loop_thread())
 		uv_async_send(&D->wake);
 }
 

@@ -812,8 +812,9 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	 * this attempt (a fresh attempt's first spawn has none). */
 	int may_have_row = j->adopted || j->nspawned > 0;
 	j->nspawned++;
-	if (j->store && may_have_row &&
-	    store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0) {
+	int found = j->store && may_have_row &&
+	    store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0;
+	if (found) {
 		/* Re-entered after a restart: this process was started before. */
 		p.id = row.id;
 		p.pid = row.pid;
@@ -830,15 +831,6 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			out->adopted = 1;
 			return row.state == PROC_LOST ? PL_ELOST : PL_OK;
 		}
-		if (p.ex->adopt(&p) == -1)
-			return PL_EIO;
-		if (p.state == PROC_STARTING) {
-			adopt = 0; /* never started: start it now */
-		} else {
-			adopt = 1;
-			out->adopted = 1;
-			job_logf(j, "re-adopted %s (state %d)", spec->name, p.state);
-		}
 	} else if (row_first) {
 		if (store_begin(j->store) == -1)
 			return PL_EIO;
@@ -848,16 +840,18 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 			return PL_EIO;
 		}
 		store_commit(j->store);
-	} else if (j->adopted && stat(p.dir, &sb) == 0) {
-		/* Re-entered, no row, and the directory is there: the shim
-		 * may have started it before the daemon stopped. */
+	}
+	/* Re-adopt a process whose row has not ended, or, re-entered with no
+	 * row, one whose directory is there: the shim may have started it
+	 * before the daemon stopped. One that never started is started now. */
+	if (found || (!row_first && j->adopted && stat(p.dir, &sb) == 0)) {
 		if (p.ex->adopt(&p) == -1)
 			return PL_EIO;
 		if (p.state != PROC_STARTING) {
 			adopt = 1;
 			out->adopted = 1;
-			job_logf(j, "re-adopted %s (state %d, from its directory)", spec->name,
-			    p.state);
+			job_logf(j, "re-adopted %s (state %d%s)", spec->name, p.state,
+			    found ? "" : ", from its directory");
 		}
 	}
 	if (!adopt) {

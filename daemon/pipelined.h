@@ -344,10 +344,17 @@ struct daemon {
 	int running;            /* jobs running now */
 };
 extern struct daemon *D;
+/* Whether the caller is the loop thread (libuv's handles are its own). */
+static inline int
+on_loop_thread(void)
+{
+	return pthread_equal(pthread_self(), D->loop_thread);
+}
 /* sched.c */
 int	sched_init(void);       /* load unfinished runs; re-adopt their jobs */
 void	sched_kick(void);       /* a scheduling pass (loop thread) */
-void	sched_wake(void);       /* from the async handle: finished jobs, then a pass */
+void	sched_wake(void);       /* from the async handle: a pass a job thread asked for
+				   (the retry timer), then the feed */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
 int	sched_cancel(const char *run, char *msg, size_t len);
 int	sched_retry(const char *run, const char *job, char *msg, size_t len);

@@ -45,7 +45,7 @@ struct sjob {
 	int rc;                  /* the run hook's result */
 	int *deps;               /* indices of the jobs in `after` */
 	int ndeps;
-	struct sjob *done_next;  /* finished-queue link */
+	struct sjob *done_next;  /* link in the handoff list or the pool's queue */
 	char logpath[PATH_MAX];
 };
 
@@ -287,9 +287,9 @@ executor_opts(struct sjob *j)
 	return s;
 }
 
-/* Jobs launched inside sched_wake's transaction are handed to their
+/* Jobs launched inside job_end_pass's transaction are handed to their
  * threads once it has committed: a thread handed its job earlier would
- * only wait for the store's lock (and make the loop wait to wake it). */
+ * only wait for the store's lock. */
 static int handoff_hold;
 static struct sjob *handoff, **handoff_tail = &handoff;
 
@@ -598,7 +598,7 @@ sched_kick(void)
 		}
 		run_finish_check(r);
 	}
-	if (next > 0 && !pthread_equal(pthread_self(), D->loop_thread)) {
+	if (next > 0 && !on_loop_thread()) {
 		/* libuv's handles are the loop thread's: it sets the timer. */
 		timer_due = 1;
 		uv_async_send(&D->wake);

@@ -217,6 +217,16 @@ env_path(char *const envp[])
 	return "/bin:/usr/bin"; /* execvp's default */
 }
 
+/* Forget found[i] (its place taken by the last). */
+static void
+found_drop(int i)
+{
+	free(found[i].name);
+	free(found[i].path);
+	free(found[i].file);
+	found[i] = found[--nfound];
+}
+
 static const char *
 find_program(const char *name, const char *path)
 {
@@ -225,10 +235,7 @@ find_program(const char *name, const char *path)
 		if (strcmp(f->name, name) == 0 && strcmp(f->path, path) == 0) {
 			if (access(f->file, X_OK) == 0)
 				return f->file;
-			free(f->name);
-			free(f->path);
-			free(f->file);
-			*f = found[--nfound];
+			found_drop(i);
 			break;
 		}
 	}
@@ -246,23 +253,17 @@ find_program(const char *name, const char *path)
 			return NULL;
 		p = end;
 	}
-	if (nfound == NFOUND) {
-		free(found[0].name);
-		free(found[0].path);
-		free(found[0].file);
-		found[0] = found[--nfound];
-	}
-	struct found *f = &found[nfound];
+	if (nfound == NFOUND)
+		found_drop(0);
+	struct found *f = &found[nfound++];
 	f->name = strdup(name);
 	f->path = strdup(path);
 	f->file = strdup(file);
 	if (f->name == NULL || f->path == NULL || f->file == NULL) {
-		free(f->name);
-		free(f->path);
-		free(f->file);
+		found_drop(nfound - 1);
 		return NULL;
 	}
-	return found[nfound++].file;
+	return f->file;
 }
 
 /* The kernel's sigaction, for the raw system call: glibc's wrapper

@@ -75,23 +75,20 @@ ckpt_thread(void *arg)
 {
 	struct store *s = arg;
 	sqlite3 *db = NULL;
-	if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-	    NULL) != SQLITE_OK ||
-	    sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK) {
+	int ok = sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+	    NULL) == SQLITE_OK &&
+	    sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) == SQLITE_OK;
+	if (!ok) {
 		log_warnx("%s: %s: %s; checkpoints stay with the writer", __func__, s->path,
 		    db ? sqlite3_errmsg(db) : "out of memory");
 		sqlite3_close(db);
-		pthread_mutex_lock(&s->ckpt_mtx);
-		s->ckpt_on = 0;
-		s->ckpt_ready = 1;
-		pthread_cond_broadcast(&s->ckpt_cv);
-		pthread_mutex_unlock(&s->ckpt_mtx);
-		return NULL;
+		db = NULL;
 	}
 	pthread_mutex_lock(&s->ckpt_mtx);
+	s->ckpt_on = ok;
 	s->ckpt_ready = 1;
 	pthread_cond_broadcast(&s->ckpt_cv);
-	while (!s->ckpt_stop) {
+	while (ok && !s->ckpt_stop) {
 		if (!s->ckpt_want) {
 			pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mtx);
 			continue;

@@ -109,6 +109,16 @@ shani_store(uint32_t h[8], __m128i abef, __m128i cdgh)
 	QROUND(r0, r1, n[a], q);                                            \
 	if ((q) < 12) { SCHED(m[a], m[b], m[c], m[d]); SCHED(n[a], n[b], n[c], n[d]); }
 
+/* A block's 16 message words, as four vectors. */
+SHANI static inline void
+shani_msg(__m128i m[4], const unsigned char *p, __m128i mask)
+{
+	m[0] = LOADW(p, 0, mask);
+	m[1] = LOADW(p, 1, mask);
+	m[2] = LOADW(p, 2, mask);
+	m[3] = LOADW(p, 3, mask);
+}
+
 SHANI static void
 shani_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
 {
@@ -118,10 +128,7 @@ shani_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
 	for (; nblocks > 0; nblocks--, p += 64) {
 		__m128i a0 = s0, a1 = s1;
 		_mm_prefetch((const char *)p + SHA_PREFETCH, _MM_HINT_T0);
-		m[0] = LOADW(p, 0, mask);
-		m[1] = LOADW(p, 1, mask);
-		m[2] = LOADW(p, 2, mask);
-		m[3] = LOADW(p, 3, mask);
+		shani_msg(m, p, mask);
 		STEPS(STEP_A)
 		s0 = _mm_add_epi32(s0, a0);
 		s1 = _mm_add_epi32(s1, a1);
@@ -142,14 +149,8 @@ shani_blocks2(uint32_t ha[8], const unsigned char *pa, uint32_t hb[8],
 		__m128i a0 = s0, a1 = s1, b0 = r0, b1 = r1;
 		_mm_prefetch((const char *)pa + SHA_PREFETCH, _MM_HINT_T0);
 		_mm_prefetch((const char *)pb + SHA_PREFETCH, _MM_HINT_T0);
-		m[0] = LOADW(pa, 0, mask);
-		m[1] = LOADW(pa, 1, mask);
-		m[2] = LOADW(pa, 2, mask);
-		m[3] = LOADW(pa, 3, mask);
-		n[0] = LOADW(pb, 0, mask);
-		n[1] = LOADW(pb, 1, mask);
-		n[2] = LOADW(pb, 2, mask);
-		n[3] = LOADW(pb, 3, mask);
+		shani_msg(m, pa, mask);
+		shani_msg(n, pb, mask);
 		STEPS(STEP_AB)
 		s0 = _mm_add_epi32(s0, a0);
 		s1 = _mm_add_epi32(s1, a1);

@@ -85,35 +85,26 @@ nothing_left() {
 cd "$TEST_TMP" || exit 1
 mkdir -p hand
 
-# By hand, cut to the header: SIGBUS under the guard.
-fixture h1
-"$PIPELINECTL" stage tensor_fix input="$TEST_TMP/h1" output=hand/fixed drop= rename= >h1.out 2>&1 &
-pid=$!
-cut_when_read "$TEST_TMP/h1" "$hdr"
-wait "$pid" && { cat h1.out; fail "tensor_fix succeeded on a file cut under it"; }
-grep -qF "tensor_fix: $TEST_TMP/h1/model.safetensors: $MSG" h1.out ||
-	{ cat h1.out; fail "the SIGBUS message"; }
-nothing_left hand
-
-# By hand, one byte less: the copy comes back short.
-fixture h2
-"$PIPELINECTL" stage tensor_fix input="$TEST_TMP/h2" output=hand/fixed drop= rename= >h2.out 2>&1 &
-pid=$!
-cut_when_read "$TEST_TMP/h2" $((size - 1))
-wait "$pid" && { cat h2.out; fail "tensor_fix succeeded on a file cut under it"; }
-grep -qF "tensor_fix: $TEST_TMP/h2/model.safetensors: the file changed size while it was being read ($size bytes when it was opened, $((size - 1)) now)" h2.out ||
-	{ cat h2.out; fail "the short-copy message"; }
-nothing_left hand
-
-# By hand, written again in place: the whole copy, then the check.
-fixture h3
-"$PIPELINECTL" stage tensor_fix input="$TEST_TMP/h3" output=hand/fixed drop= rename= >h3.out 2>&1 &
-pid=$!
-cut_when_read "$TEST_TMP/h3" rewrite
-wait "$pid" && { cat h3.out; fail "tensor_fix succeeded on a file written under it"; }
-grep -qF "tensor_fix: $TEST_TMP/h3/model.safetensors: the file was modified while it was being read" h3.out ||
-	{ cat h3.out; fail "the modified message"; }
-nothing_left hand
+# by_hand NAME CUT MESSAGE: tensor_fix by hand on a fixture cut to CUT
+# bytes (or "rewrite": written again in place) while it reads fails, its
+# output names the file and says MESSAGE, and nothing of it is left.
+by_hand() {
+	fixture "$1"
+	"$PIPELINECTL" stage tensor_fix input="$TEST_TMP/$1" output=hand/fixed drop= rename= \
+	    >"$1.out" 2>&1 &
+	local pid=$!
+	cut_when_read "$TEST_TMP/$1" "$2"
+	wait "$pid" && { cat "$1.out"; fail "tensor_fix succeeded on a file changed under it ($1)"; }
+	grep -qF "tensor_fix: $TEST_TMP/$1/model.safetensors: $3" "$1.out" ||
+		{ cat "$1.out"; fail "$1: the message"; }
+	nothing_left hand
+}
+# Cut to the header: SIGBUS under the guard.
+by_hand h1 "$hdr" "$MSG"
+# One byte less: the copy comes back short.
+by_hand h2 $((size - 1)) "the file changed size while it was being read ($size bytes when it was opened, $((size - 1)) now)"
+# Written again in place: the whole copy, then the check.
+by_hand h3 rewrite "the file was modified while it was being read"
 note "by hand: SIGBUS, a short copy and a rewrite, each named, nothing left"
 
 # The daemon.
