@@ -184,8 +184,9 @@ set_running(struct sjob *j, int on)
 
 /* Job threads are kept for a while after their job and reused: creating
  * and tearing down a thread per job cost more than a short job's own
- * bookkeeping. A thread hands its job back on the finished list (its last
- * touch of the job), then waits up to POOL_IDLE_S for the next. */
+ * bookkeeping. A thread records its job's end itself (job_end_pass), runs
+ * next the first job that pass started, and otherwise waits up to
+ * POOL_IDLE_S for one. */
 #define POOL_IDLE_S 10
 static pthread_mutex_t pool_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
