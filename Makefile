@@ -58,11 +58,16 @@ TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
 BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim
 
-.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps tests
+.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests
 all: $(BINS) $(PLUGINS)
 
 deps:
 	@etc/deps.sh
+
+# The job programs' ML environment (torch, transformers, PEFT, ...), built
+# once into the cache from jobs/requirements.lock.
+pyenv: deps
+	@tests/tools/pyenv.sh >/dev/null
 
 # Everything compiled here is position-independent: the same objects go
 # into plugins and executables.
@@ -107,11 +112,11 @@ tests/fuzz/replay_%: tests/fuzz/fuzz_%.o tests/fuzz/replay_main.o $(CORE_LIB) $(
 
 tests: all $(UNIT_TESTS) $(TEST_PLUGINS) $(FUZZ_REPLAYS)
 
-check: deps
+check: deps pyenv
 	$(MAKE) tests
 	tests/run.sh
 
-demo: deps
+demo: deps pyenv
 	$(MAKE) all
 	tests/tools/demo.sh
 
