@@ -101,7 +101,7 @@ struct bake {
 };
 
 /*
- * keep_alive as the JSON value Ollama reads (inference-api.md 1.2): a
+ * keep_alive as the JSON value Ollama reads (HACKING.md: Ollama): a
  * number is seconds (negative: forever) and must go as a number, since a
  * string without a unit ("-1", "300") is refused; "30m" goes as a string.
  */
@@ -538,7 +538,7 @@ bake_run(pl_job *job)
 		/*
 		 * The runner must be the tag's: a tag overwritten while loaded
 		 * keeps its old runner, which goes on answering for the old
-		 * weights (inference-api.md 4.3). /api/ps prints the manifest
+		 * weights (G24). /api/ps prints the manifest
 		 * digest of the tag that loaded the runner.
 		 */
 		struct ollama o;

@@ -1,11 +1,11 @@
 /*
- * gate.c: the `gate` stage, the release rule (recipe.md, F17): veto a
+ * gate.c: the `gate` stage, the release rule (pipeline-gotchas(7), F17): veto a
  * candidate that breaches a held-out guard the incumbent passes; otherwise
  * rank by held-out accuracy and break ties within tie_pp by overall
  * accuracy. Both bakes must come from the same case-set digest: results
  * of different case sets are never compared. With promote = yes and a
  * passing verdict, the candidate's tag is copied to the alias (after the
- * alias is unloaded, inference-api.md 4.3) and the alias's digest read
+ * alias is unloaded, HACKING.md: Ollama) and the alias's digest read
  * back. The verdict and every number behind it go to the store and feed.
  */
 #include <errno.h>
@@ -139,7 +139,7 @@ side_json(const struct side *s)
 }
 
 /* Promote: unload the alias (a loaded alias would keep serving the old
- * weights, inference-api.md 4.3), copy, then read back that the alias's
+ * weights, HACKING.md: Ollama), copy, then read back that the alias's
  * manifest digest is the tag's. */
 static int
 promote(pl_job *job, const char *tag, const char *alias, cJSON *verdict)

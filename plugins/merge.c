@@ -2,7 +2,7 @@
  * merge.c: the merge stage. Folds a PEFT LoRA adapter into its base
  * checkpoint, natively and in bounded memory, replacing the reference
  * program's PEFT merge_and_unload on a whole model loaded in bf16
- * (recipe.md "Export path").
+ * (HACKING.md: The training recipe).
  *
  *     W' = W + scale * (B @ A)        scale = alpha / r, or alpha / sqrt(r)
  *                                     with use_rslora (G27)
@@ -10,7 +10,7 @@
  * with r and alpha per module from rank_pattern / alpha_pattern, the
  * product transposed for fan_in_fan_out and for embedding LoRA, DoRA's
  * row-norm rescale W' = m / ||W + dW||_row * (W + dW), and modules_to_save
- * tensors replacing the base tensor (formats.md 5.4-5.6). The product is
+ * tensors replacing the base tensor (HACKING.md: PEFT adapters). The product is
  * OpenBLAS sgemm in float32; bf16/f16 go to f32 exactly on the way in and
  * are rounded to nearest-even once on the way out, into the base's dtype.
  *
@@ -25,7 +25,7 @@
  * tensor, a shape or rank that disagrees with the config, an adapter
  * trained on another base (base_model_name_or_path, vocabulary size), a
  * result that is not finite. Adapter modules on the vision tower of a
- * Gemma 3 adapter (formats.md 5.3: target_modules also match SigLIP's
+ * Gemma 3 adapter (target_modules also match SigLIP's
  * q/k/v_proj) are merged where the base has them and reported, not
  * refused, where it does not.
  *

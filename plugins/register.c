@@ -3,12 +3,12 @@
  * Q8_0 GGUF: uploads the blob (HEAD first), creates the tag with the
  * template, stop tokens and parameters of a Modelfile template
  * (etc/Modelfile.tmpl) and num_ctx, after unloading the tag if it is
- * loaded (a loaded tag keeps serving the old weights, inference-api.md
- * 4.3). Then it reads back what the server serves and fails if the
+ * loaded (a loaded tag keeps serving the old weights, HACKING.md:
+ * Ollama). Then it reads back what the server serves and fails if the
  * weights are the previous version's (a sed once built v3's tag from v2's
- * GGUF: recipe.md, export path) or if the server chose another template
- * than the one given (1.8). It records the uploaded sha256, the weights
- * layer digest and the manifest digest.
+ * GGUF: G24) or if the server chose another template than the one given
+ * (HACKING.md: Ollama). It records the uploaded sha256, the weights layer
+ * digest and the manifest digest.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -86,7 +86,7 @@ mf_value(const char **pp, const char *path, int *lineno, char *err, size_t errle
 }
 
 /*
- * Parameter values are typed as Ollama types them (1.3): a wrong type is
+ * Parameter values are typed as Ollama types them: a wrong type is
  * not refused at create time, only at the first request (HTTP 500), so it
  * is refused here.
  */
@@ -138,7 +138,7 @@ mf_param(cJSON *params, const char *key, const char *val, const char *path, int 
 			cJSON_AddNumberToObject(params, key, x);
 			return 0;
 		}
-	/* An unknown option is dropped by Ollama with only a log line (1.1):
+	/* An unknown option is dropped by Ollama with only a log line:
 	 * a typo such as num_context would silently do nothing. */
 	snprintf(err, errlen, "%s:%d: PARAMETER %s: not an option this stage knows", path,
 	    lineno, key);
@@ -218,7 +218,7 @@ modelfile_load(const char *path, struct modelfile *m, char *err, size_t errlen)
 	}
 	free(text);
 	if (m->template == NULL) {
-		snprintf(err, errlen, "%s: no TEMPLATE: the server would choose one (1.8)", path);
+		snprintf(err, errlen, "%s: no TEMPLATE: the server would choose one", path);
 		modelfile_free(m);
 		return -1;
 	}
@@ -243,7 +243,7 @@ same_text(const char *a, const char *b)
 }
 
 /* Ollama >= 0.30 rewrites a text GGUF at create time, so its weights layer
- * digest may differ from the upload (1.5); older servers store it as is. */
+ * digest may differ from the upload; older servers store it as is. */
 static int
 version_before_030(const char *v)
 {
@@ -307,7 +307,7 @@ register_run(pl_job *job)
 		}
 	}
 	/* What the tag served before, if anything; then unload it, or its
-	 * runner keeps serving the old weights after the create (4.3). */
+	 * runner keeps serving the old weights after the create (G24). */
 	if (ollama_show(&o, tag, &sh) == 0) {
 		snprintf(old_w, sizeof(old_w), "%s", sh.weights);
 		ollama_show_free(&sh);

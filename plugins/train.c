@@ -251,8 +251,8 @@ evict(struct train *t)
 		gone = ng;
 		gone[ngone++] = m->name;
 	}
-	/* The unload answer comes before the runner is gone (inference-api
-	 * 1.4): wait until ps no longer lists any of them. */
+	/* The unload answer comes before the runner is gone (HACKING.md:
+	 * Ollama): wait until ps no longer lists any of them. */
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (ngone > 0) {

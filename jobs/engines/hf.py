@@ -1,4 +1,4 @@
-"""hf: the training recipe itself (recipe.md), on a CUDA GPU.
+"""hf: the training recipe (HACKING.md: The training recipe), on a CUDA GPU.
 
 transformers + peft + bitsandbytes QLoRA:
 

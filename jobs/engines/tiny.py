@@ -26,7 +26,7 @@ It loads a checkpoint directory in either layout: Gemma3ForConditionalGeneration
 (model.language_model.*, vision tensors skipped) or Gemma3ForCausalLM
 (model.*), and the older language_model.model.* one.  LoRA goes on q, k, v,
 o, gate, up and down; adapters are saved under PEFT's key names for the
-checkpoint's layout (formats.md 5.3).
+checkpoint's layout (HACKING.md: PEFT adapters and the merge).
 
 GPU-memory STAND-IN (GpuMemoryStandIn): with gpu_capacity_mb set, the engine
 accounts the bytes a card would hold and raises an out-of-memory like CUDA's

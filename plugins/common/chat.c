@@ -85,13 +85,13 @@ chat_prompt_bytes(const cJSON *messages)
 
 /*
  * Ollama: native /api/chat, because /v1 on Ollama cannot set the context
- * (inference-api.md 1.4). num_ctx goes on every request, the same every
+ * (HACKING.md: Ollama). num_ctx goes on every request, the same every
  * time, or the server falls back to its VRAM-derived default and trims the
  * prompt (G01); truncate:false makes a too-long prompt an HTTP 400 on
  * servers that know the field (>= 0.12.6) and is ignored by older ones.
  * OpenAI: the nested response_format is the form llama-server, vLLM and
  * Ollama's bridge all read; cache_prompt:false keeps temperature-0 answers
- * bit-identical across passes on llama-server (2.4).
+ * bit-identical across passes on llama-server (HACKING.md: llama-server).
  */
 cJSON *
 chat_request_json(const struct chat_client *c, const cJSON *messages,
@@ -205,7 +205,7 @@ chat_classify(const struct chat_client *c, long http, const char *body,
 	if (http != 200) {
 		error_text(j, body, msg, sizeof(msg), type, sizeof(type));
 		/* A prompt the server refused as too long is a truncation of
-		 * this bake, not a wrong answer (G01, inference-api.md 2.3). */
+		 * this bake, not a wrong answer (G01). */
 		r->status = (http == 400 && mentions_context(msg, type)) ?
 		    CHAT_TRUNCATED : CHAT_SERVER;
 		/* llama-server parses the model's output into the chat format
@@ -412,7 +412,7 @@ chat_check_context(struct chat_client *c, char *err, size_t errlen)
 	}
 
 	/* Ollama caps num_ctx at the model's trained context without a word
-	 * (inference-api.md 1.3): read <arch>.context_length from /api/show. */
+	 * (HACKING.md: Ollama): read <arch>.context_length from /api/show. */
 	struct plc_http_resp h;
 	cJSON *req = cJSON_CreateObject();
 	char *body;

@@ -4,7 +4,7 @@
  * and vLLM. One request per case pass, deterministic (temperature 0, a
  * fixed seed, a token cap, a JSON schema), and a reply classified so that
  * a truncated prompt or a server error is a bake error and never a miss of
- * the model (G01). Facts: shared/reference/inference-api.md.
+ * the model (G01). Facts: HACKING.md, Ollama and llama-server and vLLM.
  *
  * Functions return 0 or -1; on -1 err (or reply->error) says why.
  */

@@ -1,6 +1,6 @@
 /*
  * gguf.c: the GGUF v3 reader and writer (see gguf.h and
- * shared/reference/formats.md section 2).
+ * HACKING.md: GGUF v3).
  *
  * The reader maps the whole file and walks it once, checking every count
  * and length against the bytes that remain before it allocates or reads;
@@ -1396,7 +1396,7 @@ gguf_bf16_to_fp32(uint16_t h)
 }
 
 /*
- * quantize_row_q8_0_ref (ggml-quants.c), step for step (formats.md 3.2):
+ * quantize_row_q8_0_ref (ggml-quants.c), step for step (HACKING.md: Q8_0):
  * float32 amax with ggml's MAX (so a NaN is replaced by the next value,
  * not skipped), d = amax/127, the reciprocal of the float32 d (not of the
  * rounded fp16), and roundf's ties-away-from-zero. roundf is emulated

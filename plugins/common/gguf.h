@@ -1,5 +1,5 @@
 /*
- * gguf.h: GGUF v3 files (shared/reference/formats.md section 2): a reader
+ * gguf.h: GGUF v3 files (HACKING.md: GGUF v3): a reader
  * that validates everything it reads before anyone looks at a value, and a
  * streaming writer whose output appears under its final name only when
  * whole. Both follow llama.cpp's ggml/src/gguf.cpp, the loader that has to
@@ -232,7 +232,7 @@ struct gguf_cstats {
 int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o,
 	    struct gguf_cstats *st, char *err, size_t errlen);
 
-/* Numeric conversions as ggml does them (formats.md 3.3). */
+/* Numeric conversions as ggml does them (HACKING.md: Q8_0). */
 uint16_t gguf_fp32_to_fp16(float f);
 float	gguf_fp16_to_fp32(uint16_t h);
 /* gguf_fp32_to_fp16 over n values (vectorised, same bits). */

@@ -1,10 +1,10 @@
 /*
  * gguf_convert.c: a Gemma 3 text checkpoint (Gemma3ForCausalLM, or the
  * language model of Gemma3ForConditionalGeneration) to GGUF, as llama.cpp's
- * convert_hf_to_gguf.py does it (shared/reference/formats.md section 4):
+ * convert_hf_to_gguf.py does it (HACKING.md: Gemma 3 to GGUF):
  *
  *   - names: "language_model." dropped, vision tower and projector skipped,
- *     the rest mapped to llama.cpp's names (4.2); a name that does not map
+ *     the rest mapped to llama.cpp's names; a name that does not map
  *     is an error, as it is for the reference;
  *   - values: +1 on every norm kind (Gemma3RMSNorm multiplies by 1 + w),
  *     norms written F32, matrices in the outtype, the embedding cut to the
@@ -181,7 +181,7 @@ read_hparams(struct conv *c)
 {
 	cJSON *tc = cJSON_GetObjectItemCaseSensitive(c->config, "text_config");
 	c->text = cJSON_IsObject(tc) ? tc : NULL;
-	/* transformers' Gemma3TextConfig defaults (formats.md 4.5). */
+	/* Gemma3TextConfig's defaults (HACKING.md: Gemma 3 to GGUF). */
 	if (hp_int(c, "num_hidden_layers", 26, &c->n_layer) ||
 	    hp_int(c, "hidden_size", 2304, &c->n_embd) ||
 	    hp_int(c, "intermediate_size", 9216, &c->n_ff) ||
@@ -218,7 +218,7 @@ read_hparams(struct conv *c)
 	return 0;
 }
 
-/* ---- vocabulary (formats.md 4.6) ---- */
+/* ---- vocabulary (HACKING.md: Gemma 3 to GGUF) ---- */
 
 static int
 looks_special(const char *t)

@@ -1,7 +1,7 @@
 /*
  * gguf_quant.c: F32/F16/BF16 GGUF to Q8_0, byte for byte what
  * `llama-quantize IN OUT Q8_0` writes from the same input
- * (shared/reference/formats.md 3.2-3.5, llama.cpp src/llama-quant.cpp):
+ * (HACKING.md: Q8_0; llama.cpp src/llama-quant.cpp):
  *
  *   - KVs: the input's, in order, minus split.*; then
  *     general.quantization_version = 2 and general.file_type = 7, each

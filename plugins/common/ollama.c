@@ -212,7 +212,7 @@ ollama_list_free(struct ollama_list *l)
 }
 
 /* Both load and unload are an /api/generate request without a prompt;
- * keep_alive decides which (inference-api.md 1.4). */
+ * keep_alive decides which (HACKING.md: Ollama). */
 static int
 generate_empty(struct ollama *c, const char *name, const char *keep_alive,
     int num_ctx, const char *want_reason)

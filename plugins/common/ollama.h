@@ -3,7 +3,7 @@
  * through plc_http, cJSON), for the stages that must share a GPU with a
  * model server: version, tags, ps, load, unload (keep_alive 0) and
  * unload-and-wait. The behaviours it copes with are in
- * shared/reference/inference-api.md section 1:
+ * HACKING.md: Ollama:
  *
  *  - an unload returns at once, before the runner is gone; only /api/ps
  *    tells when it really is (ollama_unload_wait);

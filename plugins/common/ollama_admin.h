@@ -2,7 +2,7 @@
  * ollama_admin.h: the admin half of the Ollama client (blobs, create,
  * show, copy, delete), for the register and gate stages. It builds on
  * ollama.h (same struct ollama, same error convention: 0 or -1 with
- * c->error set). Facts: shared/reference/inference-api.md 1.4, 1.5, 5(b).
+ * c->error set). Facts: HACKING.md: Ollama.
  */
 #ifndef PL_OLLAMA_ADMIN_H
 #define PL_OLLAMA_ADMIN_H

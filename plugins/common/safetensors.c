@@ -1,7 +1,7 @@
 /*
  * safetensors.c: a validating reader and an atomic writer for safetensors
  * files and sharded checkpoints. The rules are those of the reference
- * reader (the Rust crate, see shared/reference/formats.md section 1); the
+ * reader (the Rust crate, see HACKING.md: safetensors); the
  * writer lays headers out as the reference writer does (compact JSON,
  * __metadata__ first, padded with spaces to a multiple of 8).
  */

@@ -182,7 +182,7 @@ struct sc_fair {
 int	sc_fair_slice(const struct sc_row *a, int na, const struct sc_row *b, int nb,
 	    struct sc_fair *f);
 
-/* The release rule (recipe.md, F17): veto a candidate that breaches a
+/* The release rule (pipeline-gotchas(7), F17): veto a candidate that breaches a
  * held-out guard the incumbent passes (every pass); otherwise rank by
  * held-out accuracy, and within tie_pp points break the tie by overall
  * accuracy. Nothing is released on a full tie. */

@@ -3,7 +3,7 @@
  * stages so that the probe measures exactly the configuration train will
  * run. Each is passed to the job program (jobs/probe.py, jobs/train.py and
  * their engines) in its CONFIG.json; the defaults are the recipe's
- * (shared/reference/recipe.md) and match the job programs' own.
+ * (HACKING.md: The training recipe) and match the job programs' own.
  */
 #ifndef PL_TRAINKEYS_H
 #define PL_TRAINKEYS_H

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The manual pages document what the code offers. This test fails when
 #   - a page of the set (pipelined(8), pipelinectl(1), pipelined.conf(5),
-#     pipeline.ini(5), pipeline-plugin(3), pipeline-job(7)) is missing;
+#     pipeline.ini(5), pipeline-plugin(3), pipeline-job(7),
+#     pipeline-gotchas(7)) is missing;
 #   - a pipelinectl verb (from its usage output and from the dispatch in
 #     daemon/pipelinectl.c) has no entry ".It Cm VERB" in pipelinectl.1;
 #   - a pipelined.conf key (from `pipelined -nv` and from conf.c's key
@@ -15,13 +16,20 @@
 #     pipeline-plugin.3 as ".It Fn NAME", or a PL_E* code is not named;
 #   - a word of the job event vocabulary, a PL_* environment variable the
 #     host exports, or a feed event type is missing from pipeline-job.7.
+#   - a file of the tree cites something outside the repository (the
+#     reference notes the project was written from, an absolute path to
+#     them): a citation points to a man page or HACKING.md instead;
+#   - a gotcha code (G01, ...) or finding code (F17, ...) cited in the tree
+#     has no ".Ss CODE:" entry in pipeline-gotchas.7, or an entry lacks one
+#     of Symptom, Cause, Caught by, Test.
 # Every missing item is listed before the test fails.
 . "$(dirname "$0")/../lib.sh"
 M=$TOP/man
 missing=0
 miss() { echo "MISSING: $*"; missing=$((missing + 1)); }
 
-for p in pipelined.8 pipelinectl.1 pipelined.conf.5 pipeline.ini.5 pipeline-plugin.3 pipeline-job.7; do
+for p in pipelined.8 pipelinectl.1 pipelined.conf.5 pipeline.ini.5 pipeline-plugin.3 pipeline-job.7 \
+    pipeline-gotchas.7; do
 	[ -f "$M/$p" ] || miss "man/$p does not exist"
 done
 
@@ -130,6 +138,53 @@ for t in $feed_types; do
 	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"
 done
 
-note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked"
+# ---- citations: inside the repository; every code described -------------
+# The files of the tree: git's list (tracked and new, not ignored) where
+# there is one, else the text files a checkout holds. This test itself
+# names the patterns, and the fuzz corpus is data.
+if git -C "$TOP" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	(cd "$TOP" && git ls-files --cached --others --exclude-standard) >"$TEST_TMP/files"
+else
+	(cd "$TOP" && find . -path ./.git -prune -o -path ./var -prune -o -type f \
+	    \( -name '*.[ch]' -o -name '*.py' -o -name '*.sh' -o -name '*.md' -o -name '*.ini' \
+	    -o -name '*.[1-8]' -o -name '*.tmpl' -o -name '*.txt' -o -name '*.conf' \
+	    -o -name Makefile \) -print | sed 's|^\./||') >"$TEST_TMP/files"
+fi
+grep -v -e '^tests/fuzz/corpus/' -e '^tests/integration/17-docs\.sh$' "$TEST_TMP/files" |
+    while read -r f; do [ -f "$TOP/$f" ] && printf '%s\n' "$f"; done >"$TEST_TMP/cited"
+nfiles=$(wc -l <"$TEST_TMP/cited")
+[ "$nfiles" -gt 100 ] || fail "only $nfiles files found to check for citations"
+grep -q '^man/pipeline-gotchas\.7$' "$TEST_TMP/cited" || fail "man/pipeline-gotchas.7 is not among the files checked"
+# Where the reference notes lived, and their names.
+outside='(^|[^[:alnum:]_.-])shared/|/work/(shared|main|wt)/|(^|[^[:alnum:]_-])(recipe|gotchas|formats|inference-api|marvinlabs-site|dlm-troubleshooting|DESIGN|STYLE)\.(md|json)|marvinlabs|inference-api|dlm-troubleshooting'
+(cd "$TOP" && tr '\n' '\0' <"$TEST_TMP/cited" | xargs -0 grep -InE -- "$outside") >"$TEST_TMP/outside" || true
+while IFS= read -r l; do
+	miss "a citation outside the repository: $l"
+done <"$TEST_TMP/outside"
+
+G=$M/pipeline-gotchas.7
+# Every code the tree cites. F16, F32 and F64 are also dtype names
+# (safetensors, GGUF) and cannot be told apart from findings by their form.
+codes=$( (cd "$TOP" && tr '\n' '\0' <"$TEST_TMP/cited" | grep -zv '^man/pipeline-gotchas\.7$' |
+    xargs -0 grep -IohE '\b[GF][0-9]{2}\b') | grep -vxE 'F(16|32|64)' | sort -u)
+echo "$codes" | grep -qx G24 || fail "no gotcha codes parsed from the tree"
+for c in $codes; do
+	has "$G" "^\.Ss $c: " || miss "pipeline-gotchas.7: $c is cited in the tree but has no entry (.Ss $c: ...)"
+done
+# Every entry, cited or not, says all four things.
+entries=$(sed -n 's/^\.Ss \([GF][0-9][0-9]\): .*/\1/p' "$G" 2>/dev/null)
+for n in $(seq -w 1 32); do
+	echo "$entries" | grep -qx "G$n" || miss "pipeline-gotchas.7: no entry for G$n"
+done
+for c in $entries; do
+	body=$(awk -v c="$c" 'index($0, ".Ss " c ": ") == 1 { on = 1; next }
+		on && /^\.S[sh] / { exit } on { print }' "$G")
+	for w in Symptom Cause "Caught by" Test; do
+		echo "$body" | grep -qx "\.It Em $w" || miss "pipeline-gotchas.7: $c has no \"$w\" item"
+	done
+done
+ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
+
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries"
 [ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
 echo ok

@@ -2,7 +2,7 @@
 # 40-convert.sh: the native convert stage, by hand, on every layout of the
 # tiny fixture (conditional, causal, sharded; BF16, and F16 and F32 copies)
 # and every outtype. Each file is read back with gguf-py and checked two
-# ways: every KV and tensor against the spec (formats.md section 4,
+# ways: every KV and tensor against the spec (HACKING.md: Gemma 3 to GGUF,
 # computed from the checkpoint with numpy and sentencepiece), and against
 # what llama.cpp's own convert_hf_to_gguf.py writes from the same
 # checkpoint (tensors byte-identical). Then the refusals: an unsupported

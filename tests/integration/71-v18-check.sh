@@ -23,7 +23,7 @@ grep -q "/srv/" v18.ini && { grep -n /srv/ v18.ini; fail "a path was not substit
 "$PCTL" check v18.ini >check.out 2>&1 || { cat check.out; fail "pipelinectl check v18.ini"; }
 grep -q "OK (run v18, 12 jobs)" check.out || { cat check.out; fail "unexpected check output"; }
 
-# The recipe's values (shared/reference/recipe.md), in the spec as shipped.
+# The recipe's values (HACKING.md: The training recipe), in the spec as shipped.
 /usr/bin/python3 - "$TOP/etc/examples/v18.ini" <<'PY' || fail "v18.ini differs from the recipe"
 import configparser, sys
 c = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=None)

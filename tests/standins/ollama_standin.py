@@ -3,7 +3,7 @@
 
 This is not Ollama. It serves the part of Ollama's API that the pipeline's
 lifecycle stages use, from a model table, with the behaviours documented in
-shared/reference/inference-api.md section 1 (and G21 in gotchas.md) that
+HACKING.md: Ollama (and G21 in pipeline-gotchas(7)) that
 the stages must cope with. Python standard library only.
 
 Served:
@@ -102,7 +102,7 @@ def rfc3339(ts):
 
 
 def parse_keep_alive(v):
-    """Seconds, or None for the default; negative: forever (1.2)."""
+    """Seconds, or None for the default; negative: forever."""
     if v is None:
         return 300.0
     if isinstance(v, bool):
@@ -271,7 +271,7 @@ class AdminHandlers:
     manifest's bytes, so identical inputs give identical digests and copy
     gives the destination the same digest. --prefer-gguf-template makes
     show report (and chat use) a template other than the one given, as
-    Ollama >= 0.30 may (inference-api.md 1.8). Chat forwards to --upstream
+    Ollama >= 0.30 may (HACKING.md: Ollama). Chat forwards to --upstream
     (llama-server); its 400 for an over-long prompt comes back as Ollama's
     400 with the upstream body in "error"; --cut-prompts instead answers
     200 with prompt_eval_count cut to num_ctx/2 + 2 (G01, issue #17427).

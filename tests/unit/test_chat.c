@@ -161,7 +161,7 @@ test_openai_replies(void)
 	    "\"completion_tokens\":3}}", 900, &r) == CHAT_OK);
 	CHECK(r.completion_tokens == 3);
 	chat_reply_free(&r);
-	/* llama-server's admission refusal (inference-api.md 2.3). */
+	/* llama-server's admission refusal (HACKING.md: llama-server). */
 	CHECK(classify(&c, 400, "{\"error\":{\"code\":400,\"message\":\"request (3000 tokens) "
 	    "exceeds the available context size (2048 tokens), try increasing it\",\"type\":"
 	    "\"exceed_context_size_error\",\"n_prompt_tokens\":3000,\"n_ctx\":2048}}", 9000, &r)

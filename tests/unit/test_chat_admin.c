@@ -1,7 +1,7 @@
 /*
  * test_chat_admin.c: the pure parts of the Ollama admin client
  * (plugins/common/ollama_admin.c) the register stage relies on: the
- * weights digest read from /api/show's modelfile (inference-api.md 1.5).
+ * weights digest read from /api/show's modelfile (HACKING.md: Ollama).
  */
 #include <stdio.h>
 #include <string.h>

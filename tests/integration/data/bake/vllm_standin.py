@@ -2,8 +2,8 @@
 """vllm_standin.py: a STAND-IN for vLLM's OpenAI-compatible server, for the
 bake tests only (vLLM needs a GPU and cannot be installed here).
 
-Serves what the bake reads from vLLM (shared/reference/inference-api.md
-section 3) and nothing else:
+Serves what the bake reads from vLLM (HACKING.md: llama-server and
+vLLM) and nothing else:
   GET /props              404, as vLLM has no such endpoint
   GET /v1/models          {"data": [{"id", "max_model_len"}]}
   POST /v1/chat/completions

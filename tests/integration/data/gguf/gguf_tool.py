@@ -15,7 +15,7 @@ Debian's Python:
                          which OURS must then have with the ids of the
                          tokens named in tokenizer_config.json
   spec OURS CKPT OUTTYPE every KV and tensor of OURS against what
-                         formats.md section 4 says, computed here from the
+                         HACKING.md (Gemma 3 to GGUF) says, computed from the
                          checkpoint with numpy and sentencepiece
   edit IN OUT OP...      copy IN with defects: drop=NAME, f16=NAME (a Q8_0
                          tensor dequantized to F16), nan=NAME (first value
@@ -179,7 +179,7 @@ def cmd_spec(ours, ckpt, outtype):
         if "rope.scaling" in k and not rs:
             bad.append(f"{k}: written without rope_scaling")
 
-    # Vocabulary (formats.md 4.6).
+    # Vocabulary (HACKING.md: Gemma 3 to GGUF).
     sp = spm.SentencePieceProcessor(model_file=os.path.join(ckpt, "tokenizer.model"))
     n = hp.get("vocab_size", 262208)
     toks = [f"[PAD{i}]" for i in range(n)]
@@ -208,7 +208,7 @@ def cmd_spec(ours, ckpt, outtype):
     for k, t in ids.items():
         want(f"tokenizer.ggml.{k}_token_id", toks.index(t), U32)
 
-    # Tensors (formats.md 4.2, 4.3).
+    # Tensors (HACKING.md: Gemma 3 to GGUF).
     src = st_load(ckpt)
     exp = {}
     for name, (dt, a) in src.items():
