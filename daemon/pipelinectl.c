@@ -4,7 +4,7 @@
  *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
  *
  * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
- * artifacts, metrics, stage (in-process, no daemon), gguf, report.
+ * artifacts, metrics, stage (in-process, no daemon), gguf, report, plot.
  * The wire vocabulary is in include/pipeline/proto.h, shared with the
  * daemon. Errors go through err(3); a refusal exits non-zero.
  */
@@ -55,7 +55,9 @@ usage(void)
 	    "  stage STAGE key=value ...  run one stage by hand, without a daemon\n"
 	    "  stage --list | STAGE --help\n"
 	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
-	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n");
+	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
+	    "  plot RUN [--vs RUN] -o FILE.png|svg\n"
+	    "                             a train job's loss and learning rate per step\n");
 	exit(2);
 }
 
@@ -886,6 +888,11 @@ main(int argc, char **argv)
 		if (ctl_report == NULL)
 			errx(2, "this pipelinectl was built without the report verb");
 		return ctl_report(argc, argv);
+	}
+	if (strcmp(v, "plot") == 0) {
+		if (ctl_plot == NULL)
+			errx(2, "this pipelinectl was built without the plot verb");
+		return ctl_plot(argc, argv);
 	}
 	warnx("unknown verb \"%s\"", v);
 	usage();
