@@ -16,7 +16,9 @@
 #    of launching again, and the run succeeds;
 #  - pipelinectl plot draws v1's loss across both segments (the resume at
 #    step 25 marked) against v2's, through Debian's gnuplot, as a PNG and
-#    an SVG of the asked size.
+#    an SVG of the asked size;
+#  - pipelinectl watch, replaying v2, gives the train job's rate, loss and
+#    time left, and the run's expected end from v1's job durations.
 . "$TOP/tests/lib.sh"
 . "$(dirname "$0")/data/gpu_stages_lib.sh"
 # On the way out, the daemon and any job process group it left running
@@ -205,5 +207,23 @@ grep -q '<svg' "$TEST_TMP/loss.svg" && grep -q 'width="640"' "$TEST_TMP/loss.svg
 [ ! -e "$TEST_TMP/loss.gif" ] || die "plot left a file for a refused name"
 ! ls "$TEST_TMP"/loss.png.tmp.* >/dev/null 2>&1 || die "plot left a temporary file"
 cp "$TEST_TMP/loss.png" "$TOP/tests/out/56-train-resume-loss.png" 2>/dev/null || true
+
+# ---- watch's estimates: v2 replayed, v1's durations as history ----------
+pctl --json watch v2 >"$TEST_TMP/watch.json" 2>&1 || die "watch --json v2 failed"
+"$PYD" - "$TEST_TMP/watch.json" <<'EOF' || die "watch --json gave no consistent estimates"
+import json, sys
+eta = [json.loads(l) for l in open(sys.argv[1]) if '"watch.eta"' in l]
+tr = [e for e in eta if e["job"] == "train" and "per_second" in e]
+assert tr, "no train estimate with a rate"
+for e in tr:
+    assert e["total"] == 30 and 0 < e["done"] <= 30, e
+    assert abs(e["eta_s"] - (e["total"] - e["done"]) / e["per_second"]) < 1e-6, e
+    assert e["history_runs"] == 1 and e["run_unknown_jobs"] == 0, e
+    assert abs(e["run_end"] - (e["ts"] + e["run_left_s"])) < 1e-6, e
+assert any("loss" in e for e in tr), "no loss in the estimates"
+EOF
+pctl watch v2 --plain >"$TEST_TMP/watch.txt" 2>&1 || die "watch --plain v2 failed"
+grep -qE ' train progress [0-9]+/30 step, loss [0-9.e+-]+, [0-9.e+-]+ step/s, [0-9hms]+ left; run [0-9hms]+ left, ends about [0-9]{2}:[0-9]{2}$' \
+    "$TEST_TMP/watch.txt" || { cat "$TEST_TMP/watch.txt"; die "watch's progress lines carry no estimate"; }
 integrity_ok
 echo "ok"
