@@ -17,7 +17,7 @@ DESTDIR  ?=
 CC       ?= cc
 PKG_CONFIG ?= pkg-config
 
-PKGS      := libuv sqlite3 libcjson libcurl inih libcrypto libsystemd
+PKGS      := libuv sqlite3 libcjson libcurl inih libcrypto libsystemd libmicrohttpd
 PLUG_PKGS := libcjson libcurl libcrypto openblas
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

@@ -15,7 +15,8 @@
 struct conf_key {
 	const char *section;
 	const char *key;
-	char kind;          /* s string, p path, i int, d duration, z size, l level, g group */
+	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
+	                       a ADDRESS:PORT */
 	const char *help;
 };
 
@@ -35,6 +36,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
+	{ "daemon", "metrics_listen", 'a', "ADDRESS:PORT serving GET /metrics (Prometheus); off if unset" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -149,6 +151,18 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	case 'l':
 		bad = log_level_parse(value) == -1;
 		break;
+	case 'a':
+		if (*value != '\0') {
+			struct sockaddr_storage ss;
+			socklen_t sl;
+			char msg[256];
+			if (httpd_parse_addr(value, &ss, &sl, msg, sizeof(msg)) == -1) {
+				errs_add(p->errs, c->path, p->line, name, "%s", msg);
+				p->nerr++;
+				return 1;
+			}
+		}
+		break;
 	case 'g':
 		if (*value != '\0') {
 			struct group *g = getgrnam(value);
@@ -203,6 +217,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
 		c->feed_queue_max = (int)i;
+	else if (strcmp(name, "metrics_listen") == 0)
+		snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", value);
 	return 1;
 }
 
@@ -320,6 +336,7 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "group = %s\n", c->group);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
+	fprintf(f, "metrics_listen = %s\n", c->metrics_listen);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
@@ -58,6 +59,21 @@ const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
 
+/* httpd.c: the HTTP listener (metrics_listen), on a thread of its own */
+int	httpd_start(const char *listen, const char *dbpath);
+void	httpd_stop(void);
+/* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
+int	httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
+	    char *err, size_t errsz);
+
+/* metrics.c: the Prometheus exposition of GET /metrics */
+enum metrics_counter { MC_FEED_WATCHERS, MC_FEED_DROPPED };
+/* Counters the store does not hold; any thread. */
+void	metrics_count(enum metrics_counter which, long delta);
+int	metrics_init(const char *dbpath);
+/* The exposition as a malloc'd text (*len bytes), or NULL. HTTP thread only. */
+char	*metrics_render(size_t *len);
+
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32
 struct resource {
@@ -82,6 +98,7 @@ struct conf {
 	int max_jobs;
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
+	char metrics_listen[256];     /* ADDRESS:PORT for GET /metrics, or "" */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */

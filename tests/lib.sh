@@ -117,3 +117,8 @@ else:
 }
 
 trap 'pl_kill9 2>/dev/null' EXIT
+
+# free_port: a TCP port on 127.0.0.1 nothing listens on right now.
+free_port() {
+	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
