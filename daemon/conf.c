@@ -16,7 +16,7 @@ struct conf_key {
 	const char *section;
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
-	                       a ADDRESS:PORT */
+	                       a ADDRESS:PORT, e notify events */
 	const char *help;
 };
 
@@ -37,6 +37,12 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
 	{ "daemon", "metrics_listen", 'a', "ADDRESS:PORT serving GET /metrics (Prometheus); off if unset" },
+	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
+	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
+	{ "notify", "events", 'e', "the events to notify: run.start run.end job.failed gate.verdict train.resumed" },
+	{ "notify", "command", 's', "a command run for each event (event on stdin)" },
+	{ "notify", "timeout", 'd', "how long one delivery may take" },
+	{ "notify", "retries", 'i', "tries of one delivery before it is given up" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -125,7 +131,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	}
 	const struct conf_key *k = conf_key_find(section, name);
 	if (k == NULL) {
-		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0;
+		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0 ||
+		    strcmp(section, "notify") == 0;
 		if (known_section)
 			errs_add(p->errs, c->path, p->line, name, "unknown key in [%s]", section);
 		else
@@ -151,6 +158,19 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	case 'l':
 		bad = log_level_parse(value) == -1;
 		break;
+	case 'e': {
+		char **w = split_list(value, NULL);
+		for (int n = 0; w && w[n]; n++)
+			if (!notify_known_event(w[n])) {
+				errs_add(p->errs, c->path, p->line, name, "unknown event \"%s\" (known: "
+				    "run.start run.end job.failed gate.verdict train.resumed)", w[n]);
+				p->nerr++;
+				strv_free(w);
+				return 1;
+			}
+		strv_free(w);
+		break;
+	}
 	case 'a':
 		if (*value != '\0') {
 			struct sockaddr_storage ss;
@@ -340,17 +360,22 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);
-	int slurm = 0;
-	for (const struct conf_key *k = conf_keys; k->section; k++) {
-		if (strcmp(k->section, "slurm") != 0)
-			continue;
-		char sk[128];
-		snprintf(sk, sizeof(sk), "slurm.%s", k->key);
-		const char *v = conf_get(c, sk);
-		if (v == NULL)
-			continue;
-		if (!slurm++)
-			fprintf(f, "\n[slurm]\n");
-		fprintf(f, "%s = %s\n", k->key, v);
+	/* [notify] and [slurm]: the keys set; a secret is not printed. */
+	static const char *const sections[] = { "notify", "slurm" };
+	for (int s = 0; s < 2; s++) {
+		int any = 0;
+		for (const struct conf_key *k = conf_keys; k->section; k++) {
+			if (strcmp(k->section, sections[s]) != 0)
+				continue;
+			char sk[128];
+			snprintf(sk, sizeof(sk), "%s.%s", sections[s], k->key);
+			const char *v = conf_get(c, sk);
+			if (v == NULL)
+				continue;
+			if (!any++)
+				fprintf(f, "\n[%s]\n", sections[s]);
+			fprintf(f, "%s = %s\n", k->key, strcmp(sk, "notify.secret") == 0 ?
+			    "(set)" : v);
+		}
 	}
 }

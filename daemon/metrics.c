@@ -459,6 +459,9 @@ metrics_render(size_t *len)
 	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'guard_breaches'"
 	    " WHERE j.stage = 'bake' ORDER BY j.id");
 	verdicts(f, db);
+	static const char *const outbox_states[] = { "pending", "delivered", "failed" };
+	states(f, db, "pipelined_notifications", "notifications in the outbox by state",
+	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state");
 	series(f, db, "pipelined_events_total", "counter",
 	    "events published on the status feed (the newest event id)", NULL, 0,
 	    "SELECT coalesce(max(id), 0) FROM events");

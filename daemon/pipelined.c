@@ -191,6 +191,9 @@ main(int argc, char **argv)
 	if (store_open(&D->store, dbpath) == -1)
 		fatalx("cannot open the store %s", dbpath);
 	store_set_announce(D->store, feed_announce);
+	if (notify_start(&conf, D->store) == -1)
+		fatalx("cannot start the notification thread");
+	store_set_outbox(D->store, notify_classify, notify_wake);
 
 	int np = plugin_load_dir(conf.plugin_dir);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",

@@ -59,6 +59,14 @@ const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
 
+/* notify.c: [notify], the outbox's delivery thread */
+struct conf;
+struct store;
+int	notify_start(const struct conf *conf, struct store *store);
+const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
+void	notify_wake(void);
+int	notify_known_event(const char *word);
+
 /* httpd.c: the HTTP listener (metrics_listen), on a thread of its own */
 int	httpd_start(const char *listen, const char *dbpath);
 void	httpd_stop(void);
@@ -198,6 +206,19 @@ struct ann {
 /* Called with each committed event, on the committing thread. */
 typedef void (*store_announce_fn)(int64_t id, const char *run, const char *line);
 void	store_set_announce(struct store *s, store_announce_fn fn);
+/* The outbox: fn says whether an event is wanted (its notification kind)
+ * and for which targets (NULL-terminated); store_event() then inserts one
+ * row per target in the event's transaction, and wake is called after the
+ * commit. */
+typedef const char *(*store_outbox_fn)(const char *type, const cJSON *data,
+	    const char *const **targets);
+void	store_set_outbox(struct store *s, store_outbox_fn fn, void (*wake)(void));
+/* Pending rows due at now (id, kind, run, job, target, key, body,
+ * attempts), the time the next one is due (0: none), and a try's result. */
+cJSON	*store_outbox_due(struct store *s, double now, int limit);
+double	store_outbox_next(struct store *s);
+int	store_outbox_result(struct store *s, int64_t id, int delivered, int attempts,
+	    const char *error, double next_at, int give_up);
 
 /* Transactions: store_begin() locks; store_commit() commits, unlocks and
  * announces the events inserted in between; store_rollback() likewise
