@@ -384,6 +384,8 @@ print_jobs_table(const cJSON *jobs)
 	}
 }
 
+static int run_exit(const char *s);
+
 static int
 cmd_status(int argc, char **argv)
 {
@@ -395,6 +397,7 @@ cmd_status(int argc, char **argv)
 	cJSON *r = NULL;
 	if (request("status", a, &r, 0) == -1)
 		return 1;
+	int rc = argc == 2 ? run_exit(jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "state")) : 0;
 	if (ctl_json) {
 		print_json(r);
 	} else if (argc == 2) {
@@ -419,7 +422,7 @@ cmd_status(int argc, char **argv)
 		}
 	}
 	cJSON_Delete(r);
-	return 0;
+	return rc;
 }
 
 static int
@@ -558,7 +561,18 @@ static int
 run_final(const char *s)
 {
 	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-	    strcmp(s, "cancelled") == 0;
+	    strcmp(s, "cancelled") == 0 || strcmp(s, "rejected") == 0;
+}
+
+/* The exit status a run's state gives watch and status: 0 succeeded (or
+ * still running, for status), 1 failed or cancelled, 3 rejected (every job
+ * worked and the gate said no). */
+static int
+run_exit(const char *s)
+{
+	if (strcmp(s, "rejected") == 0)
+		return 3;
+	return strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0 ? 1 : 0;
 }
 
 static int
@@ -971,7 +985,9 @@ cmd_watch(int argc, char **argv)
 	if (w.tty)
 		watch_draw(&w);
 	free(w.jobs);
-	return strcmp(w.run_state, "succeeded") == 0 ? 0 : 1;
+	/* Only a run that succeeded exits 0; one not seen to end exits 1. */
+	return strcmp(w.run_state, "succeeded") == 0 ? 0 :
+	    strcmp(w.run_state, "rejected") == 0 ? 3 : 1;
 }
 
 /* ---- stage: one stage by hand, in-process --------------------------- */

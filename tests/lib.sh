@@ -67,7 +67,7 @@ wait_run() {
 	for _ in $(seq 1 $((secs * 10))); do
 		st=$(pctl --json status "$run" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p')
 		[ "$st" = "$want" ] && return 0
-		case "$st" in succeeded|failed|cancelled) [ "$st" != "$want" ] && { pctl status "$run"; fail "run $run ended $st, wanted $want"; };; esac
+		case "$st" in succeeded|failed|cancelled|rejected) [ "$st" != "$want" ] && { pctl status "$run"; fail "run $run ended $st, wanted $want"; };; esac
 		sleep 0.1
 	done
 	pctl status "$run"

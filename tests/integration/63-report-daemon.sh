@@ -81,12 +81,15 @@ INI
 }
 
 # 1. Same weights on both sides: identical answers, so a held-out and
-# overall tie; nothing identical is released, and the run fails at the gate.
+# overall tie; nothing identical is released: the gate rejects it, and the
+# run ends rejected (exit status 3 of status and watch).
 spec rel1 "$BAKE_DATA/system.txt" >"$S/rel1.ini"
 pctl submit "$S/rel1.ini" >/dev/null || fail "submit rel1"
-wait_run rel1 failed 120
+wait_run rel1 rejected 120
 [ "$(job_state rel1 bake)" = succeeded ] || fail "bake did not succeed"
-[ "$(job_state rel1 gate)" = failed ] || fail "gate did not refuse a tie"
+[ "$(job_state rel1 gate)" = rejected ] || fail "gate did not refuse a tie"
+pctl status rel1 >/dev/null; [ $? = 3 ] || fail "status of a rejected run does not exit 3"
+pctl watch rel1 >/dev/null; [ $? = 3 ] || fail "watch of a rejected run does not exit 3"
 pctl report rel1 >rel1.txt || { cat rel1.txt; fail "report rel1"; }
 cat rel1.txt
 grep -q "^overall %" rel1.txt && grep -q "^held-out guard breaches" rel1.txt ||
