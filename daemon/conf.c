@@ -36,7 +36,10 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
-	{ "daemon", "metrics_listen", 'a', "ADDRESS:PORT serving GET /metrics (Prometheus); off if unset" },
+	{ "daemon", "http_listen", 'a', "ADDRESS:PORT serving the status page and /metrics; off if unset" },
+	{ "daemon", "metrics_listen", 'a', "another name for http_listen" },
+	{ "daemon", "http_token", 's', "the token the page needs off loopback (16 characters or more)" },
+	{ "daemon", "web_dir", 'p', "the status page's files" },
 	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
 	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
 	{ "notify", "events", 'e', "the events to notify: run.start run.end job.failed gate.verdict train.resumed" },
@@ -237,8 +240,12 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
 		c->feed_queue_max = (int)i;
-	else if (strcmp(name, "metrics_listen") == 0)
-		snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", value);
+	else if (strcmp(name, "http_listen") == 0 || strcmp(name, "metrics_listen") == 0)
+		snprintf(c->http_listen, sizeof(c->http_listen), "%s", value);
+	else if (strcmp(name, "http_token") == 0)
+		snprintf(c->http_token, sizeof(c->http_token), "%s", value);
+	else if (strcmp(name, "web_dir") == 0)
+		set_path(c, c->web_dir, value);
 	return 1;
 }
 
@@ -257,10 +264,14 @@ conf_defaults(struct conf *c)
 		snprintf(c->shim, sizeof(c->shim), "%s", buf);
 		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/../plugins", sd);
 		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/../jobs", sd);
+		char *w = path_resolve(sd, "../etc/web");	/* cleaned: no ".." */
+		snprintf(c->web_dir, sizeof(c->web_dir), "%s", w);
+		free(w);
 	} else {
 		snprintf(c->shim, sizeof(c->shim), "%s/lib/pipelined/pipeline-shim", PL_PREFIX);
 		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/lib/pipelined/plugins", PL_PREFIX);
 		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/lib/pipelined/jobs", PL_PREFIX);
+		snprintf(c->web_dir, sizeof(c->web_dir), "%s/share/pipelined/web", PL_PREFIX);
 	}
 	snprintf(c->python, sizeof(c->python), "/usr/bin/python3");
 	c->log_level = LOG_LVL_INFO;
@@ -356,7 +367,9 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "group = %s\n", c->group);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
-	fprintf(f, "metrics_listen = %s\n", c->metrics_listen);
+	fprintf(f, "http_listen = %s\n", c->http_listen);
+	fprintf(f, "http_token = %s\n", c->http_token[0] ? "(set)" : "");
+	fprintf(f, "web_dir = %s\n", c->web_dir);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

@@ -2,7 +2,7 @@
  * metrics.c: the Prometheus text exposition of GET /metrics (httpd.c).
  *
  * Everything but a few counters comes from the store, read through a
- * read-only connection of this file's own, used only by the HTTP thread:
+ * read-only connection of this file's own, used by one HTTP thread at a time:
  * in WAL mode a reader neither waits for the writer nor makes it wait, so
  * a scrape costs the scheduler nothing. What the store does not hold (feed
  * watchers and drops, the daemon's start time) the daemon keeps in
@@ -387,8 +387,21 @@ rss_bytes(void)
 	return pages * sysconf(_SC_PAGESIZE);
 }
 
+static pthread_mutex_t render_mtx = PTHREAD_MUTEX_INITIALIZER;
+static char *render(size_t *len);
+
+/* One scrape at a time: the read connection is this file's only one. */
 char *
 metrics_render(size_t *len)
+{
+	pthread_mutex_lock(&render_mtx);
+	char *b = render(len);
+	pthread_mutex_unlock(&render_mtx);
+	return b;
+}
+
+static char *
+render(size_t *len)
 {
 	static const char *const run_states[] = { PL_RUN_STATES };
 	static const char *const job_states[] = { PL_JOB_STATES };

@@ -270,31 +270,45 @@ notify_main(void *arg)
 		if (stop)
 			break;
 		cJSON *due = store_outbox_due(N.store, now_wall(), 32);
+		/* Deliver the batch, then record every result in one
+		 * transaction: the store's lock is never held across a
+		 * delivery, and the scheduler's commits share the disk with
+		 * one commit per batch, not one per notification. */
+		struct res { int64_t id; int ok, attempts, give_up; double next; char err[512]; }
+		    res[32];
+		int nres = 0;
 		const cJSON *r;
 		cJSON_ArrayForEach(r, due) {
+			if (nres == 32)
+				break;
 			const char *kind = sget(r, "kind"), *target = sget(r, "target");
 			const char *key = sget(r, "key"), *body = sget(r, "body");
 			int attempts = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r,
 			    "attempts")) + 1;
 			int64_t id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r,
 			    "id"));
-			char err[512] = "";
+			struct res *x = &res[nres++];
+			char *err = x->err;
+			err[0] = '\0';
 			int ok = -1;
 			if (strncmp(target, "url:", 4) == 0 && c != NULL)
-				ok = post(c, target + 4, kind, key, body, err, sizeof(err));
+				ok = post(c, target + 4, kind, key, body, err, sizeof(x->err));
 			else if (strncmp(target, "command:", 8) == 0)
 				ok = run_command(target + 8, kind, key, sget(r, "run"), sget(r, "job"),
-				    body, err, sizeof(err));
+				    body, err, sizeof(x->err));
 			else
-				snprintf(err, sizeof(err), "unknown target %s", target);
+				snprintf(err, sizeof(x->err), "unknown target %s", target);
 			int give_up = ok != 0 && attempts >= N.retries;
 			double back = 1.0;
 			for (int i = 1; i < attempts && back < BACKOFF_MAX; i++)
 				back *= 2;
 			if (back > BACKOFF_MAX)
 				back = BACKOFF_MAX;
-			store_outbox_result(N.store, id, ok == 0, attempts, err,
-			    now_wall() + back, give_up);
+			x->id = id;
+			x->ok = ok == 0;
+			x->attempts = attempts;
+			x->give_up = give_up;
+			x->next = now_wall() + back;
 			if (ok == 0)
 				log_debug("notify: %s %s delivered to %s", kind, key, target);
 			else if (give_up)
@@ -303,6 +317,12 @@ notify_main(void *arg)
 			else
 				log_info("notify: %s %s to %s: try %d failed (%s), again in %gs", kind,
 				    key, target, attempts, err, back);
+		}
+		if (nres > 0 && store_begin(N.store) == 0) {
+			for (int i = 0; i < nres; i++)
+				store_outbox_result(N.store, res[i].id, res[i].ok, res[i].attempts,
+				    res[i].err, res[i].next, res[i].give_up);
+			store_commit(N.store);
 		}
 		int n = cJSON_GetArraySize(due);
 		cJSON_Delete(due);

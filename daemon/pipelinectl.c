@@ -56,6 +56,7 @@ usage(void)
 	    "  stage --list | STAGE --help\n"
 	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
 	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
+	    "  web [RUN]                  the status page's address (a one-time login link off loopback)\n"
 	    "  plot RUN [--vs RUN] -o FILE.png|svg\n"
 	    "                             a train job's loss and learning rate per step\n");
 	exit(2);
@@ -504,6 +505,42 @@ cmd_simple(int argc, char **argv, const char *verb, int minargs, int maxargs)
 			printf("%-12s %8.0f %.6g\n", jstr(x, "name"), jnum(x, "step"), jnum(x, "value"));
 	} else {
 		printf("%s: %s\n", argv[1], jstr(r, "message"));
+	}
+	cJSON_Delete(r);
+	return 0;
+}
+
+/* ---- web ------------------------------------------------------------- */
+
+/* The status page's address; off loopback, a one-time login link. */
+static int
+cmd_web(int argc, char **argv)
+{
+	if (argc > 2)
+		usage();
+	cJSON *r = NULL;
+	if (request("web", NULL, &r, 0) == -1)
+		return 1;
+	const char *listen = jstr(r, "listen"), *code = jstr(r, "code");
+	if (*listen == '\0') {
+		cJSON_Delete(r);
+		errx(1, "web: the daemon serves no page (set http_listen in pipelined.conf)");
+	}
+	char url[1024];
+	if (*code)
+		snprintf(url, sizeof(url), "http://%s/login?code=%s", listen, code);
+	else
+		snprintf(url, sizeof(url), "http://%s/%s%s", listen, argc == 2 ? "#run=" : "",
+		    argc == 2 ? argv[1] : "");
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "url", url);
+		print_json(o);
+		cJSON_Delete(o);
+	} else {
+		printf("%s\n", url);
+		if (*code)
+			fprintf(stderr, "pipelinectl: the link logs in once, within ten minutes\n");
 	}
 	cJSON_Delete(r);
 	return 0;
@@ -1159,6 +1196,7 @@ main(int argc, char **argv)
 			errx(2, "this pipelinectl was built without the report verb");
 		return ctl_report(argc, argv);
 	}
+	if (strcmp(v, "web") == 0) return cmd_web(argc, argv);
 	if (strcmp(v, "plot") == 0) {
 		if (ctl_plot == NULL)
 			errx(2, "this pipelinectl was built without the plot verb");

@@ -211,8 +211,8 @@ main(int argc, char **argv)
 	uv_signal_init(D->loop, &sig_hup);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 
-	if (httpd_start(conf.metrics_listen, dbpath) == -1)
-		fatalx("cannot serve metrics on %s", conf.metrics_listen);
+	if (httpd_start(&conf, dbpath) == -1)
+		fatalx("cannot serve http on %s", conf.http_listen);
 	if (control_listen(conf.control_socket) == -1)
 		fatalx("cannot listen on %s", conf.control_socket);
 	if (feed_listen(conf.feed_socket) == -1)

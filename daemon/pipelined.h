@@ -67,9 +67,23 @@ const char *notify_classify(const char *type, const cJSON *data, const char *con
 void	notify_wake(void);
 int	notify_known_event(const char *word);
 
-/* httpd.c: the HTTP listener (metrics_listen), on a thread of its own */
-int	httpd_start(const char *listen, const char *dbpath);
+/* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
+int	httpd_start(const struct conf *conf, const char *dbpath);
 void	httpd_stop(void);
+/* A one-time login code for the page (32 hex digits into out). */
+int	httpd_login_code(char *out, size_t outsz);
+int	httpd_token_needed(void);
+
+/* web.c: the status page's JSON, files and event stream (HTTP threads) */
+struct sse;
+void	web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
+	    const char *web_dir);
+char	*web_static(const char *url, const char **type, size_t *len);
+char	*web_api(const char *url, const char *run, const char *job, const char *off,
+	    size_t *len, int *status);
+struct sse *web_sse_open(const char *run, long long since);
+ssize_t	web_sse_read(struct sse *s, char *dst, size_t max);
+void	web_sse_close(struct sse *s);
 /* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
 int	httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 	    char *err, size_t errsz);
@@ -106,7 +120,9 @@ struct conf {
 	int max_jobs;
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
-	char metrics_listen[256];     /* ADDRESS:PORT for GET /metrics, or "" */
+	char http_listen[256];        /* ADDRESS:PORT for /metrics and the page, or "" */
+	char http_token[256];         /* needed off loopback */
+	char web_dir[PATH_MAX];       /* the page's files */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
