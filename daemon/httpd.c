@@ -294,6 +294,8 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 			    "the store could not be read\n");
 		return reply(c, MHD_HTTP_OK, "application/json", b, len);
 	}
+	if (strcmp(url, "/favicon.ico") == 0)	/* none: say so without an error */
+		return reply(c, MHD_HTTP_NO_CONTENT, "text/plain", strdup(""), 0);
 	const char *type;
 	size_t len;
 	char *b = web_static(url, &type, &len);

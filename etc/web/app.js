@@ -175,7 +175,7 @@ function drawVerdict(values) {
   clear(head);
   head.appendChild(el("th", ""));
   const sides = [["candidate", v.candidate], ["incumbent", v.incumbent]].filter((s) => s[1]);
-  for (const [name, s] of sides) head.appendChild(el("th", name + (s.label ? " " + s.label : "")));
+  for (const [name, s] of sides) head.appendChild(el("th", name + (s.bake ? " (" + s.bake + ")" : "")));
   const tb = t.tBodies[0];
   clear(tb);
   const row = (label, f, cls) => {
@@ -192,7 +192,7 @@ function drawVerdict(values) {
     if (sides.length > 1) tr.appendChild(el("td", fs.incumbent ? pct(fs.incumbent.acc) : "", "num"));
     tb.appendChild(tr);
   }
-  const agg = (s, k) => (s.aggregate || s)[k] || (s.agg || {})[k];
+  const agg = (s, k) => s[k];
   row("held-out", (s) => { const h = agg(s, "held_out"); return h ? pct(h.acc) : ""; });
   row("overall", (s) => { const o = agg(s, "overall"); return o ? pct(o.acc) : ""; });
   row("guard breaches", (s) => { const b = agg(s, "guard_breaches"); return b === undefined ? "" : String(b); });
