@@ -17,7 +17,7 @@ DESTDIR  ?=
 CC       ?= cc
 PKG_CONFIG ?= pkg-config
 
-PKGS      := libuv sqlite3 libcjson libcurl inih libcrypto libsystemd
+PKGS      := libuv sqlite3 libcjson libcurl inih libcrypto libsystemd libmicrohttpd
 PLUG_PKGS := libcjson libcurl libcrypto openblas
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -149,6 +149,8 @@ install: all
 	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/
 	for m in man/*.[1-8]; do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	cp -R etc/examples/. $(DESTDIR)$(PREFIX)/share/pipelined/examples/
+	install -d $(DESTDIR)$(PREFIX)/share/pipelined/web
+	install -m 0644 etc/web/index.html etc/web/app.js etc/web/app.css $(DESTDIR)$(PREFIX)/share/pipelined/web/
 	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
 
 uninstall:

@@ -15,7 +15,8 @@
 struct conf_key {
 	const char *section;
 	const char *key;
-	char kind;          /* s string, p path, i int, d duration, z size, l level, g group */
+	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
+	                       a ADDRESS:PORT, e notify events */
 	const char *help;
 };
 
@@ -35,6 +36,16 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
+	{ "daemon", "http_listen", 'a', "ADDRESS:PORT serving the status page and /metrics; off if unset" },
+	{ "daemon", "metrics_listen", 'a', "another name for http_listen" },
+	{ "daemon", "http_token", 's', "the token the page needs off loopback (16 characters or more)" },
+	{ "daemon", "web_dir", 'p', "the status page's files" },
+	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
+	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
+	{ "notify", "events", 'e', "the events to notify: run.start run.end job.failed gate.verdict train.resumed" },
+	{ "notify", "command", 's', "a command run for each event (event on stdin)" },
+	{ "notify", "timeout", 'd', "how long one delivery may take" },
+	{ "notify", "retries", 'i', "tries of one delivery before it is given up" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -123,7 +134,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	}
 	const struct conf_key *k = conf_key_find(section, name);
 	if (k == NULL) {
-		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0;
+		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0 ||
+		    strcmp(section, "notify") == 0;
 		if (known_section)
 			errs_add(p->errs, c->path, p->line, name, "unknown key in [%s]", section);
 		else
@@ -148,6 +160,31 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
+		break;
+	case 'e': {
+		char **w = split_list(value, NULL);
+		for (int n = 0; w && w[n]; n++)
+			if (!notify_known_event(w[n])) {
+				errs_add(p->errs, c->path, p->line, name, "unknown event \"%s\" (known: "
+				    "run.start run.end job.failed gate.verdict train.resumed)", w[n]);
+				p->nerr++;
+				strv_free(w);
+				return 1;
+			}
+		strv_free(w);
+		break;
+	}
+	case 'a':
+		if (*value != '\0') {
+			struct sockaddr_storage ss;
+			socklen_t sl;
+			char msg[256];
+			if (httpd_parse_addr(value, &ss, &sl, msg, sizeof(msg)) == -1) {
+				errs_add(p->errs, c->path, p->line, name, "%s", msg);
+				p->nerr++;
+				return 1;
+			}
+		}
 		break;
 	case 'g':
 		if (*value != '\0') {
@@ -203,6 +240,12 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
 		c->feed_queue_max = (int)i;
+	else if (strcmp(name, "http_listen") == 0 || strcmp(name, "metrics_listen") == 0)
+		snprintf(c->http_listen, sizeof(c->http_listen), "%s", value);
+	else if (strcmp(name, "http_token") == 0)
+		snprintf(c->http_token, sizeof(c->http_token), "%s", value);
+	else if (strcmp(name, "web_dir") == 0)
+		set_path(c, c->web_dir, value);
 	return 1;
 }
 
@@ -221,10 +264,14 @@ conf_defaults(struct conf *c)
 		snprintf(c->shim, sizeof(c->shim), "%s", buf);
 		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/../plugins", sd);
 		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/../jobs", sd);
+		char *w = path_resolve(sd, "../etc/web");	/* cleaned: no ".." */
+		snprintf(c->web_dir, sizeof(c->web_dir), "%s", w);
+		free(w);
 	} else {
 		snprintf(c->shim, sizeof(c->shim), "%s/lib/pipelined/pipeline-shim", PL_PREFIX);
 		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/lib/pipelined/plugins", PL_PREFIX);
 		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/lib/pipelined/jobs", PL_PREFIX);
+		snprintf(c->web_dir, sizeof(c->web_dir), "%s/share/pipelined/web", PL_PREFIX);
 	}
 	snprintf(c->python, sizeof(c->python), "/usr/bin/python3");
 	c->log_level = LOG_LVL_INFO;
@@ -320,20 +367,28 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "group = %s\n", c->group);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
+	fprintf(f, "http_listen = %s\n", c->http_listen);
+	fprintf(f, "http_token = %s\n", c->http_token[0] ? "(set)" : "");
+	fprintf(f, "web_dir = %s\n", c->web_dir);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);
-	int slurm = 0;
-	for (const struct conf_key *k = conf_keys; k->section; k++) {
-		if (strcmp(k->section, "slurm") != 0)
-			continue;
-		char sk[128];
-		snprintf(sk, sizeof(sk), "slurm.%s", k->key);
-		const char *v = conf_get(c, sk);
-		if (v == NULL)
-			continue;
-		if (!slurm++)
-			fprintf(f, "\n[slurm]\n");
-		fprintf(f, "%s = %s\n", k->key, v);
+	/* [notify] and [slurm]: the keys set; a secret is not printed. */
+	static const char *const sections[] = { "notify", "slurm" };
+	for (int s = 0; s < 2; s++) {
+		int any = 0;
+		for (const struct conf_key *k = conf_keys; k->section; k++) {
+			if (strcmp(k->section, sections[s]) != 0)
+				continue;
+			char sk[128];
+			snprintf(sk, sizeof(sk), "%s.%s", sections[s], k->key);
+			const char *v = conf_get(c, sk);
+			if (v == NULL)
+				continue;
+			if (!any++)
+				fprintf(f, "\n[%s]\n", sections[s]);
+			fprintf(f, "%s = %s\n", k->key, strcmp(sk, "notify.secret") == 0 ?
+			    "(set)" : v);
+		}
 	}
 }

@@ -304,6 +304,15 @@ dispatch(struct client *c, const char *line)
 		} else {
 			reply_err(c, rc == -2 ? "ESTATE" : "ENOENT", "%s", msg);
 		}
+	} else if (strcmp(verb, "web") == 0) {
+		/* The status page's address, and a one-time login code for it. */
+		cJSON *r = cJSON_CreateObject();
+		char code[40];
+		cJSON_AddStringToObject(r, "listen", D->conf->http_listen);
+		if (D->conf->http_listen[0] != '\0' && httpd_token_needed() &&
+		    httpd_login_code(code, sizeof(code)) == 0)
+			cJSON_AddStringToObject(r, "code", code);
+		reply_ok(c, r);
 	} else if (strcmp(verb, "values") == 0 || strcmp(verb, "artifacts") == 0 ||
 	    strcmp(verb, "metrics") == 0) {
 		if (run == NULL || store_run_id(D->store, run) == 0) {

@@ -29,5 +29,6 @@ double	jnum(const cJSON *o, const char *k);
  * process exit status. */
 int	ctl_gguf(int argc, char **argv) __attribute__((weak));   /* ctl_gguf.c */
 int	ctl_report(int argc, char **argv) __attribute__((weak)); /* ctl_report.c */
+int	ctl_plot(int argc, char **argv) __attribute__((weak));   /* ctl_plot.c */
 
 #endif

@@ -41,6 +41,7 @@ on_close(uv_handle_t *h)
 	if (w->next)
 		w->next->prev = w->prev;
 	free(w);
+	metrics_count(MC_FEED_WATCHERS, -1);
 }
 
 static void
@@ -98,6 +99,7 @@ w_send_buf(struct watcher *w, char *buf, size_t blen)
 		uv_buf_t b = uv_buf_init(notice, (unsigned)n);
 		uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
 		log_info("feed: dropped a watcher with %zu bytes queued", qs);
+		metrics_count(MC_FEED_DROPPED, 1);
 		free(buf);
 		w_close(w);
 		return -1;
@@ -229,6 +231,7 @@ on_connection(uv_stream_t *srv, int status)
 	struct watcher *w = xcalloc(1, sizeof(*w));
 	uv_pipe_init(D->loop, &w->pipe, 0);
 	w->pipe.data = w;
+	metrics_count(MC_FEED_WATCHERS, 1);
 	w->next = watchers;
 	if (watchers)
 		watchers->prev = w;

@@ -4,7 +4,7 @@
  *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
  *
  * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
- * artifacts, metrics, stage (in-process, no daemon), gguf, report.
+ * artifacts, metrics, stage (in-process, no daemon), gguf, report, plot.
  * The wire vocabulary is in include/pipeline/proto.h, shared with the
  * daemon. Errors go through err(3); a refusal exits non-zero.
  */
@@ -55,7 +55,10 @@ usage(void)
 	    "  stage STAGE key=value ...  run one stage by hand, without a daemon\n"
 	    "  stage --list | STAGE --help\n"
 	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
-	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n");
+	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
+	    "  web [RUN]                  the status page's address (a one-time login link off loopback)\n"
+	    "  plot RUN [--vs RUN] -o FILE.png|svg\n"
+	    "                             a train job's loss and learning rate per step\n");
 	exit(2);
 }
 
@@ -382,6 +385,8 @@ print_jobs_table(const cJSON *jobs)
 	}
 }
 
+static int run_exit(const char *s);
+
 static int
 cmd_status(int argc, char **argv)
 {
@@ -393,6 +398,7 @@ cmd_status(int argc, char **argv)
 	cJSON *r = NULL;
 	if (request("status", a, &r, 0) == -1)
 		return 1;
+	int rc = argc == 2 ? run_exit(jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "state")) : 0;
 	if (ctl_json) {
 		print_json(r);
 	} else if (argc == 2) {
@@ -417,7 +423,7 @@ cmd_status(int argc, char **argv)
 		}
 	}
 	cJSON_Delete(r);
-	return 0;
+	return rc;
 }
 
 static int
@@ -504,15 +510,63 @@ cmd_simple(int argc, char **argv, const char *verb, int minargs, int maxargs)
 	return 0;
 }
 
+/* ---- web ------------------------------------------------------------- */
+
+/* The status page's address; off loopback, a one-time login link. */
+static int
+cmd_web(int argc, char **argv)
+{
+	if (argc > 2)
+		usage();
+	cJSON *r = NULL;
+	if (request("web", NULL, &r, 0) == -1)
+		return 1;
+	const char *listen = jstr(r, "listen"), *code = jstr(r, "code");
+	if (*listen == '\0') {
+		cJSON_Delete(r);
+		errx(1, "web: the daemon serves no page (set http_listen in pipelined.conf)");
+	}
+	char url[1024];
+	if (*code)
+		snprintf(url, sizeof(url), "http://%s/login?code=%s", listen, code);
+	else
+		snprintf(url, sizeof(url), "http://%s/%s%s", listen, argc == 2 ? "#run=" : "",
+		    argc == 2 ? argv[1] : "");
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "url", url);
+		print_json(o);
+		cJSON_Delete(o);
+	} else {
+		printf("%s\n", url);
+		if (*code)
+			fprintf(stderr, "pipelinectl: the link logs in once, within ten minutes\n");
+	}
+	cJSON_Delete(r);
+	return 0;
+}
+
 /* ---- watch ----------------------------------------------------------- */
+
+/* Progress samples kept per job for its rate: the last RATE_N, of which
+ * those in the newest RATE_WINDOW seconds count. */
+#define RATE_N		32
+#define RATE_WINDOW	60.0
 
 struct wjob {
 	char name[128];
+	char stage[32];
 	char state[16];
 	double done, total;
 	char unit[16];
 	int attempt;
 	char msg[160];
+	double t0;		/* when it began running (feed time), or 0 */
+	double loss;		/* the newest loss metric, if has_loss */
+	int has_loss;
+	double hist;		/* median seconds in earlier runs, or -1 */
+	double rts[RATE_N], rdone[RATE_N];
+	int rn, rpos;
 };
 
 struct watch {
@@ -520,6 +574,8 @@ struct watch {
 	int njobs;
 	int tty;
 	int drawn;
+	int nhist;		/* earlier runs the durations came from */
+	double now;		/* the newest event's time */
 	char run_state[16];
 	char run_msg[256];
 };
@@ -536,6 +592,245 @@ wjob_find(struct watch *w, const char *name)
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	snprintf(j->state, sizeof(j->state), "pending");
 	return j;
+}
+
+static int
+run_final(const char *s)
+{
+	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
+	    strcmp(s, "cancelled") == 0 || strcmp(s, "rejected") == 0;
+}
+
+/* The exit status a run's state gives watch and status: 0 succeeded (or
+ * still running, for status), 1 failed or cancelled, 3 rejected (every job
+ * worked and the gate said no). */
+static int
+run_exit(const char *s)
+{
+	if (strcmp(s, "rejected") == 0)
+		return 3;
+	return strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0 ? 1 : 0;
+}
+
+static int
+job_final(const char *s)
+{
+	return run_final(s) || strcmp(s, "skipped") == 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Durations from history: for each job of the run, the median seconds a
+ * job of the same name and stage took in the newest (at most five)
+ * earlier runs in which it succeeded. These estimate the jobs still to
+ * come; a job without history has hist -1.
+ */
+static void
+watch_history(struct watch *w, const char *run)
+{
+	cJSON *runs = NULL;
+	double *d[64];
+	int nd[64];
+	int nj = w->njobs < 64 ? w->njobs : 64;
+
+	for (int i = 0; i < w->njobs; i++)
+		w->jobs[i].hist = -1;
+	if (request("status", NULL, &runs, 1) == -1)
+		return;
+	memset(nd, 0, sizeof(nd));
+	for (int i = 0; i < nj; i++)
+		d[i] = calloc(5, sizeof(double));
+	const cJSON *r;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(runs, "runs")) {
+		if (w->nhist >= 5)
+			break;
+		if (strcmp(jstr(r, "name"), run) == 0)
+			continue;
+		cJSON *a = cJSON_CreateObject(), *st = NULL;
+		cJSON_AddStringToObject(a, "run", jstr(r, "name"));
+		if (request("status", a, &st, 1) == -1)
+			continue;
+		int used = 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(st, "jobs")) {
+			double secs = jnum(x, "finished") - jnum(x, "started");
+			if (strcmp(jstr(x, "state"), "succeeded") != 0 || jnum(x, "started") <= 0 ||
+			    secs < 0)
+				continue;
+			for (int i = 0; i < nj; i++)
+				if (nd[i] < 5 && strcmp(w->jobs[i].name, jstr(x, "name")) == 0 &&
+				    strcmp(w->jobs[i].stage, jstr(x, "stage")) == 0) {
+					d[i][nd[i]++] = secs;
+					used = 1;
+				}
+		}
+		cJSON_Delete(st);
+		w->nhist += used;
+	}
+	cJSON_Delete(runs);
+	for (int i = 0; i < nj; i++) {
+		if (nd[i] > 0 && d[i] != NULL) {
+			qsort(d[i], (size_t)nd[i], sizeof(double), cmp_double);
+			w->jobs[i].hist = nd[i] % 2 ? d[i][nd[i] / 2] :
+			    (d[i][nd[i] / 2 - 1] + d[i][nd[i] / 2]) / 2;
+		}
+		free(d[i]);
+	}
+}
+
+/* A progress sample; a step going back (a relaunch resumed from an older
+ * checkpoint) starts the rate afresh. */
+static void
+rate_add(struct wjob *j, double ts, double done)
+{
+	int last = (j->rpos + RATE_N - 1) % RATE_N;
+	if (j->rn > 0 && done < j->rdone[last])
+		j->rn = 0;
+	j->rts[j->rpos] = ts;
+	j->rdone[j->rpos] = done;
+	j->rpos = (j->rpos + 1) % RATE_N;
+	if (j->rn < RATE_N)
+		j->rn++;
+}
+
+/* Units per second over the newest RATE_WINDOW seconds, or -1. */
+static double
+rate_get(const struct wjob *j)
+{
+	if (j->rn < 2)
+		return -1;
+	int newest = (j->rpos + RATE_N - 1) % RATE_N, oldest = newest;
+	for (int k = 1; k < j->rn; k++) {
+		int i = (newest + RATE_N - k) % RATE_N;
+		if (j->rts[newest] - j->rts[i] > RATE_WINDOW)
+			break;
+		oldest = i;
+	}
+	double dt = j->rts[newest] - j->rts[oldest];
+	double dd = j->rdone[newest] - j->rdone[oldest];
+	return dt > 0 && dd > 0 ? dd / dt : -1;
+}
+
+/* Seconds left of a job: from its rate while it reports progress, else
+ * from its history; -1 when neither says. */
+static double
+job_left(const struct watch *w, const struct wjob *j)
+{
+	if (job_final(j->state))
+		return 0;
+	double r = strcmp(j->state, "running") == 0 ? rate_get(j) : -1;
+	if (r > 0 && j->total > 0)
+		return (j->total - j->done) / r;
+	if (j->hist < 0)
+		return -1;
+	if (strcmp(j->state, "running") == 0 && j->t0 > 0) {
+		double left = j->hist - (w->now - j->t0);
+		return left > 0 ? left : 0;
+	}
+	return j->hist;
+}
+
+/* The run's time left, assuming its jobs run one after another as the
+ * release chain does; *unknown counts the jobs nothing estimates. */
+static double
+run_left(const struct watch *w, int *unknown)
+{
+	double sum = 0;
+	*unknown = 0;
+	for (int i = 0; i < w->njobs; i++) {
+		double l = job_left(w, &w->jobs[i]);
+		if (l < 0)
+			(*unknown)++;
+		else
+			sum += l;
+	}
+	return sum;
+}
+
+static void
+fmt_secs(char *buf, size_t sz, double s)
+{
+	long t = (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(buf, sz, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else if (t >= 60)
+		snprintf(buf, sz, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, sz, "%lds", t);
+}
+
+/* A job's progress words: "120/400 step, loss 1.234, 2.1 step/s, 2m13s left". */
+static void
+job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
+{
+	char left[32];
+	buf[0] = '\0';
+	if (j->total <= 0)
+		return;
+	size_t n = (size_t)snprintf(buf, sz, "%.0f/%.0f %s", j->done, j->total, j->unit);
+	if (j->has_loss && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", loss %.4g", j->loss);
+	double r = rate_get(j);
+	if (r > 0 && strcmp(j->state, "running") == 0 && n < sz) {
+		fmt_secs(left, sizeof(left), job_left(w, j));
+		snprintf(buf + n, sz - n, ", %.3g %s/s, %s left", r, j->unit, left);
+	}
+}
+
+/* The run's line: its state and, while it runs, the expected end. */
+static void
+run_words(const struct watch *w, char *buf, size_t sz)
+{
+	int unknown;
+	double left = run_left(w, &unknown);
+	char l[32], end[16];
+	if (run_final(w->run_state) || (left <= 0 && unknown > 0)) {
+		buf[0] = '\0';
+		return;
+	}
+	fmt_secs(l, sizeof(l), left);
+	time_t t = (time_t)(w->now + left);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(end, sizeof(end), "%H:%M", &tm);
+	snprintf(buf, sz, "%s%s left, ends about %s%s", unknown ? "at least " : "", l, end,
+	    unknown ? " (some jobs have no earlier run to go by)" : "");
+}
+
+/* --json: the estimates as a line of their own after a progress event. */
+static void
+eta_json(const struct watch *w, const struct wjob *j)
+{
+	int unknown;
+	double left = run_left(w, &unknown);
+	double r = rate_get(j);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", "watch.eta");
+	cJSON_AddStringToObject(o, "job", j->name);
+	cJSON_AddNumberToObject(o, "ts", w->now);
+	cJSON_AddNumberToObject(o, "done", j->done);
+	cJSON_AddNumberToObject(o, "total", j->total);
+	cJSON_AddStringToObject(o, "unit", j->unit);
+	if (j->has_loss)
+		cJSON_AddNumberToObject(o, "loss", j->loss);
+	if (r > 0) {
+		cJSON_AddNumberToObject(o, "per_second", r);
+		cJSON_AddNumberToObject(o, "eta_s", job_left(w, j));
+	}
+	cJSON_AddNumberToObject(o, "run_left_s", left);
+	cJSON_AddNumberToObject(o, "run_end", w->now + left);
+	cJSON_AddNumberToObject(o, "run_unknown_jobs", unknown);
+	cJSON_AddNumberToObject(o, "history_runs", w->nhist);
+	char *t = cJSON_PrintUnformatted(o);
+	printf("%s\n", t);
+	free(t);
+	cJSON_Delete(o);
 }
 
 static void
@@ -562,21 +857,15 @@ watch_draw(struct watch *w)
 		for (int k = 0; k < barw; k++)
 			bar[k] = k < fill ? '#' : (k == fill && strcmp(j->state, "running") == 0 ? '>' : '.');
 		bar[barw] = '\0';
-		char extra[64] = "";
-		if (j->total > 0)
-			snprintf(extra, sizeof(extra), "%.0f/%.0f %s", j->done, j->total, j->unit);
+		char extra[160];
+		job_words(w, j, extra, sizeof(extra));
 		printf("\033[2K%-16.16s %-10s [%s] %s\n", j->name, j->state, bar, extra);
 	}
-	printf("\033[2K run: %s %s\n", w->run_state, w->run_msg);
+	char rw[160];
+	run_words(w, rw, sizeof(rw));
+	printf("\033[2K run: %s%s%s %s\n", w->run_state, *rw ? ", " : "", rw, w->run_msg);
 	w->drawn = w->njobs + 1;
 	fflush(stdout);
-}
-
-static int
-run_final(const char *s)
-{
-	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-	    strcmp(s, "cancelled") == 0;
 }
 
 static int
@@ -602,10 +891,13 @@ cmd_watch(int argc, char **argv)
 	if (request("status", a, &r, 1) == -1)
 		return 1;
 	const cJSON *x;
-	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs"))
-		wjob_find(&w, jstr(x, "name"));
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		struct wjob *j = wjob_find(&w, jstr(x, "name"));
+		snprintf(j->stage, sizeof(j->stage), "%s", jstr(x, "stage"));
+	}
 	cJSON_Delete(r);
 	snprintf(w.run_state, sizeof(w.run_state), "running");
+	watch_history(&w, run);
 
 	struct conn fc = { .fd = sock_connect(feed_path) };
 	cJSON *req = cJSON_CreateObject();
@@ -664,16 +956,27 @@ cmd_watch(int argc, char **argv)
 			printf("%s\n", line);
 			fflush(stdout);
 		}
+		if (jnum(ev, "ts") > w.now)
+			w.now = jnum(ev, "ts");
 		if (strcmp(type, "job.state") == 0) {
 			struct wjob *j = wjob_find(&w, job);
 			snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
 			snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
 			j->attempt = (int)jnum(ev, "attempt");
+			if (strcmp(j->state, "running") == 0 && j->t0 == 0)
+				j->t0 = jnum(ev, "ts");
 		} else if (strcmp(type, "job.progress") == 0) {
 			struct wjob *j = wjob_find(&w, job);
 			j->done = jnum(ev, "done");
 			j->total = jnum(ev, "total");
 			snprintf(j->unit, sizeof(j->unit), "%s", jstr(ev, "unit"));
+			rate_add(j, jnum(ev, "ts"), j->done);
+			if (ctl_json)
+				eta_json(&w, j);
+		} else if (strcmp(type, "job.metric") == 0 && strcmp(jstr(ev, "name"), "loss") == 0) {
+			struct wjob *j = wjob_find(&w, job);
+			j->loss = jnum(ev, "value");
+			j->has_loss = 1;
 		} else if (strcmp(type, "run.state") == 0) {
 			snprintf(w.run_state, sizeof(w.run_state), "%s", jstr(ev, "state"));
 			snprintf(w.run_msg, sizeof(w.run_msg), "%s", jstr(ev, "message"));
@@ -688,9 +991,13 @@ cmd_watch(int argc, char **argv)
 			if (strcmp(type, "job.state") == 0)
 				printf("%s %s %s%s%s\n", ts, job, jstr(ev, "state"),
 				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
-			else if (strcmp(type, "job.progress") == 0)
-				printf("%s %s progress %.0f/%.0f %s\n", ts, job, jnum(ev, "done"),
-				    jnum(ev, "total"), jstr(ev, "unit"));
+			else if (strcmp(type, "job.progress") == 0) {
+				char words[160], rw[160];
+				job_words(&w, wjob_find(&w, job), words, sizeof(words));
+				run_words(&w, rw, sizeof(rw));
+				printf("%s %s progress %s%s%s\n", ts, job, words,
+				    *rw ? "; run " : "", rw);
+			}
 			else if (strcmp(type, "run.state") == 0)
 				printf("%s run %s %s%s%s\n", ts, run, jstr(ev, "state"),
 				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
@@ -715,7 +1022,9 @@ cmd_watch(int argc, char **argv)
 	if (w.tty)
 		watch_draw(&w);
 	free(w.jobs);
-	return strcmp(w.run_state, "succeeded") == 0 ? 0 : 1;
+	/* Only a run that succeeded exits 0; one not seen to end exits 1. */
+	return strcmp(w.run_state, "succeeded") == 0 ? 0 :
+	    strcmp(w.run_state, "rejected") == 0 ? 3 : 1;
 }
 
 /* ---- stage: one stage by hand, in-process --------------------------- */
@@ -886,6 +1195,12 @@ main(int argc, char **argv)
 		if (ctl_report == NULL)
 			errx(2, "this pipelinectl was built without the report verb");
 		return ctl_report(argc, argv);
+	}
+	if (strcmp(v, "web") == 0) return cmd_web(argc, argv);
+	if (strcmp(v, "plot") == 0) {
+		if (ctl_plot == NULL)
+			errx(2, "this pipelinectl was built without the plot verb");
+		return ctl_plot(argc, argv);
 	}
 	warnx("unknown verb \"%s\"", v);
 	usage();

@@ -191,6 +191,9 @@ main(int argc, char **argv)
 	if (store_open(&D->store, dbpath) == -1)
 		fatalx("cannot open the store %s", dbpath);
 	store_set_announce(D->store, feed_announce);
+	if (notify_start(&conf, D->store) == -1)
+		fatalx("cannot start the notification thread");
+	store_set_outbox(D->store, notify_classify, notify_wake);
 
 	int np = plugin_load_dir(conf.plugin_dir);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",
@@ -208,6 +211,8 @@ main(int argc, char **argv)
 	uv_signal_init(D->loop, &sig_hup);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 
+	if (httpd_start(&conf, dbpath) == -1)
+		fatalx("cannot serve http on %s", conf.http_listen);
 	if (control_listen(conf.control_socket) == -1)
 		fatalx("cannot listen on %s", conf.control_socket);
 	if (feed_listen(conf.feed_socket) == -1)

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
@@ -58,6 +59,43 @@ const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
 
+/* notify.c: [notify], the outbox's delivery thread */
+struct conf;
+struct store;
+int	notify_start(const struct conf *conf, struct store *store);
+const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
+void	notify_wake(void);
+int	notify_known_event(const char *word);
+
+/* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
+int	httpd_start(const struct conf *conf, const char *dbpath);
+void	httpd_stop(void);
+/* A one-time login code for the page (32 hex digits into out). */
+int	httpd_login_code(char *out, size_t outsz);
+int	httpd_token_needed(void);
+
+/* web.c: the status page's JSON, files and event stream (HTTP threads) */
+struct sse;
+void	web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
+	    const char *web_dir);
+char	*web_static(const char *url, const char **type, size_t *len);
+char	*web_api(const char *url, const char *run, const char *job, const char *off,
+	    size_t *len, int *status);
+struct sse *web_sse_open(const char *run, long long since);
+ssize_t	web_sse_read(struct sse *s, char *dst, size_t max);
+void	web_sse_close(struct sse *s);
+/* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
+int	httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
+	    char *err, size_t errsz);
+
+/* metrics.c: the Prometheus exposition of GET /metrics */
+enum metrics_counter { MC_FEED_WATCHERS, MC_FEED_DROPPED };
+/* Counters the store does not hold; any thread. */
+void	metrics_count(enum metrics_counter which, long delta);
+int	metrics_init(const char *dbpath);
+/* The exposition as a malloc'd text (*len bytes), or NULL. HTTP thread only. */
+char	*metrics_render(size_t *len);
+
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32
 struct resource {
@@ -82,6 +120,9 @@ struct conf {
 	int max_jobs;
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
+	char http_listen[256];        /* ADDRESS:PORT for /metrics and the page, or "" */
+	char http_token[256];         /* needed off loopback */
+	char web_dir[PATH_MAX];       /* the page's files */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
@@ -181,6 +222,19 @@ struct ann {
 /* Called with each committed event, on the committing thread. */
 typedef void (*store_announce_fn)(int64_t id, const char *run, const char *line);
 void	store_set_announce(struct store *s, store_announce_fn fn);
+/* The outbox: fn says whether an event is wanted (its notification kind)
+ * and for which targets (NULL-terminated); store_event() then inserts one
+ * row per target in the event's transaction, and wake is called after the
+ * commit. */
+typedef const char *(*store_outbox_fn)(const char *type, const cJSON *data,
+	    const char *const **targets);
+void	store_set_outbox(struct store *s, store_outbox_fn fn, void (*wake)(void));
+/* Pending rows due at now (id, kind, run, job, target, key, body,
+ * attempts), the time the next one is due (0: none), and a try's result. */
+cJSON	*store_outbox_due(struct store *s, double now, int limit);
+double	store_outbox_next(struct store *s);
+int	store_outbox_result(struct store *s, int64_t id, int delivered, int attempts,
+	    const char *error, double next_at, int give_up);
 
 /* Transactions: store_begin() locks; store_commit() commits, unlocks and
  * announces the events inserted in between; store_rollback() likewise

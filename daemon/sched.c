@@ -66,13 +66,13 @@ struct srun {
 };
 
 enum js { JS_OTHER, JS_PENDING, JS_RETRYING, JS_RUNNING, JS_SUCCEEDED, JS_FAILED,
-	JS_CANCELLED, JS_SKIPPED };
+	JS_CANCELLED, JS_SKIPPED, JS_REJECTED };
 
 static void
 set_state(struct sjob *j, const char *state)
 {
 	static const char *const names[] = { "", "pending", "retrying", "running", "succeeded",
-	    "failed", "cancelled", "skipped" };
+	    "failed", "cancelled", "skipped", "rejected" };
 	int was = j->st;
 	snprintf(j->state, sizeof(j->state), "%s", state);
 	j->st = JS_OTHER;
@@ -83,7 +83,8 @@ set_state(struct sjob *j, const char *state)
 	r->nretrying += (j->st == JS_RETRYING) - (was == JS_RETRYING);
 	if ((j->st == JS_PENDING || j->st == JS_RETRYING) && j->seq < r->first_open)
 		r->first_open = j->seq;
-	if (j->st == JS_FAILED || j->st == JS_CANCELLED || j->st == JS_SKIPPED)
+	if (j->st == JS_FAILED || j->st == JS_CANCELLED || j->st == JS_SKIPPED ||
+	    j->st == JS_REJECTED)
 		r->failed = 1;
 }
 
@@ -437,6 +438,12 @@ job_finished(struct sjob *j)
 	} else if (pj->cancel || j->run->cancel || rc == PL_ECANCELED) {
 		astate = jstate = "cancelled";
 		snprintf(msg, sizeof(msg), "cancelled");
+	} else if (rc == PL_EREJECTED) {
+		/* The stage did its work and judged it (the gate's verdict):
+		 * not a failure to retry. */
+		astate = jstate = "rejected";
+		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
+		    plugin_host.strerror(rc));
 	} else {
 		astate = jstate = "failed";
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
@@ -516,19 +523,25 @@ run_finish_check(struct srun *r)
 {
 	if (r->nrunning > 0 || r->first_open < r->njobs)
 		return; /* a job runs or waits (first_open was just advanced) */
-	int all_final = 1, all_ok = 1;
+	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
 		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
 		all_ok &= r->jobs[i].st == JS_SUCCEEDED;
+		nfailed += r->jobs[i].st == JS_FAILED || r->jobs[i].st == JS_CANCELLED;
+		nrejected += r->jobs[i].st == JS_REJECTED;
 	}
 	if (!all_final)
 		return;
-	const char *st = all_ok ? "succeeded" : r->cancel ? "cancelled" : "failed";
+	/* Rejected: every job worked, and one judged the result not good
+	 * enough (the gate said no); the jobs after it were skipped. */
+	const char *st = all_ok ? "succeeded" : r->cancel ? "cancelled" :
+	    nfailed == 0 && nrejected > 0 ? "rejected" : "failed";
 	char msg[512] = "";
 	if (!all_ok && !r->cancel) {
 		for (int i = 0; i < r->njobs; i++)
-			if (strcmp(r->jobs[i].state, "failed") == 0) {
-				snprintf(msg, sizeof(msg), "job %s failed", r->jobs[i].sec->name);
+			if (r->jobs[i].st == (nfailed ? JS_FAILED : JS_REJECTED)) {
+				snprintf(msg, sizeof(msg), "job %s %s", r->jobs[i].sec->name,
+				    nfailed ? "failed" : "rejected");
 				break;
 			}
 	}

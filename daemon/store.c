@@ -35,6 +35,12 @@ struct store {
 	int64_t last_event;
 	int64_t txn_first_event;
 	store_announce_fn announce;
+	/* The outbox (notify.c): which events are wanted, and who to wake
+	 * after a commit that added rows. */
+	store_outbox_fn outbox_fn;
+	void (*outbox_wake)(void);
+	int outbox_new;
+	char instance[40];
 	struct ann *pending, **pending_tail;
 	int in_txn;
 	/* Prepared statements, kept for the life of the store (the SQL
@@ -174,6 +180,15 @@ static const char *const migrations[] = {
 	"CREATE TABLE vals(id INTEGER PRIMARY KEY, run_id INTEGER, job_id INTEGER,"
 	"  key TEXT NOT NULL, value TEXT, ts REAL, UNIQUE(job_id, key));"
 	"CREATE INDEX vals_key ON vals(key, id);",
+	/* 1 -> 2: the notification outbox (notify.c), and the store's own
+	 * random name, the first part of every idempotency key. */
+	"CREATE TABLE outbox(id INTEGER PRIMARY KEY, event_id INTEGER, kind TEXT NOT NULL,"
+	"  run TEXT, job TEXT, target TEXT NOT NULL, key TEXT UNIQUE NOT NULL, body TEXT NOT NULL,"
+	"  attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL, state TEXT NOT NULL,"
+	"  error TEXT, created REAL, delivered REAL);"
+	"CREATE INDEX outbox_due ON outbox(state, next_at);"
+	"CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	"INSERT INTO meta(k, v) VALUES('instance', lower(hex(randomblob(8))));",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -301,6 +316,13 @@ store_open(struct store **sp, const char *path)
 	}
 	s->last_event = sqlite3_column_int64(st, 0);
 	unprep(s, st);
+	st = prep(s, "SELECT v FROM meta WHERE k = 'instance'");
+	if (st == NULL || sqlite3_step(st) != SQLITE_ROW) {
+		unprep(s, st);
+		goto fail;
+	}
+	snprintf(s->instance, sizeof(s->instance), "%s", (const char *)sqlite3_column_text(st, 0));
+	unprep(s, st);
 	s->path = xstrdup(path);
 	ckpt_start(s);
 	*sp = s;
@@ -404,11 +426,16 @@ store_commit(struct store *s)
 		exec_sql(s, "ROLLBACK");
 		s->last_event = s->txn_first_event;
 		pending_free(s, 0);
+		s->outbox_new = 0;
 		pthread_mutex_unlock(&s->mtx);
 		return -1;
 	}
 	pending_free(s, 1);
+	int wake = s->outbox_new && s->outbox_wake != NULL;
+	s->outbox_new = 0;
 	pthread_mutex_unlock(&s->mtx);
+	if (wake)
+		s->outbox_wake();
 	return 0;
 }
 
@@ -422,6 +449,7 @@ store_rollback(struct store *s)
 	exec_sql(s, "ROLLBACK");
 	s->last_event = s->txn_first_event;
 	pending_free(s, 0);
+	s->outbox_new = 0;
 	pthread_mutex_unlock(&s->mtx);
 }
 
@@ -450,6 +478,131 @@ event_line(int64_t id, double ts, const char *run, const char *job, const char *
 	return line;
 }
 
+static cJSON *rows_json(struct store *s, sqlite3_stmt *st);
+
+/*
+ * The outbox rows of one event, one per target, in the event's
+ * transaction. The body is what a receiver gets; the key, the store's
+ * instance, the event id and the target's index, is the same on every try.
+ */
+static int
+outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char *run,
+    const char *job, const cJSON *data, const char *const *targets)
+{
+	sqlite3_stmt *st = prep(s, "INSERT INTO outbox(event_id, kind, run, job, target, key,"
+	    " body, next_at, state, created) VALUES(?,?,?,?,?,?,?,?,'pending',?)");
+	if (st == NULL)
+		return -1;
+	int rc = 0;
+	for (int i = 0; targets && targets[i] && rc == 0; i++) {
+		char key[96];
+		snprintf(key, sizeof(key), "%s-%lld-%d", s->instance, (long long)id, i);
+		cJSON *b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "event", kind);
+		cJSON_AddStringToObject(b, "key", key);
+		cJSON_AddNumberToObject(b, "event_id", (double)id);
+		cJSON_AddNumberToObject(b, "ts", ts);
+		if (run)
+			cJSON_AddStringToObject(b, "run", run);
+		if (job)
+			cJSON_AddStringToObject(b, "job", job);
+		cJSON_AddItemToObject(b, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateObject());
+		char *body = cJSON_PrintUnformatted(b);
+		cJSON_Delete(b);
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3, run, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 4, job, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 5, targets[i], -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 6, key, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 7, body, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_double(st, 8, ts);
+		sqlite3_bind_double(st, 9, ts);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+			rc = -1;
+		}
+		sqlite3_reset(st);
+		free(body);
+	}
+	unprep(s, st);
+	if (rc == 0)
+		s->outbox_new = 1;
+	return rc;
+}
+
+void
+store_set_outbox(struct store *s, store_outbox_fn fn, void (*wake)(void))
+{
+	s->outbox_fn = fn;
+	s->outbox_wake = wake;
+}
+
+cJSON *
+store_outbox_due(struct store *s, double now, int limit)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT id, kind, run, job, target, key, body, attempts"
+	    " FROM outbox WHERE state = 'pending' AND next_at <= ? ORDER BY id LIMIT ?");
+	cJSON *a = NULL;
+	if (st) {
+		sqlite3_bind_double(st, 1, now);
+		sqlite3_bind_int(st, 2, limit);
+		a = rows_json(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
+double
+store_outbox_next(struct store *s)
+{
+	double next = 0;
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT min(next_at) FROM outbox WHERE state = 'pending'");
+	if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		next = sqlite3_column_double(st, 0);
+	unprep(s, st);
+	pthread_mutex_unlock(&s->mtx);
+	return next;
+}
+
+int
+store_outbox_result(struct store *s, int64_t id, int delivered, int attempts,
+    const char *error, double next_at, int give_up)
+{
+	if (store_begin(s) == -1)
+		return -1;
+	sqlite3_stmt *st = prep(s, "UPDATE outbox SET state = ?, attempts = ?, error = ?,"
+	    " next_at = ?, delivered = ? WHERE id = ?");
+	if (st == NULL) {
+		store_rollback(s);
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, delivered ? "delivered" : give_up ? "failed" : "pending", -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, attempts);
+	if (delivered)
+		sqlite3_bind_null(st, 3);
+	else
+		sqlite3_bind_text(st, 3, error, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_double(st, 4, next_at);
+	if (delivered)
+		sqlite3_bind_double(st, 5, now_wall());
+	else
+		sqlite3_bind_null(st, 5);
+	sqlite3_bind_int64(st, 6, id);
+	int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	if (rc == -1)
+		log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+	unprep(s, st);
+	if (rc == -1) {
+		store_rollback(s);
+		return -1;
+	}
+	return store_commit(s);
+}
+
 int64_t
 store_event(struct store *s, const char *run, const char *job, const char *type, cJSON *data)
 {
@@ -470,6 +623,10 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
 		unprep(s, st);
 	}
+	const char *const *targets = NULL;
+	const char *kind = rc == 0 && s->outbox_fn ? s->outbox_fn(type, data, &targets) : NULL;
+	if (kind != NULL && outbox_add(s, id, ts, kind, run, job, data, targets) == -1)
+		rc = -1;
 	if (rc == 0) {
 		s->last_event = id;
 		struct ann *a = xcalloc(1, sizeof(*a));

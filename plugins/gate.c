@@ -266,8 +266,13 @@ gate_run(pl_job *job)
 		    cand.agg.overall.acc * 100, inc.agg.overall.acc * 100,
 		    cand.agg.guard_breaches, inc.agg.guard_breaches, fair.a.acc * 100,
 		    fair.b.acc * 100, fair.cases);
-	rc = v.pass ? PL_OK : host->fail(job, "verdict: %s: %s", sc_verdict_name(v.code),
-	    v.reason);
+	/* A verdict against the candidate is a rejection, not a failure: the
+	 * run ends rejected, and the job is not retried. */
+	if (!v.pass) {
+		host->fail(job, "verdict: %s: %s", sc_verdict_name(v.code), v.reason);
+		rc = PL_EREJECTED;
+	} else
+		rc = PL_OK;
 out:
 	cJSON_Delete(out);
 	side_free(&cand);

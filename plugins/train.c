@@ -439,6 +439,12 @@ train_event(void *arg, const char *type, const char *line)
 			pyjob_event_str(line, "path", t->adapter, sizeof(t->adapter));
 	} else if (strcmp(type, "checkpoint") == 0) {
 		t->last_ckpt = (long)pyjob_event_num(line, "step", -1);
+	} else if (strcmp(type, "resumed") == 0) {
+		/* Where each relaunch resumed, as a metric beside the loss,
+		 * so a plot of the loss can mark the segments. */
+		double step = pyjob_event_num(line, "step", -1);
+		if (step >= 0)
+			host->metric(t->job, "resumed", (int64_t)step, step);
 	} else if (strcmp(type, "oom") == 0) {
 		char phase[32] = "?";
 		pyjob_event_str(line, "phase", phase, sizeof(phase));

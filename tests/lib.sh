@@ -67,7 +67,7 @@ wait_run() {
 	for _ in $(seq 1 $((secs * 10))); do
 		st=$(pctl --json status "$run" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p')
 		[ "$st" = "$want" ] && return 0
-		case "$st" in succeeded|failed|cancelled) [ "$st" != "$want" ] && { pctl status "$run"; fail "run $run ended $st, wanted $want"; };; esac
+		case "$st" in succeeded|failed|cancelled|rejected) [ "$st" != "$want" ] && { pctl status "$run"; fail "run $run ended $st, wanted $want"; };; esac
 		sleep 0.1
 	done
 	pctl status "$run"
@@ -117,3 +117,8 @@ else:
 }
 
 trap 'pl_kill9 2>/dev/null' EXIT
+
+# free_port: a TCP port on 127.0.0.1 nothing listens on right now.
+free_port() {
+	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}

@@ -57,7 +57,8 @@ extern "C" {
 	X(PL_ETIMEDOUT,-10, "timed out")                                    \
 	X(PL_EVERIFY,  -11, "verification failed")                          \
 	X(PL_ENOSYS,   -12, "not supported by this host")                   \
-	X(PL_EFAIL,    -13, "stage failed")
+	X(PL_EFAIL,    -13, "stage failed")                                 \
+	X(PL_EREJECTED,-14, "rejected: the work was done and judged not good enough")
 
 enum pl_error {
 #define PL_X_ENUM(name, val, str) name = (val),

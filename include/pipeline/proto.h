@@ -53,7 +53,8 @@
 	X(ETOOLONG, "request line too long")
 
 /* Run and job states (store, feed and status use these words). */
-#define PL_RUN_STATES  "running", "succeeded", "failed", "cancelled"
-#define PL_JOB_STATES  "pending", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"
+#define PL_RUN_STATES  "running", "succeeded", "failed", "cancelled", "rejected"
+#define PL_JOB_STATES  "pending", "running", "retrying", "succeeded", "failed", "cancelled", "skipped", \
+	"rejected"
 
 #endif

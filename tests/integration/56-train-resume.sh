@@ -13,7 +13,12 @@
 #  - run v2's probe calibrates with v1's pair (pairs 1, its over-estimate),
 #    and the daemon is killed -9 while v2's trainer runs: the restarted
 #    daemon re-enters the adoptable train stage, re-adopts launch-1 instead
-#    of launching again, and the run succeeds.
+#    of launching again, and the run succeeds;
+#  - pipelinectl plot draws v1's loss across both segments (the resume at
+#    step 25 marked) against v2's, through Debian's gnuplot, as a PNG and
+#    an SVG of the asked size;
+#  - pipelinectl watch, replaying v2, gives the train job's rate, loss and
+#    time left, and the run's expected end from v1's job durations.
 . "$TOP/tests/lib.sh"
 . "$(dirname "$0")/data/gpu_stages_lib.sh"
 # On the way out, the daemon and any job process group it left running
@@ -173,5 +178,52 @@ n=$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN
 set -- $(db "SELECT count(*), count(DISTINCT m.step) FROM metrics m JOIN jobs j ON j.id = m.job_id
     JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
 [ "$*" = "30 30" ] || die "v2's stored loss curve: $*"
+
+# ---- pipelinectl plot: v1's curve across both segments, v2 beside it ----
+# (gnuplot, the real one from Debian, draws it)
+pctl plot v1 --vs v2 -o "$TEST_TMP/loss.png" >"$TEST_TMP/plot.out" 2>&1 ||
+    { cat "$TEST_TMP/plot.out"; die "plot failed"; }
+grep -q "loss of v1 over 45 steps, 1 resume(s), against v2" "$TEST_TMP/plot.out" ||
+    die "plot: $(cat "$TEST_TMP/plot.out")"
+[ "$(q "SELECT m.step FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'resumed'")" = 25 ] ||
+    die "the store does not hold v1's resume at step 25"
+"$PYD" - "$TEST_TMP/loss.png" <<'EOF' || die "plot did not write a 1000x600 PNG"
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+n, t = struct.unpack(">I4s", b[8:16])
+assert t == b"IHDR" and n == 13, t
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h) == (1000, 600), (w, h)
+assert zlib.crc32(b[12:29]) == struct.unpack(">I", b[29:33])[0], "IHDR crc"
+assert b[-8:-4] == b"IEND", "no IEND"
+EOF
+pctl plot v1 --size 640x480 -o "$TEST_TMP/loss.svg" >/dev/null || die "plot to svg failed"
+grep -q '<svg' "$TEST_TMP/loss.svg" && grep -q 'width="640"' "$TEST_TMP/loss.svg" ||
+    die "plot did not write a 640x480 SVG"
+! pctl plot v1 -o "$TEST_TMP/loss.gif" 2>"$TEST_TMP/plot.err" &&
+    grep -q "must end in .png or .svg" "$TEST_TMP/plot.err" || die "plot took a .gif"
+[ ! -e "$TEST_TMP/loss.gif" ] || die "plot left a file for a refused name"
+! ls "$TEST_TMP"/loss.png.tmp.* >/dev/null 2>&1 || die "plot left a temporary file"
+cp "$TEST_TMP/loss.png" "$TOP/tests/out/56-train-resume-loss.png" 2>/dev/null || true
+
+# ---- watch's estimates: v2 replayed, v1's durations as history ----------
+pctl --json watch v2 >"$TEST_TMP/watch.json" 2>&1 || die "watch --json v2 failed"
+"$PYD" - "$TEST_TMP/watch.json" <<'EOF' || die "watch --json gave no consistent estimates"
+import json, sys
+eta = [json.loads(l) for l in open(sys.argv[1]) if '"watch.eta"' in l]
+tr = [e for e in eta if e["job"] == "train" and "per_second" in e]
+assert tr, "no train estimate with a rate"
+for e in tr:
+    assert e["total"] == 30 and 0 < e["done"] <= 30, e
+    assert abs(e["eta_s"] - (e["total"] - e["done"]) / e["per_second"]) < 1e-6, e
+    assert e["history_runs"] == 1 and e["run_unknown_jobs"] == 0, e
+    assert abs(e["run_end"] - (e["ts"] + e["run_left_s"])) < 1e-6, e
+assert any("loss" in e for e in tr), "no loss in the estimates"
+EOF
+pctl watch v2 --plain >"$TEST_TMP/watch.txt" 2>&1 || die "watch --plain v2 failed"
+grep -qE ' train progress [0-9]+/30 step, loss [0-9.e+-]+, [0-9.e+-]+ step/s, [0-9hms]+ left; run [0-9hms]+ left, ends about [0-9]{2}:[0-9]{2}$' \
+    "$TEST_TMP/watch.txt" || { cat "$TEST_TMP/watch.txt"; die "watch's progress lines carry no estimate"; }
 integrity_ok
 echo "ok"

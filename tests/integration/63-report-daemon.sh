@@ -2,7 +2,8 @@
 # 63-report-daemon.sh: bake, bake-incumbent and gate as jobs of a real
 # daemon against a real llama-server: the gate reads both bakes from the
 # store, the verdict lands in the store, `pipelinectl report` shows them
-# side by side (and --json); the incumbent's held-out set comes from
+# side by side (and --json), and /metrics serves the bakes' accuracy, guard
+# breaches and the verdict as the store holds them; the incumbent's held-out set comes from
 # another run's tokenize stats (stats_run); a run whose incumbent was baked
 # on another case set is refused by the gate, and report --vs warns.
 . "$(dirname "$0")/../lib.sh"
@@ -12,6 +13,8 @@ cd "$TEST_TMP"
 
 tiny_gguf "$TEST_TMP/tiny.gguf"
 start_llama "$TEST_TMP/tiny.gguf" 1024 1
+MPORT=$(free_port)
+pl_conf "metrics_listen = 127.0.0.1:$MPORT"
 pl_start
 S=$TEST_TMP/specs
 mkdir -p "$S"
@@ -78,12 +81,15 @@ INI
 }
 
 # 1. Same weights on both sides: identical answers, so a held-out and
-# overall tie; nothing identical is released, and the run fails at the gate.
+# overall tie; nothing identical is released: the gate rejects it, and the
+# run ends rejected (exit status 3 of status and watch).
 spec rel1 "$BAKE_DATA/system.txt" >"$S/rel1.ini"
 pctl submit "$S/rel1.ini" >/dev/null || fail "submit rel1"
-wait_run rel1 failed 120
+wait_run rel1 rejected 120
 [ "$(job_state rel1 bake)" = succeeded ] || fail "bake did not succeed"
-[ "$(job_state rel1 gate)" = failed ] || fail "gate did not refuse a tie"
+[ "$(job_state rel1 gate)" = rejected ] || fail "gate did not refuse a tie"
+pctl status rel1 >/dev/null; [ $? = 3 ] || fail "status of a rejected run does not exit 3"
+pctl watch rel1 >/dev/null; [ $? = 3 ] || fail "watch of a rejected run does not exit 3"
 pctl report rel1 >rel1.txt || { cat rel1.txt; fail "report rel1"; }
 cat rel1.txt
 grep -q "^overall %" rel1.txt && grep -q "^held-out guard breaches" rel1.txt ||
@@ -120,4 +126,27 @@ pctl values rel2 gate | grep -q gate.verdict && fail "a verdict was stored acros
 pctl report rel1 --vs rel2 >vs.txt || fail "report --vs"
 grep -q "rel2/bake-incumbent" vs.txt || fail "report --vs lacks rel2"
 grep -q "different case sets" vs.txt || { cat vs.txt; fail "no case-set warning"; }
+
+# 3. /metrics: each bake's accuracy and breaches, the verdict, the fair slice.
+curl -sf "http://127.0.0.1:$MPORT/metrics" >metrics.txt || fail "GET /metrics"
+/usr/bin/python3 - metrics.txt rel1.json <<'PY' || fail "/metrics disagrees with the store"
+import json, re, sys
+m = {}
+for line in open(sys.argv[1]):
+    if line.startswith("#"):
+        continue
+    k, v = line.rsplit(" ", 1)
+    m[k] = float(v)
+r = json.load(open(sys.argv[2]))
+for b in r["bakes"]:
+    run, job = b["bake"].split("/")
+    lab = 'run="%s",job="%s",stage="bake"' % (run, job)
+    assert abs(m['pipelined_bake_accuracy{%s,slice="overall"}' % lab] - b["overall"]["acc"]) < 1e-12, b
+    assert abs(m['pipelined_bake_accuracy{%s,slice="held_out"}' % lab] - b["held_out"]["acc"]) < 1e-12, b
+    assert m['pipelined_bake_guard_breaches{%s}' % lab] == b["guard_breaches"], b
+v = r["verdicts"][0]
+assert m['pipelined_gate_verdict{run="rel1",job="gate",stage="gate",verdict="%s"}' % v["verdict"]] == 1
+assert m['pipelined_gate_verdicts_total{verdict="%s"}' % v["verdict"]] == 1
+assert 'pipelined_fair_slice_accuracy{run="rel1",job="gate",stage="gate",side="candidate"}' in m
+PY
 echo "63-report-daemon: ok"

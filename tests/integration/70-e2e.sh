@@ -11,7 +11,7 @@
 # Checks: every job up to the gate succeeds in both runs; verify passes
 # both (v2's digests differ from v1's); v2's gate compared v2 with v1 on
 # one case set and stored a verdict, and the run's outcome is that verdict
-# (promote: succeeded and router:latest is v2's manifest; otherwise failed
+# (promote: succeeded and router:latest is v2's manifest; otherwise rejected
 # at the gate only); the export is numerically right
 # (tests/e2e/check_export.py, issue item 3): the Q8_0 GGUF served by
 # llama.cpp gives the trained response on >= 90% of train-flagged cases
@@ -40,7 +40,7 @@ pctl submit "$E2E_V2" >/dev/null || fail "submit tiny-v2"
 st=
 for _ in $(seq 1 9000); do
 	st=$(pctl --json status tiny-v2 | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p')
-	case "$st" in succeeded|failed|cancelled) break;; esac
+	case "$st" in succeeded|failed|cancelled|rejected) break;; esac
 	sleep 0.1
 done
 t2=$(date +%s)
@@ -87,7 +87,7 @@ assert set(b) == {"tiny-v2/bake", "tiny-v2/bake-incumbent"}, b.keys()
 assert b["tiny-v2/bake"]["model"] == "router:tiny-v2", b["tiny-v2/bake"]
 assert b["tiny-v2/bake-incumbent"]["model"] == "router:tiny-v1", b["tiny-v2/bake-incumbent"]
 # the run's outcome is the verdict's
-want = "succeeded" if v["pass"] else "failed"
+want = "succeeded" if v["pass"] else "rejected"
 assert sys.argv[2] == want, "run ended %s with verdict %s" % (sys.argv[2], v)
 print(v["verdict"])
 PY
@@ -100,7 +100,7 @@ v2_d=$(echo "$tags" | /usr/bin/python3 -c 'import json,sys; print([m["digest"] f
 if [ "$st" = succeeded ]; then
 	[ "$alias_d" = "$v2_d" ] || fail "promoted, but router:latest is not tiny-v2"
 else
-	[ "$(job_state tiny-v2 gate)" = failed ] || fail "tiny-v2 failed before its gate"
+	[ "$(job_state tiny-v2 gate)" = rejected ] || fail "tiny-v2 failed before its gate"
 	[ "$alias_d" = "$v1_d" ] || fail "not promoted, but router:latest is not tiny-v1"
 fi
 

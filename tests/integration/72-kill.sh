@@ -27,7 +27,7 @@ wait_end() {	# wait_end RUN SECONDS: until the run has ended; prints its state
 	local st=
 	for _ in $(seq 1 $(($2 * 10))); do
 		st=$(run_state "$1")
-		case "$st" in succeeded|failed|cancelled) echo "$st"; return 0;; esac
+		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return 0;; esac
 		sleep 0.1
 	done
 	echo "timeout"
@@ -43,7 +43,7 @@ except ValueError:
     print(0); sys.exit()
 for j in d["jobs"]:
     if j["name"] == "train":
-        if j["state"] in ("succeeded", "failed", "skipped", "cancelled"): print(-1)
+        if j["state"] in ("succeeded", "failed", "skipped", "cancelled", "rejected"): print(-1)
         elif j["state"] == "running": print(int(j["progress_done"] or 0))
         else: print(0)'
 }
@@ -64,7 +64,7 @@ wait_run tiny-v1 succeeded 900
 # The undisturbed run.
 pctl submit "$E2E_V2" >/dev/null || fail "submit tiny-v2"
 st=$(wait_end tiny-v2 900)
-case "$st" in succeeded|failed) ;; *) fail "tiny-v2 did not end: $st";; esac
+case "$st" in succeeded|rejected) ;; *) fail "tiny-v2 did not end: $st";; esac
 ref=$(outcome tiny-v2)
 note "undisturbed tiny-v2: $st, verdict|pass|gguf = $ref"
 [ -n "${ref##*|}" ] || fail "no quantize gguf in tiny-v2"
@@ -94,7 +94,7 @@ done
 for _ in $(seq 1 9000); do [ "$(train_step tiny-v2k)" -lt 0 ] && break; sleep 0.1; done
 sleep "$(printf '%d.%03d' $((k3ms / 1000)) $((k3ms % 1000)))"
 st=$(run_state tiny-v2k)
-case "$st" in succeeded|failed) fail "the run ended before the third kill (${k3ms} ms after train)";; esac
+case "$st" in succeeded|failed|rejected) fail "the run ended before the third kill (${k3ms} ms after train)";; esac
 running=$(pctl --json status tiny-v2k | /usr/bin/python3 -c '
 import json, sys
 print(",".join(j["name"] for j in json.load(sys.stdin)["jobs"] if j["state"] == "running") or "-")')
@@ -103,11 +103,11 @@ note "kill 3: daemon killed ${k3ms} ms after train, jobs running: $running"
 pl_start
 st=$(wait_end tiny-v2k 900)
 pctl status tiny-v2k
-case "$st" in succeeded|failed) ;; *) fail "tiny-v2k did not end: $st";; esac
+case "$st" in succeeded|rejected) ;; *) fail "tiny-v2k did not end: $st";; esac
 got=$(outcome tiny-v2k)
 note "killed tiny-v2k: $st, verdict|pass|gguf = $got"
 [ "$got" = "$ref" ] || fail "the killed run's outcome $got is not the undisturbed run's $ref"
-# every job but a failing gate (the verdict's own failure) succeeded
+# every job but a rejecting gate (the verdict's own refusal) succeeded
 pctl --json status tiny-v2k | /usr/bin/python3 -c '
 import json, sys
 for j in json.load(sys.stdin)["jobs"]:

@@ -1,0 +1,292 @@
+/*
+ * ctl_plot.c: pipelinectl plot RUN [--vs RUN] [--job JOB] -o FILE.png|svg
+ *
+ * Draws a train job's loss per step, across every resumed segment, with
+ * its learning rate on the second axis and a dashed line at each step a
+ * relaunch resumed from; with --vs, the other run's curves on the same
+ * axes. The figures are the store's per-step metrics (the train stage
+ * keeps one value per step across every relaunch), not a log of the last
+ * segment (G30). gnuplot draws it, called as a program; the picture
+ * appears under its final name only when whole.
+ */
+#include <err.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+struct series {
+	char run[128];
+	char job[128];
+	char loss[PATH_MAX];	/* data files: "step value" lines */
+	char lr[PATH_MAX];
+	long *resumes;
+	int nresumes;
+	int nloss, nlr;
+};
+
+/* The run's train job: the one named, or the first of stage train. */
+static int
+train_job(const char *run, const char *want, char *out, size_t outsz)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	if (ctl_request("status", a, &r) == -1)
+		return -1;
+	int found = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		if (want ? strcmp(jstr(x, "name"), want) == 0 :
+		    strcmp(jstr(x, "stage"), "train") == 0) {
+			snprintf(out, outsz, "%s", jstr(x, "name"));
+			found = 1;
+			break;
+		}
+	}
+	cJSON_Delete(r);
+	if (!found) {
+		if (want)
+			warnx("plot: run %s has no job %s", run, want);
+		else
+			warnx("plot: run %s has no job of stage train (name one with --job)", run);
+		return -1;
+	}
+	return 0;
+}
+
+/* Fetch the job's metrics and write loss and lr as data files in dir. */
+static int
+fetch(struct series *s, const char *dir, int idx)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", s->run);
+	cJSON_AddStringToObject(a, "job", s->job);
+	if (ctl_request("metrics", a, &r) == -1)
+		return -1;
+	snprintf(s->loss, sizeof(s->loss), "%s/loss-%d.dat", dir, idx);
+	snprintf(s->lr, sizeof(s->lr), "%s/lr-%d.dat", dir, idx);
+	FILE *fl = fopen(s->loss, "w"), *fr = fopen(s->lr, "w");
+	if (fl == NULL || fr == NULL)
+		err(1, "plot: %s", dir);
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics")) {
+		const char *name = jstr(x, "name");
+		long step = (long)jnum(x, "step");
+		double v = jnum(x, "value");
+		if (strcmp(name, "loss") == 0) {
+			fprintf(fl, "%ld %.9g\n", step, v);
+			s->nloss++;
+		} else if (strcmp(name, "lr") == 0) {
+			fprintf(fr, "%ld %.9g\n", step, v);
+			s->nlr++;
+		} else if (strcmp(name, "resumed") == 0) {
+			s->resumes = realloc(s->resumes, (size_t)(s->nresumes + 1) * sizeof(long));
+			if (s->resumes == NULL)
+				err(1, "plot");
+			s->resumes[s->nresumes++] = step;
+		}
+	}
+	cJSON_Delete(r);
+	if (fclose(fl) != 0 || fclose(fr) != 0)
+		err(1, "plot: %s", dir);
+	if (s->nloss == 0) {
+		warnx("plot: job %s of run %s has no loss metric yet", s->job, s->run);
+		return -1;
+	}
+	return 0;
+}
+
+/* Write a gnuplot string literal: single quotes, doubled inside. */
+static void
+gp_str(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', f);
+		fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+static void
+plot_usage(void)
+{
+	fprintf(stderr, "usage: pipelinectl plot RUN [--vs RUN] [--job JOB] "
+	    "[--size WxH] -o FILE.png|FILE.svg\n");
+	exit(2);
+}
+
+int
+ctl_plot(int argc, char **argv)
+{
+	const char *out = NULL, *job = NULL, *size = "1000,600";
+	struct series s[2];
+	char sizebuf[32], tmp[PATH_MAX], script[PATH_MAX];
+
+	memset(s, 0, sizeof(s));
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+			out = argv[++i];
+		else if (strcmp(argv[i], "--vs") == 0 && i + 1 < argc)
+			snprintf(s[1].run, sizeof(s[1].run), "%s", argv[++i]);
+		else if (strcmp(argv[i], "--job") == 0 && i + 1 < argc)
+			job = argv[++i];
+		else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+			int w, h;
+			if (sscanf(argv[++i], "%dx%d", &w, &h) != 2 || w < 100 || h < 100 ||
+			    w > 10000 || h > 10000)
+				errx(2, "plot: --size wants WIDTHxHEIGHT in pixels, 100 to 10000");
+			snprintf(sizebuf, sizeof(sizebuf), "%d,%d", w, h);
+			size = sizebuf;
+		} else if (argv[i][0] == '-')
+			plot_usage();
+		else if (s[0].run[0] == '\0')
+			snprintf(s[0].run, sizeof(s[0].run), "%s", argv[i]);
+		else
+			plot_usage();
+	}
+	if (s[0].run[0] == '\0' || out == NULL)
+		plot_usage();
+	int nser = s[1].run[0] ? 2 : 1;
+	const char *ext = strrchr(out, '.');
+	const char *term;
+	if (ext && strcmp(ext, ".png") == 0)
+		term = "pngcairo";
+	else if (ext && strcmp(ext, ".svg") == 0)
+		term = "svg";
+	else
+		errx(2, "plot: %s: the output's name must end in .png or .svg", out);
+
+	/* gnuplot is a program we call; say which package brings it. */
+	if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+		errx(1, "plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
+
+	char dir[] = "/tmp/pipelinectl-plot.XXXXXX";
+	if (mkdtemp(dir) == NULL)
+		err(1, "plot: mkdtemp");
+	int rc = 1;
+	for (int i = 0; i < nser; i++) {
+		if (train_job(s[i].run, job, s[i].job, sizeof(s[i].job)) == -1 ||
+		    fetch(&s[i], dir, i) == -1)
+			goto out;
+	}
+
+	/* The picture goes to a temporary name beside its final one. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d%s", out, (int)getpid(), ext);
+	snprintf(script, sizeof(script), "%s/plot.gp", dir);
+	FILE *f = fopen(script, "w");
+	if (f == NULL)
+		err(1, "plot: %s", script);
+	fprintf(f, "set terminal %s size %s noenhanced font 'sans,10'\n", term, size);
+	fprintf(f, "set output ");
+	gp_str(f, tmp);
+	fprintf(f, "\nset title ");
+	char title[512];
+	if (nser == 2)
+		snprintf(title, sizeof(title), "training loss: %s (%s) vs %s (%s)",
+		    s[0].run, s[0].job, s[1].run, s[1].job);
+	else
+		snprintf(title, sizeof(title), "training loss: %s (%s)", s[0].run, s[0].job);
+	gp_str(f, title);
+	fprintf(f, "\nset xlabel 'optimizer step'\nset ylabel 'loss'\n"
+	    "set y2label 'learning rate'\nset ytics nomirror\nset y2tics\n"
+	    "set format y2 '%%.1e'\nset grid\nset key outside bottom center horizontal\n");
+	/* A dashed line at each step a relaunch resumed from. */
+	int arrow = 1;
+	for (int i = 0; i < nser; i++)
+		for (int k = 0; k < s[i].nresumes; k++) {
+			fprintf(f, "set arrow %d from %ld, graph 0 to %ld, graph 1 nohead "
+			    "dt 2 lw 1 lc rgb '%s'\n", arrow++, s[i].resumes[k], s[i].resumes[k],
+			    i == 0 ? "#c03030" : "#3060c0");
+			fprintf(f, "set label %d ", arrow);
+			char lab[160];
+			snprintf(lab, sizeof(lab), "resume %s", s[i].run);
+			gp_str(f, lab);
+			fprintf(f, " at %ld, graph %.2f left rotate by 90 offset -0.8,0 tc rgb '%s'\n",
+			    s[i].resumes[k], i == 0 ? 0.03 : 0.4, i == 0 ? "#c03030" : "#3060c0");
+			arrow++;
+		}
+	fprintf(f, "plot ");
+	static const char *colour[2] = { "#c03030", "#3060c0" };
+	for (int i = 0; i < nser; i++) {
+		char lab[300];
+		if (i > 0)
+			fprintf(f, ", ");
+		gp_str(f, s[i].loss);
+		snprintf(lab, sizeof(lab), "loss %s", s[i].run);
+		fprintf(f, " using 1:2 with lines lw 2 lc rgb '%s' title ", colour[i]);
+		gp_str(f, lab);
+		if (s[i].nlr > 0) {
+			fprintf(f, ", ");
+			gp_str(f, s[i].lr);
+			snprintf(lab, sizeof(lab), "lr %s", s[i].run);
+			fprintf(f, " using 1:2 axes x1y2 with lines dt 3 lc rgb '%s' title ",
+			    colour[i]);
+			gp_str(f, lab);
+		}
+	}
+	fprintf(f, "\nunset output\n");
+	if (fclose(f) != 0)
+		err(1, "plot: %s", script);
+
+	pid_t pid = fork();
+	if (pid == -1)
+		err(1, "plot: fork");
+	if (pid == 0) {
+		execlp("gnuplot", "gnuplot", script, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	struct stat sb;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || stat(tmp, &sb) == -1 || sb.st_size == 0) {
+		warnx("plot: gnuplot failed on %s", script);
+		unlink(tmp);
+		goto out;
+	}
+	/* Whole: fsync, then the final name. */
+	FILE *g = fopen(tmp, "r+");
+	if (g == NULL || fsync(fileno(g)) == -1 || fclose(g) != 0 || rename(tmp, out) == -1) {
+		warn("plot: %s", out);
+		unlink(tmp);
+		goto out;
+	}
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "path", out);
+		cJSON_AddStringToObject(o, "run", s[0].run);
+		cJSON_AddStringToObject(o, "job", s[0].job);
+		cJSON_AddNumberToObject(o, "steps", s[0].nloss);
+		cJSON_AddNumberToObject(o, "resumes", s[0].nresumes);
+		if (nser == 2)
+			cJSON_AddStringToObject(o, "vs", s[1].run);
+		char *t = cJSON_PrintUnformatted(o);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+	} else
+		printf("%s: loss of %s over %d steps, %d resume(s)%s%s\n", out, s[0].run,
+		    s[0].nloss, s[0].nresumes, nser == 2 ? ", against " : "",
+		    nser == 2 ? s[1].run : "");
+	rc = 0;
+out:
+	for (int i = 0; i < nser; i++) {
+		if (s[i].loss[0])
+			unlink(s[i].loss);
+		if (s[i].lr[0])
+			unlink(s[i].lr);
+		free(s[i].resumes);
+	}
+	snprintf(script, sizeof(script), "%s/plot.gp", dir);
+	unlink(script);
+	rmdir(dir);
+	return rc;
+}

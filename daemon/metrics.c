@@ -1,0 +1,506 @@
+/*
+ * metrics.c: the Prometheus text exposition of GET /metrics (httpd.c).
+ *
+ * Everything but a few counters comes from the store, read through a
+ * read-only connection of this file's own, used by one HTTP thread at a time:
+ * in WAL mode a reader neither waits for the writer nor makes it wait, so
+ * a scrape costs the scheduler nothing. What the store does not hold (feed
+ * watchers and drops, the daemon's start time) the daemon keeps in
+ * atomics that metrics_count() and feed.c update.
+ *
+ * Names follow Prometheus' conventions: the pipelined_ prefix, _total for
+ * counters, base units (_seconds, _bytes), histograms with _bucket, _sum
+ * and _count. pipelined(8) lists every series.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "pipelined.h"
+
+static sqlite3 *rdb;
+static char db_path[PATH_MAX];
+static double t_start;
+
+/* Counters the store does not hold. */
+static unsigned long c_feed_watchers, c_feed_dropped;
+
+void
+metrics_count(enum metrics_counter which, long delta)
+{
+	unsigned long *c = which == MC_FEED_WATCHERS ? &c_feed_watchers : &c_feed_dropped;
+	__atomic_add_fetch(c, (unsigned long)delta, __ATOMIC_RELAXED);
+}
+
+int
+metrics_init(const char *dbpath)
+{
+	snprintf(db_path, sizeof(db_path), "%s", dbpath);
+	t_start = now_wall();
+	return 0;
+}
+
+/* The read connection, opened on first use by the HTTP thread. */
+static sqlite3 *
+rconn(void)
+{
+	if (rdb != NULL)
+		return rdb;
+	if (sqlite3_open_v2(db_path, &rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+	    NULL) != SQLITE_OK) {
+		log_warnx("metrics: cannot open %s read-only: %s", db_path,
+		    rdb ? sqlite3_errmsg(rdb) : "out of memory");
+		sqlite3_close(rdb);
+		rdb = NULL;
+		return NULL;
+	}
+	sqlite3_busy_timeout(rdb, 2000);
+	return rdb;
+}
+
+/* A label value, escaped as the exposition format wants. */
+static void
+lv(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f), fputc(*s, f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void
+head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static const char *
+col(sqlite3_stmt *st, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(st, i);
+	return s ? s : "";
+}
+
+static sqlite3_stmt *
+q(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("metrics: %s: %s", sql, sqlite3_errmsg(db));
+		return NULL;
+	}
+	return st;
+}
+
+/* Histogram buckets for job and attempt durations, in seconds: a second
+ * to twelve hours, the span of the release chain's stages. */
+static const double bounds[] = { 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200 };
+#define NB (sizeof(bounds) / sizeof(bounds[0]))
+
+struct hist {
+	char stage[64];
+	unsigned long b[NB];
+	unsigned long n;
+	double sum;
+};
+
+/* One histogram per stage from rows of (stage, seconds). */
+static void
+histogram(FILE *f, sqlite3 *db, const char *name, const char *help, const char *sql)
+{
+	struct hist h[64];
+	int nh = 0;
+	sqlite3_stmt *st = q(db, sql);
+	if (st == NULL)
+		return;
+	memset(h, 0, sizeof(h));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *stage = col(st, 0);
+		double v = sqlite3_column_double(st, 1);
+		int i;
+		for (i = 0; i < nh; i++)
+			if (strcmp(h[i].stage, stage) == 0)
+				break;
+		if (i == nh) {
+			if (nh == 64)
+				continue;
+			snprintf(h[nh++].stage, sizeof(h[0].stage), "%s", stage);
+		}
+		for (size_t k = 0; k < NB; k++)
+			if (v <= bounds[k])
+				h[i].b[k]++;
+		h[i].n++;
+		h[i].sum += v;
+	}
+	sqlite3_finalize(st);
+	head(f, name, "histogram", help);
+	for (int i = 0; i < nh; i++) {
+		for (size_t k = 0; k < NB; k++) {
+			fprintf(f, "%s_bucket{stage=", name);
+			lv(f, h[i].stage);
+			fprintf(f, ",le=\"%g\"} %lu\n", bounds[k], h[i].b[k]);
+		}
+		fprintf(f, "%s_bucket{stage=", name);
+		lv(f, h[i].stage);
+		fprintf(f, ",le=\"+Inf\"} %lu\n%s_sum{stage=", h[i].n, name);
+		lv(f, h[i].stage);
+		fprintf(f, "} %.6f\n%s_count{stage=", h[i].sum, name);
+		lv(f, h[i].stage);
+		fprintf(f, "} %lu\n", h[i].n);
+	}
+}
+
+/* Rows of (label values..., number) as one series per row. */
+static void
+series(FILE *f, sqlite3 *db, const char *name, const char *type, const char *help,
+    const char *const *labels, int nl, const char *sql)
+{
+	sqlite3_stmt *st = q(db, sql);
+	if (st == NULL)
+		return;
+	head(f, name, type, help);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		fputs(name, f);
+		if (nl > 0) {
+			fputc('{', f);
+			for (int i = 0; i < nl; i++) {
+				fprintf(f, "%s%s=", i ? "," : "", labels[i]);
+				lv(f, col(st, i));
+			}
+			fputc('}', f);
+		}
+		fprintf(f, " %.17g\n", sqlite3_column_double(st, nl));
+	}
+	sqlite3_finalize(st);
+}
+
+/* A state of every known name, 0 when none is in it, so a dashboard's
+ * series do not come and go. */
+static void
+states(FILE *f, sqlite3 *db, const char *name, const char *help, const char *const *known,
+    int nk, const char *sql)
+{
+	long n[16] = { 0 };
+	sqlite3_stmt *st = q(db, sql);
+	if (st == NULL)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW)
+		for (int i = 0; i < nk && i < 16; i++)
+			if (strcmp(col(st, 0), known[i]) == 0)
+				n[i] = sqlite3_column_int64(st, 1);
+	sqlite3_finalize(st);
+	head(f, name, "gauge", help);
+	for (int i = 0; i < nk && i < 16; i++)
+		fprintf(f, "%s{state=\"%s\"} %ld\n", name, known[i], n[i]);
+}
+
+/* The running train jobs: step, loss, learning rate, peak memory and the
+ * steps per second over the last minute of steps. */
+static void
+training(FILE *f, sqlite3 *db)
+{
+	static const struct { const char *metric, *name, *help; double scale; } m[] = {
+		{ "loss", "pipelined_train_loss", "the newest training loss of a running train job", 1 },
+		{ "lr", "pipelined_train_learning_rate", "the newest learning rate of a running train job", 1 },
+		{ "peak_mb", "pipelined_train_peak_memory_bytes",
+		    "the newest peak accelerator memory a running train job reported", 1048576 },
+	};
+	sqlite3_stmt *jobs = q(db, "SELECT r.name, j.name, j.id FROM jobs j JOIN runs r ON"
+	    " r.id = j.run_id WHERE j.stage = 'train' AND j.state = 'running' ORDER BY j.id");
+	sqlite3_stmt *last = q(db, "SELECT step, value FROM metrics WHERE job_id = ? AND"
+	    " name = ? ORDER BY step DESC LIMIT 1");
+	sqlite3_stmt *rate = q(db, "SELECT min(step), max(step), min(ts), max(ts) FROM metrics"
+	    " WHERE job_id = ?1 AND name = 'loss' AND ts >= (SELECT max(ts) FROM metrics"
+	    " WHERE job_id = ?1 AND name = 'loss') - 60");
+	if (jobs == NULL || last == NULL || rate == NULL)
+		goto out;
+	/* Rows first, then one family at a time (the format wants each
+	 * family's samples together). */
+	struct row { char run[128], job[128]; double v[4]; int has[4]; double sps; } *rows = NULL;
+	int nr = 0;
+	while (sqlite3_step(jobs) == SQLITE_ROW) {
+		struct row *t = realloc(rows, (size_t)(nr + 1) * sizeof(*rows));
+		if (t == NULL)
+			break;
+		rows = t;
+		struct row *r = &rows[nr++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->run, sizeof(r->run), "%s", col(jobs, 0));
+		snprintf(r->job, sizeof(r->job), "%s", col(jobs, 1));
+		sqlite3_int64 id = sqlite3_column_int64(jobs, 2);
+		for (int i = 0; i < 3; i++) {
+			sqlite3_reset(last);
+			sqlite3_bind_int64(last, 1, id);
+			sqlite3_bind_text(last, 2, m[i].metric, -1, SQLITE_STATIC);
+			if (sqlite3_step(last) == SQLITE_ROW) {
+				r->v[i] = sqlite3_column_double(last, 1) * m[i].scale;
+				r->has[i] = 1;
+				if (i == 0) {
+					r->v[3] = sqlite3_column_double(last, 0);
+					r->has[3] = 1;
+				}
+			}
+		}
+		sqlite3_reset(rate);
+		sqlite3_bind_int64(rate, 1, id);
+		r->sps = -1;
+		if (sqlite3_step(rate) == SQLITE_ROW && sqlite3_column_type(rate, 0) != SQLITE_NULL) {
+			double ds = sqlite3_column_double(rate, 1) - sqlite3_column_double(rate, 0);
+			double dt = sqlite3_column_double(rate, 3) - sqlite3_column_double(rate, 2);
+			if (dt > 0)
+				r->sps = ds / dt;
+		}
+	}
+	for (int i = 0; i < 5; i++) {
+		static const char *const nm[2] = { "pipelined_train_step",
+		    "pipelined_train_steps_per_second" };
+		static const char *const hp[2] = { "the newest optimizer step of a running train job",
+		    "optimizer steps per second of a running train job over the last minute" };
+		const char *name = i < 3 ? m[i].name : nm[i - 3];
+		head(f, name, "gauge", i < 3 ? m[i].help : hp[i - 3]);
+		for (int k = 0; k < nr; k++) {
+			double v = i == 4 ? rows[k].sps : rows[k].v[i];
+			if (i == 4 ? v < 0 : !rows[k].has[i])
+				continue;
+			fprintf(f, "%s{run=", name);
+			lv(f, rows[k].run);
+			fputs(",job=", f);
+			lv(f, rows[k].job);
+			fprintf(f, ",stage=\"train\"} %.17g\n", v);
+		}
+	}
+	free(rows);
+out:
+	sqlite3_finalize(jobs);
+	sqlite3_finalize(last);
+	sqlite3_finalize(rate);
+}
+
+/* Gate verdicts: one series per gate job, and the count per verdict. */
+static void
+verdicts(FILE *f, sqlite3 *db)
+{
+	sqlite3_stmt *st = q(db, "SELECT r.name, j.name, v.value FROM vals v JOIN jobs j ON"
+	    " j.id = v.job_id JOIN runs r ON r.id = j.run_id WHERE v.key = 'gate.verdict'"
+	    " ORDER BY v.id");
+	if (st == NULL)
+		return;
+	struct v { char run[128], job[128], verdict[32]; double fair[2]; int hasfair; } *vs = NULL;
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		cJSON *o = cJSON_Parse(col(st, 2));
+		const cJSON *vd = cJSON_GetObjectItemCaseSensitive(o, "verdict");
+		struct v *t = cJSON_IsString(vd) ? realloc(vs, (size_t)(n + 1) * sizeof(*vs)) : NULL;
+		if (t != NULL) {
+			vs = t;
+			struct v *x = &vs[n++];
+			memset(x, 0, sizeof(*x));
+			snprintf(x->run, sizeof(x->run), "%s", col(st, 0));
+			snprintf(x->job, sizeof(x->job), "%s", col(st, 1));
+			snprintf(x->verdict, sizeof(x->verdict), "%s", vd->valuestring);
+			const cJSON *fs = cJSON_GetObjectItemCaseSensitive(o, "fair_slice");
+			const cJSON *ca = cJSON_GetObjectItemCaseSensitive(
+			    cJSON_GetObjectItemCaseSensitive(fs, "candidate"), "acc");
+			const cJSON *in = cJSON_GetObjectItemCaseSensitive(
+			    cJSON_GetObjectItemCaseSensitive(fs, "incumbent"), "acc");
+			if (cJSON_IsNumber(ca) && cJSON_IsNumber(in)) {
+				x->fair[0] = ca->valuedouble;
+				x->fair[1] = in->valuedouble;
+				x->hasfair = 1;
+			}
+		}
+		cJSON_Delete(o);
+	}
+	sqlite3_finalize(st);
+	head(f, "pipelined_gate_verdict", "gauge",
+	    "1 for the verdict a gate job reached, labelled with it");
+	for (int i = 0; i < n; i++) {
+		fputs("pipelined_gate_verdict{run=", f);
+		lv(f, vs[i].run);
+		fputs(",job=", f);
+		lv(f, vs[i].job);
+		fputs(",stage=\"gate\",verdict=", f);
+		lv(f, vs[i].verdict);
+		fputs("} 1\n", f);
+	}
+	head(f, "pipelined_gate_verdicts_total", "counter", "gate verdicts reached, by verdict");
+	for (int i = 0; i < n; i++) {
+		int seen = 0, cnt = 0;
+		for (int k = 0; k < n; k++) {
+			if (strcmp(vs[k].verdict, vs[i].verdict) == 0) {
+				if (k < i)
+					seen = 1;
+				cnt++;
+			}
+		}
+		if (seen)
+			continue;
+		fputs("pipelined_gate_verdicts_total{verdict=", f);
+		lv(f, vs[i].verdict);
+		fprintf(f, "} %d\n", cnt);
+	}
+	head(f, "pipelined_fair_slice_accuracy", "gauge",
+	    "accuracy on the fair slice (cases neither model's corpus holds) a gate compared, by side");
+	for (int i = 0; i < n; i++) {
+		if (!vs[i].hasfair)
+			continue;
+		for (int s = 0; s < 2; s++) {
+			fputs("pipelined_fair_slice_accuracy{run=", f);
+			lv(f, vs[i].run);
+			fputs(",job=", f);
+			lv(f, vs[i].job);
+			fprintf(f, ",stage=\"gate\",side=\"%s\"} %.17g\n",
+			    s ? "incumbent" : "candidate", vs[i].fair[s]);
+		}
+	}
+	free(vs);
+}
+
+static long
+file_size(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) == 0 ? (long)sb.st_size : 0;
+}
+
+static long
+rss_bytes(void)
+{
+	long pages = 0, size;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%ld %ld", &size, &pages) != 2)
+		pages = 0;
+	fclose(f);
+	return pages * sysconf(_SC_PAGESIZE);
+}
+
+static pthread_mutex_t render_mtx = PTHREAD_MUTEX_INITIALIZER;
+static char *render(size_t *len);
+
+/* One scrape at a time: the read connection is this file's only one. */
+char *
+metrics_render(size_t *len)
+{
+	pthread_mutex_lock(&render_mtx);
+	char *b = render(len);
+	pthread_mutex_unlock(&render_mtx);
+	return b;
+}
+
+static char *
+render(size_t *len)
+{
+	static const char *const run_states[] = { PL_RUN_STATES };
+	static const char *const job_states[] = { PL_JOB_STATES };
+	static const char *const l_stage[] = { "stage" };
+	static const char *const l_run_job[] = { "run", "job", "stage" };
+	static const char *const l_bake[] = { "run", "job", "stage", "slice" };
+	char *buf = NULL;
+	FILE *f;
+	sqlite3 *db = rconn();
+
+	if (db == NULL)
+		return NULL;
+	if ((f = open_memstream(&buf, len)) == NULL)
+		return NULL;
+	/* One read transaction: every figure of a scrape from one snapshot. */
+	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	states(f, db, "pipelined_runs", "runs by state", run_states,
+	    (int)(sizeof(run_states) / sizeof(run_states[0])),
+	    "SELECT state, count(*) FROM runs GROUP BY state");
+	series(f, db, "pipelined_open_runs", "gauge", "runs not yet ended", NULL, 0,
+	    "SELECT count(*) FROM runs WHERE state NOT IN ('succeeded', 'failed', 'cancelled')");
+	head(f, "pipelined_jobs", "gauge", "jobs by stage and state");
+	{
+		sqlite3_stmt *st = q(db, "SELECT DISTINCT stage FROM jobs ORDER BY stage");
+		sqlite3_stmt *cnt = q(db, "SELECT count(*) FROM jobs WHERE stage = ? AND state = ?");
+		while (st && cnt && sqlite3_step(st) == SQLITE_ROW) {
+			for (size_t i = 0; i < sizeof(job_states) / sizeof(job_states[0]); i++) {
+				sqlite3_reset(cnt);
+				sqlite3_bind_text(cnt, 1, col(st, 0), -1, SQLITE_TRANSIENT);
+				sqlite3_bind_text(cnt, 2, job_states[i], -1, SQLITE_STATIC);
+				long n = sqlite3_step(cnt) == SQLITE_ROW ? sqlite3_column_int64(cnt, 0) : 0;
+				fputs("pipelined_jobs{stage=", f);
+				lv(f, col(st, 0));
+				fprintf(f, ",state=\"%s\"} %ld\n", job_states[i], n);
+			}
+		}
+		sqlite3_finalize(st);
+		sqlite3_finalize(cnt);
+	}
+	histogram(f, db, "pipelined_job_duration_seconds",
+	    "seconds from a job's first start to its end, every attempt included, by stage",
+	    "SELECT stage, finished - started FROM jobs WHERE started IS NOT NULL AND"
+	    " finished IS NOT NULL AND state IN ('succeeded', 'failed')");
+	histogram(f, db, "pipelined_attempt_duration_seconds",
+	    "seconds an attempt ran, by stage",
+	    "SELECT j.stage, a.finished - a.started FROM attempts a JOIN jobs j ON"
+	    " j.id = a.job_id WHERE a.started IS NOT NULL AND a.finished IS NOT NULL");
+	series(f, db, "pipelined_job_retries_total", "counter",
+	    "attempts after a job's first, by stage (retries and requeues)", l_stage, 1,
+	    "SELECT j.stage, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id"
+	    " WHERE a.n > 1 GROUP BY j.stage ORDER BY j.stage");
+	series(f, db, "pipelined_train_resumes_total", "counter",
+	    "relaunches of a train job that resumed from a checkpoint", l_run_job, 3,
+	    "SELECT r.name, j.name, j.stage, count(m.step) FROM jobs j JOIN runs r ON"
+	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'resumed'"
+	    " WHERE j.stage = 'train' GROUP BY j.id ORDER BY j.id");
+	training(f, db);
+	series(f, db, "pipelined_bake_accuracy", "gauge",
+	    "a bake's accuracy, overall and on the cases its model's corpus does not hold",
+	    l_bake, 4,
+	    "SELECT r.name, j.name, j.stage, CASE m.name WHEN 'accuracy' THEN 'overall'"
+	    " ELSE 'held_out' END, m.value FROM jobs j JOIN runs r ON r.id = j.run_id"
+	    " JOIN metrics m ON m.job_id = j.id AND m.name IN ('accuracy', 'held_out_accuracy')"
+	    " WHERE j.stage = 'bake' ORDER BY j.id, m.name");
+	series(f, db, "pipelined_bake_guard_breaches", "gauge",
+	    "held-out guard cases a bake's model failed", l_run_job, 3,
+	    "SELECT r.name, j.name, j.stage, m.value FROM jobs j JOIN runs r ON"
+	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'guard_breaches'"
+	    " WHERE j.stage = 'bake' ORDER BY j.id");
+	verdicts(f, db);
+	static const char *const outbox_states[] = { "pending", "delivered", "failed" };
+	states(f, db, "pipelined_notifications", "notifications in the outbox by state",
+	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state");
+	series(f, db, "pipelined_events_total", "counter",
+	    "events published on the status feed (the newest event id)", NULL, 0,
+	    "SELECT coalesce(max(id), 0) FROM events");
+	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+
+	head(f, "pipelined_feed_watchers", "gauge", "connections following the status feed");
+	fprintf(f, "pipelined_feed_watchers %lu\n",
+	    __atomic_load_n(&c_feed_watchers, __ATOMIC_RELAXED));
+	head(f, "pipelined_feed_dropped_total", "counter",
+	    "watchers dropped for reading too slowly");
+	fprintf(f, "pipelined_feed_dropped_total %lu\n",
+	    __atomic_load_n(&c_feed_dropped, __ATOMIC_RELAXED));
+	char wal[PATH_MAX + 8];
+	snprintf(wal, sizeof(wal), "%s-wal", db_path);
+	head(f, "pipelined_store_bytes", "gauge", "the store's size on disk, its WAL included");
+	fprintf(f, "pipelined_store_bytes %ld\n", file_size(db_path) + file_size(wal));
+	head(f, "pipelined_uptime_seconds", "gauge", "seconds since the daemon started");
+	fprintf(f, "pipelined_uptime_seconds %.3f\n", now_wall() - t_start);
+	head(f, "pipelined_start_time_seconds", "gauge",
+	    "when the daemon started, in seconds since the epoch");
+	fprintf(f, "pipelined_start_time_seconds %.3f\n", t_start);
+	head(f, "pipelined_resident_memory_bytes", "gauge", "the daemon's resident memory");
+	fprintf(f, "pipelined_resident_memory_bytes %ld\n", rss_bytes());
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

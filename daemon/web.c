@@ -1,0 +1,421 @@
+/*
+ * web.c: the status page's server side, on the HTTP listener (httpd.c).
+ *
+ * Read-only. The page (etc/web: HTML, CSS and JavaScript of our own, no
+ * build step) asks for JSON documents read from the store through a
+ * read-only SQLite connection opened per request, and follows a run live
+ * through /api/events: Server-Sent Events fed by a watcher of the status
+ * feed (feed.c) that this file opens for each page, with the feed's own
+ * replay after `since` (the Last-Event-ID the browser sends on a
+ * reconnect), so a page never misses or repeats an event and no page polls
+ * the store. A page left open costs one feed watcher and one HTTP thread,
+ * nothing that grows with time.
+ *
+ * Everything from the store goes out as JSON, and the page puts it in the
+ * document as text, never as markup; every response forbids any script but
+ * our own (httpd.c's Content-Security-Policy).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+static char web_dbpath[PATH_MAX];
+static char web_feed[PATH_MAX];
+static char web_state[PATH_MAX];
+static char web_root[PATH_MAX];
+
+void
+web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
+    const char *web_dir)
+{
+	snprintf(web_dbpath, sizeof(web_dbpath), "%s", dbpath);
+	snprintf(web_feed, sizeof(web_feed), "%s", feed_socket);
+	snprintf(web_state, sizeof(web_state), "%s", state_dir);
+	snprintf(web_root, sizeof(web_root), "%s", web_dir);
+}
+
+/* The page's own files: a fixed list, so no path from a request ever
+ * reaches the file system. */
+char *
+web_static(const char *url, const char **type, size_t *len)
+{
+	static const struct { const char *url, *file, *type; } files[] = {
+		{ "/", "index.html", "text/html; charset=utf-8" },
+		{ "/app.js", "app.js", "text/javascript; charset=utf-8" },
+		{ "/app.css", "app.css", "text/css; charset=utf-8" },
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (strcmp(url, files[i].url) != 0)
+			continue;
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s/%s", web_root, files[i].file);
+		size_t n = 0;
+		char *b = plc_read_file(path, &n, 4 << 20);
+		if (b == NULL) {
+			log_warnx("web: %s: %s", path, strerror(errno));
+			return NULL;
+		}
+		*type = files[i].type;
+		*len = n;
+		return b;
+	}
+	return NULL;
+}
+
+static sqlite3 *
+ro_open(void)
+{
+	sqlite3 *db = NULL;
+	if (sqlite3_open_v2(web_dbpath, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+	    NULL) != SQLITE_OK) {
+		log_warnx("web: cannot open %s read-only: %s", web_dbpath,
+		    db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	return db;
+}
+
+/* Rows of a query as an array of objects, column names as keys; the
+ * parameters are strings (NULL binds NULL). */
+static cJSON *
+rows(sqlite3 *db, const char *sql, int nparam, const char *const *param)
+{
+	sqlite3_stmt *st = NULL;
+	cJSON *a = cJSON_CreateArray();
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("web: %s: %s", sql, sqlite3_errmsg(db));
+		return a;
+	}
+	for (int i = 0; i < nparam; i++)
+		sqlite3_bind_text(st, i + 1, param[i], -1, SQLITE_TRANSIENT);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		cJSON *o = cJSON_CreateObject();
+		for (int i = 0; i < sqlite3_column_count(st); i++) {
+			const char *name = sqlite3_column_name(st, i);
+			switch (sqlite3_column_type(st, i)) {
+			case SQLITE_INTEGER:
+			case SQLITE_FLOAT:
+				cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
+				break;
+			case SQLITE_NULL:
+				cJSON_AddNullToObject(o, name);
+				break;
+			default:
+				cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
+			}
+		}
+		cJSON_AddItemToArray(a, o);
+	}
+	sqlite3_finalize(st);
+	return a;
+}
+
+/* Values stored as JSON text are handed on as JSON, not as strings. */
+static void
+parse_values(cJSON *a, const char *field)
+{
+	cJSON *o;
+	cJSON_ArrayForEach(o, a) {
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+		if (!cJSON_IsString(v))
+			continue;
+		cJSON *p = cJSON_Parse(v->valuestring);
+		if (p != NULL)
+			cJSON_ReplaceItemInObjectCaseSensitive(o, field, p);
+	}
+}
+
+static char *
+json_out(cJSON *o, size_t *len)
+{
+	char *t = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (t != NULL)
+		*len = strlen(t);
+	return t;
+}
+
+/* GET /api/runs: every run, newest first, with its verdict. */
+static char *
+api_runs(sqlite3 *db, size_t *len)
+{
+	cJSON *a = rows(db, "SELECT r.name, r.state, r.previous, r.description, r.created,"
+	    " r.finished, r.message,"
+	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
+	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded')"
+	    "   AS succeeded,"
+	    " (SELECT v.value FROM vals v WHERE v.run_id = r.id AND v.key = 'gate.verdict'"
+	    "   ORDER BY v.id DESC LIMIT 1) AS verdict"
+	    " FROM runs r ORDER BY r.id DESC LIMIT 500", 0, NULL);
+	parse_values(a, "verdict");
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "runs", a);
+	return json_out(o, len);
+}
+
+/* GET /api/run?run=R: the run, its spec text (the page draws the DAG from
+ * its after keys), jobs, artifacts, bake summaries and verdicts. */
+static char *
+api_run(sqlite3 *db, const char *run, size_t *len)
+{
+	const char *p[] = { run };
+	cJSON *r = rows(db, "SELECT name, state, previous, description, spec_text, created,"
+	    " finished, message FROM runs WHERE name = ?", 1, p);
+	if (cJSON_GetArraySize(r) != 1) {
+		cJSON_Delete(r);
+		return NULL;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "run", cJSON_DetachItemFromArray(r, 0));
+	cJSON_Delete(r);
+	cJSON_AddItemToObject(o, "jobs", rows(db, "SELECT j.name, j.stage, j.state,"
+	    " j.attempts, j.started, j.finished, j.message, j.progress_done, j.progress_total,"
+	    " j.progress_unit FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = ?"
+	    " ORDER BY j.seq", 1, p));
+	cJSON_AddItemToObject(o, "artifacts", rows(db, "SELECT j.name AS job, a.name, a.path,"
+	    " a.size, a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id"
+	    " JOIN jobs j ON j.id = a.job_id WHERE r.name = ? ORDER BY a.id", 1, p));
+	cJSON *vals = rows(db, "SELECT j.name AS job, v.key, v.value FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id WHERE r.name = ?"
+	    " AND v.key IN ('bake.summary', 'gate.verdict') ORDER BY v.id", 1, p);
+	parse_values(vals, "value");
+	/* The bake summaries without their per-case rows (the verdict has the
+	 * figures the page shows; the rows are in bake.json). */
+	cJSON *v;
+	cJSON_ArrayForEach(v, vals)
+		cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "value"),
+		    "rows");
+	cJSON_AddItemToObject(o, "values", vals);
+	/* The train jobs' curves, and the newest event of the run, from the
+	 * same snapshot: the page follows the feed after that event, so it
+	 * neither misses nor repeats a point. */
+	cJSON *curves = cJSON_AddObjectToObject(o, "metrics");
+	cJSON *tj = rows(db, "SELECT j.name FROM jobs j JOIN runs r ON r.id = j.run_id"
+	    " WHERE r.name = ? AND j.stage = 'train' ORDER BY j.seq", 1, p);
+	cJSON *t;
+	cJSON_ArrayForEach(t, tj) {
+		const char *jn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "name"));
+		const char *q[] = { run, jn };
+		if (jn != NULL)
+			cJSON_AddItemToObject(curves, jn, rows(db, "SELECT m.name, m.step, m.value"
+			    " FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON"
+			    " r.id = j.run_id WHERE r.name = ? AND j.name = ? AND m.name IN"
+			    " ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, q));
+	}
+	cJSON_Delete(tj);
+	cJSON *le = rows(db, "SELECT coalesce(max(id), 0) AS id FROM events WHERE run = ?", 1, p);
+	cJSON_AddNumberToObject(o, "last_event",
+	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0), "id")));
+	cJSON_Delete(le);
+	return json_out(o, len);
+}
+
+/* GET /api/metrics?run=R&job=J: the job's loss, lr and resume steps. */
+static char *
+api_metrics(sqlite3 *db, const char *run, const char *job, size_t *len)
+{
+	const char *p[] = { run, job };
+	cJSON *a = rows(db, "SELECT m.name, m.step, m.value FROM metrics m JOIN jobs j ON"
+	    " j.id = m.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = ? AND j.name = ?"
+	    " AND m.name IN ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, p);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "metrics", a);
+	return json_out(o, len);
+}
+
+/* GET /api/log?run=R&job=J&offset=N: the job log from N (the last 64 KB
+ * when N is absent), and the offset to ask from next. */
+static char *
+api_log(const char *run, const char *job, const char *off, size_t *len)
+{
+	if (!valid_name(run) || !valid_name(job))
+		return NULL;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", web_state, run, job);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cJSON *o = cJSON_CreateObject();
+	long long from = off ? atoll(off) : -1, size = 0;
+	char *text = NULL;
+	struct stat sb;
+	if (fd != -1 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		size = (long long)sb.st_size;
+		if (from < 0 || from > size)
+			from = size > 65536 ? size - 65536 : 0;
+		long long n = size - from > 65536 ? 65536 : size - from;
+		text = malloc((size_t)n + 1);
+		ssize_t got = text ? pread(fd, text, (size_t)n, (off_t)from) : -1;
+		if (got < 0)
+			got = 0;
+		if (text)
+			text[got] = '\0';
+		size = from + got;
+	} else {
+		from = 0;
+	}
+	if (fd != -1)
+		close(fd);
+	/* cJSON escapes; invalid UTF-8 is the page's to show as it can. */
+	cJSON_AddStringToObject(o, "text", text ? text : "");
+	cJSON_AddNumberToObject(o, "offset", (double)size);
+	free(text);
+	return json_out(o, len);
+}
+
+char *
+web_api(const char *url, const char *run, const char *job, const char *off, size_t *len,
+    int *status)
+{
+	*status = 200;
+	if (strcmp(url, "/api/log") == 0) {
+		char *b = run && job ? api_log(run, job, off, len) : NULL;
+		if (b == NULL)
+			*status = 404;
+		return b;
+	}
+	sqlite3 *db = ro_open();
+	if (db == NULL) {
+		*status = 503;
+		return NULL;
+	}
+	char *b = NULL;
+	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	if (strcmp(url, "/api/runs") == 0)
+		b = api_runs(db, len);
+	else if (strcmp(url, "/api/run") == 0 && run != NULL)
+		b = api_run(db, run, len);
+	else if (strcmp(url, "/api/metrics") == 0 && run != NULL && job != NULL)
+		b = api_metrics(db, run, job, len);
+	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	sqlite3_close(db);
+	if (b == NULL)
+		*status = 404;
+	return b;
+}
+
+/* ---- /api/events: the feed as Server-Sent Events ---------------------- */
+
+struct sse {
+	int fd;			/* the feed connection */
+	char buf[65536];	/* what the feed sent, not yet handed on */
+	size_t len;
+	char out[65536 + 256];	/* one event in SSE form, partly handed on */
+	size_t olen, opos;
+};
+
+/* Open a feed watcher for run after event id since. */
+struct sse *
+web_sse_open(const char *run, long long since)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (strlen(web_feed) >= sizeof(sun.sun_path))
+		return NULL;
+	strcpy(sun.sun_path, web_feed);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return NULL;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		close(fd);
+		return NULL;
+	}
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "verb", "watch");
+	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
+	cJSON_AddNumberToObject(req, "since", (double)(since > 0 ? since : 0));
+	if (run != NULL && *run != '\0')
+		cJSON_AddStringToObject(req, "run", run);
+	char *t = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	size_t n = strlen(t);
+	t[n] = '\0';
+	int ok = write(fd, t, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+	free(t);
+	if (!ok) {
+		close(fd);
+		return NULL;
+	}
+	struct sse *s = xcalloc(1, sizeof(*s));
+	s->fd = fd;
+	return s;
+}
+
+void
+web_sse_close(struct sse *s)
+{
+	if (s == NULL)
+		return;
+	close(s->fd);
+	free(s);
+}
+
+/*
+ * Fill dst with SSE text: each feed line becomes "id: N\ndata: LINE\n\n"
+ * (an error line from the feed ends the stream). Waits for the feed up to
+ * 15 s, then sends a comment, so a page that went away is noticed.
+ * Returns the bytes written, 0 never, -1 at the end of the stream.
+ */
+ssize_t
+web_sse_read(struct sse *s, char *dst, size_t max)
+{
+	for (;;) {
+		if (s->opos < s->olen) {
+			size_t n = s->olen - s->opos < max ? s->olen - s->opos : max;
+			memcpy(dst, s->out + s->opos, n);
+			s->opos += n;
+			return (ssize_t)n;
+		}
+		char *nl = memchr(s->buf, '\n', s->len);
+		if (nl != NULL) {
+			size_t ll = (size_t)(nl - s->buf);
+			*nl = '\0';
+			cJSON *o = cJSON_Parse(s->buf);
+			const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+			int is_err = cJSON_GetObjectItemCaseSensitive(o, "status") != NULL;
+			if (cJSON_IsNumber(id) && ll < sizeof(s->out) - 64)
+				s->olen = (size_t)snprintf(s->out, sizeof(s->out), "id: %.0f\ndata: %s\n\n",
+				    id->valuedouble, s->buf);
+			else if (!is_err && ll < sizeof(s->out) - 64)
+				/* feed.dropped and the like: no id, the page reconnects */
+				s->olen = (size_t)snprintf(s->out, sizeof(s->out), "event: feed\ndata: %s\n\n",
+				    s->buf);
+			else
+				s->olen = 0;
+			s->opos = 0;
+			cJSON_Delete(o);
+			memmove(s->buf, nl + 1, s->len - ll - 1);
+			s->len -= ll + 1;
+			if (is_err)
+				return -1;
+			continue;
+		}
+		if (s->len == sizeof(s->buf))
+			return -1;	/* a line longer than the buffer: start over */
+		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+		int pr = poll(&pfd, 1, 15000);
+		if (pr == 0) {
+			static const char ka[] = ": keep-alive\n\n";
+			size_t n = sizeof(ka) - 1 < max ? sizeof(ka) - 1 : max;
+			memcpy(dst, ka, n);
+			return (ssize_t)n;
+		}
+		if (pr < 0 && errno == EINTR)
+			continue;
+		ssize_t got = pr < 0 ? -1 : read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+		if (got <= 0)
+			return -1;
+		s->len += (size_t)got;
+	}
+}
