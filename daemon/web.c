@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -314,7 +315,13 @@ struct sse {
 	size_t len;
 	char out[65536 + 256];	/* one event in SSE form, partly handed on */
 	size_t olen, opos;
+	int paced;		/* data went out: wait before reading again */
 };
+
+/* A page gets its events at most five times a second: a burst becomes one
+ * write instead of one per scheduling pass, so a page costs the daemon the
+ * same whatever the event rate. */
+#define SSE_PACE_MS 200
 
 /* Open a feed watcher for run after event id since. */
 struct sse *
@@ -362,10 +369,40 @@ web_sse_close(struct sse *s)
 }
 
 /*
- * Fill dst with SSE text: each feed line becomes "id: N\ndata: LINE\n\n"
- * (an error line from the feed ends the stream). Waits for the feed up to
+ * One feed line as SSE text into dst (room for it: the line plus 64
+ * bytes): "id: N\ndata: LINE\n\n" for an event, whose line starts with
+ * {"id":N (store.c's event_line puts the id first), "event: feed" for a
+ * notice without an id (feed.dropped: the page reconnects). Returns the
+ * bytes, 0 for a line to pass over, -1 for the feed's error reply, which
+ * ends the stream.
+ */
+static ssize_t
+sse_line(const char *line, size_t ll, char *dst)
+{
+	if (strncmp(line, "{\"id\":", 6) == 0) {
+		const char *p = line + 6, *q = p;
+		while (*q >= '0' && *q <= '9')
+			q++;
+		if (q == p)
+			return 0;
+		int n = sprintf(dst, "id: %.*s\ndata: ", (int)(q - p), p);
+		memcpy(dst + n, line, ll);
+		memcpy(dst + n + ll, "\n\n", 2);
+		return n + (ssize_t)ll + 2;
+	}
+	if (strstr(line, "\"status\"") != NULL)
+		return -1;
+	int n = sprintf(dst, "event: feed\ndata: ");
+	memcpy(dst + n, line, ll);
+	memcpy(dst + n + ll, "\n\n", 2);
+	return n + (ssize_t)ll + 2;
+}
+
+/*
+ * Fill dst with SSE text, as many whole events as fit (one write to the
+ * page for a burst of events, not one per event). Waits for the feed up to
  * 15 s, then sends a comment, so a page that went away is noticed.
- * Returns the bytes written, 0 never, -1 at the end of the stream.
+ * Returns the bytes written, -1 at the end of the stream.
  */
 ssize_t
 web_sse_read(struct sse *s, char *dst, size_t max)
@@ -377,32 +414,53 @@ web_sse_read(struct sse *s, char *dst, size_t max)
 			s->opos += n;
 			return (ssize_t)n;
 		}
-		char *nl = memchr(s->buf, '\n', s->len);
-		if (nl != NULL) {
-			size_t ll = (size_t)(nl - s->buf);
+		size_t used = 0, off = 0;
+		int end = 0;
+		char *nl;
+		while ((nl = memchr(s->buf + off, '\n', s->len - off)) != NULL) {
+			size_t ll = (size_t)(nl - (s->buf + off));
 			*nl = '\0';
-			cJSON *o = cJSON_Parse(s->buf);
-			const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
-			int is_err = cJSON_GetObjectItemCaseSensitive(o, "status") != NULL;
-			if (cJSON_IsNumber(id) && ll < sizeof(s->out) - 64)
-				s->olen = (size_t)snprintf(s->out, sizeof(s->out), "id: %.0f\ndata: %s\n\n",
-				    id->valuedouble, s->buf);
-			else if (!is_err && ll < sizeof(s->out) - 64)
-				/* feed.dropped and the like: no id, the page reconnects */
-				s->olen = (size_t)snprintf(s->out, sizeof(s->out), "event: feed\ndata: %s\n\n",
-				    s->buf);
-			else
-				s->olen = 0;
-			s->opos = 0;
-			cJSON_Delete(o);
-			memmove(s->buf, nl + 1, s->len - ll - 1);
-			s->len -= ll + 1;
-			if (is_err)
-				return -1;
-			continue;
+			/* A line that does not fit what is left goes through s->out. */
+			if (used + ll + 64 > max) {
+				if (used > 0) {
+					*nl = '\n';
+					break;
+				}
+				ssize_t k = ll + 64 <= sizeof(s->out) ? sse_line(s->buf + off, ll, s->out) : 0;
+				off += ll + 1;
+				if (k < 0) {
+					end = 1;
+					break;
+				}
+				s->olen = (size_t)k;
+				s->opos = 0;
+				break;
+			}
+			ssize_t k = sse_line(s->buf + off, ll, dst + used);
+			off += ll + 1;
+			if (k < 0) {
+				end = 1;
+				break;
+			}
+			used += (size_t)k;
 		}
+		memmove(s->buf, s->buf + off, s->len - off);
+		s->len -= off;
+		if (used > 0) {
+			s->paced = 1;
+			return (ssize_t)used;
+		}
+		if (end)
+			return -1;
+		if (s->opos < s->olen)
+			continue;
 		if (s->len == sizeof(s->buf))
 			return -1;	/* a line longer than the buffer: start over */
+		if (s->paced) {
+			s->paced = 0;
+			struct timespec ts = { 0, SSE_PACE_MS * 1000000L };
+			nanosleep(&ts, NULL);
+		}
 		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
 		int pr = poll(&pfd, 1, 15000);
 		if (pr == 0) {

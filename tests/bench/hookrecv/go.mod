@@ -1,0 +1,3 @@
+module hookrecv
+
+go 1.21
