@@ -23,12 +23,15 @@ fz_rmdir(void)
 		fprintf(stderr, "fuzz: cannot remove %s\n", fz_dir);
 }
 
-/* The target's temporary directory (TMPDIR or /tmp). */
+/* The target's temporary directory, under the test's (TEST_TMP: a
+ * replay in tests/run.sh), TMPDIR or /tmp. */
 static inline const char *
 fz_tmpdir(const char *name)
 {
 	if (fz_dir[0] == '\0') {
-		const char *t = getenv("TMPDIR");
+		const char *t = getenv("TEST_TMP");
+		if (t == NULL || *t == '\0')
+			t = getenv("TMPDIR");
 		snprintf(fz_dir, sizeof(fz_dir), "%.32s/%.16s.XXXXXX", t && *t ? t : "/tmp", name);
 		if (mkdtemp(fz_dir) == NULL) {
 			perror(fz_dir);
