@@ -105,15 +105,46 @@ tests/plugins/%.so: tests/plugins/%.o
 tests/unit/test_%: tests/unit/test_%.o $(CORE_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
-# Every fuzz target is also built with a plain main that replays its
-# corpus: tests/run.sh runs them (`make fuzz` builds the libFuzzer ones).
-tests/fuzz/replay_%: tests/fuzz/fuzz_%.o tests/fuzz/replay_main.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
-
 tests: all $(UNIT_TESTS) $(TEST_PLUGINS) $(FUZZ_REPLAYS)
 
+# The libFuzzer targets (`make fuzz`, run with tests/fuzz/run.sh): clang,
+# ASan and UBSan with undefined behaviour fatal, objects under build/fuzz,
+# linked with the daemon core and the plugins' common code built the same
+# way (archives, as for the tests: a target links only what it calls).
+FUZZ_CC     ?= clang
+FUZZ_DIR    := build/fuzz
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  = -std=gnu11 $(filter-out -Wno-format-truncation,$(WARN)) $(WERROR) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+               -D_GNU_SOURCE -Iinclude -Idaemon -Iplugins/common -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
+FUZZ_BINS   := $(FUZZ_SRCS:.c=)
+.SECONDARY: $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/tests/fuzz/replay_main.o
+
+$(FUZZ_DIR)/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(FUZZ_DIR)/libpld.a: $(addprefix $(FUZZ_DIR)/,$(CORE_OBJS))
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_DIR)/libplcommon.a: $(addprefix $(FUZZ_DIR)/,$(COMMON_OBJS))
+	rm -f $@ && ar rcs $@ $^
+
+tests/fuzz/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+# Every fuzz target is also built with a plain main that replays its
+# corpus under the same sanitizers, without libFuzzer's runtime:
+# tests/run.sh runs them, so a finding added to a corpus stays fixed.
+tests/fuzz/replay_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/tests/fuzz/replay_main.o \
+    $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+fuzz: $(FUZZ_BINS)
+
+# CI builds the fuzz targets too (building only: tests/fuzz/run.sh runs
+# them for a while).
 check: deps pyenv
-	$(MAKE) tests
+	$(MAKE) tests fuzz
 	tests/run.sh
 
 demo: deps pyenv
@@ -130,9 +161,6 @@ asan:
 	$(MAKE) clean
 	$(MAKE) tests OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer"
-
-fuzz:
-	tests/fuzz/build.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
@@ -162,6 +190,8 @@ uninstall:
 clean:
 	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \
 	    plugins/common/*.o plugins/common/*.d $(CORE_LIB) $(COMMON_LIB) $(BINS) \
-	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/fuzz/*.o tests/fuzz/*.d $(FUZZ_REPLAYS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
+	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/fuzz/*.o tests/fuzz/*.d $(FUZZ_REPLAYS) $(FUZZ_BINS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
+	rm -rf $(FUZZ_DIR)
 
--include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d tests/fuzz/*.d)
+-include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d tests/fuzz/*.d \
+    $(FUZZ_DIR)/*/*.d $(FUZZ_DIR)/*/*/*.d)

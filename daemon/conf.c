@@ -66,13 +66,27 @@ struct conf_parse {
 	int nerr;
 };
 
+/* inih's reader. A line longer than inih takes (200 bytes with its
+ * newline) is an error of its own, and inih gets an empty line for it:
+ * handed on in pieces, each piece was a line of its own, and the line
+ * numbers after it were wrong. */
 static char *
 conf_reader(char *str, int num, void *stream)
 {
 	struct conf_parse *p = stream;
+	memset(str, 0, (size_t)num);   /* to find the newline past a NUL */
 	char *r = fgets(str, num, p->f);
-	if (r != NULL)
-		p->line++;
+	if (r == NULL)
+		return NULL;
+	p->line++;
+	if (memchr(str, '\n', (size_t)num) == NULL && !feof(p->f)) {
+		int ch;
+		while ((ch = getc(p->f)) != EOF && ch != '\n')
+			;
+		errs_add(p->errs, p->c->path, p->line, "-", "line longer than %d bytes", num - 2);
+		p->nerr++;
+		snprintf(str, (size_t)num, "\n");
+	}
 	return r;
 }
 
@@ -156,7 +170,7 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		bad = parse_duration(value, &d) == -1;
 		break;
 	case 'z':
-		bad = parse_size(value, &i) == -1 || i < 4096;
+		bad = parse_size(value, &i) == -1 || i < 4096 || i > INT_MAX;
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;

@@ -687,7 +687,9 @@ events_read(struct evreader *r)
 				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
 				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
 				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
-				if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v))
+				/* The step is stored as an integer: past 2^63 it has none. */
+				if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
+				    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
 					store_metric(r->j->store, r->j->job_id, nm->valuestring,
 					    (int64_t)s->valuedouble, v->valuedouble);
 			} else if (strcmp(L->type, "artifact") == 0) {
@@ -713,6 +715,16 @@ events_read(struct evreader *r)
 		free(lines);
 	}
 	close(fd);
+}
+
+int64_t
+host_events_read(pl_job *j, struct proc *p, const struct pl_spawn *spec, int64_t offset,
+    struct pl_exit *out)
+{
+	struct evreader r = { .j = j, .p = p, .spec = spec, .offset = offset, .out = out };
+	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
+	events_read(&r);
+	return r.offset;
 }
 
 static char **

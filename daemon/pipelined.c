@@ -23,7 +23,6 @@
 #include "pipelined.h"
 #include "plcommon.h"
 
-struct daemon *D;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static int verbose;
 

@@ -380,6 +380,11 @@ int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 const struct pl_key *host_find_key(const struct pl_stage *st, const char *key);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Read p's events file from offset as spawn() does (one batch per 64 KiB:
+ * rows and events stored, then on_event); returns the offset after the
+ * last whole line. Exposed for the fuzz target of the events file. */
+int64_t	host_events_read(struct pl_job *j, struct proc *p, const struct pl_spawn *spec,
+	    int64_t offset, struct pl_exit *out);
 
 /* pipelined.c, sched.c, control.c, feed.c: the daemon itself */
 #include <uv.h>

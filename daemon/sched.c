@@ -28,6 +28,11 @@
 #include "pipelined.h"
 #include "plcommon.h"
 
+/* The daemon, set up by main() (pipelined.c). Defined here, in libpld,
+ * so that what links the scheduler without that main links (the fuzz
+ * targets of the control socket). */
+struct daemon *D;
+
 struct sjob {
 	struct srun *run;
 	struct spec_section *sec;

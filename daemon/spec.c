@@ -114,18 +114,41 @@ spec_reader(char *str, int num, void *stream)
 	 * never a comment inside a value here (shell commands are full of
 	 * them), so such lines take the same path as long ones. */
 	const char *lead = t + strspn(t, " \t");
-	if (len + 2 <= (size_t)num && (memchr(t, ';', len) == NULL || *lead == ';' ||
-	    *lead == '#' || *lead == '[')) {
+	int whole = len + 2 <= (size_t)num && (memchr(t, ';', len) == NULL || *lead == ';' ||
+	    *lead == '#' || *lead == '[');
+	const char *eq = memchr(t, '=', len);
+	int cont = t[0] == ' ' || t[0] == '\t';
+	/* A line that is no key (inih also takes ':' for '=' in the lines it
+	 * gets whole) is reported here, each with its text, and inih gets an
+	 * empty line: inih reports only the first, and without its text. */
+	if (!cont && lead < t + len && strchr(";#[\r", *lead) == NULL && (whole ?
+	    eq == NULL && memchr(t, ':', len) == NULL :
+	    eq == NULL || (size_t)(eq - t) + 8 > (size_t)num)) {
+		size_t n = len;
+		while (n > 0 && t[n - 1] == '\r')
+			n--;
+		size_t q = n > 60 ? 60 : n;
+		while (q < n && q > 0 && ((unsigned char)t[q] & 0xc0) == 0x80)
+			q--;    /* not inside a UTF-8 sequence */
+		errs_add(p->errs, p->s->path, p->line, "-",
+		    "syntax error (expected [section] or key = value): %.*s%s",
+		    (int)q, t, q < n ? "..." : "");
+		p->nerr++;
+		str[0] = '\n';
+		str[1] = '\0';
+		return str;
+	}
+	if (whole) {
 		memcpy(str, t, adv);
 		str[adv] = '\0';
 		return str;
 	}
-	const char *eq = memchr(t, '=', len);
-	int cont = t[0] == ' ' || t[0] == '\t';
 	if (!cont && (eq == NULL || (size_t)(eq - t) + 8 > (size_t)num)) {
-		memcpy(str, t, (size_t)num - 2); /* inih will call it an error */
-		str[num - 2] = '\n';
-		str[num - 1] = '\0';
+		/* A long comment or section line: its first bytes will do. */
+		size_t n = len < (size_t)num - 2 ? len : (size_t)num - 2;
+		memcpy(str, t, n);
+		str[n] = '\n';
+		str[n + 1] = '\0';
 		return str;
 	}
 	const char *v = cont ? t : eq + 1;
@@ -215,10 +238,12 @@ spec_parse(const char *path, const char *text, char **errs)
 	s->text = xstrdup(text);
 	s->dir = xstrdup(path);
 	char *slash = strrchr(s->dir, '/');
-	if (slash)
+	if (slash) {
 		*(slash == s->dir ? slash + 1 : slash) = '\0';
-	else
-		strcpy(s->dir, ".");
+	} else {
+		free(s->dir);   /* "." may not fit: the path may be "" */
+		s->dir = xstrdup(".");
+	}
 
 	struct spec_parse p = { .s = s, .text = s->text, .errs = errs };
 	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);

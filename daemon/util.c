@@ -106,6 +106,8 @@ parse_size(const char *s, int64_t *out)
 	}
 	if (mul > 1 && *end != '\0' && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
 		return -1;
+	if (!(v * mul < 0x1p63))
+		return -1;   /* no int64_t holds it */
 	*out = (int64_t)(v * mul);
 	return 0;
 }

@@ -342,7 +342,9 @@ base_vocab(const cJSON *bcfg)
 		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(bcfg, "text_config");
 		v = cJSON_GetObjectItemCaseSensitive(tc, "vocab_size");
 	}
-	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+	/* Past 2^63 (or negative) it is no size: as if not given. */
+	return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 0x1p63 ?
+	    (int64_t)v->valuedouble : -1;
 }
 
 static void

@@ -99,11 +99,15 @@ copy_str(char *dst, size_t len, const cJSON *o, const char *key)
 	snprintf(dst, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
 }
 
+/* A byte count, 0 when absent or not one: a number at or past 2^64 (or
+ * NaN) has no uint64_t (converting it is undefined behaviour), and a
+ * server that sends one has no size worth comparing (G22). */
 static uint64_t
 get_u64(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+	return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 0x1p64 ?
+	    (uint64_t)v->valuedouble : 0;
 }
 
 /* Both listings are {"models": [ {...}, ... ]}. */

@@ -1,6 +1,7 @@
 /* fuzz_spec.c: the run-spec parser and checker (daemon/spec.c) on
  * arbitrary text: every input is either refused with messages or parsed
- * into a spec whose every job has a name; nothing crashes or leaks. */
+ * into a spec whose every job has a name, and every parse error is a
+ * line of its own naming a line of the text; nothing crashes or leaks. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		spec_free(s);
 	} else if (errs == NULL) {
 		abort(); /* a refusal always says why */
+	} else {
+		/* Each parse error is a line of its own that names the file and a
+		 * line of the text: nothing of the next line is glued in. */
+		int lines = 1;
+		for (size_t i = 0; i < size; i++)
+			lines += data[i] == '\n';
+		for (const char *l = errs; *l; l = strchr(l, '\n') + 1) {
+			char *end;
+			if (strncmp(l, "fuzz.ini:", 9) != 0 || strtol(l + 9, &end, 10) > lines ||
+			    *end != ':' || strchr(l, '\n') == NULL)
+				abort();
+		}
 	}
 	free(errs);
 	free(text);

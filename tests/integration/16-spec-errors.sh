@@ -56,6 +56,19 @@ expect "broken.ini:31: env: \"NOEQUALS\" is not NAME=value"
 expect "broken.ini:34: command: required by stage exec but not set"
 expect "dependency cycle: d -> e -> d"
 pctl --json check "$spec" | grep -q '"ok":false' || fail "check --json"
+# A shell line without its "command =", and one past inih's 200 bytes:
+# each is reported on its own line with its own text (the reader once
+# glued the next line into the first and read past the end at the last).
+long=$(printf 'y%.0s' $(seq 1 300))
+printf '[a]\nstage = exec\necho a; echo b\ncommand = true\n%s\necho c; echo d' "$long" \
+    > "$TEST_TMP/noeq.ini"
+out=$(pctl check "$TEST_TMP/noeq.ini" 2>&1) && fail "check accepted lines without ="
+syn="syntax error (expected [section] or key = value)"
+expect "noeq.ini:3: -: $syn: echo a; echo b"
+expect "noeq.ini:5: -: $syn: ${long:0:60}..."
+expect "noeq.ini:6: -: $syn: echo c; echo d"
+[ "$(echo "$out" | grep -cF "$syn")" = 3 ] || fail "not one error per line: $out"
+echo "$out" | grep -q "unknown key" && fail "a line glued into a key: $out"
 # The daemon refuses it whole with the same list; nothing is stored.
 pl_start
 out=$(pctl submit "$spec" 2>&1) && fail "the daemon accepted a broken spec"

@@ -1,5 +1,6 @@
 /* test_core_spec.c: run-spec parsing (spec.c): names, keys with their
  * lines, long lines past inih's limit, continuation lines, errors. */
+#include <stdio.h>
 #include <string.h>
 
 #include "pipelined.h"
@@ -54,6 +55,38 @@ main(void)
 	CHECK(s == NULL && errs && strstr(errs, "e.ini:2: -: syntax error"));
 	free(errs);
 	errs = NULL;
+
+	/* Lines that are no key, long, holding a ';' or neither, each reported
+	 * on its own line with its own text (a long one cut): the reader once
+	 * copied 198 bytes of any such line, gluing the next lines into the
+	 * message and reading past the end of the text. */
+	char ys[301], ks[251];
+	memset(ys, 'y', sizeof(ys) - 1);
+	ys[sizeof(ys) - 1] = '\0';
+	memset(ks, 'k', sizeof(ks) - 1);
+	ks[sizeof(ks) - 1] = '\0';
+	snprintf(text, sizeof(text), "[a]\nstage = exec\necho a; echo b\ncommand = true\n%s\n"
+	    "%s = v\nplain words\n# a comment; not an error\necho c; echo d", ys, ks);
+	s = spec_parse("n.ini", text, &errs);
+	char want_errs[2048];
+#define SYN "syntax error (expected [section] or key = value): "
+	snprintf(want_errs, sizeof(want_errs),
+	    "n.ini:3: -: " SYN "echo a; echo b\n"
+	    "n.ini:5: -: " SYN "%.60s...\n"
+	    "n.ini:6: -: " SYN "%.60s...\n"
+	    "n.ini:7: -: " SYN "plain words\n"
+	    "n.ini:9: -: " SYN "echo c; echo d\n", ys, ks);
+#undef SYN
+	CHECK(s == NULL && errs && strcmp(errs, want_errs) == 0);
+	if (errs && strcmp(errs, want_errs) != 0)
+		fprintf(stderr, "got:\n%swant:\n%s", errs, want_errs);
+	free(errs);
+	errs = NULL;
+	/* A path without a directory: the spec's directory is ".", also for
+	 * an empty path (whose copy had no room for it). */
+	s = spec_parse("", "[a]\nk = v\n", &errs);
+	CHECK(s != NULL && strcmp(s->dir, ".") == 0);
+	spec_free(s);
 
 	/* The check without plugins: every stage is unknown, cycles found. */
 	s = spec_parse("c.ini", "[run]\nname = bad name\n[a]\nafter = b\n[b]\nafter = a\n", &errs);

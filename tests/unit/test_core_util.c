@@ -31,6 +31,9 @@ main(void)
 	CHECK(parse_size("100MiB", &i) == 0 && i == 100 << 20);
 	CHECK(parse_size("7Q", &i) == -1);
 	CHECK(parse_size("M", &i) == -1);
+	CHECK(parse_size("8191P", &i) == -1);   /* no such unit */
+	CHECK(parse_size("8388608T", &i) == -1 && parse_size("1e300", &i) == -1); /* past int64 */
+	CHECK(parse_size("8388607T", &i) == 0 && i == 8388607LL << 40);
 	CHECK(parse_bool("yes", &b) == 0 && b == 1);
 	CHECK(parse_bool("Off", &b) == 0 && b == 0);
 	CHECK(parse_bool("maybe", &b) == -1);
@@ -74,6 +77,29 @@ main(void)
 		fclose(f);
 	snprintf(d2, sizeof(d2), "%s/a/file/sub", tmpl);
 	CHECK(plc_mkdirs(d2, 0750) == -1 && errno == ENOTDIR);
+	/* pipelined.conf: a line past inih's 200 bytes is an error at its own
+	 * line (it was handed on in pieces, numbered as lines of their own),
+	 * and a feed_queue_max past int is refused. */
+	snprintf(d2, sizeof(d2), "%s/pipelined.conf", tmpl);
+	f = fopen(d2, "w");
+	CHECK(f != NULL);
+	if (f) {
+		fprintf(f, "[daemon]\n# %0250d\nmax_jobs = 0\n[resources]\ngpu = 1\n"
+		    "feed_queue_max = 4G\n", 0);
+		fclose(f);
+	}
+	struct conf conf;
+	char *errs = NULL, want[PATH_MAX * 3];
+	CHECK(conf_load(&conf, d2, &errs) == -1);
+	snprintf(want, sizeof(want), "%s:2: -: line longer than 198 bytes\n"
+	    "%s:3: max_jobs: ", d2, d2);
+	CHECK(errs && strncmp(errs, want, strlen(want)) == 0);
+	CHECK(errs && strstr(errs, ":6: feed_queue_max: ") != NULL);
+	CHECK(conf.nres == 1 && conf.res[0].capacity == 1);
+	if (errs && strncmp(errs, want, strlen(want)) != 0)
+		fprintf(stderr, "got:\n%s", errs);
+	free(errs);
+	conf_free(&conf);
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
 	CHECK(system(cmd) == 0);
