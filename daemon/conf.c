@@ -35,6 +35,10 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
+	{ "daemon", "control_max_clients", 'i', "control connections open at once" },
+	{ "daemon", "control_idle_timeout", 'd', "how long a control connection may send nothing" },
+	{ "daemon", "feed_max_watchers", 'i', "feed connections open at once" },
+	{ "daemon", "feed_idle_timeout", 'd', "how long a feed connection may wait to send its request" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -203,6 +207,14 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
 		c->feed_queue_max = (int)i;
+	else if (strcmp(name, "control_max_clients") == 0)
+		c->control_max_clients = (int)i;
+	else if (strcmp(name, "control_idle_timeout") == 0)
+		c->control_idle_timeout = d;
+	else if (strcmp(name, "feed_max_watchers") == 0)
+		c->feed_max_watchers = (int)i;
+	else if (strcmp(name, "feed_idle_timeout") == 0)
+		c->feed_idle_timeout = d;
 	return 1;
 }
 
@@ -233,6 +245,10 @@ conf_defaults(struct conf *c)
 	c->gid = (gid_t)-1;
 	c->kill_grace = 10;
 	c->feed_queue_max = 1 << 20;
+	c->control_max_clients = 256;
+	c->control_idle_timeout = 60;
+	c->feed_max_watchers = 256;
+	c->feed_idle_timeout = 10;
 }
 
 int
@@ -320,6 +336,10 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "group = %s\n", c->group);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
+	fprintf(f, "control_max_clients = %d\n", c->control_max_clients);
+	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);
+	fprintf(f, "feed_max_watchers = %d\n", c->feed_max_watchers);
+	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

@@ -5,7 +5,11 @@
  * JSON and unknown verbs get an error reply; nothing a client sends stops
  * the daemon from serving. Peers are identified with SO_PEERCRED: root,
  * the daemon's own user and members of the configured group may submit,
- * cancel and retry; anyone who can connect may read. */
+ * cancel and retry; anyone who can connect may read. At most
+ * control_max_clients connections are served at once (one more is told
+ * EBUSY and closed), and one silent for control_idle_timeout is closed:
+ * idle connections cannot use up the daemon's descriptors, which the job
+ * threads need to read the job records. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,14 +36,26 @@ struct client {
 	pid_t pid;
 	gid_t groups[64];       /* the peer's supplementary groups (SO_PEERGROUPS) */
 	int ngroups;
+	uint64_t last;          /* uv_now() when it last sent something */
+	struct client *next, *prev;
 };
 
 static uv_pipe_t ctl_server;
+static uv_timer_t ctl_sweep;
+static struct client *clients;
+static int nclients;
 
 static void
 on_close(uv_handle_t *h)
 {
 	struct client *c = h->data;
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (clients == c)
+		clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	nclients--;
 	free(c->buf);
 	free(c);
 }
@@ -355,6 +371,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_close(c);
 		return;
 	}
+	c->last = uv_now(D->loop);
 	c->len += (size_t)nread;
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->len);
@@ -397,8 +414,20 @@ on_connection(uv_stream_t *srv, int status)
 	struct client *c = xcalloc(1, sizeof(*c));
 	uv_pipe_init(D->loop, &c->pipe, 0);
 	c->pipe.data = c;
+	c->last = uv_now(D->loop);
+	c->next = clients;
+	if (clients)
+		clients->prev = c;
+	clients = c;
+	nclients++;
 	if (uv_accept(srv, (uv_stream_t *)&c->pipe) != 0) {
-		uv_close((uv_handle_t *)&c->pipe, on_close);
+		client_close(c);
+		return;
+	}
+	if (nclients > D->conf->control_max_clients) {
+		reply_err(c, "EBUSY", "too many control connections (control_max_clients = %d)",
+		    D->conf->control_max_clients);
+		client_close(c);
 		return;
 	}
 	uv_os_fd_t fd;
@@ -472,8 +501,25 @@ sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb)
 	return 0;
 }
 
+/* Close the connections that have sent nothing for control_idle_timeout;
+ * run every second. */
+static void
+on_sweep(uv_timer_t *t)
+{
+	uint64_t now = uv_now(D->loop);
+	uint64_t idle = (uint64_t)(D->conf->control_idle_timeout * 1000);
+	for (struct client *c = clients; c; c = c->next)
+		if (!c->closing && now - c->last >= idle)
+			client_close(c);
+}
+
 int
 control_listen(const char *path)
 {
-	return sock_listen(&ctl_server, path, 0660, on_connection);
+	if (sock_listen(&ctl_server, path, 0660, on_connection) == -1)
+		return -1;
+	uv_timer_init(D->loop, &ctl_sweep);
+	uv_timer_start(&ctl_sweep, on_sweep, 1000, 1000);
+	uv_unref((uv_handle_t *)&ctl_sweep);
+	return 0;
 }

@@ -20,6 +20,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "exec.h"
 #include "pipelined.h"
 #include "plcommon.h"
 
@@ -185,6 +186,7 @@ main(int argc, char **argv)
 	}
 	log_init(foreground, conf.log_level, conf.log_file);
 	signal(SIGPIPE, SIG_IGN);
+	proc_reserve_fd();
 
 	char dbpath[PATH_MAX];
 	snprintf(dbpath, sizeof(dbpath), "%s/pipelined.db", conf.state_dir);

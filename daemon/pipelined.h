@@ -82,6 +82,10 @@ struct conf {
 	int max_jobs;
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
+	int control_max_clients;      /* control connections open at once */
+	double control_idle_timeout;  /* seconds a control connection may be silent */
+	int feed_max_watchers;        /* feed connections open at once */
+	double feed_idle_timeout;     /* seconds to the watch request, or to a drop notice's delivery */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
