@@ -83,6 +83,13 @@ send_line(struct client *c, char *text)
 		free(text);
 		return;
 	}
+	/* Strings from clients and files may hold invalid UTF-8: a reply is
+	 * valid JSON all the same. */
+	char *clean = utf8_clean(text);
+	if (clean != NULL) {
+		free(text);
+		text = clean;
+	}
 	size_t n = strlen(text);
 	char *buf = realloc(text, n + 2);
 	buf[n] = '\n';
@@ -113,10 +120,11 @@ reply_err(struct client *c, const char *code, const char *fmt, ...)
 static void
 reply_err(struct client *c, const char *code, const char *fmt, ...)
 {
-	char msg[8192];
+	char *msg;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (vasprintf(&msg, fmt, ap) == -1)
+		fatal("reply_err");
 	va_end(ap);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", "error");
@@ -124,6 +132,7 @@ reply_err(struct client *c, const char *code, const char *fmt, ...)
 	cJSON_AddStringToObject(o, "error", msg);
 	send_line(c, cJSON_PrintUnformatted(o));
 	cJSON_Delete(o);
+	free(msg);
 }
 
 /* May this peer change things? */
@@ -158,6 +167,31 @@ arg_str(const cJSON *req, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, k);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A request field of the wrong type is an error, never taken for an
+ * absent one (which widens the request: a retry of one job with "job": 7
+ * retried the whole run). Returns the first such field's message. */
+static int
+bad_field(const cJSON *req, char *msg, size_t len)
+{
+	static const char *const strs[] = { "verb", "run", "job", "name", "path", "text", NULL };
+	static const char *const nums[] = { "version", "offset", "since", NULL };
+	for (int i = 0; strs[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, strs[i]);
+		if (v != NULL && !cJSON_IsString(v)) {
+			snprintf(msg, len, "request field \"%s\" must be a string", strs[i]);
+			return 1;
+		}
+	}
+	for (int i = 0; nums[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, nums[i]);
+		if (v != NULL && !cJSON_IsNumber(v)) {
+			snprintf(msg, len, "request field \"%s\" must be a number", nums[i]);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 static void
@@ -251,8 +285,25 @@ dispatch(struct client *c, const char *line)
 		return;
 	}
 	const char *verb = arg_str(req, "verb");
+	char bad[128];
 	if (verb == NULL) {
 		reply_err(c, "EPROTO", "request without \"verb\"");
+		goto out;
+	}
+	if (bad_field(req, bad, sizeof(bad))) {
+		reply_err(c, "EINVAL", "%s", bad);
+		goto out;
+	}
+	/* cJSON ends a string at a \u0000: the rest would be lost silently.
+	 * In a spec's text (a file read by a client of ours can hold one) the
+	 * error names the line. */
+	if (json_has_nul(line)) {
+		const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
+		if (text != NULL && (strcmp(verb, "check") == 0 || strcmp(verb, "submit") == 0))
+			reply_err(c, "EINVAL", "%s:%d: -: a NUL byte (a spec is text)",
+			    path ? path : "-", nul_line(text, strlen(text) + 1));
+		else
+			reply_err(c, "EINVAL", "a NUL character in a request string");
 		goto out;
 	}
 	if (strcmp(verb, "hello") == 0) {

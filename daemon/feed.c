@@ -111,17 +111,21 @@ w_drop(struct watcher *w, size_t qs)
 		w_close(w);
 }
 
-/* Queue one line. */
+/* Queue one line, valid UTF-8 (stored events may hold what a job
+ * program wrote). */
 static int
 w_send(struct watcher *w, const char *line)
 {
-	size_t len = strlen(line);
+	char *clean = utf8_clean(line);
+	const char *l = clean ? clean : line;
+	size_t len = strlen(l);
 	char *buf = malloc(len + 1);
-	if (buf == NULL)
-		return -1;
-	memcpy(buf, line, len);
-	buf[len] = '\n';
-	return w_send_buf(w, buf, len + 1);
+	if (buf != NULL) {
+		memcpy(buf, l, len);
+		buf[len] = '\n';
+	}
+	free(clean);
+	return buf ? w_send_buf(w, buf, len + 1) : -1;
 }
 
 /* Queue a buffer of whole lines (taking it); drop the watcher when it has
@@ -216,6 +220,9 @@ start_watch(struct watcher *w, const char *line)
 		snprintf(msg, sizeof(msg), "protocol version mismatch: client %d, pipelined %d",
 		    cJSON_IsNumber(ver) ? ver->valueint : -1, PL_PROTO_VERSION);
 		w_error(w, "EVERSION", msg);
+	} else if ((run != NULL && !cJSON_IsString(run)) || (since != NULL && !cJSON_IsNumber(since))) {
+		/* Taken for absent, a wrong type would widen the watch. */
+		w_error(w, "EINVAL", "\"run\" must be a string and \"since\" a number");
 	} else if (cJSON_IsString(run) && store_run_id(D->store, run->valuestring) == 0) {
 		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
 		w_error(w, "ENOENT", msg);
@@ -322,7 +329,9 @@ feed_announce(int64_t id, const char *run, const char *line)
 	struct ann *a = xcalloc(1, sizeof(*a));
 	a->id = id;
 	a->run = run ? xstrdup(run) : NULL;
-	a->line = xstrdup(line);
+	a->line = utf8_clean(line);
+	if (a->line == NULL)
+		a->line = xstrdup(line);
 	pthread_mutex_lock(&q_mtx);
 	*q_tail = a;
 	q_tail = &a->next;

@@ -57,6 +57,13 @@ void	*xcalloc(size_t n, size_t sz);
 const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
+/* NULL when s is valid UTF-8; else a malloc'd copy with U+FFFD for each
+ * byte that is not part of a valid sequence (replies stay valid JSON). */
+char	*utf8_clean(const char *s);
+/* The line (from 1) of text's first NUL byte among len bytes; 0: none. */
+int	nul_line(const char *text, size_t len);
+/* Does this JSON text hold a \u0000 escape (a NUL inside a string)? */
+int	json_has_nul(const char *json);
 
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32

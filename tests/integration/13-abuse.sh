@@ -49,6 +49,20 @@ r = req(s, b"[1,2,3]\n"); assert r["code"] == "EPROTO", r
 r = req(s, {"verb": "frobnicate"}); assert r["code"] == "EVERB", r
 r = req(s, {"verb": "status"}); assert r["status"] == "ok", r
 r = req(s, {"verb": "submit", "path": 3}); assert r["code"] == "EINVAL", r
+# Wrong-typed fields are errors, not absent fields that widen the request
+# (issue 18, item 7): a retry of job 7 is not a retry of the whole run, a
+# status of run 5 is not the list of every run.
+r = req(s, {"verb": "retry", "run": "r", "job": 7}); assert r["code"] == "EINVAL" and '"job"' in r["error"], r
+r = req(s, {"verb": "status", "run": 5}); assert r["code"] == "EINVAL" and '"run"' in r["error"], r
+r = req(s, {"verb": "logs", "run": "r", "job": "j", "offset": "9"}); assert r["code"] == "EINVAL", r
+# Invalid UTF-8 is never echoed raw: every reply is valid (strict) JSON.
+for bad in (b'{"verb":"\xff\xfe"}\n', b'{"verb":"status","run":"\xc0\xafx"}\n',
+            b'{"verb":"check","path":"\xed\xa0\x80.ini","text":"[a\xff]\\nstage = exec\\n"}\n'):
+    s.sendall(bad)
+    l = next(lines(s))
+    r = json.loads(l.decode("utf-8"))
+    assert r["status"] == "error", r
+r = req(s, {"verb": "ping"}); assert r["status"] == "ok", r
 s.close()
 # an oversized line: an error, then the connection is closed
 s = conn(); hello(s)
@@ -82,6 +96,7 @@ for s in socks:
 # the feed: a bad request, an unknown run
 f = conn(feed); f.sendall(b'{"verb":"nope"}\n'); r = json.loads(next(lines(f))); assert r["code"] == "EPROTO", r; f.close()
 f = conn(feed); f.sendall(b'{"verb":"watch","version":1,"run":"nosuch"}\n'); r = json.loads(next(lines(f))); assert r["code"] == "ENOENT", r; f.close()
+f = conn(feed); f.sendall(b'{"verb":"watch","version":1,"run":5}\n'); r = json.loads(next(lines(f))); assert r["code"] == "EINVAL", r; f.close()
 print("# control abuse ok")
 PY
 # A watcher that never reads, while a job publishes 20,000 events; a
