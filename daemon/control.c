@@ -225,9 +225,10 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	char err[512];
-	if (sched_submit(spec, err, sizeof(err)) == -1) {
+	int rc = sched_submit(spec, err, sizeof(err)), e = errno;
+	if (rc != 0) {
 		cJSON_Delete(r);
-		reply_err(c, "EEXIST", "%s", err);
+		reply_err(c, rc == -1 ? "EEXIST" : e == ENOSPC ? "ENOSPC" : "EIO", "%s", err);
 		spec_free(spec);
 		return;
 	}

@@ -199,6 +199,15 @@ void	store_set_announce(struct store *s, store_announce_fn fn);
 int	store_begin(struct store *s);
 int	store_commit(struct store *s);
 void	store_rollback(struct store *s);
+/* A write that fails fails its whole transaction. A failed commit calls
+ * the failure hook (the daemon stops: its memory is ahead of the store),
+ * unless the transaction was marked undoable (its caller changed nothing
+ * in memory): then store_commit() returns -1 and store_error() gives the
+ * reason and ENOSPC (the disk is full) or EIO. */
+typedef void (*store_fail_fn)(const char *why);
+void	store_set_fail(struct store *s, store_fail_fn fn);
+void	store_undoable(struct store *s);
+int	store_error(struct store *s, char *msg, size_t len);
 /* Insert an event; data is an object (consumed) or NULL. */
 int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
@@ -366,6 +375,8 @@ int	sched_init(void);       /* load unfinished runs; re-adopt their jobs */
 void	sched_kick(void);       /* a scheduling pass (loop thread) */
 void	sched_wake(void);       /* from the async handle: a pass a job thread asked for
 				   (the retry timer), then the feed */
+/* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
+ * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
 int	sched_cancel(const char *run, char *msg, size_t len);
 int	sched_retry(const char *run, const char *job, char *msg, size_t len);
