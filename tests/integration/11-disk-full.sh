@@ -44,7 +44,7 @@ for _ in $(seq 1 50); do [ "$(job_state slow slow)" = running ] && break; sleep 
 log=$TEST_TMP/state/runs/slow/slow/job.log
 for _ in $(seq 1 20); do grep -q started "$log" && break; sleep 0.1; done
 fill
-for _ in $(seq 1 100); do kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 1 300); do kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$PL_PID" 2>/dev/null && fail "the daemon serves on after a failed commit"
 wait "$PL_PID"; rc=$?
 PL_PID=
