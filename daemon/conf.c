@@ -46,6 +46,10 @@ static const struct conf_key conf_keys[] = {
 	{ "notify", "command", 's', "a command run for each event (event on stdin)" },
 	{ "notify", "timeout", 'd', "how long one delivery may take" },
 	{ "notify", "retries", 'i', "tries of one delivery before it is given up" },
+	{ "daemon", "control_max_clients", 'i', "control connections open at once" },
+	{ "daemon", "control_idle_timeout", 'd', "how long a control connection may send nothing" },
+	{ "daemon", "feed_max_watchers", 'i', "feed connections open at once" },
+	{ "daemon", "feed_idle_timeout", 'd', "how long a feed connection may wait to send its request" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -260,6 +264,14 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		snprintf(c->http_token, sizeof(c->http_token), "%s", value);
 	else if (strcmp(name, "web_dir") == 0)
 		set_path(c, c->web_dir, value);
+	else if (strcmp(name, "control_max_clients") == 0)
+		c->control_max_clients = (int)i;
+	else if (strcmp(name, "control_idle_timeout") == 0)
+		c->control_idle_timeout = d;
+	else if (strcmp(name, "feed_max_watchers") == 0)
+		c->feed_max_watchers = (int)i;
+	else if (strcmp(name, "feed_idle_timeout") == 0)
+		c->feed_idle_timeout = d;
 	return 1;
 }
 
@@ -294,6 +306,10 @@ conf_defaults(struct conf *c)
 	c->gid = (gid_t)-1;
 	c->kill_grace = 10;
 	c->feed_queue_max = 1 << 20;
+	c->control_max_clients = 256;
+	c->control_idle_timeout = 60;
+	c->feed_max_watchers = 256;
+	c->feed_idle_timeout = 10;
 }
 
 int
@@ -384,6 +400,10 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "http_listen = %s\n", c->http_listen);
 	fprintf(f, "http_token = %s\n", c->http_token[0] ? "(set)" : "");
 	fprintf(f, "web_dir = %s\n", c->web_dir);
+	fprintf(f, "control_max_clients = %d\n", c->control_max_clients);
+	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);
+	fprintf(f, "feed_max_watchers = %d\n", c->feed_max_watchers);
+	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

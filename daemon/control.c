@@ -5,7 +5,11 @@
  * JSON and unknown verbs get an error reply; nothing a client sends stops
  * the daemon from serving. Peers are identified with SO_PEERCRED: root,
  * the daemon's own user and members of the configured group may submit,
- * cancel and retry; anyone who can connect may read. */
+ * cancel and retry; anyone who can connect may read. At most
+ * control_max_clients connections are served at once (one more is told
+ * EBUSY and closed), and one silent for control_idle_timeout is closed:
+ * idle connections cannot use up the daemon's descriptors, which the job
+ * threads need to read the job records. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,14 +36,26 @@ struct client {
 	pid_t pid;
 	gid_t groups[64];       /* the peer's supplementary groups (SO_PEERGROUPS) */
 	int ngroups;
+	uint64_t last;          /* uv_now() when it last sent something */
+	struct client *next, *prev;
 };
 
 static uv_pipe_t ctl_server;
+static uv_timer_t ctl_sweep;
+static struct client *clients;
+static int nclients;
 
 static void
 on_close(uv_handle_t *h)
 {
 	struct client *c = h->data;
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (clients == c)
+		clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	nclients--;
 	free(c->buf);
 	free(c);
 }
@@ -66,6 +82,13 @@ send_line(struct client *c, char *text)
 	if (c->closing) {
 		free(text);
 		return;
+	}
+	/* Strings from clients and files may hold invalid UTF-8: a reply is
+	 * valid JSON all the same. */
+	char *clean = utf8_clean(text);
+	if (clean != NULL) {
+		free(text);
+		text = clean;
 	}
 	size_t n = strlen(text);
 	char *buf = realloc(text, n + 2);
@@ -97,10 +120,11 @@ reply_err(struct client *c, const char *code, const char *fmt, ...)
 static void
 reply_err(struct client *c, const char *code, const char *fmt, ...)
 {
-	char msg[8192];
+	char *msg;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (vasprintf(&msg, fmt, ap) == -1)
+		fatal("reply_err");
 	va_end(ap);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", "error");
@@ -108,6 +132,7 @@ reply_err(struct client *c, const char *code, const char *fmt, ...)
 	cJSON_AddStringToObject(o, "error", msg);
 	send_line(c, cJSON_PrintUnformatted(o));
 	cJSON_Delete(o);
+	free(msg);
 }
 
 /* May this peer change things? */
@@ -144,6 +169,31 @@ arg_str(const cJSON *req, const char *k)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A request field of the wrong type is an error, never taken for an
+ * absent one (which widens the request: a retry of one job with "job": 7
+ * retried the whole run). Returns the first such field's message. */
+static int
+bad_field(const cJSON *req, char *msg, size_t len)
+{
+	static const char *const strs[] = { "verb", "run", "job", "name", "path", "text", NULL };
+	static const char *const nums[] = { "version", "offset", "since", NULL };
+	for (int i = 0; strs[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, strs[i]);
+		if (v != NULL && !cJSON_IsString(v)) {
+			snprintf(msg, len, "request field \"%s\" must be a string", strs[i]);
+			return 1;
+		}
+	}
+	for (int i = 0; nums[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, nums[i]);
+		if (v != NULL && !cJSON_IsNumber(v)) {
+			snprintf(msg, len, "request field \"%s\" must be a number", nums[i]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static void
 v_check_submit(struct client *c, const cJSON *req, int submit)
 {
@@ -175,9 +225,10 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	char err[512];
-	if (sched_submit(spec, err, sizeof(err)) == -1) {
+	int rc = sched_submit(spec, err, sizeof(err)), e = errno;
+	if (rc != 0) {
 		cJSON_Delete(r);
-		reply_err(c, "EEXIST", "%s", err);
+		reply_err(c, rc == -1 ? "EEXIST" : e == ENOSPC ? "ENOSPC" : "EIO", "%s", err);
 		spec_free(spec);
 		return;
 	}
@@ -235,8 +286,25 @@ dispatch(struct client *c, const char *line)
 		return;
 	}
 	const char *verb = arg_str(req, "verb");
+	char bad[128];
 	if (verb == NULL) {
 		reply_err(c, "EPROTO", "request without \"verb\"");
+		goto out;
+	}
+	if (bad_field(req, bad, sizeof(bad))) {
+		reply_err(c, "EINVAL", "%s", bad);
+		goto out;
+	}
+	/* cJSON ends a string at a \u0000: the rest would be lost silently.
+	 * In a spec's text (a file read by a client of ours can hold one) the
+	 * error names the line. */
+	if (json_has_nul(line)) {
+		const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
+		if (text != NULL && (strcmp(verb, "check") == 0 || strcmp(verb, "submit") == 0))
+			reply_err(c, "EINVAL", "%s:%d: -: a NUL byte (a spec is text)",
+			    path ? path : "-", nul_line(text, strlen(text) + 1));
+		else
+			reply_err(c, "EINVAL", "a NUL character in a request string");
 		goto out;
 	}
 	if (strcmp(verb, "hello") == 0) {
@@ -364,6 +432,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_close(c);
 		return;
 	}
+	c->last = uv_now(D->loop);
 	c->len += (size_t)nread;
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->len);
@@ -406,8 +475,20 @@ on_connection(uv_stream_t *srv, int status)
 	struct client *c = xcalloc(1, sizeof(*c));
 	uv_pipe_init(D->loop, &c->pipe, 0);
 	c->pipe.data = c;
+	c->last = uv_now(D->loop);
+	c->next = clients;
+	if (clients)
+		clients->prev = c;
+	clients = c;
+	nclients++;
 	if (uv_accept(srv, (uv_stream_t *)&c->pipe) != 0) {
-		uv_close((uv_handle_t *)&c->pipe, on_close);
+		client_close(c);
+		return;
+	}
+	if (nclients > D->conf->control_max_clients) {
+		reply_err(c, "EBUSY", "too many control connections (control_max_clients = %d)",
+		    D->conf->control_max_clients);
+		client_close(c);
 		return;
 	}
 	uv_os_fd_t fd;
@@ -481,8 +562,25 @@ sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb)
 	return 0;
 }
 
+/* Close the connections that have sent nothing for control_idle_timeout;
+ * run every second. */
+static void
+on_sweep(uv_timer_t *t)
+{
+	uint64_t now = uv_now(D->loop);
+	uint64_t idle = (uint64_t)(D->conf->control_idle_timeout * 1000);
+	for (struct client *c = clients; c; c = c->next)
+		if (!c->closing && now - c->last >= idle)
+			client_close(c);
+}
+
 int
 control_listen(const char *path)
 {
-	return sock_listen(&ctl_server, path, 0660, on_connection);
+	if (sock_listen(&ctl_server, path, 0660, on_connection) == -1)
+		return -1;
+	uv_timer_init(D->loop, &ctl_sweep);
+	uv_timer_start(&ctl_sweep, on_sweep, 1000, 1000);
+	uv_unref((uv_handle_t *)&ctl_sweep);
+	return 0;
 }

@@ -99,6 +99,9 @@ extern const struct executor exec_slurm __attribute__((weak));
 /* exec_common.c: shared by executors. Read DIR/exit.json into p (1 when
  * present, 0 when absent, -1 when unreadable); read DIR/shim.json. */
 int	proc_read_exit(struct proc *p);
+/* Hold the descriptor that proc_read_exit() and proc_read_shim() use
+ * when the process is out of them; the daemon calls it at start. */
+void	proc_reserve_fd(void);
 int	proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid);
 
 #endif

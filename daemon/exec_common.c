@@ -1,21 +1,75 @@
 /* exec_common.c: reading the files the shim leaves behind, for every
- * executor. */
+ * executor. A record that cannot be opened for want of a descriptor
+ * (EMFILE, ENFILE) is not a missing record: one descriptor is held in
+ * reserve for reading it, and the read is retried. */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipelined.h"
 #include "plcommon.h"
+#include <unistd.h>
+
+static pthread_mutex_t reserve_mtx = PTHREAD_MUTEX_INITIALIZER;
+static int reserve_fd = -1;
+
+/* Hold the reserve descriptor (at start, and after each use). */
+void
+proc_reserve_fd(void)
+{
+	pthread_mutex_lock(&reserve_mtx);
+	if (reserve_fd == -1)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pthread_mutex_unlock(&reserve_mtx);
+}
+
+/* Read a record; NULL with errno ENOENT when there is none. Out of
+ * descriptors, the reserve is given up for the read and taken again; a
+ * thread that lost the freed slot to another waits and tries again, for
+ * up to 10 s. */
+static char *
+read_record(const char *path)
+{
+	for (int tries = 0;; tries++) {
+		char *t = plc_read_file(path, NULL, 1 << 20);
+		if (t != NULL || (errno != EMFILE && errno != ENFILE))
+			return t;
+		pthread_mutex_lock(&reserve_mtx);
+		if (reserve_fd != -1) {
+			close(reserve_fd);
+			reserve_fd = -1;
+			t = plc_read_file(path, NULL, 1 << 20);
+			int e = errno;
+			reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			errno = e;
+		}
+		pthread_mutex_unlock(&reserve_mtx);
+		if (t != NULL || (errno != EMFILE && errno != ENFILE))
+			return t;
+		if (tries == 0)
+			log_warnx("%s: %s: out of descriptors; retrying", __func__, path);
+		if (tries == 1000) {
+			log_warn("%s: %s: giving up", __func__, path);
+			return NULL;
+		}
+		usleep(10000);
+	}
+}
 
 static cJSON *
 read_json(const char *dir, const char *name)
 {
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	char *t = plc_read_file(path, NULL, 1 << 20);
-	if (t == NULL)
+	char *t = read_record(path);
+	if (t == NULL) {
+		if (errno != ENOENT)
+			log_warn("%s: %s", __func__, path);
 		return NULL;
+	}
 	cJSON *o = cJSON_Parse(t);
 	free(t);
 	if (o != NULL && !cJSON_IsObject(o)) {

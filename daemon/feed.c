@@ -3,7 +3,11 @@
  * batches, paced by its own write queue), then live events as they are
  * announced. Nothing here ever waits for a watcher: one whose queue passes
  * feed_queue_max bytes is dropped with a notice and may reconnect with
- * `since`. Announcements arrive from any thread through a locked queue and
+ * `since`: the notice is queued behind what the watcher has not read yet,
+ * and the connection is shut down once it is written (or closed after
+ * feed_idle_timeout). At most feed_max_watchers connections are served at
+ * once, and one that has not sent its request within feed_idle_timeout is
+ * closed. Announcements arrive from any thread through a locked queue and
  * are delivered on the loop thread in id order. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,19 +18,24 @@
 
 #define REPLAY_BATCH 256
 #define REPLAY_HIGH (256 * 1024)
+#define REQ_MAX 4096             /* the longest watch request */
 
 struct watcher {
 	uv_pipe_t pipe;
-	char req[65536];
+	uv_shutdown_t shut;
+	char *req;               /* the request as it comes; freed once started */
 	size_t reqlen;
-	int started, live, closing;
+	int started, live, closing, dropping;
 	char run[128];
 	int64_t cursor;          /* last event id sent */
+	uint64_t since;          /* uv_now() at the connection, or at the drop */
 	struct watcher *next, *prev;
 };
 
 static uv_pipe_t feed_server;
+static uv_timer_t feed_sweep;
 static struct watcher *watchers;
+static int nwatchers;
 static pthread_mutex_t q_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct ann *q_head, **q_tail = &q_head;
 
@@ -40,6 +49,8 @@ on_close(uv_handle_t *h)
 		watchers = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
+	nwatchers--;
+	free(w->req);
 	free(w);
 	metrics_count(MC_FEED_WATCHERS, -1);
 }
@@ -68,17 +79,55 @@ on_write(uv_write_t *req, int status)
 
 static int w_send_buf(struct watcher *w, char *buf, size_t len);
 
-/* Queue one line. */
+static void
+on_shutdown(uv_shutdown_t *req, int status)
+{
+	w_close(req->handle->data);
+}
+
+/* Drop a watcher that fell behind: the notice goes behind everything it
+ * has not read yet (uv_try_write would fail, the queue being full), and
+ * the connection is shut down once the notice is written. */
+static void
+w_drop(struct watcher *w, size_t qs)
+{
+	char *notice;
+	if (asprintf(&notice, "{\"type\":\"feed.dropped\",\"reason\":\"watcher too slow:"
+	    " %zu bytes queued\",\"resume_since\":%lld}\n", qs, (long long)w->cursor) == -1)
+		fatal("w_drop");
+	log_info("feed: dropped a watcher with %zu bytes queued", qs);
+	metrics_count(MC_FEED_DROPPED, 1);
+	w->dropping = 1;
+	w->since = uv_now(D->loop);
+	uv_write_t *req = xcalloc(1, sizeof(*req));
+	req->data = notice;
+	uv_buf_t b = uv_buf_init(notice, (unsigned)strlen(notice));
+	if (uv_write(req, (uv_stream_t *)&w->pipe, &b, 1, on_write) != 0) {
+		free(notice);
+		free(req);
+		w_close(w);
+		return;
+	}
+	uv_read_stop((uv_stream_t *)&w->pipe);
+	if (uv_shutdown(&w->shut, (uv_stream_t *)&w->pipe, on_shutdown) != 0)
+		w_close(w);
+}
+
+/* Queue one line, valid UTF-8 (stored events may hold what a job
+ * program wrote). */
 static int
 w_send(struct watcher *w, const char *line)
 {
-	size_t len = strlen(line);
+	char *clean = utf8_clean(line);
+	const char *l = clean ? clean : line;
+	size_t len = strlen(l);
 	char *buf = malloc(len + 1);
-	if (buf == NULL)
-		return -1;
-	memcpy(buf, line, len);
-	buf[len] = '\n';
-	return w_send_buf(w, buf, len + 1);
+	if (buf != NULL) {
+		memcpy(buf, l, len);
+		buf[len] = '\n';
+	}
+	free(clean);
+	return buf ? w_send_buf(w, buf, len + 1) : -1;
 }
 
 /* Queue a buffer of whole lines (taking it); drop the watcher when it has
@@ -86,22 +135,14 @@ w_send(struct watcher *w, const char *line)
 static int
 w_send_buf(struct watcher *w, char *buf, size_t blen)
 {
-	if (w->closing) {
+	if (w->closing || w->dropping) {
 		free(buf);
 		return -1;
 	}
 	size_t qs = uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
 	if (w->live && qs > (size_t)D->conf->feed_queue_max) {
-		char notice[256];
-		int n = snprintf(notice, sizeof(notice),
-		    "{\"type\":\"feed.dropped\",\"reason\":\"watcher too slow: %zu bytes queued\","
-		    "\"resume_since\":%lld}\n", qs, (long long)w->cursor);
-		uv_buf_t b = uv_buf_init(notice, (unsigned)n);
-		uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
-		log_info("feed: dropped a watcher with %zu bytes queued", qs);
-		metrics_count(MC_FEED_DROPPED, 1);
 		free(buf);
-		w_close(w);
+		w_drop(w, qs);
 		return -1;
 	}
 	uv_write_t *req = xcalloc(1, sizeof(*req));
@@ -135,7 +176,7 @@ replay_one(void *arg, int64_t id, const char *line)
 static void
 pump(struct watcher *w)
 {
-	while (!w->closing && !w->live &&
+	while (!w->closing && !w->dropping && !w->live &&
 	    uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) < REPLAY_HIGH) {
 		struct replay r = { .w = w };
 		if (store_q_events(D->store, w->cursor, w->run[0] ? w->run : NULL, REPLAY_BATCH,
@@ -181,6 +222,9 @@ start_watch(struct watcher *w, const char *line)
 		snprintf(msg, sizeof(msg), "protocol version mismatch: client %d, pipelined %d",
 		    cJSON_IsNumber(ver) ? ver->valueint : -1, PL_PROTO_VERSION);
 		w_error(w, "EVERSION", msg);
+	} else if ((run != NULL && !cJSON_IsString(run)) || (since != NULL && !cJSON_IsNumber(since))) {
+		/* Taken for absent, a wrong type would widen the watch. */
+		w_error(w, "EINVAL", "\"run\" must be a string and \"since\" a number");
 	} else if (cJSON_IsString(run) && store_run_id(D->store, run->valuestring) == 0) {
 		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
 		w_error(w, "ENOENT", msg);
@@ -190,6 +234,8 @@ start_watch(struct watcher *w, const char *line)
 		w->cursor = cJSON_IsNumber(since) && since->valuedouble > 0 ?
 		    (int64_t)since->valuedouble : 0;
 		w->started = 1;
+		free(w->req);
+		w->req = NULL;
 		pump(w);
 	}
 	cJSON_Delete(req);
@@ -199,7 +245,11 @@ static void
 on_alloc(uv_handle_t *h, size_t sz, uv_buf_t *buf)
 {
 	struct watcher *w = h->data;
-	*buf = uv_buf_init(w->req + w->reqlen, (unsigned)(sizeof(w->req) - w->reqlen - 1));
+	if (w->req == NULL && (w->started || (w->req = malloc(REQ_MAX)) == NULL)) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
+	*buf = uv_buf_init(w->req + w->reqlen, (unsigned)(REQ_MAX - w->reqlen - 1));
 }
 
 static void
@@ -210,7 +260,7 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		w_close(w);
 		return;
 	}
-	if (w->started)
+	if (w->started || n == 0)
 		return; /* anything after the request is ignored */
 	w->reqlen += (size_t)n;
 	w->req[w->reqlen] = '\0';
@@ -218,7 +268,7 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	if (nl != NULL) {
 		*nl = '\0';
 		start_watch(w, w->req);
-	} else if (w->reqlen >= sizeof(w->req) - 1) {
+	} else if (w->reqlen >= REQ_MAX - 1) {
 		w_error(w, "ETOOLONG", "watch request too long");
 	}
 }
@@ -232,21 +282,48 @@ on_connection(uv_stream_t *srv, int status)
 	uv_pipe_init(D->loop, &w->pipe, 0);
 	w->pipe.data = w;
 	metrics_count(MC_FEED_WATCHERS, 1);
+	w->since = uv_now(D->loop);
 	w->next = watchers;
 	if (watchers)
 		watchers->prev = w;
 	watchers = w;
+	nwatchers++;
 	if (uv_accept(srv, (uv_stream_t *)&w->pipe) != 0) {
 		w_close(w);
+		return;
+	}
+	if (nwatchers > D->conf->feed_max_watchers) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "too many feed connections (feed_max_watchers = %d)",
+		    D->conf->feed_max_watchers);
+		w_error(w, "EBUSY", msg);
 		return;
 	}
 	uv_read_start((uv_stream_t *)&w->pipe, on_alloc, on_read);
 }
 
+/* Close the connections that sent no request within feed_idle_timeout,
+ * and the dropped ones whose notice has not been read in that time; run
+ * every second. A live watcher is never idle: it waits for events. */
+static void
+on_sweep(uv_timer_t *t)
+{
+	uint64_t now = uv_now(D->loop);
+	uint64_t idle = (uint64_t)(D->conf->feed_idle_timeout * 1000);
+	for (struct watcher *w = watchers; w; w = w->next)
+		if (!w->closing && (!w->started || w->dropping) && now - w->since >= idle)
+			w_close(w);
+}
+
 int
 feed_listen(const char *path)
 {
-	return sock_listen(&feed_server, path, 0666, on_connection);
+	if (sock_listen(&feed_server, path, 0666, on_connection) == -1)
+		return -1;
+	uv_timer_init(D->loop, &feed_sweep);
+	uv_timer_start(&feed_sweep, on_sweep, 1000, 1000);
+	uv_unref((uv_handle_t *)&feed_sweep);
+	return 0;
 }
 
 void
@@ -255,7 +332,9 @@ feed_announce(int64_t id, const char *run, const char *line)
 	struct ann *a = xcalloc(1, sizeof(*a));
 	a->id = id;
 	a->run = run ? xstrdup(run) : NULL;
-	a->line = xstrdup(line);
+	a->line = utf8_clean(line);
+	if (a->line == NULL)
+		a->line = xstrdup(line);
 	pthread_mutex_lock(&q_mtx);
 	*q_tail = a;
 	q_tail = &a->next;
@@ -282,7 +361,7 @@ feed_flush(void)
 		return;
 	for (struct watcher *w = watchers, *wn; w; w = wn) {
 		wn = w->next;
-		if (!w->live || w->closing)
+		if (!w->live || w->closing || w->dropping)
 			continue;
 		size_t len = 0;
 		for (struct ann *a = list; a; a = a->next)

@@ -283,9 +283,13 @@ fmt_time(double t, char *buf, size_t len)
 static char *
 read_spec(const char *path, char *abs, size_t abslen)
 {
-	char *text = plc_read_file(path, NULL, 4 << 20);
+	size_t len;
+	char *text = plc_read_file(path, &len, 4 << 20);
 	if (text == NULL)
 		err(1, "%s", path);
+	int nul = nul_line(text, len);
+	if (nul)
+		errx(1, "%s:%d: -: a NUL byte (a spec is text)", path, nul);
 	char *r = realpath(path, NULL);
 	snprintf(abs, abslen, "%s", r ? r : path);
 	free(r);

@@ -20,6 +20,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "exec.h"
 #include "pipelined.h"
 #include "plcommon.h"
 
@@ -74,17 +75,35 @@ notify_status(void)
 }
 
 static void
-on_term(uv_signal_t *s, int signum)
+stop(int code)
 {
-	log_info("received %s: stopping; running jobs stay under their shims",
-	    signum == SIGTERM ? "SIGTERM" : "SIGINT");
 	sd_notify(0, "STOPPING=1");
 	D->shutting_down = 1;
 	unlink(D->conf->control_socket);
 	unlink(D->conf->feed_socket);
 	/* Job threads may be blocked waiting for their children: do not wait
 	 * for them. Every state is already committed. */
-	exit(0);
+	exit(code);
+}
+
+static void
+on_term(uv_signal_t *s, int signum)
+{
+	log_info("received %s: stopping; running jobs stay under their shims",
+	    signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	stop(0);
+}
+
+/* A commit failed (the disk is full): the scheduler's memory is ahead of
+ * the store. Stop, exit 1, so that the service manager starts the daemon
+ * again; the restart loads what the store holds and re-adopts the jobs,
+ * whose shims carry on. */
+static void
+on_store_fail(const char *why)
+{
+	log_warnx("store: a commit failed (%s); stopping so that a restart reconciles"
+	    " the scheduler with the store; running jobs stay under their shims", why);
+	stop(1);
 }
 
 static void
@@ -184,6 +203,7 @@ main(int argc, char **argv)
 	}
 	log_init(foreground, conf.log_level, conf.log_file);
 	signal(SIGPIPE, SIG_IGN);
+	proc_reserve_fd();
 
 	char dbpath[PATH_MAX];
 	snprintf(dbpath, sizeof(dbpath), "%s/pipelined.db", conf.state_dir);
@@ -193,6 +213,7 @@ main(int argc, char **argv)
 	if (notify_start(&conf, D->store) == -1)
 		fatalx("cannot start the notification thread");
 	store_set_outbox(D->store, notify_classify, notify_wake);
+	store_set_fail(D->store, on_store_fail);
 
 	int np = plugin_load_dir(conf.plugin_dir);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",

@@ -58,6 +58,13 @@ void	*xcalloc(size_t n, size_t sz);
 const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
+/* NULL when s is valid UTF-8; else a malloc'd copy with U+FFFD for each
+ * byte that is not part of a valid sequence (replies stay valid JSON). */
+char	*utf8_clean(const char *s);
+/* The line (from 1) of text's first NUL byte among len bytes; 0: none. */
+int	nul_line(const char *text, size_t len);
+/* Does this JSON text hold a \u0000 escape (a NUL inside a string)? */
+int	json_has_nul(const char *json);
 
 /* notify.c: [notify], the outbox's delivery thread */
 struct conf;
@@ -123,6 +130,10 @@ struct conf {
 	char http_listen[256];        /* ADDRESS:PORT for /metrics and the page, or "" */
 	char http_token[256];         /* needed off loopback */
 	char web_dir[PATH_MAX];       /* the page's files */
+	int control_max_clients;      /* control connections open at once */
+	double control_idle_timeout;  /* seconds a control connection may be silent */
+	int feed_max_watchers;        /* feed connections open at once */
+	double feed_idle_timeout;     /* seconds to the watch request, or to a drop notice's delivery */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
@@ -242,6 +253,15 @@ int	store_outbox_result(struct store *s, int64_t id, int delivered, int attempts
 int	store_begin(struct store *s);
 int	store_commit(struct store *s);
 void	store_rollback(struct store *s);
+/* A write that fails fails its whole transaction. A failed commit calls
+ * the failure hook (the daemon stops: its memory is ahead of the store),
+ * unless the transaction was marked undoable (its caller changed nothing
+ * in memory): then store_commit() returns -1 and store_error() gives the
+ * reason and ENOSPC (the disk is full) or EIO. */
+typedef void (*store_fail_fn)(const char *why);
+void	store_set_fail(struct store *s, store_fail_fn fn);
+void	store_undoable(struct store *s);
+int	store_error(struct store *s, char *msg, size_t len);
 /* Insert an event; data is an object (consumed) or NULL. */
 int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
@@ -414,6 +434,8 @@ int	sched_init(void);       /* load unfinished runs; re-adopt their jobs */
 void	sched_kick(void);       /* a scheduling pass (loop thread) */
 void	sched_wake(void);       /* from the async handle: a pass a job thread asked for
 				   (the retry timer), then the feed */
+/* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
+ * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
 int	sched_cancel(const char *run, char *msg, size_t len);
 int	sched_retry(const char *run, const char *job, char *msg, size_t len);

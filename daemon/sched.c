@@ -671,6 +671,7 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 	struct srun *r = run_build(0, spec, "running");
 	if (store_begin(D->store) == -1)
 		goto fail;
+	store_undoable(D->store);   /* nothing is in memory before the commit */
 	if (store_run_create(D->store, spec, &r->id) == -1)
 		goto rollback;
 	for (int i = 0; i < r->njobs; i++) {
@@ -686,12 +687,15 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 	return 0;
 rollback:
 	store_rollback(D->store);
-fail:
-	snprintf(err, errlen, "the store refused the run (see the daemon log)");
+fail:;
+	char why[256];
+	int e = store_error(D->store, why, sizeof(why));
+	snprintf(err, errlen, "the store refused the run: %s", why);
 	free(r->jobs);
 	free(r->name);
 	free(r);
-	return -1;
+	errno = e;
+	return -2;
 }
 
 int

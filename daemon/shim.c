@@ -132,15 +132,21 @@ record_shim(int dirfd, pid_t shim, unsigned long long start, pid_t child)
 	write_atomic(dirfd, "shim.json", text);
 }
 
+/* A record that cannot be written (the disk full) is said in the job
+ * log, where whoever reads why the process was lost looks. */
 static int
-record_exit(int dirfd, int status, double t0)
+record_exit(int dirfd, int logfd, int status, double t0)
 {
 	char text[256];
 	snprintf(text, sizeof(text),
 	    "{\"exited\":%d,\"status\":%d,\"signal\":%d,\"start\":%.3f,\"end\":%.3f}\n",
 	    WIFEXITED(status) ? 1 : 0, WIFEXITED(status) ? WEXITSTATUS(status) : 0,
 	    WIFSIGNALED(status) ? WTERMSIG(status) : 0, t0, now_s());
-	return write_atomic(dirfd, "exit.json", text);
+	int rc = write_atomic(dirfd, "exit.json", text);
+	if (rc == -1 && logfd >= 0)
+		dprintf(logfd, "pipeline-shim: cannot write exit.json (the process ended: %.*s): %s\n",
+		    (int)strlen(text) - 1, text, strerror(errno));
+	return rc;
 }
 
 /* One process's supervision, as the command line asks for it. */
@@ -467,7 +473,7 @@ main(int argc, char **argv)
 			}
 		}
 	}
-	if (record_exit(s.dirfd, status, s.t0) == -1) {
+	if (record_exit(s.dirfd, s.logfd, status, s.t0) == -1) {
 		fprintf(stderr, "pipeline-shim: cannot record the exit in %s: %s\n", s.dir,
 		    strerror(errno));
 		return 1;
@@ -483,6 +489,7 @@ struct child {
 	int dirfd;
 	int donefd;    /* the pipe's write end: closed once exit.json is in */
 	double t0;
+	int logfd;     /* the job log, for a record that cannot be written */
 };
 
 /* The refusal of a request, on its pipe. */
@@ -585,7 +592,8 @@ run_shim(int sock)
 				for (int i = 0; i < nkids; i++) {
 					if (kids[i].pid != pid)
 						continue;
-					record_exit(kids[i].dirfd, status, kids[i].t0);
+					record_exit(kids[i].dirfd, kids[i].logfd, status, kids[i].t0);
+					close(kids[i].logfd);
 					close(kids[i].dirfd); /* and its lock */
 					close(kids[i].donefd);
 					kids[i] = kids[--nkids];
@@ -623,17 +631,17 @@ run_shim(int sock)
 		}
 		int status = 0;
 		pid_t pid = sup_spawn(&s, cenv, &none, &status);
-		close(s.logfd);
 		if (pid > 0) {
 			record_shim(s.dirfd, getpid(), self_start, pid);
 			if (nkids == cap) {
 				cap = cap ? 2 * cap : 16;
 				kids = realloc(kids, (size_t)cap * sizeof(*kids));
 			}
-			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0 };
+			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0, s.logfd };
 		} else {
 			/* It never ran: the record now, and the pipe closed. */
-			record_exit(s.dirfd, status, s.t0);
+			record_exit(s.dirfd, s.logfd, status, s.t0);
+			close(s.logfd);
 			close(s.dirfd);
 			close(done);
 		}

@@ -21,6 +21,53 @@ const char *const spec_common_keys[] = {
 };
 const char *const spec_run_keys[] = { "name", "previous", "description", NULL };
 
+/* The list errs_add() wrote last on this thread: appending costs the new
+ * line, not the list (a copy per error made 40,000 errors take 43 s). A
+ * list it did not write last (another list, or one written elsewhere) is
+ * measured once. Past ERRS_MAX errors only their number is kept, in a
+ * last line "... and N more errors". */
+#define ERRS_MAX 100
+#define ERRS_MORE "... and "
+static __thread struct {
+	char *buf;
+	size_t len, cap, body;   /* body: where the "and N more" line starts */
+	int n, more;
+} acc;
+
+static void
+errs_measure(char *t)
+{
+	acc.buf = t;
+	acc.len = t ? strlen(t) : 0;
+	acc.cap = acc.len + 1;
+	acc.body = acc.len;
+	acc.n = acc.more = 0;
+	for (size_t i = 0; i < acc.len; i++)
+		acc.n += t[i] == '\n';
+	char *last = acc.len ? memrchr(t, '\n', acc.len - 1) : NULL;
+	last = last ? last + 1 : t;
+	if (t && strncmp(last, ERRS_MORE, strlen(ERRS_MORE)) == 0) {
+		acc.more = atoi(last + strlen(ERRS_MORE));
+		acc.body = (size_t)(last - t);
+		acc.n--;
+	}
+}
+
+static void
+errs_put(size_t at, const char *line, size_t n)
+{
+	if (at + n + 1 > acc.cap) {
+		size_t ncap = acc.cap * 2 > at + n + 1 ? acc.cap * 2 : at + n + 1024;
+		char *nb = realloc(acc.buf, ncap);
+		if (nb == NULL)
+			fatal("errs_add");
+		acc.buf = nb;
+		acc.cap = ncap;
+	}
+	memcpy(acc.buf + at, line, n + 1);
+	acc.len = at + n;
+}
+
 void
 errs_add(char **errs, const char *file, int line, const char *key, const char *fmt, ...)
 {
@@ -31,12 +78,96 @@ errs_add(char **errs, const char *file, int line, const char *key, const char *f
 	va_end(ap);
 	if (errs == NULL)
 		return;
-	char *n;
-	if (asprintf(&n, "%s%s:%d: %s: %s\n", *errs ? *errs : "", file, line,
-	    key ? key : "-", msg) == -1)
-		fatal("errs_add");
-	free(*errs);
-	*errs = n;
+	if (*errs == NULL || *errs != acc.buf)
+		errs_measure(*errs);
+	char *t;
+	int n;
+	if (acc.n >= ERRS_MAX) {
+		acc.more++;
+		n = asprintf(&t, ERRS_MORE "%d more error%s\n", acc.more, acc.more == 1 ? "" : "s");
+		if (n == -1)
+			fatal("errs_add");
+		errs_put(acc.body, t, (size_t)n);
+	} else {
+		/* A line of 0 or less: the error concerns the whole file. */
+		char where[16] = "";
+		if (line > 0)
+			snprintf(where, sizeof(where), "%d:", line);
+		n = asprintf(&t, "%s:%s %s: %s\n", file, where, key ? key : "-", msg);
+		if (n == -1)
+			fatal("errs_add");
+		errs_put(acc.body, t, (size_t)n);
+		acc.n++;
+		acc.body = acc.len;
+	}
+	free(t);
+	*errs = acc.buf;
+}
+
+/* A string -> int map (open addressing): section and key lookups while
+ * parsing, job lookups while checking, each O(1), so a large spec costs
+ * its size, not its size squared. */
+struct smap {
+	char **keys;
+	int *vals;
+	size_t cap, n;
+};
+
+static size_t
+smap_slot(const struct smap *m, const char *k)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)k; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	size_t i = (size_t)h & (m->cap - 1);
+	while (m->keys[i] != NULL && strcmp(m->keys[i], k) != 0)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static int *
+smap_get(const struct smap *m, const char *k)
+{
+	if (m->cap == 0)
+		return NULL;
+	size_t i = smap_slot(m, k);
+	return m->keys[i] ? &m->vals[i] : NULL;
+}
+
+static void
+smap_put(struct smap *m, const char *k, int v)
+{
+	if (2 * (m->n + 1) > m->cap) {
+		struct smap o = *m;
+		m->cap = o.cap ? o.cap * 2 : 64;
+		m->keys = xcalloc(m->cap, sizeof(char *));
+		m->vals = xcalloc(m->cap, sizeof(int));
+		for (size_t j = 0; j < o.cap; j++) {
+			if (o.keys[j] == NULL)
+				continue;
+			size_t i = smap_slot(m, o.keys[j]);
+			m->keys[i] = o.keys[j];
+			m->vals[i] = o.vals[j];
+		}
+		free(o.keys);
+		free(o.vals);
+	}
+	size_t i = smap_slot(m, k);
+	if (m->keys[i] == NULL) {
+		m->keys[i] = xstrdup(k);
+		m->n++;
+	}
+	m->vals[i] = v;
+}
+
+static void
+smap_free(struct smap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->keys[i]);
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
 }
 
 int
@@ -55,12 +186,13 @@ struct spec_parse {
 	int line;
 	char *raw;
 	char *longval;
-	char **secnames;
-	int *seclines;
-	int nsec;
+	struct smap headers;     /* section name -> the line of its header */
+	struct smap sections;    /* job section name -> index in s->jobs */
+	struct smap keys;        /* "INDEX\037key" -> index in that section's kv */
 	char **errs;
 	int nerr;
 	struct spec_section *cur;
+	int curidx;              /* cur's index in s->jobs; -1 for [run] */
 };
 
 /* A section header seen a second time is an error even when nothing
@@ -75,19 +207,15 @@ section_seen(struct spec_parse *p, const char *line)
 	if (e == NULL)
 		return;
 	char *name = strndup(b + 1, (size_t)(e - b - 1));
-	for (int i = 0; i < p->nsec; i++) {
-		if (strcmp(p->secnames[i], name) == 0) {
-			errs_add(p->errs, p->s->path, p->line, "-",
-			    "section [%s] appears twice (first at line %d)", name, p->seclines[i]);
-			p->nerr++;
-			free(name);
-			return;
-		}
+	const int *first = smap_get(&p->headers, name);
+	if (first != NULL) {
+		errs_add(p->errs, p->s->path, p->line, "-",
+		    "section [%s] appears twice (first at line %d)", name, *first);
+		p->nerr++;
+	} else {
+		smap_put(&p->headers, name, p->line);
 	}
-	p->secnames = realloc(p->secnames, (size_t)(p->nsec + 1) * sizeof(char *));
-	p->seclines = realloc(p->seclines, (size_t)(p->nsec + 1) * sizeof(int));
-	p->secnames[p->nsec] = name;
-	p->seclines[p->nsec++] = p->line;
+	free(name);
 }
 
 /* inih reader over a string that counts lines. inih (as Debian builds it)
@@ -165,12 +293,15 @@ spec_reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* A section's line is its header's (section_seen() saw it), not that of
+ * its first key, where inih first tells of it. */
 static struct spec_section *
-section_new(struct spec *s, const char *name, int line)
+section_new(struct spec_parse *p, const char *name)
 {
 	struct spec_section *sec = xcalloc(1, sizeof(*sec));
 	sec->name = xstrdup(name);
-	sec->line = line;
+	const int *hl = smap_get(&p->headers, name);
+	sec->line = hl ? *hl : p->line;
 	return sec;
 }
 
@@ -184,18 +315,23 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 		/* A new section; a repeated section name is an error. */
 		if (strcmp(section, "run") == 0) {
 			if (s->run == NULL)
-				s->run = section_new(s, section, p->line);
+				s->run = section_new(p, section);
 			p->cur = s->run;
+			p->curidx = -1;
 		} else {
-			for (int i = 0; i < s->njobs; i++) {
-				if (strcmp(s->jobs[i]->name, section) == 0) {
-					/* Reported by section_seen(); keys join the first. */
-					p->cur = s->jobs[i];
-					return spec_handler(user, section, name, value);
-				}
+			const int *i = smap_get(&p->sections, section);
+			if (i != NULL) {
+				/* Reported by section_seen(); keys join the first. */
+				p->cur = s->jobs[*i];
+				p->curidx = *i;
+				return spec_handler(user, section, name, value);
 			}
-			struct spec_section *sec = section_new(s, section, p->line);
-			s->jobs = realloc(s->jobs, (size_t)(s->njobs + 1) * sizeof(*s->jobs));
+			struct spec_section *sec = section_new(p, section);
+			if ((s->njobs & (s->njobs - 1)) == 0) /* 0, 1, 2, 4, ...: double */
+				s->jobs = realloc(s->jobs, (size_t)(s->njobs ? 2 * s->njobs : 1) *
+				    sizeof(*s->jobs));
+			smap_put(&p->sections, section, s->njobs);
+			p->curidx = s->njobs;
 			s->jobs[s->njobs++] = sec;
 			p->cur = sec;
 		}
@@ -205,9 +341,13 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	struct spec_section *sec = p->cur;
 	if (strcmp(value, "\001") == 0 && p->longval != NULL)
 		value = p->longval;
-	for (int i = 0; i < sec->nkv; i++) {
-		if (strcmp(sec->kv[i].key, name) != 0)
-			continue;
+	char *kk;
+	if (asprintf(&kk, "%d\037%s", p->curidx, name) == -1)
+		fatal("spec_handler");
+	const int *ki = smap_get(&p->keys, kk);
+	if (ki != NULL) {
+		free(kk);
+		int i = *ki;
 		if (p->raw && (p->raw[0] == ' ' || p->raw[0] == '\t')) {
 			/* A continuation line of a multi-line value. */
 			char *n;
@@ -222,7 +362,10 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 		p->nerr++;
 		return 1;
 	}
-	sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 1) * sizeof(*sec->kv));
+	smap_put(&p->keys, kk, sec->nkv);
+	free(kk);
+	if (sec->nkv % 16 == 0)
+		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 16) * sizeof(*sec->kv));
 	sec->kv[sec->nkv].key = xstrdup(name);
 	sec->kv[sec->nkv].value = xstrdup(value);
 	sec->kv[sec->nkv].line = p->line;
@@ -249,10 +392,9 @@ spec_parse(const char *path, const char *text, char **errs)
 	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);
 	free(p.raw);
 	free(p.longval);
-	for (int i = 0; i < p.nsec; i++)
-		free(p.secnames[i]);
-	free(p.secnames);
-	free(p.seclines);
+	smap_free(&p.headers);
+	smap_free(&p.sections);
+	smap_free(&p.keys);
 	if (rc > 0) {
 		errs_add(errs, path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;
@@ -343,26 +485,48 @@ key_line(const struct spec_section *sec, const char *key)
 }
 
 static int
-find_job(const struct spec *s, const char *name)
+find_job(const struct smap *jobs, const char *name)
 {
-	for (int i = 0; i < s->njobs; i++)
-		if (strcmp(s->jobs[i]->name, name) == 0)
-			return i;
-	return -1;
+	const int *i = smap_get(jobs, name);
+	return i ? *i : -1;
 }
 
-/* Depth-first search for cycles; color 0 white, 1 grey, 2 black. */
+/* Depth-first search for a cycle through the after edges, without
+ * recursion (a chain of 100,000 jobs would overflow the loop thread's
+ * stack); color 0 white, 1 grey, 2 black. The first cycle found is
+ * reported. */
 static int
-dfs_cycle(const struct spec *s, int v, int *color, int *stack, int depth, char **errs)
+find_cycle(const struct spec *s, const struct smap *jobs, char **errs)
 {
-	color[v] = 1;
-	stack[depth] = v;
-	const struct spec_section *sec = s->jobs[v];
-	for (int i = 0; i < sec->nafter; i++) {
-		int w = find_job(s, sec->after[i]);
-		if (w < 0)
+	int n = s->njobs;
+	int *color = xcalloc((size_t)n, sizeof(int));
+	int *stack = xcalloc((size_t)n + 1, sizeof(int));
+	int *edge = xcalloc((size_t)n + 1, sizeof(int));
+	int found = 0;
+	for (int root = 0; root < n && !found; root++) {
+		if (color[root] != 0)
 			continue;
-		if (color[w] == 1) {
+		int depth = 0;
+		stack[0] = root;
+		edge[0] = 0;
+		color[root] = 1;
+		while (depth >= 0 && !found) {
+			int v = stack[depth];
+			const struct spec_section *sec = s->jobs[v];
+			if (edge[depth] == sec->nafter) {
+				color[v] = 2;
+				depth--;
+				continue;
+			}
+			int w = find_job(jobs, sec->after[edge[depth]++]);
+			if (w < 0 || color[w] == 2)
+				continue;
+			if (color[w] == 0) {
+				color[w] = 1;
+				stack[++depth] = w;
+				edge[depth] = 0;
+				continue;
+			}
 			char path[2048] = "";
 			int start = 0;
 			while (stack[start] != w)
@@ -374,17 +538,18 @@ dfs_cycle(const struct spec *s, int v, int *color, int *stack, int depth, char *
 			strncat(path, s->jobs[w]->name, sizeof(path) - strlen(path) - 1);
 			errs_add(errs, s->path, key_line(sec, "after"), "after",
 			    "dependency cycle: %s", path);
-			return 1;
+			found = 1;
 		}
-		if (color[w] == 0 && dfs_cycle(s, w, color, stack, depth + 1, errs))
-			return 1;
 	}
-	color[v] = 2;
-	return 0;
+	free(color);
+	free(stack);
+	free(edge);
+	return found;
 }
 
 static int
-check_common(struct spec *s, struct spec_section *sec, const struct conf *c, char **errs)
+check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
+    const struct conf *c, char **errs)
 {
 	int nerr = 0;
 	const char *v;
@@ -424,7 +589,7 @@ check_common(struct spec *s, struct spec_section *sec, const struct conf *c, cha
 	for (int k = 0; k < sec->nafter; k++) {
 		if (strcmp(sec->after[k], sec->name) == 0)
 			BAD("after", "job \"%s\" cannot run after itself", sec->name);
-		else if (find_job(s, sec->after[k]) < 0)
+		else if (find_job(jobs, sec->after[k]) < 0)
 			BAD("after", "names no job: \"%s\" (jobs are the section names)", sec->after[k]);
 	}
 	char **res = split_list(spec_get(sec, "resources"), &sec->nres);
@@ -435,8 +600,10 @@ check_common(struct spec *s, struct spec_section *sec, const struct conf *c, cha
 		int count = 1;
 		if (colon) {
 			*colon = '\0';
-			if (parse_int(colon + 1, &i) == -1 || i < 1) {
-				BAD("resources", "bad count in \"%s:%s\"", res[k], colon + 1);
+			/* Bounded before the cast: 4294967296 must not wrap to 0. */
+			if (parse_int(colon + 1, &i) == -1 || i < 1 || i > 1000000) {
+				BAD("resources", "bad count in \"%s:%s\" (1 to 1000000)", res[k],
+				    colon + 1);
 				i = 1;
 			}
 			count = (int)i;
@@ -474,9 +641,12 @@ int
 spec_check(struct spec *s, const struct conf *c, char **errs)
 {
 	int nerr = 0;
+	const struct spec_kv *nkv = spec_find(s->run, "name");
 	if (!valid_name(s->name)) {
-		errs_add(errs, s->path, s->run ? key_line(s->run, "name") : 0, "name",
-		    "bad run name \"%s\" (letters, digits, '-', '_', '.')", s->name);
+		/* A name taken from the file name has no line. */
+		errs_add(errs, s->path, nkv ? nkv->line : 0, "name",
+		    "bad run name \"%s\"%s (letters, digits, '-', '_', '.')", s->name,
+		    nkv ? "" : ", taken from the file name: set [run] name");
 		nerr++;
 	}
 	if (s->run != NULL) {
@@ -500,13 +670,16 @@ spec_check(struct spec *s, const struct conf *c, char **errs)
 		errs_add(errs, s->path, 1, "-", "no jobs: add a section per job");
 		nerr++;
 	}
+	struct smap jobs = { 0 };
+	for (int j = 0; j < s->njobs; j++)
+		smap_put(&jobs, s->jobs[j]->name, j);
 	for (int j = 0; j < s->njobs; j++) {
 		struct spec_section *sec = s->jobs[j];
 		if (!valid_name(sec->name)) {
 			errs_add(errs, s->path, sec->line, "-", "bad job name [%s]", sec->name);
 			nerr++;
 		}
-		nerr += check_common(s, sec, c, errs);
+		nerr += check_common(s, &jobs, sec, c, errs);
 		const char *stage = spec_get(sec, "stage");
 		sec->stage = xstrdup(stage ? stage : sec->name);
 		const struct stage_reg *reg = plugin_stage(sec->stage);
@@ -519,15 +692,7 @@ spec_check(struct spec *s, const struct conf *c, char **errs)
 		}
 		nerr += host_check_section(reg, s, sec, errs);
 	}
-	/* Cycles. */
-	int *color = xcalloc((size_t)s->njobs, sizeof(int));
-	int *stack = xcalloc((size_t)s->njobs + 1, sizeof(int));
-	for (int j = 0; j < s->njobs; j++)
-		if (color[j] == 0 && dfs_cycle(s, j, color, stack, 0, errs)) {
-			nerr++;
-			break;
-		}
-	free(color);
-	free(stack);
+	nerr += find_cycle(s, &jobs, errs);
+	smap_free(&jobs);
 	return nerr ? -1 : 0;
 }

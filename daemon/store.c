@@ -7,6 +7,14 @@
  * last + 1, so they are monotonic without gaps: a rolled-back transaction
  * gives its ids back.
  *
+ * A transaction is whole or not at all: a write inside it that fails (the
+ * disk full: SQLITE_FULL) fails the commit, which rolls back. The callers
+ * have changed the scheduler's memory by then, so a failed commit calls
+ * the failure hook (the daemon stops, and its restart reconciles memory
+ * with the store); only a transaction whose caller changes nothing in
+ * memory before the commit (a submit: store_undoable()) is given back to
+ * its caller, with the error (store_error()).
+ *
  * synchronous=NORMAL: in WAL mode a commit survives the death of the
  * process (kill -9) but the last commits may be lost to a power failure.
  *
@@ -43,6 +51,11 @@ struct store {
 	char instance[40];
 	struct ann *pending, **pending_tail;
 	int in_txn;
+	int txn_failed;          /* a write of this transaction failed */
+	int txn_undoable;        /* its caller handles a failed commit */
+	int err;                 /* the last failure's SQLite result code */
+	char errmsg[256];
+	store_fail_fn fail;
 	/* Prepared statements, kept for the life of the store (the SQL
 	 * texts are literals: the pointer is the key, the text checks it). */
 	struct { const char *sql; sqlite3_stmt *st; } cache[48];
@@ -191,6 +204,16 @@ static const char *const migrations[] = {
 	"INSERT INTO meta(k, v) VALUES('instance', lower(hex(randomblob(8))));",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+/* A statement failed: inside a transaction, the transaction fails. */
+static void
+failed(struct store *s)
+{
+	s->err = sqlite3_errcode(s->db);
+	snprintf(s->errmsg, sizeof(s->errmsg), "%s", sqlite3_errmsg(s->db));
+	if (s->in_txn)
+		s->txn_failed = 1;
+}
 
 static int
 exec_sql(struct store *s, const char *sql)
@@ -387,6 +410,7 @@ store_begin(struct store *s)
 	if (s->in_txn++ > 0)
 		return 0; /* nested: joins the outer transaction */
 	s->txn_first_event = s->last_event;
+	s->txn_failed = s->txn_undoable = 0;
 	/* A ROLLBACK that itself failed (out of memory, I/O error) can leave
 	 * a transaction open: end it before starting ours. */
 	if (!sqlite3_get_autocommit(s->db))
@@ -415,6 +439,25 @@ pending_free(struct store *s, int announce)
 	s->pending_tail = &s->pending;
 }
 
+void
+store_set_fail(struct store *s, store_fail_fn fn)
+{
+	s->fail = fn;
+}
+
+void
+store_undoable(struct store *s)
+{
+	s->txn_undoable = 1;
+}
+
+int
+store_error(struct store *s, char *msg, size_t len)
+{
+	snprintf(msg, len, "%s", s->errmsg[0] ? s->errmsg : "store error");
+	return s->err == SQLITE_FULL ? ENOSPC : EIO;
+}
+
 int
 store_commit(struct store *s)
 {
@@ -422,11 +465,17 @@ store_commit(struct store *s)
 		pthread_mutex_unlock(&s->mtx);
 		return 0;
 	}
-	if (exec_cached(s, "COMMIT") == -1) {
-		exec_sql(s, "ROLLBACK");
+	if (s->txn_failed || exec_cached(s, "COMMIT") == -1) {
+		if (!s->txn_failed)
+			failed(s);
+		/* SQLite may have rolled back already (SQLITE_FULL at COMMIT). */
+		if (!sqlite3_get_autocommit(s->db))
+			exec_sql(s, "ROLLBACK");
 		s->last_event = s->txn_first_event;
 		pending_free(s, 0);
 		s->outbox_new = 0;
+		if (!s->txn_undoable && s->fail != NULL)
+			s->fail(s->errmsg);
 		pthread_mutex_unlock(&s->mtx);
 		return -1;
 	}
@@ -446,7 +495,8 @@ store_rollback(struct store *s)
 		pthread_mutex_unlock(&s->mtx);
 		return;
 	}
-	exec_sql(s, "ROLLBACK");
+	if (!sqlite3_get_autocommit(s->db))
+		exec_sql(s, "ROLLBACK");
 	s->last_event = s->txn_first_event;
 	pending_free(s, 0);
 	s->outbox_new = 0;
@@ -520,6 +570,7 @@ outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char 
 		sqlite3_bind_double(st, 9, ts);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+			failed(s);
 			rc = -1;
 		}
 		sqlite3_reset(st);
@@ -619,8 +670,10 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 		sqlite3_bind_text(st, 5, type, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 6, dtext, -1, SQLITE_TRANSIENT);
 		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-		if (rc == -1)
+		if (rc == -1) {
 			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+			failed(s);
+		}
 		unprep(s, st);
 	}
 	const char *const *targets = NULL;
@@ -648,6 +701,7 @@ step_done(struct store *s, sqlite3_stmt *st)
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		log_warnx("store: %s", sqlite3_errmsg(s->db));
+		failed(s);
 		unprep(s, st);
 		return -1;
 	}

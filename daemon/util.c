@@ -290,3 +290,92 @@ proc_starttime(pid_t pid)
 	}
 	return 0;
 }
+
+/* The length of the valid UTF-8 sequence at p (1 to 4), or 0: overlong
+ * forms, surrogates and code points past U+10FFFF are invalid. */
+static int
+utf8_seq(const unsigned char *p)
+{
+	if (p[0] < 0x80)
+		return 1;
+	int n;
+	unsigned cp;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (int i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+char *
+utf8_clean(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t bad = 0, len = 0;
+	while (p[len]) {
+		int n = utf8_seq(p + len);
+		bad += n == 0;
+		len += n ? (size_t)n : 1;
+	}
+	if (bad == 0)
+		return NULL;
+	char *out = malloc(len + 2 * bad + 1), *o = out;
+	if (out == NULL)
+		fatal("utf8_clean");
+	for (size_t i = 0; i < len;) {
+		int n = utf8_seq(p + i);
+		if (n == 0) {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(o, p + i, (size_t)n);
+			o += n;
+			i += (size_t)n;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+int
+nul_line(const char *text, size_t len)
+{
+	const char *z = memchr(text, '\0', len);
+	if (z == NULL)
+		return 0;
+	int line = 1;
+	for (const char *q = text; q < z; q++)
+		line += *q == '\n';
+	return line;
+}
+
+int
+json_has_nul(const char *json)
+{
+	for (const char *q = json; *q; q++) {
+		if (*q != '\\')
+			continue;
+		if (q[1] == 'u' && strncmp(q + 2, "0000", 4) == 0)
+			return 1;
+		if (q[1] != '\0')
+			q++;	/* the escaped character */
+	}
+	return 0;
+}

@@ -61,11 +61,28 @@ pl_kill9() {
 
 pctl() { "$PIPELINECTL" -f "$PL_CONF" "$@"; }
 
+# run_state RUN: the run's state, empty when there is no such run.
+run_state() {
+	pctl --json status "$1" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p'
+}
+
+# wait_end RUN SECONDS: until the run has ended; prints its state, or
+# "timeout".
+wait_end() {
+	local st=
+	for _ in $(seq 1 $(($2 * 10))); do
+		st=$(run_state "$1")
+		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return 0;; esac
+		sleep 0.1
+	done
+	echo "timeout"
+}
+
 # wait_run RUN STATE [SECONDS]
 wait_run() {
 	local run=$1 want=$2 secs=${3:-60} st=""
 	for _ in $(seq 1 $((secs * 10))); do
-		st=$(pctl --json status "$run" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p')
+		st=$(run_state "$run")
 		[ "$st" = "$want" ] && return 0
 		case "$st" in succeeded|failed|cancelled|rejected) [ "$st" != "$want" ] && { pctl status "$run"; fail "run $run ended $st, wanted $want"; };; esac
 		sleep 0.1

@@ -50,7 +50,10 @@
 	X(EEXIST,   "already exists")                                        \
 	X(ESTATE,   "not in a state that allows this")                       \
 	X(EINTERNAL,"internal error")                                        \
-	X(ETOOLONG, "request line too long")
+	X(ETOOLONG, "request line too long")                                 \
+	X(EBUSY,    "too many connections")                                  \
+	X(ENOSPC,   "the store's file system is full")                       \
+	X(EIO,      "the store refused the change")
 
 /* Run and job states (store, feed and status use these words). */
 #define PL_RUN_STATES  "running", "succeeded", "failed", "cancelled", "rejected"

@@ -35,7 +35,7 @@ for want in \
     'bad.ini:7: disabled: teleport is not in' \
     'bad.ini:4: cases: .*typo.jsonl:2: case b: expect.capability: "serch"' \
     'bad.ini:15: tie_pp: must be between 0 and 100' \
-    'bad.ini:12: alias: promote = yes needs an alias'; do
+    'bad.ini:11: alias: promote = yes needs an alias'; do
 	grep -q -- "$want" bad.out || fail "no error matching: $want"
 done
 cat >good.ini <<INI

@@ -20,18 +20,6 @@ e2e_prepare "$TEST_TMP/e2e"
 pl_conf "python = /usr/bin/python3" "max_jobs = 2"
 pl_start
 
-run_state() {
-	pctl --json status "$1" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p'
-}
-wait_end() {	# wait_end RUN SECONDS: until the run has ended; prints its state
-	local st=
-	for _ in $(seq 1 $(($2 * 10))); do
-		st=$(run_state "$1")
-		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return 0;; esac
-		sleep 0.1
-	done
-	echo "timeout"
-}
 # train_step RUN: the train job's progress (steps done), 0 before it runs,
 # -1 once it has finished.
 train_step() {

@@ -97,5 +97,36 @@ main(void)
 	CHECK(errs && strstr(errs, "dependency cycle: a -> b -> a"));
 	spec_free(s);
 	free(errs);
+
+	/* Past 100 errors only their number is kept; appending is linear. */
+	errs = NULL;
+	for (int i = 0; i < 40000; i++)
+		errs_add(&errs, "m.ini", i + 1, "k", "error %d", i);
+	int nl = 0;
+	for (const char *q = errs; *q; q++)
+		nl += *q == '\n';
+	CHECK(nl == 101);
+	CHECK(strstr(errs, "m.ini:100: k: error 99\n... and 39900 more errors\n") != NULL);
+	/* A list written elsewhere in between is measured again. */
+	char *other = NULL;
+	errs_add(&other, "o.ini", 0, NULL, "whole file");
+	CHECK(other && strcmp(other, "o.ini: -: whole file\n") == 0);
+	errs_add(&errs, "m.ini", 1, "k", "one more");
+	CHECK(strstr(errs, "... and 39901 more errors\n") != NULL);
+	free(other);
+	free(errs);
+	/* A chain of 100,000 jobs is checked without recursion. */
+	size_t cap = 100000 * 40;
+	char *big = malloc(cap), *w = big;
+	for (int i = 0; i < 100000; i++)
+		w += sprintf(w, i ? "[j%d]\nafter = j%d\n" : "[j%d]\nx = 1\n", i, i - 1);
+	errs = NULL;
+	s = spec_parse("chain.ini", big, &errs);
+	CHECK(s != NULL && s->njobs == 100000);
+	CHECK(spec_check(s, NULL, &errs) == -1);   /* unknown stages, no cycle */
+	CHECK(errs && strstr(errs, "cycle") == NULL && strstr(errs, "more errors"));
+	spec_free(s);
+	free(errs);
+	free(big);
 	T_DONE();
 }

@@ -103,5 +103,19 @@ main(void)
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
 	CHECK(system(cmd) == 0);
+
+	/* utf8_clean: valid text is left alone; each bad byte (a lone
+	 * continuation, an overlong form, a surrogate, a cut sequence)
+	 * becomes U+FFFD. */
+	CHECK(utf8_clean("plain \xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80") == NULL);
+	char *u = utf8_clean("a\xff" "b\xc0\xaf" "c\xed\xa0\x80" "d\xe2\x82");
+	CHECK(u && strcmp(u, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c"
+	    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "d\xef\xbf\xbd\xef\xbf\xbd") == 0);
+	free(u);
+	/* nul_line and json_has_nul. */
+	CHECK(nul_line("a\nb\nc\0d", 7) == 3 && nul_line("abc", 3) == 0);
+	CHECK(json_has_nul("{\"t\":\"x\\u0000y\"}") == 1);
+	CHECK(json_has_nul("{\"t\":\"x\\\\u0000y\"}") == 0);   /* an escaped backslash */
+	CHECK(json_has_nul("{\"t\":\"\\n\\u00001\"}") == 1);
 	T_DONE();
 }
