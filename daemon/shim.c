@@ -327,6 +327,13 @@ child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *f
 	}
 	dup2(s->logfd, 1);
 	dup2(s->logfd, 2);
+	/* A job program inherits 0, 1 and 2, nothing else (pipeline-job(7)):
+	 * not a run shim's socket (a job reading it would take other jobs'
+	 * requests, their environment included), not what the shim's own
+	 * starter left open. In this child only: the shim keeps its own. */
+	if (close_range(3, ~0U, 0) == -1)
+		for (int fd = 3; fd < 65536; fd++)
+			close(fd);
 	if (s->cwd && chdir(s->cwd) == -1) {
 		ce->err = errno;
 		ce->chdir_failed = 1;
@@ -550,6 +557,7 @@ run_shim(int sock)
 	for (int fd = 3; fd < 1024; fd++)
 		if (fd != sock)
 			close(fd);
+	fcntl(sock, F_SETFD, FD_CLOEXEC);
 	unsigned long long self_start = starttime(getpid());
 	sigset_t sigs, none;
 	sigemptyset(&sigs);
