@@ -47,7 +47,7 @@ proc_read_exit(struct proc *p)
 }
 
 int
-proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid)
+proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_start)
 {
 	cJSON *o = read_json(p->dir, "shim.json");
 	if (o == NULL)
@@ -56,6 +56,9 @@ proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid)
 		*child_pid = num(o, "child_pid", 0);
 	if (pgid)
 		*pgid = num(o, "pgid", 0);
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(o, "child_start");
+	if (child_start)
+		*child_start = cJSON_IsNumber(cs) ? (uint64_t)cs->valuedouble : 0;
 	if (p->pid <= 0)
 		p->pid = num(o, "shim_pid", 0);
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "shim_start");

@@ -57,6 +57,9 @@ void	*xcalloc(size_t n, size_t sz);
 const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
 uint64_t proc_starttime(pid_t pid);
+/* A process's state letter, process group and start time (fields 3, 5
+ * and 22 of /proc/PID/stat; any may be NULL): 0, -1 when it is gone. */
+int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
 
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32

@@ -121,14 +121,18 @@ now_s(void)
 	return t.tv_sec + t.tv_usec / 1e6;
 }
 
+/* shim.json: the child's start time too, so that a daemon that finds
+ * this shim gone can tell the child's process group from a recycled one
+ * before it kills what is left of it. */
 static void
 record_shim(int dirfd, pid_t shim, unsigned long long start, pid_t child)
 {
 	char host[256] = "", text[1024];
 	gethostname(host, sizeof(host) - 1);
 	snprintf(text, sizeof(text),
-	    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,\"host\":\"%s\"}\n",
-	    (int)shim, start, (int)child, (int)child, host);
+	    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,"
+	    "\"child_start\":%llu,\"host\":\"%s\"}\n",
+	    (int)shim, start, (int)child, (int)child, starttime(child), host);
 	write_atomic(dirfd, "shim.json", text);
 }
 

@@ -263,28 +263,42 @@ self_dir(void)
 	return dir;
 }
 
-uint64_t
-proc_starttime(pid_t pid)
+int
+proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (f == NULL)
-		return 0;
+		return -1;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	/* The command name may contain spaces and parentheses: start after
-	 * the last ')'. Field 3 follows it; starttime is field 22. */
+	 * the last ')'. Field 3 follows it; the process group is field 5,
+	 * the start time field 22. */
 	char *p = strrchr(buf, ')');
 	if (p == NULL)
-		return 0;
-	p++;
+		return -1;
 	int field = 2;
 	char *save = NULL;
-	for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-		if (++field == 22)
-			return strtoull(tok, NULL, 10);
+	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (++field == 3 && state)
+			*state = tok[0];
+		else if (field == 5 && pgrp)
+			*pgrp = (pid_t)strtol(tok, NULL, 10);
+		else if (field == 22) {
+			if (start)
+				*start = strtoull(tok, NULL, 10);
+			return 0;
+		}
 	}
-	return 0;
+	return -1;
+}
+
+uint64_t
+proc_starttime(pid_t pid)
+{
+	uint64_t t;
+	return proc_stat(pid, NULL, NULL, &t) == 0 ? t : 0;
 }
