@@ -202,7 +202,7 @@ v_logs(struct client *c, const cJSON *req)
 	cJSON *r = cJSON_CreateObject();
 	char buf[65536 + 1];
 	ssize_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	int more = 0;
 	if (fd >= 0) {
 		n = pread(fd, buf, sizeof(buf) - 1, o);

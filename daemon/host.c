@@ -61,6 +61,7 @@ job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	j->ex = &exec_local;
 	j->out = stderr;
 	j->logfd = -1;
+	j->jobdirfd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	if (spec)
 		snprintf(j->run, sizeof(j->run), "%s", spec->name);
@@ -80,6 +81,8 @@ job_free(struct pl_job *j)
 	free(j->ex_opts);
 	if (j->logfd >= 0)
 		close(j->logfd);
+	if (j->jobdirfd >= 0)
+		close(j->jobdirfd);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -100,7 +103,9 @@ job_logf(struct pl_job *j, const char *fmt, ...)
 	/* Opened once per job (the shim appends to the same file: O_APPEND
 	 * keeps each line whole). */
 	pthread_mutex_lock(&j->lock);
-	if (j->logfd < 0)
+	if (j->logfd < 0 && j->jobdirfd >= 0)
+		j->logfd = file_open_at(j->jobdirfd, "job.log", O_WRONLY | O_APPEND | O_CREAT, 0640);
+	else if (j->logfd < 0)
 		j->logfd = open(j->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	int fd = j->logfd;
 	pthread_mutex_unlock(&j->lock);
@@ -593,7 +598,7 @@ events_read(struct evreader *r)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/events", r->p->dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC); /* the job's to write */
 	if (fd == -1)
 		return;
 	for (;;) {
@@ -855,17 +860,24 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		}
 	}
 	if (!adopt) {
-		int fresh = stat(p.dir, &sb) == -1;
-		if (plc_mkdirs(p.dir, 0750) == -1) {
-			h_log(j, PL_LOG_ERROR, "spawn: %s: %s", p.dir, strerror(errno));
+		int fresh = stat(p.dir, &sb) == -1, dfd;
+		/* Below the job's directory, no link is followed (the job may
+		 * write there); by hand the directory is the caller's. */
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "attempt-%d/%s", j->attempt, spec->name);
+		if (j->jobdirfd >= 0)
+			dfd = dirs_make_at(j->jobdirfd, rel, 0750);
+		else
+			dfd = plc_mkdirs(p.dir, 0750) == -1 ? -1 :
+			    open(p.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd == -1) {
+			h_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p.dir, strerror(errno));
 			return PL_EIO;
 		}
 		static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
-		for (int i = 0; !fresh && stale[i]; i++) {
-			char f[PATH_MAX + 16];
-			snprintf(f, sizeof(f), "%s/%s", p.dir, stale[i]);
-			unlink(f);
-		}
+		for (int i = 0; !fresh && stale[i]; i++)
+			unlinkat(dfd, stale[i], 0);
+		close(dfd);
 		int na = 0;
 		while (spec->argv[na])
 			na++;

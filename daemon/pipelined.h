@@ -60,6 +60,14 @@ uint64_t proc_starttime(pid_t pid);
 /* A process's state letter, process group and start time (fields 3, 5
  * and 22 of /proc/PID/stat; any may be NULL): 0, -1 when it is gone. */
 int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
+/* The job files under the state directory, which jobs may write to, are
+ * reached without following a link. dirs_make_at: make the directories
+ * of rel ('/'-separated) below dirfd as needed, each opened O_NOFOLLOW:
+ * the last one's descriptor, or -1 (ELOOP: a link on the way, ENOTDIR:
+ * a file). file_open_at: open(2) name in dirfd, O_NOFOLLOW, refused
+ * unless a regular file with one link (EINVAL, EMLINK). */
+int	dirs_make_at(int dirfd, const char *rel, mode_t mode);
+int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32
@@ -294,6 +302,7 @@ struct pl_job {
 	char workdir[PATH_MAX];           /* jobdir/work (or by hand: given) */
 	char logpath[PATH_MAX];           /* the job log */
 	int logfd;                        /* job_logf's descriptor, -1 until used */
+	int jobdirfd;                     /* jobdir, opened without following links; -1 by hand */
 	const struct executor *ex;        /* executor for spawns */
 	char *ex_opts;                    /* executor options ("k=v\n" lines) */
 	double deadline;                  /* monotonic; 0: none */

@@ -100,7 +100,9 @@ write_atomic(int dirfd, const char *name, const char *text)
 {
 	char tmp[256];
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	/* A new file: never one (or a link) the job may have put there. */
+	unlinkat(dirfd, tmp, 0);
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (fd == -1)
 		return -1;
 	size_t len = strlen(text);
@@ -184,7 +186,7 @@ sup_open(struct sup *s)
 	/* The records are written relative to the directory: a relative DIR
 	 * means the same after a chdir. The lock is the directory itself
 	 * (flock works on a directory's descriptor): no file to create. */
-	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dirfd == -1 || flock(s->dirfd, LOCK_EX | LOCK_NB) == -1) {
 		fprintf(stderr, "pipeline-shim: %s: %s\n", s->dir,
 		    s->dirfd == -1 ? strerror(errno) : "another shim holds its lock");
@@ -192,12 +194,26 @@ sup_open(struct sup *s)
 			close(s->dirfd);
 		return -1;
 	}
-	s->logfd = open(s->logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	/* The log is not followed if it is a link, and must be a file of
+	 * its own (not a FIFO, a device or another name of a file); by hand
+	 * it may be the caller's /dev/stderr. */
+	struct stat st;
+	int strict = strcmp(s->logp, "/dev/stderr") != 0;
+	s->logfd = open(s->logp, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC |
+	    (strict ? O_NOFOLLOW : 0), 0640);
+	if (s->logfd >= 0 && strict && (fstat(s->logfd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink > 1)) {
+		close(s->logfd);
+		s->logfd = -1;
+		errno = EINVAL;
+	}
 	if (s->logfd == -1) {
-		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, strerror(errno));
+		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, errno == EINVAL ?
+		    "not a regular file of one link" : strerror(errno));
 		close(s->dirfd);
 		return -1;
 	}
+	fcntl(s->logfd, F_SETFL, O_WRONLY | O_APPEND);
 	s->t0 = now_s();
 	return 0;
 }

@@ -1,11 +1,13 @@
 /* util.c: small parsers and helpers shared by the daemon and pipelinectl. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -301,4 +303,63 @@ proc_starttime(pid_t pid)
 {
 	uint64_t t;
 	return proc_stat(pid, NULL, NULL, &t) == 0 ? t : 0;
+}
+
+int
+dirs_make_at(int dirfd, const char *rel, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = dup(dirfd), e;
+	if (fd == -1)
+		return -1;
+	char *save = NULL;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (mkdirat(fd, c, mode) == -1 && errno != EEXIST)
+			goto fail;
+		int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (next == -1 && errno == ENOTDIR && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode))
+			errno = ELOOP; /* say so: a link to a directory is ENOTDIR */
+		if (next == -1)
+			goto fail;
+		close(fd);
+		fd = next;
+	}
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int
+file_open_at(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	struct stat st;
+	if (fd == -1 || fstat(fd, &st) == -1)
+		goto fail;
+	/* Not a device or a FIFO, and not another name of a file elsewhere. */
+	if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
+		close(fd);
+		errno = !S_ISREG(st.st_mode) ? EINVAL : EMLINK;
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl != -1 && !(flags & O_NONBLOCK))
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+fail:
+	if (fd >= 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return -1;
 }
