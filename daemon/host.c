@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -731,9 +732,22 @@ build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
 		extra++;
 	char **env = xcalloc((size_t)(n + extra + 16), sizeof(char *));
 	int k = 0;
+	/* A job run as its owner gets the owner's HOME, USER and LOGNAME,
+	 * not the daemon's. */
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	uid_t uid;
+	gid_t gid;
+	if (owner_ids(j->owner, &uid, &gid) == 0)
+		getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp);
 	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "PL_", 3) != 0)
+		if (strncmp(*e, "PL_", 3) != 0 && (pwp == NULL || (strncmp(*e, "HOME=", 5) != 0 &&
+		    strncmp(*e, "USER=", 5) != 0 && strncmp(*e, "LOGNAME=", 8) != 0)))
 			env[k++] = xstrdup(*e);
+	if (pwp != NULL && (asprintf(&env[k++], "HOME=%s", pw.pw_dir) < 0 ||
+	    asprintf(&env[k++], "USER=%s", pw.pw_name) < 0 ||
+	    asprintf(&env[k++], "LOGNAME=%s", pw.pw_name) < 0))
+		fatal("build_env");
 	if (asprintf(&env[k++], "PL_EVENTS=%s/events", p->dir) < 0 ||
 	    asprintf(&env[k++], "PL_JOB_DIR=%s", p->dir) < 0 ||
 	    asprintf(&env[k++], "PL_WORKDIR=%s", j->workdir) < 0 ||
@@ -866,7 +880,7 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		char rel[PATH_MAX];
 		snprintf(rel, sizeof(rel), "attempt-%d/%s", j->attempt, spec->name);
 		if (j->jobdirfd >= 0)
-			dfd = dirs_make_at(j->jobdirfd, rel, 0750);
+			dfd = dirs_make_owned(j->jobdirfd, rel, j->owner);
 		else
 			dfd = plc_mkdirs(p.dir, 0750) == -1 ? -1 :
 			    open(p.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -896,6 +910,10 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		argv[k++] = xstrdup(p.log);
 		argv[k++] = xstrdup("-c");
 		argv[k++] = xstrdup(r.cwd);
+		if (j->owner) {
+			argv[k++] = xstrdup("-u");
+			argv[k++] = xstrdup(j->owner);
+		}
 		argv[k++] = xstrdup("--");
 		for (int i = 0; i < na; i++)
 			argv[k++] = xstrdup(spec->argv[i]);

@@ -351,11 +351,11 @@ job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
 	int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
 	if (sfd >= 0) {
 		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(sfd, rel, 0750);
+		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
 	}
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
-		wfd = dirs_make_at(pj->jobdirfd, "work", 0750);
+		wfd = dirs_make_owned(pj->jobdirfd, "work", pj->owner);
 	}
 	if (wfd >= 0) {
 		what = pj->logpath;
@@ -388,6 +388,7 @@ job_launch(struct sjob *j, int adopt)
 	pj->attempt_id = j->attempt_id;
 	pj->attempt = j->attempts;
 	pj->adopted = adopt;
+	pj->owner = r->spec->owner;
 	snprintf(pj->jobdir, sizeof(pj->jobdir), "%s/runs/%s/%s", D->conf->state_dir, r->name,
 	    j->sec->name);
 	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
@@ -919,9 +920,11 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		return;
 	}
 	free(errs);
-	/* Keep the name under which it was submitted (submit --name). */
+	/* Keep the name under which it was submitted (submit --name), and
+	 * who its jobs run as. */
 	free(spec->name);
 	spec->name = xstrdup(name);
+	spec->owner = store_run_owner_get(D->store, name);
 	struct srun *r = run_build(id, spec, state);
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];

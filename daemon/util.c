@@ -363,3 +363,41 @@ fail:
 	}
 	return -1;
 }
+
+int
+owner_ids(const char *owner, uid_t *uid, gid_t *gid)
+{
+	unsigned u, g;
+	if (owner == NULL || sscanf(owner, "%u:%u", &u, &g) != 2)
+		return -1;
+	*uid = (uid_t)u;
+	*gid = (gid_t)g;
+	return 0;
+}
+
+int
+dirs_make_owned(int dirfd, const char *rel, const char *owner)
+{
+	char up[PATH_MAX];
+	const char *leaf = strrchr(rel, '/');
+	int pfd = dirfd;
+	if (leaf != NULL) {
+		snprintf(up, sizeof(up), "%.*s", (int)(leaf - rel), rel);
+		if ((pfd = dirs_make_at(dirfd, up, 0711)) == -1)
+			return -1;
+		leaf++;
+	} else
+		leaf = rel;
+	int fd = dirs_make_at(pfd, leaf, 0750), e = errno;
+	uid_t uid;
+	gid_t gid;
+	if (fd >= 0 && owner_ids(owner, &uid, &gid) == 0 && fchown(fd, uid, gid) == -1) {
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	if (pfd != dirfd)
+		close(pfd);
+	errno = e;
+	return fd;
+}
