@@ -255,10 +255,12 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	return 0;
 }
 
-/* How many processes of group pgid still run: zombies, which hold no
- * file or directory any more, do not count. -1 when /proc is unreadable. */
+/* How many of what a shim started still run: the processes of group
+ * pgid, and its leader, the child the shim recorded (start time cstart),
+ * should it have left the group (setsid). Zombies, which hold no file or
+ * directory any more, do not count. */
 static int
-pgrp_running(pid_t pgid)
+orphans_running(pid_t pgid, uint64_t cstart)
 {
 	DIR *d = opendir("/proc");
 	if (d == NULL)
@@ -269,8 +271,9 @@ pgrp_running(pid_t pgid)
 		char *end, st;
 		long pid = strtol(e->d_name, &end, 10);
 		pid_t pg;
-		if (*end == '\0' && pid > 0 && proc_stat((pid_t)pid, &st, &pg, NULL) == 0 &&
-		    pg == pgid && st != 'Z' && st != 'X')
+		uint64_t t;
+		if (*end == '\0' && pid > 0 && proc_stat((pid_t)pid, &st, &pg, &t) == 0 &&
+		    (pg == pgid || (pid == pgid && t == cstart)) && st != 'Z' && st != 'X')
 			n++;
 	}
 	closedir(d);
@@ -279,36 +282,41 @@ pgrp_running(pid_t pgid)
 
 /* p's shim is gone without an exit record: the program it started may
  * run on, orphaned, in its process group (shim.json), in the directories
- * the job's next attempt will use. Kill that group (SIGTERM, SIGKILL
+ * the job's next attempt will use. Kill it and its group (SIGTERM, SIGKILL
  * after ORPHAN_GRACE_S) and wait until none of it runs, so that no job
- * runs twice at once. The group is the child's only while its leader is
- * the child recorded (its start time), or gone with members left: a
- * recycled pid leading a group of its own is left alone. Says what it did
- * in p->reason. */
+ * runs twice at once. A live process with the child's pid is the child
+ * only with the start time recorded (a recycled pid is left alone, and
+ * then the group is gone too: a pid is not reused while its group lives).
+ * Says what it did in p->reason. */
 #define ORPHAN_GRACE_S 5
 #define ORPHAN_WAIT_S 30
 static void
 kill_orphans(struct proc *p)
 {
-	pid_t child = 0, pgid = 0, pg = 0;
+	pid_t child = 0, pgid = 0;
 	uint64_t cstart = 0, t = 0;
-	char st;
 	if (proc_read_shim(p, &child, &pgid, &cstart) == -1 || pgid <= 1)
 		return;
 	/* A record without the child's start time (an older shim): the child
 	 * started after its shim. */
-	if (proc_stat(pgid, &st, &pg, &t) == 0 && (pg != pgid ||
-	    (cstart != 0 ? t != cstart : t < p->starttime)))
+	int alive = proc_stat(pgid, NULL, NULL, &t) == 0;
+	if (alive && (cstart != 0 ? t != cstart : t < p->starttime))
 		return;
-	if (pgrp_running(pgid) <= 0)
+	if (cstart == 0)
+		cstart = t;
+	if (orphans_running(pgid, cstart) <= 0)
 		return;
 	log_warnx("%s: %s: the shim is gone, its process group %d runs on: killing it",
 	    __func__, p->dir, (int)pgid);
-	kill(-pgid, SIGTERM);
 	int n, i;
-	for (i = 0; (n = pgrp_running(pgid)) > 0 && i < (ORPHAN_GRACE_S + ORPHAN_WAIT_S) * 20; i++) {
-		if (i == ORPHAN_GRACE_S * 20)
-			kill(-pgid, SIGKILL);
+	for (i = 0; (n = orphans_running(pgid, cstart)) > 0 &&
+	    i < (ORPHAN_GRACE_S + ORPHAN_WAIT_S) * 20; i++) {
+		if (i == 0 || i == ORPHAN_GRACE_S * 20) {
+			int sig = i == 0 ? SIGTERM : SIGKILL;
+			kill(-pgid, sig);
+			if (alive)
+				kill(pgid, sig);
+		}
 		usleep(50000);
 	}
 	size_t len = strlen(p->reason);

@@ -599,7 +599,7 @@ events_read(struct evreader *r)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/events", r->p->dir);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC); /* the job's to write */
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
 	if (fd == -1)
 		return;
 	for (;;) {

@@ -655,9 +655,9 @@ static int
 run_shim(int sock)
 {
 	setsid(); /* terminal signals meant for the daemon stay away */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != sock)
-			close(fd);
+	if (sock > 3)
+		close_range(3, (unsigned)sock - 1, 0);
+	close_range((unsigned)sock + 1, ~0U, 0);
 	fcntl(sock, F_SETFD, FD_CLOEXEC);
 	unsigned long long self_start = starttime(getpid());
 	sigset_t sigs, none;

@@ -351,10 +351,7 @@ file_open_at(int dirfd, const char *name, int flags, mode_t mode)
 		errno = !S_ISREG(st.st_mode) ? EINVAL : EMLINK;
 		return -1;
 	}
-	int fl = fcntl(fd, F_GETFL);
-	if (fl != -1 && !(flags & O_NONBLOCK))
-		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	return fd;
+	return fd; /* O_NONBLOCK (not to hang on a FIFO) means nothing to a file */
 fail:
 	if (fd >= 0) {
 		int e = errno;
