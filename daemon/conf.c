@@ -3,6 +3,7 @@
  * right after the reader returned the line it is about. */
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ struct conf_key {
 	const char *section;
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
-	                       a ADDRESS:PORT, e notify events */
+	                       a ADDRESS:PORT, e notify events, u user */
 	const char *help;
 };
 
@@ -34,6 +35,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "log_file", 'p', "the log file when detached" },
 	{ "daemon", "max_jobs", 'i', "jobs running at once" },
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
+	{ "daemon", "job_user", 'u', "the user root's submissions run their jobs as" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
 	{ "daemon", "http_listen", 'a', "ADDRESS:PORT serving the status page and /metrics; off if unset" },
@@ -215,6 +217,18 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 			c->gid = g->gr_gid;
 		}
 		break;
+	case 'u':
+		if (*value != '\0') {
+			struct passwd *pw = getpwnam(value);
+			if (pw == NULL) {
+				errs_add(p->errs, c->path, p->line, name, "no such user \"%s\"", value);
+				p->nerr++;
+				return 1;
+			}
+			c->job_uid = pw->pw_uid;
+			c->job_gid = pw->pw_gid;
+		}
+		break;
 	}
 	if (bad) {
 		errs_add(p->errs, c->path, p->line, name, "bad value \"%s\"", value);
@@ -254,6 +268,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->max_jobs = (int)i;
 	else if (strcmp(name, "group") == 0)
 		snprintf(c->group, sizeof(c->group), "%s", value);
+	else if (strcmp(name, "job_user") == 0)
+		snprintf(c->job_user, sizeof(c->job_user), "%s", value);
 	else if (strcmp(name, "kill_grace") == 0)
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
@@ -304,6 +320,8 @@ conf_defaults(struct conf *c)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->max_jobs = n > 0 ? (int)n : 2;
 	c->gid = (gid_t)-1;
+	c->job_uid = (uid_t)-1;
+	c->job_gid = (gid_t)-1;
 	c->kill_grace = 10;
 	c->feed_queue_max = 1 << 20;
 	c->control_max_clients = 256;
@@ -395,6 +413,7 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "log_file = %s\n", c->log_file);
 	fprintf(f, "max_jobs = %d\n", c->max_jobs);
 	fprintf(f, "group = %s\n", c->group);
+	fprintf(f, "job_user = %s\n", c->job_user);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
 	fprintf(f, "http_listen = %s\n", c->http_listen);

@@ -162,6 +162,36 @@ peer_may_write(const struct client *c)
 	return 0;
 }
 
+/* Who a run submitted by this peer runs its jobs as (pipelined(8)
+ * USERS), as spec->owner has it: the peer's uid, gid and groups
+ * (SO_PEERCRED, SO_PEERGROUPS), or for root the configured job_user with
+ * its groups; NULL for the daemon's own user (root without job_user, or a
+ * daemon that is not root and so cannot switch). */
+static char *
+run_owner(const struct client *c)
+{
+	uid_t uid = c->uid;
+	gid_t gid = c->gid, jg[256];
+	const gid_t *g = c->groups;
+	int ng = c->ngroups;
+	if (geteuid() != 0 || (uid == 0 && D->conf->job_uid == (uid_t)-1))
+		return NULL;
+	if (uid == 0) {
+		uid = D->conf->job_uid;
+		gid = D->conf->job_gid;
+		struct passwd *pw = getpwuid(uid);
+		ng = 256;
+		if (pw == NULL || getgrouplist(pw->pw_name, gid, jg, &ng) == -1)
+			ng = 0;
+		g = jg;
+	}
+	char buf[4096];
+	size_t n = (size_t)snprintf(buf, sizeof(buf), "%u:%u", (unsigned)uid, (unsigned)gid);
+	for (int i = 0; i < ng && n + 12 < sizeof(buf); i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%c%u", i ? ',' : ':', (unsigned)g[i]);
+	return xstrdup(buf);
+}
+
 static const char *
 arg_str(const cJSON *req, const char *k)
 {
@@ -225,6 +255,7 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	char err[512];
+	spec->owner = run_owner(c);
 	int rc = sched_submit(spec, err, sizeof(err)), e = errno;
 	if (rc != 0) {
 		cJSON_Delete(r);
@@ -253,7 +284,7 @@ v_logs(struct client *c, const cJSON *req)
 	cJSON *r = cJSON_CreateObject();
 	char buf[65536 + 1];
 	ssize_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	int more = 0;
 	if (fd >= 0) {
 		n = pread(fd, buf, sizeof(buf) - 1, o);

@@ -4,7 +4,7 @@
  * files the shim leaves in the process directory, whatever the executor:
  *
  *   DIR/shim.json   written by the shim once the child runs:
- *                   {"shim_pid","shim_start","child_pid","pgid","host"}
+ *                   {"shim_pid","shim_start","child_pid","pgid","child_start","host"}
  *   DIR/events      the child's event lines (pipeline-job(7)); PL_EVENTS
  *   DIR/exit.json   written by the shim (atomically) when the child ended:
  *                   {"exited":0|1,"status":N,"signal":N,"start":T,"end":T}
@@ -97,11 +97,12 @@ void	exec_local_run_done(const char *run);
 extern const struct executor exec_slurm __attribute__((weak));
 
 /* exec_common.c: shared by executors. Read DIR/exit.json into p (1 when
- * present, 0 when absent, -1 when unreadable); read DIR/shim.json. */
+ * present, 0 when absent, -1 when unreadable); read DIR/shim.json (the
+ * child's start time 0 in a record that has none). */
 int	proc_read_exit(struct proc *p);
 /* Hold the descriptor that proc_read_exit() and proc_read_shim() use
  * when the process is out of them; the daemon calls it at start. */
 void	proc_reserve_fd(void);
-int	proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid);
+int	proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_start);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipelined.h"
 #include "plcommon.h"
@@ -26,6 +27,21 @@ proc_reserve_fd(void)
 	pthread_mutex_unlock(&reserve_mtx);
 }
 
+/* The process directory is the job's to write: a record is opened
+ * without following a link, as a regular file of one link. */
+static char *
+read_nofollow(const char *path)
+{
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	if (fd == -1)
+		return NULL;
+	char *t = plc_read_fd(fd, NULL, 1 << 20);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return t;
+}
+
 /* Read a record; NULL with errno ENOENT when there is none. Out of
  * descriptors, the reserve is given up for the read and taken again; a
  * thread that lost the freed slot to another waits and tries again, for
@@ -34,14 +50,14 @@ static char *
 read_record(const char *path)
 {
 	for (int tries = 0;; tries++) {
-		char *t = plc_read_file(path, NULL, 1 << 20);
+		char *t = read_nofollow(path);
 		if (t != NULL || (errno != EMFILE && errno != ENFILE))
 			return t;
 		pthread_mutex_lock(&reserve_mtx);
 		if (reserve_fd != -1) {
 			close(reserve_fd);
 			reserve_fd = -1;
-			t = plc_read_file(path, NULL, 1 << 20);
+			t = read_nofollow(path);
 			int e = errno;
 			reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			errno = e;
@@ -62,6 +78,7 @@ read_record(const char *path)
 static cJSON *
 read_json(const char *dir, const char *name)
 {
+	/* The process directory is the job's to write: no link followed. */
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	char *t = read_record(path);
@@ -101,7 +118,7 @@ proc_read_exit(struct proc *p)
 }
 
 int
-proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid)
+proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_start)
 {
 	cJSON *o = read_json(p->dir, "shim.json");
 	if (o == NULL)
@@ -110,6 +127,9 @@ proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid)
 		*child_pid = num(o, "child_pid", 0);
 	if (pgid)
 		*pgid = num(o, "pgid", 0);
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(o, "child_start");
+	if (child_start)
+		*child_start = cJSON_IsNumber(cs) ? (uint64_t)cs->valuedouble : 0;
 	if (p->pid <= 0)
 		p->pid = num(o, "shim_pid", 0);
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "shim_start");

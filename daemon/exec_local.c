@@ -8,6 +8,7 @@
  * own shim); a restarted daemon re-adopts it by the shim's pid, checked
  * against the start time recorded when it was spawned, so a recycled pid
  * is never mistaken for the shim, and takes its ending from exit.json. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -254,13 +255,86 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	return 0;
 }
 
+/* How many of what a shim started still run: the processes of group
+ * pgid, and its leader, the child the shim recorded (start time cstart),
+ * should it have left the group (setsid). Zombies, which hold no file or
+ * directory any more, do not count. */
+static int
+orphans_running(pid_t pgid, uint64_t cstart)
+{
+	DIR *d = opendir("/proc");
+	if (d == NULL)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end, st;
+		long pid = strtol(e->d_name, &end, 10);
+		pid_t pg;
+		uint64_t t;
+		if (*end == '\0' && pid > 0 && proc_stat((pid_t)pid, &st, &pg, &t) == 0 &&
+		    (pg == pgid || (pid == pgid && t == cstart)) && st != 'Z' && st != 'X')
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* p's shim is gone without an exit record: the program it started may
+ * run on, orphaned, in its process group (shim.json), in the directories
+ * the job's next attempt will use. Kill it and its group (SIGTERM, SIGKILL
+ * after ORPHAN_GRACE_S) and wait until none of it runs, so that no job
+ * runs twice at once. A live process with the child's pid is the child
+ * only with the start time recorded (a recycled pid is left alone, and
+ * then the group is gone too: a pid is not reused while its group lives).
+ * Says what it did in p->reason. */
+#define ORPHAN_GRACE_S 5
+#define ORPHAN_WAIT_S 30
+static void
+kill_orphans(struct proc *p)
+{
+	pid_t child = 0, pgid = 0;
+	uint64_t cstart = 0, t = 0;
+	if (proc_read_shim(p, &child, &pgid, &cstart) == -1 || pgid <= 1)
+		return;
+	/* A record without the child's start time (an older shim): the child
+	 * started after its shim. */
+	int alive = proc_stat(pgid, NULL, NULL, &t) == 0;
+	if (alive && (cstart != 0 ? t != cstart : t < p->starttime))
+		return;
+	if (cstart == 0)
+		cstart = t;
+	if (orphans_running(pgid, cstart) <= 0)
+		return;
+	log_warnx("%s: %s: the shim is gone, its process group %d runs on: killing it",
+	    __func__, p->dir, (int)pgid);
+	int n, i;
+	for (i = 0; (n = orphans_running(pgid, cstart)) > 0 &&
+	    i < (ORPHAN_GRACE_S + ORPHAN_WAIT_S) * 20; i++) {
+		if (i == 0 || i == ORPHAN_GRACE_S * 20) {
+			int sig = i == 0 ? SIGTERM : SIGKILL;
+			kill(-pgid, sig);
+			if (alive)
+				kill(pgid, sig);
+		}
+		usleep(50000);
+	}
+	size_t len = strlen(p->reason);
+	if (n > 0)
+		log_warnx("%s: %s: process group %d still runs after SIGKILL", __func__, p->dir,
+		    (int)pgid);
+	snprintf(p->reason + len, sizeof(p->reason) - len, "; its process group %d %s",
+	    (int)pgid, n > 0 ? "still runs after SIGKILL" : i > ORPHAN_GRACE_S * 20 ?
+	    "was killed (SIGKILL)" : "was killed (SIGTERM)");
+}
+
 static int
 local_adopt(struct proc *p)
 {
 	if (p->pid <= 0 || p->starttime == 0) {
 		/* Crashed between writing the row and starting: look at what
 		 * the shim recorded, if it ever ran. */
-		if (proc_read_shim(p, NULL, NULL) == -1) {
+		if (proc_read_shim(p, NULL, NULL, NULL) == -1) {
 			if (proc_read_exit(p) == 1)
 				return 0;
 			p->state = PROC_STARTING;
@@ -278,6 +352,7 @@ local_adopt(struct proc *p)
 	if (proc_read_exit(p) == 0) {
 		p->state = PROC_LOST;
 		snprintf(p->reason, sizeof(p->reason), "shim %d gone, no exit record", (int)p->pid);
+		kill_orphans(p);
 	}
 	return 0;
 }
@@ -365,6 +440,7 @@ local_wait(struct proc *p, int timeout_ms)
 		return 0;
 	p->state = PROC_LOST;
 	snprintf(p->reason, sizeof(p->reason), "shim ended without an exit record");
+	kill_orphans(p);
 	return 1;
 }
 
@@ -395,7 +471,7 @@ local_signal(struct proc *p, int sig)
 	 * (A run's shim records it before it replies.) */
 	for (int i = 0; i < 200 && !has_record(p, "shim.json") && p->pid > 0 && kill(p->pid, 0) == 0; i++)
 		usleep(5000);
-	if (proc_read_shim(p, &child, &pgid) == 0 && pgid > 0)
+	if (proc_read_shim(p, &child, &pgid, NULL) == 0 && pgid > 0)
 		return kill(-pgid, sig);
 	if (p->pid <= 0 || is_run_shim(p->pid))
 		return -1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,6 +62,7 @@ job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	j->ex = &exec_local;
 	j->out = stderr;
 	j->logfd = -1;
+	j->jobdirfd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	if (spec)
 		snprintf(j->run, sizeof(j->run), "%s", spec->name);
@@ -80,6 +82,8 @@ job_free(struct pl_job *j)
 	free(j->ex_opts);
 	if (j->logfd >= 0)
 		close(j->logfd);
+	if (j->jobdirfd >= 0)
+		close(j->jobdirfd);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -100,7 +104,9 @@ job_logf(struct pl_job *j, const char *fmt, ...)
 	/* Opened once per job (the shim appends to the same file: O_APPEND
 	 * keeps each line whole). */
 	pthread_mutex_lock(&j->lock);
-	if (j->logfd < 0)
+	if (j->logfd < 0 && j->jobdirfd >= 0)
+		j->logfd = file_open_at(j->jobdirfd, "job.log", O_WRONLY | O_APPEND | O_CREAT, 0640);
+	else if (j->logfd < 0)
 		j->logfd = open(j->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	int fd = j->logfd;
 	pthread_mutex_unlock(&j->lock);
@@ -593,7 +599,7 @@ events_read(struct evreader *r)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/events", r->p->dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
 	if (fd == -1)
 		return;
 	for (;;) {
@@ -738,9 +744,22 @@ build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
 		extra++;
 	char **env = xcalloc((size_t)(n + extra + 16), sizeof(char *));
 	int k = 0;
+	/* A job run as its owner gets the owner's HOME, USER and LOGNAME,
+	 * not the daemon's. */
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	uid_t uid;
+	gid_t gid;
+	if (owner_ids(j->owner, &uid, &gid) == 0)
+		getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp);
 	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "PL_", 3) != 0)
+		if (strncmp(*e, "PL_", 3) != 0 && (pwp == NULL || (strncmp(*e, "HOME=", 5) != 0 &&
+		    strncmp(*e, "USER=", 5) != 0 && strncmp(*e, "LOGNAME=", 8) != 0)))
 			env[k++] = xstrdup(*e);
+	if (pwp != NULL && (asprintf(&env[k++], "HOME=%s", pw.pw_dir) < 0 ||
+	    asprintf(&env[k++], "USER=%s", pw.pw_name) < 0 ||
+	    asprintf(&env[k++], "LOGNAME=%s", pw.pw_name) < 0))
+		fatal("build_env");
 	if (asprintf(&env[k++], "PL_EVENTS=%s/events", p->dir) < 0 ||
 	    asprintf(&env[k++], "PL_JOB_DIR=%s", p->dir) < 0 ||
 	    asprintf(&env[k++], "PL_WORKDIR=%s", j->workdir) < 0 ||
@@ -867,17 +886,24 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		}
 	}
 	if (!adopt) {
-		int fresh = stat(p.dir, &sb) == -1;
-		if (plc_mkdirs(p.dir, 0750) == -1) {
-			h_log(j, PL_LOG_ERROR, "spawn: %s: %s", p.dir, strerror(errno));
+		int fresh = stat(p.dir, &sb) == -1, dfd;
+		/* Below the job's directory, no link is followed (the job may
+		 * write there); by hand the directory is the caller's. */
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "attempt-%d/%s", j->attempt, spec->name);
+		if (j->jobdirfd >= 0)
+			dfd = dirs_make_owned(j->jobdirfd, rel, j->owner);
+		else
+			dfd = plc_mkdirs(p.dir, 0750) == -1 ? -1 :
+			    open(p.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd == -1) {
+			h_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p.dir, strerror(errno));
 			return PL_EIO;
 		}
 		static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
-		for (int i = 0; !fresh && stale[i]; i++) {
-			char f[PATH_MAX + 16];
-			snprintf(f, sizeof(f), "%s/%s", p.dir, stale[i]);
-			unlink(f);
-		}
+		for (int i = 0; !fresh && stale[i]; i++)
+			unlinkat(dfd, stale[i], 0);
+		close(dfd);
 		int na = 0;
 		while (spec->argv[na])
 			na++;
@@ -896,6 +922,10 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		argv[k++] = xstrdup(p.log);
 		argv[k++] = xstrdup("-c");
 		argv[k++] = xstrdup(r.cwd);
+		if (j->owner) {
+			argv[k++] = xstrdup("-u");
+			argv[k++] = xstrdup(j->owner);
+		}
 		argv[k++] = xstrdup("--");
 		for (int i = 0; i < na; i++)
 			argv[k++] = xstrdup(spec->argv[i]);

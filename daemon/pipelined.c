@@ -180,7 +180,9 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
-	if (plc_mkdirs(conf.state_dir, 0750) == -1) {
+	/* Searchable (0711): jobs run as their submitters reach their own
+	 * directories below it; nothing in it is readable by others. */
+	if (plc_mkdirs(conf.state_dir, 0711) == -1) {
 		fprintf(stderr, "pipelined: %s: %s\n", conf.state_dir, strerror(errno));
 		return 1;
 	}

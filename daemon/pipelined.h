@@ -102,6 +102,24 @@ void	metrics_count(enum metrics_counter which, long delta);
 int	metrics_init(const char *dbpath);
 /* The exposition as a malloc'd text (*len bytes), or NULL. HTTP thread only. */
 char	*metrics_render(size_t *len);
+/* A process's state letter, process group and start time (fields 3, 5
+ * and 22 of /proc/PID/stat; any may be NULL): 0, -1 when it is gone. */
+int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
+/* The job files under the state directory, which jobs may write to, are
+ * reached without following a link. dirs_make_at: make the directories
+ * of rel ('/'-separated) below dirfd as needed, each opened O_NOFOLLOW:
+ * the last one's descriptor, or -1 (ELOOP: a link on the way, ENOTDIR:
+ * a file). file_open_at: open(2) name in dirfd, O_NOFOLLOW, refused
+ * unless a regular file with one link (EINVAL, EMLINK). */
+int	dirs_make_at(int dirfd, const char *rel, mode_t mode);
+/* dirs_make_at for a directory that owner's job programs write (the work
+ * and process directories): made 0750 and, when owner (a spec->owner) is
+ * set, given to its uid and gid; the directories above are made 0711, so
+ * that the owner can reach it. */
+int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
+/* The uid and gid of an owner string ("UID:GID[:G1,...]"): 0 or -1. */
+int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
+int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32
@@ -123,6 +141,9 @@ struct conf {
 	char log_file[PATH_MAX];
 	char group[64];
 	gid_t gid;                    /* (gid_t)-1 when no group is set */
+	char job_user[64];            /* root's submissions run as this user ("": root) */
+	uid_t job_uid;                /* its uid and primary group, (uid_t)-1 when unset */
+	gid_t job_gid;
 	int log_level;
 	int max_jobs;
 	double kill_grace;
@@ -178,6 +199,7 @@ struct spec {
 	int njobs;
 	char *name;        /* run name */
 	char *previous;
+	char *owner;       /* who its jobs run as: "UID:GID[:G1,G2...]" (NULL: the daemon's user) */
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
@@ -217,7 +239,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /* store.c: the SQLite store (thread-safe; one connection, one mutex) */
 struct store;
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -342,6 +364,7 @@ struct job_row {
 int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
 int64_t	store_run_id(struct store *s, const char *name);
 char	*store_run_state_get(struct store *s, const char *name);
+char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
@@ -365,6 +388,8 @@ struct pl_job {
 	char workdir[PATH_MAX];           /* jobdir/work (or by hand: given) */
 	char logpath[PATH_MAX];           /* the job log */
 	int logfd;                        /* job_logf's descriptor, -1 until used */
+	int jobdirfd;                     /* jobdir, opened without following links; -1 by hand */
+	const char *owner;                /* who its programs run as (spec->owner); NULL: as we do */
 	const struct executor *ex;        /* executor for spawns */
 	char *ex_opts;                    /* executor options ("k=v\n" lines) */
 	double deadline;                  /* monotonic; 0: none */

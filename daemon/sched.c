@@ -17,6 +17,7 @@
  * name); otherwise its leftover processes are killed and the job is queued
  * again without spending a retry (the attempt is recorded as lost). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ struct sjob {
 	int ndeps;
 	struct sjob *done_next;  /* link in the handoff list or the pool's queue */
 	char logpath[PATH_MAX];
+	char launch_err[PATH_MAX + 64]; /* why job_launch() failed, for the job's message */
 };
 
 struct srun {
@@ -316,9 +318,9 @@ static void
 start_failed(struct sjob *j)
 {
 	store_begin(D->store);
-	store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, "could not start");
-	store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0,
-	    "could not start the job thread");
+	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
+	store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, why);
+	store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0, why);
 	store_commit(D->store);
 	set_state(j, "failed");
 }
@@ -343,6 +345,41 @@ handoff_release(void)
 		sched_kick();
 }
 
+/* The job's directory, its work directory and its log, made or opened
+ * without following a link (jobs write below the state directory):
+ * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
+static int
+job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
+{
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "runs/%s/%s", j->run->name, j->sec->name);
+	const char *what = D->conf->state_dir, *verb = "make";
+	int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
+	if (sfd >= 0) {
+		what = pj->jobdir;
+		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
+	}
+	if (pj->jobdirfd >= 0) {
+		what = pj->workdir;
+		wfd = dirs_make_owned(pj->jobdirfd, "work", pj->owner);
+	}
+	if (wfd >= 0) {
+		what = pj->logpath;
+		verb = "open";
+		pj->logfd = file_open_at(pj->jobdirfd, "job.log", O_WRONLY | O_APPEND | O_CREAT,
+		    0640);
+	}
+	int e = errno;
+	if (wfd >= 0)
+		close(wfd);
+	if (sfd >= 0)
+		close(sfd);
+	if (pj->logfd >= 0)
+		return 0;
+	snprintf(why, len, "cannot %s %s: %s", verb, what, strerror(e));
+	return -1;
+}
+
 /* Build the job's pl_job and start its thread. adopt: re-enter the
  * attempt that was running when the daemon stopped. */
 static int
@@ -357,13 +394,18 @@ job_launch(struct sjob *j, int adopt)
 	pj->attempt_id = j->attempt_id;
 	pj->attempt = j->attempts;
 	pj->adopted = adopt;
+	pj->owner = r->spec->owner;
 	snprintf(pj->jobdir, sizeof(pj->jobdir), "%s/runs/%s/%s", D->conf->state_dir, r->name,
 	    j->sec->name);
 	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
 	snprintf(pj->logpath, sizeof(pj->logpath), "%s/job.log", pj->jobdir);
 	snprintf(j->logpath, sizeof(j->logpath), "%s", pj->logpath);
-	if (plc_mkdirs(pj->workdir, 0750) == -1) {
-		log_warn("%s: %s", __func__, pj->workdir);
+	j->launch_err[0] = '\0';
+	if (job_dirs(pj, j, j->launch_err, sizeof(j->launch_err)) == -1) {
+		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, j->launch_err);
+		if (pj->jobdirfd >= 0) /* else there is no log to write to */
+			job_logf(pj, "=== %s attempt %d of job %s: %s ===", r->name, j->attempts,
+			    j->sec->name, j->launch_err);
 		job_free(pj);
 		return -1;
 	}
@@ -615,6 +657,7 @@ sched_kick(void)
 				continue;
 			job_start(j);
 		}
+		advance_open(r); /* past a job that failed to start */
 		run_finish_check(r);
 	}
 	if (next > 0 && !on_loop_thread()) {
@@ -899,9 +942,11 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		return;
 	}
 	free(errs);
-	/* Keep the name under which it was submitted (submit --name). */
+	/* Keep the name under which it was submitted (submit --name), and
+	 * who its jobs run as. */
 	free(spec->name);
 	spec->name = xstrdup(name);
+	spec->owner = store_run_owner_get(D->store, name);
 	struct srun *r = run_build(id, spec, state);
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
@@ -931,7 +976,8 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
 			    j->attempts);
 			if (job_launch(j, 1) == -1)
-				job_set(j, "failed", "could not re-enter after a restart");
+				job_set(j, "failed", j->launch_err[0] ? j->launch_err :
+				    "could not re-enter after a restart");
 			continue;
 		}
 		kill_leftovers(j, j->attempt_id);

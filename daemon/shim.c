@@ -100,7 +100,9 @@ write_atomic(int dirfd, const char *name, const char *text)
 {
 	char tmp[256];
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	/* A new file: never one (or a link) the job may have put there. */
+	unlinkat(dirfd, tmp, 0);
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (fd == -1)
 		return -1;
 	size_t len = strlen(text);
@@ -121,14 +123,18 @@ now_s(void)
 	return t.tv_sec + t.tv_usec / 1e6;
 }
 
+/* shim.json: the child's start time too, so that a daemon that finds
+ * this shim gone can tell the child's process group from a recycled one
+ * before it kills what is left of it. */
 static void
 record_shim(int dirfd, pid_t shim, unsigned long long start, pid_t child)
 {
 	char host[256] = "", text[1024];
 	gethostname(host, sizeof(host) - 1);
 	snprintf(text, sizeof(text),
-	    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,\"host\":\"%s\"}\n",
-	    (int)shim, start, (int)child, (int)child, host);
+	    "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,"
+	    "\"child_start\":%llu,\"host\":\"%s\"}\n",
+	    (int)shim, start, (int)child, (int)child, starttime(child), host);
 	write_atomic(dirfd, "shim.json", text);
 }
 
@@ -149,13 +155,48 @@ record_exit(int dirfd, int logfd, int status, double t0)
 	return rc;
 }
 
+/* Who the child runs as (-u UID:GID[:G1,G2...]): set when the shim is
+ * root and the job's owner is another user (pipelined(8) USERS). */
+#define SHIM_NGROUPS 256
+struct cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[SHIM_NGROUPS];
+};
+
 /* One process's supervision, as the command line asks for it. */
 struct sup {
-	const char *dir, *logp, *cwd;
+	const char *dir, *logp, *cwd, *user;
 	char **argv;
 	int dirfd, logfd;
 	double t0;
 };
+
+/* Parse -u's UID:GID[:G1,G2...]: 0, or -1 when malformed. */
+static int
+parse_cred(const char *text, struct cred *c)
+{
+	char *end;
+	unsigned long u = strtoul(text, &end, 10), g;
+	if (end == text || *end != ':')
+		return -1;
+	const char *p = end + 1;
+	g = strtoul(p, &end, 10);
+	if (end == p || (*end != ':' && *end != '\0') || u >= (uid_t)-1 || g >= (gid_t)-1)
+		return -1;
+	c->uid = (uid_t)u;
+	c->gid = (gid_t)g;
+	c->ngroups = 0;
+	while (*end == ':' || *end == ',') {
+		p = end + 1;
+		unsigned long x = strtoul(p, &end, 10);
+		if (end == p || x >= (gid_t)-1 || c->ngroups == SHIM_NGROUPS)
+			return -1;
+		c->groups[c->ngroups++] = (gid_t)x;
+	}
+	return *end == '\0' ? 0 : -1;
+}
 
 static int
 parse_args(int argc, char **argv, struct sup *s, int *group_fd)
@@ -164,11 +205,12 @@ parse_args(int argc, char **argv, struct sup *s, int *group_fd)
 	memset(s, 0, sizeof(*s));
 	*group_fd = -1;
 	optind = 0; /* a full restart of getopt: a run's shim parses many */
-	while ((opt = getopt(argc, argv, "+d:l:c:G:")) != -1) {
+	while ((opt = getopt(argc, argv, "+d:l:c:u:G:")) != -1) {
 		switch (opt) {
 		case 'd': s->dir = optarg; break;
 		case 'l': s->logp = optarg; break;
 		case 'c': s->cwd = optarg; break;
+		case 'u': s->user = optarg; break;
 		case 'G': *group_fd = atoi(optarg); return 0;
 		default: return -1;
 		}
@@ -186,7 +228,7 @@ sup_open(struct sup *s)
 	/* The records are written relative to the directory: a relative DIR
 	 * means the same after a chdir. The lock is the directory itself
 	 * (flock works on a directory's descriptor): no file to create. */
-	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dirfd == -1 || flock(s->dirfd, LOCK_EX | LOCK_NB) == -1) {
 		fprintf(stderr, "pipeline-shim: %s: %s\n", s->dir,
 		    s->dirfd == -1 ? strerror(errno) : "another shim holds its lock");
@@ -194,12 +236,26 @@ sup_open(struct sup *s)
 			close(s->dirfd);
 		return -1;
 	}
-	s->logfd = open(s->logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	/* The log is not followed if it is a link, and must be a file of
+	 * its own (not a FIFO, a device or another name of a file); by hand
+	 * it may be the caller's /dev/stderr. */
+	struct stat st;
+	int strict = strcmp(s->logp, "/dev/stderr") != 0;
+	s->logfd = open(s->logp, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC |
+	    (strict ? O_NOFOLLOW : 0), 0640);
+	if (s->logfd >= 0 && strict && (fstat(s->logfd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink > 1)) {
+		close(s->logfd);
+		s->logfd = -1;
+		errno = EINVAL;
+	}
 	if (s->logfd == -1) {
-		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, strerror(errno));
+		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, errno == EINVAL ?
+		    "not a regular file of one link" : strerror(errno));
 		close(s->dirfd);
 		return -1;
 	}
+	fcntl(s->logfd, F_SETFL, O_WRONLY | O_APPEND);
 	s->t0 = now_s();
 	return 0;
 }
@@ -314,13 +370,43 @@ find_reset_sigs(void)
 struct child_err {
 	volatile int err;
 	volatile int chdir_failed;
+	volatile int cred_failed;
 };
+
+/* In the child: become cr's uid, gid and groups, each step checked, then
+ * verified (all three uids and gids, the group list, and no way back to
+ * root). Raw system calls: they change this process only, where glibc's
+ * wrappers would act for every thread of the shim whose memory a vfork
+ * child shares. 0, or -1 with errno. */
+static int
+drop_privileges(const struct cred *cr)
+{
+	if (syscall(SYS_setgroups, (size_t)cr->ngroups, cr->groups) == -1 ||
+	    syscall(SYS_setresgid, cr->gid, cr->gid, cr->gid) == -1 ||
+	    syscall(SYS_setresuid, cr->uid, cr->uid, cr->uid) == -1)
+		return -1;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg, now[SHIM_NGROUPS];
+	long n = syscall(SYS_getgroups, SHIM_NGROUPS, now);
+	int same = n == cr->ngroups;
+	for (long i = 0; same && i < n; i++)
+		same = now[i] == cr->groups[i];
+	if (syscall(SYS_getresuid, &ru, &eu, &su) == -1 ||
+	    syscall(SYS_getresgid, &rg, &eg, &sg) == -1 || !same ||
+	    ru != cr->uid || eu != cr->uid || su != cr->uid ||
+	    rg != cr->gid || eg != cr->gid || sg != cr->gid ||
+	    (cr->uid != 0 && syscall(SYS_setresuid, 0, 0, 0) != -1)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
 
 /* The vfork child: never returns. A function of its own, so that its
  * variables live on its own part of the stack. */
 static void __attribute__((noreturn, noinline))
 child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *file,
-    const char *path, struct child_err *ce)
+    const char *path, const struct cred *cr, struct child_err *ce)
 {
 	struct ksigaction dfl = { .handler = (void *)SIG_DFL };
 	for (int i = 0; i < nreset; i++)
@@ -333,6 +419,19 @@ child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *f
 	}
 	dup2(s->logfd, 1);
 	dup2(s->logfd, 2);
+	/* A job program inherits 0, 1 and 2, nothing else (pipeline-job(7)):
+	 * not a run shim's socket (a job reading it would take other jobs'
+	 * requests, their environment included), not what the shim's own
+	 * starter left open. In this child only: the shim keeps its own. */
+	if (close_range(3, ~0U, 0) == -1)
+		for (int fd = 3; fd < 65536; fd++)
+			close(fd);
+	/* Before the chdir: the work directory is entered as the job. */
+	if (cr != NULL && drop_privileges(cr) == -1) {
+		ce->err = errno;
+		ce->cred_failed = 1;
+		_exit(126);
+	}
 	if (s->cwd && chdir(s->cwd) == -1) {
 		ce->err = errno;
 		ce->chdir_failed = 1;
@@ -390,7 +489,13 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 {
 	const char *prog = s->argv[0], *path = env_path(envp);
 	const char *file = strchr(prog, '/') ? prog : find_program(prog, path);
-	struct child_err ce = { 0, 0 };
+	struct child_err ce = { 0, 0, 0 };
+	static struct cred cred; /* not on the stack the vfork child shares */
+	if (s->user != NULL && parse_cred(s->user, &cred) == -1) {
+		dprintf(s->logfd, "pipeline-shim: bad -u %s (UID:GID[:G1,G2...])\n", s->user);
+		*status = 126 << 8;
+		return -1;
+	}
 	if (nreset < 0)
 		find_reset_sigs();
 	sigset_t all, old;
@@ -398,25 +503,28 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 	sigprocmask(SIG_BLOCK, &all, &old);
 	pid_t pid = vfork();
 	if (pid == 0)
-		child_exec(s, envp, mask, file, path, &ce);
+		child_exec(s, envp, mask, file, path, s->user ? &cred : NULL, &ce);
 	int e = pid == -1 ? errno : ce.err;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid != -1 && e == 0)
 		return pid;
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
-	if (ce.chdir_failed)
+	if (ce.cred_failed)
+		dprintf(s->logfd, "pipeline-shim: cannot run as uid %u gid %u: %s\n",
+		    (unsigned)cred.uid, (unsigned)cred.gid, strerror(e));
+	else if (ce.chdir_failed)
 		dprintf(s->logfd, "pipeline-shim: chdir %s: %s\n", s->cwd, strerror(e));
 	else
 		dprintf(s->logfd, "pipeline-shim: cannot run %s: %s\n", prog, strerror(e));
-	*status = (e == ENOENT && !ce.chdir_failed ? 127 : 126) << 8;
+	*status = (e == ENOENT && !ce.chdir_failed && !ce.cred_failed ? 127 : 126) << 8;
 	return -1;
 }
 
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: pipeline-shim -d DIR -l LOG [-c CWD] -- PROGRAM [ARG...]\n"
+	fprintf(stderr, "usage: pipeline-shim -d DIR -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
 	    "       pipeline-shim -G FD\n");
 	exit(2);
 }
@@ -554,9 +662,10 @@ static int
 run_shim(int sock)
 {
 	setsid(); /* terminal signals meant for the daemon stay away */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != sock)
-			close(fd);
+	if (sock > 3)
+		close_range(3, (unsigned)sock - 1, 0);
+	close_range((unsigned)sock + 1, ~0U, 0);
+	fcntl(sock, F_SETFD, FD_CLOEXEC);
 	unsigned long long self_start = starttime(getpid());
 	sigset_t sigs, none;
 	sigemptyset(&sigs);

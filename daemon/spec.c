@@ -456,6 +456,7 @@ spec_free(struct spec *s)
 	free(s->text);
 	free(s->name);
 	free(s->previous);
+	free(s->owner);
 	free(s);
 }
 

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -202,6 +203,9 @@ static const char *const migrations[] = {
 	"CREATE INDEX outbox_due ON outbox(state, next_at);"
 	"CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
 	"INSERT INTO meta(k, v) VALUES('instance', lower(hex(randomblob(8))));",
+	/* 2 -> 3: who a run's jobs run as (pipelined(8) USERS); NULL for the
+	 * runs before, which ran as the daemon's user. */
+	"ALTER TABLE runs ADD COLUMN owner TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -306,6 +310,16 @@ store_open(struct store **sp, const char *path)
 		sqlite3_close(s->db);
 		free(s);
 		return -1;
+	}
+	/* Only the daemon reads the store (its state directory is searchable
+	 * by the users jobs run as): 0600, which SQLite gives its -wal and
+	 * -shm files too. */
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	for (int i = 0; i < 3; i++) {
+		char f[PATH_MAX + 8];
+		snprintf(f, sizeof(f), "%s%s", path, sfx[i]);
+		if (chmod(f, 0600) == -1 && errno != ENOENT)
+			log_warn("%s: chmod %s", __func__, f);
 	}
 	sqlite3_busy_timeout(s->db, 10000);
 	if (exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
@@ -713,7 +727,7 @@ int
 store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 {
 	sqlite3_stmt *st = prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
-	    " description, created) VALUES(?, 'running', ?, ?, ?, ?, ?)");
+	    " description, created, owner) VALUES(?, 'running', ?, ?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, spec->name, -1, SQLITE_TRANSIENT);
@@ -723,6 +737,7 @@ store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 	sqlite3_bind_text(st, 5, spec->run ? spec_get(spec->run, "description") : NULL, -1,
 	    SQLITE_TRANSIENT);
 	sqlite3_bind_double(st, 6, now_wall());
+	sqlite3_bind_text(st, 7, spec->owner, -1, SQLITE_TRANSIENT);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
@@ -1349,18 +1364,31 @@ store_run_id(struct store *s, const char *name)
 	return id;
 }
 
-char *
-store_run_state_get(struct store *s, const char *name)
+/* One text column of the run named name: malloc'd, NULL when absent. */
+static char *
+run_text(struct store *s, const char *sql, const char *name)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT state FROM runs WHERE name = ?");
+	sqlite3_stmt *st = prep(s, sql);
 	char *r = NULL;
 	if (st) {
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW)
+		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
 			r = xstrdup((const char *)sqlite3_column_text(st, 0));
 		unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return r;
+}
+
+char *
+store_run_state_get(struct store *s, const char *name)
+{
+	return run_text(s, "SELECT state FROM runs WHERE name = ?", name);
+}
+
+char *
+store_run_owner_get(struct store *s, const char *name)
+{
+	return run_text(s, "SELECT owner FROM runs WHERE name = ?", name);
 }

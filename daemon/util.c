@@ -1,11 +1,13 @@
 /* util.c: small parsers and helpers shared by the daemon and pipelinectl. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,29 +267,110 @@ self_dir(void)
 	return dir;
 }
 
-uint64_t
-proc_starttime(pid_t pid)
+int
+proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (f == NULL)
-		return 0;
+		return -1;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	/* The command name may contain spaces and parentheses: start after
-	 * the last ')'. Field 3 follows it; starttime is field 22. */
+	 * the last ')'. Field 3 follows it; the process group is field 5,
+	 * the start time field 22. */
 	char *p = strrchr(buf, ')');
 	if (p == NULL)
-		return 0;
-	p++;
+		return -1;
 	int field = 2;
 	char *save = NULL;
-	for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-		if (++field == 22)
-			return strtoull(tok, NULL, 10);
+	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (++field == 3 && state)
+			*state = tok[0];
+		else if (field == 5 && pgrp)
+			*pgrp = (pid_t)strtol(tok, NULL, 10);
+		else if (field == 22) {
+			if (start)
+				*start = strtoull(tok, NULL, 10);
+			return 0;
+		}
 	}
+	return -1;
+}
+
+uint64_t
+proc_starttime(pid_t pid)
+{
+	uint64_t t;
+	return proc_stat(pid, NULL, NULL, &t) == 0 ? t : 0;
+}
+
+int
+dirs_make_at(int dirfd, const char *rel, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = dup(dirfd), e;
+	if (fd == -1)
+		return -1;
+	char *save = NULL;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (mkdirat(fd, c, mode) == -1 && errno != EEXIST)
+			goto fail;
+		int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (next == -1 && errno == ENOTDIR && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode))
+			errno = ELOOP; /* say so: a link to a directory is ENOTDIR */
+		if (next == -1)
+			goto fail;
+		close(fd);
+		fd = next;
+	}
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int
+file_open_at(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	struct stat st;
+	if (fd == -1 || fstat(fd, &st) == -1)
+		goto fail;
+	/* Not a device or a FIFO, and not another name of a file elsewhere. */
+	if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
+		close(fd);
+		errno = !S_ISREG(st.st_mode) ? EINVAL : EMLINK;
+		return -1;
+	}
+	return fd; /* O_NONBLOCK (not to hang on a FIFO) means nothing to a file */
+fail:
+	if (fd >= 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return -1;
+}
+
+int
+owner_ids(const char *owner, uid_t *uid, gid_t *gid)
+{
+	unsigned u, g;
+	if (owner == NULL || sscanf(owner, "%u:%u", &u, &g) != 2)
+		return -1;
+	*uid = (uid_t)u;
+	*gid = (gid_t)g;
 	return 0;
 }
 
@@ -378,4 +461,31 @@ json_has_nul(const char *json)
 			q++;	/* the escaped character */
 	}
 	return 0;
+}
+
+int
+dirs_make_owned(int dirfd, const char *rel, const char *owner)
+{
+	char up[PATH_MAX];
+	const char *leaf = strrchr(rel, '/');
+	int pfd = dirfd;
+	if (leaf != NULL) {
+		snprintf(up, sizeof(up), "%.*s", (int)(leaf - rel), rel);
+		if ((pfd = dirs_make_at(dirfd, up, 0711)) == -1)
+			return -1;
+		leaf++;
+	} else
+		leaf = rel;
+	int fd = dirs_make_at(pfd, leaf, 0750), e = errno;
+	uid_t uid;
+	gid_t gid;
+	if (fd >= 0 && owner_ids(owner, &uid, &gid) == 0 && fchown(fd, uid, gid) == -1) {
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	if (pfd != dirfd)
+		close(pfd);
+	errno = e;
+	return fd;
 }

@@ -186,29 +186,33 @@ plc_read_file(const char *path, size_t *lenp, size_t max)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd == -1)
 		return NULL;
+	char *buf = plc_read_fd(fd, lenp, max);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return buf;
+}
+
+char *
+plc_read_fd(int fd, size_t *lenp, size_t max)
+{
 	struct stat st;
-	if (fstat(fd, &st) == -1) {
-		close(fd);
+	if (fstat(fd, &st) == -1)
 		return NULL;
-	}
 	if (max && (size_t)st.st_size > max) {
-		close(fd);
 		errno = EFBIG;
 		return NULL;
 	}
 	size_t cap = (size_t)st.st_size + 1, len = 0;
 	char *buf = malloc(cap);
-	if (buf == NULL) {
-		close(fd);
+	if (buf == NULL)
 		return NULL;
-	}
 	for (;;) {
 		if (len + 1 >= cap) {
 			cap *= 2;
 			char *nb = realloc(buf, cap);
 			if (nb == NULL) {
 				free(buf);
-				close(fd);
 				return NULL;
 			}
 			buf = nb;
@@ -218,14 +222,12 @@ plc_read_file(const char *path, size_t *lenp, size_t max)
 			if (errno == EINTR)
 				continue;
 			free(buf);
-			close(fd);
 			return NULL;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
-	close(fd);
 	buf[len] = '\0';
 	if (lenp)
 		*lenp = len;

@@ -78,6 +78,8 @@ int	plc_read_all(int fd, void *buf, size_t len, off_t off);
 int	plc_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 /* Read a whole (small) file; malloc'd, NUL-terminated; *len may be NULL. */
 char	*plc_read_file(const char *path, size_t *len, size_t max);
+/* The same from an open descriptor (read from where it is, not closed). */
+char	*plc_read_fd(int fd, size_t *len, size_t max);
 /* Copy len bytes between descriptors through the kernel (copy_file_range,
  * falling back to sendfile, then read/write). */
 int	plc_copy_range(int in, off_t in_off, int out, off_t out_off, uint64_t len);
