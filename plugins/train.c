@@ -50,6 +50,7 @@
 #include "plcommon.h"
 #include "ollama.h"
 #include "pyjob.h"
+#include "safetensors.h"
 #include "trainkeys.h"
 #include "vramcal.h"
 
@@ -702,6 +703,38 @@ train_loop(struct train *t, struct pyjob *pj)
 	}
 }
 
+/*
+ * The base's identity (st_set_identity: config.json's digest and the
+ * tensor index's), handed to jobs/train.py, which writes it beside the
+ * adapter as pipeline-base.json (PEFT ignores the file); merge checks the
+ * base it is given against it. A base that is not a local checkpoint
+ * (a hub name the engine downloads) gets none, and says so.
+ */
+static cJSON *
+base_identity(pl_job *job)
+{
+	const char *dir = host->input(job, "base");
+	struct st_set s;
+	char c[65], t[65], err[ST_ERRLEN];
+	cJSON *o, *id;
+
+	memset(&s, 0, sizeof(s));
+	if (dir == NULL || st_set_open(&s, dir, err, sizeof(err)) == -1 ||
+	    st_set_identity(&s, c, t, err, sizeof(err)) == -1) {
+		st_set_close(&s);
+		host->log(job, PL_LOG_INFO, "train: the base's identity is not recorded beside "
+		    "the adapter: %s", dir == NULL ? "base: not resolved" : err);
+		return NULL;
+	}
+	st_set_close(&s);
+	o = cJSON_CreateObject();
+	id = cJSON_AddObjectToObject(o, "base_identity");
+	cJSON_AddStringToObject(id, "base", dir);
+	cJSON_AddStringToObject(id, "config_sha256", c);
+	cJSON_AddStringToObject(id, "tensors_sha256", t);
+	return o;
+}
+
 static int
 train_run(pl_job *job)
 {
@@ -721,7 +754,9 @@ train_run(pl_job *job)
 	split_keep(&t);
 	state_load(&t);
 
-	int rc = pyjob_prepare(host, job, train_keys, "train", NULL, &pj);
+	cJSON *ident = base_identity(job);
+	int rc = pyjob_prepare(host, job, train_keys, "train", ident, &pj);
+	cJSON_Delete(ident);
 	if (rc == PL_OK)
 		rc = train_loop(&t, &pj);
 	if (rc == PL_OK) {
