@@ -252,6 +252,8 @@ h_input(pl_job *j, const char *key)
 	const char *v = spec_get(j->sec, key);
 	const struct pl_key *k = host_find_key(j->reg->st, key);
 	char path[PATH_MAX];
+	if (k && k - j->reg->st->keys < 64 && (j->bad_inputs >> (k - j->reg->st->keys) & 1))
+		return NULL;
 	if (v == NULL || *v == '\0') {
 		if (k && k->artifact && j->store) {
 			if (upstream_artifact(j, k->artifact, path, sizeof(path)) == PL_OK)
@@ -267,11 +269,14 @@ h_input(pl_job *j, const char *key)
 			return NULL;
 		}
 	}
-	/* JOB.ARTIFACT, when JOB is a job of this run. */
+	/* JOB.ARTIFACT, when JOB is a job of this run; at check time it does
+	 * not exist yet. */
 	const char *dot = strchr(v, '.');
-	if (dot && j->store && v[0] != '/' ) {
+	if (dot && v[0] != '/' && j->spec) {
 		char jn[128];
 		snprintf(jn, sizeof(jn), "%.*s", (int)(dot - v), v);
+		if (spec_job(j->spec, jn) != NULL && j->store == NULL)
+			return NULL;
 		if (spec_job(j->spec, jn) != NULL) {
 			if (store_artifact_find(j->store, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
@@ -1074,6 +1079,48 @@ struct pl_host plugin_host = {
 	.artifact_digest = h_artifact_digest,
 };
 
+/*
+ * A PL_KEY_FILE or PL_KEY_DIR input set to a path (not JOB.ARTIFACT of
+ * this run) must name what it says, readable now: it is opened as the
+ * checker (the peer's file-system credentials on the daemon, control.c),
+ * without blocking on a FIFO, and its kind read from the descriptor.
+ */
+static int
+check_input_path(const struct spec *spec, const struct pl_key *k, const struct spec_kv *kv,
+    char **errs)
+{
+	const char *v = kv->value, *dot = strchr(v, '.');
+	const char *file = spec ? spec->path : "-";
+	int dir = (k->flags & PL_KEY_DIR) != 0, fd, rc = 0;
+	struct stat st;
+	char jn[128];
+
+	if (k->type != PL_KEY_PATH && k->type != PL_KEY_INPUT)
+		return 0;
+	if (k->type == PL_KEY_INPUT && dot && v[0] != '/' && spec) {
+		snprintf(jn, sizeof(jn), "%.*s", (int)(dot - v), v);
+		if (spec_job(spec, jn) != NULL)
+			return 0;
+	}
+	char *p = v[0] == '/' ? xstrdup(v) : path_resolve(spec && spec->dir ? spec->dir : ".", v);
+	if ((fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (dir ? O_DIRECTORY : 0))) == -1) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, errno == ENOTDIR && dir ?
+		    "not a directory" : strerror(errno));
+		rc = -1;
+	} else if (fstat(fd, &st) == -1) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, strerror(errno));
+		rc = -1;
+	} else if (!dir && !S_ISREG(st.st_mode)) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, S_ISDIR(st.st_mode) ?
+		    "a directory, not a file" : "not a regular file");
+		rc = -1;
+	}
+	if (fd != -1)
+		close(fd);
+	free(p);
+	return rc;
+}
+
 /* Generic key checks, then the stage's own check hook. */
 int
 host_check_section(const struct stage_reg *reg, const struct spec *spec,
@@ -1120,6 +1167,19 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 			nerr++;
 		}
 	}
+	/* Paths do not hold the stage's own checks back (every problem at
+	 * once); a bad one reads as unset to them. */
+	uint64_t bad_inputs = 0;
+	int nbad = 0;
+	for (int i = 0; i < sec->nkv; i++) {
+		const struct pl_key *k = host_find_key(st, sec->kv[i].key);
+		if (k != NULL && (k->flags & (PL_KEY_FILE | PL_KEY_DIR)) &&
+		    check_input_path(spec, k, &sec->kv[i], errs) == -1) {
+			nbad++;
+			if (k - st->keys < 64)
+				bad_inputs |= 1ull << (k - st->keys);
+		}
+	}
 	for (const struct pl_key *k = st->keys; k && k->name; k++) {
 		if ((k->flags & PL_KEY_REQUIRED) && spec_find(sec, k->name) == NULL &&
 		    !(k->type == PL_KEY_INPUT && k->artifact && spec && spec->njobs > 1)) {
@@ -1131,6 +1191,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	if (st->check != NULL && nerr == 0) {
 		struct pl_job *j = job_new(JOB_MODE_CHECK, reg, spec, sec);
 		j->errs = errs;
+		j->bad_inputs = bad_inputs;
 		int rc = st->check(j);
 		if (j->failmsg[0] == 1)
 			nerr++;
@@ -1141,5 +1202,5 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		}
 		job_free(j);
 	}
-	return nerr;
+	return nerr + nbad;
 }

@@ -297,8 +297,10 @@ struct pl_job {
 	volatile int cancel;              /* set by the scheduler */
 	int timed_out;
 	char failmsg[512];
-	/* Check mode: errors. */
+	/* Check mode: errors, and the input keys whose path failed its
+	 * check (host->input() gives NULL for them: reported once). */
 	char **errs;
+	uint64_t bad_inputs;
 	/* Strings handed to the plugin, freed with the job. */
 	char **pool;
 	int npool, cappool;

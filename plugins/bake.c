@@ -40,11 +40,11 @@ static const struct pl_key bake_keys[] = {
 	  "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)" },
 	{ "model", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
 	  "the served model: an Ollama tag, or the OpenAI model id" },
-	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the case file, JSON lines (pipeline-cases(5))" },
-	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the system prompt file; {{channel}} becomes the case's channel" },
-	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the capability list, hidden ones included (pipeline-cases(5))" },
 	{ "disabled", PL_KEY_LIST, NULL, 0, NULL,
 	  "capabilities to disable: their cases are skipped as not runnable" },
@@ -718,9 +718,6 @@ bake_check(pl_job *job)
 	int ncases;
 	char err[1024];
 	const char *cp = host->input(job, "capabilities"), *cs = host->input(job, "cases");
-	const char *sy = host->input(job, "system");
-	if (sy != NULL && access(sy, R_OK) == -1)
-		host->check_error(job, "system", "%s: %s", sy, strerror(errno));
 	if (cp == NULL)
 		return PL_OK;
 	if (sc_caps_load(cp, &caps, err, sizeof(err)) == -1) {

@@ -53,6 +53,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "safetensors.h"
 #include "rate.h"
 
@@ -62,9 +63,9 @@ static const struct pl_host *host;
 #define BLOCK_BYTES (16u << 20)
 
 static const struct pl_key merge_keys[] = {
-	{ "base", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, NULL,
+	{ "base", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
 	  "the base checkpoint directory (config.json, model.safetensors or shards and index)" },
-	{ "adapter", PL_KEY_INPUT, NULL, 0, "adapter",
+	{ "adapter", PL_KEY_INPUT, NULL, PL_KEY_DIR, "adapter",
 	  "the PEFT adapter directory (adapter_config.json, adapter_model.safetensors)" },
 	{ "output", PL_KEY_PATH, NULL, 0, NULL,
 	  "the merged checkpoint directory (default: merged in the job's work directory)" },
@@ -1197,6 +1198,7 @@ merge_check(pl_job *job)
 	const char *t = host->get(job, "threads");
 	if (t && host->get_int(job, "threads", 0) < 0)
 		host->check_error(job, "threads", "must be 0 or more, not %s", t);
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 

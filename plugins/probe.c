@@ -34,6 +34,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "memcap.h"
 #include "pyjob.h"
 #include "trainkeys.h"
@@ -115,6 +116,7 @@ probe_check(pl_job *job)
 		host->check_error(job, "lora_r", "must be at least 1");
 	if (host->get_int(job, "calibration_pairs", 5) < 0)
 		host->check_error(job, "calibration_pairs", "must not be negative");
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 

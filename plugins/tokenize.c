@@ -24,14 +24,15 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "pyjob.h"
 
 static const struct pl_host *host;
 
 static const struct pl_key tokenize_keys[] = {
-	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
 	  "the base model directory (tokenizer_config.json and its tokenizer)" },
-	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, "corpus",
+	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, "corpus",
 	  "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line" },
 	{ "max_seq_length", PL_KEY_INT, "8192", 0, NULL,
 	  "longest example allowed, in tokens (prompt and response)" },
@@ -100,6 +101,8 @@ tokenize_check(pl_job *job)
 	    strcmp(tk, "hf") != 0)
 		host->check_error(job, "tokenizer", "\"%s\" is not auto, "
 		    "sentencepiece or hf", tk);
+	plc_check_base(host, job, "base");
+	plc_check_corpus(host, job, "corpus", 5);
 	return PL_OK;
 }
 

@@ -48,6 +48,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "ollama.h"
 #include "pyjob.h"
 #include "safetensors.h"
@@ -564,6 +565,7 @@ train_check(pl_job *job)
 		host->check_error(job, "ollama_url", "\"%s\" is not an http(s) URL", u);
 	if (host->get_bool(job, "evict_during_training", 0) && (u == NULL || *u == '\0'))
 		host->check_error(job, "evict_during_training", "needs ollama_url");
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 

@@ -86,6 +86,9 @@ enum pl_key_type {
 /* Key flags. */
 #define PL_KEY_REQUIRED 0x1   /* must be present in the spec (by hand too) */
 #define PL_KEY_HIDDEN   0x2   /* accepted but not listed in help */
+#define PL_KEY_FILE     0x4   /* PATH/INPUT: a path set in the spec must name a
+                                 regular file readable now (checked at submit) */
+#define PL_KEY_DIR      0x8   /* PATH/INPUT: ... a directory readable now */
 
 /* One key a stage accepts; a stage's table ends with a zeroed entry.
  * Keys not in the table (and not common keys) are refused at submit. */

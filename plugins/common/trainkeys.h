@@ -11,7 +11,7 @@
 #define PL_TRAIN_RECIPE_KEYS                                                   \
 	{ "engine", PL_KEY_STRING, "hf", 0, NULL,                              \
 	  "hf (transformers + peft + bitsandbytes QLoRA) or tiny (CPU)" },     \
-	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,                    \
+	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,       \
 	  "the base model directory" },                                        \
 	{ "tokens", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, "tokens",             \
 	  "the token file from tokenize (default: its tokens artifact)" },     \
