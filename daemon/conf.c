@@ -11,6 +11,7 @@
 #include <ini.h>
 
 #include "pipelined.h"
+#include "plcommon.h"
 
 struct conf_key {
 	const char *section;
@@ -49,21 +50,10 @@ static const struct conf_key conf_keys[] = {
 
 struct conf_parse {
 	struct conf *c;
-	FILE *f;
 	int line;
 	char **errs;
 	int nerr;
 };
-
-static char *
-conf_reader(char *str, int num, void *stream)
-{
-	struct conf_parse *p = stream;
-	char *r = fgets(str, num, p->f);
-	if (r != NULL)
-		p->line++;
-	return r;
-}
 
 static const struct conf_key *
 conf_key_find(const char *section, const char *key)
@@ -252,13 +242,15 @@ conf_load(struct conf *c, const char *path, char **errs)
 	free(abs);
 
 	struct conf_parse p = { .c = c, .errs = errs };
-	p.f = fopen(path, "r");
-	if (p.f == NULL) {
+	/* Read whole and parsed by the spec's line reader: lines (paths, URLs)
+	 * of any length. */
+	char *text = plc_read_file(path, NULL, 16u << 20);
+	if (text == NULL) {
 		errs_add(errs, path, 0, "-", "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	int rc = ini_parse_stream(conf_reader, &p, conf_handler, &p);
-	fclose(p.f);
+	int rc = spec_ini_parse(text, conf_handler, &p, &p.line);
+	free(text);
 	if (rc > 0) {
 		errs_add(errs, c->path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;

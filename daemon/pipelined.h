@@ -129,6 +129,11 @@ struct spec {
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
+/* inih's ini_parse_stream over text with the spec's line reader (lines of
+ * any length, values whole); *line is the line the handler is called for.
+ * For pipelined.conf. */
+int	spec_ini_parse(const char *text, int (*handler)(void *, const char *, const char *,
+	    const char *), void *user, int *line);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);

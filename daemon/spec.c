@@ -109,7 +109,8 @@ spec_reader(char *str, int num, void *stream)
 	p->longval = NULL;
 	free(p->raw);
 	p->raw = strndup(t, len);
-	section_seen(p, p->raw);
+	if (p->s != NULL)
+		section_seen(p, p->raw);
 	/* Lines that fit and hold no ';' go to inih as they are. A ';' is
 	 * never a comment inside a value here (shell commands are full of
 	 * them), so such lines take the same path as long ones. */
@@ -140,6 +141,38 @@ spec_reader(char *str, int num, void *stream)
 	else
 		snprintf(str, (size_t)num, "%.*s= \001\n", (int)(eq - t), t);
 	return str;
+}
+
+/* inih over text through spec_reader, for pipelined.conf (conf.c): the
+ * handler gets every value whole, however long, and *line is the line
+ * being handled. */
+struct ini_text {
+	struct spec_parse p;
+	ini_handler h;
+	void *user;
+	int *line;
+};
+
+static int
+ini_text_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_text *t = user;
+
+	if (value != NULL && strcmp(value, "\001") == 0 && t->p.longval != NULL)
+		value = t->p.longval;
+	*t->line = t->p.line;
+	return t->h(t->user, section, name, value);
+}
+
+int
+spec_ini_parse(const char *text, ini_handler h, void *user, int *line)
+{
+	struct ini_text t = { .p = { .text = text }, .h = h, .user = user, .line = line };
+	int rc = ini_parse_stream(spec_reader, &t.p, ini_text_handler, &t);
+
+	free(t.p.raw);
+	free(t.p.longval);
+	return rc;
 }
 
 static struct spec_section *
