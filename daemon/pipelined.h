@@ -170,7 +170,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /* store.c: the SQLite store (thread-safe; one connection, one mutex) */
 struct store;
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -212,6 +212,10 @@ int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
 int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
 	    int result, const char *message);
+/* An attempt's deadline (wall clock; 0: none): set when it starts, read
+ * back (0 when none was stored) when a restarted daemon re-enters it. */
+int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
+double	store_attempt_deadline(struct store *s, int64_t attempt_id);
 int	store_metric(struct store *s, int64_t job_id, const char *name,
 	    int64_t step, double value);
 int	store_artifact(struct store *s, int64_t run_id, int64_t job_id,
