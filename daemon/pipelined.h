@@ -156,6 +156,7 @@ struct plugin {
 struct stage_reg {
 	const struct pl_stage *st;
 	struct plugin *plugin;
+	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
 /* Load every *.so in dir; refused plugins are logged, never fatal.
  * Returns the number loaded. */
@@ -334,7 +335,11 @@ void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
-const struct pl_key *host_find_key(const struct pl_stage *st, const char *key);
+/* The i-th key of a stage's table, read with the stride its plugin was
+ * built with (a struct pl_key that grew is larger); NULL past the end. */
+const struct pl_key *host_key(const struct stage_reg *reg, int i);
+/* A key by name; *index (may be NULL) gets its place in the table. */
+const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

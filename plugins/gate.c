@@ -30,10 +30,10 @@ static const struct pl_key gate_keys[] = {
 	  "the candidate's bake: JOB of this run, RUN/JOB, or a results file (bake.json)" },
 	{ "incumbent", PL_KEY_STRING, "bake-incumbent", 0, NULL,
 	  "the incumbent's bake, as candidate; none: a first release" },
-	{ "tie_pp", PL_KEY_FLOAT, "0.5", 0, NULL,
-	  "fair-slice differences within this many points are ties, broken by overall" },
-	{ "min_fair_cases", PL_KEY_INT, "20", 0, NULL,
-	  "fewest fair-slice cases (held out for both models) a verdict rests on" },
+	{ "tie_pp", PL_KEY_FLOAT, "0.5", PL_KEY_MIN | PL_KEY_MAX, NULL,
+	  "fair-slice differences within this many points are ties, broken by overall", 0, 100 },
+	{ "min_fair_cases", PL_KEY_INT, "20", PL_KEY_MIN, NULL,
+	  "fewest fair-slice cases (held out for both models) a verdict rests on", 1, 0 },
 	{ "promote", PL_KEY_BOOL, "no", 0, NULL,
 	  "on a passing verdict, copy the candidate's tag to the alias" },
 	{ "alias", PL_KEY_STRING, NULL, 0, NULL, "the production alias (promote = yes)" },
@@ -281,13 +281,8 @@ out:
 static int
 gate_check(pl_job *job)
 {
-	double t = host->get_double(job, "tie_pp", 0.5);
 	const char *a = host->get(job, "alias");
 
-	if (t < 0 || t > 100)
-		host->check_error(job, "tie_pp", "must be between 0 and 100");
-	if (host->get_int(job, "min_fair_cases", 20) < 1)
-		host->check_error(job, "min_fair_cases", "must be 1 or more");
 	if (host->get_bool(job, "promote", 0) && (a == NULL || *a == '\0'))
 		host->check_error(job, "alias", "promote = yes needs an alias to copy to");
 	return PL_OK;
@@ -296,6 +291,7 @@ gate_check(pl_job *job)
 static const struct pl_stage gate_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "gate",
 	.summary = "apply the release rule to two bakes; promote the alias",
 	.keys = gate_keys,

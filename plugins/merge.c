@@ -69,8 +69,8 @@ static const struct pl_key merge_keys[] = {
 	  "the PEFT adapter directory (adapter_config.json, adapter_model.safetensors)" },
 	{ "output", PL_KEY_PATH, NULL, 0, NULL,
 	  "the merged checkpoint directory (default: merged in the job's work directory)" },
-	{ "threads", PL_KEY_INT, "0", 0, NULL,
-	  "OpenBLAS threads for the products (0: OpenBLAS's default)" },
+	{ "threads", PL_KEY_INT, "0", PL_KEY_MIN, NULL,
+	  "OpenBLAS threads for the products (0: OpenBLAS's default)", 0, 0 },
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
@@ -1195,9 +1195,6 @@ cleanup:
 static int
 merge_check(pl_job *job)
 {
-	const char *t = host->get(job, "threads");
-	if (t && host->get_int(job, "threads", 0) < 0)
-		host->check_error(job, "threads", "must be 0 or more, not %s", t);
 	plc_check_base(host, job, "base");
 	return PL_OK;
 }
@@ -1205,6 +1202,7 @@ merge_check(pl_job *job)
 static const struct pl_stage merge_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "merge",
 	.summary = "merge a PEFT LoRA adapter into its base checkpoint (streaming, OpenBLAS)",
 	.flags = 0,

@@ -400,6 +400,7 @@ out:
 static const struct pl_stage register_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "register",
 	.summary = "create the Ollama tag from the GGUF and prove what it serves",
 	.keys = register_keys,

@@ -38,8 +38,8 @@ static const struct pl_key tokenize_keys[] = {
 	  "longest example allowed, in tokens (prompt and response)" },
 	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
 	  "the context the served model gets (Ollama num_ctx, G01)" },
-	{ "num_ctx_margin", PL_KEY_INT, "256", 0, NULL,
-	  "tokens a prompt must stay below num_ctx by (room for the answer)" },
+	{ "num_ctx_margin", PL_KEY_INT, "256", PL_KEY_MIN, NULL,
+	  "tokens a prompt must stay below num_ctx by (room for the answer)", 0, 0 },
 	{ "output_dir", PL_KEY_PATH, NULL, 0, NULL,
 	  "where tokens.npz and stats.json go (default: the job's work directory)" },
 	{ "add_special_tokens", PL_KEY_BOOL, "no", 0, NULL,
@@ -92,8 +92,6 @@ tokenize_check(pl_job *job)
 	if (max < 2)
 		host->check_error(job, "max_seq_length", "%lld is too small",
 		    (long long)max);
-	if (margin < 0)
-		host->check_error(job, "num_ctx_margin", "must not be negative");
 	if (ctx <= margin)
 		host->check_error(job, "num_ctx", "%lld leaves no room above "
 		    "num_ctx_margin %lld", (long long)ctx, (long long)margin);
@@ -187,6 +185,7 @@ tokenize_run(pl_job *job)
 static const struct pl_stage tokenize_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "tokenize",
 	.summary = "pre-tokenize and mask a corpus with the base's chat template",
 	.flags = 0,

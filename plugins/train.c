@@ -59,8 +59,8 @@ static const struct pl_host *host;
 
 static const struct pl_key train_keys[] = {
 	PL_TRAIN_RECIPE_KEYS,
-	{ "save_steps", PL_KEY_INT, "25", 0, NULL,
-	  "save a checkpoint every this many optimizer steps" },
+	{ "save_steps", PL_KEY_INT, "25", PL_KEY_MIN, NULL,
+	  "save a checkpoint every this many optimizer steps", 0, 0 },
 	{ "test_stall_at_step", PL_KEY_INT, "0", PL_KEY_HIDDEN, NULL,
 	  "test only: the job sleeps after this step's events" },
 	{ "resume", PL_KEY_BOOL, "yes", 0, NULL,
@@ -73,14 +73,14 @@ static const struct pl_key train_keys[] = {
 	  "the embedding model: never evicted (G21)" },
 	{ "unload_wait", PL_KEY_DURATION, "30", 0, NULL,
 	  "how long to wait for evicted runners to leave /api/ps" },
-	{ "launch_retries", PL_KEY_INT, "15", 0, NULL,
-	  "relaunches allowed when the job dies before its training loop starts" },
+	{ "launch_retries", PL_KEY_INT, "15", PL_KEY_MIN, NULL,
+	  "relaunches allowed when the job dies before its training loop starts", 0, 0 },
 	{ "launch_backoff", PL_KEY_DURATION, "5", 0, NULL,
 	  "delay before the first relaunch; doubles each time" },
 	{ "launch_backoff_max", PL_KEY_DURATION, "60", 0, NULL,
 	  "cap of the relaunch delay" },
-	{ "max_resumes", PL_KEY_INT, "10", 0, NULL,
-	  "relaunches from a checkpoint after deaths inside the training loop" },
+	{ "max_resumes", PL_KEY_INT, "10", PL_KEY_MIN, NULL,
+	  "relaunches from a checkpoint after deaths inside the training loop", 0, 0 },
 	{ "evict_during_training", PL_KEY_BOOL, "no", 0, NULL,
 	  "evict models that reappear while the job runs" },
 	{ "watch_interval", PL_KEY_DURATION, "2", 0, NULL,
@@ -548,14 +548,6 @@ add_pair(struct train *t)
 static int
 train_check(pl_job *job)
 {
-	if (host->get_int(job, "launch_retries", 15) < 0)
-		host->check_error(job, "launch_retries", "must not be negative");
-	if (host->get_int(job, "max_resumes", 10) < 0)
-		host->check_error(job, "max_resumes", "must not be negative");
-	if (host->get_int(job, "save_steps", 25) < 0)
-		host->check_error(job, "save_steps", "must not be negative");
-	if (host->get_int(job, "lora_r", 112) < 1)
-		host->check_error(job, "lora_r", "must be at least 1");
 	const char *e = host->get(job, "engine");
 	if (e != NULL && strcmp(e, "hf") != 0 && strcmp(e, "tiny") != 0)
 		host->check_error(job, "engine", "\"%s\" is not hf or tiny", e);
@@ -779,6 +771,7 @@ train_run(pl_job *job)
 static const struct pl_stage train_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "train",
 	.summary = "LoRA training with evict-retry launches and checkpoint resume",
 	.flags = PL_STAGE_ADOPTABLE,
