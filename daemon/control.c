@@ -160,6 +160,8 @@ arg_str(const cJSON *req, const char *k)
  */
 struct peer_fs {
 	int on;
+	uid_t fsuid;
+	gid_t fsgid;
 	int ngroups;
 	gid_t groups[256];
 };
@@ -179,8 +181,8 @@ peer_fs_enter(const struct client *c, struct peer_fs *s)
 		return -1;
 	}
 	s->on = 1;
-	setfsgid(c->gid);
-	setfsuid(c->uid);
+	s->fsgid = (gid_t)setfsgid(c->gid);
+	s->fsuid = (uid_t)setfsuid(c->uid);
 	/* setfsuid() reports the previous value, never an error: read back. */
 	if ((uid_t)setfsuid((uid_t)-1) != c->uid || (gid_t)setfsgid((gid_t)-1) != c->gid) {
 		log_warnx("control: cannot take uid %d gid %d to check a spec", (int)c->uid,
@@ -195,9 +197,9 @@ peer_fs_leave(struct peer_fs *s)
 {
 	if (!s->on)
 		return;
-	setfsuid(0);
-	setfsgid(0);
-	if ((uid_t)setfsuid((uid_t)-1) != 0 || (gid_t)setfsgid((gid_t)-1) != 0 ||
+	setfsuid(s->fsuid);
+	setfsgid(s->fsgid);
+	if ((uid_t)setfsuid((uid_t)-1) != s->fsuid || (gid_t)setfsgid((gid_t)-1) != s->fsgid ||
 	    syscall(SYS_setgroups, (size_t)s->ngroups, s->groups) == -1)
 		fatal("control: cannot restore the daemon's credentials after a check");
 	s->on = 0;
