@@ -22,7 +22,10 @@ PLUG_PKGS := libcjson libcurl libcrypto openblas
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter \
-           -Wno-format-nonliteral -Wno-format-truncation
+           -Wno-format-nonliteral -Wno-format-truncation \
+           -Wno-missing-field-initializers
+# (Key tables are positional and leave out what struct pl_key grew at its
+# end, min and max, as every plugin built before them does.)
 ifeq ($(CI),true)
 WERROR  ?= -Werror
 endif

@@ -12,6 +12,7 @@
 #include <ini.h>
 
 #include "pipelined.h"
+#include "plcommon.h"
 
 struct conf_key {
 	const char *section;
@@ -66,35 +67,10 @@ static const struct conf_key conf_keys[] = {
 
 struct conf_parse {
 	struct conf *c;
-	FILE *f;
 	int line;
 	char **errs;
 	int nerr;
 };
-
-/* inih's reader. A line longer than inih takes (200 bytes with its
- * newline) is an error of its own, and inih gets an empty line for it:
- * handed on in pieces, each piece was a line of its own, and the line
- * numbers after it were wrong. */
-static char *
-conf_reader(char *str, int num, void *stream)
-{
-	struct conf_parse *p = stream;
-	memset(str, 0, (size_t)num);   /* to find the newline past a NUL */
-	char *r = fgets(str, num, p->f);
-	if (r == NULL)
-		return NULL;
-	p->line++;
-	if (memchr(str, '\n', (size_t)num) == NULL && !feof(p->f)) {
-		int ch;
-		while ((ch = getc(p->f)) != EOF && ch != '\n')
-			;
-		errs_add(p->errs, p->c->path, p->line, "-", "line longer than %d bytes", num - 2);
-		p->nerr++;
-		snprintf(str, (size_t)num, "\n");
-	}
-	return r;
-}
 
 static const struct conf_key *
 conf_key_find(const char *section, const char *key)
@@ -347,13 +323,15 @@ conf_load(struct conf *c, const char *path, char **errs)
 	free(abs);
 
 	struct conf_parse p = { .c = c, .errs = errs };
-	p.f = fopen(path, "r");
-	if (p.f == NULL) {
+	/* Read whole and parsed by the spec's line reader: lines (paths, URLs)
+	 * of any length. */
+	char *text = plc_read_file(path, NULL, 16u << 20);
+	if (text == NULL) {
 		errs_add(errs, path, 0, "-", "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	int rc = ini_parse_stream(conf_reader, &p, conf_handler, &p);
-	fclose(p.f);
+	int rc = spec_ini_parse(c->path, text, conf_handler, &p, &p.line, errs, &p.nerr);
+	free(text);
 	if (rc > 0) {
 		errs_add(errs, c->path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;

@@ -4,12 +4,13 @@
  * PL_PROTO_MAX_LINE gets an error and the connection is closed; malformed
  * JSON and unknown verbs get an error reply; nothing a client sends stops
  * the daemon from serving. Peers are identified with SO_PEERCRED: root,
- * the daemon's own user and members of the configured group may submit,
- * cancel and retry; anyone who can connect may read. At most
- * control_max_clients connections are served at once (one more is told
- * EBUSY and closed), and one silent for control_idle_timeout is closed:
- * idle connections cannot use up the daemon's descriptors, which the job
- * threads need to read the job records. */
+ * the daemon's own user and members of the configured group may check,
+ * submit, cancel and retry; anyone who can connect may read. A spec is
+ * checked with the peer's file-system credentials (peer_fs_enter()). At
+ * most control_max_clients connections are served at once (one more is
+ * told EBUSY and closed), and one silent for control_idle_timeout is
+ * closed: idle connections cannot use up the daemon's descriptors, which
+ * the job threads need to read the job records. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -17,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -224,6 +227,64 @@ bad_field(const cJSON *req, char *msg, size_t len)
 	return 0;
 }
 
+/*
+ * A spec's checks open the files it names (a bake's case file and
+ * capability list, a base's config.json). For a peer other than root they
+ * run with the peer's file-system credentials, so that root opens only
+ * what the peer could and no error tells the peer more than its own
+ * open(2) would: no line of a file it cannot read, no difference between
+ * a missing path and an unreadable one it could not tell apart itself.
+ * fsuid, fsgid and the supplementary groups are per thread in Linux; the
+ * groups are set with the raw system call, since glibc's setgroups()
+ * changes every thread's. Only the loop thread runs checks.
+ */
+struct peer_fs {
+	int on;
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups;
+	gid_t groups[256];
+};
+
+static int
+peer_fs_enter(const struct client *c, struct peer_fs *s)
+{
+	s->on = 0;
+	if (geteuid() != 0 || c->uid == 0)
+		return 0;
+	if ((s->ngroups = (int)syscall(SYS_getgroups, 256, s->groups)) == -1) {
+		log_warn("control: getgroups");
+		return -1;
+	}
+	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) == -1) {
+		log_warn("control: setgroups for uid %d", (int)c->uid);
+		return -1;
+	}
+	s->on = 1;
+	s->fsgid = (gid_t)setfsgid(c->gid);
+	s->fsuid = (uid_t)setfsuid(c->uid);
+	/* setfsuid() reports the previous value, never an error: read back. */
+	if ((uid_t)setfsuid((uid_t)-1) != c->uid || (gid_t)setfsgid((gid_t)-1) != c->gid) {
+		log_warnx("control: cannot take uid %d gid %d to check a spec", (int)c->uid,
+		    (int)c->gid);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+peer_fs_leave(struct peer_fs *s)
+{
+	if (!s->on)
+		return;
+	setfsuid(s->fsuid);
+	setfsgid(s->fsgid);
+	if ((uid_t)setfsuid((uid_t)-1) != s->fsuid || (gid_t)setfsgid((gid_t)-1) != s->fsgid ||
+	    syscall(SYS_setgroups, (size_t)s->ngroups, s->groups) == -1)
+		fatal("control: cannot restore the daemon's credentials after a check");
+	s->on = 0;
+}
+
 static void
 v_check_submit(struct client *c, const cJSON *req, int submit)
 {
@@ -239,8 +300,14 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 		free(spec->name);
 		spec->name = xstrdup(name);
 	}
-	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
-		reply_err(c, "EINVAL", "%s", errs ? errs : "invalid spec");
+	struct peer_fs pfs = { .on = 0 };
+	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
+	if (!bad)
+		bad = spec_check(spec, D->conf, &errs) == -1;
+	peer_fs_leave(&pfs);
+	if (bad) {
+		reply_err(c, "EINVAL", "%s", errs ? errs : spec ? "the spec could not be "
+		    "checked with the peer's credentials" : "invalid spec");
 		free(errs);
 		spec_free(spec);
 		return;
@@ -359,11 +426,15 @@ dispatch(struct client *c, const char *line)
 		    PL_PROTO_VERSION);
 		goto out;
 	}
+	/* check opens the files a spec names: not for read-only peers, who
+	 * can run `pipelinectl check` themselves, with their own rights. */
 	int writes = strcmp(verb, "submit") == 0 || strcmp(verb, "cancel") == 0 ||
-	    strcmp(verb, "retry") == 0;
+	    strcmp(verb, "retry") == 0 || strcmp(verb, "check") == 0;
 	if (writes && !peer_may_write(c)) {
 		reply_err(c, "EPERM", "%s refused: uid %d is not root, the daemon's user, or in"
-		    " group %s", verb, (int)c->uid, D->conf->group[0] ? D->conf->group : "(none set)");
+		    " group %s%s", verb, (int)c->uid, D->conf->group[0] ? D->conf->group :
+		    "(none set)", strcmp(verb, "check") == 0 ? "; pipelinectl check needs no "
+		    "daemon" : "");
 		log_info("control: %s refused for uid %d pid %d", verb, (int)c->uid, (int)c->pid);
 		goto out;
 	}

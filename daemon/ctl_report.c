@@ -1,7 +1,8 @@
 /*
  * ctl_report.c: `pipelinectl report RUN [--vs RUN]`: the bake results of a
- * run (and of another) side by side: overall, held-out, guard breaches,
- * fair slice, per capability with Wilson intervals, seconds per case, and
+ * run (and of another) side by side: the fair slice first (what the gate
+ * ranks on, with the paired comparison), then overall, held-out, guard
+ * breaches, per capability with Wilson intervals, seconds per case, and
  * the gate's verdict. The numbers are recomputed from the stored rows
  * with the same functions the gate uses (plugins/common/score.c), so the
  * report and the verdict cannot disagree. Bakes of different case sets
@@ -187,12 +188,10 @@ ctl_report(int argc, char **argv)
 		}
 		cJSON_AddBoolToObject(o, "same_case_set", same);
 		if (other > 0) {
-			cJSON *f = cJSON_AddObjectToObject(o, "fair_slice");
-			cJSON_AddStringToObject(f, "a", cols[0].label);
-			cJSON_AddStringToObject(f, "b", cols[other].label);
-			cJSON_AddNumberToObject(f, "cases", fair.cases);
-			cJSON_AddItemToObject(f, "a_rate", sc_rate_json(&fair.a));
-			cJSON_AddItemToObject(f, "b_rate", sc_rate_json(&fair.b));
+			cJSON *f = sc_fair_json(&fair, "a", "b");
+			cJSON_AddStringToObject(f, "a_bake", cols[0].label);
+			cJSON_AddStringToObject(f, "b_bake", cols[other].label);
+			cJSON_AddItemToObject(o, "fair_slice", f);
 		}
 		cJSON_AddItemToObject(o, "verdicts", verdicts);
 		verdicts = NULL;
@@ -216,16 +215,8 @@ ctl_report(int argc, char **argv)
 		snprintf(cells[i], sizeof(cells[i]), "%d x %d (%d not run)", cols[i].agg.runnable,
 		    cols[i].agg.passes, cols[i].agg.skipped);
 	row("cases x passes", cells, ncols);
-	for (int i = 0; i < ncols; i++)
-		pct(cells[i], sizeof(cells[i]), &cols[i].agg.overall);
-	row("overall %", cells, ncols);
-	for (int i = 0; i < ncols; i++)
-		pct(cells[i], sizeof(cells[i]), &cols[i].agg.held_out);
-	row("held-out %", cells, ncols);
-	for (int i = 0; i < ncols; i++)
-		snprintf(cells[i], sizeof(cells[i]), "%d of %d", cols[i].agg.guard_breaches,
-		    cols[i].agg.guards_held_out);
-	row("held-out guard breaches", cells, ncols);
+	/* The fair slice first: the cases both models held out, what the
+	 * gate ranks on; then the paired comparison on it. */
 	for (int i = 0; i < ncols; i++) {
 		if (other > 0 && i == 0)
 			pct(cells[i], sizeof(cells[i]), &fair.a);
@@ -237,6 +228,31 @@ ctl_report(int argc, char **argv)
 	char fl[64];
 	snprintf(fl, sizeof(fl), "fair slice (%d) %%", fair.cases);
 	row(fl, cells, ncols);
+	for (int i = 0; i < ncols; i++) {
+		if (other > 0 && i == 0)
+			snprintf(cells[i], sizeof(cells[i]), "%d", fair.only_a);
+		else if (other > 0 && i == other)
+			snprintf(cells[i], sizeof(cells[i]), "%d", fair.only_b);
+		else
+			snprintf(cells[i], sizeof(cells[i]), "-");
+	}
+	row("  passed by it alone", cells, ncols);
+	if (other > 0)
+		printf("  McNemar exact p %.3g (%d discordant of %d)\n", fair.p_mcnemar,
+		    fair.only_a + fair.only_b, fair.cases);
+	for (int i = 0; i < ncols; i++)
+		pct(cells[i], sizeof(cells[i]), &cols[i].agg.overall);
+	row("overall %", cells, ncols);
+	for (int i = 0; i < ncols; i++) {
+		char b[48];
+		pct(b, sizeof(b), &cols[i].agg.held_out);
+		snprintf(cells[i], sizeof(cells[i]), "%s n=%d", b, cols[i].agg.held_out_cases);
+	}
+	row("held-out %", cells, ncols);
+	for (int i = 0; i < ncols; i++)
+		snprintf(cells[i], sizeof(cells[i]), "%d of %d", cols[i].agg.guard_breaches,
+		    cols[i].agg.guards_held_out);
+	row("held-out guard breaches", cells, ncols);
 	for (int i = 0; i < ncols; i++)
 		snprintf(cells[i], sizeof(cells[i]), "%.2f", cols[i].agg.spread_pp);
 	row("spread pp", cells, ncols);

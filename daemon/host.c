@@ -152,12 +152,41 @@ h_fail(pl_job *j, const char *fmt, ...)
 }
 
 const struct pl_key *
-host_find_key(const struct pl_stage *st, const char *key)
+host_key(const struct stage_reg *reg, int i)
 {
-	for (const struct pl_key *k = st->keys; k && k->name; k++)
-		if (strcmp(k->name, key) == 0)
+	const struct pl_key *k;
+
+	if (reg->st->keys == NULL)
+		return NULL;
+	k = (const struct pl_key *)(const void *)((const char *)reg->st->keys +
+	    (size_t)i * reg->key_size);
+	return k->name ? k : NULL;
+}
+
+const struct pl_key *
+host_find_key(const struct stage_reg *reg, const char *key, int *index)
+{
+	const struct pl_key *k;
+
+	for (int i = 0; (k = host_key(reg, i)) != NULL; i++)
+		if (strcmp(k->name, key) == 0) {
+			if (index)
+				*index = i;
 			return k;
+		}
 	return NULL;
+}
+
+/* The bounds of an integer-valued key (PL_KEY_MIN, PL_KEY_MAX), read only
+ * from a table whose entries hold them. */
+static unsigned
+key_bounds(const struct stage_reg *reg, const struct pl_key *k, int64_t *min, int64_t *max)
+{
+	if (reg->key_size < offsetof(struct pl_key, max) + sizeof(k->max))
+		return 0;
+	*min = k->min;
+	*max = k->max;
+	return k->flags & (PL_KEY_MIN | PL_KEY_MAX);
 }
 
 static const char *
@@ -166,7 +195,7 @@ h_get(pl_job *j, const char *key)
 	const char *v = spec_get(j->sec, key);
 	if (v != NULL)
 		return v;
-	const struct pl_key *k = host_find_key(j->reg->st, key);
+	const struct pl_key *k = host_find_key(j->reg, key, NULL);
 	return k ? k->def : NULL;
 }
 
@@ -256,8 +285,11 @@ static const char *
 h_input(pl_job *j, const char *key)
 {
 	const char *v = spec_get(j->sec, key);
-	const struct pl_key *k = host_find_key(j->reg->st, key);
+	int ki = -1;
+	const struct pl_key *k = host_find_key(j->reg, key, &ki);
 	char path[PATH_MAX];
+	if (k && ki < 64 && (j->bad_inputs >> ki & 1))
+		return NULL;
 	if (v == NULL || *v == '\0') {
 		if (k && k->artifact && j->store) {
 			if (upstream_artifact(j, k->artifact, path, sizeof(path)) == PL_OK)
@@ -273,11 +305,14 @@ h_input(pl_job *j, const char *key)
 			return NULL;
 		}
 	}
-	/* JOB.ARTIFACT, when JOB is a job of this run. */
+	/* JOB.ARTIFACT, when JOB is a job of this run; at check time it does
+	 * not exist yet. */
 	const char *dot = strchr(v, '.');
-	if (dot && j->store && v[0] != '/' ) {
+	if (dot && v[0] != '/' && j->spec) {
 		char jn[128];
 		snprintf(jn, sizeof(jn), "%.*s", (int)(dot - v), v);
+		if (spec_job(j->spec, jn) != NULL && j->store == NULL)
+			return NULL;
 		if (spec_job(j->spec, jn) != NULL) {
 			if (store_artifact_find(j->store, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
@@ -1116,22 +1151,65 @@ struct pl_host plugin_host = {
 	.artifact_digest = h_artifact_digest,
 };
 
+/*
+ * A PL_KEY_FILE or PL_KEY_DIR input set to a path (not JOB.ARTIFACT of
+ * this run) must name what it says, readable now: it is opened as the
+ * checker (the peer's file-system credentials on the daemon, control.c),
+ * without blocking on a FIFO, and its kind read from the descriptor.
+ */
+static int
+check_input_path(const struct spec *spec, const struct pl_key *k, const struct spec_kv *kv,
+    char **errs)
+{
+	const char *v = kv->value, *dot = strchr(v, '.');
+	const char *file = spec ? spec->path : "-";
+	int dir = (k->flags & PL_KEY_DIR) != 0, fd, rc = 0;
+	struct stat st;
+	char jn[128];
+
+	if (k->type != PL_KEY_PATH && k->type != PL_KEY_INPUT)
+		return 0;
+	if (k->type == PL_KEY_INPUT && dot && v[0] != '/' && spec) {
+		snprintf(jn, sizeof(jn), "%.*s", (int)(dot - v), v);
+		if (spec_job(spec, jn) != NULL)
+			return 0;
+	}
+	char *p = v[0] == '/' ? xstrdup(v) : path_resolve(spec && spec->dir ? spec->dir : ".", v);
+	if ((fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (dir ? O_DIRECTORY : 0))) == -1) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, errno == ENOTDIR && dir ?
+		    "not a directory" : strerror(errno));
+		rc = -1;
+	} else if (fstat(fd, &st) == -1) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, strerror(errno));
+		rc = -1;
+	} else if (!dir && !S_ISREG(st.st_mode)) {
+		errs_add(errs, file, kv->line, kv->key, "%s: %s", p, S_ISDIR(st.st_mode) ?
+		    "a directory, not a file" : "not a regular file");
+		rc = -1;
+	}
+	if (fd != -1)
+		close(fd);
+	free(p);
+	return rc;
+}
+
 /* Generic key checks, then the stage's own check hook. */
 int
 host_check_section(const struct stage_reg *reg, const struct spec *spec,
     const struct spec_section *sec, char **errs)
 {
 	const struct pl_stage *st = reg->st;
-	int nerr = 0;
+	int nerr = 0, nbound = 0;
 	const char *file = spec ? spec->path : "-";
 	for (int i = 0; i < sec->nkv; i++) {
 		const struct spec_kv *kv = &sec->kv[i];
 		if (spec_is_common_key(kv->key))
 			continue;
-		const struct pl_key *k = host_find_key(st, kv->key);
+		const struct pl_key *k = host_find_key(reg, kv->key, NULL);
 		if (k == NULL) {
 			char known[1024] = "";
-			for (const struct pl_key *q = st->keys; q && q->name; q++) {
+			const struct pl_key *q;
+			for (int qi = 0; (q = host_key(reg, qi)) != NULL; qi++) {
 				if (q->flags & PL_KEY_HIDDEN)
 					continue;
 				if (known[0])
@@ -1160,9 +1238,45 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		if (what) {
 			errs_add(errs, file, kv->line, kv->key, "bad value \"%s\": expected %s", v, what);
 			nerr++;
+			continue;
+		}
+		/* The key's bounds (pl_key min and max), on the value as parsed;
+		 * like a bad path, an out-of-range value does not hold the
+		 * stage's own checks back. */
+		int64_t lo = 0, hi = 0;
+		unsigned b = key_bounds(reg, k, &lo, &hi);
+		double x = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ? (double)iv : dv;
+		int num = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ||
+		    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
+		if (num && (((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi))) {
+			if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
+				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
+				    "between %lld and %lld", v, (long long)lo, (long long)hi);
+			else if (b & PL_KEY_MIN)
+				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
+				    "%lld or more", v, (long long)lo);
+			else
+				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
+				    "%lld or less", v, (long long)hi);
+			nbound++;
 		}
 	}
-	for (const struct pl_key *k = st->keys; k && k->name; k++) {
+	/* Paths do not hold the stage's own checks back (every problem at
+	 * once); a bad one reads as unset to them. */
+	uint64_t bad_inputs = 0;
+	int nbad = 0;
+	for (int i = 0; i < sec->nkv; i++) {
+		int ki = -1;
+		const struct pl_key *k = host_find_key(reg, sec->kv[i].key, &ki);
+		if (k != NULL && (k->flags & (PL_KEY_FILE | PL_KEY_DIR)) &&
+		    check_input_path(spec, k, &sec->kv[i], errs) == -1) {
+			nbad++;
+			if (ki < 64)
+				bad_inputs |= 1ull << ki;
+		}
+	}
+	const struct pl_key *k;
+	for (int ki = 0; (k = host_key(reg, ki)) != NULL; ki++) {
 		if ((k->flags & PL_KEY_REQUIRED) && spec_find(sec, k->name) == NULL &&
 		    !(k->type == PL_KEY_INPUT && k->artifact && spec && spec->njobs > 1)) {
 			errs_add(errs, file, sec->line, k->name, "required by stage %s but not set",
@@ -1173,6 +1287,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	if (st->check != NULL && nerr == 0) {
 		struct pl_job *j = job_new(JOB_MODE_CHECK, reg, spec, sec);
 		j->errs = errs;
+		j->bad_inputs = bad_inputs;
 		int rc = st->check(j);
 		if (j->failmsg[0] == 1)
 			nerr++;
@@ -1183,5 +1298,5 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		}
 		job_free(j);
 	}
-	return nerr;
+	return nerr + nbad + nbound;
 }

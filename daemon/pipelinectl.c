@@ -1038,7 +1038,8 @@ stage_help(const struct stage_reg *reg)
 {
 	const struct pl_stage *st = reg->st;
 	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
-	for (const struct pl_key *k = st->keys; k && k->name; k++) {
+	const struct pl_key *k;
+	for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
 		printf("  %-22s %s%s%s%s%s%s\n", k->name, k->help ? k->help : "",

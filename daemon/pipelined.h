@@ -203,6 +203,12 @@ struct spec {
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
+/* inih's ini_parse_stream over text with the spec's line reader (lines of
+ * any length, values whole); *line is the line the handler is called for;
+ * lines that are no key are reported into errs as path:line (*nerr
+ * counts them). For pipelined.conf. */
+int	spec_ini_parse(const char *path, const char *text, int (*handler)(void *, const char *,
+	    const char *, const char *), void *user, int *line, char **errs, int *nerr);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);
@@ -225,6 +231,7 @@ struct plugin {
 struct stage_reg {
 	const struct pl_stage *st;
 	struct plugin *plugin;
+	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
 /* Load every *.so in dir; refused plugins are logged, never fatal.
  * Returns the number loaded. */
@@ -239,7 +246,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /* store.c: the SQLite store (thread-safe; one connection, one mutex) */
 struct store;
-#define STORE_SCHEMA_VERSION 2 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -303,6 +310,10 @@ int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
 int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
 	    int result, const char *message);
+/* An attempt's deadline (wall clock; 0: none): set when it starts, read
+ * back (0 when none was stored) when a restarted daemon re-enters it. */
+int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
+double	store_attempt_deadline(struct store *s, int64_t attempt_id);
 int	store_metric(struct store *s, int64_t job_id, const char *name,
 	    int64_t step, double value);
 int	store_artifact(struct store *s, int64_t run_id, int64_t job_id,
@@ -396,8 +407,10 @@ struct pl_job {
 	volatile int cancel;              /* set by the scheduler */
 	int timed_out;
 	char failmsg[512];
-	/* Check mode: errors. */
+	/* Check mode: errors, and the input keys whose path failed its
+	 * check (host->input() gives NULL for them: reported once). */
 	char **errs;
+	uint64_t bad_inputs;
 	/* Strings handed to the plugin, freed with the job. */
 	char **pool;
 	int npool, cappool;
@@ -422,7 +435,11 @@ void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
-const struct pl_key *host_find_key(const struct pl_stage *st, const char *key);
+/* The i-th key of a stage's table, read with the stride its plugin was
+ * built with (a struct pl_key that grew is larger); NULL past the end. */
+const struct pl_key *host_key(const struct stage_reg *reg, int i);
+/* A key by name; *index (may be NULL) gets its place in the table. */
+const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Read p's events file from offset as spawn() does (one batch per 64 KiB:

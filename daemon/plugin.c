@@ -28,7 +28,7 @@ static int
 host_register_stage(void *plugin, const struct pl_stage *st)
 {
 	struct plugin *p = plugin;
-	if (st == NULL || st->abi != PL_ABI_VERSION || st->size < sizeof(struct pl_stage)) {
+	if (st == NULL || st->abi != PL_ABI_VERSION || st->size < PL_STAGE_SIZE_V1) {
 		snprintf(reg_error, sizeof(reg_error), "stage struct of ABI %u size %u (host: ABI %d size %zu)",
 		    st ? st->abi : 0, st ? st->size : 0, PL_ABI_VERSION, sizeof(struct pl_stage));
 		return PL_EABI;
@@ -45,8 +45,20 @@ host_register_stage(void *plugin, const struct pl_stage *st)
 		snprintf(reg_error, sizeof(reg_error), "too many stages");
 		return PL_ENOMEM;
 	}
+	/* A stage of the first size has the first struct pl_key; one built
+	 * with key_size in its struct and leaving it 0 has the struct pl_key
+	 * of the header that added key_size (with min and max). */
+	int has_ks = st->size >= offsetof(struct pl_stage, key_size) + sizeof(st->key_size);
+	size_t ks = !has_ks ? PL_KEY_SIZE_V1 : st->key_size ? st->key_size :
+	    offsetof(struct pl_key, max) + sizeof(int64_t);
+	if (ks < PL_KEY_SIZE_V1) {
+		snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key_size %zu is smaller "
+		    "than the first struct pl_key (%zu)", st->name, ks, (size_t)PL_KEY_SIZE_V1);
+		return PL_EABI;
+	}
 	stages[nstages].st = st;
 	stages[nstages].plugin = p;
+	stages[nstages].key_size = ks;
 	nstages++;
 	p->nstages++;
 	return PL_OK;

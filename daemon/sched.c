@@ -413,7 +413,14 @@ job_launch(struct sjob *j, int adopt)
 		pj->ex = &exec_slurm;
 		pj->ex_opts = executor_opts(j);
 	}
-	if (j->sec->timeout > 0)
+	/* The deadline was stored when the attempt started: a re-entered one
+	 * keeps what is left of it (none stored, by an older daemon: the
+	 * timeout counts from now). */
+	double dl = adopt && j->sec->timeout > 0 ? store_attempt_deadline(D->store,
+	    j->attempt_id) : 0;
+	if (dl > 0)
+		pj->deadline = now_mono() + fmax(dl - now_wall(), 0.001);
+	else if (j->sec->timeout > 0)
 		pj->deadline = now_mono() + j->sec->timeout;
 	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
 	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
@@ -441,6 +448,8 @@ job_start(struct sjob *j)
 	if (store_begin(D->store) == -1)
 		return;
 	if (store_attempt_start(D->store, j->id, j->attempts, &j->attempt_id) == -1 ||
+	    store_attempt_deadline_set(D->store, j->attempt_id, j->sec->timeout > 0 ?
+	    now_wall() + j->sec->timeout : 0) == -1 ||
 	    store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
 	    store_job_state(D->store, j->id, j->run->name, j->sec->name, "running",
 	    j->attempts, NULL) == -1) {

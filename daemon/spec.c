@@ -181,6 +181,7 @@ spec_is_common_key(const char *key)
 
 struct spec_parse {
 	struct spec *s;
+	const char *path;        /* for the reader's errors: the spec's or the conf's */
 	const char *text;
 	size_t off;
 	int line;
@@ -237,7 +238,8 @@ spec_reader(char *str, int num, void *stream)
 	p->longval = NULL;
 	free(p->raw);
 	p->raw = strndup(t, len);
-	section_seen(p, p->raw);
+	if (p->s != NULL)
+		section_seen(p, p->raw);
 	/* Lines that fit and hold no ';' go to inih as they are. A ';' is
 	 * never a comment inside a value here (shell commands are full of
 	 * them), so such lines take the same path as long ones. */
@@ -258,7 +260,7 @@ spec_reader(char *str, int num, void *stream)
 		size_t q = n > 60 ? 60 : n;
 		while (q < n && q > 0 && ((unsigned char)t[q] & 0xc0) == 0x80)
 			q--;    /* not inside a UTF-8 sequence */
-		errs_add(p->errs, p->s->path, p->line, "-",
+		errs_add(p->errs, p->path, p->line, "-",
 		    "syntax error (expected [section] or key = value): %.*s%s",
 		    (int)q, t, q < n ? "..." : "");
 		p->nerr++;
@@ -291,6 +293,41 @@ spec_reader(char *str, int num, void *stream)
 	else
 		snprintf(str, (size_t)num, "%.*s= \001\n", (int)(eq - t), t);
 	return str;
+}
+
+/* inih over text through spec_reader, for pipelined.conf (conf.c): the
+ * handler gets every value whole, however long, and *line is the line
+ * being handled. */
+struct ini_text {
+	struct spec_parse p;
+	ini_handler h;
+	void *user;
+	int *line;
+};
+
+static int
+ini_text_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_text *t = user;
+
+	if (value != NULL && strcmp(value, "\001") == 0 && t->p.longval != NULL)
+		value = t->p.longval;
+	*t->line = t->p.line;
+	return t->h(t->user, section, name, value);
+}
+
+int
+spec_ini_parse(const char *path, const char *text, ini_handler h, void *user, int *line,
+    char **errs, int *nerr)
+{
+	struct ini_text t = { .p = { .text = text, .path = path, .errs = errs }, .h = h,
+	    .user = user, .line = line };
+	int rc = ini_parse_stream(spec_reader, &t.p, ini_text_handler, &t);
+
+	*nerr += t.p.nerr;
+	free(t.p.raw);
+	free(t.p.longval);
+	return rc;
 }
 
 /* A section's line is its header's (section_seen() saw it), not that of
@@ -388,7 +425,7 @@ spec_parse(const char *path, const char *text, char **errs)
 		s->dir = xstrdup(".");
 	}
 
-	struct spec_parse p = { .s = s, .text = s->text, .errs = errs };
+	struct spec_parse p = { .s = s, .path = s->path, .text = s->text, .errs = errs };
 	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);
 	free(p.raw);
 	free(p.longval);

@@ -206,6 +206,10 @@ static const char *const migrations[] = {
 	/* 2 -> 3: who a run's jobs run as (pipelined(8) USERS); NULL for the
 	 * runs before, which ran as the daemon's user. */
 	"ALTER TABLE runs ADD COLUMN owner TEXT;",
+	/* 3 -> 4: an attempt's deadline (wall clock), stored when it starts, so
+	 * that a restarted daemon keeps the job's timeout instead of counting
+	 * it from the restart. */
+	"ALTER TABLE attempts ADD COLUMN deadline REAL;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -873,6 +877,37 @@ store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
 	return 0;
+}
+
+int
+store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline)
+{
+	sqlite3_stmt *st = prep(s, "UPDATE attempts SET deadline = ? WHERE id = ?");
+	if (st == NULL)
+		return -1;
+	if (deadline > 0)
+		sqlite3_bind_double(st, 1, deadline);
+	else
+		sqlite3_bind_null(st, 1);
+	sqlite3_bind_int64(st, 2, attempt_id);
+	return step_done(s, st);
+}
+
+double
+store_attempt_deadline(struct store *s, int64_t attempt_id)
+{
+	double d = 0;
+
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = prep(s, "SELECT deadline FROM attempts WHERE id = ?");
+	if (st) {
+		sqlite3_bind_int64(st, 1, attempt_id);
+		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+			d = sqlite3_column_double(st, 0);
+		unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return d;
 }
 
 int

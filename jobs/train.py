@@ -234,7 +234,16 @@ def body(job):
             while True:
                 time.sleep(3600)
     os.makedirs(outdir, exist_ok=True)
-    adapter = pljob.atomic_dir(os.path.join(outdir, "adapter"), eng.save_adapter)
+    ident = cfg.data.get("base_identity")
+
+    def build(d):
+        eng.save_adapter(d)
+        # Ours, beside PEFT's files (PEFT ignores it): the base's identity
+        # as the train stage computed it, which merge checks its base against.
+        if isinstance(ident, dict):
+            pljob.write_file(os.path.join(d, "pipeline-base.json"),
+                             (json.dumps(ident, sort_keys=True) + "\n").encode())
+    adapter = pljob.atomic_dir(os.path.join(outdir, "adapter"), build)
     ev.emit("memory", peak_mb=round(run_peak, 1), pre_step_mb=round(pre_step, 1),
             capacity_mb=round(eng.capacity_mb(), 1))
     ev.artifact("adapter", adapter)

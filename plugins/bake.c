@@ -40,11 +40,11 @@ static const struct pl_key bake_keys[] = {
 	  "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)" },
 	{ "model", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
 	  "the served model: an Ollama tag, or the OpenAI model id" },
-	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the case file, JSON lines (pipeline-cases(5))" },
-	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the system prompt file; {{channel}} becomes the case's channel" },
-	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the capability list, hidden ones included (pipeline-cases(5))" },
 	{ "disabled", PL_KEY_LIST, NULL, 0, NULL,
 	  "capabilities to disable: their cases are skipped as not runnable" },
@@ -52,13 +52,14 @@ static const struct pl_key bake_keys[] = {
 	  "the tokenize stage's stats (corpus_keys) for held-out; none: all held out" },
 	{ "stats_run", PL_KEY_STRING, NULL, 0, NULL,
 	  "take the stats artifact of this run instead (the incumbent's corpus)" },
-	{ "passes", PL_KEY_INT, "3", 0, NULL, "passes over every case (1-32)" },
-	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
-	  "context every request needs; sent to Ollama, checked on llama-server" },
+	{ "passes", PL_KEY_INT, "3", PL_KEY_MIN | PL_KEY_MAX, NULL, "passes over every case (1-32)", 1,
+	  SC_MAX_PASSES },
+	{ "num_ctx", PL_KEY_INT, "9216", PL_KEY_MIN, NULL,
+	  "context every request needs; sent to Ollama, checked on llama-server", 256, 0 },
 	{ "seed", PL_KEY_INT, "3407", 0, NULL, "sampling seed (temperature is 0)" },
-	{ "max_tokens", PL_KEY_INT, "256", 0, NULL, "token cap of one answer" },
-	{ "concurrency", PL_KEY_INT, "1", 0, NULL,
-	  "requests in flight (llama-server -np N); speed then is throughput" },
+	{ "max_tokens", PL_KEY_INT, "256", PL_KEY_MIN, NULL, "token cap of one answer", 1, 0 },
+	{ "concurrency", PL_KEY_INT, "1", PL_KEY_MIN | PL_KEY_MAX, NULL,
+	  "requests in flight (llama-server -np N); speed then is throughput", 1, 64 },
 	{ "case_timeout", PL_KEY_DURATION, "300", 0, NULL, "limit of one request" },
 	{ "max_bytes_per_token", PL_KEY_FLOAT, "8", 0, NULL,
 	  "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off" },
@@ -693,22 +694,9 @@ static int
 bake_check(pl_job *job)
 {
 	const char *v = host->get(job, "backend");
-	int64_t n;
 
 	if (v && strcmp(v, "ollama") != 0 && strcmp(v, "openai") != 0)
 		host->check_error(job, "backend", "must be ollama or openai, not \"%s\"", v);
-	n = host->get_int(job, "passes", 3);
-	if (n < 1 || n > SC_MAX_PASSES)
-		host->check_error(job, "passes", "must be between 1 and %d", SC_MAX_PASSES);
-	n = host->get_int(job, "concurrency", 1);
-	if (n < 1 || n > 64)
-		host->check_error(job, "concurrency", "must be between 1 and 64");
-	n = host->get_int(job, "num_ctx", 9216);
-	if (n < 256)
-		host->check_error(job, "num_ctx", "must be at least 256");
-	n = host->get_int(job, "max_tokens", 256);
-	if (n < 1)
-		host->check_error(job, "max_tokens", "must be positive");
 
 	/* The capability list and the case file are small: check them whole
 	 * at submit, so that a typo in a case is not found after a 12-hour
@@ -718,9 +706,6 @@ bake_check(pl_job *job)
 	int ncases;
 	char err[1024];
 	const char *cp = host->input(job, "capabilities"), *cs = host->input(job, "cases");
-	const char *sy = host->input(job, "system");
-	if (sy != NULL && access(sy, R_OK) == -1)
-		host->check_error(job, "system", "%s: %s", sy, strerror(errno));
 	if (cp == NULL)
 		return PL_OK;
 	if (sc_caps_load(cp, &caps, err, sizeof(err)) == -1) {
@@ -747,6 +732,7 @@ bake_check(pl_job *job)
 static const struct pl_stage bake_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "bake",
 	.summary = "score a served model on a case file, every pass stored",
 	.keys = bake_keys,

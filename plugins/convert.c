@@ -270,6 +270,7 @@ convert_run(pl_job *job)
 static const struct pl_stage convert_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "convert",
 	.summary = "Gemma 3 checkpoint to GGUF (f16, bf16, f32), natively",
 	.keys = convert_keys,

@@ -103,6 +103,7 @@ exec_run(pl_job *job)
 static const struct pl_stage exec_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "exec",
 	.summary = "run a command",
 	.flags = PL_STAGE_ADOPTABLE,

@@ -1,8 +1,9 @@
 /*
  * gate.c: the `gate` stage, the release rule (pipeline-gotchas(7), F17): veto a
  * candidate that breaches a held-out guard the incumbent passes; otherwise
- * rank by held-out accuracy and break ties within tie_pp by overall
- * accuracy. Both bakes must come from the same case-set digest: results
+ * rank by accuracy on the fair slice (the cases neither model's corpus
+ * holds), refuse when it has fewer than min_fair_cases, and break ties
+ * within tie_pp by overall accuracy. Both bakes must come from the same case-set digest: results
  * of different case sets are never compared. With promote = yes and a
  * passing verdict, the candidate's tag is copied to the alias (after the
  * alias is unloaded, HACKING.md: Ollama) and the alias's digest read
@@ -29,8 +30,10 @@ static const struct pl_key gate_keys[] = {
 	  "the candidate's bake: JOB of this run, RUN/JOB, or a results file (bake.json)" },
 	{ "incumbent", PL_KEY_STRING, "bake-incumbent", 0, NULL,
 	  "the incumbent's bake, as candidate; none: a first release" },
-	{ "tie_pp", PL_KEY_FLOAT, "0.5", 0, NULL,
-	  "held-out differences within this many points are ties, broken by overall" },
+	{ "tie_pp", PL_KEY_FLOAT, "0.5", PL_KEY_MIN | PL_KEY_MAX, NULL,
+	  "fair-slice differences within this many points are ties, broken by overall", 0, 100 },
+	{ "min_fair_cases", PL_KEY_INT, "20", PL_KEY_MIN, NULL,
+	  "fewest fair-slice cases (held out for both models) a verdict rests on", 1, 0 },
 	{ "promote", PL_KEY_BOOL, "no", 0, NULL,
 	  "on a passing verdict, copy the candidate's tag to the alias" },
 	{ "alias", PL_KEY_STRING, NULL, 0, NULL, "the production alias (promote = yes)" },
@@ -175,7 +178,6 @@ gate_run(pl_job *job)
 {
 	struct side cand, inc;
 	struct sc_verdict v;
-	struct sc_fair fair;
 	double tie = host->get_double(job, "tie_pp", 0.5);
 	const char *iv = host->get(job, "incumbent");
 	int first = iv != NULL && strcmp(iv, "none") == 0;
@@ -184,7 +186,6 @@ gate_run(pl_job *job)
 
 	memset(&inc, 0, sizeof(inc));
 	memset(&v, 0, sizeof(v));
-	memset(&fair, 0, sizeof(fair));
 	if ((rc = load_side(job, "candidate", &cand)) != PL_OK) {
 		side_free(&cand);
 		return rc;
@@ -213,8 +214,7 @@ gate_run(pl_job *job)
 		    "breach%s", cand.agg.guard_breaches, cand.agg.guard_breaches == 1 ? "" : "es");
 	} else {
 		sc_release_rule(cand.rows, cand.nrows, &cand.agg, inc.rows, inc.nrows, &inc.agg,
-		    tie, &v);
-		sc_fair_slice(cand.rows, cand.nrows, inc.rows, inc.nrows, &fair);
+		    tie, (int)host->get_int(job, "min_fair_cases", 20), &v);
 	}
 
 	out = cJSON_CreateObject();
@@ -223,19 +223,20 @@ gate_run(pl_job *job)
 	cJSON_AddStringToObject(out, "reason", v.reason);
 	cJSON_AddStringToObject(out, "case_set", sstr(cand.sum, "case_set"));
 	cJSON_AddNumberToObject(out, "tie_pp", tie);
-	cJSON_AddItemToObject(out, "candidate", side_json(&cand));
 	if (!first) {
-		cJSON_AddItemToObject(out, "incumbent", side_json(&inc));
-		cJSON_AddNumberToObject(out, "d_held_out_pp", v.d_held_out_pp);
+		/* The fair slice first: it is what the verdict ranks on. */
+		cJSON_AddItemToObject(out, "fair_slice", sc_fair_json(&v.fair, "candidate", "incumbent"));
+		cJSON_AddNumberToObject(out, "min_fair_cases", v.min_fair);
+		cJSON_AddNumberToObject(out, "d_fair_pp", v.d_fair_pp);
 		cJSON_AddNumberToObject(out, "d_overall_pp", v.d_overall_pp);
+		cJSON_AddNumberToObject(out, "d_held_out_pp", v.d_held_out_pp);
 		cJSON_AddBoolToObject(out, "tie", v.tie);
 		cJSON_AddNumberToObject(out, "new_breaches", v.new_breaches);
 		cJSON_AddStringToObject(out, "breach_ids", v.breach_ids);
-		cJSON *f = cJSON_AddObjectToObject(out, "fair_slice");
-		cJSON_AddNumberToObject(f, "cases", fair.cases);
-		cJSON_AddItemToObject(f, "candidate", sc_rate_json(&fair.a));
-		cJSON_AddItemToObject(f, "incumbent", sc_rate_json(&fair.b));
 	}
+	cJSON_AddItemToObject(out, "candidate", side_json(&cand));
+	if (!first)
+		cJSON_AddItemToObject(out, "incumbent", side_json(&inc));
 
 	if (v.pass && host->get_bool(job, "promote", 0)) {
 		const char *alias = host->get(job, "alias"), *tag = host->get(job, "tag");
@@ -260,12 +261,14 @@ gate_run(pl_job *job)
 	free(text);
 	host->log(job, PL_LOG_INFO, "verdict: %s: %s", sc_verdict_name(v.code), v.reason);
 	if (!first)
-		host->log(job, PL_LOG_INFO, "held-out %.2f%% vs %.2f%%, overall %.2f%% vs %.2f%%, "
-		    "guard breaches %d vs %d, fair slice %.2f%% vs %.2f%% of %d",
-		    cand.agg.held_out.acc * 100, inc.agg.held_out.acc * 100,
-		    cand.agg.overall.acc * 100, inc.agg.overall.acc * 100,
-		    cand.agg.guard_breaches, inc.agg.guard_breaches, fair.a.acc * 100,
-		    fair.b.acc * 100, fair.cases);
+		host->log(job, PL_LOG_INFO, "fair slice %.2f%% vs %.2f%% of %d (candidate alone "
+		    "%d, incumbent alone %d, McNemar p %.3g); overall %.2f%% vs %.2f%% of %d; "
+		    "held-out %.2f%% of %d vs %.2f%% of %d; guard breaches %d vs %d",
+		    v.fair.a.acc * 100, v.fair.b.acc * 100, v.fair.cases, v.fair.only_a,
+		    v.fair.only_b, v.fair.p_mcnemar, v.fair.oa.acc * 100, v.fair.ob.acc * 100,
+		    v.fair.common, cand.agg.held_out.acc * 100, cand.agg.held_out_cases,
+		    inc.agg.held_out.acc * 100, inc.agg.held_out_cases,
+		    cand.agg.guard_breaches, inc.agg.guard_breaches);
 	/* A verdict against the candidate is a rejection, not a failure: the
 	 * run ends rejected, and the job is not retried. */
 	if (!v.pass) {
@@ -283,11 +286,8 @@ out:
 static int
 gate_check(pl_job *job)
 {
-	double t = host->get_double(job, "tie_pp", 0.5);
 	const char *a = host->get(job, "alias");
 
-	if (t < 0 || t > 100)
-		host->check_error(job, "tie_pp", "must be between 0 and 100");
 	if (host->get_bool(job, "promote", 0) && (a == NULL || *a == '\0'))
 		host->check_error(job, "alias", "promote = yes needs an alias to copy to");
 	return PL_OK;
@@ -296,6 +296,7 @@ gate_check(pl_job *job)
 static const struct pl_stage gate_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "gate",
 	.summary = "apply the release rule to two bakes; promote the alias",
 	.keys = gate_keys,

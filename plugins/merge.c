@@ -21,10 +21,16 @@
  * kernel (copy_file_range), never decoded. Peak memory is one block of rows
  * of one tensor in f32 plus the adapter's A and B of that module.
  *
- * Errors name the adapter key or the tensor: a key that matches no base
- * tensor, a shape or rank that disagrees with the config, an adapter
- * trained on another base (base_model_name_or_path, vocabulary size), a
- * result that is not finite. Adapter modules on the vision tower of a
+ * The adapter fits the base by structure, not by name: every module's A
+ * and B against the base tensor's in and out features, the vocabulary
+ * (embedding rows), the layer count and the modules_to_save shapes; an
+ * adapter our train stage wrote also carries the base's identity
+ * (pipeline-base.json: config.json's and the tensor index's digests),
+ * which must be this base's. A base_model_name_or_path that names another
+ * model is a warning: Unsloth names its 4-bit repository, a hub client's
+ * cache names a directory by a hash. Errors name the adapter key or the
+ * tensor: a key that matches no base tensor, a shape or rank that
+ * disagrees with the config, a result that is not finite. Adapter modules on the vision tower of a
  * Gemma 3 adapter (target_modules also match SigLIP's
  * q/k/v_proj) are merged where the base has them and reported, not
  * refused, where it does not.
@@ -47,6 +53,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "safetensors.h"
 #include "rate.h"
 
@@ -56,16 +63,14 @@ static const struct pl_host *host;
 #define BLOCK_BYTES (16u << 20)
 
 static const struct pl_key merge_keys[] = {
-	{ "base", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, NULL,
+	{ "base", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
 	  "the base checkpoint directory (config.json, model.safetensors or shards and index)" },
-	{ "adapter", PL_KEY_INPUT, NULL, 0, "adapter",
+	{ "adapter", PL_KEY_INPUT, NULL, PL_KEY_DIR, "adapter",
 	  "the PEFT adapter directory (adapter_config.json, adapter_model.safetensors)" },
 	{ "output", PL_KEY_PATH, NULL, 0, NULL,
 	  "the merged checkpoint directory (default: merged in the job's work directory)" },
-	{ "check_base", PL_KEY_BOOL, "yes", 0, NULL,
-	  "refuse an adapter whose base_model_name_or_path names another model" },
-	{ "threads", PL_KEY_INT, "0", 0, NULL,
-	  "OpenBLAS threads for the products (0: OpenBLAS's default)" },
+	{ "threads", PL_KEY_INT, "0", PL_KEY_MIN, NULL,
+	  "OpenBLAS threads for the products (0: OpenBLAS's default)", 0, 0 },
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
@@ -310,15 +315,15 @@ last_component(const char *s, char *buf, size_t len)
 	return p ? p + 1 : buf;
 }
 
-/* The adapter must have been trained on this base: the last component of
- * its base_model_name_or_path must be the base's _name_or_path's or the
- * base directory's name. */
-static int
-check_base_name(struct mctx *m)
+/* A name is not an identity: a base_model_name_or_path whose last
+ * component is neither the base's _name_or_path's nor the base
+ * directory's name is reported in the job log, and the structure decides. */
+static void
+warn_base_name(struct mctx *m)
 {
 	const cJSON *an = cJSON_GetObjectItemCaseSensitive(m->acfg, "base_model_name_or_path");
 	if (!cJSON_IsString(an) || an->valuestring[0] == '\0')
-		return 0;
+		return;
 	char b1[PATH_MAX], b2[PATH_MAX], b3[PATH_MAX], real[PATH_MAX];
 	const char *want = last_component(an->valuestring, b1, sizeof(b1));
 	const cJSON *bn = cJSON_GetObjectItemCaseSensitive(m->bcfg, "_name_or_path");
@@ -326,11 +331,116 @@ check_base_name(struct mctx *m)
 	const char *dir = last_component(realpath(m->base_dir, real) ? real : m->base_dir,
 	    b3, sizeof(b3));
 	if ((have && strcmp(want, have) == 0) || strcmp(want, dir) == 0)
+		return;
+	host->log(m->job, PL_LOG_WARN, "merge: %s/adapter_config.json names its base \"%s\", "
+	    "the base is \"%s\" (%s); merging by structure", m->adapter_dir, an->valuestring,
+	    have ? bn->valuestring : dir, have ? "config.json _name_or_path" : "its directory name");
+}
+
+/* An adapter of our train stage records the base's identity beside it
+ * (pipeline-base.json); another base is refused with both digests. An
+ * adapter without the file (PEFT's own, Unsloth's) is checked by structure
+ * alone. */
+static int
+check_base_identity(struct mctx *m)
+{
+	char p[PATH_MAX], c[65], t[65];
+	cJSON *id;
+
+	snprintf(p, sizeof(p), "%s/pipeline-base.json", m->adapter_dir);
+	if (access(p, F_OK) != 0 && errno == ENOENT)
 		return 0;
-	snprintf(m->err, sizeof(m->err), "%s/adapter_config.json: the adapter was trained on "
-	    "\"%s\" but the base is \"%s\" (%s); set check_base = no to merge anyway",
-	    m->adapter_dir, an->valuestring, have ? bn->valuestring : dir,
-	    have ? "config.json _name_or_path" : "its directory name");
+	if ((id = read_json(p, m->err, sizeof(m->err))) == NULL)
+		return -1;
+	const cJSON *wc = cJSON_GetObjectItemCaseSensitive(id, "config_sha256");
+	const cJSON *wt = cJSON_GetObjectItemCaseSensitive(id, "tensors_sha256");
+	const cJSON *wb = cJSON_GetObjectItemCaseSensitive(id, "base");
+	if (!cJSON_IsString(wc) || !cJSON_IsString(wt)) {
+		snprintf(m->err, sizeof(m->err), "%s: config_sha256 or tensors_sha256 missing or "
+		    "not a string", p);
+		cJSON_Delete(id);
+		return -1;
+	}
+	if (st_set_identity(&m->base, c, t, m->err, sizeof(m->err)) == -1) {
+		cJSON_Delete(id);
+		return -1;
+	}
+	int rc = 0;
+	if (strcmp(wc->valuestring, c) != 0 || strcmp(wt->valuestring, t) != 0) {
+		snprintf(m->err, sizeof(m->err), "%s: the adapter was trained on base %.200s "
+		    "(config.json %.64s, tensor index %.64s), not on %.200s (config.json %s, "
+		    "tensor index %s)", p, cJSON_IsString(wb) ? wb->valuestring : "?",
+		    wc->valuestring, wt->valuestring, m->base_dir, c, t);
+		rc = -1;
+	}
+	cJSON_Delete(id);
+	return rc;
+}
+
+/* The number of decoder layers in config.json (text_config's for a
+ * conditional model); -1 when absent. */
+static int64_t
+base_layers(const cJSON *bcfg)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(bcfg, "num_hidden_layers");
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(bcfg, "text_config");
+	if (tc != NULL && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tc, "num_hidden_layers")))
+		v = cJSON_GetObjectItemCaseSensitive(tc, "num_hidden_layers");
+	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+}
+
+/* The decoder layer index in a module path ("...layers.N...", not the
+ * vision tower's); -1 when it has none. */
+static long
+module_layer(const char *module)
+{
+	const char *p = strstr(module, "layers.");
+	if (p == NULL || is_vision(module))
+		return -1;
+	char *end;
+	long n = strtol(p + 7, &end, 10);
+	return end == p + 7 || (*end != '.' && *end != '\0') ? -1 : n;
+}
+
+/*
+ * The layer count: an adapter whose target_modules is a list and that sets
+ * no layers_to_transform adapts those modules in every layer of the model
+ * it was trained on, so its layers must be the base's. One that stops
+ * short was trained on a shallower model; the error names the first base
+ * tensor it leaves alone. (One that goes beyond has keys that match no
+ * base tensor, refused in plan().)
+ */
+static int
+check_layers(struct mctx *m)
+{
+	const cJSON *tm = cJSON_GetObjectItemCaseSensitive(m->acfg, "target_modules");
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(m->acfg, "layers_to_transform");
+	int64_t nl = base_layers(m->bcfg);
+	long top = -1;
+	const struct action *at = NULL;
+
+	if (!cJSON_IsArray(tm) || (lt != NULL && !cJSON_IsNull(lt)) || nl <= 0)
+		return 0;
+	for (size_t i = 0; i < m->nacts; i++) {
+		long l = m->acts[i].kind == ACT_LORA && m->acts[i].target ?
+		    module_layer(m->acts[i].target) : -1;
+		if (l > top) {
+			top = l;
+			at = &m->acts[i];
+		}
+	}
+	if (at == NULL || top + 1 >= nl)
+		return 0;
+	/* The same module one layer down: the first base tensor left alone. */
+	char next[2048], *p;
+	snprintf(next, sizeof(next), "%s", at->target);
+	p = strstr(next, "layers.");
+	snprintf(p + 7, sizeof(next) - (size_t)(p + 7 - next), "%ld%s", top + 1,
+	    strchr(strstr(at->target, "layers.") + 7, '.'));
+	snprintf(m->err, sizeof(m->err), "%s: the adapter's modules stop at layer %ld (%ld "
+	    "layers) but the base has %lld (config.json num_hidden_layers): base tensor "
+	    "\"%s\" has no adapter module though target_modules names it in every layer (an "
+	    "adapter for another base?)", m->ad.path, top, top + 1, (long long)nl, next);
 	return -1;
 }
 
@@ -971,14 +1081,15 @@ merge_run(pl_job *job)
 		goto fail;
 	if (check_adapter_config(&m) == -1)
 		goto fail;
-	if (host->get_bool(job, "check_base", 1) && check_base_name(&m) == -1)
-		goto fail;
+	warn_base_name(&m);
 	if (st_set_open(&m.base, m.base_dir, m.err, sizeof(m.err)) == -1)
+		goto fail;
+	if (check_base_identity(&m) == -1)
 		goto fail;
 	snprintf(p, sizeof(p), "%s/adapter_model.safetensors", m.adapter_dir);
 	if (st_open(&m.ad, p, m.err, sizeof(m.err)) == -1)
 		goto fail;
-	if (plan(&m) == -1)
+	if (plan(&m) == -1 || check_layers(&m) == -1)
 		goto fail;
 
 	size_t nlora = 0, nrepl = 0, nbias = 0;
@@ -1086,15 +1197,14 @@ cleanup:
 static int
 merge_check(pl_job *job)
 {
-	const char *t = host->get(job, "threads");
-	if (t && host->get_int(job, "threads", 0) < 0)
-		host->check_error(job, "threads", "must be 0 or more, not %s", t);
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 
 static const struct pl_stage merge_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "merge",
 	.summary = "merge a PEFT LoRA adapter into its base checkpoint (streaming, OpenBLAS)",
 	.flags = 0,

@@ -34,6 +34,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "memcap.h"
 #include "pyjob.h"
 #include "trainkeys.h"
@@ -47,12 +48,12 @@ static const struct pl_key probe_keys[] = {
 	  "probe this example instead of the longest" },
 	{ "budget_mb", PL_KEY_FLOAT, NULL, 0, NULL,
 	  "GPU memory training may use, MB (default: the capacity the job reports)" },
-	{ "margin_mb", PL_KEY_FLOAT, "256", 0, NULL,
-	  "MB kept free below budget_mb" },
+	{ "margin_mb", PL_KEY_FLOAT, "256", PL_KEY_MIN, NULL,
+	  "MB kept free below budget_mb", 0, 0 },
 	{ "over_estimate", PL_KEY_FLOAT, "4.7", 0, NULL,
 	  "percent the probe over-estimates a real run by, until calibration pairs exist" },
-	{ "calibration_pairs", PL_KEY_INT, "5", 0, NULL,
-	  "how many of the newest probe/real pairs the over-estimate averages" },
+	{ "calibration_pairs", PL_KEY_INT, "5", PL_KEY_MIN, NULL,
+	  "how many of the newest probe/real pairs the over-estimate averages", 0, 0 },
 	{ "mb_per_rank", PL_KEY_FLOAT, "15", 0, NULL,
 	  "probe MB per LoRA rank unit, for the suggested rank (F31)" },
 	{ "gpu", PL_KEY_STRING, NULL, 0, NULL,
@@ -103,18 +104,13 @@ probe_check(pl_job *job)
 		    "(12G, 512M) or off", cap);
 	if (host->get(job, "budget_mb") != NULL && host->get_double(job, "budget_mb", 0) <= 0)
 		host->check_error(job, "budget_mb", "must be positive");
-	if (host->get_double(job, "margin_mb", 256) < 0)
-		host->check_error(job, "margin_mb", "must not be negative");
 	double oe = host->get_double(job, "over_estimate", 4.7);
 	if (oe <= -100 || oe >= 100)
 		host->check_error(job, "over_estimate", "%g%% is not a percentage "
 		    "strictly between -100 and 100", oe);
 	if (host->get_double(job, "mb_per_rank", 15) <= 0)
 		host->check_error(job, "mb_per_rank", "must be positive");
-	if (host->get_int(job, "lora_r", 112) < 1)
-		host->check_error(job, "lora_r", "must be at least 1");
-	if (host->get_int(job, "calibration_pairs", 5) < 0)
-		host->check_error(job, "calibration_pairs", "must not be negative");
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 
@@ -321,6 +317,7 @@ probe_run(pl_job *job)
 static const struct pl_stage probe_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "probe",
 	.summary = "one-step VRAM probe, calibrated; refuses a config that will not fit",
 	.flags = 0,

@@ -34,8 +34,8 @@ static const struct pl_key quantize_keys[] = {
 	  "the Q8_0 GGUF to write (default: model-q8_0.gguf in the work directory)" },
 	{ "type", PL_KEY_STRING, "Q8_0", 0, NULL,
 	  "the target type; natively only Q8_0" },
-	{ "threads", PL_KEY_INT, "0", 0, NULL,
-	  "worker threads (0: one per CPU)" },
+	{ "threads", PL_KEY_INT, "0", PL_KEY_MIN, NULL,
+	  "worker threads (0: one per CPU)", 0, 0 },
 	{ "tool", PL_KEY_STRING, "native", 0, NULL,
 	  "native, or llama-quantize to run llama.cpp's quantizer" },
 	{ "llama_quantize", PL_KEY_STRING, "llama-quantize", 0, NULL,
@@ -55,8 +55,6 @@ quantize_check(pl_job *job)
 	if (native && type && strcasecmp(type, "Q8_0") != 0)
 		host->check_error(job, "type", "\"%s\": the native quantizer writes Q8_0 only "
 		    "(tool = llama-quantize for other types)", type);
-	if (host->get_int(job, "threads", 0) < 0)
-		host->check_error(job, "threads", "must be 0 or more");
 	return PL_OK;
 }
 
@@ -256,6 +254,7 @@ quantize_run(pl_job *job)
 static const struct pl_stage quantize_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "quantize",
 	.summary = "GGUF F16/BF16/F32 to Q8_0, identical to llama-quantize",
 	.keys = quantize_keys,

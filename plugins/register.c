@@ -30,7 +30,7 @@ static const struct pl_key register_keys[] = {
 	{ "gguf", PL_KEY_INPUT, NULL, 0, "gguf", "the Q8_0 GGUF to register" },
 	{ "tag", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
 	  "the Ollama tag to create, e.g. router:v18" },
-	{ "modelfile", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "modelfile", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
 	  "the Modelfile template (TEMPLATE, PARAMETER, SYSTEM; FROM is replaced)" },
 	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL, "PARAMETER num_ctx of the tag" },
 	{ "previous_tag", PL_KEY_STRING, NULL, 0, NULL,
@@ -400,6 +400,7 @@ out:
 static const struct pl_stage register_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "register",
 	.summary = "create the Ollama tag from the GGUF and prove what it serves",
 	.keys = register_keys,

@@ -24,21 +24,22 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "pyjob.h"
 
 static const struct pl_host *host;
 
 static const struct pl_key tokenize_keys[] = {
-	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,
+	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
 	  "the base model directory (tokenizer_config.json and its tokenizer)" },
-	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, "corpus",
+	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, "corpus",
 	  "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line" },
 	{ "max_seq_length", PL_KEY_INT, "8192", 0, NULL,
 	  "longest example allowed, in tokens (prompt and response)" },
 	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
 	  "the context the served model gets (Ollama num_ctx, G01)" },
-	{ "num_ctx_margin", PL_KEY_INT, "256", 0, NULL,
-	  "tokens a prompt must stay below num_ctx by (room for the answer)" },
+	{ "num_ctx_margin", PL_KEY_INT, "256", PL_KEY_MIN, NULL,
+	  "tokens a prompt must stay below num_ctx by (room for the answer)", 0, 0 },
 	{ "output_dir", PL_KEY_PATH, NULL, 0, NULL,
 	  "where tokens.npz and stats.json go (default: the job's work directory)" },
 	{ "add_special_tokens", PL_KEY_BOOL, "no", 0, NULL,
@@ -91,8 +92,6 @@ tokenize_check(pl_job *job)
 	if (max < 2)
 		host->check_error(job, "max_seq_length", "%lld is too small",
 		    (long long)max);
-	if (margin < 0)
-		host->check_error(job, "num_ctx_margin", "must not be negative");
 	if (ctx <= margin)
 		host->check_error(job, "num_ctx", "%lld leaves no room above "
 		    "num_ctx_margin %lld", (long long)ctx, (long long)margin);
@@ -100,6 +99,8 @@ tokenize_check(pl_job *job)
 	    strcmp(tk, "hf") != 0)
 		host->check_error(job, "tokenizer", "\"%s\" is not auto, "
 		    "sentencepiece or hf", tk);
+	plc_check_base(host, job, "base");
+	plc_check_corpus(host, job, "corpus", 5);
 	return PL_OK;
 }
 
@@ -184,6 +185,7 @@ tokenize_run(pl_job *job)
 static const struct pl_stage tokenize_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "tokenize",
 	.summary = "pre-tokenize and mask a corpus with the base's chat template",
 	.flags = 0,

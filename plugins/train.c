@@ -48,8 +48,10 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "inputcheck.h"
 #include "ollama.h"
 #include "pyjob.h"
+#include "safetensors.h"
 #include "trainkeys.h"
 #include "vramcal.h"
 
@@ -57,8 +59,8 @@ static const struct pl_host *host;
 
 static const struct pl_key train_keys[] = {
 	PL_TRAIN_RECIPE_KEYS,
-	{ "save_steps", PL_KEY_INT, "25", 0, NULL,
-	  "save a checkpoint every this many optimizer steps" },
+	{ "save_steps", PL_KEY_INT, "25", PL_KEY_MIN, NULL,
+	  "save a checkpoint every this many optimizer steps", 0, 0 },
 	{ "test_stall_at_step", PL_KEY_INT, "0", PL_KEY_HIDDEN, NULL,
 	  "test only: the job sleeps after this step's events" },
 	{ "resume", PL_KEY_BOOL, "yes", 0, NULL,
@@ -71,14 +73,14 @@ static const struct pl_key train_keys[] = {
 	  "the embedding model: never evicted (G21)" },
 	{ "unload_wait", PL_KEY_DURATION, "30", 0, NULL,
 	  "how long to wait for evicted runners to leave /api/ps" },
-	{ "launch_retries", PL_KEY_INT, "15", 0, NULL,
-	  "relaunches allowed when the job dies before its training loop starts" },
+	{ "launch_retries", PL_KEY_INT, "15", PL_KEY_MIN, NULL,
+	  "relaunches allowed when the job dies before its training loop starts", 0, 0 },
 	{ "launch_backoff", PL_KEY_DURATION, "5", 0, NULL,
 	  "delay before the first relaunch; doubles each time" },
 	{ "launch_backoff_max", PL_KEY_DURATION, "60", 0, NULL,
 	  "cap of the relaunch delay" },
-	{ "max_resumes", PL_KEY_INT, "10", 0, NULL,
-	  "relaunches from a checkpoint after deaths inside the training loop" },
+	{ "max_resumes", PL_KEY_INT, "10", PL_KEY_MIN, NULL,
+	  "relaunches from a checkpoint after deaths inside the training loop", 0, 0 },
 	{ "evict_during_training", PL_KEY_BOOL, "no", 0, NULL,
 	  "evict models that reappear while the job runs" },
 	{ "watch_interval", PL_KEY_DURATION, "2", 0, NULL,
@@ -552,14 +554,6 @@ add_pair(struct train *t)
 static int
 train_check(pl_job *job)
 {
-	if (host->get_int(job, "launch_retries", 15) < 0)
-		host->check_error(job, "launch_retries", "must not be negative");
-	if (host->get_int(job, "max_resumes", 10) < 0)
-		host->check_error(job, "max_resumes", "must not be negative");
-	if (host->get_int(job, "save_steps", 25) < 0)
-		host->check_error(job, "save_steps", "must not be negative");
-	if (host->get_int(job, "lora_r", 112) < 1)
-		host->check_error(job, "lora_r", "must be at least 1");
 	const char *e = host->get(job, "engine");
 	if (e != NULL && strcmp(e, "hf") != 0 && strcmp(e, "tiny") != 0)
 		host->check_error(job, "engine", "\"%s\" is not hf or tiny", e);
@@ -569,6 +563,7 @@ train_check(pl_job *job)
 		host->check_error(job, "ollama_url", "\"%s\" is not an http(s) URL", u);
 	if (host->get_bool(job, "evict_during_training", 0) && (u == NULL || *u == '\0'))
 		host->check_error(job, "evict_during_training", "needs ollama_url");
+	plc_check_base(host, job, "base");
 	return PL_OK;
 }
 
@@ -708,6 +703,38 @@ train_loop(struct train *t, struct pyjob *pj)
 	}
 }
 
+/*
+ * The base's identity (st_set_identity: config.json's digest and the
+ * tensor index's), handed to jobs/train.py, which writes it beside the
+ * adapter as pipeline-base.json (PEFT ignores the file); merge checks the
+ * base it is given against it. A base that is not a local checkpoint
+ * (a hub name the engine downloads) gets none, and says so.
+ */
+static cJSON *
+base_identity(pl_job *job)
+{
+	const char *dir = host->input(job, "base");
+	struct st_set s;
+	char c[65], t[65], err[ST_ERRLEN];
+	cJSON *o, *id;
+
+	memset(&s, 0, sizeof(s));
+	if (dir == NULL || st_set_open(&s, dir, err, sizeof(err)) == -1 ||
+	    st_set_identity(&s, c, t, err, sizeof(err)) == -1) {
+		st_set_close(&s);
+		host->log(job, PL_LOG_INFO, "train: the base's identity is not recorded beside "
+		    "the adapter: %s", dir == NULL ? "base: not resolved" : err);
+		return NULL;
+	}
+	st_set_close(&s);
+	o = cJSON_CreateObject();
+	id = cJSON_AddObjectToObject(o, "base_identity");
+	cJSON_AddStringToObject(id, "base", dir);
+	cJSON_AddStringToObject(id, "config_sha256", c);
+	cJSON_AddStringToObject(id, "tensors_sha256", t);
+	return o;
+}
+
 static int
 train_run(pl_job *job)
 {
@@ -727,7 +754,9 @@ train_run(pl_job *job)
 	split_keep(&t);
 	state_load(&t);
 
-	int rc = pyjob_prepare(host, job, train_keys, "train", NULL, &pj);
+	cJSON *ident = base_identity(job);
+	int rc = pyjob_prepare(host, job, train_keys, "train", ident, &pj);
+	cJSON_Delete(ident);
 	if (rc == PL_OK)
 		rc = train_loop(&t, &pj);
 	if (rc == PL_OK) {
@@ -748,6 +777,7 @@ train_run(pl_job *job)
 static const struct pl_stage train_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "train",
 	.summary = "LoRA training with evict-retry launches and checkpoint resume",
 	.flags = PL_STAGE_ADOPTABLE,

@@ -456,6 +456,7 @@ verify_run(pl_job *job)
 static const struct pl_stage verify_stage = {
 	.abi = PL_ABI_VERSION,
 	.size = sizeof(struct pl_stage),
+	.key_size = sizeof(struct pl_key),
 	.name = "verify",
 	.summary = "GGUF structure and digests against the previous version (G24)",
 	.keys = verify_keys,

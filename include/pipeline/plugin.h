@@ -87,6 +87,11 @@ enum pl_key_type {
 /* Key flags. */
 #define PL_KEY_REQUIRED 0x1   /* must be present in the spec (by hand too) */
 #define PL_KEY_HIDDEN   0x2   /* accepted but not listed in help */
+#define PL_KEY_FILE     0x4   /* PATH/INPUT: a path set in the spec must name a
+                                 regular file readable now (checked at submit) */
+#define PL_KEY_DIR      0x8   /* PATH/INPUT: ... a directory readable now */
+#define PL_KEY_MIN      0x10  /* INT, SIZE, FLOAT, DURATION: refuse a value below min */
+#define PL_KEY_MAX      0x20  /* ... above max */
 
 /* One key a stage accepts; a stage's table ends with a zeroed entry.
  * Keys not in the table (and not common keys) are refused at submit. */
@@ -97,7 +102,13 @@ struct pl_key {
 	unsigned flags;        /* PL_KEY_* */
 	const char *artifact;  /* PL_KEY_INPUT: upstream artifact name to default to */
 	const char *help;      /* one line, shown by `pipelinectl stage STAGE --help` */
+	/* Members added after the first ABI 1 struct (the host reads them
+	 * only from a stage whose key_size covers them). */
+	int64_t min;           /* with PL_KEY_MIN: the smallest value accepted */
+	int64_t max;           /* with PL_KEY_MAX: the largest value accepted */
 };
+/* The size of the first ABI 1 struct pl_key, without min and max. */
+#define PL_KEY_SIZE_V1 offsetof(struct pl_key, min)
 
 /* Opaque handle to one job (or to one check of a spec section). */
 typedef struct pl_job pl_job;
@@ -121,7 +132,12 @@ struct pl_stage {
 	/* Do the work. Return PL_OK on success, a negative code on failure
 	 * after logging why (host->fail() sets the message operators see). */
 	int (*run)(pl_job *job);
+	/* Members added after the first ABI 1 struct; size says which are there. */
+	uint32_t key_size;     /* sizeof(struct pl_key) of the key table; 0 (or a
+	                          stage of the first size): PL_KEY_SIZE_V1 */
 };
+/* The size of the first ABI 1 struct pl_stage, without key_size. */
+#define PL_STAGE_SIZE_V1 offsetof(struct pl_stage, key_size)
 
 /* How host->spawn() starts a process. Zero-initialise, set abi/size. */
 struct pl_spawn {

@@ -231,6 +231,10 @@ struct gguf_cstats {
 };
 int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o,
 	    struct gguf_cstats *st, char *err, size_t errlen);
+/* 0 when config.json (parsed) is an architecture the native converter
+ * takes (Gemma 3 text), -1 otherwise; arch gets its name or "(none)". */
+struct cJSON;
+int	gguf_convert_arch(const struct cJSON *config, char *arch, size_t archlen);
 
 /* Numeric conversions as ggml does them (HACKING.md: Q8_0). */
 uint16_t gguf_fp32_to_fp16(float f);

@@ -154,11 +154,11 @@ hp_num(struct conv *c, const char *key, double def, double *v)
 }
 
 /* Architecture check: only Gemma 3 text is converted natively. */
-static int
-check_arch(struct conv *c, char *arch, size_t archlen)
+int
+gguf_convert_arch(const cJSON *config, char *arch, size_t archlen)
 {
-	cJSON *a = cJSON_GetObjectItemCaseSensitive(c->config, "architectures");
-	cJSON *mt = cJSON_GetObjectItemCaseSensitive(c->config, "model_type");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(config, "architectures");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
 	const char *name = NULL;
 	if (cJSON_IsArray(a) && cJSON_IsString(cJSON_GetArrayItem(a, 0)))
 		name = cJSON_GetArrayItem(a, 0)->valuestring;
@@ -167,8 +167,14 @@ check_arch(struct conv *c, char *arch, size_t archlen)
 	else if (cJSON_IsString(mt) && strcmp(mt->valuestring, "gemma3") == 0)
 		name = "Gemma3ForConditionalGeneration";
 	snprintf(arch, archlen, "%s", name ? name : "(none)");
-	if (name && (strcmp(name, "Gemma3ForCausalLM") == 0 ||
-	    strcmp(name, "Gemma3ForConditionalGeneration") == 0))
+	return name && (strcmp(name, "Gemma3ForCausalLM") == 0 ||
+	    strcmp(name, "Gemma3ForConditionalGeneration") == 0) ? 0 : -1;
+}
+
+static int
+check_arch(struct conv *c, char *arch, size_t archlen)
+{
+	if (gguf_convert_arch(c->config, arch, archlen) == 0)
 		return 0;
 	return cerr(c, "%s/config.json: architecture %s is not supported by the native "
 	    "converter (it converts Gemma3ForCausalLM and Gemma3ForConditionalGeneration); "

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "plcommon.h"
 #include "safetensors.h"
 
 static const struct {
@@ -780,6 +781,43 @@ st_set_close(struct st_set *s)
 	free(s->byname);
 	free(s->dir);
 	memset(s, 0, sizeof(*s));
+}
+
+/*
+ * A checkpoint's identity as the train stage records it beside an adapter
+ * (pipeline-base.json) and the merge stage checks it: the sha256 of
+ * config.json's bytes, and the sha256 of its tensor index, one line
+ * "NAME DTYPE D0,D1,...\n" per tensor in name order, so a sharded and an
+ * unsharded copy of one checkpoint have the same index digest.
+ */
+int
+st_set_identity(const struct st_set *s, char config_hex[65], char tensors_hex[65],
+    char *err, size_t errlen)
+{
+	struct plc_sha256 c;
+	char path[PATH_MAX], line[ST_MAX_DIMS * 24 + 64];
+
+	snprintf(path, sizeof(path), "%s/config.json", s->dir);
+	if (plc_sha256_file(path, config_hex) == -1) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (plc_sha256_init(&c) == -1) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < s->ntensors; i++) {
+		const struct st_tensor *t = s->byname[i];
+		size_t o = (size_t)snprintf(line, sizeof(line), " %s", st_dtype_name(t->dtype));
+		for (int d = 0; d < t->ndim && o < sizeof(line); d++)
+			o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%llu", d ? "," : " ",
+			    (unsigned long long)t->shape[d]);
+		plc_sha256_update(&c, t->name, strlen(t->name));
+		plc_sha256_update(&c, line, o < sizeof(line) ? o : sizeof(line) - 1);
+		plc_sha256_update(&c, "\n", 1);
+	}
+	plc_sha256_final(&c, tensors_hex);
+	return 0;
 }
 
 const struct st_tensor *

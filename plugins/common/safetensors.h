@@ -108,6 +108,10 @@ int	st_set_open(struct st_set *s, const char *path, char *err, size_t errlen);
 void	st_set_close(struct st_set *s);
 const struct st_tensor *st_set_find(const struct st_set *s, const char *name);
 struct st_file *st_set_file(const struct st_set *s, const struct st_tensor *t);
+/* The checkpoint's identity: sha256 of config.json, and of the tensor
+ * index (every tensor's name, dtype and shape, in name order). */
+int	st_set_identity(const struct st_set *s, char config_hex[65],
+	    char tensors_hex[65], char *err, size_t errlen);
 
 /* Read a tensor's bytes (or part of them: off/len inside the tensor). */
 int	st_read(const struct st_file *f, const struct st_tensor *t, void *buf,

@@ -1094,25 +1094,95 @@ row_find(const struct sc_row *rows, int n, const char *id)
 	return NULL;
 }
 
+/* A case a model passed in every pass it made. */
+static int
+row_all_passed(const struct sc_row *r)
+{
+	return r->runs > 0 && sc_row_passed(r) == r->runs;
+}
+
 int
 sc_fair_slice(const struct sc_row *a, int na, const struct sc_row *b, int nb,
     struct sc_fair *f)
 {
-	double ka = 0, kb = 0;
+	double ka = 0, kb = 0, oa = 0, ob = 0;
 
 	memset(f, 0, sizeof(*f));
 	for (int i = 0; i < na; i++) {
 		const struct sc_row *y = row_find(b, nb, a[i].id);
-		if (y == NULL || !a[i].runnable || !y->runnable ||
-		    !a[i].held_out || !y->held_out || a[i].runs == 0 || y->runs == 0)
+		if (y == NULL || !a[i].runnable || !y->runnable || a[i].runs == 0 ||
+		    y->runs == 0)
+			continue;
+		double pa = (double)sc_row_passed(&a[i]) / a[i].runs;
+		double pb = (double)sc_row_passed(y) / y->runs;
+		f->common++;
+		oa += pa;
+		ob += pb;
+		if (!a[i].held_out || !y->held_out)
 			continue;
 		f->cases++;
-		ka += (double)sc_row_passed(&a[i]) / a[i].runs;
-		kb += (double)sc_row_passed(y) / y->runs;
+		ka += pa;
+		kb += pb;
+		int xa = row_all_passed(&a[i]), xb = row_all_passed(y);
+		if (xa && xb)
+			f->both++;
+		else if (xa)
+			f->only_a++;
+		else if (xb)
+			f->only_b++;
+		else
+			f->neither++;
 	}
 	rate_set(&f->a, ka, f->cases);
 	rate_set(&f->b, kb, f->cases);
+	rate_set(&f->oa, oa, f->common);
+	rate_set(&f->ob, ob, f->common);
+	f->p_mcnemar = sc_mcnemar_exact(f->only_a, f->only_b);
 	return 0;
+}
+
+/*
+ * Under the null hypothesis each discordant case is the candidate's with
+ * probability 1/2: p = 2 P(X <= min(b, c)) for X ~ Binomial(b + c, 1/2),
+ * at most 1. The terms are summed in logs (lgamma), so large n does not
+ * underflow 0.5^n.
+ */
+double
+sc_mcnemar_exact(int b, int c)
+{
+	int n = b + c, k = b < c ? b : c;
+	double sum = 0, ln2 = log(2.0);
+
+	if (b < 0 || c < 0 || n == 0)
+		return 1.0;
+	for (int i = 0; i <= k; i++)
+		sum += exp(lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0) - n * ln2);
+	return fmin(1.0, 2 * sum);
+}
+
+/* Keys are named for the two sides: A, A_only, A_overall and B's. */
+cJSON *
+sc_fair_json(const struct sc_fair *f, const char *a, const char *b)
+{
+	cJSON *o = cJSON_CreateObject();
+	char k[SC_NAME_MAX + 16];
+
+	cJSON_AddNumberToObject(o, "cases", f->cases);
+	cJSON_AddItemToObject(o, a, sc_rate_json(&f->a));
+	cJSON_AddItemToObject(o, b, sc_rate_json(&f->b));
+	snprintf(k, sizeof(k), "%s_only", a);
+	cJSON_AddNumberToObject(o, k, f->only_a);
+	snprintf(k, sizeof(k), "%s_only", b);
+	cJSON_AddNumberToObject(o, k, f->only_b);
+	cJSON_AddNumberToObject(o, "both", f->both);
+	cJSON_AddNumberToObject(o, "neither", f->neither);
+	cJSON_AddNumberToObject(o, "mcnemar_p", f->p_mcnemar);
+	cJSON_AddNumberToObject(o, "common_cases", f->common);
+	snprintf(k, sizeof(k), "%s_overall", a);
+	cJSON_AddItemToObject(o, k, sc_rate_json(&f->oa));
+	snprintf(k, sizeof(k), "%s_overall", b);
+	cJSON_AddItemToObject(o, k, sc_rate_json(&f->ob));
+	return o;
 }
 
 const char *
@@ -1121,9 +1191,10 @@ sc_verdict_name(int code)
 	switch (code) {
 	case SC_V_PROMOTE:	return "promote";
 	case SC_V_VETO:		return "veto";
-	case SC_V_HELD_OUT:	return "held-out lower";
+	case SC_V_FAIR_LOWER:	return "fair slice lower";
 	case SC_V_TIE_OVERALL:	return "tie, overall not higher";
 	case SC_V_INCOMPLETE:	return "not comparable";
+	case SC_V_FAIR_SMALL:	return "fair slice too small";
 	}
 	return "unknown";
 }
@@ -1131,12 +1202,15 @@ sc_verdict_name(int code)
 int
 sc_release_rule(const struct sc_row *cand, int nc, const struct sc_agg *ca,
     const struct sc_row *inc, int ni, const struct sc_agg *ia,
-    double tie_pp, struct sc_verdict *v)
+    double tie_pp, int min_fair, struct sc_verdict *v)
 {
 	size_t off = 0;
+	const struct sc_fair *f = &v->fair;
+	char paired[200];
 
 	memset(v, 0, sizeof(*v));
 	v->code = SC_V_INCOMPLETE;
+	v->min_fair = min_fair;
 	if (ca->errors > 0 || ia->errors > 0) {
 		snprintf(v->reason, sizeof(v->reason), "bake errors (candidate %d, incumbent %d): "
 		    "results are incomplete", ca->errors, ia->errors);
@@ -1149,7 +1223,9 @@ sc_release_rule(const struct sc_row *cand, int nc, const struct sc_agg *ca,
 	/*
 	 * The veto first (F17): the overall number ranked the worst router
 	 * first until held-out guards the incumbent passes could veto. The
-	 * incumbent passes a guard only when it passed every pass.
+	 * incumbent passes a guard only when it passed every pass. The guard
+	 * is held out from the candidate's corpus; the incumbent may have
+	 * trained on it.
 	 */
 	for (int i = 0; i < nc; i++) {
 		const struct sc_row *c = &cand[i], *r;
@@ -1172,31 +1248,51 @@ sc_release_rule(const struct sc_row *cand, int nc, const struct sc_agg *ca,
 			off += w > 0 ? (size_t)w : 0;
 		}
 	}
+	/*
+	 * The ranking compares like with like: each model's held-out set is
+	 * what its own corpus lacks, and two different sets of cases do not
+	 * rank two models. The fair slice is the cases both held out.
+	 */
+	sc_fair_slice(cand, nc, inc, ni, &v->fair);
+	v->d_fair_pp = (f->a.acc - f->b.acc) * 100;
 	v->d_held_out_pp = (ca->held_out.acc - ia->held_out.acc) * 100;
-	v->d_overall_pp = (ca->overall.acc - ia->overall.acc) * 100;
+	v->d_overall_pp = (f->oa.acc - f->ob.acc) * 100;
 	/* Compare in rounded hundredths of a point so that 0.5 means 0.5. */
-	v->tie = fabs(round(v->d_held_out_pp * 100) / 100) <= tie_pp;
+	v->tie = fabs(round(v->d_fair_pp * 100) / 100) <= tie_pp;
+	snprintf(paired, sizeof(paired), "%.2f%% vs %.2f%% of %d cases; candidate alone "
+	    "passed %d, incumbent alone %d, McNemar p %.3g", f->a.acc * 100, f->b.acc * 100,
+	    f->cases, f->only_a, f->only_b, f->p_mcnemar);
 	if (v->new_breaches > 0) {
 		v->code = SC_V_VETO;
 		snprintf(v->reason, sizeof(v->reason), "veto: %d held-out guard%s the "
 		    "incumbent passes breached (%.400s)", v->new_breaches,
 		    v->new_breaches == 1 ? "" : "s", v->breach_ids);
-	} else if (!v->tie && v->d_held_out_pp > 0) {
+	} else if (f->cases < min_fair) {
+		v->code = SC_V_FAIR_SMALL;
+		snprintf(v->reason, sizeof(v->reason), "fair slice of %d case%s is below "
+		    "min_fair_cases %d: no basis for a verdict (fair slice %.2f%% vs "
+		    "%.2f%%; held-out %.2f%% of %d vs %.2f%% of %d)", f->cases,
+		    f->cases == 1 ? "" : "s", min_fair, f->a.acc * 100, f->b.acc * 100,
+		    ca->held_out.acc * 100, ca->held_out_cases, ia->held_out.acc * 100,
+		    ia->held_out_cases);
+	} else if (!v->tie && v->d_fair_pp > 0) {
 		v->code = SC_V_PROMOTE;
-		snprintf(v->reason, sizeof(v->reason), "held-out %+.2f pp beyond the "
-		    "%.2f pp tie", v->d_held_out_pp, tie_pp);
+		snprintf(v->reason, sizeof(v->reason), "fair slice %+.2f pp beyond the "
+		    "%.2f pp tie (%s)", v->d_fair_pp, tie_pp, paired);
 	} else if (!v->tie) {
-		v->code = SC_V_HELD_OUT;
-		snprintf(v->reason, sizeof(v->reason), "held-out %+.2f pp", v->d_held_out_pp);
+		v->code = SC_V_FAIR_LOWER;
+		snprintf(v->reason, sizeof(v->reason), "fair slice %+.2f pp (%s)",
+		    v->d_fair_pp, paired);
 	} else if (round(v->d_overall_pp * 100) > 0) {
 		v->code = SC_V_PROMOTE;
-		snprintf(v->reason, sizeof(v->reason), "held-out tie (%+.2f pp within "
-		    "%.2f), overall %+.2f pp", v->d_held_out_pp, tie_pp, v->d_overall_pp);
+		snprintf(v->reason, sizeof(v->reason), "fair-slice tie (%+.2f pp within "
+		    "%.2f; %s), overall %+.2f pp", v->d_fair_pp, tie_pp, paired,
+		    v->d_overall_pp);
 	} else {
 		v->code = SC_V_TIE_OVERALL;
-		snprintf(v->reason, sizeof(v->reason), "held-out tie (%+.2f pp within "
-		    "%.2f), overall %+.2f pp is not higher", v->d_held_out_pp, tie_pp,
-		    v->d_overall_pp);
+		snprintf(v->reason, sizeof(v->reason), "fair-slice tie (%+.2f pp within "
+		    "%.2f; %s), overall %+.2f pp is not higher", v->d_fair_pp, tie_pp,
+		    paired, v->d_overall_pp);
 	}
 	v->pass = v->code == SC_V_PROMOTE;
 	return 0;

@@ -173,39 +173,61 @@ int	sc_rows_parse(const cJSON *cases, struct sc_row **rows, int *n,
 cJSON	*sc_agg_json(const struct sc_agg *agg);
 cJSON	*sc_rate_json(const struct sc_rate *r);
 
-/* The fair slice between two bakes of the same case set: cases held out
- * for both models (neither saw them in training). */
+/* The fair slice between two bakes of the same case set: the cases
+ * neither model's corpus holds (held out for both; when both held-out
+ * sets are the same, that set). Besides the accuracy of each side on it,
+ * the paired comparison: a case counts as passed by a model when it
+ * passed in every pass, and the cases one model alone passed (only_a,
+ * only_b) go to McNemar's exact test. The tie-break's overall accuracy is
+ * taken on the cases runnable for both. */
 struct sc_fair {
 	int cases;
-	struct sc_rate a, b;
+	struct sc_rate a, b;		/* accuracy on the fair slice */
+	int only_a, only_b;		/* discordant cases */
+	int both, neither;		/* concordant cases */
+	double p_mcnemar;		/* two-sided exact p of only_a vs only_b */
+	int common;			/* cases runnable for both */
+	struct sc_rate oa, ob;		/* overall accuracy on those */
 };
 int	sc_fair_slice(const struct sc_row *a, int na, const struct sc_row *b, int nb,
 	    struct sc_fair *f);
+/* McNemar's exact test: the two-sided binomial p of b successes against c
+ * at probability 1/2 (1 when b + c is 0). */
+double	sc_mcnemar_exact(int b, int c);
+/* The fair slice as the verdict and the report store it, the sides named
+ * a and b (the keys a, a_only, a_overall and b's). */
+cJSON	*sc_fair_json(const struct sc_fair *f, const char *a, const char *b);
 
 /* The release rule (pipeline-gotchas(7), F17): veto a candidate that breaches a
- * held-out guard the incumbent passes (every pass); otherwise rank by
- * held-out accuracy, and within tie_pp points break the tie by overall
- * accuracy. Nothing is released on a full tie. */
+ * held-out guard the incumbent passes (every pass); otherwise, with a
+ * fair slice of at least min_fair cases, rank by accuracy on the fair
+ * slice, and within tie_pp points break the tie by overall accuracy on
+ * the cases both ran. Nothing is released on a full tie, nor on a fair
+ * slice below min_fair. */
 enum sc_verdict_code {
 	SC_V_PROMOTE = 0,	/* candidate wins */
 	SC_V_VETO,		/* new held-out guard breach */
-	SC_V_HELD_OUT,		/* lower held-out accuracy beyond the tie */
-	SC_V_TIE_OVERALL,	/* held-out tie, overall not higher */
-	SC_V_INCOMPLETE		/* the rows are not comparable */
+	SC_V_FAIR_LOWER,	/* lower fair-slice accuracy beyond the tie */
+	SC_V_TIE_OVERALL,	/* fair-slice tie, overall not higher */
+	SC_V_INCOMPLETE,	/* the rows are not comparable */
+	SC_V_FAIR_SMALL		/* fair slice below min_fair: no basis for a verdict */
 };
 struct sc_verdict {
 	int code;
 	int pass;			/* 1 when the candidate may be released */
-	double d_held_out_pp;		/* candidate - incumbent */
-	double d_overall_pp;
-	int tie;			/* |d_held_out_pp| <= tie_pp */
+	double d_fair_pp;		/* candidate - incumbent, on the fair slice */
+	double d_held_out_pp;		/* each on its own held-out set (not ranked) */
+	double d_overall_pp;		/* on the cases both ran */
+	int tie;			/* |d_fair_pp| <= tie_pp */
+	int min_fair;
+	struct sc_fair fair;		/* a: candidate, b: incumbent */
 	int new_breaches;
 	char breach_ids[512];		/* comma-separated, truncated */
 	char reason[512];
 };
 int	sc_release_rule(const struct sc_row *cand, int nc, const struct sc_agg *ca,
 	    const struct sc_row *inc, int ni, const struct sc_agg *ia,
-	    double tie_pp, struct sc_verdict *v);
+	    double tie_pp, int min_fair, struct sc_verdict *v);
 const char	*sc_verdict_name(int code);
 
 #endif

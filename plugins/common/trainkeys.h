@@ -11,7 +11,7 @@
 #define PL_TRAIN_RECIPE_KEYS                                                   \
 	{ "engine", PL_KEY_STRING, "hf", 0, NULL,                              \
 	  "hf (transformers + peft + bitsandbytes QLoRA) or tiny (CPU)" },     \
-	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL,                    \
+	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,       \
 	  "the base model directory" },                                        \
 	{ "tokens", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED, "tokens",             \
 	  "the token file from tokenize (default: its tokens artifact)" },     \
@@ -35,7 +35,7 @@
 	{ "adam_beta2", PL_KEY_FLOAT, "0.999", 0, NULL, "AdamW beta2" },       \
 	{ "adam_epsilon", PL_KEY_FLOAT, "1e-8", 0, NULL, "AdamW epsilon" },    \
 	{ "seed", PL_KEY_INT, "3407", 0, NULL, "the seed" },                   \
-	{ "lora_r", PL_KEY_INT, "112", 0, NULL, "LoRA rank" },                 \
+	{ "lora_r", PL_KEY_INT, "112", PL_KEY_MIN, NULL, "LoRA rank", 1, 0 },                 \
 	{ "lora_alpha", PL_KEY_FLOAT, NULL, 0, NULL,                           \
 	  "LoRA alpha (default: lora_r, scale 1.0)" },                         \
 	{ "lora_dropout", PL_KEY_FLOAT, "0", 0, NULL, "LoRA dropout" },        \

@@ -64,10 +64,16 @@ V2_MORE = [("open_folder", "logs"), ("open_folder", "tmp"), ("delete_file", "cac
            ("delete_file", "a.out"), ("search", "merge weights"), ("search", "held out"),
            ("play_music", "slow rain"), ("play_music", "paper moon"), ("set_timer", 15),
            ("set_timer", 30), ("clarify", "cache.bin"), ("clarify", "my photos")]
-# Held out for both versions.
+# Held out for both versions: the fair slice the gate ranks on, at least
+# its default min_fair_cases (20) so that tiny-v2's verdict rests on it.
 HELD = [("open_folder", "config"), ("delete_file", "core.dump"), ("search", "tensor names"),
         ("play_music", "morning star"), ("set_timer", 25), ("open_folder", "backup"),
-        ("clarify", "the logs"), ("clarify", "draft.md")]
+        ("clarify", "the logs"), ("clarify", "draft.md"),
+        ("open_folder", "assets"), ("open_folder", "scripts"), ("open_folder", "vendor"),
+        ("delete_file", "temp.txt"), ("delete_file", "trace.json"), ("search", "adapter merge"),
+        ("search", "token masks"), ("search", "bake cases"), ("play_music", "silver wind"),
+        ("play_music", "city lights"), ("play_music", "long road"), ("set_timer", 3),
+        ("set_timer", 8), ("set_timer", 60), ("clarify", "the cache"), ("clarify", "old.log")]
 
 
 def answer(cap, args):

@@ -1,7 +1,7 @@
 /*
  * fuzz_adapter_config.c: the merge stage's reading of a PEFT adapter's
  * adapter_config.json (plugins/merge.c: read_json, check_adapter_config,
- * check_base_name, and rank_pattern/alpha_pattern as plan() applies them
+ * check_base_identity, and rank_pattern/alpha_pattern as plan() applies them
  * to Gemma 3 module names) on arbitrary bytes written as that file, with
  * a fixed base config.json; then the same bytes as the base's config.json
  * (its name and vocab_size) with a fixed adapter config. The plugin has
@@ -49,7 +49,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((m.bcfg = read_json(p, m.err, sizeof(m.err))) == NULL)
 		abort();
 	int ok = (m.acfg = read_json(apath, m.err, sizeof(m.err))) != NULL &&
-	    check_adapter_config(&m) == 0 && check_base_name(&m) == 0;
+	    check_adapter_config(&m) == 0 && check_base_identity(&m) == 0;
 	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(m.acfg, "rank_pattern");
 	const cJSON *ap = cJSON_GetObjectItemCaseSensitive(m.acfg, "alpha_pattern");
 	for (int i = 0; ok && modules[i]; i++) {
@@ -89,7 +89,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((m.acfg = read_json(apath, m.err, sizeof(m.err))) == NULL)
 		abort();
 	if ((m.bcfg = read_json(p, m.err, sizeof(m.err))) != NULL) {
-		if (check_base_name(&m) == -1 && strncmp(m.err, adir, strlen(adir)) != 0)
+		if (check_base_identity(&m) == -1 && strncmp(m.err, adir, strlen(adir)) != 0)
 			abort();
 		(void)base_vocab(m.bcfg);
 	} else if (strncmp(m.err, p, strlen(p)) != 0) {

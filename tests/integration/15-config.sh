@@ -1,7 +1,9 @@
 #!/bin/bash
 # pipelined.conf: -n checks it, -nv prints the effective configuration
 # (diffed against a golden file), every error names file:line and key,
-# SIGHUP reloads and keeps the old configuration when the new one fails.
+# SIGHUP reloads and keeps the old configuration when the new one fails;
+# lines over inih's 200 bytes (a deep state directory, long sbatch
+# options) are read whole, as in run specs, and their errors name their line.
 . "$(dirname "$0")/../lib.sh"
 pl_conf "max_jobs = 3" "kill_grace = 5s"
 out=$("$PIPELINED" -n -f "$PL_CONF") || fail "-n on a good config: $out"
@@ -55,4 +57,20 @@ sed -i '/^max_jobs = zero/d' "$PL_CONF"
 grep -q "another pipelined is listening" "$TEST_TMP/second.out" || fail "second daemon: $(cat "$TEST_TMP/second.out")"
 pl_stop
 [ ! -e "$TEST_TMP/run/control.sock" ] || fail "SIGTERM left the socket"
+
+# Long lines: a 300-byte path, 400 bytes of sbatch options with a ';'
+# inside, then an error after them that still names its own line.
+deep=$TEST_TMP/$(printf 'd%.0s' $(seq 1 150))/$(printf 'e%.0s' $(seq 1 150))
+opts="--comment=$(printf 'x%.0s' $(seq 1 380));echo"
+long=$TEST_TMP/long.conf
+printf '[daemon]\nstate_dir = %s\n[slurm]\nsbatch_options = %s\n[daemon]\nmax_jobs = many\n' "$deep" "$opts" >"$long"
+[ "$(sed -n 2p "$long" | wc -c)" -gt 300 ] && [ "$(sed -n 4p "$long" | wc -c)" -gt 400 ] || fail "the long lines are short"
+out=$("$PIPELINED" -n -f "$long" 2>&1) && fail "-n accepted max_jobs = many after long lines"
+[ "$out" = "$long:6: max_jobs: bad value \"many\" (expected an integer)" ] ||
+    echo "$out" | grep -qF "long.conf:6: max_jobs: bad value \"many\"" || fail "long lines: $out"
+[ "$(echo "$out" | wc -l)" = 1 ] || fail "long lines gave other errors: $out"
+sed -i '$d' "$long"
+"$PIPELINED" -nv -f "$long" >"$TEST_TMP/long.nv" 2>&1 || { cat "$TEST_TMP/long.nv"; fail "-n refused long lines"; }
+grep -qxF "state_dir = $deep" "$TEST_TMP/long.nv" || fail "the long state_dir was not read whole"
+grep -qxF "sbatch_options = $opts" "$TEST_TMP/long.nv" || fail "the long sbatch_options were not read whole"
 echo ok

@@ -43,6 +43,18 @@ n=$(grep -c 'died before the training loop started' "$TEST_TMP/ok.out" || true)
 [ "$(log_count unload nomic-embed-text:latest)" -eq 0 ] || die "the embedding model was evicted"
 [ "$(log_count unload keeper:latest)" -eq 0 ] || die "a keep_loaded model was evicted"
 grep -q '^job.artifact {"name":"adapter"' "$TEST_TMP/ok.out" || die "no adapter artifact"
+# The base's identity beside the adapter, for merge to check: config.json's
+# digest (sha256sum's) and the tensor index's, which merge recomputes.
+ad=$(sed -n 's/^job.artifact {"name":"adapter","path":"\([^"]*\)".*/\1/p' "$TEST_TMP/ok.out" | tail -n 1)
+[ -f "$ad/pipeline-base.json" ] || die "no pipeline-base.json beside the adapter ($ad)"
+"$PYD" - "$ad/pipeline-base.json" "$(sha256sum "$BASE/config.json" | cut -c1-64)" <<'PY' || die "pipeline-base.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config_sha256"] == sys.argv[2], d
+assert len(d["tensors_sha256"]) == 64 and d["base"].endswith("/base"), d
+PY
+"$CTL" stage merge base="$BASE" adapter="$ad" output="$TEST_TMP/merged" >"$TEST_TMP/merge.out" 2>&1 ||
+    { cat "$TEST_TMP/merge.out"; die "merge refused the adapter on the base it was trained on"; }
 grep -q 'keeping nomic-embed-text:latest loaded' "$TEST_TMP/ok.out" || die "no log of the kept embedding model"
 grep -qF '\"launches\":4' "$TEST_TMP/ok.out" || die "the train value does not count 4 launches"
 cleanup; STANDIN_PID=

@@ -188,8 +188,9 @@ c = json.load(open(sys.argv[1]))
 c["rows"][cid][2] = 3
 json.dump(c, open(sys.argv[1], "w"))
 PY
+# Ten cases, four held out for both: min_fair_cases 4 lets the fair slice decide.
 stage gate candidate="$TEST_TMP/cand.json" incumbent="$TEST_TMP/inc.json" promote=yes \
-    alias=router:prod "url=$OURL" >gate.out 2>&1 || { cat gate.out; fail "gate promote"; }
+    alias=router:prod "url=$OURL" min_fair_cases=4 >gate.out 2>&1 || { cat gate.out; fail "gate promote"; }
 ad=$(value gate.out gate.alias_digest)
 tags=$(curl -s "$OURL/api/tags")
 v2d=$(echo "$tags" | /usr/bin/python3 -c 'import json,sys; print([m["digest"] for m in json.load(sys.stdin)["models"] if m["name"]=="router:v2"][0])')

@@ -75,12 +75,14 @@ num_ctx = 1024
 max_tokens = 64
 passes = 2
 
+# Ten cases: the fair slice is three (see below), under the default 20.
 [gate]
 after = bake, bake-incumbent
+min_fair_cases = 3
 INI
 }
 
-# 1. Same weights on both sides: identical answers, so a held-out and
+# 1. Same weights on both sides: identical answers, so a fair-slice and
 # overall tie; nothing identical is released: the gate rejects it, and the
 # run ends rejected (exit status 3 of status and watch).
 spec rel1 "$BAKE_DATA/system.txt" >"$S/rel1.ini"
@@ -95,6 +97,10 @@ cat rel1.txt
 grep -q "^overall %" rel1.txt && grep -q "^held-out guard breaches" rel1.txt ||
     fail "report lacks rows"
 grep -q "rel1/bake-incumbent" rel1.txt || fail "report lacks the incumbent's column"
+# The fair slice comes first: it is what the gate ranks on.
+[ "$(grep -n -m1 '^fair slice (3) %' rel1.txt | cut -d: -f1)" -lt "$(grep -n -m1 '^overall %' rel1.txt | cut -d: -f1)" ] ||
+    fail "report does not show the fair slice first"
+grep -q "McNemar exact p 1 (0 discordant of 3)" rel1.txt || fail "report lacks the paired comparison"
 grep -q "verdict rel1/gate: tie, overall not higher" rel1.txt || fail "report lacks the verdict"
 pctl --json report rel1 >rel1.json || fail "report --json"
 /usr/bin/python3 - rel1.json <<'PY'
@@ -111,6 +117,7 @@ assert r["same_case_set"] is True
 assert b["rel1/bake-incumbent"]["held_out_cases"] == 7, b
 assert b["rel1/bake"]["held_out_cases"] == 4, b
 assert r["fair_slice"]["cases"] == 3, r["fair_slice"]
+assert r["fair_slice"]["a_only"] == 0 and r["fair_slice"]["b_only"] == 0, r["fair_slice"]
 v = r["verdicts"][0]
 assert v["verdict"] == "tie, overall not higher" and v["pass"] is False, v
 assert v["candidate"]["overall"]["acc"] == v["incumbent"]["overall"]["acc"], v

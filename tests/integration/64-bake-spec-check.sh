@@ -30,11 +30,11 @@ if "$PCTL" check bad.ini >bad.out 2>&1; then cat bad.out; fail "a bad spec passe
 cat bad.out
 for want in \
     'bad.ini:2: backend: must be ollama or openai' \
-    'bad.ini:8: passes: must be between 1 and 32' \
+    'bad.ini:8: passes: 0 is out of range: must be between 1 and 32' \
     'bad.ini:5: system: .*missing-system.txt' \
     'bad.ini:7: disabled: teleport is not in' \
     'bad.ini:4: cases: .*typo.jsonl:2: case b: expect.capability: "serch"' \
-    'bad.ini:15: tie_pp: must be between 0 and 100' \
+    'bad.ini:15: tie_pp: -1 is out of range: must be between 0 and 100' \
     'bad.ini:11: alias: promote = yes needs an alias'; do
 	grep -q -- "$want" bad.out || fail "no error matching: $want"
 done

@@ -91,8 +91,8 @@ main(void)
 	struct conf conf;
 	char *errs = NULL, want[PATH_MAX * 3];
 	CHECK(conf_load(&conf, d2, &errs) == -1);
-	snprintf(want, sizeof(want), "%s:2: -: line longer than 198 bytes\n"
-	    "%s:3: max_jobs: ", d2, d2);
+	/* A long line is read whole (a 250-byte comment here). */
+	snprintf(want, sizeof(want), "%s:3: max_jobs: ", d2);
 	CHECK(errs && strncmp(errs, want, strlen(want)) == 0);
 	CHECK(errs && strstr(errs, ":6: feed_queue_max: ") != NULL);
 	CHECK(conf.nres == 1 && conf.res[0].capacity == 1);

@@ -105,9 +105,10 @@ bad(const char *what, const char *base, const char *adapter, const char *extra,
 	fprintf(stderr, "ok   %s\n", what);
 }
 
-/* Write an adapter dir: a copy of src with tensor key renamed (or
- * scaled: values multiplied by mul), and adapter_config.json from src with
- * sed expression sedexpr applied. */
+/* Write an adapter dir: a copy of src with tensor key renamed (or, with
+ * rename_to NULL, every key holding rename_from dropped; or scaled: values
+ * multiplied by mul), and adapter_config.json from src with sed expression
+ * sedexpr applied. */
 static void
 make_adapter(const char *src, const char *dst, const char *rename_from, const char *rename_to,
     float mul, const char *sedexpr)
@@ -129,6 +130,8 @@ make_adapter(const char *src, const char *dst, const char *rename_from, const ch
 	for (size_t i = 0; i < f.ntensors; i++) {
 		const char *n = f.tensors[i].name;
 		char nn[1024];
+		if (rename_from && rename_to == NULL && strstr(n, rename_from))
+			continue;
 		if (rename_from && strstr(n, rename_from)) {
 			const char *at = strstr(n, rename_from);
 			snprintf(nn, sizeof(nn), "%.*s%s%s", (int)(at - n), n, rename_to,
@@ -139,8 +142,10 @@ make_adapter(const char *src, const char *dst, const char *rename_from, const ch
 		    err, sizeof(err));
 	}
 	CHECK(st_writer_start(&w, err, sizeof(err)) == 0);
-	for (size_t i = 0; i < f.ntensors; i++) {
+	for (size_t i = 0, wi = 0; i < f.ntensors; i++) {
 		const struct st_tensor *t = &f.tensors[i];
+		if (rename_from && rename_to == NULL && strstr(t->name, rename_from))
+			continue;
 		char *raw = malloc(t->nbytes);
 		float *v = malloc(t->nelem * sizeof(float));
 		st_read(&f, t, raw, 0, t->nbytes);
@@ -148,13 +153,48 @@ make_adapter(const char *src, const char *dst, const char *rename_from, const ch
 		for (size_t k = 0; k < t->nelem; k++)
 			v[k] *= mul;
 		st_from_f32(t->dtype, v, raw, t->nelem);
-		st_writer_write(&w, i, 0, raw, t->nbytes, err, sizeof(err));
+		st_writer_write(&w, wi++, 0, raw, t->nbytes, err, sizeof(err));
 		free(raw);
 		free(v);
 	}
 	CHECK(st_writer_commit(&w, err, sizeof(err)) == 0);
 	st_writer_free(&w);
 	st_close(&f);
+}
+
+/*
+ * The base's identity beside the adapter (pipeline-base.json, as the
+ * train stage writes it): this base's merges, another base's is refused
+ * with both digests. The config digest is sha256sum(1)'s of config.json.
+ */
+static void
+identity_cases(const char *base, const char *other, const char *src)
+{
+	static pl_job j;
+	struct st_set s;
+	char c[65], t[65], oc[65], ot[65], err[ST_ERRLEN], x[PATH_MAX + 64], out[PATH_MAX + 64];
+
+	CHECK(st_set_open(&s, base, err, sizeof(err)) == 0);
+	CHECK(st_set_identity(&s, c, t, err, sizeof(err)) == 0);
+	st_set_close(&s);
+	CHECK(st_set_open(&s, other, err, sizeof(err)) == 0);
+	CHECK(st_set_identity(&s, oc, ot, err, sizeof(err)) == 0);
+	st_set_close(&s);
+	CHECK(strcmp(t, ot) != 0 && strcmp(c, oc) != 0);
+	CHECK(sh("cd %s && sha256sum config.json | grep -q '^%s '", base, c) == 0);
+	snprintf(x, sizeof(x), "%s/ad-ident", tmp);
+	snprintf(out, sizeof(out), "%s/out/ident", tmp);
+	sh("rm -rf %s && cp -r %s %s && printf '{\"base\": \"%s\", \"config_sha256\": "
+	    "\"%s\", \"tensors_sha256\": \"%s\"}\n' >%s/pipeline-base.json", x, src, x, base,
+	    c, t, x);
+	CHECK(run_merge(&j, base, x, out, -1, NULL) == PL_OK);
+	sh("printf '{\"base\": \"%s\", \"config_sha256\": \"%s\", \"tensors_sha256\": "
+	    "\"%s\"}\n' >%s/pipeline-base.json", other, oc, ot, x);
+	bad("adapter trained on another base (identity)", base, x, NULL, oc, c);
+	bad("adapter trained on another base (identity, index)", base, x, NULL, ot, t);
+	sh("echo '{\"config_sha256\": 5}' >%s/pipeline-base.json", x);
+	bad("corrupt pipeline-base.json", base, x, NULL, "pipeline-base.json: config_sha256",
+	    NULL);
 }
 
 int
@@ -213,16 +253,17 @@ main(void)
 	char x[PATH_MAX + 64], causal[PATH_MAX + 64];
 	snprintf(causal, sizeof(causal), "%s/causal", tmp);
 	snprintf(x, sizeof(x), "%s/conditional/adapters/other-base", tmp);
-	bad("adapter for another base (name)", base, x, NULL, "trained on \"google/gemma-3-4b-it\"",
-	    "pipelined-fixtures/gemma-3-tiny-it");
+	/* A name is not an identity: another base_model_name_or_path merges,
+	 * by structure, with a warning in the job log. */
+	CHECK(run_merge(&j, base, x, b, -1, NULL) == PL_OK);
+	CHECK(strstr(j.log, "names its base \"google/gemma-3-4b-it\"") != NULL &&
+	    strstr(j.log, "merging by structure") != NULL);
 	snprintf(x, sizeof(x), "%s/conditional/adapters/other-vocab", tmp);
 	bad("adapter for another base (vocab)", base, x, NULL, "vocabulary of 792 rows",
 	    "embed_tokens");
 	snprintf(x, sizeof(x), "%s/conditional/adapters/modules_to_save", tmp);
-	bad("conditional adapter on the causal base", causal, x, NULL, "trained on", NULL);
-	bad("conditional adapter on the causal base, check_base=no", causal, x, "check_base=no",
+	bad("conditional adapter on the causal base", causal, x, NULL,
 	    "vocabulary of 776 rows, the base has 768", NULL);
-
 	char src[PATH_MAX + 64];
 	snprintf(src, sizeof(src), "%s/conditional/adapters/plain", tmp);
 	snprintf(x, sizeof(x), "%s/ad-nomatch", tmp);
@@ -254,6 +295,13 @@ main(void)
 	make_adapter(src, x, NULL, NULL, 1,
 	    "s/\"init_lora_weights\": true/\"init_lora_weights\": \"pissa\"/");
 	bad("PiSSA init", base, x, NULL, "pissa", "residual");
+	/* The layer count: an adapter of every layer of a 3-layer model on the
+	 * 4-layer base names the first base tensor it leaves alone. */
+	snprintf(x, sizeof(x), "%s/ad-layers", tmp);
+	make_adapter(src, x, "layers.3.", NULL, 1, NULL);
+	bad("adapter of a shallower model", base, x, NULL, "stop at layer 2 (3 layers) but "
+	    "the base has 4", "base tensor \"model.language_model.layers.3.");
+	identity_cases(base, causal, src);
 	snprintf(x, sizeof(x), "%s/ad-missing", tmp);
 	bad("no adapter directory", base, x, NULL, "ad-missing/adapter_config.json", NULL);
 
@@ -264,7 +312,7 @@ main(void)
 	sh("cp -r %s/causal/. %s/ && rm -f %s/model.safetensors && "
 	    "/usr/bin/python3 -c 'import sys,struct; f=open(sys.argv[1],\"r+b\"); "
 	    "f.write(struct.pack(\"<Q\", 5*10**6))' %s/model-00002-of-00003.safetensors", tmp, x, x, x);
-	bad("lying header length in a shard", x, src, "check_base=no",
+	bad("lying header length in a shard", x, src, NULL,
 	    "model-00002-of-00003.safetensors", "past the end");
 
 	if (!getenv("KEEP")) st_rmtree(tmp);

@@ -411,7 +411,7 @@ test_release_rule(void)
 	cand[9].pass_mask = 6;
 	sc_aggregate(cand, 10, 3, &ca);
 	sc_aggregate(inc, 10, 3, &ia);
-	CHECK(sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, &v) == 0);
+	CHECK(sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, 5, &v) == 0);
 	CHECK(v.code == SC_V_VETO && v.pass == 0 && v.new_breaches == 1);
 	CHECK(strcmp(v.breach_ids, "g") == 0);
 	sc_agg_free(&ca);
@@ -421,8 +421,8 @@ test_release_rule(void)
 	inc[9].pass_mask = 3;
 	sc_aggregate(cand, 10, 3, &ca);
 	sc_aggregate(inc, 10, 3, &ia);
-	sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, &v);
-	CHECK(v.code == SC_V_PROMOTE && v.pass == 1 && v.d_held_out_pp > 0.5);
+	sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, 5, &v);
+	CHECK(v.code == SC_V_PROMOTE && v.pass == 1 && v.d_fair_pp > 0.5);
 	sc_agg_free(&ca);
 	sc_agg_free(&ia);
 
@@ -433,8 +433,9 @@ test_release_rule(void)
 	cand[1].pass_mask = cand[2].pass_mask = 0;
 	sc_aggregate(cand, 10, 3, &ca);
 	sc_aggregate(inc, 10, 3, &ia);
-	sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, &v);
-	CHECK(v.code == SC_V_HELD_OUT && v.pass == 0);
+	sc_release_rule(cand, 10, &ca, inc, 10, &ia, 0.5, 5, &v);
+	CHECK(v.code == SC_V_FAIR_LOWER && v.pass == 0);
+	NEAR(v.d_fair_pp, -20.0, 1e-9);
 	NEAR(v.d_held_out_pp, -20.0, 1e-9);
 	sc_agg_free(&ca);
 	sc_agg_free(&ia);
@@ -452,7 +453,7 @@ test_release_rule(void)
 	bi[300].pass_mask = 0;			/* incumbent: -3 train-flagged */
 	sc_aggregate(bc, 400, 3, &ca);
 	sc_aggregate(bi, 400, 3, &ia);
-	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, &v);
+	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, 5, &v);
 	CHECK(v.tie == 1 && v.code == SC_V_PROMOTE && v.pass == 1);
 	CHECK(v.d_overall_pp > 0);
 	sc_agg_free(&ca);
@@ -460,7 +461,7 @@ test_release_rule(void)
 	bi[300].pass_mask = 7;
 	sc_aggregate(bc, 400, 3, &ca);
 	sc_aggregate(bi, 400, 3, &ia);
-	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, &v);
+	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, 5, &v);
 	CHECK(v.tie == 1 && v.code == SC_V_TIE_OVERALL && v.pass == 0);
 	sc_agg_free(&ca);
 	sc_agg_free(&ia);
@@ -472,7 +473,7 @@ test_release_rule(void)
 	bi[301].pass_mask = 0;
 	sc_aggregate(bc, 400, 3, &ca);
 	sc_aggregate(bi, 400, 3, &ia);
-	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, &v);
+	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, 5, &v);
 	NEAR(v.d_held_out_pp, 0.0, 1e-9);
 	CHECK(v.tie == 1 && v.code == SC_V_PROMOTE);
 	sc_agg_free(&ca);
@@ -481,7 +482,7 @@ test_release_rule(void)
 	bi[300].pass_mask = bi[301].pass_mask = 7;
 	sc_aggregate(bc, 400, 3, &ca);
 	sc_aggregate(bi, 400, 3, &ia);
-	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, &v);
+	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, 5, &v);
 	NEAR(v.d_held_out_pp, -0.5, 1e-9);
 	CHECK(v.tie == 1 && v.code == SC_V_TIE_OVERALL);
 	sc_agg_free(&ca);
@@ -491,7 +492,7 @@ test_release_rule(void)
 	bc[5].errors = 1;
 	sc_aggregate(bc, 400, 3, &ca);
 	sc_aggregate(bi, 400, 3, &ia);
-	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, &v);
+	sc_release_rule(bc, 400, &ca, bi, 400, &ia, 0.5, 5, &v);
 	CHECK(v.code == SC_V_INCOMPLETE && v.pass == 0);
 	sc_agg_free(&ca);
 	sc_agg_free(&ia);
@@ -501,9 +502,101 @@ test_release_rule(void)
 	bc[5].errors = 0;
 	bi[0].held_out = 0;			/* the incumbent trained on c0 */
 	sc_fair_slice(bc, 400, bi, 400, &f);
-	CHECK(f.cases == 199);
+	CHECK(f.cases == 199 && f.common == 400);
 	free(bi);
 	free(bc);
+}
+
+/*
+ * Two bakes whose held-out sets differ (each model's is what its own
+ * corpus lacks), where the held-out numbers and the fair slice disagree:
+ * 30 cases neither trained on, where the candidate passes 26.5 (a mean
+ * over two passes) and the incumbent 23.5, and 10 the incumbent trained
+ * on (held out for the candidate only), which the candidate fails.
+ * Held-out says the candidate is worse (26.5/40 against 23.5/30); the
+ * fair slice says +10 points.
+ */
+static void
+test_fair_slice_rule(void)
+{
+	struct sc_row cand[40], inc[40];
+	struct sc_agg ca, ia;
+	struct sc_verdict v;
+	char id[8];
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(id, sizeof(id), "f%d", i);
+		cand[i] = row(id, SC_ROUTE, 1, 1, 2, 3, "x");
+		inc[i] = row(id, SC_ROUTE, i < 30, 1, 2, 3, "x");
+	}
+	cand[0].pass_mask = cand[1].pass_mask = cand[2].pass_mask = 0;
+	for (int i = 3; i < 9; i++)
+		inc[i].pass_mask = 0;
+	inc[9].pass_mask = 1;			/* passed one pass of two: not passed */
+	cand[9].pass_mask = 2;
+	for (int i = 30; i < 40; i++)
+		cand[i].pass_mask = 0;
+	sc_aggregate(cand, 40, 2, &ca);
+	sc_aggregate(inc, 40, 2, &ia);
+	CHECK(ca.held_out_cases == 40 && ia.held_out_cases == 30);
+	CHECK(sc_release_rule(cand, 40, &ca, inc, 40, &ia, 0.5, 20, &v) == 0);
+	CHECK(v.fair.cases == 30 && v.fair.common == 40);
+	NEAR(v.fair.a.acc, 26.5 / 30, 1e-12);
+	NEAR(v.fair.b.acc, 23.5 / 30, 1e-12);
+	NEAR(v.d_fair_pp, 10.0, 1e-9);
+	CHECK(v.d_held_out_pp < 0);		/* 26.5/40 against 23.5/30 */
+	NEAR(v.d_held_out_pp, (26.5 / 40 - 23.5 / 30) * 100, 1e-9);
+	/* Paired: f0-f2 the incumbent alone, f3-f8 the candidate alone, f9
+	 * neither (one pass each), the other 20 both. */
+	CHECK(v.fair.only_a == 6 && v.fair.only_b == 3);
+	CHECK(v.fair.both == 20 && v.fair.neither == 1);
+	NEAR(v.fair.p_mcnemar, 2 * (1 + 9 + 36 + 84) / 512.0, 1e-12);
+	CHECK(v.code == SC_V_PROMOTE && v.pass == 1);
+	CHECK(strstr(v.reason, "fair slice +10.00 pp") != NULL);
+	/* The tie-break's overall is on the cases both ran: 36.5/40 vs 33.5/40. */
+	NEAR(v.d_overall_pp, (26.5 - 33.5) / 40 * 100, 1e-9);
+
+	/* The same bakes the other way round: held-out says the incumbent
+	 * (now the candidate) is better, the fair slice says it is worse. */
+	CHECK(sc_release_rule(inc, 40, &ia, cand, 40, &ca, 0.5, 20, &v) == 0);
+	CHECK(v.d_held_out_pp > 0 && v.code == SC_V_FAIR_LOWER && v.pass == 0);
+	NEAR(v.d_fair_pp, -10.0, 1e-9);
+	CHECK(v.fair.only_a == 3 && v.fair.only_b == 6);
+
+	/* A fair slice below min_fair_cases is no basis for a verdict, and
+	 * the refusal carries the numbers. */
+	CHECK(sc_release_rule(cand, 40, &ca, inc, 40, &ia, 0.5, 31, &v) == 0);
+	CHECK(v.code == SC_V_FAIR_SMALL && v.pass == 0);
+	CHECK(strstr(v.reason, "fair slice of 30 cases is below min_fair_cases 31") != NULL);
+	CHECK(strstr(v.reason, "88.33% vs 78.33%") != NULL);
+	CHECK(strcmp(sc_verdict_name(v.code), "fair slice too small") == 0);
+	/* ... but the veto still comes first. */
+	cand[10].kind = inc[10].kind = SC_GUARD;
+	cand[10].pass_mask = 1;
+	sc_agg_free(&ca);
+	sc_aggregate(cand, 40, 2, &ca);
+	CHECK(sc_release_rule(cand, 40, &ca, inc, 40, &ia, 0.5, 31, &v) == 0);
+	CHECK(v.code == SC_V_VETO && strcmp(v.breach_ids, "f10") == 0);
+	sc_agg_free(&ca);
+	sc_agg_free(&ia);
+}
+
+/* McNemar's exact test against tables worked by hand. */
+static void
+test_mcnemar(void)
+{
+	NEAR(sc_mcnemar_exact(1, 7), 2 * 9 / 256.0, 1e-12);
+	NEAR(sc_mcnemar_exact(7, 1), 2 * 9 / 256.0, 1e-12);
+	NEAR(sc_mcnemar_exact(2, 12), 2 * 106 / 16384.0, 1e-12);
+	NEAR(sc_mcnemar_exact(0, 5), 2 / 32.0, 1e-12);
+	CHECK(sc_mcnemar_exact(0, 0) == 1.0);
+	CHECK(sc_mcnemar_exact(5, 5) == 1.0);
+	CHECK(sc_mcnemar_exact(4, 5) == 1.0);
+	/* Large tables do not underflow: 0 of 2000 is 2^-1999 (0 as a
+	 * double); 950 against 1050 is p = 0.0268241462 (summed exactly in
+	 * integers: 2 * sum(C(2000, i), i <= 950) / 2^2000). */
+	CHECK(sc_mcnemar_exact(0, 2000) >= 0 && sc_mcnemar_exact(0, 2000) < 1e-300);
+	NEAR(sc_mcnemar_exact(950, 1050), 0.0268241462, 1e-9);
 }
 
 int
@@ -526,6 +619,8 @@ main(void)
 	test_wilson();
 	test_aggregate();
 	test_release_rule();
+	test_fair_slice_rule();
+	test_mcnemar();
 	sc_caps_free(&caps);
 	if (failures) {
 		fprintf(stderr, "%d checks failed\n", failures);
