@@ -101,8 +101,10 @@ write_atomic(int dirfd, const char *name, const char *text)
 	char tmp[256];
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 	/* A new file: never one (or a link) the job may have put there. */
-	unlinkat(dirfd, tmp, 0);
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+	int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dirfd, tmp, fl, 0640);
+	if (fd == -1 && errno == EEXIST && unlinkat(dirfd, tmp, 0) == 0)
+		fd = openat(dirfd, tmp, fl, 0640);
 	if (fd == -1)
 		return -1;
 	size_t len = strlen(text);

@@ -16,9 +16,9 @@
 # undisturbed run of tiny-v2 follows; then RUNS runs of the same spec
 # under the same name, each on a copy of the kept state directory (so the
 # paths recorded in the artifacts, which name the run, are the same),
-# killed at moments drawn uniformly over the first 70% of the undisturbed
-# run's duration (the daemon started again at once each time, on the same
-# store). Every killed run must end as the undisturbed one did: the same
+# killed at moments drawn uniformly over 90% of the undisturbed run's
+# duration (the daemon started again at once each time, on the same
+# store; a moment that comes after its run ended moves to an extra run). Every killed run must end as the undisturbed one did: the same
 # gate verdict and byte-identical artifacts (tokens and stats, adapter,
 # merged, fixed and its manifest, both GGUFs, both bake results), the
 # store whole and the event ids gapless. The bake results hold wall times
@@ -105,11 +105,19 @@ tref=$(/usr/bin/python3 -c "print('%.1f' % ($t1 - $t0))")
 note "undisturbed tiny-v2: $st in ${tref}s, $(grep -c '^artifact' ref.out) artifacts, $(grep verdict ref.out)"
 [ "$(grep -c '^artifact' ref.out)" -ge 8 ] || { cat ref.out; fail "too few artifacts in the undisturbed run"; }
 
-made=0
-for r in $(seq 1 "$RUNS"); do
-	k=$(( KILLS / RUNS + (r <= KILLS % RUNS ? 1 : 0) ))
-	# k moments in ms, uniform over the first 70% of the undisturbed run.
-	window=$(/usr/bin/python3 -c "print(int($tref * 700))")
+made=0 missed=0 r=0
+while [ "$made" -lt "$KILLS" ]; do
+	r=$((r + 1))
+	[ "$r" -le $((RUNS + 10)) ] || fail "$made kills made of $KILLS in $((r - 1)) runs"
+	# A kill whose moment came after its run ended goes to an extra run.
+	if [ "$r" -le "$RUNS" ]; then
+		k=$(( KILLS / RUNS + (r <= KILLS % RUNS ? 1 : 0) ))
+	else
+		k=$((KILLS - made))
+	fi
+	# k moments in ms, uniform over 90% of the undisturbed run: every
+	# stage from tokenize to gate may be interrupted.
+	window=$(/usr/bin/python3 -c "print(int($tref * 900))")
 	at=$(for _ in $(seq 1 "$k"); do echo $(( (RANDOM * 32768 + RANDOM) % window )); done | sort -n)
 	integrity_ok
 	events_gapless
@@ -117,28 +125,32 @@ for r in $(seq 1 "$RUNS"); do
 	run=tiny-v2
 	s0=$(date +%s%N)
 	pctl submit "$E2E_V2" >/dev/null || fail "submit $run (killed run $r)"
+	done_k=0
 	for ms in $at; do
 		while [ $(( ($(date +%s%N) - s0) / 1000000 )) -lt "$ms" ]; do sleep 0.05; done
 		st=$(run_state "$run")
-		case "$st" in succeeded|failed|cancelled|rejected) fail "$run ended ($st) before its kill at ${ms} ms";; esac
+		case "$st" in succeeded|failed|cancelled|rejected)
+			missed=$((missed + 1))
+			note "run $r ended before its kill at ${ms} ms: the kill goes to an extra run"
+			break;;
+		esac
 		jobs=$(pctl --json status "$run" | /usr/bin/python3 -c '
 import json, sys
 print(",".join(j["name"] for j in json.load(sys.stdin)["jobs"] if j["state"] == "running") or "-")')
 		pl_kill9
-		made=$((made + 1))
+		made=$((made + 1)) done_k=$((done_k + 1))
 		note "kill $made: run $r at $((ms / 1000)).$(printf %03d $((ms % 1000))) s, running: $jobs"
 		pl_start
 	done
 	st=$(wait_end "$run" 3600)
 	s1=$(date +%s%N)
 	outcome "$run" > "killed-$r.out"
-	note "killed run $r: $st in $(( (s1 - s0) / 1000000000 ))s with $k kill(s)"
+	note "killed run $r: $st in $(( (s1 - s0) / 1000000000 ))s with $done_k kill(s)"
 	diff -u ref.out "killed-$r.out" || fail "killed run $r did not end as the undisturbed run"
 	gate_reached "$run" || fail "a job of killed run $r did not come back"
 done
-[ "$made" = "$KILLS" ] || fail "$made kills made of $KILLS"
 integrity_ok
 events_gapless
 pl_stop
-note "$KILLS kills over $RUNS run(s): every run ended as the undisturbed run (${tref}s)"
+note "$KILLS kills over $r run(s) ($missed run(s) ended before a kill, which moved on): every run ended as the undisturbed run (${tref}s)"
 echo "kill-lifecycle: ok"
