@@ -8,7 +8,8 @@
  * weights are the previous version's (a sed once built v3's tag from v2's
  * GGUF: G24) or if the server chose another template than the one given
  * (HACKING.md: Ollama). It records the uploaded sha256, the weights layer
- * digest and the manifest digest.
+ * digest and the manifest digest. Last it checks that the template that
+ * serves is the template that trained (template_check()).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -37,6 +38,14 @@ static const struct pl_key register_keys[] = {
 	  "the previous version's tag: its weights must differ from these" },
 	{ "url", PL_KEY_STRING, NULL, 0, NULL, "Ollama base URL" },
 	{ "upload_timeout", PL_KEY_DURATION, "1h", 0, NULL, "limit of the blob upload" },
+	{ "tokens", PL_KEY_INPUT, NULL, 0, "tokens",
+	  "tokenize's tokens.npz, whose prompt lengths the served template must "
+	  "reproduce; none: no check" },
+	{ "corpus", PL_KEY_INPUT, NULL, 0, "corpus",
+	  "the corpus those tokens were made from (default: the tokenize job's)" },
+	{ "template_examples", PL_KEY_INT, "4", 0, NULL,
+	  "training examples rendered through the tag: the longest prompt and "
+	  "evenly spaced others" },
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
@@ -256,6 +265,180 @@ version_before_030(const char *v)
 	return maj == 0 && min < 30;
 }
 
+/* The messages of the corpus example KEY without its last (the answer),
+ * as a JSON array; NULL with err set when it is not there. */
+static cJSON *
+corpus_prompt(const char *path, const char *key, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int lineno = 0;
+	cJSON *out = NULL;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	while (out == NULL && getline(&line, &cap, f) != -1) {
+		lineno++;
+		if (strstr(line, key) == NULL)
+			continue;
+		cJSON *j = cJSON_Parse(line);
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "key");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "messages");
+		if (cJSON_IsString(k) && strcmp(k->valuestring, key) == 0) {
+			if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) < 2)
+				snprintf(err, errlen, "%s:%d: example %s has no messages to "
+				    "render", path, lineno, key);
+			else {
+				out = cJSON_Duplicate(m, 1);
+				cJSON_DeleteItemFromArray(out, cJSON_GetArraySize(out) - 1);
+			}
+			cJSON_Delete(j);
+			break;
+		}
+		cJSON_Delete(j);
+	}
+	free(line);
+	fclose(f);
+	if (out == NULL && err[0] == '\0')
+		snprintf(err, errlen, "%s: no example with key %s (is it the corpus the "
+		    "tokens were made from?)", path, key);
+	return out;
+}
+
+/*
+ * The template that trained must be the template that serves: a training
+ * example's prompt (its messages but the answer) sent to the tag's
+ * /api/chat must be counted as the tokens tokenize counted for it
+ * (prompt_len of tokens.npz, rendered with the base's chat template and
+ * add_generation_prompt), BOS included on both sides. The longest prompt
+ * and evenly spaced others are checked. A TEMPLATE that renders the system
+ * prompt as a user turn of its own where training folded it into the
+ * first user turn counts more tokens: the skew that took a release from
+ * 19/20 to 7/20. The model is unloaded again afterwards.
+ */
+/* The tokens and corpus of the template check, resolved before anything is
+ * uploaded; *tpath NULL with tokens = none. */
+static int
+template_inputs(pl_job *job, const char **tpath, const char **cpath)
+{
+	const char *tv = host->get(job, "tokens");
+
+	*tpath = *cpath = NULL;
+	if (tv != NULL && strcmp(tv, "none") == 0) {
+		host->log(job, PL_LOG_INFO, "tokens = none: the served template is not "
+		    "checked against training");
+		return PL_OK;
+	}
+	if ((*tpath = host->input(job, "tokens")) == NULL)
+		return host->fail(job, "tokens: no tokenize tokens.npz to check the served "
+		    "template against; set tokens = PATH (and corpus = PATH), or tokens = none");
+	if ((*cpath = host->input(job, "corpus")) == NULL)
+		return host->fail(job, "corpus: the corpus of %s is unknown; set corpus = PATH",
+		    *tpath);
+	return PL_OK;
+}
+
+static int
+template_check(pl_job *job, struct ollama *o, const char *tag, const char *mfpath,
+    int64_t num_ctx, const char *tpath, const char *cpath)
+{
+	struct npz_array keys, plen;
+	char err[1024] = "", key[256];
+	int64_t want = host->get_int(job, "template_examples", 4);
+	size_t pick[64], npick = 0, longest = 0;
+	int rc = PL_EFAIL, loaded = 0;
+
+	if (tpath == NULL)
+		return PL_OK;
+	if (npz_read(tpath, "keys", &keys, err, sizeof(err)) == -1)
+		return host->fail(job, "tokens: %s", err);
+	if (npz_read(tpath, "prompt_len", &plen, err, sizeof(err)) == -1) {
+		npz_free(&keys);
+		return host->fail(job, "tokens: %s", err);
+	}
+	if (keys.n == 0 || keys.n != plen.n || strcmp(plen.descr, "<i4") != 0 ||
+	    strncmp(keys.descr, "<U", 2) != 0) {
+		rc = host->fail(job, "tokens: %s: keys (%zu, %s) and prompt_len (%zu, %s) do "
+		    "not match", tpath, keys.n, keys.descr, plen.n, plen.descr);
+		goto out;
+	}
+	if (want < 1)
+		want = 1;
+	if (want > (int64_t)(sizeof(pick) / sizeof(pick[0])))
+		want = sizeof(pick) / sizeof(pick[0]);
+	for (size_t i = 1; i < plen.n; i++)
+		if (npz_int(&plen, i) > npz_int(&plen, longest))
+			longest = i;
+	pick[npick++] = longest;
+	for (int64_t k = 0; k < want - 1 && (size_t)npick < plen.n; k++) {
+		size_t i = (size_t)(k * (int64_t)plen.n / (want - 1 > 0 ? want - 1 : 1));
+		int dup = 0;
+		for (size_t q = 0; q < npick; q++)
+			dup |= pick[q] == i;
+		if (!dup && i < plen.n)
+			pick[npick++] = i;
+	}
+	for (size_t q = 0; q < npick; q++) {
+		size_t i = pick[q];
+		int32_t trained = npz_int(&plen, i);
+		if (npz_str(&keys, i, key, sizeof(key)) == -1) {
+			rc = host->fail(job, "tokens: %s: key %zu is too long", tpath, i);
+			goto out;
+		}
+		err[0] = '\0';
+		cJSON *msgs = corpus_prompt(cpath, key, err, sizeof(err));
+		if (msgs == NULL) {
+			rc = host->fail(job, "corpus: %s", err);
+			goto out;
+		}
+		cJSON *req = cJSON_CreateObject(), *opt;
+		cJSON_AddStringToObject(req, "model", tag);
+		cJSON_AddItemToObject(req, "messages", msgs);
+		cJSON_AddBoolToObject(req, "stream", 0);
+		cJSON_AddBoolToObject(req, "truncate", 0);
+		opt = cJSON_AddObjectToObject(req, "options");
+		cJSON_AddNumberToObject(opt, "num_ctx", (double)num_ctx);
+		cJSON_AddNumberToObject(opt, "num_predict", 1);
+		cJSON_AddNumberToObject(opt, "temperature", 0);
+		char *body = cJSON_PrintUnformatted(req);
+		cJSON_Delete(req);
+		cJSON *ans = ollama_request(o, "POST", "/api/chat", body);
+		free(body);
+		loaded = 1;
+		if (ans == NULL) {
+			rc = host->fail(job, "template check: example %s through %s: %s", key, tag,
+			    o->error);
+			goto out;
+		}
+		const cJSON *pe = cJSON_GetObjectItemCaseSensitive(ans, "prompt_eval_count");
+		long served = cJSON_IsNumber(pe) ? (long)pe->valuedouble : -1;
+		cJSON_Delete(ans);
+		if (served != trained) {
+			rc = host->fail(job, "%s renders training example %s as %ld prompt tokens, "
+			    "tokenize counted %d (%s): the template that serves (TEMPLATE of %s) "
+			    "is not the template that trained", tag, key, served, trained, tpath,
+			    mfpath);
+			goto out;
+		}
+		host->log(job, PL_LOG_INFO, "template check: example %s%s: %d prompt tokens "
+		    "served and trained", key, i == longest ? " (the longest)" : "", trained);
+	}
+	host->value_set(job, "register.template_checked", "yes");
+	rc = PL_OK;
+out:
+	/* Unloaded whatever the outcome: a runner left loaded serves every tag
+	 * of the same weights blob under this tag's name in /api/ps. */
+	if (loaded && ollama_unload_wait(o, tag, 60, 0.25) == -1)
+		host->log(job, PL_LOG_WARN, "unloading %s after the template check: %s", tag,
+		    o->error);
+	npz_free(&keys);
+	npz_free(&plen);
+	return rc;
+}
+
 static int
 register_run(pl_job *job)
 {
@@ -267,6 +450,7 @@ register_run(pl_job *job)
 	const char *gguf, *tag = host->get(job, "tag"), *prev = host->get(job, "previous_tag");
 	const char *mfpath = host->input(job, "modelfile");
 	int64_t num_ctx = host->get_int(job, "num_ctx", 9216);
+	const char *tpath, *cpath;
 	int uploaded, rc = PL_EFAIL;
 	cJSON *req;
 
@@ -275,6 +459,11 @@ register_run(pl_job *job)
 		return host->fail(job, "gguf: no GGUF to register");
 	if (mfpath == NULL || modelfile_load(mfpath, &mf, err, sizeof(err)) == -1)
 		return host->fail(job, "modelfile: %s", mfpath ? err : "cannot resolve the path");
+	if ((rc = template_inputs(job, &tpath, &cpath)) != PL_OK) {
+		modelfile_free(&mf);
+		return rc;
+	}
+	rc = PL_EFAIL;
 	cJSON_DeleteItemFromObjectCaseSensitive(mf.params, "num_ctx");
 	cJSON_AddNumberToObject(mf.params, "num_ctx", (double)num_ctx);
 
@@ -387,6 +576,9 @@ register_run(pl_job *job)
 	if (sh.context_length > 0 && sh.context_length < num_ctx)
 		host->log(job, PL_LOG_WARN, "num_ctx %lld exceeds the model's trained context "
 		    "%ld: the server caps it", (long long)num_ctx, sh.context_length);
+	if ((rc = template_check(job, &o, tag, mfpath, num_ctx, tpath, cpath)) != PL_OK)
+		goto out;
+	rc = PL_EFAIL;
 	host->log(job, PL_LOG_INFO, "registered %s: uploaded sha256:%.12s, weights "
 	    "sha256:%.12s, manifest %.12s%s", tag, sha, sh.weights, manifest,
 	    old_w[0] && strcmp(old_w, sh.weights) != 0 ? " (replaced older weights)" : "");

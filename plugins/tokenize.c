@@ -10,7 +10,9 @@
  *
  * Artifacts (registered by the host from the job's artifact events):
  * "tokens", the token file, and "stats", a JSON summary. The plugin checks
- * both arrived and stores the summary (without the corpus keys, which can
+ * both arrived, registers the corpus they were made from as "corpus" (its
+ * digest is then on record, and register renders its examples through the
+ * served template to compare with the tokens), and stores the summary (without the corpus keys, which can
  * be long; their count and digest instead) as the job value "stats", for
  * status and for later stages.
  */
@@ -179,6 +181,10 @@ tokenize_run(pl_job *job)
 	if (t.tokens[0] == '\0' || t.stats[0] == '\0')
 		return host->fail(job, "tokenize: the job exited 0 without its %s "
 		    "artifact", t.tokens[0] == '\0' ? "tokens" : "stats");
+	const char *corpus = host->input(job, "corpus");
+	if (corpus == NULL || (rc = host->artifact(job, "corpus", corpus)) != PL_OK)
+		return host->fail(job, "tokenize: registering the corpus %s as an artifact",
+		    corpus ? corpus : "(unresolved)");
 	return store_stats(job, t.stats);
 }
 

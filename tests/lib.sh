@@ -133,7 +133,73 @@ else:
     print(h(root), os.path.getsize(root))' "$1"
 }
 
-trap 'pl_kill9 2>/dev/null' EXIT
+
+# The real Ollama server (tests/tools/ollama.sh builds the pinned release,
+# cached): ollama_start [VAR=VALUE...] starts `ollama serve` on a free
+# loopback port with its own OLLAMA_MODELS and HOME under
+# $TEST_TMP/ollama, the arguments added to its environment (OLLAMA_* knobs
+# such as OLLAMA_NUM_PARALLEL=2); it sets OURL, OLLAMA_PID and OLLAMA_BIN,
+# and fails the test if the server does not come up or answers another
+# version than the pinned one. ollama_stop stops it and its runners (it
+# runs in a process group of its own); the EXIT trap below calls it, and a
+# watcher stops it if the test's shell is killed before that.
+OLLAMA_PID=""
+ollama_start() {
+	local port d=$TEST_TMP/ollama want got
+	OLLAMA_BIN=$("$TOP/tests/tools/ollama.sh" --bin) || fail "tests/tools/ollama.sh did not build Ollama"
+	want=$("$TOP/tests/tools/ollama.sh" --version)
+	mkdir -p "$d/models" "$d/home"
+	port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	OURL=http://127.0.0.1:$port
+	env HOME="$d/home" OLLAMA_HOST="127.0.0.1:$port" OLLAMA_MODELS="$d/models" \
+	    OLLAMA_NOPRUNE=1 OLLAMA_NUM_PARALLEL=1 OLLAMA_MAX_LOADED_MODELS=3 "$@" \
+	    setsid "$OLLAMA_BIN" serve >>"$d/serve.log" 2>&1 &
+	OLLAMA_PID=$!
+	( while kill -0 $$ 2>/dev/null; do sleep 1; done; kill -TERM -- "-$OLLAMA_PID" 2>/dev/null ) &
+	for _ in $(seq 1 300); do
+		curl -sf "$OURL/api/version" >/dev/null 2>&1 && break
+		kill -0 "$OLLAMA_PID" 2>/dev/null || { tail -20 "$d/serve.log"; OLLAMA_PID=""; fail "ollama serve died at start; see $d/serve.log"; }
+		sleep 0.1
+	done
+	got=$(curl -s "$OURL/api/version" | sed -n 's/.*"version":"\([^"]*\)".*/\1/p')
+	[ -n "$got" ] || { tail -20 "$d/serve.log"; fail "ollama serve did not come up on $OURL; see $d/serve.log"; }
+	[ "$got" = "$want" ] || fail "the Ollama on $OURL says version $got, expected $want"
+	export OURL OLLAMA_PID OLLAMA_BIN
+}
+
+ollama_stop() {
+	[ -n "$OLLAMA_PID" ] || return 0
+	kill -TERM -- "-$OLLAMA_PID" 2>/dev/null || true
+	for _ in $(seq 1 50); do kill -0 "$OLLAMA_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL -- "-$OLLAMA_PID" 2>/dev/null || true
+	wait "$OLLAMA_PID" 2>/dev/null || true
+	OLLAMA_PID=""
+}
+
+# The tests' tags run their runner on one thread: on this machine's two
+# shared cores ggml's worker threads, spinning on each other while other
+# builds run, made a 16-token answer of the tiny model take 7 to 16 s with
+# two threads, 6 to 10 ms with one (measured on Ollama 0.24.0).
+OLLAMA_TEST_PARAMS="PARAMETER num_thread 1"
+
+# ollama_modelfile SRC DST: the Modelfile SRC with OLLAMA_TEST_PARAMS added,
+# for the register stage's modelfile key.
+ollama_modelfile() {
+	{ cat "$1"; echo; echo "$OLLAMA_TEST_PARAMS"; } >"$2"
+}
+
+# ollama_create TAG GGUF [MODELFILE-LINES]: a tag from a GGUF (with
+# OLLAMA_TEST_PARAMS) through the ollama CLI of the same build (the
+# stages' own requests are what the tests check; this is set-up).
+ollama_create() {
+	local tag=$1 gguf=$2 mf=$TEST_TMP/ollama/Modelfile.$$
+	{ printf 'FROM %s\n%s\n' "$gguf" "$OLLAMA_TEST_PARAMS"; [ -n "${3:-}" ] && printf '%s\n' "$3"; } >"$mf"
+	HOME=$TEST_TMP/ollama/home OLLAMA_HOST=${OURL#http://} "$OLLAMA_BIN" create "$tag" -f "$mf" \
+	    >>"$TEST_TMP/ollama/create.log" 2>&1 || fail "ollama create $tag failed; see $TEST_TMP/ollama/create.log"
+}
+
+
+trap 'pl_kill9 2>/dev/null; ollama_stop' EXIT
 
 # free_port: a TCP port on 127.0.0.1 nothing listens on right now.
 free_port() {

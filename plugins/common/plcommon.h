@@ -151,4 +151,19 @@ int	plc_http_post_file(const char *url, const char *path, double timeout,
 	    struct plc_http_resp *r);
 void	plc_http_free(struct plc_http_resp *r);
 
+/* npz.c: one one-dimensional array of an np.savez archive (stored, not
+ * compressed): dtype '<i4' or '<U<n>'. npz_read returns 0, or -1 with
+ * err set naming the file and the array. */
+struct npz_array {
+	char descr[16];     /* "<i4", "<U12" */
+	size_t n;           /* items */
+	size_t itemsize;    /* bytes per item */
+	void *data;
+};
+int	npz_read(const char *path, const char *array, struct npz_array *a, char *err,
+	    size_t errlen);
+int32_t	npz_int(const struct npz_array *a, size_t i);
+int	npz_str(const struct npz_array *a, size_t i, char *buf, size_t len);
+void	npz_free(struct npz_array *a);
+
 #endif

@@ -26,25 +26,8 @@ args=(backend=openai model=tiny "cases=$BAKE_DATA/cases.jsonl"
 now() { date +%s.%N; }
 
 start_llama "$TEST_TMP/tiny.gguf" 1024 1
-# The request bodies the bake sends, built the same way in Python.
-/usr/bin/python3 - "$BAKE_DATA" "$TEST_TMP/req" <<'PY'
-import json, os, sys
-d, out = sys.argv[1], sys.argv[2]
-os.makedirs(out, exist_ok=True)
-caps = [l.split("#")[0].split() for l in open(d + "/capabilities.txt")]
-enum = [c[0] for c in caps if c and "disabled" not in c[1:]]
-schema = {"type": "object", "properties": {"capability": {"type": "string", "enum": enum},
-          "args": {"type": "object"}}, "required": ["capability", "args"]}
-system = open(d + "/system.txt").read()
-for i, line in enumerate(l for l in open(d + "/cases.jsonl") if l.strip()):
-    c = json.loads(line)
-    msgs = [{"role": "system", "content": system.replace("{{channel}}", c.get("channel", "default"))}]
-    msgs += c.get("setup", []) + [{"role": "user", "content": c["user"]}]
-    body = {"model": "tiny", "messages": msgs, "stream": False, "temperature": 0, "seed": 3407,
-            "max_tokens": 64, "cache_prompt": False,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "route", "schema": schema}}}
-    json.dump(body, open("%s/%02d.json" % (out, i), "w"))
-PY
+# The request bodies the bake sends.
+/usr/bin/python3 "$TOP/tests/bench/bake_requests.py" "$BAKE_DATA" "$TEST_TMP/req" openai tiny
 n=$(ls req | wc -l)
 stage bake "${args[@]}" "url=$LLAMA_URL" num_ctx=1024 passes=1 >/dev/null 2>&1	# warm
 t0=$(now)

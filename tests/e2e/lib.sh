@@ -3,24 +3,26 @@
 # `make demo`.  Needs TOP; sourced after tests/lib.sh or on its own.
 #
 #   e2e_prepare DIR   copies the two specs, their data and etc/Modelfile.tmpl
-#                     to DIR/spec (so nothing is written into the tree),
+#                     (with OLLAMA_TEST_PARAMS, tests/lib.sh) to DIR/spec (so nothing is written into the tree),
 #                     generates the fixture base there (gen_gemma3.py, seed
 #                     1234, then tests/e2e/tweak_base.py and
 #                     tests/e2e/pretrain_base.py), gets the llama.cpp
-#                     oracle build (cached), starts the Ollama stand-in on a
-#                     free loopback port with one llama-server runner per
-#                     registered model, and points the specs at it.
-#                     Sets E2E_V1 and E2E_V2 (the spec paths), OURL, STANDIN_PID.
-#   e2e_stop          stops the stand-in and its runners.
+#                     oracle build (cached), starts the REAL Ollama
+#                     (tests/lib.sh: ollama_start; tests/tools/ollama.sh
+#                     builds the pinned release, cached) on a free loopback
+#                     port with its own OLLAMA_MODELS under $TEST_TMP, and
+#                     points the specs at it.
+#                     Sets E2E_V1 and E2E_V2 (the spec paths), OURL.
+#   e2e_stop          stops the server and its runners.
 E2E_PY=/usr/bin/python3
-STANDIN_PID=
+declare -F ollama_start >/dev/null || . "$TOP/tests/lib.sh"
 
 e2e_die() { echo "FAIL: $*" >&2; e2e_stop; exit 1; }
 
 e2e_prepare() {
 	local dir=$1 i
 	mkdir -p "$dir/spec"
-	cp "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
+	ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
 	cp "$TOP/etc/examples/tiny.ini" "$dir/spec/tiny.ini"
 	rm -rf "$dir/spec/tiny"
 	mkdir -p "$dir/spec/tiny"
@@ -33,22 +35,10 @@ e2e_prepare() {
 	$E2E_PY "$TOP/tests/e2e/pretrain_base.py" "$dir/spec/tiny/base" "$TOP/etc/examples/tiny" \
 	    >"$dir/pretrain.log" 2>&1 || { cat "$dir/pretrain.log"; e2e_die "pretrain_base.py"; }
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || e2e_die "llama-oracle.sh"
-	rm -f "$dir/standin.port"
-	$E2E_PY "$TOP/tests/standins/ollama_standin.py" --port-file "$dir/standin.port" \
-	    --llama-server "$LLAMA_BIN/llama-server" --blobs-dir "$dir/blobs" \
-	    --log "$dir/standin.log" --num-ctx 1024 >"$dir/standin.out" 2>&1 &
-	STANDIN_PID=$!
-	for i in $(seq 1 100); do [ -s "$dir/standin.port" ] && break; sleep 0.05; done
-	[ -s "$dir/standin.port" ] || { cat "$dir/standin.out"; e2e_die "the Ollama stand-in did not start"; }
-	OURL=http://127.0.0.1:$(cat "$dir/standin.port")
+	ollama_start
 	E2E_V1=$dir/spec/tiny/v1.ini
 	E2E_V2=$dir/spec/tiny.ini
 	sed -i "s#http://127.0.0.1:11434#$OURL#" "$E2E_V1" "$E2E_V2"
 }
 
-e2e_stop() {
-	[ -n "$STANDIN_PID" ] || return 0
-	kill -TERM "$STANDIN_PID" 2>/dev/null
-	wait "$STANDIN_PID" 2>/dev/null
-	STANDIN_PID=
-}
+e2e_stop() { ollama_stop; }

@@ -1,20 +1,17 @@
 #!/bin/bash
-# 65-register-daemon.sh: register as a daemon job, against the Ollama
-# stand-in: without previous_tag, the weights the previous run ([run]
+# 65-register-daemon.sh: register as a daemon job, against the REAL Ollama
+# (tests/lib.sh: ollama_start): without previous_tag, the weights the previous run ([run]
 # previous) registered are what the new tag must differ from, read from the
-# store. The same GGUF again is refused; a new one is registered.
+# store. The same GGUF again is refused; a new one is registered. (The
+# train/serve template check is in 62-register-promote.sh and 70-e2e.sh.)
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/bake/lib.sh"
-STANDIN_PID=
-trap '[ -n "$STANDIN_PID" ] && kill "$STANDIN_PID" 2>/dev/null; pl_stop' EXIT
+trap 'pl_stop; ollama_stop' EXIT
 cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/a.gguf" 1234
 tiny_gguf "$TEST_TMP/b.gguf" 4321
-python3 "$TOP/tests/standins/ollama_standin.py" --port-file "$TEST_TMP/port" \
-    --blobs-dir "$TEST_TMP/blobs" --log "$TEST_TMP/standin.log" >standin.out 2>&1 &
-STANDIN_PID=$!
-for _ in $(seq 1 100); do [ -s port ] && break; sleep 0.05; done
-OURL=http://127.0.0.1:$(cat port)
+ollama_start
+ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$TEST_TMP/Modelfile.tmpl"
 pl_start
 
 spec() {	# spec RUN PREVIOUS GGUF TAG
@@ -26,9 +23,11 @@ ${2:+previous = $2}
 [register]
 gguf = $3
 tag = $4
-modelfile = $TOP/etc/Modelfile.tmpl
+modelfile = $TEST_TMP/Modelfile.tmpl
 num_ctx = 1024
 url = $OURL
+# No training in these runs: nothing to check the template against.
+tokens = none
 INI
 }
 spec r1 "" "$TEST_TMP/a.gguf" router:r1 >r1.ini
@@ -48,4 +47,5 @@ grep -q "the previous version's (previous run)" r2.log || { cat r2.log; fail "r2
 spec r3 r1 "$TEST_TMP/b.gguf" router:r3 >r3.ini
 pctl submit r3.ini >/dev/null || fail "submit r3"
 wait_run r3 succeeded 60
+curl -s "$OURL/api/tags" | grep -q '"name":"router:r3"' || fail "router:r3 is not on the server"
 echo "65-register-daemon: ok"

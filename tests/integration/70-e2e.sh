@@ -6,8 +6,10 @@
 #   tokenize -> probe -> train (tiny engine) -> merge -> tensor_fix
 #   -> convert -> quantize -> verify -> register -> bake [-> bake-incumbent]
 #   -> gate
-# against the Gemma3ForConditionalGeneration fixture base, served through
-# the Ollama stand-in by a real llama-server per tag (tests/e2e/lib.sh).
+# against the Gemma3ForConditionalGeneration fixture base; register, bake
+# and gate run against the REAL Ollama (tests/e2e/lib.sh: ollama_start),
+# which serves each tag through etc/Modelfile.tmpl's TEMPLATE, and register
+# checks that template against tokenize's prompt tokens.
 # Checks: every job up to the gate succeeds in both runs; verify passes
 # both (v2's digests differ from v1's); v2's gate compared v2 with v1 on
 # one case set and stored a verdict, and the run's outcome is that verdict

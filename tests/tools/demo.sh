@@ -6,11 +6,12 @@
 # each tokenize -> probe -> train -> merge -> tensor_fix -> convert ->
 # quantize -> verify -> register -> bake [-> bake-incumbent] -> gate.
 # It prepares what the specs need (tests/e2e/lib.sh: the fixture base, the
-# llama.cpp oracle build, cached after the first time, and the Ollama
-# STAND-IN, which serves each tag with a real llama-server), shows the watch
-# as it goes (progress thinned to every 10%), the wall time of every stage,
-# and the final `pipelinectl report`; the daemon, the stand-in and its
-# llama-servers are stopped at the end, whatever happens.
+# llama.cpp oracle build and the real Ollama server, built from its pinned
+# release by tests/tools/ollama.sh; both cached after the first time), so
+# register, bake and gate run against the real Ollama; shows the watch as
+# it goes (progress thinned to every 10%), the wall time of every stage,
+# and the final `pipelinectl report`; the daemon and the Ollama server are
+# stopped at the end, whatever happens.
 #   DEMO_SPEC=etc/examples/hello.ini make demo    runs one other spec instead
 # Exit status: 0 when tiny-v1 succeeded and tiny-v2 reached its gate with
 # every job before it done (its verdict is whatever the numbers say).
@@ -33,6 +34,8 @@ max_jobs = 2
 [resources]
 gpu = 1
 CONF
+TEST_TMP=$DIR
+export TEST_TMP
 . "$TOP/tests/e2e/lib.sh"
 PID=
 cleanup() {
@@ -41,7 +44,7 @@ cleanup() {
 		for _ in $(seq 1 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
 	fi
 	e2e_stop
-	echo "== daemon and stand-in stopped (state and logs in $DIR)"
+	echo "== daemon and Ollama stopped (state and logs in $DIR)"
 }
 trap cleanup EXIT
 ctl() { "$TOP/daemon/pipelinectl" -f "$DIR/pipelined.conf" "$@"; }
@@ -74,9 +77,13 @@ if r["finished"]:
 
 T0=$(date +%s)
 if [ -z "${DEMO_SPEC:-}" ]; then
-	echo "== preparing: fixture base, llama.cpp oracle build (cached), Ollama stand-in"
+	"$TOP/tests/tools/llama-oracle.sh" --check ||
+	    echo "== first run: building llama.cpp (the test oracle; ~5 minutes of 2 cores, cached after)"
+	"$TOP/tests/tools/ollama.sh" --check ||
+	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) with go install (~15-25 minutes of 2 cores, cached after)"
+	echo "== preparing: fixture base, llama.cpp oracle, the real Ollama server"
 	e2e_prepare "$DIR/e2e"
-	echo "== Ollama stand-in (NOT Ollama: tests/standins/ollama_standin.py) on $OURL"
+	echo "== real Ollama $("$TOP/tests/tools/ollama.sh" --version) on $OURL (models in $DIR/ollama/models, log $DIR/ollama/serve.log)"
 	SPECS=("$E2E_V1" "$E2E_V2")
 else
 	SPECS=("$DEMO_SPEC")

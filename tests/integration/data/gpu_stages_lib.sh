@@ -59,3 +59,25 @@ start_standin() {
 log_count() {
 	grep -c "\"event\": \"$1\", \"model\": \"$2\"" "$STANDIN_LOG" || true
 }
+
+# run_train NAME [key=value...]: the train stage by hand for the G21 race
+# tests (55-train-evict-*): the tiny engine behind the GPU-contention
+# stand-in (data/standin_gpu_contention.sh), whose load window is LOAD_S
+# seconds (default 2.5), against the Ollama at URL, evicting all but the
+# embedding model and keeper (waiting up to UNLOAD_WAIT seconds, default
+# 5). Output in NAME.out, a line per launch in NAME.launches, the exit
+# status in rc.
+run_train() {
+	local out=$1; shift
+	set +e
+	STANDIN_OLLAMA=$URL STANDIN_ALLOW=nomic-embed-text:latest,keeper:latest \
+	STANDIN_LOAD_S=${LOAD_S:-2.5} STANDIN_LAUNCHES=$TEST_TMP/$out.launches \
+	"$CTL" stage train -w "$TEST_TMP/$out" engine=tiny base="$BASE" tokens="$TOKENS" \
+	    max_steps=4 gradient_accumulation_steps=1 lora_r=4 \
+	    python="$TOP/tests/integration/data/standin_gpu_contention.sh" \
+	    ollama_url="$URL" embedding_model=nomic-embed-text keep_loaded=keeper \
+	    launch_backoff=0.2 launch_backoff_max=1 unload_wait="${UNLOAD_WAIT:-5}" "$@" \
+	    >"$TEST_TMP/$out.out" 2>&1
+	rc=$?
+	set -e
+}

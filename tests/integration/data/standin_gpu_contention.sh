@@ -29,7 +29,9 @@ emit() {
 }
 
 if [ -n "${STANDIN_OLLAMA:-}" ]; then
-	end=$(( $(date +%s%N) + $(awk -v s="${STANDIN_LOAD_S:-2.5}" 'BEGIN{printf "%d", s*1e9}') ))
+	# %.0f, not %d: mawk's %d stops at 2^31-1, which cut every window
+	# of 2.15 s or more to 2.15 s.
+	end=$(( $(date +%s%N) + $(awk -v s="${STANDIN_LOAD_S:-2.5}" 'BEGIN{printf "%.0f", s*1e9}') ))
 	while [ "$(date +%s%N)" -lt "$end" ]; do
 		names=$(curl -s --max-time 2 "$STANDIN_OLLAMA/api/ps" |
 		    grep -o '"name": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/')
