@@ -228,6 +228,7 @@ struct gguf_cstats {
 	uint64_t n_tensors, n_skipped, n_vocab, n_layer, bytes_in;
 	int64_t bos, eos;
 	char arch[64];
+	char sha256[65];		/* of the output file, hashed as written; or "" */
 };
 int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o,
 	    struct gguf_cstats *st, char *err, size_t errlen);

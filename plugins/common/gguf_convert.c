@@ -633,14 +633,18 @@ cmp_otensor(const void *a, const void *b)
  * take pieces in file order: a piece is a range of one tensor, read,
  * converted and written at its place (pread/pwrite), so one thread reads
  * and converts while the other's write is under way, and a writeback
- * thread starts the disk writes of what is written (plc_wbthread) so the
- * final fsync has little left. A tensor stored in the outtype is copied by
+ * thread starts the disk writes of what is written (plc_wbthread), in
+ * windows of WB_WINDOW bytes once every piece below is in, so the final
+ * fsync has little left and the disk gets large sequential writes; the
+ * main thread also hashes the file up to the same point (sha256, for the
+ * artifact), so nothing reads the 2 GB again afterwards. A tensor stored in the outtype is copied by
  * the kernel in larger pieces. Of two errors, the one in the earlier piece
  * is reported, so the message does not depend on timing.
  */
 #define CONV_THREADS 2
 #define CONV_CHUNK ((size_t)1 << 17)		/* elements per converted piece */
 #define COPY_CHUNK ((uint64_t)8 << 20)		/* bytes per copied piece */
+#define WB_WINDOW ((uint64_t)32 << 20)		/* bytes per writeback */
 
 struct piece {
 	size_t t;			/* index in ot */
@@ -657,6 +661,12 @@ struct wshare {
 	size_t next;			/* the next piece to take (atomic) */
 	uint64_t done, total;		/* source bytes (done: atomic) */
 	int stop;			/* atomic */
+	unsigned char *fin;		/* per piece: written (atomic) */
+	size_t low;			/* main thread: pieces below are written */
+	uint64_t wb_from;		/* main thread: writeback started below */
+	struct plc_sha256 sha;		/* main thread: the file, in order */
+	uint64_t hashed;		/* main thread: bytes of the file hashed */
+	uint8_t *hbuf;			/* main thread: NULL if not hashing */
 	struct plc_wbthread wb;
 	pthread_mutex_t mu;
 	size_t err_at;			/* the piece of err, or npc */
@@ -731,7 +741,7 @@ do_piece(struct wshare *x, size_t k, struct wbuf *b)
 			return piece_err(x, k, "tensor %s: copying from %s: %s", s->name, f->path,
 			    strerror(errno));
 		gguf_writer_account(x->w, (int64_t)p->t, len);
-		plc_wbthread_add(&x->wb, fd, pos + o, len);
+		__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&x->done, len, __ATOMIC_RELAXED);
 		return 0;
 	}
@@ -792,9 +802,48 @@ do_piece(struct wshare *x, size_t k, struct wbuf *b)
 	if (plc_pwrite_all(fd, b->obuf, len, (off_t)(pos + o)) == -1)
 		return piece_err(x, k, "tensor %s: writing: %s", s->name, strerror(errno));
 	gguf_writer_account(x->w, (int64_t)p->t, len);
-	plc_wbthread_add(&x->wb, fd, pos + o, len);
+	__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&x->done, n * sbytes, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/* Main thread: hash the output from where it was to end, reading it
+ * back (from the page cache, while it is fresh there): the digest the host
+ * would otherwise compute by reading the whole file again after it. */
+#define HBUF ((size_t)1 << 20)
+static int
+hash_to(struct wshare *x, uint64_t end)
+{
+	int fd = gguf_writer_fd(x->w);
+	while (x->hashed < end) {
+		size_t n = end - x->hashed < HBUF ? (size_t)(end - x->hashed) : HBUF;
+		if (plc_read_all(fd, x->hbuf, n, (off_t)x->hashed) == -1)
+			return -1;
+		plc_sha256_update(&x->sha, x->hbuf, n);
+		x->hashed += n;
+	}
+	return 0;
+}
+
+/* Main thread: start the writeback of the file up to the end of the
+ * pieces written without a gap, a window at a time. Pieces lie in file
+ * order. */
+static void
+writeback(struct wshare *x)
+{
+	while (x->low < x->npc && __atomic_load_n(&x->fin[x->low], __ATOMIC_ACQUIRE))
+		x->low++;
+	if (x->low == 0)
+		return;
+	const struct piece *p = &x->pc[x->low - 1];
+	uint64_t dbytes = x->ot[p->t].type == GGML_F32 ? 4 : 2;
+	uint64_t end = gguf_writer_tensor_pos(x->w, (int64_t)p->t) + (p->e0 + p->n) * dbytes;
+	if (x->hbuf && hash_to(x, end) == -1)
+		piece_err(x, x->low - 1, "%s: reading back: %s", "output", strerror(errno));
+	if (end >= x->wb_from + WB_WINDOW) {
+		plc_wbthread_add(&x->wb, gguf_writer_fd(x->w), x->wb_from, end - x->wb_from);
+		x->wb_from = end;
+	}
 }
 
 /* A thread's share: pieces until none is left or one failed. The main
@@ -807,7 +856,10 @@ work(struct wshare *x, struct wbuf *b, int main)
 		size_t k = __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED);
 		if (k >= x->npc || do_piece(x, k, b) == -1)
 			break;
-		if (!main || o == NULL)
+		if (!main)
+			continue;
+		writeback(x);
+		if (o == NULL)
 			continue;
 		if (o->progress)
 			o->progress(o->arg, __atomic_load_n(&x->done, __ATOMIC_RELAXED), x->total);
@@ -843,9 +895,11 @@ helper_main(void *arg)
 	return NULL;
 }
 
+/* sha_hex, when not NULL, gets the output file's sha256, or "" when it
+ * could not be computed. */
 static int
 write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
-    const struct otensor *ot, size_t n_ot, uint64_t *total)
+    const struct otensor *ot, size_t n_ot, uint64_t *total, char sha_hex[65])
 {
 	struct wshare x;
 	struct wbuf b;
@@ -882,10 +936,16 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 	}
 	x.total = *total;
 	x.err_at = x.npc;
+	if ((x.fin = calloc(x.npc ? x.npc : 1, 1)) == NULL) {
+		cerr(c, "out of memory");
+		goto out;
+	}
 	if (wbuf_alloc(&b) == -1 || pthread_mutex_init(&x.mu, NULL) != 0) {
 		cerr(c, "out of memory");
 		goto out;
 	}
+	if (sha_hex && plc_sha256_init(&x.sha) == 0 && (x.hbuf = malloc(HBUF)) == NULL)
+		plc_sha256_discard(&x.sha);	/* no digest: the host reads the file */
 	plc_wbthread_start(&x.wb);	/* if not, writebacks are done inline */
 	for (; nth < CONV_THREADS - 1; nth++)
 		if (pthread_create(&th[nth], NULL, helper_main, &x) != 0)
@@ -895,12 +955,25 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 		pthread_join(th[i], NULL);
 	plc_wbthread_stop(&x.wb);
 	pthread_mutex_destroy(&x.mu);
+	if (x.err_at == x.npc && x.hbuf) {
+		struct stat sb;
+		if (fstat(gguf_writer_fd(w), &sb) == -1 || hash_to(&x, (uint64_t)sb.st_size) == -1)
+			piece_err(&x, x.npc - 1, "%s: reading back: %s", "output", strerror(errno));
+	}
+	if (x.hbuf) {
+		if (x.err_at == x.npc)
+			plc_sha256_final(&x.sha, sha_hex);
+		else
+			plc_sha256_discard(&x.sha);
+	}
 	if (x.err_at < x.npc)
 		cerr(c, "%s", x.err);
 	else
 		rc = 0;
 out:
 	wbuf_free(&b);
+	free(x.hbuf);
+	free(x.fin);
 	free(x.pc);
 	return rc;
 }
@@ -1284,7 +1357,7 @@ gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o
 		goto out;
 	}
 	uint64_t total = 0;
-	if (write_tensors(&c, &set, w, ot, n_ot, &total) == -1)
+	if (write_tensors(&c, &set, w, ot, n_ot, &total, st ? st->sha256 : NULL) == -1)
 		goto out;
 	if (gguf_writer_commit(w) == -1) {
 		cerr(&c, "%s", gguf_writer_error(w));

@@ -62,6 +62,10 @@ for c in cond causal sharded causal-F16 causal-F32 rope; do
 		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
 		    { cat convert.out; fail "convert $c $t"; }
 		grep -q '^job.artifact {"name":"gguf"' convert.out || fail "$c $t: no gguf artifact"
+		# The digest the stage hashed while writing is the file's.
+		got=$(sed -n 's/^job.artifact {"name":"gguf",.*"sha256":"\([0-9a-f]*\)".*/\1/p' convert.out)
+		[ "$got" = "$(sha256sum <$c-$t.gguf | cut -d' ' -f1)" ] ||
+		    fail "$c $t: artifact digest \"$got\" is not the file's"
 		gtool spec $c-$t.gguf $c $t >spec.out || { cat spec.out; fail "$c $t: not as the spec says"; }
 		ref_convert $c ref-$c-$t.gguf $t
 		gtool compare $c-$t.gguf ref-$c-$t.gguf listed >cmp.out ||
