@@ -197,7 +197,7 @@ convert_run(pl_job *job)
 	const char *tool = host->get(job, "tool");
 	const char *ots = host->get(job, "outtype");
 	uint32_t outtype = outtype_of(ots);
-	char out[PATH_MAX];
+	char out[PATH_MAX], digest[65] = "";
 	double t0 = plc_now();
 
 	if (in == NULL)
@@ -245,6 +245,7 @@ convert_run(pl_job *job)
 		cJSON_AddStringToObject(v, "tool", "native");
 		cJSON_AddStringToObject(v, "source_architecture", st.arch);
 		cJSON_AddNumberToObject(v, "skipped", (double)st.n_skipped);
+		snprintf(digest, sizeof(digest), "%s", st.sha256);
 	}
 	int rc = check_output(job, out, v);
 	if (rc != PL_OK) {
@@ -261,7 +262,11 @@ convert_run(pl_job *job)
 		host->value_set(job, "convert", txt);
 		free(txt);
 	}
-	rc = host->artifact(job, "gguf", out);
+	/* The native converter hashed the file as it wrote it. */
+	if (digest[0] && PL_HOST_HAS(host, artifact_digest))
+		rc = host->artifact_digest(job, "gguf", out, digest);
+	else
+		rc = host->artifact(job, "gguf", out);
 	if (rc != PL_OK)
 		return host->fail(job, "registering %s: %s", out, host->strerror(rc));
 	return PL_OK;

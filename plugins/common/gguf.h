@@ -228,6 +228,7 @@ struct gguf_cstats {
 	uint64_t n_tensors, n_skipped, n_vocab, n_layer, bytes_in;
 	int64_t bos, eos;
 	char arch[64];
+	char sha256[65];		/* of the output file, hashed as written; or "" */
 };
 int	gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o,
 	    struct gguf_cstats *st, char *err, size_t errlen);
@@ -241,6 +242,9 @@ uint16_t gguf_fp32_to_fp16(float f);
 float	gguf_fp16_to_fp32(uint16_t h);
 /* gguf_fp32_to_fp16 over n values (vectorised, same bits). */
 void	gguf_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
+/* gguf_fp32_to_fp16 of n BF16 values (same bits, F16C where the CPU has
+ * it); nonzero when an output is NaN or infinite. */
+int	gguf_bf16_to_fp16_row(const uint16_t *x, uint16_t *y, size_t n);
 uint16_t gguf_fp32_to_bf16(float f);
 float	gguf_bf16_to_fp32(uint16_t h);
 /* Q8_0 reference quantizer: k floats (k % 32 == 0) to k/32 blocks. */

@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -633,100 +634,354 @@ cmp_otensor(const void *a, const void *b)
 	return (x->order > y->order) - (x->order < y->order);
 }
 
-/* Write one tensor's data. */
-static int
-write_tensor(struct conv *c, struct st_set *set, struct gguf_writer *w, int64_t idx,
-    const struct otensor *t, uint8_t *ibuf, float *fbuf, uint8_t *obuf, size_t chunk,
-    uint64_t *done, uint64_t total)
-{
-	const struct st_tensor *s = t->src;
-	struct st_file *f = st_set_file(set, s);
-	uint64_t ncols = s->ndim == 2 ? s->shape[1] : s->shape[0];
-	uint64_t nel = (uint64_t)t->rows * ncols;
-	int sbytes = st_dtype_bits(s->dtype) / 8;
-	int dbytes = t->type == GGML_F32 ? 4 : 2;
-	int same = (t->kind == K_MAT &&
-	    ((t->type == GGML_F16 && s->dtype == ST_F16) ||
-	    (t->type == GGML_BF16 && s->dtype == ST_BF16) ||
-	    (t->type == GGML_F32 && s->dtype == ST_F32)));
+/*
+ * The tensors' data, written by two threads (this one and a helper) that
+ * take pieces in file order: a piece is a range of one tensor, read,
+ * converted and written at its place (pread/pwrite), so one thread reads
+ * and converts while the other's write is under way, and a writeback
+ * thread starts the disk writes of what is written (plc_wbthread), in
+ * windows of WB_WINDOW bytes once every piece below is in, so the final
+ * fsync has little left and the disk gets large sequential writes; the
+ * main thread also hashes the file up to the same point (sha256, for the
+ * artifact), so nothing reads the 2 GB again afterwards. A tensor stored in the outtype is copied by
+ * the kernel in larger pieces. Of two errors, the one in the earlier piece
+ * is reported, so the message does not depend on timing.
+ */
+#define CONV_THREADS 2
+#define CONV_CHUNK ((size_t)1 << 17)		/* elements per converted piece */
+#define COPY_CHUNK ((uint64_t)8 << 20)		/* bytes per copied piece */
+#define WB_WINDOW ((uint64_t)32 << 20)		/* bytes per writeback */
 
-	if (same) {
+struct piece {
+	size_t t;			/* index in ot */
+	uint64_t e0, n;			/* elements */
+};
+
+struct wshare {
+	struct conv *c;
+	struct st_set *set;
+	struct gguf_writer *w;
+	const struct otensor *ot;
+	struct piece *pc;
+	size_t npc;
+	size_t next;			/* the next piece to take (atomic) */
+	uint64_t done, total;		/* source bytes (done: atomic) */
+	int stop;			/* atomic */
+	unsigned char *fin;		/* per piece: written (atomic) */
+	size_t low;			/* main thread: pieces below are written */
+	uint64_t wb_from;		/* main thread: writeback started below */
+	struct plc_sha256 sha;		/* main thread: the file, in order */
+	uint64_t hashed;		/* main thread: bytes of the file hashed */
+	uint8_t *hbuf;			/* main thread: NULL if not hashing */
+	struct plc_wbthread wb;
+	pthread_mutex_t mu;
+	size_t err_at;			/* the piece of err, or npc */
+	char err[512];
+};
+
+/* A matrix stored in its outtype is copied as it is. */
+static int
+stored_as_is(const struct otensor *t)
+{
+	const int d = t->src->dtype;
+	return t->kind == K_MAT && ((t->type == GGML_F16 && d == ST_F16) ||
+	    (t->type == GGML_BF16 && d == ST_BF16) || (t->type == GGML_F32 && d == ST_F32));
+}
+
+struct wbuf {
+	uint8_t *ibuf, *obuf;
+	float *fbuf;
+};
+
+static int __attribute__((format(printf, 3, 4)))
+piece_err(struct wshare *x, size_t k, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&x->mu);
+	if (k < x->err_at) {
+		x->err_at = k;
+		va_start(ap, fmt);
+		vsnprintf(x->err, sizeof(x->err), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&x->mu);
+	__atomic_store_n(&x->stop, 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+/* Why a converted piece has a value that must not be written: the first
+ * NaN or infinity of the input, else the first F16 overflow. */
+static int
+piece_special(struct wshare *x, size_t k, const struct st_tensor *s, uint64_t e0,
+    const float *f, const uint16_t *h, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (!isfinite(f[i]))
+			return piece_err(x, k, "tensor %s: element %" PRIu64 " is %s; refusing to "
+			    "convert", s->name, e0 + i, isnan(f[i]) ? "NaN" : "infinite");
+	for (uint64_t i = 0; h && i < n; i++)
+		if ((h[i] & 0x7c00) == 0x7c00)
+			return piece_err(x, k, "tensor %s: element %" PRIu64 " (%g) overflows F16; "
+			    "use outtype = bf16 or f32", s->name, e0 + i, (double)f[i]);
+	return 0;
+}
+
+static int
+do_piece(struct wshare *x, size_t k, struct wbuf *b)
+{
+	const struct piece *p = &x->pc[k];
+	const struct otensor *t = &x->ot[p->t];
+	const struct st_tensor *s = t->src;
+	struct st_file *f = st_set_file(x->set, s);
+	int fd = gguf_writer_fd(x->w);
+	uint64_t pos = gguf_writer_tensor_pos(x->w, (int64_t)p->t);
+	uint64_t sbytes = (uint64_t)st_dtype_bits(s->dtype) / 8;
+	uint64_t dbytes = t->type == GGML_F32 ? 4 : 2;
+	uint64_t n = p->n;
+
+	if (stored_as_is(t)) {
 		/* Raw bytes: the kernel copies them (the embedding's first
 		 * rows are a prefix of it). */
-		uint64_t len = nel * (uint64_t)sbytes;
-		uint64_t pos = gguf_writer_tensor_pos(w, idx);
-		const uint64_t step = (uint64_t)chunk * 64;
-		for (uint64_t o = 0; o < len; o += step) {
-			uint64_t n = len - o < step ? len - o : step;
-			if (plc_copy_range(f->fd, (off_t)(s->offset + o), gguf_writer_fd(w),
-			    (off_t)(pos + o), n) == -1)
-				return cerr(c, "tensor %s: copying from %s: %s", s->name, f->path,
-				    strerror(errno));
-			gguf_writer_account(w, idx, n);
-			*done += n;
-			if (c->o && c->o->progress)
-				c->o->progress(c->o->arg, *done, total);
-			if (c->o && c->o->cancelled && c->o->cancelled(c->o->arg))
-				return cerr(c, "cancelled");
-		}
+		uint64_t o = p->e0 * sbytes, len = n * sbytes;
+		if (plc_copy_range(f->fd, (off_t)(s->offset + o), fd, (off_t)(pos + o), len) == -1)
+			return piece_err(x, k, "tensor %s: copying from %s: %s", s->name, f->path,
+			    strerror(errno));
+		gguf_writer_account(x->w, (int64_t)p->t, len);
+		__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&x->done, len, __ATOMIC_RELAXED);
 		return 0;
 	}
-	for (uint64_t e0 = 0; e0 < nel; e0 += chunk) {
-		uint64_t n = nel - e0 < chunk ? nel - e0 : chunk;
-		if (st_read(f, s, ibuf, e0 * (uint64_t)sbytes, n * (uint64_t)sbytes) == -1)
-			return cerr(c, "tensor %s: reading %s: %s", s->name, f->path, strerror(errno));
-		if (st_to_f32(s->dtype, ibuf, fbuf, n) == -1)
-			return cerr(c, "tensor %s: dtype %s cannot be converted", s->name,
+	if (st_read(f, s, b->ibuf, p->e0 * sbytes, n * sbytes) == -1)
+		return piece_err(x, k, "tensor %s: reading %s: %s", s->name, f->path,
+		    strerror(errno));
+	if (t->kind == K_MAT && s->dtype == ST_BF16 && t->type == GGML_F16) {
+		/* The bulk of a conversion: one pass. */
+		const uint16_t *in = (const uint16_t *)(void *)b->ibuf;
+		uint16_t *h = (uint16_t *)(void *)b->obuf;
+		if (gguf_bf16_to_fp16_row(in, h, n)) {
+			for (uint64_t i = 0; i < n; i++)
+				b->fbuf[i] = gguf_bf16_to_fp32(in[i]);
+			return piece_special(x, k, s, p->e0, b->fbuf, h, n);
+		}
+	} else {
+		if (st_to_f32(s->dtype, b->ibuf, b->fbuf, n) == -1)
+			return piece_err(x, k, "tensor %s: dtype %s cannot be converted", s->name,
 			    st_dtype_name(s->dtype));
 		/* NaN and infinity have an all-ones exponent; test the bits
 		 * without a branch, then find the element only if one is there. */
 		uint32_t acc = 0;
 		for (uint64_t i = 0; i < n; i++) {
 			uint32_t u;
-			memcpy(&u, &fbuf[i], 4);
+			memcpy(&u, &b->fbuf[i], 4);
 			acc |= (~u & 0x7f800000u) == 0;
 		}
-		for (uint64_t i = 0; acc && i < n; i++)
-			if (!isfinite(fbuf[i]))
-				return cerr(c, "tensor %s: element %" PRIu64 " is %s; refusing to "
-				    "convert", s->name, e0 + i, isnan(fbuf[i]) ? "NaN" : "infinite");
+		if (acc)
+			return piece_special(x, k, s, p->e0, b->fbuf, NULL, n);
 		if (t->kind == K_NORM) {
 			/* +1 in the source's arithmetic: float32 for F32 and
 			 * (widened) BF16, half for F16 (torch adds in half). */
 			for (uint64_t i = 0; i < n; i++) {
 				if (s->dtype == ST_F16)
-					fbuf[i] = gguf_fp16_to_fp32(gguf_fp32_to_fp16(fbuf[i] + 1.0f));
+					b->fbuf[i] = gguf_fp16_to_fp32(gguf_fp32_to_fp16(b->fbuf[i] + 1.0f));
 				else
-					fbuf[i] += 1.0f;
+					b->fbuf[i] += 1.0f;
 			}
 		}
 		if (t->type == GGML_F32)
-			memcpy(obuf, fbuf, n * 4);
+			memcpy(b->obuf, b->fbuf, n * 4);
 		else if (t->type == GGML_BF16)
 			for (uint64_t i = 0; i < n; i++) {
-				uint16_t h = gguf_fp32_to_bf16(fbuf[i]);
-				memcpy(obuf + 2 * i, &h, 2);
+				uint16_t h = gguf_fp32_to_bf16(b->fbuf[i]);
+				memcpy(b->obuf + 2 * i, &h, 2);
 			}
 		else {
-			uint16_t *h = (uint16_t *)(void *)obuf;
+			uint16_t *h = (uint16_t *)(void *)b->obuf;
 			uint32_t over = 0;
-			gguf_fp32_to_fp16_row(fbuf, h, n);
+			gguf_fp32_to_fp16_row(b->fbuf, h, n);
 			for (uint64_t i = 0; i < n; i++)
 				over |= (~h[i] & 0x7c00u) == 0;
-			for (uint64_t i = 0; over && i < n; i++)
-				if ((h[i] & 0x7c00) == 0x7c00)
-					return cerr(c, "tensor %s: element %" PRIu64 " (%g) overflows F16; "
-					    "use outtype = bf16 or f32", s->name, e0 + i, (double)fbuf[i]);
+			if (over)
+				return piece_special(x, k, s, p->e0, b->fbuf, h, n);
 		}
-		if (gguf_writer_write(w, idx, obuf, n * (size_t)dbytes) == -1)
-			return cerr(c, "%s", gguf_writer_error(w));
-		*done += n * (uint64_t)sbytes;
-		if (c->o && c->o->progress)
-			c->o->progress(c->o->arg, *done, total);
-		if (c->o && c->o->cancelled && c->o->cancelled(c->o->arg))
-			return cerr(c, "cancelled");
+	}
+	uint64_t o = p->e0 * dbytes, len = n * dbytes;
+	if (plc_pwrite_all(fd, b->obuf, len, (off_t)(pos + o)) == -1)
+		return piece_err(x, k, "tensor %s: writing: %s", s->name, strerror(errno));
+	gguf_writer_account(x->w, (int64_t)p->t, len);
+	__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&x->done, n * sbytes, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Main thread: hash the output from where it was to end, reading it
+ * back (from the page cache, while it is fresh there): the digest the host
+ * would otherwise compute by reading the whole file again after it. */
+#define HBUF ((size_t)1 << 20)
+static int
+hash_to(struct wshare *x, uint64_t end)
+{
+	int fd = gguf_writer_fd(x->w);
+	while (x->hashed < end) {
+		size_t n = end - x->hashed < HBUF ? (size_t)(end - x->hashed) : HBUF;
+		if (plc_read_all(fd, x->hbuf, n, (off_t)x->hashed) == -1)
+			return -1;
+		plc_sha256_update(&x->sha, x->hbuf, n);
+		x->hashed += n;
 	}
 	return 0;
+}
+
+/* Main thread: start the writeback of the file up to the end of the
+ * pieces written without a gap, a window at a time. Pieces lie in file
+ * order. */
+static void
+writeback(struct wshare *x)
+{
+	while (x->low < x->npc && __atomic_load_n(&x->fin[x->low], __ATOMIC_ACQUIRE))
+		x->low++;
+	if (x->low == 0)
+		return;
+	const struct piece *p = &x->pc[x->low - 1];
+	uint64_t dbytes = x->ot[p->t].type == GGML_F32 ? 4 : 2;
+	uint64_t end = gguf_writer_tensor_pos(x->w, (int64_t)p->t) + (p->e0 + p->n) * dbytes;
+	if (x->hbuf && hash_to(x, end) == -1)
+		piece_err(x, x->low - 1, "%s: reading back: %s", "output", strerror(errno));
+	if (end >= x->wb_from + WB_WINDOW) {
+		plc_wbthread_add(&x->wb, gguf_writer_fd(x->w), x->wb_from, end - x->wb_from);
+		x->wb_from = end;
+	}
+}
+
+/* A thread's share: pieces until none is left or one failed. The main
+ * thread (main set) also reports progress and watches for cancellation. */
+static void
+work(struct wshare *x, struct wbuf *b, int main)
+{
+	const struct gguf_copts *o = x->c->o;
+	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
+		size_t k = __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED);
+		if (k >= x->npc || do_piece(x, k, b) == -1)
+			break;
+		if (!main)
+			continue;
+		writeback(x);
+		if (o == NULL)
+			continue;
+		if (o->progress)
+			o->progress(o->arg, __atomic_load_n(&x->done, __ATOMIC_RELAXED), x->total);
+		if (o->cancelled && o->cancelled(o->arg))
+			piece_err(x, x->npc - 1, "cancelled");
+	}
+}
+
+static int
+wbuf_alloc(struct wbuf *b)
+{
+	b->ibuf = malloc(CONV_CHUNK * 4);
+	b->fbuf = malloc(CONV_CHUNK * sizeof(float));
+	b->obuf = malloc(CONV_CHUNK * 4);
+	return b->ibuf && b->fbuf && b->obuf ? 0 : -1;
+}
+
+static void
+wbuf_free(struct wbuf *b)
+{
+	free(b->ibuf);
+	free(b->fbuf);
+	free(b->obuf);
+}
+
+static void *
+helper_main(void *arg)
+{
+	struct wbuf b;
+	if (wbuf_alloc(&b) == 0)
+		work(arg, &b, 0);	/* else the main thread does it all */
+	wbuf_free(&b);
+	return NULL;
+}
+
+/* sha_hex, when not NULL, gets the output file's sha256, or "" when it
+ * could not be computed. */
+static int
+write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
+    const struct otensor *ot, size_t n_ot, uint64_t *total, char sha_hex[65])
+{
+	struct wshare x;
+	struct wbuf b;
+	pthread_t th[CONV_THREADS - 1];
+	int nth = 0, rc = -1;
+
+	memset(&x, 0, sizeof(x));
+	memset(&b, 0, sizeof(b));
+	x.c = c;
+	x.set = set;
+	x.w = w;
+	x.ot = ot;
+	size_t cap = 0;
+	for (size_t j = 0; j < n_ot; j++) {
+		const struct st_tensor *s = ot[j].src;
+		uint64_t sbytes = (uint64_t)st_dtype_bits(s->dtype) / 8;
+		uint64_t nel = (uint64_t)ot[j].rows * (uint64_t)ot[j].ne[0];
+		uint64_t step = stored_as_is(&ot[j]) ? COPY_CHUNK / sbytes : CONV_CHUNK;
+		*total += nel * sbytes;
+		for (uint64_t e0 = 0; e0 < nel; e0 += step) {
+			if (x.npc == cap) {
+				cap = cap ? 2 * cap : 1024;
+				struct piece *np = realloc(x.pc, cap * sizeof(*np));
+				if (np == NULL) {
+					cerr(c, "out of memory");
+					goto out;
+				}
+				x.pc = np;
+			}
+			x.pc[x.npc].t = j;
+			x.pc[x.npc].e0 = e0;
+			x.pc[x.npc++].n = nel - e0 < step ? nel - e0 : step;
+		}
+	}
+	x.total = *total;
+	x.err_at = x.npc;
+	if ((x.fin = calloc(x.npc ? x.npc : 1, 1)) == NULL) {
+		cerr(c, "out of memory");
+		goto out;
+	}
+	if (wbuf_alloc(&b) == -1 || pthread_mutex_init(&x.mu, NULL) != 0) {
+		cerr(c, "out of memory");
+		goto out;
+	}
+	if (sha_hex && plc_sha256_init(&x.sha) == 0 && (x.hbuf = malloc(HBUF)) == NULL)
+		plc_sha256_discard(&x.sha);	/* no digest: the host reads the file */
+	plc_wbthread_start(&x.wb);	/* if not, writebacks are done inline */
+	for (; nth < CONV_THREADS - 1; nth++)
+		if (pthread_create(&th[nth], NULL, helper_main, &x) != 0)
+			break;		/* fewer threads, same result */
+	work(&x, &b, 1);
+	for (int i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	plc_wbthread_stop(&x.wb);
+	pthread_mutex_destroy(&x.mu);
+	if (x.err_at == x.npc && x.hbuf) {
+		struct stat sb;
+		if (fstat(gguf_writer_fd(w), &sb) == -1 || hash_to(&x, (uint64_t)sb.st_size) == -1)
+			piece_err(&x, x.npc - 1, "%s: reading back: %s", "output", strerror(errno));
+	}
+	if (x.hbuf) {
+		if (x.err_at == x.npc)
+			plc_sha256_final(&x.sha, sha_hex);
+		else
+			plc_sha256_discard(&x.sha);
+	}
+	if (x.err_at < x.npc)
+		cerr(c, "%s", x.err);
+	else
+		rc = 0;
+out:
+	wbuf_free(&b);
+	free(x.hbuf);
+	free(x.fin);
+	free(x.pc);
+	return rc;
 }
 
 static int
@@ -922,12 +1177,6 @@ gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o
 	struct otensor *ot = NULL;
 	size_t n_ot = 0;
 	int set_open = 0, rc = -1, bad;
-	uint8_t *ibuf = NULL, *obuf = NULL;
-	float *fbuf = NULL;
-	/* Elements per conversion step: small enough that the passes over
-	 * the step (widen, check, narrow, check) stay in the L2 cache.
-	 * Kernel copies move 64 steps' worth of bytes at a time. */
-	const size_t chunk = 1u << 16;
 	uint32_t outtype = o ? o->outtype : GGML_F16;
 	char arch[128], serr[ST_ERRLEN];
 
@@ -1113,21 +1362,9 @@ gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o
 		cerr(&c, "%s", gguf_writer_error(w));
 		goto out;
 	}
-	ibuf = malloc(chunk * 4);
-	fbuf = malloc(chunk * sizeof(float));
-	obuf = malloc(chunk * 4);
-	if (!ibuf || !fbuf || !obuf) {
-		cerr(&c, "out of memory");
+	uint64_t total = 0;
+	if (write_tensors(&c, &set, w, ot, n_ot, &total, st ? st->sha256 : NULL) == -1)
 		goto out;
-	}
-	uint64_t total = 0, done = 0;
-	for (size_t j = 0; j < n_ot; j++)
-		total += (uint64_t)ot[j].rows * (uint64_t)ot[j].ne[0] *
-		    (uint64_t)(st_dtype_bits(ot[j].src->dtype) / 8);
-	for (size_t j = 0; j < n_ot; j++)
-		if (write_tensor(&c, &set, w, (int64_t)j, &ot[j], ibuf, fbuf, obuf, chunk,
-		    &done, total) == -1)
-			goto out;
 	if (gguf_writer_commit(w) == -1) {
 		cerr(&c, "%s", gguf_writer_error(w));
 		goto out;
@@ -1143,9 +1380,6 @@ gguf_convert_gemma3(const char *dir, const char *out, const struct gguf_copts *o
 	rc = 0;
 out:
 	gguf_writer_free(w);
-	free(ibuf);
-	free(fbuf);
-	free(obuf);
 	free(ot);
 	if (set_open)
 		st_set_close(&set);

@@ -4,8 +4,10 @@
 # and every outtype. Each file is read back with gguf-py and checked two
 # ways: every KV and tensor against the spec (HACKING.md: Gemma 3 to GGUF,
 # computed from the checkpoint with numpy and sentencepiece), and against
-# what llama.cpp's own convert_hf_to_gguf.py writes from the same
-# checkpoint (tensors byte-identical). Then the refusals: an unsupported
+# what the real llama.cpp convert_hf_to_gguf.py (on the pinned environment's
+# real torch and transformers) writes from the same checkpoint: every
+# tensor byte-identical, every KV equal but the differences pipeline.ini(5)
+# lists under convert, which must be exactly those. Then the refusals: an unsupported
 # architecture (named, pointing to tool = llama.cpp), a missing layer, a
 # shape that contradicts config.json, no tokenizer.model, NaN weights; none
 # leaves an output behind.
@@ -50,16 +52,24 @@ cp -r causal rope
 sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "linear", "factor": 8.0}/' rope/config.json
 grep -q '"factor": 8.0' rope/config.json || fail "rope: config edit"
 
+# The differences from the reference, as the manual lists them.
+awk '/convert-differences/ { f = 1; next } f && /^\.El/ { exit }
+    f && /^\.It / { sub(/^\.It (Li )?/, ""); print }' "$TOP/man/pipeline.ini.5" >listed
+[ "$(wc -l <listed)" -ge 1 ] || fail "pipeline.ini(5) lists no convert differences"
 for c in cond causal sharded causal-F16 causal-F32 rope; do
 	for t in f16 bf16 f32; do
 		[ "$c" != cond ] && [ "$t" != f16 ] && continue
 		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
 		    { cat convert.out; fail "convert $c $t"; }
 		grep -q '^job.artifact {"name":"gguf"' convert.out || fail "$c $t: no gguf artifact"
+		# The digest the stage hashed while writing is the file's.
+		got=$(sed -n 's/^job.artifact {"name":"gguf",.*"sha256":"\([0-9a-f]*\)".*/\1/p' convert.out)
+		[ "$got" = "$(sha256sum <$c-$t.gguf | cut -d' ' -f1)" ] ||
+		    fail "$c $t: artifact digest \"$got\" is not the file's"
 		gtool spec $c-$t.gguf $c $t >spec.out || { cat spec.out; fail "$c $t: not as the spec says"; }
 		ref_convert $c ref-$c-$t.gguf $t
-		gtool compare $c-$t.gguf ref-$c-$t.gguf >cmp.out ||
-		    { cat cmp.out; fail "$c $t: differs from convert_hf_to_gguf.py"; }
+		gtool compare $c-$t.gguf ref-$c-$t.gguf listed >cmp.out ||
+		    { cat cmp.out; fail "$c $t: differs from convert_hf_to_gguf.py not as listed"; }
 		note "$c $t: $(tail -1 spec.out); $(tail -1 cmp.out)"
 	done
 done
@@ -100,18 +110,11 @@ gtool spec sparse.gguf sparse f16 >spec.out || { cat spec.out; fail "sparse: def
 grep -q 'gemma3.context_length = 131072' list.out || fail "context_length default"
 grep -q 'gemma3.rope.freq_base_swa = 10000' list.out || fail "freq_base_swa default"
 
-# The external option: llama.cpp's converter through the stage (on this
-# machine's Python with the stand-ins of convert_stubbed.py), its log in
-# the job log, its output checked and registered like ours.
-cat >pywrap <<SH
-#!/bin/sh
-# Called as: pywrap -B convert_hf_to_gguf.py ARGS...
-shift
-PYTHONPATH=$LLAMA_SRC:$GGUF_PY exec /usr/bin/python3 -B $TOP/tests/integration/data/bake/convert_stubbed.py "\$@"
-SH
-chmod +x pywrap
+# The external option: llama.cpp's converter through the stage (on the
+# pinned environment), its log in the job log, its output checked and
+# registered like ours.
 stage convert input=causal output=$TEST_TMP/via-llama.gguf tool=llama.cpp "llama_cpp=$LLAMA_SRC" \
-    "python=$TEST_TMP/pywrap" || { cat convert.out; fail "tool = llama.cpp"; }
+    "python=$PL_PY" || { cat convert.out; fail "tool = llama.cpp"; }
 grep -q 'Model successfully exported' convert.out || { cat convert.out; fail "tool = llama.cpp: log not captured"; }
 cmp via-llama.gguf ref-causal-f16.gguf || fail "tool = llama.cpp: not the converter's output"
 grep -q '^job.artifact {"name":"gguf"' convert.out || fail "tool = llama.cpp: no artifact"

@@ -107,6 +107,42 @@ test_fp16(void)
 		free(x);
 		free(y);
 	}
+	/* BF16 to F16 in one step: every BF16 value, at every alignment,
+	 * gives what widening and gguf_fp32_to_fp16 give; the flag says
+	 * whether a NaN or an infinity came out. */
+	{
+		enum { N = 1 << 16 };
+		uint16_t *x = malloc((N + 16) * 2), *y = malloc((N + 16) * 2);
+		for (int i = 0; i < N + 16; i++)
+			x[i] = (uint16_t)(i * 40503u);	/* odd: a permutation of all 2^16 */
+		for (size_t off = 0; off < 9; off++) {
+			int special = gguf_bf16_to_fp16_row(x + off, y, N);
+			int want_special = 0;
+			for (size_t i = 0; i < N; i++) {
+				uint16_t want = gguf_fp32_to_fp16(gguf_bf16_to_fp32(x[off + i]));
+				want_special |= (want & 0x7c00) == 0x7c00;
+				if (y[i] != want) {
+					fprintf(stderr, "bf16 0x%04x -> fp16 0x%04x, want 0x%04x\n",
+					    x[off + i], y[i], want);
+					failures++;
+					break;
+				}
+			}
+			CHECK(special == want_special && special);
+		}
+		/* Finite values that fit: no flag; one that overflows: flagged. */
+		for (int i = 0; i < 40; i++)
+			x[i] = (uint16_t)(0x3f80 + i);	/* 1.0 and up */
+		CHECK(gguf_bf16_to_fp16_row(x, y, 40) == 0);
+		x[37] = 0x4780;			/* 65536: rounds to infinity */
+		CHECK(gguf_bf16_to_fp16_row(x, y, 40) != 0 && y[37] == 0x7c00);
+		x[37] = 0x0001;			/* a BF16 subnormal: F16 zero */
+		CHECK(gguf_bf16_to_fp16_row(x, y, 40) == 0 && y[37] == 0);
+		x[37] = 0x3380;			/* 2^-24: the smallest F16 subnormal */
+		CHECK(gguf_bf16_to_fp16_row(x, y, 40) == 0 && y[37] == 0x0001);
+		free(x);
+		free(y);
+	}
 	CHECK(gguf_fp32_to_fp16(NAN) == 0x7e00);
 	CHECK(gguf_fp32_to_fp16(65520.0f) == 0x7c00);	/* rounds to inf */
 	CHECK(gguf_fp32_to_fp16(65519.0f) == 0x7bff);

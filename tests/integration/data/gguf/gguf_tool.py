@@ -5,15 +5,15 @@ Debian's Python:
 
     PYTHONPATH=$GGUF_PY /usr/bin/python3 -B gguf_tool.py CMD ...
 
-  compare OURS REF       every KV and tensor of OURS against REF (a file
+  compare OURS REF [EXPECT]
+                         every KV and tensor of OURS against REF (a file
                          llama.cpp's convert_hf_to_gguf.py wrote from the
-                         same checkpoint): tensors byte-identical, in type
-                         and shape; KVs equal in type and value, except the
-                         informational general.* keys the reference derives
-                         from the model card, and the special ids the
-                         reference cannot resolve without tokenizer.json,
-                         which OURS must then have with the ids of the
-                         tokens named in tokenizer_config.json
+                         same checkpoint): KVs in type and value, tensors
+                         in order, type, shape and bytes. The differences
+                         found must be exactly the ids listed in EXPECT
+                         (KV keys, "tensor order", tensor names; one a
+                         line), or none; a special id only OURS has must
+                         name its token
   spec OURS CKPT OUTTYPE every KV and tensor of OURS against what
                          HACKING.md (Gemma 3 to GGUF) says, computed from the
                          checkpoint with numpy and sentencepiece
@@ -38,57 +38,61 @@ def fields(r):
     return out
 
 
-INFORMATIONAL = ("general.name", "general.basename", "general.organization",
-                 "general.size_label", "general.finetune", "general.version",
-                 "general.license", "general.tags", "general.languages",
-                 "general.base_model.", "general.dataset.", "general.quantized_by",
-                 "general.url", "general.description", "general.author")
+SPECIAL_IDS = {"tokenizer.ggml.eos_token_id": "<eos>", "tokenizer.ggml.unknown_token_id": "<unk>",
+               "tokenizer.ggml.bos_token_id": "<bos>", "tokenizer.ggml.padding_token_id": "<pad>"}
 
 
-def informational(k):
-    return any(k == p or (p.endswith(".") and k.startswith(p)) for p in INFORMATIONAL)
-
-
-def cmd_compare(ours, ref, ckpt=None):
+def cmd_compare(ours, ref, expect=None):
+    """Every difference as (id, detail): the id is a KV's key, "tensor
+    order", or a tensor's name. With EXPECT (a file of ids, one a line)
+    the ids found must be exactly those; without, there must be none."""
     a, b = GGUFReader(ours), GGUFReader(ref)
     fa, fb = fields(a), fields(b)
-    bad = []
+    diffs = []
     for k in sorted(set(fa) | set(fb)):
-        if informational(k):
-            continue
         if k not in fa:
-            bad.append(f"{k}: missing from ours (ref {str(fb[k][1])[:60]})")
+            diffs.append((k, f"only in the reference ({str(fb[k][1])[:60]})"))
         elif k not in fb:
-            # Only special ids the reference could not resolve may be extra.
-            if k not in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
-                         "tokenizer.ggml.bos_token_id", "tokenizer.ggml.padding_token_id"):
-                bad.append(f"{k}: only in ours ({str(fa[k][1])[:60]})")
-            else:
-                toks = fa["tokenizer.ggml.tokens"][1]
-                want = {"eos": "<eos>", "unknown": "<unk>", "bos": "<bos>",
-                        "padding": "<pad>"}[k.split(".")[-1].split("_")[0]]
-                if toks[fa[k][1]] != want:
-                    bad.append(f"{k} = {fa[k][1]} is {toks[fa[k][1]]!r}, not {want!r}")
+            diffs.append((k, f"only in ours ({str(fa[k][1])[:60]})"))
+            # A special id the reference left out must name its token.
+            want = SPECIAL_IDS.get(k)
+            toks = fa["tokenizer.ggml.tokens"][1]
+            if want is not None and toks[fa[k][1]] != want:
+                diffs.append((k + " (token)", f"{fa[k][1]} is {toks[fa[k][1]]!r}, not {want!r}"))
         elif fa[k][0] != fb[k][0]:
-            bad.append(f"{k}: type {fa[k][0]} != ref {fb[k][0]}")
+            diffs.append((k, f"type {fa[k][0]} != ref {fb[k][0]}"))
         elif fa[k][1] != fb[k][1]:
-            bad.append(f"{k}: {str(fa[k][1])[:60]} != ref {str(fb[k][1])[:60]}")
+            diffs.append((k, f"{str(fa[k][1])[:60]!r} != ref {str(fb[k][1])[:60]!r}"))
     ta = {t.name: t for t in a.tensors}
     tb = {t.name: t for t in b.tensors}
-    if set(ta) != set(tb):
-        bad.append(f"tensor names differ: {sorted(set(ta) ^ set(tb))}")
+    for n in sorted(set(ta) ^ set(tb)):
+        diffs.append((n, "only in ours" if n in ta else "only in the reference"))
+    if set(ta) == set(tb) and [t.name for t in a.tensors] != [t.name for t in b.tensors]:
+        diffs.append(("tensor order", "same tensors, in another order"))
     for n in sorted(set(ta) & set(tb)):
         x, y = ta[n], tb[n]
         if x.tensor_type != y.tensor_type:
-            bad.append(f"{n}: {x.tensor_type.name} != ref {y.tensor_type.name}")
+            diffs.append((n, f"{x.tensor_type.name} != ref {y.tensor_type.name}"))
         elif list(x.shape) != list(y.shape):
-            bad.append(f"{n}: shape {list(x.shape)} != ref {list(y.shape)}")
+            diffs.append((n, f"shape {list(x.shape)} != ref {list(y.shape)}"))
         elif x.data.tobytes() != y.data.tobytes():
             d = np.frombuffer(x.data.tobytes(), np.uint8) != np.frombuffer(y.data.tobytes(), np.uint8)
-            bad.append(f"{n}: {int(d.sum())} bytes differ, first at {int(np.argmax(d))}")
-    for m in bad:
-        print("compare:", m)
-    print(f"compare: {len(fa)} KVs, {len(ta)} tensors, {len(bad)} differences")
+            diffs.append((n, f"{int(d.sum())} bytes differ, first at {int(np.argmax(d))}"))
+    listed = [l.strip() for l in open(expect)] if expect else []
+    listed = [l for l in listed if l]
+    found = {i for i, _ in diffs}
+    bad = 0
+    for i, m in diffs:
+        ok = i in listed
+        bad += not ok
+        print(f"compare: {i}: {m}" + ("" if ok else "  (NOT LISTED)"))
+    for i in listed:
+        if i not in found:
+            print(f"compare: {i}: listed, but no longer differs")
+            bad += 1
+    same = sum(1 for n in set(ta) & set(tb) if ta[n].data.tobytes() == tb[n].data.tobytes())
+    print(f"compare: {len(fa)} KVs, {len(ta)} tensors ({same} byte-identical), "
+          f"{len(diffs)} differences, {bad} unexpected")
     return 1 if bad else 0
 
 

@@ -3,7 +3,9 @@
 # (tests/tools/llama-oracle.sh builds it on first use) and gives:
 #   fixture DIR ARGS...    a tiny Gemma 3 checkpoint (gen_gemma3.py ARGS)
 #   stage NAME key=val...  pipelinectl stage NAME, output in $TEST_TMP/NAME.out
-#   ref_convert CKPT OUT OUTTYPE   llama.cpp's convert_hf_to_gguf.py
+#   ref_convert CKPT OUT OUTTYPE   llama.cpp's convert_hf_to_gguf.py, on
+#                          the project's pinned environment (real torch and
+#                          transformers, tests/tools/pyenv.sh; $PL_PY)
 #   gtool CMD ...          gguf_tool.py under gguf-py
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
@@ -13,6 +15,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "# $*"; }
 
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh failed"
+PL_PY=$("$TOP/tests/tools/pyenv.sh" --python) || fail "tests/tools/pyenv.sh failed"
 [ -x "$PCTL" ] || fail "$PCTL is not built"
 
 fixture() {
@@ -32,12 +35,10 @@ stage() {
 	"$PCTL" stage "$name" -w "$TEST_TMP/work/$name" "$@" >"$TEST_TMP/$name.out" 2>&1
 }
 
-# The reference converter, on Debian's Python with stand-ins for the
-# modules it imports but does not need here (see convert_stubbed.py).
+# The reference converter, as llama.cpp's tree runs it (its own gguf-py).
 ref_convert() {
-	PYTHONPATH=$LLAMA_SRC:$GGUF_PY /usr/bin/python3 -B \
-	    "$TOP/tests/integration/data/bake/convert_stubbed.py" \
-	    "$LLAMA_SRC/convert_hf_to_gguf.py" "$1" --outtype "$3" --outfile "$2" \
+	PYTHONPATH=$GGUF_PY "$PL_PY" -B "$LLAMA_SRC/convert_hf_to_gguf.py" "$1" \
+	    --outtype "$3" --outfile "$2" \
 	    >"$2.log" 2>&1 || { tail -20 "$2.log"; fail "convert_hf_to_gguf.py $1"; }
 }
 
