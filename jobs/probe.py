@@ -25,14 +25,9 @@ model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
 tiny gpu_capacity_mb; see train.py and jobs/engines/).
 """
 
-import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# jobs/tokenize.py must not shadow the standard library's tokenize.
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
-
-import pljob  # noqa: E402
+import pljob
 
 
 def pick(examples, key):

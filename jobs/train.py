@@ -75,12 +75,7 @@ import os
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# jobs/tokenize.py would shadow the standard library's tokenize (imported
-# by numpy and torch) if jobs/ stayed first on sys.path.
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
-
-import pljob  # noqa: E402
+import pljob
 
 class Schedule:
     """Linear warmup then linear decay to 0 over total steps: the factor of

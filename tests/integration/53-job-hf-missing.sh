@@ -25,10 +25,10 @@ PY
     || fail "engines.hf does not import"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 4
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 4
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
     "$TEST_TMP" "$TEST_TMP" "$TEST_TMP" >tok.json
-$PY "$J/tokenize.py" --config tok.json --events tok.ev || fail "tokenize"
+$PY "$J/tokenize_corpus.py" --config tok.json --events tok.ev || fail "tokenize"
 printf '{"engine":"hf","base":"%s/base","tokens":"%s/tok/tokens.npz"}\n' "$TEST_TMP" "$TEST_TMP" >hf.json
 
 for prog in train probe; do

@@ -34,7 +34,7 @@ setup_tokens() {
 	CORPUS=$TEST_TMP/corpus.jsonl
 	TOKENS=$TEST_TMP/tok/tokens.npz
 	"$PYD" "$TOP/tests/fixtures/gen_gemma3.py" "$BASE" --layout causal >/dev/null
-	"$PYD" "$TOP/jobs/tests/gen_corpus.py" "$CORPUS" --n "${1:-40}" >/dev/null
+	"$PYD" "$TOP/tests/fixtures/gen_corpus.py" "$CORPUS" --n "${1:-40}" >/dev/null
 	"$CTL" stage tokenize -w "$TEST_TMP/tok" base="$BASE" corpus="$CORPUS" \
 	    >"$TEST_TMP/tokenize.out" 2>&1 || { cat "$TEST_TMP/tokenize.out"; die "tokenize failed"; }
 	[ -f "$TOKENS" ] || die "no $TOKENS"
