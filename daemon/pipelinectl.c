@@ -4,7 +4,7 @@
  *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
  *
  * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
- * artifacts, metrics, stage (in-process, no daemon), gguf, report.
+ * artifacts, metrics, stage (in-process, no daemon), gguf, report, doctor.
  * The wire vocabulary is in include/pipeline/proto.h, shared with the
  * daemon. Errors go through err(3); a refusal exits non-zero.
  */
@@ -55,7 +55,8 @@ usage(void)
 	    "  stage STAGE key=value ...  run one stage by hand, without a daemon\n"
 	    "  stage --list | STAGE --help\n"
 	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
-	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n");
+	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
+	    "  doctor [SPEC]              may a training run start with its Python stack?\n");
 	exit(2);
 }
 
@@ -97,6 +98,18 @@ load_conf(void)
 		const char *e = getenv("PIPELINED_FEED");
 		snprintf(feed_path, sizeof(feed_path), "%s", e ? e : conf.feed_socket);
 	}
+}
+
+const struct conf *
+ctl_conf(void)
+{
+	static int loaded;
+
+	if (!loaded) {
+		load_conf();
+		loaded = 1;
+	}
+	return &conf;
 }
 
 static int
@@ -886,6 +899,11 @@ main(int argc, char **argv)
 		if (ctl_report == NULL)
 			errx(2, "this pipelinectl was built without the report verb");
 		return ctl_report(argc, argv);
+	}
+	if (strcmp(v, "doctor") == 0) {
+		if (ctl_doctor == NULL)
+			errx(2, "this pipelinectl was built without the doctor verb");
+		return ctl_doctor(argc, argv);
 	}
 	warnx("unknown verb \"%s\"", v);
 	usage();

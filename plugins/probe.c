@@ -111,8 +111,7 @@ probe_check(pl_job *job)
 		    "strictly between -100 and 100", oe);
 	if (host->get_double(job, "mb_per_rank", 15) <= 0)
 		host->check_error(job, "mb_per_rank", "must be positive");
-	if (host->get_int(job, "lora_r", 112) < 1)
-		host->check_error(job, "lora_r", "must be at least 1");
+	trainkeys_check(host, job);
 	if (host->get_int(job, "calibration_pairs", 5) < 0)
 		host->check_error(job, "calibration_pairs", "must not be negative");
 	return PL_OK;

@@ -552,8 +552,7 @@ train_check(pl_job *job)
 		host->check_error(job, "max_resumes", "must not be negative");
 	if (host->get_int(job, "save_steps", 25) < 0)
 		host->check_error(job, "save_steps", "must not be negative");
-	if (host->get_int(job, "lora_r", 112) < 1)
-		host->check_error(job, "lora_r", "must be at least 1");
+	trainkeys_check(host, job);
 	const char *e = host->get(job, "engine");
 	if (e != NULL && strcmp(e, "hf") != 0 && strcmp(e, "tiny") != 0)
 		host->check_error(job, "engine", "\"%s\" is not hf or tiny", e);
