@@ -30,5 +30,11 @@ double	jnum(const cJSON *o, const char *k);
 int	ctl_gguf(int argc, char **argv) __attribute__((weak));   /* ctl_gguf.c */
 int	ctl_report(int argc, char **argv) __attribute__((weak)); /* ctl_report.c */
 int	ctl_plot(int argc, char **argv) __attribute__((weak));   /* ctl_plot.c */
+int	ctl_doctor(int argc, char **argv) __attribute__((weak)); /* ctl_doctor.c */
+
+/* The configuration (-f, $PIPELINED_CONF, the tree's or /etc's), loaded
+ * on the first call. */
+struct conf;
+const struct conf *ctl_conf(void);
 
 #endif

@@ -4,7 +4,8 @@
  *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
  *
  * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
- * artifacts, metrics, stage (in-process, no daemon), gguf, report, plot.
+ * artifacts, metrics, stage (in-process, no daemon), gguf, report, plot, web,
+ * doctor.
  * The wire vocabulary is in include/pipeline/proto.h, shared with the
  * daemon. Errors go through err(3); a refusal exits non-zero.
  */
@@ -58,7 +59,8 @@ usage(void)
 	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
 	    "  web [RUN]                  the status page's address (a one-time login link off loopback)\n"
 	    "  plot RUN [--vs RUN] -o FILE.png|svg\n"
-	    "                             a train job's loss and learning rate per step\n");
+	    "                             a train job's loss and learning rate per step\n"
+	    "  doctor [SPEC]              may a training run start with its Python stack?\n");
 	exit(2);
 }
 
@@ -100,6 +102,18 @@ load_conf(void)
 		const char *e = getenv("PIPELINED_FEED");
 		snprintf(feed_path, sizeof(feed_path), "%s", e ? e : conf.feed_socket);
 	}
+}
+
+const struct conf *
+ctl_conf(void)
+{
+	static int loaded;
+
+	if (!loaded) {
+		load_conf();
+		loaded = 1;
+	}
+	return &conf;
 }
 
 static int
@@ -1206,6 +1220,11 @@ main(int argc, char **argv)
 		if (ctl_plot == NULL)
 			errx(2, "this pipelinectl was built without the plot verb");
 		return ctl_plot(argc, argv);
+	}
+	if (strcmp(v, "doctor") == 0) {
+		if (ctl_doctor == NULL)
+			errx(2, "this pipelinectl was built without the doctor verb");
+		return ctl_doctor(argc, argv);
 	}
 	warnx("unknown verb \"%s\"", v);
 	usage();

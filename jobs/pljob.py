@@ -1,6 +1,6 @@
 """pljob: the shared half of pipelined's Python job programs.
 
-Every job program under jobs/ (tokenize.py, probe.py, train.py) is started as
+Every job program under jobs/ (tokenize_corpus.py, probe.py, train.py) is started as
 
     /usr/bin/python3 jobs/NAME.py --config CONFIG.json [--events FILE]
 
@@ -698,7 +698,7 @@ def read_adapter_dir(path):
 
 def load_tokens(path):
     """Examples from a tokens.npz: a list of dicts with key, input_ids,
-    prompt_len, response_len (written by tokenize.py; read by probe.py and train.py)."""
+    prompt_len, response_len (written by tokenize_corpus.py; read by probe.py and train.py)."""
     import numpy as np
     try:
         z = np.load(path, allow_pickle=False)

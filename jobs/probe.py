@@ -19,20 +19,21 @@ step, optimizer state).  The calibration (probe x (1 - over-estimate)) and
 the refusal are the daemon's (probe stage plugin); the host-memory cap the
 probe runs under is the plugin's too.
 
+With engine hf it first runs pipelinectl doctor's checks (jobs/doctor.py)
+for its device and cuda_device: a doctor event {ok, checks}, and a failed
+check (a missing package, a known-bad combination such as G08, no CUDA
+device) fails the probe with exit 2 before anything is loaded, naming
+every failed check.
+
 Config keys: engine (tiny|hf, default hf), base, tokens (required),
 example_key (probe this example instead of the longest), and the engine's
 model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
 tiny gpu_capacity_mb; see train.py and jobs/engines/).
 """
 
-import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# jobs/tokenize.py must not shadow the standard library's tokenize.
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
-
-import pljob  # noqa: E402
+import pljob
 
 
 def pick(examples, key):
@@ -51,6 +52,14 @@ def body(job):
     tokens = cfg.path_in("tokens")
     want = cfg.str("example_key", None)
     ev.started(engine=engine_name)
+    if engine_name == "hf":
+        # pipelinectl doctor's checks, before anything is loaded.
+        import doctor
+        rep = doctor.run_checks(cfg.choice("device", ("cuda", "cpu"), "cuda"),
+                                cfg.int("cuda_device", 0, min=0))
+        ev.emit("doctor", ok=rep.ok(), checks=rep.checks)
+        if not rep.ok():
+            raise pljob.BadInput("doctor: " + rep.summary())
     ex = pick(pljob.load_tokens(tokens), want)
     pljob.seed_everything(cfg.int("seed", 3407))
     eng = engines.get(engine_name)(cfg, ev)

@@ -75,12 +75,7 @@ import os
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# jobs/tokenize.py would shadow the standard library's tokenize (imported
-# by numpy and torch) if jobs/ stayed first on sys.path.
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)] + [_HERE]
-
-import pljob  # noqa: E402
+import pljob
 
 class Schedule:
     """Linear warmup then linear decay to 0 over total steps: the factor of
@@ -148,6 +143,12 @@ def config_digest(cfg, tokens_sha):
         "adam_epsilon": cfg.float("adam_epsilon", 1e-8),
         "threads": cfg.int("threads", 1),
         "logits_to_keep": cfg.bool("logits_to_keep", True),
+        "device": cfg.str("device", "cuda"),
+        "optim": cfg.str("optim", "paged_adamw_8bit"),
+        "load_in_4bit": cfg.bool("load_in_4bit", True),
+        "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type", "nf4"),
+        "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant", True),
+        "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype", "bfloat16"),
         "tokens_sha256": tokens_sha,
     }
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d

@@ -111,6 +111,7 @@ probe_check(pl_job *job)
 	if (host->get_double(job, "mb_per_rank", 15) <= 0)
 		host->check_error(job, "mb_per_rank", "must be positive");
 	plc_check_base(host, job, "base");
+	trainkeys_check(host, job);
 	return PL_OK;
 }
 

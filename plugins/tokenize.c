@@ -1,6 +1,6 @@
 /*
  * tokenize.c: the tokenize stage. Pre-tokenizes and masks the training
- * corpus in one process, jobs/tokenize.py (no datasets.map(), G10): the
+ * corpus in one process, jobs/tokenize_corpus.py (no datasets.map(), G10): the
  * base's chat template rendered with Jinja, prompt tokens masked, the
  * response and its end-of-turn as labels. The job program refuses an
  * example over max_seq_length, an empty response span, a double BOS, or a
@@ -57,7 +57,7 @@ static const struct pl_key tokenize_keys[] = {
 	{ "python", PL_KEY_STRING, NULL, 0, NULL,
 	  "the Python interpreter (default: daemon.python, else /usr/bin/python3)" },
 	{ "jobs_dir", PL_KEY_PATH, NULL, 0, NULL,
-	  "the directory holding tokenize.py (default: daemon.jobs_dir)" },
+	  "the directory holding tokenize_corpus.py (default: daemon.jobs_dir)" },
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 
@@ -157,7 +157,7 @@ tokenize_run(pl_job *job)
 	struct pl_exit ex;
 	char how[512];
 
-	int rc = pyjob_prepare(host, job, tokenize_keys, "tokenize", NULL, &pj);
+	int rc = pyjob_prepare(host, job, tokenize_keys, "tokenize_corpus", NULL, &pj);
 	if (rc != PL_OK)
 		return rc;
 	memset(&sp, 0, sizeof(sp));

@@ -554,6 +554,7 @@ add_pair(struct train *t)
 static int
 train_check(pl_job *job)
 {
+	trainkeys_check(host, job);
 	const char *e = host->get(job, "engine");
 	if (e != NULL && strcmp(e, "hf") != 0 && strcmp(e, "tiny") != 0)
 		host->check_error(job, "engine", "\"%s\" is not hf or tiny", e);

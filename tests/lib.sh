@@ -28,6 +28,10 @@ pl_conf() {
 		echo "log_level = debug"
 		echo "log_file = $TEST_TMP/pipelined.log"
 		echo "kill_grace = 2s"
+		# A test that runs the ML stack (transformers, PEFT) sets
+		# PL_PYTHON=$(tests/tools/pyenv.sh --python); others keep the
+		# built-in default, Debian's python3 (numpy, torch 1.13).
+		[ -n "${PL_PYTHON:-}" ] && echo "python = $PL_PYTHON"
 		for l in "$@"; do echo "$l"; done
 		echo "[resources]"
 		echo "${PL_RESOURCES:-gpu = 1}"

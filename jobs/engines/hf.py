@@ -1,4 +1,4 @@
-"""hf: the training recipe (HACKING.md: The training recipe), on a CUDA GPU.
+"""hf: the training recipe itself (HACKING.md: The training recipe), on a CUDA GPU or on the CPU.
 
 transformers + peft + bitsandbytes QLoRA:
 
@@ -20,6 +20,19 @@ transformers + peft + bitsandbytes QLoRA:
   * paged_adamw_8bit (bitsandbytes PagedAdamW8bit), weight decay 0.01; the
     linear schedule with warmup and the seed are train.py's.
 
+device = cpu (default cuda) runs the same code on the CPU, for the tests and
+the benchmark of a machine without a GPU: the base in either layout
+(Gemma3ForConditionalGeneration, Gemma3ForCausalLM), the same PEFT LoRA
+and the levers that exist there (non-reentrant gradient checkpointing, the
+chunked MLP, logits_to_keep, token_type_ids, the bf16 lm_head, nf4 with
+double quantization: bitsandbytes' CPU backend quantizes and trains it,
+and paged_adamw_8bit, which bitsandbytes runs unpaged there); save_on_cpu
+has nothing to move off a CPU and is off.
+On the CPU the job is deterministic (torch.use_deterministic_algorithms,
+threads torch threads), as train.py's bit-identical resume needs; memory
+figures are the process's resident set (peak: VmHWM, reset through
+/proc/self/clear_refs) against the host's memory.
+
 Every recipe value is a config key with the recipe's default:
   load_in_4bit true, bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
   bnb_4bit_compute_dtype bfloat16, gradient_checkpointing true,
@@ -29,7 +42,8 @@ Every recipe value is a config key with the recipe's default:
   token_type_ids true, optim paged_adamw_8bit (or adamw_torch),
   learning_rate 0.0002, weight_decay 0.01, adam_beta1 0.9, adam_beta2 0.999,
   adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
-  setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0.
+  setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
+  device cuda (or cpu), threads 1 (CPU threads).
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),
@@ -39,6 +53,7 @@ naming every missing package (exit 2), before anything is loaded.
 
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -103,14 +118,23 @@ class HfEngine:
         self.eps = cfg.float("adam_epsilon", 1e-8, min=0)
         self.seed = cfg.int("seed", 3407)
         self.device = cfg.int("cuda_device", 0, min=0)
+        self.cpu = cfg.choice("device", ("cuda", "cpu"), "cuda") == "cpu"
+        self.threads = cfg.int("threads", 1, min=1)
         if cfg.bool("expandable_segments", False):
             # Read by the CUDA caching allocator at its first use.
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         import torch
-        if not torch.cuda.is_available():
-            raise pljob.BadInput("engine hf: torch %s sees no CUDA device (interpreter %s)"
-                                 % (torch.__version__, sys.executable))
         self.torch = torch
+        if self.cpu:
+            torch.set_num_threads(self.threads)
+            torch.use_deterministic_algorithms(True)
+            self.dev = torch.device("cpu")
+            self.save_on_cpu = False
+            return
+        if not torch.cuda.is_available():
+            raise pljob.BadInput("engine hf: torch %s sees no CUDA device (interpreter %s); "
+                                 "pipelinectl doctor says why, device = cpu runs on the CPU"
+                                 % (torch.__version__, sys.executable))
         self.dev = torch.device("cuda", self.device)
         torch.cuda.set_device(self.dev)
 
@@ -118,6 +142,12 @@ class HfEngine:
     @contextlib.contextmanager
     def _oom(self, phase):
         torch = self.torch
+        if self.cpu:
+            try:
+                yield
+            except MemoryError as e:
+                raise pljob.OutOfMemory(phase, _rss_mb("VmRSS"), self.capacity_mb(), str(e) or "MemoryError")
+            return
         try:
             yield
         except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
@@ -151,7 +181,7 @@ class HfEngine:
         dkw = {"dtype": dt} if ver >= (4, 56) else {"torch_dtype": dt}
         with self._oom("load"):
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                self.base, quantization_config=q, device_map={"": self.device},
+                self.base, quantization_config=q, device_map={"": "cpu" if self.cpu else self.device},
                 attn_implementation=self.attn, **dkw)
             model.config.use_cache = False
             if self.load_in_4bit:
@@ -232,15 +262,30 @@ class HfEngine:
             opt.step()
 
     def pre_step_mb(self):
+        if self.cpu:
+            return _rss_mb("VmRSS")
         return self.torch.cuda.memory_allocated(self.dev) / MB
 
     def peak_mb(self):
+        if self.cpu:
+            return _rss_mb("VmHWM")
         return self.torch.cuda.max_memory_allocated(self.dev) / MB
 
     def reset_peak(self):
+        if self.cpu:
+            # Linux: 5 resets the peak resident set (VmHWM) to the current.
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            return
         self.torch.cuda.reset_peak_memory_stats(self.dev)
 
     def capacity_mb(self):
+        if self.cpu:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemTotal:"):
+                        return int(line.split()[1]) / 1024.0
+            return 0.0
         return self.torch.cuda.get_device_properties(self.dev).total_memory / MB
 
     # -- adapters
@@ -262,6 +307,25 @@ class HfEngine:
 
     def save_adapter(self, path):
         self.model.save_pretrained(path, safe_serialization=True)
+        # PEFT keeps target_modules as a set and writes it in the set's
+        # order, which changes with the string hash seed of the process:
+        # sorted, the file (and the adapter's digest) is the same in every
+        # run.
+        cpath = os.path.join(path, "adapter_config.json")
+        with open(cpath) as f:
+            acfg = json.load(f)
+        if isinstance(acfg.get("target_modules"), list):
+            acfg["target_modules"] = sorted(acfg["target_modules"])
+        pljob.write_file(cpath, (json.dumps(acfg, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _rss_mb(field):
+    """VmRSS or VmHWM of this process, MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 _patched = False

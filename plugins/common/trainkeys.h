@@ -72,6 +72,8 @@
 	  "hf: paged_adamw_8bit or adamw_torch" },                             \
 	{ "cuda_device", PL_KEY_INT, "0", 0, NULL,                             \
 	  "hf: the CUDA device index" },                                       \
+	{ "device", PL_KEY_STRING, "cuda", 0, NULL,                            \
+	  "hf: cuda, or cpu (the same recipe on the CPU, deterministic)" },    \
 	{ "expandable_segments", PL_KEY_BOOL, "no", 0, NULL,                   \
 	  "hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" },            \
 	{ "oom_at_step", PL_KEY_INT, "0", PL_KEY_HIDDEN, NULL,                 \
@@ -80,5 +82,19 @@
 	  "the Python interpreter (default: daemon.python, else /usr/bin/python3)" }, \
 	{ "jobs_dir", PL_KEY_PATH, NULL, 0, NULL,                              \
 	  "the directory of the job programs (default: daemon.jobs_dir)" }
+
+/* The checks of the recipe keys both stages make in their check hooks. */
+static inline void
+trainkeys_check(const struct pl_host *h, pl_job *job)
+{
+	const char *d = h->get(job, "device");
+
+	if (d != NULL && strcmp(d, "cuda") != 0 && strcmp(d, "cpu") != 0)
+		h->check_error(job, "device", "\"%s\" is not cuda or cpu", d);
+	if (h->get_int(job, "lora_r", 112) < 1)
+		h->check_error(job, "lora_r", "must be at least 1");
+	if (h->get_int(job, "threads", 1) < 1)
+		h->check_error(job, "threads", "must be at least 1");
+}
 
 #endif

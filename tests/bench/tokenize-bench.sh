@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/tokenize-bench.sh: tokenize throughput (examples/s, tokens/s)
-# of jobs/tokenize.py on a generated corpus of 1,200 routing examples with
+# of jobs/tokenize_corpus.py on a generated corpus of 1,200 routing examples with
 # ~6k-token prompts (the reference task's shape), against a plain loop over
 # the same tokenizer: render each example's prompt and response with the
 # same chat template and call SentencePiece's encode() on each string, one
@@ -11,7 +11,7 @@
 #   tests/bench/tokenize-bench.sh [EXAMPLES] [FILLER-WORDS]
 #
 # Environment: BENCH_TMP (default: a fresh directory under /tmp, removed
-# after), THREADS (tokenize.py's threads key, default 2), REPEAT (3).
+# after), THREADS (tokenize_corpus.py's threads key, default 2), REPEAT (3).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
@@ -22,7 +22,7 @@ REPEAT=${REPEAT:-3}
 T=${BENCH_TMP:-$(mktemp -d /tmp/tokbench.XXXXXX)}
 cd "$T"
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$TOP/jobs/tests/gen_corpus.py" corpus.jsonl --n "$N" --filler "$FILLER"
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n "$N" --filler "$FILLER"
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/out","threads":%d}\n' \
     "$T" "$T" "$T" "$THREADS" >tok.json
 
@@ -54,7 +54,7 @@ best() {	# best CMD...: the least wall-clock seconds of REPEAT runs
 	done
 	echo "$b"
 }
-t_job=$(best $PY "$TOP/jobs/tokenize.py" --config tok.json --events tok.ev)
+t_job=$(best $PY "$TOP/jobs/tokenize_corpus.py" --config tok.json --events tok.ev)
 t_plain=$(best $PY plain.py "$T")
 plain_tok=$($PY plain.py "$T")
 $PY - "$N" "$t_job" "$t_plain" "$plain_tok" "$THREADS" "$REPEAT" <<'PY'
@@ -64,7 +64,7 @@ s = json.load(open("out/stats.json"))
 tok = s["tokens"]
 print("corpus: %d examples, %d tokens (%.0f per example; longest %d, prompts %d..%d)"
       % (n, tok, tok / n, s["longest"]["tokens"], s["prompt"]["min"], s["prompt"]["max"]))
-print("jobs/tokenize.py, threads %s (checks, token file):  %6.2f s  %5.0f examples/s  %8.0f tokens/s"
+print("jobs/tokenize_corpus.py, threads %s (checks, token file):  %6.2f s  %5.0f examples/s  %8.0f tokens/s"
       % (sys.argv[5], tj, n / tj, tok / tj))
 print("plain loop, one thread (render + encode):        %6.2f s  %5.0f examples/s  %8.0f tokens/s"
       % (tp, n / tp, ptok / tp))

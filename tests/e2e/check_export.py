@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 JOBS = os.path.join(TOP, "jobs")
 sys.path.append(JOBS)
-sys.path.append(os.path.join(JOBS, "tests"))
+sys.path.append(os.path.join(TOP, "tests", "fixtures"))
 import pljob  # noqa: E402
 from llama_forward_check import llama_top2  # noqa: E402
 

@@ -15,7 +15,7 @@ agreement over every position.  A real base is neither, so this one is
 taught the prompts: language-model training of every weight of the text
 model on the rendered prompts (system and user turns, never an answer)
 of DATA_DIR's corpus-v2.jsonl and cases.jsonl, rendered by
-jobs/tokenize.py with the base's chat template.  The answers stay for
+jobs/tokenize_corpus.py with the base's chat template.  The answers stay for
 LoRA to teach; held-out cases stay held out (their answers are never
 seen).  Seeded and single-threaded: the same bytes on every run on one
 machine.  The weights are written back as BF16 (round to nearest even)
@@ -61,10 +61,10 @@ def prompts(data, tmp, base):
         json.dump({"base": base, "corpus": corpus, "output_dir": tmp, "num_ctx": 1024,
                    "max_seq_length": 512}, f)
     ev = os.path.join(tmp, "tok.ev")
-    p = subprocess.run([sys.executable, os.path.join(JOBS, "tokenize.py"), "--config", cfg, "--events", ev],
+    p = subprocess.run([sys.executable, os.path.join(JOBS, "tokenize_corpus.py"), "--config", cfg, "--events", ev],
                        capture_output=True, text=True)
     if p.returncode:
-        sys.exit("tokenize.py failed: %s %s" % (p.stderr[-2000:], open(ev).read()[-2000:]))
+        sys.exit("tokenize_corpus.py failed: %s %s" % (p.stderr[-2000:], open(ev).read()[-2000:]))
     return [[int(x) for x in e["input_ids"][:e["prompt_len"]]]
             for e in pljob.load_tokens(os.path.join(tmp, "tokens.npz"))]
 

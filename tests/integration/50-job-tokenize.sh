@@ -1,5 +1,5 @@
 #!/bin/bash
-# 50-job-tokenize: jobs/tokenize.py on a tiny Gemma 3 base (tests/fixtures)
+# 50-job-tokenize: jobs/tokenize_corpus.py on a tiny Gemma 3 base (tests/fixtures)
 # and a generated routing corpus: the token file and stats are right (one
 # BOS, prompt masked, response ends in <end_of_turn>, keys, longest), and
 # each refusal names the example's key and counts and leaves no artifact:
@@ -13,7 +13,7 @@ cd "$TEST_TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 40 --filler 30
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 40 --filler 30
 
 conf() {	# conf NAME EXTRA-JSON-MEMBERS
 	printf '{"base":"%s/base","corpus":"%s","output_dir":"%s/out-%s"%s}\n' \
@@ -21,7 +21,7 @@ conf() {	# conf NAME EXTRA-JSON-MEMBERS
 }
 run() {		# run NAME: sets rc, events in NAME.ev
 	set +e
-	$PY "$J/tokenize.py" --config "$1.json" --events "$1.ev" 2>"$1.err"
+	$PY "$J/tokenize_corpus.py" --config "$1.json" --events "$1.ev" 2>"$1.err"
 	rc=$?
 	set -e
 }
@@ -75,7 +75,7 @@ PY
 # By hand, without PL_EVENTS or --events, the events go to standard output
 # and nothing else does.
 conf hand corpus.jsonl
-env -u PL_EVENTS $PY "$J/tokenize.py" --config hand.json >hand.out 2>hand.err || fail "by hand: exit $?"
+env -u PL_EVENTS $PY "$J/tokenize_corpus.py" --config hand.json >hand.out 2>hand.err || fail "by hand: exit $?"
 $PY -c 'import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 assert ev[0]["type"] == "started" and ev[-1]["type"] == "done", ev

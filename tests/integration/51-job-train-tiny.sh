@@ -4,7 +4,7 @@
 # GGUF made by llama.cpp's own converter, tests/tools/llama-oracle.sh) on
 # the top-1 token at 99% or more of the positions and on the log-probabilities,
 # for the shared fixture (tests/fixtures, all sliding layers) and for a 6-layer
-# base with a global layer and linear RoPE scaling (jobs/tests/make_tiny_base.py).
+# base with a global layer and linear RoPE scaling (tests/fixtures/make_tiny_base.py).
 # jobs/train.py trains it on a routing corpus: the loss falls;
 # every step reports loss, lr, grad_norm and peak_mb once; the schedule is
 # transformers' linear warmup; checkpoints appear every save_steps with a
@@ -20,10 +20,10 @@ cd "$TEST_TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 24
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 24
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
     "$TEST_TMP" "$TEST_TMP" "$TEST_TMP" >tok.json
-$PY "$J/tokenize.py" --config tok.json --events tok.ev || { cat tok.ev; fail "tokenize"; }
+$PY "$J/tokenize_corpus.py" --config tok.json --events tok.ev || { cat tok.ev; fail "tokenize"; }
 
 mkdir -p work
 cat >train.json <<JSON
@@ -145,8 +145,8 @@ PY
 # The forward against llama.cpp.
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh"
 $PY "$TOP/tests/fixtures/gen_gemma3.py" fx --layout causal >/dev/null
-$PY "$J/tests/make_tiny_base.py" six --layout causal --layers 6
-$PY "$J/tests/gen_corpus.py" fwd.jsonl --n 3 --filler 20
+$PY "$TOP/tests/fixtures/make_tiny_base.py" six --layout causal --layers 6
+$PY "$TOP/tests/fixtures/gen_corpus.py" fwd.jsonl --n 3 --filler 20
 LLAMA_PID=
 trap '[ -n "$LLAMA_PID" ] && kill $LLAMA_PID 2>/dev/null; true' EXIT
 for m in fx six; do
@@ -155,7 +155,7 @@ for m in fx six; do
 	    || { tail -n 20 $m.conv.log; fail "convert $m"; }
 	printf '{"base":"%s/%s","corpus":"%s/fwd.jsonl","output_dir":"%s/tok-%s"}\n' \
 	    "$TEST_TMP" $m "$TEST_TMP" "$TEST_TMP" $m >tok-$m.json
-	$PY "$J/tokenize.py" --config tok-$m.json --events tok-$m.ev || fail "tokenize for $m"
+	$PY "$J/tokenize_corpus.py" --config tok-$m.json --events tok-$m.ev || fail "tokenize for $m"
 	port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	"$LLAMA_BIN/llama-server" -m $m.gguf -c 512 -np 1 -t 1 --host 127.0.0.1 --port $port \
 	    >$m.server.log 2>&1 &
@@ -166,7 +166,7 @@ for m in fx six; do
 		sleep 0.1
 	done
 	echo -n "$m: "
-	$PY "$J/tests/llama_forward_check.py" $m http://127.0.0.1:$port tok-$m/tokens.npz \
+	$PY "$TOP/tests/fixtures/llama_forward_check.py" $m http://127.0.0.1:$port tok-$m/tokens.npz \
 	    || fail "the tiny forward disagrees with llama.cpp on $m"
 	kill $LLAMA_PID; wait $LLAMA_PID 2>/dev/null || true
 	LLAMA_PID=

@@ -16,10 +16,10 @@ cd "$TEST_TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 24
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 24
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
     "$TEST_TMP" "$TEST_TMP" "$TEST_TMP" >tok.json
-$PY "$J/tokenize.py" --config tok.json --events tok.ev || { cat tok.ev; fail "tokenize"; }
+$PY "$J/tokenize_corpus.py" --config tok.json --events tok.ev || { cat tok.ev; fail "tokenize"; }
 
 common='"engine":"tiny","base":"'$TEST_TMP'/base","tokens":"'$TEST_TMP'/tok/tokens.npz",
  "lora_r":8,"lora_alpha":16,"lora_dropout":0.1,"warmup_steps":5,"gradient_accumulation_steps":1,

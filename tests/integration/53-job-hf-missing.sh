@@ -2,8 +2,10 @@
 # 53-job-hf-missing: the hf engine imports cleanly under an interpreter
 # without transformers/peft/bitsandbytes/accelerate, and train.py and
 # probe.py with engine = hf fail with exit 2 and an error event naming
-# exactly the missing packages (a package put on PYTHONPATH drops out of
-# the list, so the check is real).  Nothing is trained or loaded.
+# exactly the missing packages (train: the engine's own check; probe:
+# pipelinectl doctor's checks, which it runs first; a package put on
+# PYTHONPATH drops out of the list, so the check is real).  Nothing is
+# trained or loaded.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PY=/usr/bin/python3
@@ -25,10 +27,10 @@ PY
     || fail "engines.hf does not import"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 4
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 4
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
     "$TEST_TMP" "$TEST_TMP" "$TEST_TMP" >tok.json
-$PY "$J/tokenize.py" --config tok.json --events tok.ev || fail "tokenize"
+$PY "$J/tokenize_corpus.py" --config tok.json --events tok.ev || fail "tokenize"
 printf '{"engine":"hf","base":"%s/base","tokens":"%s/tok/tokens.npz"}\n' "$TEST_TMP" "$TEST_TMP" >hf.json
 
 for prog in train probe; do
@@ -37,8 +39,19 @@ for prog in train probe; do
 	rc=$?
 	set -e
 	[ $rc -eq 2 ] || { cat $prog.ev $prog.err; fail "$prog: exit $rc, want 2"; }
-	grep '"type":"error"' $prog.ev | grep -qF "engine hf: missing Python packages: $missing (interpreter $PY)" \
-	    || { cat $prog.ev; fail "$prog: the error does not name: $missing"; }
+	if [ $prog = train ]; then
+		grep '"type":"error"' $prog.ev | grep -qF "engine hf: missing Python packages: $missing (interpreter $PY)" \
+		    || { cat $prog.ev; fail "$prog: the error does not name: $missing"; }
+	else
+		# The probe runs pipelinectl doctor's checks first (jobs/doctor.py).
+		grep '"type":"error"' $prog.ev | grep -qF "doctor: the run may not start: " ||
+		    { cat $prog.ev; fail "probe: no doctor refusal"; }
+		for m in ${missing//,/}; do
+			grep '"type":"error"' $prog.ev | grep -qF "$m: missing from this interpreter" ||
+			    { cat $prog.ev; fail "probe: the error does not name $m"; }
+		done
+		grep -q '"type":"doctor","ok":false' $prog.ev || { cat $prog.ev; fail "probe: no doctor event"; }
+	fi
 	! grep -q '"loop_started"' $prog.ev || fail "$prog: loop_started without an engine"
 	[ ! -s $prog.err ] || { cat $prog.err; fail "$prog: a traceback on stderr"; }
 done
@@ -57,7 +70,7 @@ grep '"type":"error"' fake.ev | grep -q "missing Python packages" || fail "no mi
 if $PY -c 'import torch, sys; sys.exit(1 if torch.cuda.is_available() else 0)'; then
 	for p in peft bitsandbytes accelerate; do mkdir -p fake/$p && : >fake/$p/__init__.py; done
 	set +e
-	PYTHONPATH=$TEST_TMP/fake PL_WORKDIR=$TEST_TMP $PY "$J/probe.py" --config hf.json --events nocuda.ev 2>/dev/null
+	PYTHONPATH=$TEST_TMP/fake PL_WORKDIR=$TEST_TMP $PY "$J/train.py" --config hf.json --events nocuda.ev 2>/dev/null
 	rc=$?
 	set -e
 	[ $rc -eq 2 ] || { cat nocuda.ev; fail "without CUDA: exit $rc"; }

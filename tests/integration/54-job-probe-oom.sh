@@ -13,10 +13,10 @@ cd "$TEST_TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
-$PY "$J/tests/gen_corpus.py" corpus.jsonl --n 12 --filler 20
+$PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 12 --filler 20
 printf '{"base":"%s/base","corpus":"%s/corpus.jsonl","output_dir":"%s/tok"}\n' \
     "$TEST_TMP" "$TEST_TMP" "$TEST_TMP" >tok.json
-$PY "$J/tokenize.py" --config tok.json --events tok.ev || fail "tokenize"
+$PY "$J/tokenize_corpus.py" --config tok.json --events tok.ev || fail "tokenize"
 
 conf() {	# conf FILE EXTRA-MEMBERS
 	printf '{"engine":"tiny","base":"%s/base","tokens":"%s/tok/tokens.npz","gradient_accumulation_steps":1,"num_train_epochs":1%s}\n' \

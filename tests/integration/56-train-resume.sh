@@ -21,17 +21,6 @@
 #    time left, and the run's expected end from v1's job durations.
 . "$TOP/tests/lib.sh"
 . "$(dirname "$0")/data/gpu_stages_lib.sh"
-# On the way out, the daemon and any job process group it left running
-# (jobs outlive the daemon by design) are killed, by their recorded ids.
-reap() {
-	cleanup
-	pl_kill9 2>/dev/null || true
-	for f in "$TEST_TMP"/state/runs/*/*/attempt-*/*/shim.json; do
-		[ -f "$f" ] || continue
-		pg=$("$PYD" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$f" 2>/dev/null) || continue
-		[ -n "$pg" ] && [ "$pg" -gt 1 ] && kill -9 -- "-$pg" 2>/dev/null || true
-	done
-}
 trap reap EXIT
 setup_tokens 40
 WRAP=$TOP/tests/integration/data/standin_gpu_contention.sh

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 59-tokenize.sh: the tokenize stage with the real jobs/tokenize.py: the
+# 59-tokenize.sh: the tokenize stage with the real jobs/tokenize_corpus.py: the
 # stats value it stores (corpus keys as a count and a digest), and the job's
 # refusals passed on as the stage's failure, naming the example and its
 # counts: an example over max_seq_length, a prompt over num_ctx minus the

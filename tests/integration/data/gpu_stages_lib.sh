@@ -1,6 +1,6 @@
 # gpu_stages_lib.sh: sourced by tests/integration/55-59 (the tokenize,
 # probe and train stages run by hand with `pipelinectl stage`).
-# Provides: CTL, PYD (Debian's python3), die, setup_tokens (a tiny Gemma 3
+# Provides: CTL, PYD (Debian's python3), die, reap, setup_tokens (a tiny Gemma 3
 # base, a 40-example corpus, its tokens), start_standin (the Ollama API
 # stand-in; sets URL and STANDIN_LOG), log_count.
 set -euo pipefail
@@ -9,6 +9,20 @@ set -euo pipefail
 CTL="$TOP/daemon/pipelinectl"
 PYD=/usr/bin/python3
 STANDIN_PID=
+# `pipelinectl stage` by hand reads this configuration, not the tree's
+# etc/pipelined.conf (whose python is the pinned environment): the stages
+# run by hand use the interpreter a test's daemon uses (pl_conf: Debian's
+# python3 unless PL_PYTHON is set), so their results compare.
+mkdir -p "$TEST_TMP/byhand"
+cat >"$TEST_TMP/byhand/pipelined.conf" <<CONF
+[daemon]
+state_dir = $TEST_TMP/byhand
+plugin_dir = $TOP/plugins
+shim = $TOP/daemon/pipeline-shim
+jobs_dir = $TOP/jobs
+python = ${PL_PYTHON:-$PYD}
+CONF
+export PIPELINED_CONF=$TEST_TMP/byhand/pipelined.conf
 
 die() {
 	echo "FAIL: $*" >&2
@@ -27,6 +41,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# For a test that runs a daemon (tests/lib.sh): on the way out, the daemon
+# and any job process group it left running (jobs outlive the daemon by
+# design) are killed, by their recorded ids. Use: trap reap EXIT.
+reap() {
+	cleanup
+	pl_kill9 2>/dev/null || true
+	for f in "$TEST_TMP"/state/runs/*/*/attempt-*/*/shim.json; do
+		[ -f "$f" ] || continue
+		pg=$("$PYD" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$f" 2>/dev/null) || continue
+		[ -n "$pg" ] && [ "$pg" -gt 1 ] && kill -9 -- "-$pg" 2>/dev/null || true
+	done
+}
+
 # A tiny Gemma 3 base (the shared fixture), a corpus and its tokens:
 # BASE, CORPUS, TOKENS.
 setup_tokens() {
@@ -34,7 +61,7 @@ setup_tokens() {
 	CORPUS=$TEST_TMP/corpus.jsonl
 	TOKENS=$TEST_TMP/tok/tokens.npz
 	"$PYD" "$TOP/tests/fixtures/gen_gemma3.py" "$BASE" --layout causal >/dev/null
-	"$PYD" "$TOP/jobs/tests/gen_corpus.py" "$CORPUS" --n "${1:-40}" >/dev/null
+	"$PYD" "$TOP/tests/fixtures/gen_corpus.py" "$CORPUS" --n "${1:-40}" >/dev/null
 	"$CTL" stage tokenize -w "$TEST_TMP/tok" base="$BASE" corpus="$CORPUS" \
 	    >"$TEST_TMP/tokenize.out" 2>&1 || { cat "$TEST_TMP/tokenize.out"; die "tokenize failed"; }
 	[ -f "$TOKENS" ] || die "no $TOKENS"

@@ -19,9 +19,16 @@
 #                    test_stall_at_step set, waits for that step's loss
 #                    metric, and kills the trainer and itself with SIGKILL,
 #                    a kill -9 at a known step.
+#   STANDIN_KILL_NOSTALL=1  the same kill without test_stall_at_step: the
+#                    trainer runs on while the step's loss is looked for
+#                    (every 50 ms), so the kill lands wherever it has got
+#                    to, inside the next step or the checkpoint being
+#                    written. Either way the checkpoints there at the
+#                    kill are listed in STANDIN_KILL_ONCE.
+#   STANDIN_PY       the interpreter of the job (default Debian's python3)
 # Without STANDIN_OLLAMA it only does the fault injection.
 set -u
-py=/usr/bin/python3
+py=${STANDIN_PY:-/usr/bin/python3}
 [ -n "${STANDIN_LAUNCHES:-}" ] && echo "$$ ${PL_EVENTS:-}" >> "$STANDIN_LAUNCHES"
 
 emit() {
@@ -50,8 +57,10 @@ if [ -n "${STANDIN_KILL_AT_STEP:-}" ] && [ ! -e "${STANDIN_KILL_ONCE:?}" ]; then
 	: > "$STANDIN_KILL_ONCE"
 	# argv: script --config CONFIG: run it on a copy with the stall key.
 	script=$1 cfg=$3
-	"$py" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["test_stall_at_step"]=int(sys.argv[3]); json.dump(c, open(sys.argv[2],"w"))' \
-	    "$cfg" "$cfg.stall" "$STANDIN_KILL_AT_STEP"
+	stall=$STANDIN_KILL_AT_STEP
+	[ "${STANDIN_KILL_NOSTALL:-0}" = 1 ] && stall=0
+	/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["test_stall_at_step"]=int(sys.argv[3]); json.dump(c, open(sys.argv[2],"w"))' \
+	    "$cfg" "$cfg.stall" "$stall"
 	"$py" "$script" --config "$cfg.stall" &
 	child=$!
 	pat="\"name\":\"loss\",\"step\":$STANDIN_KILL_AT_STEP,"
@@ -59,6 +68,9 @@ if [ -n "${STANDIN_KILL_AT_STEP:-}" ] && [ ! -e "${STANDIN_KILL_ONCE:?}" ]; then
 		if grep -q "$pat" "$PL_EVENTS" 2>/dev/null; then
 			kill -9 "$child"
 			wait "$child" 2>/dev/null
+			# The checkpoints complete at the kill (each appears
+			# under its name only when whole).
+			ls "${PL_WORKDIR:-.}/checkpoints" 2>/dev/null >"$STANDIN_KILL_ONCE"
 			kill -9 $$
 		fi
 		sleep 0.05

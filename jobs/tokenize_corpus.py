@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""tokenize.py: pre-tokenize and mask a chat corpus in one process (stage
+"""tokenize_corpus.py: pre-tokenize and mask a chat corpus in one process (stage
 `tokenize`, pipeline-job(7)).
 
-    /usr/bin/python3 jobs/tokenize.py --config CONFIG.json [--events FILE]
+    /usr/bin/python3 jobs/tokenize_corpus.py --config CONFIG.json [--events FILE]
 
 No datasets.map() anywhere (G10): the corpus is read, rendered with the
 base's own chat template (Jinja, from tokenizer_config.json) and tokenized

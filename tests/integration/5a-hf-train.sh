@@ -1,0 +1,126 @@
+#!/bin/bash
+# 5a-hf-train.sh: engine = hf, the recipe itself, trained on the CPU with
+# the real libraries of the pinned environment (transformers' own Gemma 3,
+# PEFT LoRA on the seven targets, bitsandbytes nf4 with double quantization
+# and its 8-bit AdamW, non-reentrant gradient checkpointing, the chunked
+# MLP, logits_to_keep, token_type_ids, the bf16 lm_head; device = cpu),
+# through a real pipelined running tokenize -> probe -> train:
+#  - the trainer is killed with SIGKILL right after the loss of a random
+#    step inside the loop (HF_KILL_STEP picks it; the trainer is not held,
+#    so the kill lands in the next step or in a checkpoint being written);
+#    the stage resumes from the newest checkpoint complete at the kill, the
+#    replayed steps' losses equal the first segment's, the store holds every
+#    loss step once, and the final adapter is bit-identical to an
+#    uninterrupted run's on the same tokens;
+#  - the adapter directory loads with peft.PeftModel.from_pretrained on the
+#    base and gives the trainer's logits (tests/integration/data/
+#    hf_adapter_check.py), for this Gemma3ForConditionalGeneration base and
+#    for a Gemma3ForCausalLM one trained by hand.
+. "$TOP/tests/lib.sh"
+. "$(dirname "$0")/data/gpu_stages_lib.sh"
+"$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
+	echo "SKIP: the pinned environment is not built (make pyenv)"
+	exit 77
+}
+PY=$("$TOP/tests/tools/pyenv.sh" --python)
+trap reap EXIT
+set +e +o pipefail
+loss_steps() {
+	sed -n 's/.*"type":"metric","name":"loss","step":\([0-9]*\),"value":\([^,}]*\).*/\1 \2/p' "$1"
+}
+adapter_sha() {
+	sed -n 's/^job.artifact {"name":"adapter".*"sha256":"\([0-9a-f]*\)".*/\1/p' "$1"
+}
+
+BASE=$TEST_TMP/base
+CORPUS=$TEST_TMP/corpus.jsonl
+"$PYD" "$TOP/tests/fixtures/gen_gemma3.py" "$BASE" >/dev/null || die "gen_gemma3"
+"$PYD" "$TOP/tests/fixtures/gen_corpus.py" "$CORPUS" --n 8 >/dev/null || die "gen_corpus"
+# 8 examples, 2 per optimizer step, 2 epochs: steps 1..8, checkpoints at
+# 2, 4 and 6; the kill comes after the loss of step 2..7.
+STEPS=8
+KILL=${HF_KILL_STEP:-$((2 + RANDOM % 6))}
+note "the trainer is killed after step $KILL's loss"
+hf=(engine=hf device=cpu lora_r=4 lora_alpha=8 learning_rate=0.005 warmup_steps=1
+    num_train_epochs=2 gradient_accumulation_steps=2 optim=paged_adamw_8bit)
+mkdir -p "$TEST_TMP/specs"
+{
+	printf '[run]\nname = v1\n[tokenize]\nbase = %s\ncorpus = %s\n' "$BASE" "$CORPUS"
+	printf '[probe]\nafter = tokenize\npython = %s\nbase = %s\n' "$PY" "$BASE"
+	# The probe's host-memory cap is 58's subject; a CPU probe measures
+	# the process's resident set against this budget.
+	printf 'budget_mb = 100000\nhost_mem_cap = off\ngpu = cpu\n'
+	printf '%s\n' "${hf[@]/=/ = }"
+	printf '[train]\nafter = probe\npython = %s\nbase = %s\nlaunch_backoff = 0.1\nsave_steps = 2\n' \
+	    "$TOP/tests/integration/data/standin_gpu_contention.sh" "$BASE"
+	printf '%s\n' "${hf[@]/=/ = }"
+} >"$TEST_TMP/specs/v1.ini"
+export STANDIN_PY=$PY STANDIN_KILL_AT_STEP=$KILL STANDIN_KILL_NOSTALL=1
+export STANDIN_KILL_ONCE=$TEST_TMP/killed
+pl_conf
+pl_start
+"$CTL" -f "$PL_CONF" check "$TEST_TMP/specs/v1.ini" >/dev/null || die "the spec does not check"
+pctl submit "$TEST_TMP/specs/v1.ini" >/dev/null || die "submitting v1"
+wait_run v1 succeeded 900
+[ -e "$STANDIN_KILL_ONCE" ] || die "the trainer was not killed"
+R=$TEST_TMP/state/runs/v1/train
+pctl logs v1 train >"$TEST_TMP/train.log"
+pctl logs v1 probe >"$TEST_TMP/probe.log"
+grep -v '^job.metric\|^job.progress' "$TEST_TMP/train.log"
+grep -q 'info: probe: {"gpu":"cpu","recipe":"hf:base","probe_mb":[1-9]' "$TEST_TMP/probe.log" ||
+    die "the probe reported no memory"
+grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP/train.log" ||
+    die "the train log does not report the kill inside the loop"
+
+# The newest checkpoint whole at the kill is where launch-2 starts.
+newest=$(sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' "$STANDIN_KILL_ONCE" | sort -n | tail -1)
+note "checkpoints at the kill: $(tr '\n' ' ' <"$STANDIN_KILL_ONCE")"
+if [ -n "$newest" ]; then
+	grep -q "launch-2 resumes from $R/work/checkpoints/checkpoint-$newest (step $newest)" "$TEST_TMP/train.log" ||
+	    die "launch-2 did not resume from checkpoint-$newest"
+	first=$((newest + 1))
+else
+	grep -q "launch-2 starts from step 0: no complete checkpoint" "$TEST_TMP/train.log" ||
+	    die "launch-2 did not start over"
+	first=1
+fi
+loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
+loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
+[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$first" ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = $STEPS ] ||
+    die "launch-2's losses are not steps $first..$STEPS"
+replayed=$(awk 'NR == FNR { a[$1] = $2; next }
+    ($1 in a) { n++; if (a[$1] != $2) { print "step " $1 ": " a[$1] " vs " $2 > "/dev/stderr"; bad++ } }
+    END { print (bad ? -1 : n + 0) }' "$TEST_TMP/l1" "$TEST_TMP/l2")
+[ "$replayed" -ge 0 ] || die "a replayed step's loss differs between the segments"
+[ "$replayed" -ge $((KILL - first + 1)) ] || die "only $replayed replayed steps compared"
+set -- $(db "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
+    JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
+    WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
+[ "$*" = "$STEPS $STEPS 1 $STEPS" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
+
+# Bit-identical to an uninterrupted run on the same tokens.
+TOK=$(db "SELECT a.path FROM artifacts a JOIN runs r ON r.id = a.run_id
+    WHERE r.name = 'v1' AND a.name = 'tokens'")
+"$CTL" stage train -w "$TEST_TMP/ref" python="$PY" base="$BASE" tokens="$TOK" "${hf[@]}" save_steps=2 \
+    >"$TEST_TMP/ref.out" 2>&1 || { cat "$TEST_TMP/ref.out"; die "the uninterrupted run failed"; }
+ref=$(adapter_sha "$TEST_TMP/ref.out")
+got=$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id
+    WHERE r.name = 'v1' AND a.name = 'adapter'")
+[ -n "$ref" ] && [ "$got" = "$ref" ] || die "resumed adapter $got differs from the uninterrupted run's $ref"
+note "adapter $got, resumed and uninterrupted"
+
+# The causal layout, by hand, two steps; then both adapters through PEFT.
+"$PYD" "$TOP/tests/fixtures/gen_gemma3.py" "$TEST_TMP/text" --layout causal >/dev/null || die "gen_gemma3 causal"
+# The same tokenizer (768 pieces), so the same tokens.
+"$CTL" stage train -w "$TEST_TMP/causal" python="$PY" base="$TEST_TMP/text" tokens="$TOK" \
+    "${hf[@]}" max_steps=2 >"$TEST_TMP/causal.out" 2>&1 || { cat "$TEST_TMP/causal.out"; die "training the causal base"; }
+"$PY" "$TOP/tests/integration/data/hf_adapter_check.py" "$TOK" \
+    "$R/work/train.config.json" "$R/work/adapter" \
+    "$TEST_TMP/causal/train.config.json" "$TEST_TMP/causal/adapter" >"$TEST_TMP/check.out" 2>&1
+rc=$?
+grep -v 'kernels\|Loading weights\|rope_parameters' "$TEST_TMP/check.out"
+[ $rc = 0 ] || die "an adapter does not load with PeftModel.from_pretrained or gives other logits"
+grep -q '(Gemma3ForConditionalGeneration): PeftModel vs trainer' "$TEST_TMP/check.out" &&
+    grep -q '(Gemma3ForCausalLM): PeftModel vs trainer' "$TEST_TMP/check.out" || die "not both layouts checked"
+integrity_ok
+echo "ok"
