@@ -15,7 +15,7 @@ cd "$TOP"
 OUT="$TOP/tests/out"
 mkdir -p "$OUT"   # not wiped: other runs may be writing logs here
 TIMEOUT_UNIT=${TIMEOUT_UNIT:-120}
-TIMEOUT_INTEG=${TIMEOUT_INTEG:-900}
+TIMEOUT_INTEG=${TIMEOUT_INTEG:-1800}
 
 tests=()
 for t in tests/unit/test_*; do
