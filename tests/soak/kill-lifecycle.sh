@@ -16,9 +16,9 @@
 # undisturbed run of tiny-v2 follows; then RUNS runs of the same spec
 # under the same name, each on a copy of the kept state directory (so the
 # paths recorded in the artifacts, which name the run, are the same),
-# killed at moments drawn uniformly over 90% of the undisturbed run's
-# duration (the daemon started again at once each time, on the same
-# store; a moment that comes after its run ended moves to an extra run). Every killed run must end as the undisturbed one did: the same
+# killed at moments drawn uniformly over 90% of the last run's duration
+# (the daemon started again at once each time, on the same store; a
+# moment that comes after its run ended moves to an extra run). Every killed run must end as the undisturbed one did: the same
 # gate verdict and byte-identical artifacts (tokens and stats, adapter,
 # merged, fixed and its manifest, both GGUFs, both bake results), the
 # store whole and the event ids gapless. The bake results hold wall times
@@ -102,6 +102,7 @@ t1=$(date +%s.%N)
 case "$st" in succeeded|rejected) ;; *) fail "tiny-v2 did not end: $st";; esac
 outcome tiny-v2 > ref.out
 tref=$(/usr/bin/python3 -c "print('%.1f' % ($t1 - $t0))")
+tlast=$tref
 note "undisturbed tiny-v2: $st in ${tref}s, $(grep -c '^artifact' ref.out) artifacts, $(grep verdict ref.out)"
 [ "$(grep -c '^artifact' ref.out)" -ge 8 ] || { cat ref.out; fail "too few artifacts in the undisturbed run"; }
 
@@ -115,9 +116,10 @@ while [ "$made" -lt "$KILLS" ]; do
 	else
 		k=$((KILLS - made))
 	fi
-	# k moments in ms, uniform over 90% of the undisturbed run: every
+	# k moments in ms, uniform over 90% of the last run's duration (the
+	# undisturbed run's at first; the machine's load changes it): every
 	# stage from tokenize to gate may be interrupted.
-	window=$(/usr/bin/python3 -c "print(int($tref * 900))")
+	window=$(/usr/bin/python3 -c "print(int($tlast * 900))")
 	at=$(for _ in $(seq 1 "$k"); do echo $(( (RANDOM * 32768 + RANDOM) % window )); done | sort -n)
 	integrity_ok
 	events_gapless
@@ -144,6 +146,7 @@ print(",".join(j["name"] for j in json.load(sys.stdin)["jobs"] if j["state"] == 
 	done
 	st=$(wait_end "$run" 3600)
 	s1=$(date +%s%N)
+	tlast=$(( (s1 - s0) / 1000000000 ))
 	outcome "$run" > "killed-$r.out"
 	note "killed run $r: $st in $(( (s1 - s0) / 1000000000 ))s with $done_k kill(s)"
 	diff -u ref.out "killed-$r.out" || fail "killed run $r did not end as the undisturbed run"
