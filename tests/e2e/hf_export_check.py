@@ -24,7 +24,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
-sys.path.append(os.path.join(TOP, "jobs", "tests"))
+sys.path.append(os.path.join(TOP, "tests", "fixtures"))
 sys.path.append(HERE)
 from llama_forward_check import llama_top2  # noqa: E402
 from check_export import start_server  # noqa: E402

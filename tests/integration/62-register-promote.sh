@@ -38,7 +38,7 @@ tiny_gguf "$TEST_TMP/v1.gguf" 1234
 tiny_gguf "$TEST_TMP/v2.gguf" 4321
 cmp -s v1.gguf v2.gguf && fail "the two fixture GGUFs are identical"
 # Training's view of the prompts: tokenize on v1's base (its chat template).
-/usr/bin/python3 "$TOP/jobs/tests/gen_corpus.py" corpus.jsonl --n 12 >/dev/null
+/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 12 >/dev/null
 "$PCTL" stage tokenize -w "$TEST_TMP/tok" base="$TEST_TMP/tiny-1234" corpus="$TEST_TMP/corpus.jsonl" \
     >tokenize.out 2>&1 || { cat tokenize.out; fail "tokenize"; }
 grep -q '^job.artifact {"name":"corpus"' tokenize.out || fail "tokenize did not register its corpus"
