@@ -52,11 +52,7 @@ esac
 
 say() { echo "llama-oracle.sh: $*" >&2; }
 
-cache=${PIPELINED_CACHE:-/var/cache/pipelined}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/pipelined
-	mkdir -p "$cache"
-fi
+. "$(dirname "$0")/cache.sh"
 
 # Step 1: the npm tarball and its bundle, fetched once per version.
 pkgdir=$cache/node-llama-cpp-$version

@@ -63,11 +63,7 @@ say() { echo "ollama.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 
-cache=${PIPELINED_CACHE:-/var/cache/pipelined}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/pipelined
-	mkdir -p "$cache"
-fi
+. "$(dirname "$0")/cache.sh"
 dir=$cache/ollama-$version
 bin=$dir/bin/ollama
 

@@ -10,11 +10,7 @@
 # playwright-core-VERSION/node_modules, under a lock, marked complete last.
 set -eu
 version=${PLAYWRIGHT_CORE_VERSION:-1.65.1}
-cache=${PIPELINED_CACHE:-/var/cache/pipelined}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/pipelined
-	mkdir -p "$cache"
-fi
+. "$(dirname "$0")/cache.sh"
 dir=$cache/playwright-core-$version
 if [ ! -f "$dir/.done" ]; then
 	[ "${1:-}" = --check ] && exit 1

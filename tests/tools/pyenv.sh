@@ -53,11 +53,7 @@ esac
 
 say() { echo "pyenv.sh: $*" >&2; }
 
-cache=${PIPELINED_CACHE:-/var/cache/pipelined}
-if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/pipelined
-	mkdir -p "$cache"
-fi
+. "$(dirname "$0")/cache.sh"
 
 # A bootstrap environment with nothing but pip, for --lock.
 make_lock() {
