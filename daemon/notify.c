@@ -276,17 +276,22 @@ notify_main(void *arg)
 		pthread_mutex_unlock(&N.mtx);
 		if (stop)
 			break;
-		cJSON *due = store_outbox_due(N.store, now_wall(), 32);
+		/* Let a burst of commits gather (100 ms) before reading the
+		 * outbox: one read and one recording per batch, not per
+		 * notification, keeps this thread off the store's lock. */
+		struct timespec gather = { 0, 100 * 1000000L };
+		nanosleep(&gather, NULL);
+		cJSON *due = store_outbox_due(N.store, now_wall(), 64);
 		/* Deliver the batch, then record every result in one
 		 * transaction: the store's lock is never held across a
 		 * delivery, and the scheduler's commits share the disk with
 		 * one commit per batch, not one per notification. */
 		struct res { int64_t id; int ok, attempts, give_up; double next; char err[512]; }
-		    res[32];
+		    res[64];
 		int nres = 0;
 		const cJSON *r;
 		cJSON_ArrayForEach(r, due) {
-			if (nres == 32)
+			if (nres == 64)
 				break;
 			const char *kind = sget(r, "kind"), *target = sget(r, "target");
 			const char *key = sget(r, "key"), *body = sget(r, "body");

@@ -80,3 +80,4 @@ echo "  without [notify]  $p s"
 echo "  with [notify]     $s s   ratio $(awk -v a="$s" -v b="$p" 'BEGIN{printf "%.4f", a/b}')"
 echo "  outbox drained    $(median <"$BASE/drain") s after the run ended (median)"
 echo "  $check"
+kill "$RPID" 2>/dev/null || true
