@@ -153,7 +153,7 @@ ollama_start() {
 	OLLAMA_BIN=$("$TOP/tests/tools/ollama.sh" --bin) || fail "tests/tools/ollama.sh did not build Ollama"
 	want=$("$TOP/tests/tools/ollama.sh" --version)
 	mkdir -p "$d/models" "$d/home"
-	port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	port=$(free_port)
 	OURL=http://127.0.0.1:$port
 	env HOME="$d/home" OLLAMA_HOST="127.0.0.1:$port" OLLAMA_MODELS="$d/models" \
 	    OLLAMA_NOPRUNE=1 OLLAMA_NUM_PARALLEL=1 OLLAMA_MAX_LOADED_MODELS=3 "$@" \

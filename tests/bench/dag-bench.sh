@@ -20,6 +20,7 @@
 #   N=1000 tests/bench/dag-bench.sh
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
+. "$TOP/tests/bench/dag-lib.sh"
 N=${N:-1000}
 R=${R:-5}       # runs of each side, alternated; medians reported
 GEN=$(mktemp -d /tmp/dagbench-gen.XXXXXX)
@@ -30,16 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 gen_spec() {  # shape name
-	local shape=$1 f=$GEN/$2.ini
-	{
-		echo "[run]"; echo "name = $2"
-		echo "[j0]"; echo "stage = exec"; echo "command = true"
-		for i in $(seq 1 $((N - 1))); do
-			echo "[j$i]"; echo "stage = exec"; echo "command = true"
-			if [ "$shape" = chain ]; then echo "after = j$((i - 1))"; else echo "after = j0"; fi
-		done
-	} > "$f"
-	echo "$f"
+	dag_spec "$1" "$2" true "$N" >"$GEN/$2.ini"
+	echo "$GEN/$2.ini"
 }
 gen_make() {
 	local shape=$1 f=$GEN/$2.mk

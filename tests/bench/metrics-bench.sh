@@ -13,21 +13,13 @@ N=${N:-1000}
 R=${R:-3}
 export TEST_TMP=$(mktemp -d /tmp/metricsbench.XXXXXX)
 . "$TOP/tests/lib.sh"
+. "$TOP/tests/bench/dag-lib.sh"
 SCRAPER=
 trap '[ -n "$SCRAPER" ] && kill $SCRAPER 2>/dev/null; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT
 PORT=$(free_port)
 pl_conf "max_jobs = 2" "log_level = warn" "metrics_listen = 127.0.0.1:$PORT"
 pl_start
-spec() {
-	local k
-	{
-		echo "[run]"; echo "name = $1"
-		echo "[j0]"; echo "stage = exec"; echo "command = sleep 0.1"
-		for k in $(seq 1 $((N - 1))); do
-			echo "[j$k]"; echo "stage = exec"; echo "command = sleep 0.1"; echo "after = j0"
-		done
-	} >"$TEST_TMP/$1.ini"
-}
+spec() { dag_spec fanout "$1" "sleep 0.1" "$N" >"$TEST_TMP/$1.ini"; }
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 : >"$TEST_TMP/lat"

@@ -15,22 +15,14 @@ TOP=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-1000}; R=${R:-3}; P=${P:-20}; SOAK=${SOAK:-600}
 export TEST_TMP=$(mktemp -d /tmp/webbench.XXXXXX)
 . "$TOP/tests/lib.sh"
+. "$TOP/tests/bench/dag-lib.sh"
 CLIENTS=()
 stop_clients() { for c in "${CLIENTS[@]}"; do kill "$c" 2>/dev/null || true; done; CLIENTS=(); }
 trap 'stop_clients; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT
 PORT=$(free_port)
 pl_conf "max_jobs = 2" "log_level = warn" "http_listen = 127.0.0.1:$PORT"
 pl_start
-spec() {
-	local k
-	{
-		echo "[run]"; echo "name = $1"
-		echo "[j0]"; echo "stage = exec"; echo "command = true"
-		for k in $(seq 1 $((N - 1))); do
-			echo "[j$k]"; echo "stage = exec"; echo "command = true"; echo "after = j0"
-		done
-	} >"$TEST_TMP/$1.ini"
-}
+spec() { dag_spec fanout "$1" "true" "$N" >"$TEST_TMP/$1.ini"; }
 pages() {	# pages RUN: P event streams on RUN
 	for _ in $(seq "$P"); do
 		curl -sN "http://127.0.0.1:$PORT/api/events?run=$1" >/dev/null 2>&1 &

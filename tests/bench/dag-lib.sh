@@ -1,0 +1,15 @@
+# tests/bench/dag-lib.sh: sourced by the DAG benchmarks (dag-bench.sh,
+# metrics-bench.sh, web-bench.sh).
+#
+# dag_spec SHAPE NAME COMMAND N: a run spec on standard output, run NAME,
+# N exec jobs of COMMAND: a chain (each after the one before) or a fan-out
+# (every job after j0).
+dag_spec() {
+	local shape=$1 name=$2 cmd=$3 n=$4 k
+	echo "[run]"; echo "name = $name"
+	echo "[j0]"; echo "stage = exec"; echo "command = $cmd"
+	for k in $(seq 1 $((n - 1))); do
+		echo "[j$k]"; echo "stage = exec"; echo "command = $cmd"
+		if [ "$shape" = chain ]; then echo "after = j$((k - 1))"; else echo "after = j0"; fi
+	done
+}
