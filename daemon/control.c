@@ -43,6 +43,11 @@ struct client {
 	struct client *next, *prev;
 };
 
+/* What control_listen() was given. */
+static struct listen_ctx ctx;
+static struct control_ops ops;
+#define CONF (*ctx.conf)
+
 static uv_pipe_t ctl_server;
 static uv_timer_t ctl_sweep;
 static struct client *clients;
@@ -144,7 +149,7 @@ peer_may_write(const struct client *c)
 {
 	if (c->uid == 0 || c->uid == geteuid())
 		return 1;
-	gid_t g = D->conf->gid;
+	gid_t g = CONF->gid;
 	if (g == (gid_t)-1)
 		return 0;
 	if (c->gid == g)
@@ -177,11 +182,11 @@ run_owner(const struct client *c)
 	gid_t gid = c->gid, jg[256];
 	const gid_t *g = c->groups;
 	int ng = c->ngroups;
-	if (geteuid() != 0 || (uid == 0 && D->conf->job_uid == (uid_t)-1))
+	if (geteuid() != 0 || (uid == 0 && CONF->job_uid == (uid_t)-1))
 		return NULL;
 	if (uid == 0) {
-		uid = D->conf->job_uid;
-		gid = D->conf->job_gid;
+		uid = CONF->job_uid;
+		gid = CONF->job_gid;
 		struct passwd *pw = getpwuid(uid);
 		ng = 256;
 		if (pw == NULL || getgrouplist(pw->pw_name, gid, jg, &ng) == -1)
@@ -303,7 +308,7 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 	struct peer_fs pfs = { .on = 0 };
 	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
 	if (!bad)
-		bad = spec_check(spec, D->conf, &errs) == -1;
+		bad = spec_check(spec, CONF, &errs) == -1;
 	peer_fs_leave(&pfs);
 	if (bad) {
 		reply_err(c, "EINVAL", "%s", errs ? errs : spec ? "the spec could not be "
@@ -323,7 +328,7 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 	}
 	char err[512];
 	spec->owner = run_owner(c);
-	int rc = sched_submit(spec, err, sizeof(err)), e = errno;
+	int rc = ops.submit(spec, err, sizeof(err)), e = errno;
 	if (rc != 0) {
 		cJSON_Delete(r);
 		reply_err(c, rc == -1 ? "EEXIST" : e == ENOSPC ? "ENOSPC" : "EIO", "%s", err);
@@ -342,7 +347,7 @@ v_logs(struct client *c, const cJSON *req)
 		reply_err(c, "EINVAL", "logs needs \"run\" and \"job\"");
 		return;
 	}
-	const char *path = sched_job_log(run, job);
+	const char *path = ops.job_log(run, job);
 	if (path == NULL) {
 		reply_err(c, "ENOENT", "no job %s in run %s", job, run);
 		return;
@@ -370,7 +375,7 @@ v_logs(struct client *c, const cJSON *req)
 	cJSON_AddStringToObject(r, "data", buf);
 	cJSON_AddNumberToObject(r, "offset", (double)(o + n));
 	cJSON_AddBoolToObject(r, "more", more);
-	cJSON_AddStringToObject(r, "state", sched_job_state(run, job));
+	cJSON_AddStringToObject(r, "state", ops.job_state(run, job));
 	reply_ok(c, r);
 }
 
@@ -432,7 +437,7 @@ dispatch(struct client *c, const char *line)
 	    strcmp(verb, "retry") == 0 || strcmp(verb, "check") == 0;
 	if (writes && !peer_may_write(c)) {
 		reply_err(c, "EPERM", "%s refused: uid %d is not root, the daemon's user, or in"
-		    " group %s%s", verb, (int)c->uid, D->conf->group[0] ? D->conf->group :
+		    " group %s%s", verb, (int)c->uid, CONF->group[0] ? CONF->group :
 		    "(none set)", strcmp(verb, "check") == 0 ? "; pipelinectl check needs no "
 		    "daemon" : "");
 		log_info("control: %s refused for uid %d pid %d", verb, (int)c->uid, (int)c->pid);
@@ -446,16 +451,16 @@ dispatch(struct client *c, const char *line)
 		v_check_submit(c, req, strcmp(verb, "submit") == 0);
 	} else if (strcmp(verb, "status") == 0 || strcmp(verb, "list") == 0) {
 		if (run != NULL) {
-			cJSON *r = store_q_run(D->store, run);
+			cJSON *r = store_q_run(ctx.store, run);
 			if (r == NULL)
 				reply_err(c, "ENOENT", "no run %s", run);
 			else
 				reply_ok(c, r);
 		} else {
 			cJSON *r = cJSON_CreateObject();
-			cJSON_AddItemToObject(r, "runs", store_q_runs(D->store));
-			cJSON_AddNumberToObject(r, "running_jobs", D->running);
-			cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(D->store));
+			cJSON_AddItemToObject(r, "runs", store_q_runs(ctx.store));
+			cJSON_AddNumberToObject(r, "running_jobs", ops.running());
+			cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(ctx.store));
 			reply_ok(c, r);
 		}
 	} else if (strcmp(verb, "logs") == 0) {
@@ -465,8 +470,8 @@ dispatch(struct client *c, const char *line)
 			reply_err(c, "EINVAL", "%s needs \"run\"", verb);
 			goto out;
 		}
-		int rc = strcmp(verb, "cancel") == 0 ? sched_cancel(run, msg, sizeof(msg)) :
-		    sched_retry(run, job, msg, sizeof(msg));
+		int rc = strcmp(verb, "cancel") == 0 ? ops.cancel(run, msg, sizeof(msg)) :
+		    ops.retry(run, job, msg, sizeof(msg));
 		if (rc == 0) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddStringToObject(r, "message", msg);
@@ -478,28 +483,28 @@ dispatch(struct client *c, const char *line)
 		/* The status page's address, and a one-time login code for it. */
 		cJSON *r = cJSON_CreateObject();
 		char code[40];
-		cJSON_AddStringToObject(r, "listen", D->conf->http_listen);
-		if (D->conf->http_listen[0] != '\0' && httpd_token_needed() &&
+		cJSON_AddStringToObject(r, "listen", CONF->http_listen);
+		if (CONF->http_listen[0] != '\0' && httpd_token_needed() &&
 		    httpd_login_code(code, sizeof(code)) == 0)
 			cJSON_AddStringToObject(r, "code", code);
 		reply_ok(c, r);
 	} else if (strcmp(verb, "values") == 0 || strcmp(verb, "artifacts") == 0 ||
 	    strcmp(verb, "metrics") == 0) {
-		if (run == NULL || store_run_id(D->store, run) == 0) {
+		if (run == NULL || store_run_id(ctx.store, run) == 0) {
 			reply_err(c, "ENOENT", "no run %s", run ? run : "(none given)");
 			goto out;
 		}
 		cJSON *r = cJSON_CreateObject();
 		if (strcmp(verb, "values") == 0)
-			cJSON_AddItemToObject(r, "values", store_q_values(D->store, run, job));
+			cJSON_AddItemToObject(r, "values", store_q_values(ctx.store, run, job));
 		else if (strcmp(verb, "artifacts") == 0)
-			cJSON_AddItemToObject(r, "artifacts", store_q_artifacts(D->store, run));
+			cJSON_AddItemToObject(r, "artifacts", store_q_artifacts(ctx.store, run));
 		else if (job == NULL) {
 			cJSON_Delete(r);
 			reply_err(c, "EINVAL", "metrics needs \"job\"");
 			goto out;
 		} else
-			cJSON_AddItemToObject(r, "metrics", store_q_metrics(D->store, run, job,
+			cJSON_AddItemToObject(r, "metrics", store_q_metrics(ctx.store, run, job,
 			    arg_str(req, "name")));
 		reply_ok(c, r);
 	} else {
@@ -534,7 +539,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_close(c);
 		return;
 	}
-	c->last = uv_now(D->loop);
+	c->last = uv_now(ctx.loop);
 	c->len += (size_t)nread;
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->len);
@@ -575,9 +580,9 @@ on_connection(uv_stream_t *srv, int status)
 	if (status < 0)
 		return;
 	struct client *c = xcalloc(1, sizeof(*c));
-	uv_pipe_init(D->loop, &c->pipe, 0);
+	uv_pipe_init(ctx.loop, &c->pipe, 0);
 	c->pipe.data = c;
-	c->last = uv_now(D->loop);
+	c->last = uv_now(ctx.loop);
 	c->next = clients;
 	if (clients)
 		clients->prev = c;
@@ -587,9 +592,9 @@ on_connection(uv_stream_t *srv, int status)
 		client_close(c);
 		return;
 	}
-	if (nclients > D->conf->control_max_clients) {
+	if (nclients > CONF->control_max_clients) {
 		reply_err(c, "EBUSY", "too many control connections (control_max_clients = %d)",
-		    D->conf->control_max_clients);
+		    CONF->control_max_clients);
 		client_close(c);
 		return;
 	}
@@ -613,75 +618,26 @@ on_connection(uv_stream_t *srv, int status)
 	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 
-/* Create a listening Unix socket: its directory 0750, the socket itself
- * created under a umask giving `mode`, owned by the configured group; a
- * live old socket (another daemon) is detected by connecting first. */
-int
-sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb)
-{
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (plc_mkdirs(dir, 0750) == -1) {
-			log_warn("%s: mkdir %s", __func__, dir);
-			return -1;
-		}
-		if (D->conf->gid != (gid_t)-1 && chown(dir, (uid_t)-1, D->conf->gid) == -1)
-			log_warn("%s: chown %s", __func__, dir);
-	}
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		log_warnx("%s: %s: path too long for a Unix socket", __func__, path);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-		close(fd);
-		log_warnx("%s: %s: another pipelined is listening there", __func__, path);
-		errno = EADDRINUSE;
-		return -1;
-	}
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
-	uv_pipe_init(D->loop, srv, 0);
-	mode_t old = umask((mode_t)(0777 & ~mode));
-	int rc = uv_pipe_bind(srv, path);
-	umask(old);
-	if (rc != 0) {
-		log_warnx("%s: bind %s: %s", __func__, path, uv_strerror(rc));
-		return -1;
-	}
-	if (D->conf->gid != (gid_t)-1 && chown(path, (uid_t)-1, D->conf->gid) == -1)
-		log_warn("%s: chown %s", __func__, path);
-	if ((rc = uv_listen((uv_stream_t *)srv, 256, cb)) != 0) {
-		log_warnx("%s: listen %s: %s", __func__, path, uv_strerror(rc));
-		return -1;
-	}
-	return 0;
-}
-
 /* Close the connections that have sent nothing for control_idle_timeout;
  * run every second. */
 static void
 on_sweep(uv_timer_t *t)
 {
-	uint64_t now = uv_now(D->loop);
-	uint64_t idle = (uint64_t)(D->conf->control_idle_timeout * 1000);
+	uint64_t now = uv_now(ctx.loop);
+	uint64_t idle = (uint64_t)(CONF->control_idle_timeout * 1000);
 	for (struct client *c = clients; c; c = c->next)
 		if (!c->closing && now - c->last >= idle)
 			client_close(c);
 }
 
 int
-control_listen(const char *path)
+control_listen(const struct listen_ctx *c, const struct control_ops *o, const char *path)
 {
-	if (sock_listen(&ctl_server, path, 0660, on_connection) == -1)
+	ctx = *c;
+	ops = *o;
+	if (sock_listen(ctx.loop, &ctl_server, path, 0660, CONF->gid, on_connection) == -1)
 		return -1;
-	uv_timer_init(D->loop, &ctl_sweep);
+	uv_timer_init(ctx.loop, &ctl_sweep);
 	uv_timer_start(&ctl_sweep, on_sweep, 1000, 1000);
 	uv_unref((uv_handle_t *)&ctl_sweep);
 	return 0;

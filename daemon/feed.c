@@ -32,6 +32,14 @@ struct watcher {
 	struct watcher *next, *prev;
 };
 
+/* What feed_listen() was given; announcements from other threads wake
+ * the loop through feed_wake. */
+static struct listen_ctx ctx;
+static pthread_t loop_thread;
+static uv_async_t feed_wake;
+static int listening;
+#define CONF (*ctx.conf)
+
 static uv_pipe_t feed_server;
 static uv_timer_t feed_sweep;
 static struct watcher *watchers;
@@ -98,7 +106,7 @@ w_drop(struct watcher *w, size_t qs)
 	log_info("feed: dropped a watcher with %zu bytes queued", qs);
 	metrics_count(MC_FEED_DROPPED, 1);
 	w->dropping = 1;
-	w->since = uv_now(D->loop);
+	w->since = uv_now(ctx.loop);
 	uv_write_t *req = xcalloc(1, sizeof(*req));
 	req->data = notice;
 	uv_buf_t b = uv_buf_init(notice, (unsigned)strlen(notice));
@@ -140,7 +148,7 @@ w_send_buf(struct watcher *w, char *buf, size_t blen)
 		return -1;
 	}
 	size_t qs = uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
-	if (w->live && qs > (size_t)D->conf->feed_queue_max) {
+	if (w->live && qs > (size_t)CONF->feed_queue_max) {
 		free(buf);
 		w_drop(w, qs);
 		return -1;
@@ -179,7 +187,7 @@ pump(struct watcher *w)
 	while (!w->closing && !w->dropping && !w->live &&
 	    uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) < REPLAY_HIGH) {
 		struct replay r = { .w = w };
-		if (store_q_events(D->store, w->cursor, w->run[0] ? w->run : NULL, REPLAY_BATCH,
+		if (store_q_events(ctx.store, w->cursor, w->run[0] ? w->run : NULL, REPLAY_BATCH,
 		    replay_one, &r) < 0) {
 			w_close(w);
 			return;
@@ -225,7 +233,7 @@ start_watch(struct watcher *w, const char *line)
 	} else if ((run != NULL && !cJSON_IsString(run)) || (since != NULL && !cJSON_IsNumber(since))) {
 		/* Taken for absent, a wrong type would widen the watch. */
 		w_error(w, "EINVAL", "\"run\" must be a string and \"since\" a number");
-	} else if (cJSON_IsString(run) && store_run_id(D->store, run->valuestring) == 0) {
+	} else if (cJSON_IsString(run) && store_run_id(ctx.store, run->valuestring) == 0) {
 		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
 		w_error(w, "ENOENT", msg);
 	} else {
@@ -279,10 +287,10 @@ on_connection(uv_stream_t *srv, int status)
 	if (status < 0)
 		return;
 	struct watcher *w = xcalloc(1, sizeof(*w));
-	uv_pipe_init(D->loop, &w->pipe, 0);
+	uv_pipe_init(ctx.loop, &w->pipe, 0);
 	w->pipe.data = w;
 	metrics_count(MC_FEED_WATCHERS, 1);
-	w->since = uv_now(D->loop);
+	w->since = uv_now(ctx.loop);
 	w->next = watchers;
 	if (watchers)
 		watchers->prev = w;
@@ -292,10 +300,10 @@ on_connection(uv_stream_t *srv, int status)
 		w_close(w);
 		return;
 	}
-	if (nwatchers > D->conf->feed_max_watchers) {
+	if (nwatchers > CONF->feed_max_watchers) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "too many feed connections (feed_max_watchers = %d)",
-		    D->conf->feed_max_watchers);
+		    CONF->feed_max_watchers);
 		w_error(w, "EBUSY", msg);
 		return;
 	}
@@ -308,19 +316,29 @@ on_connection(uv_stream_t *srv, int status)
 static void
 on_sweep(uv_timer_t *t)
 {
-	uint64_t now = uv_now(D->loop);
-	uint64_t idle = (uint64_t)(D->conf->feed_idle_timeout * 1000);
+	uint64_t now = uv_now(ctx.loop);
+	uint64_t idle = (uint64_t)(CONF->feed_idle_timeout * 1000);
 	for (struct watcher *w = watchers; w; w = w->next)
 		if (!w->closing && (!w->started || w->dropping) && now - w->since >= idle)
 			w_close(w);
 }
 
-int
-feed_listen(const char *path)
+static void
+on_wake(uv_async_t *a)
 {
-	if (sock_listen(&feed_server, path, 0666, on_connection) == -1)
+	feed_flush();
+}
+
+int
+feed_listen(const struct listen_ctx *c, const char *path)
+{
+	ctx = *c;
+	loop_thread = pthread_self();
+	if (sock_listen(ctx.loop, &feed_server, path, 0666, CONF->gid, on_connection) == -1)
 		return -1;
-	uv_timer_init(D->loop, &feed_sweep);
+	uv_async_init(ctx.loop, &feed_wake, on_wake);
+	__atomic_store_n(&listening, 1, __ATOMIC_RELEASE);
+	uv_timer_init(ctx.loop, &feed_sweep);
 	uv_timer_start(&feed_sweep, on_sweep, 1000, 1000);
 	uv_unref((uv_handle_t *)&feed_sweep);
 	return 0;
@@ -340,10 +358,11 @@ feed_announce(int64_t id, const char *run, const char *line)
 	q_tail = &a->next;
 	pthread_mutex_unlock(&q_mtx);
 	/* Another thread wakes the loop; the loop thread's own announcements
-	 * are delivered at the end of its pass (D->flush): waking itself
-	 * would cost it one more pass. */
-	if (D != NULL && !on_loop_thread())
-		uv_async_send(&D->wake);
+	 * are delivered at the end of its pass (pipelined.c's check handle):
+	 * waking itself would cost it one more pass. */
+	if (__atomic_load_n(&listening, __ATOMIC_ACQUIRE) &&
+	    !pthread_equal(pthread_self(), loop_thread))
+		uv_async_send(&feed_wake);
 }
 
 /* Deliver what was announced: per watcher, every line it should get in

@@ -24,8 +24,16 @@
 #include "pipelined.h"
 #include "plcommon.h"
 
+/* The loop's handles and what the parts were given, pipelined.c's own:
+ * sched.c, control.c and feed.c get what they need at start. */
+static uv_loop_t *loop;
+static uv_check_t flush;        /* after each loop pass: deliver what the loop
+                                   thread itself announced (no self-wake) */
 static uv_signal_t sig_term, sig_int, sig_hup;
+static struct conf *conf;       /* replaced by a reload */
+static struct store *store;
 static int verbose;
+
 
 static void
 usage(void)
@@ -50,12 +58,6 @@ static void
 on_check(uv_check_t *c)
 {
 	feed_flush();
-}
-
-static void
-on_wake(uv_async_t *a)
-{
-	sched_wake();
 	notify_status();
 }
 
@@ -65,12 +67,13 @@ static void
 notify_status(void)
 {
 	static int last = -1;
-	if (D->running == last)
+	int running = sched_running();
+	if (running == last)
 		return;
-	last = D->running;
+	last = running;
 	char st[256];
-	snprintf(st, sizeof(st), "STATUS=%d job%s running, %d plugin stage%s", D->running,
-	    D->running == 1 ? "" : "s", plugin_nstages(), plugin_nstages() == 1 ? "" : "s");
+	snprintf(st, sizeof(st), "STATUS=%d job%s running, %d plugin stage%s", running,
+	    running == 1 ? "" : "s", plugin_nstages(), plugin_nstages() == 1 ? "" : "s");
 	sd_notify(0, st);
 }
 
@@ -78,9 +81,9 @@ static void
 stop(int code)
 {
 	sd_notify(0, "STOPPING=1");
-	D->shutting_down = 1;
-	unlink(D->conf->control_socket);
-	unlink(D->conf->feed_socket);
+	sched_stop();
+	unlink(conf->control_socket);
+	unlink(conf->feed_socket);
 	/* Job threads may be blocked waiting for their children: do not wait
 	 * for them. Every state is already committed. */
 	exit(code);
@@ -111,34 +114,29 @@ on_hup(uv_signal_t *s, int signum)
 {
 	struct conf *nc = xcalloc(1, sizeof(*nc));
 	char *errs = NULL;
-	if (conf_load(nc, D->conf->path, &errs) == -1) {
+	if (conf_load(nc, conf->path, &errs) == -1) {
 		log_warnx("reload: %s does not parse; keeping the running configuration:\n%s",
-		    D->conf->path, errs ? errs : "");
+		    conf->path, errs ? errs : "");
 		free(errs);
 		conf_free(nc);
 		free(nc);
 		return;
 	}
 	free(errs);
-	if (strcmp(nc->state_dir, D->conf->state_dir) != 0 ||
-	    strcmp(nc->control_socket, D->conf->control_socket) != 0 ||
-	    strcmp(nc->feed_socket, D->conf->feed_socket) != 0)
+	if (strcmp(nc->state_dir, conf->state_dir) != 0 ||
+	    strcmp(nc->control_socket, conf->control_socket) != 0 ||
+	    strcmp(nc->feed_socket, conf->feed_socket) != 0)
 		log_warnx("reload: state_dir and socket changes take effect at the next start");
-	snprintf(nc->state_dir, sizeof(nc->state_dir), "%s", D->conf->state_dir);
-	snprintf(nc->control_socket, sizeof(nc->control_socket), "%s", D->conf->control_socket);
-	snprintf(nc->feed_socket, sizeof(nc->feed_socket), "%s", D->conf->feed_socket);
-	/* Resources in use carry over. */
-	for (int i = 0; i < nc->nres; i++) {
-		struct resource *old = conf_resource(D->conf, nc->res[i].name);
-		if (old)
-			nc->res[i].used = old->used;
-	}
-	/* Running jobs keep a pointer to the old configuration: it is kept. */
-	D->conf = nc;
+	snprintf(nc->state_dir, sizeof(nc->state_dir), "%s", conf->state_dir);
+	snprintf(nc->control_socket, sizeof(nc->control_socket), "%s", conf->control_socket);
+	snprintf(nc->feed_socket, sizeof(nc->feed_socket), "%s", conf->feed_socket);
+	/* Running jobs keep a pointer to the old configuration: it is kept.
+	 * The scheduler carries the resources in use over, and passes. */
+	conf = nc;
 	log_setlevel(nc->log_level);
 	plugin_load_dir(nc->plugin_dir);
 	log_info("reload: configuration %s loaded", nc->path);
-	sched_kick();
+	sched_reconf(nc);
 }
 
 int
@@ -163,27 +161,23 @@ main(int argc, char **argv)
 		conf_path = default_conf();
 	log_init(1, LOG_LVL_INFO, NULL);
 
-	static struct daemon d;
-	static struct conf conf;
-	D = &d;
-	d.loop_thread = pthread_self();
-	D->runs_tail = &D->runs;
+	static struct conf conf0;
+	conf = &conf0;
 	char *errs = NULL;
-	if (conf_load(&conf, conf_path, &errs) == -1) {
+	if (conf_load(conf, conf_path, &errs) == -1) {
 		fputs(errs ? errs : "configuration error\n", stderr);
 		return 1;
 	}
-	D->conf = &conf;
 	if (check_only) {
 		if (verbose)
-			conf_print(&conf, stdout);
+			conf_print(conf, stdout);
 		printf("configuration OK\n");
 		return 0;
 	}
 	/* Searchable (0711): jobs run as their submitters reach their own
 	 * directories below it; nothing in it is readable by others. */
-	if (plc_mkdirs(conf.state_dir, 0711) == -1) {
-		fprintf(stderr, "pipelined: %s: %s\n", conf.state_dir, strerror(errno));
+	if (plc_mkdirs(conf->state_dir, 0711) == -1) {
+		fprintf(stderr, "pipelined: %s: %s\n", conf->state_dir, strerror(errno));
 		return 1;
 	}
 	if (!foreground) {
@@ -203,51 +197,51 @@ main(int argc, char **argv)
 				close(fd);
 		}
 	}
-	log_init(foreground, conf.log_level, conf.log_file);
+	log_init(foreground, conf->log_level, conf->log_file);
 	signal(SIGPIPE, SIG_IGN);
 	proc_reserve_fd();
 
 	char dbpath[PATH_MAX];
-	snprintf(dbpath, sizeof(dbpath), "%s/pipelined.db", conf.state_dir);
-	if (store_open(&D->store, dbpath) == -1)
+	snprintf(dbpath, sizeof(dbpath), "%s/pipelined.db", conf->state_dir);
+	if (store_open(&store, dbpath) == -1)
 		fatalx("cannot open the store %s", dbpath);
-	store_set_announce(D->store, feed_announce);
-	if (notify_start(&conf, D->store) == -1)
+	store_set_announce(store, feed_announce);
+	if (notify_start(conf, store) == -1)
 		fatalx("cannot start the notification thread");
-	store_set_outbox(D->store, notify_classify, notify_wake);
-	store_set_fail(D->store, on_store_fail);
+	store_set_outbox(store, notify_classify, notify_wake);
+	store_set_fail(store, on_store_fail);
 
-	int np = plugin_load_dir(conf.plugin_dir);
+	int np = plugin_load_dir(conf->plugin_dir);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",
-	    plugin_nstages(), plugin_nstages() == 1 ? "" : "s", conf.plugin_dir);
+	    plugin_nstages(), plugin_nstages() == 1 ? "" : "s", conf->plugin_dir);
 
-	D->loop = uv_default_loop();
-	uv_async_init(D->loop, &D->wake, on_wake);
-	uv_check_init(D->loop, &D->flush);
-	uv_check_start(&D->flush, on_check);
-	uv_unref((uv_handle_t *)&D->flush);
-	uv_signal_init(D->loop, &sig_term);
+	loop = uv_default_loop();
+	uv_check_init(loop, &flush);
+	uv_check_start(&flush, on_check);
+	uv_unref((uv_handle_t *)&flush);
+	uv_signal_init(loop, &sig_term);
 	uv_signal_start(&sig_term, on_term, SIGTERM);
-	uv_signal_init(D->loop, &sig_int);
+	uv_signal_init(loop, &sig_int);
 	uv_signal_start(&sig_int, on_term, SIGINT);
-	uv_signal_init(D->loop, &sig_hup);
+	uv_signal_init(loop, &sig_hup);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 
-	if (httpd_start(&conf, dbpath) == -1)
-		fatalx("cannot serve http on %s", conf.http_listen);
-	if (control_listen(conf.control_socket) == -1)
-		fatalx("cannot listen on %s", conf.control_socket);
-	if (feed_listen(conf.feed_socket) == -1)
-		fatalx("cannot listen on %s", conf.feed_socket);
+	if (httpd_start(conf, dbpath) == -1)
+		fatalx("cannot serve http on %s", conf->http_listen);
+	const struct listen_ctx ctx = { .loop = loop, .store = store, .conf = &conf };
+	if (control_listen(&ctx, &sched_control_ops, conf->control_socket) == -1)
+		fatalx("cannot listen on %s", conf->control_socket);
+	if (feed_listen(&ctx, conf->feed_socket) == -1)
+		fatalx("cannot listen on %s", conf->feed_socket);
 	exec_local_run_shims(1);
-	int nruns = sched_init();
+	int nruns = sched_init(loop, store, conf);
 	if (nruns < 0)
 		fatalx("cannot load runs from the store");
 	log_info("pipelined %s ready: control %s, feed %s, %d run%s known", PL_VERSION,
-	    conf.control_socket, conf.feed_socket, nruns, nruns == 1 ? "" : "s");
+	    conf->control_socket, conf->feed_socket, nruns, nruns == 1 ? "" : "s");
 	sd_notify(0, "READY=1");
 	notify_status();
 	feed_flush();
-	uv_run(D->loop, UV_RUN_DEFAULT);
+	uv_run(loop, UV_RUN_DEFAULT);
 	return 0;
 }

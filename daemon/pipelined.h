@@ -448,34 +448,22 @@ void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(prin
 int64_t	host_events_read(struct pl_job *j, struct proc *p, const struct pl_spawn *spec,
 	    int64_t offset, struct pl_exit *out);
 
-/* pipelined.c, sched.c, control.c, feed.c: the daemon itself */
+/* pipelined.c, sched.c, control.c, feed.c: the daemon itself. pipelined.c
+ * owns the loop and its handles and wires the parts together at start:
+ * each is given what it needs, none reaches into another's state, and
+ * none of the three below calls another (sched.c's events reach the feed
+ * through the store's announce hook; control.c reaches the scheduler
+ * through the struct control_ops it is given). */
 #include <uv.h>
-struct srun;
-struct daemon {
-	struct conf *conf;
-	struct store *store;
-	uv_loop_t *loop;
-	uv_async_t wake;        /* job threads and the store -> the loop */
-	uv_check_t flush;       /* after each loop pass: deliver what the loop
-	                           thread itself announced (no self-wake) */
-	pthread_t loop_thread;
-	uv_timer_t timer;       /* the next retry */
-	int shutting_down;
-	struct srun *runs, **runs_tail;
-	int running;            /* jobs running now */
-};
-extern struct daemon *D;
-/* Whether the caller is the loop thread (libuv's handles are its own). */
-static inline int
-on_loop_thread(void)
-{
-	return pthread_equal(pthread_self(), D->loop_thread);
-}
-/* sched.c */
-int	sched_init(void);       /* load unfinished runs; re-adopt their jobs */
-void	sched_kick(void);       /* a scheduling pass (loop thread) */
-void	sched_wake(void);       /* from the async handle: a pass a job thread asked for
-				   (the retry timer), then the feed */
+/* sched.c: the DAG scheduler; its state is static in sched.c. sched_init
+ * on the loop thread, once: loads the unfinished runs (re-adopting their
+ * jobs) and returns how many runs it knows, or -1. The rest from any
+ * thread. */
+int	sched_init(uv_loop_t *loop, struct store *store, struct conf *conf);
+void	sched_reconf(struct conf *conf); /* a reload: resources in use carry over */
+void	sched_stop(void);       /* start no more jobs (the daemon is stopping) */
+void	sched_kick(void);       /* a scheduling pass */
+int	sched_running(void);    /* jobs running now */
 /* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
  * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
@@ -483,14 +471,35 @@ int	sched_cancel(const char *run, char *msg, size_t len);
 int	sched_retry(const char *run, const char *job, char *msg, size_t len);
 const char *sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
-/* control.c */
-int	control_listen(const char *path);
+/* What control.c and feed.c are given when they start listening: the
+ * loop, the store, and where the configuration is (a reload replaces it). */
+struct listen_ctx {
+	uv_loop_t *loop;
+	struct store *store;
+	struct conf *const *conf;
+};
+/* control.c: the scheduler's side of the control verbs, given to
+ * control_listen() (the daemon passes sched_control_ops). */
+struct control_ops {
+	int (*submit)(struct spec *spec, char *err, size_t errlen);
+	int (*cancel)(const char *run, char *msg, size_t len);
+	int (*retry)(const char *run, const char *job, char *msg, size_t len);
+	const char *(*job_state)(const char *run, const char *job);
+	const char *(*job_log)(const char *run, const char *job);
+	int (*running)(void);
+};
+/* sched.c's functions in that table, for control_listen(). */
+extern const struct control_ops sched_control_ops;
+int	control_listen(const struct listen_ctx *ctx, const struct control_ops *ops,
+	    const char *path);
 /* feed.c */
-int	feed_listen(const char *path);
+int	feed_listen(const struct listen_ctx *ctx, const char *path);
 void	feed_announce(int64_t id, const char *run, const char *line); /* any thread */
 void	feed_flush(void);       /* loop thread: deliver announced events */
-/* Shared by control.c and feed.c: create a Unix socket at path safely. */
-int	sock_listen(uv_pipe_t *srv, const char *path, int mode, uv_connection_cb cb);
+/* sock.c, for control.c and feed.c: create a Unix socket at path safely
+ * (its directory and itself given to group gid unless (gid_t)-1). */
+int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
+	    uv_connection_cb cb);
 
 /* exec_common.c */
 int	proc_write_json_atomic(const char *path, cJSON *obj);

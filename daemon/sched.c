@@ -6,6 +6,12 @@
  * (submit, cancel, retry, the retry timer). Both hold the scheduler's lock
  * (smtx) for that: every sched_* entry point takes it.
  *
+ * The scheduler's state (S below) is its own. It is given the loop, the
+ * store and the configuration at sched_init() and calls nothing of the
+ * sockets: what it commits reaches the feed through the store's announce
+ * hook, and control.c reaches it through the functions pipelined.c hands
+ * it (struct control_ops).
+ *
  * Job states: pending -> running -> succeeded | failed | cancelled, with
  * retrying (a failed attempt waiting out its backoff) and skipped (a
  * dependency did not succeed). Every transition is committed to the store
@@ -29,10 +35,22 @@
 #include "pipelined.h"
 #include "plcommon.h"
 
-/* The daemon, set up by main() (pipelined.c). Defined here, in libpld,
- * so that what links the scheduler without that main links (the fuzz
- * targets of the control socket). */
-struct daemon *D;
+struct srun;
+
+/* The scheduler's state, its own: given at sched_init() (the loop, the
+ * store, the configuration), reached by the rest of the daemon only
+ * through the sched_* functions. */
+static struct {
+	uv_loop_t *loop;
+	struct store *store;
+	struct conf *conf;
+	pthread_t loop_thread;
+	uv_async_t wake;        /* a job thread's pass -> the loop: set the timer */
+	uv_timer_t timer;       /* the next retry */
+	int stopping;
+	struct srun *runs, **runs_tail;
+	int running;            /* jobs running now */
+} S;
 
 struct sjob {
 	struct srun *run;
@@ -114,7 +132,7 @@ static int timer_due;
 static struct srun *
 run_find(const char *name)
 {
-	for (struct srun *r = D->runs; r; r = r->next)
+	for (struct srun *r = S.runs; r; r = r->next)
 		if (strcmp(r->name, name) == 0)
 			return r;
 	return NULL;
@@ -133,22 +151,22 @@ static void
 run_add(struct srun *r)
 {
 	r->next = NULL;
-	*D->runs_tail = r;
-	D->runs_tail = &r->next;
+	*S.runs_tail = r;
+	S.runs_tail = &r->next;
 }
 
 /* Set a job's state in the store (announced after commit) and in memory. */
 static int
 job_set(struct sjob *j, const char *state, const char *msg)
 {
-	if (store_begin(D->store) == -1)
+	if (store_begin(S.store) == -1)
 		return -1;
-	if (store_job_state(D->store, j->id, j->run->name, j->sec->name, state,
+	if (store_job_state(S.store, j->id, j->run->name, j->sec->name, state,
 	    strcmp(state, "running") == 0 ? j->attempts : 0, msg) == -1) {
-		store_rollback(D->store);
+		store_rollback(S.store);
 		return -1;
 	}
-	if (store_commit(D->store) == -1)
+	if (store_commit(S.store) == -1)
 		return -1;
 	set_state(j, state);
 	return 0;
@@ -160,7 +178,7 @@ res_available(struct sjob *j)
 	if (strcmp(j->sec->executor, "slurm") == 0)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
-		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
+		struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
 		if (r == NULL || r->used + j->sec->res_counts[i] > r->capacity)
 			return 0;
 	}
@@ -173,7 +191,7 @@ res_take(struct sjob *j, int sign)
 	if (strcmp(j->sec->executor, "slurm") == 0)
 		return;
 	for (int i = 0; i < j->sec->nres; i++) {
-		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
+		struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
 		if (r != NULL)
 			r->used += sign * j->sec->res_counts[i];
 	}
@@ -187,7 +205,7 @@ set_running(struct sjob *j, int on)
 	int d = on - j->running;
 	j->running = on;
 	j->run->nrunning += d;
-	D->running += d;
+	__atomic_add_fetch(&S.running, d, __ATOMIC_RELAXED); /* sched_running() reads it unlocked */
 }
 
 /* Job threads are kept for a while after their job and reused: creating
@@ -284,7 +302,7 @@ executor_opts(struct sjob *j)
 		char sk[64];
 		snprintf(sk, sizeof(sk), "slurm.%s", keys[i]);
 		if (v == NULL)
-			v = conf_get(D->conf, sk);
+			v = conf_get(S.conf, sk);
 		if (v == NULL)
 			continue;
 		char *n;
@@ -317,11 +335,11 @@ launch_undo(struct sjob *j)
 static void
 start_failed(struct sjob *j)
 {
-	store_begin(D->store);
+	store_begin(S.store);
 	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
-	store_attempt_end(D->store, j->attempt_id, "failed", PL_EIO, why);
-	store_job_state(D->store, j->id, j->run->name, j->sec->name, "failed", 0, why);
-	store_commit(D->store);
+	store_attempt_end(S.store, j->attempt_id, "failed", PL_EIO, why);
+	store_job_state(S.store, j->id, j->run->name, j->sec->name, "failed", 0, why);
+	store_commit(S.store);
 	set_state(j, "failed");
 }
 
@@ -353,8 +371,8 @@ job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
 {
 	char rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "runs/%s/%s", j->run->name, j->sec->name);
-	const char *what = D->conf->state_dir, *verb = "make";
-	int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
+	const char *what = S.conf->state_dir, *verb = "make";
+	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
 	if (sfd >= 0) {
 		what = pj->jobdir;
 		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
@@ -387,15 +405,15 @@ job_launch(struct sjob *j, int adopt)
 {
 	struct srun *r = j->run;
 	struct pl_job *pj = job_new(JOB_MODE_RUN, j->reg, r->spec, j->sec);
-	pj->conf = D->conf;
-	pj->store = D->store;
+	pj->conf = S.conf;
+	pj->store = S.store;
 	pj->run_id = r->id;
 	pj->job_id = j->id;
 	pj->attempt_id = j->attempt_id;
 	pj->attempt = j->attempts;
 	pj->adopted = adopt;
 	pj->owner = r->spec->owner;
-	snprintf(pj->jobdir, sizeof(pj->jobdir), "%s/runs/%s/%s", D->conf->state_dir, r->name,
+	snprintf(pj->jobdir, sizeof(pj->jobdir), "%s/runs/%s/%s", S.conf->state_dir, r->name,
 	    j->sec->name);
 	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
 	snprintf(pj->logpath, sizeof(pj->logpath), "%s/job.log", pj->jobdir);
@@ -416,7 +434,7 @@ job_launch(struct sjob *j, int adopt)
 	/* The deadline was stored when the attempt started: a re-entered one
 	 * keeps what is left of it (none stored, by an older daemon: the
 	 * timeout counts from now). */
-	double dl = adopt && j->sec->timeout > 0 ? store_attempt_deadline(D->store,
+	double dl = adopt && j->sec->timeout > 0 ? store_attempt_deadline(S.store,
 	    j->attempt_id) : 0;
 	if (dl > 0)
 		pj->deadline = now_mono() + fmax(dl - now_wall(), 0.001);
@@ -445,19 +463,19 @@ static void
 job_start(struct sjob *j)
 {
 	j->attempts++;
-	if (store_begin(D->store) == -1)
+	if (store_begin(S.store) == -1)
 		return;
-	if (store_attempt_start(D->store, j->id, j->attempts, &j->attempt_id) == -1 ||
-	    store_attempt_deadline_set(D->store, j->attempt_id, j->sec->timeout > 0 ?
+	if (store_attempt_start(S.store, j->id, j->attempts, &j->attempt_id) == -1 ||
+	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
 	    now_wall() + j->sec->timeout : 0) == -1 ||
-	    store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
-	    store_job_state(D->store, j->id, j->run->name, j->sec->name, "running",
+	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
+	    store_job_state(S.store, j->id, j->run->name, j->sec->name, "running",
 	    j->attempts, NULL) == -1) {
-		store_rollback(D->store);
+		store_rollback(S.store);
 		j->attempts--;
 		return;
 	}
-	if (store_commit(D->store) == -1) {
+	if (store_commit(S.store) == -1) {
 		j->attempts--;
 		return;
 	}
@@ -511,14 +529,14 @@ job_finished(struct sjob *j)
 		jstate = "retrying";
 		j->next_at = now_wall() + backoff(j);
 	}
-	if (store_begin(D->store) == 0) {
+	if (store_begin(S.store) == 0) {
 		job_flush_final(pj);
-		store_attempt_end(D->store, j->attempt_id, astate, rc, msg[0] ? msg : NULL);
+		store_attempt_end(S.store, j->attempt_id, astate, rc, msg[0] ? msg : NULL);
 		if (retry)
-			store_job_next_at(D->store, j->id, j->next_at);
-		store_job_state(D->store, j->id, j->run->name, j->sec->name, jstate, 0,
+			store_job_next_at(S.store, j->id, j->next_at);
+		store_job_state(S.store, j->id, j->run->name, j->sec->name, jstate, 0,
 		    msg[0] ? msg : NULL);
-		store_commit(D->store);
+		store_commit(S.store);
 	}
 	set_state(j, jstate);
 	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, astate, msg[0] ? ": " : "", msg);
@@ -533,17 +551,18 @@ job_finished(struct sjob *j)
 static void
 job_end_pass(struct sjob *j)
 {
-	int txn = store_begin(D->store) == 0;
+	int txn = store_begin(S.store) == 0;
 	handoff_hold = txn;
 	job_finished(j);
 	sched_kick();
 	if (txn)
-		store_commit(D->store);
+		store_commit(S.store);
 	handoff_release();
 }
 
-void
-sched_wake(void)
+/* A pass on a job thread asked for the retry timer (sched_kick). */
+static void
+on_wake(uv_async_t *a)
 {
 	pthread_mutex_lock(&smtx);
 	if (timer_due) {
@@ -551,7 +570,6 @@ sched_wake(void)
 		sched_kick(); /* on the loop thread: sets the timer */
 	}
 	pthread_mutex_unlock(&smtx);
-	feed_flush();
 }
 
 static void
@@ -601,10 +619,10 @@ run_finish_check(struct srun *r)
 				break;
 			}
 	}
-	if (store_begin(D->store) == -1)
+	if (store_begin(S.store) == -1)
 		return;
-	store_run_state(D->store, r->id, r->name, st, msg[0] ? msg : NULL);
-	if (store_commit(D->store) == 0) {
+	store_run_state(S.store, r->id, r->name, st, msg[0] ? msg : NULL);
+	if (store_commit(S.store) == 0) {
 		snprintf(r->state, sizeof(r->state), "%s", st);
 		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
@@ -616,7 +634,7 @@ sched_kick(void)
 {
 	pthread_mutex_lock(&smtx);
 	double now = now_wall(), next = 0;
-	for (struct srun *r = D->runs; r; r = r->next) {
+	for (struct srun *r = S.runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
 		advance_open(r);
@@ -647,12 +665,12 @@ sched_kick(void)
 			}
 		}
 		advance_open(r);
-		for (int i = r->first_open; i < r->njobs && !D->shutting_down; i++) {
+		for (int i = r->first_open; i < r->njobs && !S.stopping; i++) {
 			struct sjob *j = &r->jobs[i];
 			if (!open_job(j))
 				continue;
 			/* Full, and no retry whose time the timer must know. */
-			if (D->running >= D->conf->max_jobs && r->nretrying == 0)
+			if (S.running >= S.conf->max_jobs && r->nretrying == 0)
 				break;
 			if (j->st == JS_RETRYING && j->next_at > now) {
 				if (next == 0 || j->next_at < next)
@@ -662,20 +680,20 @@ sched_kick(void)
 			int ready = 1;
 			for (int k = 0; k < j->ndeps && ready; k++)
 				ready = r->jobs[j->deps[k]].st == JS_SUCCEEDED;
-			if (!ready || D->running >= D->conf->max_jobs || !res_available(j))
+			if (!ready || S.running >= S.conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
 		}
 		advance_open(r); /* past a job that failed to start */
 		run_finish_check(r);
 	}
-	if (next > 0 && !on_loop_thread()) {
+	if (next > 0 && !pthread_equal(pthread_self(), S.loop_thread)) {
 		/* libuv's handles are the loop thread's: it sets the timer. */
 		timer_due = 1;
-		uv_async_send(&D->wake);
+		uv_async_send(&S.wake);
 	} else if (next > 0) {
 		double ms = (next - now) * 1000;
-		uv_timer_start(&D->timer, timer_cb, ms > 0 ? (uint64_t)ms + 1 : 1, 0);
+		uv_timer_start(&S.timer, timer_cb, ms > 0 ? (uint64_t)ms + 1 : 1, 0);
 	}
 	pthread_mutex_unlock(&smtx);
 }
@@ -714,34 +732,34 @@ run_build(int64_t id, struct spec *spec, const char *state)
 static int
 sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 {
-	if (store_run_id(D->store, spec->name) != 0) {
+	if (store_run_id(S.store, spec->name) != 0) {
 		snprintf(err, errlen, "a run named %s exists; use `pipelinectl retry %s`, or"
 		    " give the new one another name ([run] name or submit --name)", spec->name,
 		    spec->name);
 		return -1;
 	}
 	struct srun *r = run_build(0, spec, "running");
-	if (store_begin(D->store) == -1)
+	if (store_begin(S.store) == -1)
 		goto fail;
-	store_undoable(D->store);   /* nothing is in memory before the commit */
-	if (store_run_create(D->store, spec, &r->id) == -1)
+	store_undoable(S.store);   /* nothing is in memory before the commit */
+	if (store_run_create(S.store, spec, &r->id) == -1)
 		goto rollback;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		if (store_job_create(D->store, r->id, j->sec->name, j->sec->stage, i, &j->id) == -1)
+		if (store_job_create(S.store, r->id, j->sec->name, j->sec->stage, i, &j->id) == -1)
 			goto rollback;
 	}
-	if (store_commit(D->store) == -1)
+	if (store_commit(S.store) == -1)
 		goto fail;
 	run_add(r);
 	log_info("run %s submitted (%d jobs)", r->name, r->njobs);
 	sched_kick();
 	return 0;
 rollback:
-	store_rollback(D->store);
+	store_rollback(S.store);
 fail:;
 	char why[256];
-	int e = store_error(D->store, why, sizeof(why));
+	int e = store_error(S.store, why, sizeof(why));
 	snprintf(err, errlen, "the store refused the run: %s", why);
 	free(r->jobs);
 	free(r->name);
@@ -828,7 +846,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 				mark[i] = 1;
 	}
 	int n = 0;
-	if (store_begin(D->store) == -1) {
+	if (store_begin(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
 		return -1;
@@ -838,13 +856,13 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 			continue;
 		struct sjob *j = &r->jobs[i];
 		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
-		store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(D->store, j->id, r->name, j->sec->name, "pending", 0, "retry requested");
+		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
+		store_job_state(S.store, j->id, r->name, j->sec->name, "pending", 0, "retry requested");
 		set_state(j, "pending");
 		n++;
 	}
-	store_run_state(D->store, r->id, r->name, "running", NULL);
-	if (store_commit(D->store) == -1) {
+	store_run_state(S.store, r->id, r->name, "running", NULL);
+	if (store_commit(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
 		return -1;
@@ -887,7 +905,7 @@ sched_job_log(const char *run, const char *job)
 	pthread_mutex_unlock(&smtx);
 	if (!known)
 		return NULL;
-	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", D->conf->state_dir, run, job);
+	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", S.conf->state_dir, run, job);
 	return path;
 }
 
@@ -897,7 +915,7 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 {
 	struct proc_row *rows;
 	int n;
-	if (store_attempt_procs(D->store, attempt_id, &rows, &n) == -1)
+	if (store_attempt_procs(S.store, attempt_id, &rows, &n) == -1)
 		return;
 	for (int i = 0; i < n; i++) {
 		if (rows[i].state == PROC_ENDED || rows[i].state == PROC_LOST)
@@ -937,14 +955,14 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
-	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+	if (spec == NULL || spec_check(spec, S.conf, &errs) == -1) {
 		if (strcmp(state, "running") == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
-			store_begin(D->store);
-			store_run_state(D->store, id, name, "failed",
+			store_begin(S.store);
+			store_run_state(S.store, id, name, "failed",
 			    "spec no longer valid after a restart (a plugin is missing?)");
-			store_commit(D->store);
+			store_commit(S.store);
 		}
 		free(errs);
 		spec_free(spec);
@@ -955,12 +973,12 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	 * who its jobs run as. */
 	free(spec->name);
 	spec->name = xstrdup(name);
-	spec->owner = store_run_owner_get(D->store, name);
+	spec->owner = store_run_owner_get(S.store, name);
 	struct srun *r = run_build(id, spec, state);
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
 		struct job_row row;
-		if (store_job_get(D->store, id, j->sec->name, &row) == -1) {
+		if (store_job_get(S.store, id, j->sec->name, &row) == -1) {
 			log_warnx("%s: run %s: job %s missing from the store", __func__, name,
 			    j->sec->name);
 			continue;
@@ -991,31 +1009,76 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		}
 		kill_leftovers(j, j->attempt_id);
 		j->lost++;
-		store_begin(D->store);
-		store_attempt_end(D->store, j->attempt_id, "lost", PL_ELOST,
+		store_begin(S.store);
+		store_attempt_end(S.store, j->attempt_id, "lost", PL_ELOST,
 		    "the daemon stopped during an in-process stage");
-		store_job_counters(D->store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(D->store, j->id, name, j->sec->name, "pending",
+		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
+		store_job_state(S.store, j->id, name, j->sec->name, "pending",
 		    0, "queued again: the daemon stopped while it ran");
-		store_commit(D->store);
+		store_commit(S.store);
 		set_state(j, "pending");
 		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
 	}
 }
 
 static int
-sched_init_locked(void)
+sched_init_locked(uv_loop_t *loop, struct store *store, struct conf *conf)
 {
-	uv_timer_init(D->loop, &D->timer);
+	S.loop = loop;
+	S.store = store;
+	S.conf = conf;
+	S.loop_thread = pthread_self();
+	S.runs_tail = &S.runs;
+	uv_async_init(loop, &S.wake, on_wake);
+	uv_timer_init(loop, &S.timer);
 	struct load_ctx lc = { 0 };
-	if (store_q_unfinished(D->store, load_run, &lc) == -1)
+	if (store_q_unfinished(S.store, load_run, &lc) == -1)
 		return -1;
 	sched_kick();
 	return lc.n;
 }
 
 int
-sched_init(void)
+sched_init(uv_loop_t *loop, struct store *store, struct conf *conf)
 {
-	return WITH_SMTX(sched_init_locked());
+	return WITH_SMTX(sched_init_locked(loop, store, conf));
 }
+
+/* The resources in use carry over to the new configuration; running jobs
+ * keep a pointer to the old one, which is therefore never freed. */
+void
+sched_reconf(struct conf *conf)
+{
+	pthread_mutex_lock(&smtx);
+	for (int i = 0; i < conf->nres; i++) {
+		struct resource *old = conf_resource(S.conf, conf->res[i].name);
+		if (old)
+			conf->res[i].used = old->used;
+	}
+	S.conf = conf;
+	sched_kick();
+	pthread_mutex_unlock(&smtx);
+}
+
+/* Without the lock: a failed commit stops the daemon from whichever
+ * thread committed, which may wait for the store while another holds smtx. */
+void
+sched_stop(void)
+{
+	__atomic_store_n(&S.stopping, 1, __ATOMIC_RELAXED);
+}
+
+int
+sched_running(void)
+{
+	return __atomic_load_n(&S.running, __ATOMIC_RELAXED);
+}
+
+const struct control_ops sched_control_ops = {
+	.submit = sched_submit,
+	.cancel = sched_cancel,
+	.retry = sched_retry,
+	.job_state = sched_job_state,
+	.job_log = sched_job_log,
+	.running = sched_running,
+};

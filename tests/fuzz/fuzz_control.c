@@ -22,24 +22,18 @@
 #include "fuzz.h"
 
 static struct sockaddr_un sun = { .sun_family = AF_UNIX };
-
-static void
-on_wake(uv_async_t *a)
-{
-}
+static uv_loop_t *loop;
 
 static void
 setup(void)
 {
-	static struct daemon d;
 	static struct conf conf;
+	static struct conf *confp = &conf;
+	struct store *store;
 	char path[PATH_MAX], text[2 * PATH_MAX], *errs = NULL;
 	const char *dir = fz_tmpdir("fuzz_control");
 
 	log_init(1, LOG_LVL_ERR, NULL);
-	D = &d;
-	d.loop_thread = pthread_self();
-	d.runs_tail = &d.runs;
 	snprintf(path, sizeof(path), "%s/pipelined.conf", dir);
 	snprintf(text, sizeof(text), "[daemon]\nstate_dir = %s\ncontrol_socket = %s/control.sock\n"
 	    "feed_socket = %s/feed.sock\nplugin_dir = %s\n", dir, dir, dir, dir);
@@ -48,13 +42,13 @@ setup(void)
 		fprintf(stderr, "fuzz_control: %s", errs);
 		abort();
 	}
-	d.conf = &conf;
 	snprintf(path, sizeof(path), "%s/pipelined.db", dir);
-	if (store_open(&d.store, path) == -1)
+	if (store_open(&store, path) == -1)
 		abort();
-	d.loop = uv_default_loop();
-	uv_async_init(d.loop, &d.wake, on_wake);
-	if (control_listen(conf.control_socket) == -1 || sched_init() < 0)
+	loop = uv_default_loop();
+	const struct listen_ctx ctx = { .loop = loop, .store = store, .conf = &confp };
+	if (control_listen(&ctx, &sched_control_ops, conf.control_socket) == -1 ||
+	    sched_init(loop, store, &conf) < 0)
 		abort();
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", conf.control_socket);
 }
@@ -124,7 +118,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int eof = 0, wrdone = 0;
 	double t0 = now();
 	while (!eof) {
-		uv_run(D->loop, UV_RUN_NOWAIT);
+		uv_run(loop, UV_RUN_NOWAIT);
 		if (sent < n) {
 			ssize_t w = send(fd, out + sent, n - sent, MSG_NOSIGNAL);
 			if (w > 0)
@@ -151,7 +145,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* Let the daemon's side finish closing (its close callback). */
 	for (int i = 0; i < 4; i++)
-		uv_run(D->loop, UV_RUN_NOWAIT);
+		uv_run(loop, UV_RUN_NOWAIT);
 	close(fd);
 	in[got] = '\0';
 	if (memchr(in, '\0', got) != NULL)

@@ -1,0 +1,63 @@
+/* sock.c: the daemon's listening Unix sockets (control.c, feed.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+/* Create a listening Unix socket: its directory 0750, the socket itself
+ * created under a umask giving `mode`, owned by the configured group; a
+ * live old socket (another daemon) is detected by connecting first. */
+int
+sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
+    uv_connection_cb cb)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (plc_mkdirs(dir, 0750) == -1) {
+			log_warn("%s: mkdir %s", __func__, dir);
+			return -1;
+		}
+		if (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) == -1)
+			log_warn("%s: chown %s", __func__, dir);
+	}
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_warnx("%s: %s: path too long for a Unix socket", __func__, path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		close(fd);
+		log_warnx("%s: %s: another pipelined is listening there", __func__, path);
+		errno = EADDRINUSE;
+		return -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	uv_pipe_init(loop, srv, 0);
+	mode_t old = umask((mode_t)(0777 & ~mode));
+	int rc = uv_pipe_bind(srv, path);
+	umask(old);
+	if (rc != 0) {
+		log_warnx("%s: bind %s: %s", __func__, path, uv_strerror(rc));
+		return -1;
+	}
+	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) == -1)
+		log_warn("%s: chown %s", __func__, path);
+	if ((rc = uv_listen((uv_stream_t *)srv, 256, cb)) != 0) {
+		log_warnx("%s: listen %s: %s", __func__, path, uv_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
