@@ -1,0 +1,511 @@
+/* test_sched.c: the scheduler (sched.c) without a daemon. It runs against
+ * a real SQLite store in a temporary directory, a real libuv loop (this
+ * thread is its loop thread), the real spec parser and checks, and a
+ * stand-in for the work: stages registered in process ("fake", and
+ * "fake_adopt", which is PL_STAGE_ADOPTABLE) whose run hook records each
+ * launch and blocks until the test ends it with the result it chooses, or
+ * until the scheduler cancels it. No daemon process, no socket, no shim.
+ *
+ * Each case runs in a child process of its own, as the daemon runs one
+ * scheduler per process (its state is static in sched.c). The restart
+ * case kills its first child with SIGKILL while jobs run, as a daemon
+ * dies, and starts a second scheduler over the same store file: it must
+ * find the truth the first one committed. */
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "t_core.h"
+
+/* One call of a fake stage's run hook. */
+struct launch {
+	char run[64], job[64];
+	int attempt, adopted;
+	double at;                /* now_mono() when it was launched */
+	int rc, done;             /* the test's verdict, once done */
+	int ended;                /* the hook returned */
+};
+#define MAXL 256
+static struct launch launches[MAXL];
+static int nlaunch;
+static pthread_mutex_t fmtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fcv = PTHREAD_COND_INITIALIZER;
+
+static int
+fake_run(struct pl_job *pj)
+{
+	pthread_mutex_lock(&fmtx);
+	if (nlaunch == MAXL)
+		abort();
+	struct launch *l = &launches[nlaunch++];
+	snprintf(l->run, sizeof(l->run), "%s", pj->run);
+	snprintf(l->job, sizeof(l->job), "%s", pj->name);
+	l->attempt = pj->attempt;
+	l->adopted = pj->adopted;
+	l->at = now_mono();
+	/* pj->cancel is a flag the scheduler sets: looked at every 5 ms. */
+	while (!l->done && !pj->cancel) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fcv, &fmtx, &ts);
+	}
+	int rc = l->done ? l->rc : PL_ECANCELED;
+	l->ended = 1;
+	pthread_mutex_unlock(&fmtx);
+	return rc;
+}
+
+static const struct pl_stage fake = {
+	.abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), .name = "fake",
+	.summary = "the test's stand-in", .run = fake_run,
+};
+static const struct pl_stage fake_adopt = {
+	.abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), .name = "fake_adopt",
+	.summary = "the test's stand-in, re-entered after a restart",
+	.flags = PL_STAGE_ADOPTABLE, .run = fake_run,
+};
+
+static uv_loop_t *loop;
+static struct store *store;
+static struct conf conf;
+static char dir[PATH_MAX];
+
+/* A scheduler over dir's store: conf_text is pipelined.conf's tail. */
+static void
+start(const char *conf_text)
+{
+	char path[PATH_MAX + 32], text[4 * PATH_MAX + 512], *errs = NULL;
+	snprintf(path, sizeof(path), "%s/pipelined.conf", dir);
+	snprintf(text, sizeof(text), "[daemon]\nstate_dir = %s\ncontrol_socket = %s/c.sock\n"
+	    "feed_socket = %s/f.sock\nplugin_dir = %s\n%s", dir, dir, dir, dir, conf_text);
+	FILE *f = fopen(path, "w");
+	if (f == NULL || fputs(text, f) == EOF || fclose(f) != 0)
+		abort();
+	if (conf_load(&conf, path, &errs) == -1) {
+		fprintf(stderr, "%s", errs);
+		abort();
+	}
+	snprintf(path, sizeof(path), "%s/pipelined.db", dir);
+	if (store_open(&store, path) == -1)
+		abort();
+	loop = uv_default_loop();
+}
+
+static void
+submit(const char *name, const char *text)
+{
+	char path[128], *errs = NULL, err[512];
+	snprintf(path, sizeof(path), "%s.ini", name);
+	struct spec *s = spec_parse(path, text, &errs);
+	if (s == NULL || spec_check(s, &conf, &errs) == -1) {
+		fprintf(stderr, "%s: %s", path, errs ? errs : "?\n");
+		abort();
+	}
+	free(errs);
+	CHECK(sched_submit(s, err, sizeof(err)) == 0);
+}
+
+/* Run the loop for secs (the retry timer fires on it). */
+static void
+pump(double secs)
+{
+	double until = now_mono() + secs;
+	while (now_mono() < until) {
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+}
+
+/* The launch of run/job's attempt, waited for up to secs; NULL if none. */
+static struct launch *
+launched(const char *run, const char *job, int attempt, double secs)
+{
+	double until = now_mono() + secs;
+	for (;;) {
+		struct launch *found = NULL;
+		pthread_mutex_lock(&fmtx);
+		for (int i = 0; i < nlaunch; i++)
+			if (strcmp(launches[i].run, run) == 0 && strcmp(launches[i].job, job) == 0 &&
+			    launches[i].attempt == attempt)
+				found = &launches[i];
+		pthread_mutex_unlock(&fmtx);
+		if (found || now_mono() >= until)
+			return found;
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+}
+
+/* Launches of run so far, and how many of them run now. */
+static int
+count(const char *run, int *running)
+{
+	int n = 0, r = 0;
+	pthread_mutex_lock(&fmtx);
+	for (int i = 0; i < nlaunch; i++)
+		if (strcmp(launches[i].run, run) == 0) {
+			n++;
+			r += !launches[i].done && !launches[i].ended;
+		}
+	pthread_mutex_unlock(&fmtx);
+	if (running)
+		*running = r;
+	return n;
+}
+
+static void
+finish(struct launch *l, int rc)
+{
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&fmtx);
+	l->rc = rc;
+	l->done = 1;
+	pthread_cond_broadcast(&fcv);
+	pthread_mutex_unlock(&fmtx);
+}
+
+/* Wait up to secs for run/job to be in state (the scheduler's memory). */
+static int
+state_is(const char *run, const char *job, const char *state, double secs)
+{
+	double until = now_mono() + secs;
+	for (;;) {
+		const char *st = sched_job_state(run, job);
+		if (st != NULL && strcmp(st, state) == 0)
+			return 1;
+		if (now_mono() >= until) {
+			fprintf(stderr, "%s/%s is %s, not %s\n", run, job, st ? st : "unknown", state);
+			return 0;
+		}
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+}
+
+/* The run's state in the store. */
+static int
+run_is(const char *run, const char *state, double secs)
+{
+	double until = now_mono() + secs;
+	for (;;) {
+		char *st = store_run_state_get(store, run);
+		int ok = st != NULL && strcmp(st, state) == 0;
+		if (ok || now_mono() >= until) {
+			if (!ok)
+				fprintf(stderr, "run %s is %s, not %s\n", run, st ? st : "unknown", state);
+			free(st);
+			return ok;
+		}
+		free(st);
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+}
+
+static struct job_row
+row(const char *run, const char *job)
+{
+	struct job_row r;
+	memset(&r, 0, sizeof(r));
+	if (store_job_get(store, store_run_id(store, run), job, &r) == -1)
+		r.attempts = -1;
+	return r;
+}
+
+/* A job never starts before its dependencies succeed: a diamond with a
+ * fan-out (a -> b, c) and a fan-in (b, c -> d); a failure skips what
+ * follows and fails the run. */
+static void
+case_dag(void)
+{
+	start("max_jobs = 8\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("diamond", "[a]\nstage = fake\n[b]\nstage = fake\nafter = a\n"
+	    "[c]\nstage = fake\nafter = a\n[d]\nstage = fake\nafter = b, c\n");
+	struct launch *a = launched("diamond", "a", 1, 5);
+	CHECK(a != NULL);
+	pump(0.2);
+	CHECK(count("diamond", NULL) == 1);        /* b, c, d wait for a */
+	finish(a, PL_OK);
+	struct launch *b = launched("diamond", "b", 1, 5), *c = launched("diamond", "c", 1, 5);
+	CHECK(b != NULL && c != NULL);             /* the fan-out, both at once */
+	int running;
+	CHECK(count("diamond", &running) == 3 && running == 2);
+	finish(b, PL_OK);
+	CHECK(state_is("diamond", "b", "succeeded", 5));
+	pump(0.2);
+	CHECK(launched("diamond", "d", 1, 0) == NULL); /* the fan-in waits for c too */
+	CHECK(state_is("diamond", "d", "pending", 0));
+	finish(c, PL_OK);
+	struct launch *d = launched("diamond", "d", 1, 5);
+	CHECK(d != NULL);
+	CHECK(d && b && c && d->at >= b->at && d->at >= c->at && b->at >= a->at);
+	finish(d, PL_OK);
+	CHECK(run_is("diamond", "succeeded", 5));
+
+	/* A failed job (no retries): what follows it is skipped, never
+	 * launched; a job beside it still runs; the run fails. */
+	submit("broken", "[a]\nstage = fake\n[b]\nstage = fake\nafter = a\n"
+	    "[c]\nstage = fake\nafter = b\n[side]\nstage = fake\n");
+	a = launched("broken", "a", 1, 5);
+	struct launch *side = launched("broken", "side", 1, 5);
+	CHECK(a != NULL && side != NULL);
+	finish(a, PL_EIO);
+	CHECK(state_is("broken", "a", "failed", 5));
+	CHECK(state_is("broken", "b", "skipped", 5));
+	CHECK(state_is("broken", "c", "skipped", 5));
+	CHECK(run_is("broken", "running", 0));     /* side still runs */
+	finish(side, PL_OK);
+	CHECK(run_is("broken", "failed", 5));
+	CHECK(count("broken", NULL) == 2);
+	CHECK(strcmp(row("broken", "c").state, "skipped") == 0);
+}
+
+/* A failed attempt is retried after its backoff, doubling up to
+ * retry_backoff_max; attempts are counted; after `retries` retries the
+ * job fails for good. */
+static void
+case_retry(void)
+{
+	start("max_jobs = 4\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("flaky", "[x]\nstage = fake\nretries = 3\nretry_backoff = 0.2\n"
+	    "retry_backoff_max = 0.5\n[after_x]\nstage = fake\nafter = x\n");
+	/* Each failure's retry time, as committed: its backoff after the
+	 * failure, which happened between finish() and the state seen. */
+	static const double wait[] = { 0.2, 0.4, 0.5 };   /* doubling, capped */
+	struct launch *l = launched("flaky", "x", 1, 5);
+	CHECK(l != NULL);
+	for (int n = 1; n <= 3; n++) {
+		double before = now_wall();
+		finish(l, PL_EIO);
+		CHECK(state_is("flaky", "x", "retrying", 5));
+		double after = now_wall(), at = row("flaky", "x").next_at;
+		CHECK(at >= before + wait[n - 1] && at <= after + wait[n - 1]);
+		CHECK(row("flaky", "x").attempts == n);
+		CHECK(launched("flaky", "x", n + 1, 0) == NULL);  /* not before it */
+		l = launched("flaky", "x", n + 1, 10);
+		CHECK(l != NULL);
+		CHECK(now_wall() >= at);           /* it came when due */
+	}
+	finish(l, PL_EIO);
+	CHECK(state_is("flaky", "x", "failed", 5));
+	pump(1.2);                                 /* past any backoff: no fifth */
+	CHECK(launched("flaky", "x", 5, 0) == NULL);
+	CHECK(row("flaky", "x").attempts == 4);
+	CHECK(state_is("flaky", "after_x", "skipped", 0));
+	CHECK(run_is("flaky", "failed", 5));
+
+	/* A retry that succeeds lets the job after it run. */
+	submit("heals", "[x]\nstage = fake\nretries = 1\nretry_backoff = 0.05\n"
+	    "[y]\nstage = fake\nafter = x\n");
+	finish(launched("heals", "x", 1, 5), PL_EIO);
+	finish(launched("heals", "x", 2, 5), PL_OK);
+	finish(launched("heals", "y", 1, 5), PL_OK);
+	CHECK(run_is("heals", "succeeded", 5));
+	CHECK(row("heals", "x").attempts == 2);
+}
+
+/* Jobs needing a resource beyond what is free wait; max_jobs holds. */
+static void
+case_resources(void)
+{
+	start("max_jobs = 3\n[resources]\ngpu = 2\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("gpus", "[g1]\nstage = fake\nresources = gpu\n[g2]\nstage = fake\n"
+	    "resources = gpu\n[g3]\nstage = fake\nresources = gpu\n[big]\nstage = fake\n"
+	    "resources = gpu:2\n");
+	CHECK(launched("gpus", "g1", 1, 5) != NULL && launched("gpus", "g2", 1, 5) != NULL);
+	pump(0.2);
+	CHECK(count("gpus", NULL) == 2);           /* g3 and big wait for a gpu */
+	finish(launched("gpus", "g1", 1, 0), PL_OK);
+	struct launch *g3 = launched("gpus", "g3", 1, 5);
+	CHECK(g3 != NULL);
+	pump(0.2);
+	CHECK(launched("gpus", "big", 1, 0) == NULL); /* needs both */
+	finish(launched("gpus", "g2", 1, 0), PL_OK);
+	pump(0.2);
+	CHECK(launched("gpus", "big", 1, 0) == NULL); /* g3 holds one */
+	finish(g3, PL_OK);
+	struct launch *big = launched("gpus", "big", 1, 5);
+	CHECK(big != NULL);
+	finish(big, PL_OK);
+	CHECK(run_is("gpus", "succeeded", 5));
+
+	/* Five jobs without resources: never more than max_jobs (3) at once,
+	 * and the daemon's count says the same. */
+	submit("many", "[j1]\nstage = fake\n[j2]\nstage = fake\n[j3]\nstage = fake\n"
+	    "[j4]\nstage = fake\n[j5]\nstage = fake\n");
+	pump(0.3);
+	int running;
+	CHECK(count("many", &running) == 3 && running == 3);
+	CHECK(sched_running() == 3);
+	finish(launched("many", "j1", 1, 0), PL_OK);
+	CHECK(launched("many", "j4", 1, 5) != NULL);
+	pump(0.2);
+	CHECK(count("many", &running) == 4 && running == 3);
+	for (int i = 1; i <= 5; i++) {
+		char j[8];
+		snprintf(j, sizeof(j), "j%d", i);
+		finish(launched("many", j, 1, 5), PL_OK);
+	}
+	CHECK(run_is("many", "succeeded", 5));
+	CHECK(sched_running() == 0);
+}
+
+/* Cancel: the running job is told (its hook returns PL_ECANCELED), the
+ * pending ones never start; the run ends cancelled. Cancelling a run
+ * that is not running is refused. */
+static void
+case_cancel(void)
+{
+	char msg[256];
+	start("max_jobs = 4\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("stop", "[a]\nstage = fake\n[b]\nstage = fake\nafter = a\n"
+	    "[r]\nstage = fake\nretries = 5\nretry_backoff = 30\n");
+	struct launch *a = launched("stop", "a", 1, 5), *r = launched("stop", "r", 1, 5);
+	CHECK(a != NULL && r != NULL);
+	finish(r, PL_EIO);
+	CHECK(state_is("stop", "r", "retrying", 5));
+	CHECK(sched_cancel("stop", msg, sizeof(msg)) == 0);
+	CHECK(state_is("stop", "a", "cancelled", 5));
+	CHECK(a && a->ended && !a->done);          /* stopped by the scheduler */
+	CHECK(state_is("stop", "b", "cancelled", 5));
+	CHECK(state_is("stop", "r", "cancelled", 5)); /* a waiting retry too */
+	CHECK(run_is("stop", "cancelled", 5));
+	pump(0.2);
+	CHECK(count("stop", NULL) == 2);           /* b never started */
+	CHECK(strcmp(row("stop", "b").state, "cancelled") == 0);
+	CHECK(sched_cancel("stop", msg, sizeof(msg)) != 0);
+	CHECK(sched_cancel("nosuch", msg, sizeof(msg)) != 0);
+	CHECK(sched_running() == 0);
+}
+
+/* The restart case's first scheduler: a finished run, and a run with an
+ * adoptable job, a plain one and one waiting out a backoff, all running
+ * when it is killed. It says so on fd. */
+static void
+restart_first(int fd)
+{
+	start("max_jobs = 4\n");
+	if (sched_init(loop, store, &conf) != 0)
+		_exit(3);
+	submit("old", "[o]\nstage = fake\n");
+	finish(launched("old", "o", 1, 5), PL_OK);
+	submit("live", "[ad]\nstage = fake_adopt\n[plain]\nstage = fake\n"
+	    "[later]\nstage = fake\nafter = plain\n"
+	    "[slow]\nstage = fake\nretries = 1\nretry_backoff = 1.5\n");
+	if (!run_is("old", "succeeded", 5) || launched("live", "ad", 1, 5) == NULL ||
+	    launched("live", "plain", 1, 5) == NULL)
+		_exit(3);
+	finish(launched("live", "slow", 1, 5), PL_EIO);
+	if (!state_is("live", "slow", "retrying", 5))
+		_exit(3);
+	double at = now_wall();
+	if (write(fd, &at, sizeof(at)) != sizeof(at))
+		_exit(3);
+	for (;;)
+		pump(1);                           /* until killed */
+}
+
+static void
+case_restart(void)
+{
+	int p[2];
+	if (pipe(p) == -1)
+		abort();
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		restart_first(p[1]);
+	}
+	close(p[1]);
+	double failed_at = 0;
+	CHECK(read(p[0], &failed_at, sizeof(failed_at)) == sizeof(failed_at));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+
+	/* The second scheduler, over the same file. */
+	start("max_jobs = 4\n");
+	CHECK(sched_init(loop, store, &conf) == 2);  /* both runs, finished or not */
+	CHECK(state_is("old", "o", "succeeded", 0));
+	/* The adoptable job is re-entered in the same attempt. */
+	struct launch *ad = launched("live", "ad", 1, 5);
+	CHECK(ad != NULL && ad->adopted == 1);
+	CHECK(row("live", "ad").attempts == 1);
+	/* The plain one is queued again: a new attempt, the lost one counted,
+	 * no retry spent (it has none, and it runs). */
+	struct launch *plain = launched("live", "plain", 2, 5);
+	CHECK(plain != NULL && plain->adopted == 0);
+	struct job_row pr = row("live", "plain");
+	CHECK(pr.attempts == 2 && pr.lost == 1);
+	CHECK(launched("live", "later", 1, 0) == NULL);
+	/* The backoff committed before the death is kept: the retry comes no
+	 * sooner than 1.5 s after the failure. */
+	struct launch *slow = launched("live", "slow", 2, 10);
+	CHECK(slow != NULL);
+	CHECK(now_wall() - failed_at >= 1.5 - 0.05);
+	CHECK(launched("live", "slow", 1, 0) == NULL); /* not the first attempt again */
+	finish(ad, PL_OK);
+	finish(plain, PL_OK);
+	finish(slow, PL_OK);
+	finish(launched("live", "later", 1, 5), PL_OK);
+	CHECK(run_is("live", "succeeded", 5));
+	CHECK(count("old", NULL) == 0);            /* a finished run does not run again */
+}
+
+/* Run fn in a child with a store directory of its own: 0 when it passed. */
+static int
+in_child(const char *name, void (*fn)(void))
+{
+	snprintf(dir, sizeof(dir), "%s/%s", getenv("TEST_TMP") ? getenv("TEST_TMP") : "/tmp",
+	    name);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0 || mkdir(dir, 0700) == -1)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		t_count = t_fail = 0;
+		fn();
+		printf("%s: %d checks, %d failed\n", name, t_count, t_fail);
+		fflush(NULL);
+		_exit(t_fail ? 1 : 0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) == -1 || !WIFEXITED(st)) {
+		fprintf(stderr, "%s: the child died\n", name);
+		return -1;
+	}
+	return WEXITSTATUS(st);
+}
+
+int
+main(void)
+{
+	static struct plugin self = { .path = "test_sched" };
+	log_init(1, LOG_LVL_WARN, NULL);
+	if (plugin_host.register_stage(&self, &fake) != PL_OK ||
+	    plugin_host.register_stage(&self, &fake_adopt) != PL_OK) {
+		fprintf(stderr, "cannot register the fake stages\n");
+		return 1;
+	}
+	CHECK(in_child("dag", case_dag) == 0);
+	CHECK(in_child("retry", case_retry) == 0);
+	CHECK(in_child("resources", case_resources) == 0);
+	CHECK(in_child("cancel", case_cancel) == 0);
+	CHECK(in_child("restart", case_restart) == 0);
+	T_DONE();
+}
