@@ -11,8 +11,9 @@
 #include "plcommon.h"
 
 /* Create a listening Unix socket: its directory 0750, the socket itself
- * created under a umask giving `mode`, owned by the configured group; a
- * live old socket (another daemon) is detected by connecting first. */
+ * created under a umask giving `mode`, both given to group gid (the
+ * configured group; (gid_t)-1: none); a live old socket (another daemon)
+ * is detected by connecting first. */
 int
 sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
     uv_connection_cb cb)
