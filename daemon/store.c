@@ -757,7 +757,7 @@ int
 store_run_state(struct store *s, int64_t run_id, const char *run, const char *state,
     const char *message)
 {
-	int final = strcmp(state, "running") != 0;
+	int final = pl_run_state_find(state) != PLR_running;
 	sqlite3_stmt *st = prep(s, "UPDATE runs SET state = ?, message = ?, finished = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
@@ -800,10 +800,11 @@ store_job_state(struct store *s, int64_t job_id, const char *run, const char *jo
     const char *state, int attempt, const char *message)
 {
 	const char *sql;
-	if (strcmp(state, "running") == 0)
+	int js = pl_job_state_find(state);
+	if (js == PLJ_running)
 		sql = "UPDATE jobs SET state = ?, message = ?, started = coalesce(started, ?),"
 		    " finished = NULL WHERE id = ?";
-	else if (strcmp(state, "pending") == 0 || strcmp(state, "retrying") == 0)
+	else if (js == PLJ_pending || js == PLJ_retrying)
 		sql = "UPDATE jobs SET state = ?, message = ?, finished = NULL, started = started + 0 * ? WHERE id = ?";
 	else
 		sql = "UPDATE jobs SET state = ?, message = ?, finished = ? WHERE id = ?";

@@ -339,7 +339,7 @@ web_sse_open(const char *run, long long since)
 		return NULL;
 	}
 	cJSON *req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "verb", "watch");
+	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
 	cJSON_AddNumberToObject(req, "since", (double)(since > 0 ? since : 0));
 	if (run != NULL && *run != '\0')
