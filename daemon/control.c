@@ -447,10 +447,10 @@ cancel_retry(struct client *c, const cJSON *req, int cancel)
 		    pl_verb_name(cancel ? PLV_cancel : PLV_retry));
 		return;
 	}
-	int rc = cancel ? sched_cancel(run, msg, sizeof(msg)) :
+	enum pl_proto_err e = cancel ? sched_cancel(run, msg, sizeof(msg)) :
 	    sched_retry(run, job, msg, sizeof(msg));
-	if (rc != 0) {
-		reply_err(c, rc == -2 ? PLP_ESTATE : PLP_ENOENT, "%s", msg);
+	if (e != PLP_OK) {
+		reply_err(c, e, "%s", msg);
 		return;
 	}
 	cJSON *r = cJSON_CreateObject();

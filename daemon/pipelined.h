@@ -479,8 +479,12 @@ void	sched_wake(void);       /* from the async handle: a pass a job thread asked
 /* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
  * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
-int	sched_cancel(const char *run, char *msg, size_t len);
-int	sched_retry(const char *run, const char *job, char *msg, size_t len);
+/* Cancel a run, retry a run or a job and what follows it: PLP_OK with what
+ * was done in msg, or the refusal to answer with (PLP_ENOENT: no such run
+ * or job; PLP_ESTATE: cancel of a run that is not running, retry of one
+ * that is; PLP_EIO: the store refused the change), the reason in msg. */
+enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
+enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
 const char *sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* control.c */
