@@ -37,6 +37,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
+#include "wire.h"
 
 struct store {
 	sqlite3 *db;
@@ -546,7 +547,7 @@ event_line(int64_t id, double ts, const char *run, const char *job, const char *
 	return line;
 }
 
-static cJSON *rows_json(struct store *s, sqlite3_stmt *st);
+static cJSON *rows_json(struct store *s, sqlite3_stmt *st, const struct wire_row *row);
 
 /*
  * The outbox rows of one event, one per target, in the event's
@@ -617,7 +618,7 @@ store_outbox_due(struct store *s, double now, int limit)
 	if (st) {
 		sqlite3_bind_double(st, 1, now);
 		sqlite3_bind_int(st, 2, limit);
-		a = rows_json(s, st);
+		a = rows_json(s, st, &wire_outbox);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return a;
@@ -1173,36 +1174,11 @@ store_proc_update(struct store *s, struct proc *p, int64_t events_offset)
 	return step_done(s, st);
 }
 
-/* Column helper for the JSON queries. */
-static void
-add_col(cJSON *o, sqlite3_stmt *st, int i, const char *name)
-{
-	switch (sqlite3_column_type(st, i)) {
-	case SQLITE_INTEGER:
-		cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(st, i));
-		break;
-	case SQLITE_FLOAT:
-		cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
-		break;
-	case SQLITE_TEXT:
-		cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
-		break;
-	default:
-		cJSON_AddNullToObject(o, name);
-	}
-}
-
+/* The rows of st as JSON, named by row (wire.c); gives st back. */
 static cJSON *
-rows_json(struct store *s, sqlite3_stmt *st)
+rows_json(struct store *s, sqlite3_stmt *st, const struct wire_row *row)
 {
-	cJSON *a = cJSON_CreateArray();
-	int n = sqlite3_column_count(st);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		for (int i = 0; i < n; i++)
-			add_col(o, st, i, sqlite3_column_name(st, i));
-		cJSON_AddItemToArray(a, o);
-	}
+	cJSON *a = wire_rows(st, row);
 	unprep(s, st);
 	return a;
 }
@@ -1215,7 +1191,7 @@ store_q_runs(struct store *s)
 	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded"
 	    " FROM runs r ORDER BY r.id DESC");
-	cJSON *a = st ? rows_json(s, st) : NULL;
+	cJSON *a = st ? rows_json(s, st, &wire_run) : NULL;
 	pthread_mutex_unlock(&s->mtx);
 	return a;
 }
@@ -1230,7 +1206,7 @@ store_q_run(struct store *s, const char *run)
 	if (st == NULL)
 		goto out;
 	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-	cJSON *runs = rows_json(s, st);
+	cJSON *runs = rows_json(s, st, &wire_run);
 	if (cJSON_GetArraySize(runs) != 1) {
 		cJSON_Delete(runs);
 		goto out;
@@ -1243,7 +1219,7 @@ store_q_run(struct store *s, const char *run)
 	    " JOIN runs r ON r.id = j.run_id WHERE r.name = ? ORDER BY j.seq");
 	if (st) {
 		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		cJSON_AddItemToObject(res, "jobs", rows_json(s, st));
+		cJSON_AddItemToObject(res, "jobs", rows_json(s, st, &wire_job));
 	}
 out:
 	pthread_mutex_unlock(&s->mtx);
@@ -1254,14 +1230,14 @@ cJSON *
 store_q_values(struct store *s, const char *run, const char *job)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, v.key, v.value, v.ts FROM vals v"
+	sqlite3_stmt *st = prep(s, "SELECT j.name AS job_name, v.key, v.value, v.ts FROM vals v"
 	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
 	    " WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2) ORDER BY v.id");
 	cJSON *a = NULL;
 	if (st) {
 		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
+		a = rows_json(s, st, &wire_value);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return a;
@@ -1271,13 +1247,14 @@ cJSON *
 store_q_artifacts(struct store *s, const char *run)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, a.name, a.path, a.size, a.sha256, a.created"
+	sqlite3_stmt *st = prep(s, "SELECT j.name AS job_name, a.name, a.path, a.size, a.sha256,"
+	    " a.created"
 	    " FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
 	    " WHERE r.name = ? ORDER BY a.id");
 	cJSON *a = NULL;
 	if (st) {
 		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
+		a = rows_json(s, st, &wire_artifact);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return a;
@@ -1296,7 +1273,7 @@ store_q_metrics(struct store *s, const char *run, const char *job, const char *n
 		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
+		a = rows_json(s, st, &wire_metric);
 	}
 	pthread_mutex_unlock(&s->mtx);
 	return a;
