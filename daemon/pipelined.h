@@ -244,7 +244,16 @@ const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
-/* store.c: the SQLite store (thread-safe; one connection, one mutex) */
+/*
+ * store.c, store_query.c: the SQLite store (thread-safe; one connection,
+ * one mutex). store.c: opening, the schema and its migrations,
+ * transactions, events and the outbox's writes, and every write below;
+ * store_query.c: the reads (store_outbox_due/next, store_attempt_deadline,
+ * store_value_get/history, store_artifact_find, store_proc_find,
+ * store_attempt_procs, store_q_*, store_job_get, store_run_id,
+ * store_run_state_get, store_run_owner_get). Their shared inside is in
+ * store_int.h; rows go out in JSON through wire.h.
+ */
 struct store;
 #define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);

@@ -1,4 +1,7 @@
-/* store.c: the SQLite store, the truth of pipelined.
+/* store.c: the SQLite store, the truth of pipelined: opening, the schema
+ * and its migrations, transactions, events and every write. The reads are
+ * in store_query.c; what both share (struct store, the statement cache)
+ * in store_int.h.
  *
  * One connection in WAL mode behind one mutex. Writers bracket their
  * changes with store_begin()/store_commit(); events inserted inside are
