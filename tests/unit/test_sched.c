@@ -378,7 +378,7 @@ case_cancel(void)
 	CHECK(a != NULL && r != NULL);
 	finish(r, PL_EIO);
 	CHECK(state_is("stop", "r", "retrying", 5));
-	CHECK(sched_cancel("stop", msg, sizeof(msg)) == 0);
+	CHECK(sched_cancel("stop", msg, sizeof(msg)) == PLP_OK);
 	CHECK(state_is("stop", "a", "cancelled", 5));
 	CHECK(a && a->ended && !a->done);          /* stopped by the scheduler */
 	CHECK(state_is("stop", "b", "cancelled", 5));
@@ -387,8 +387,8 @@ case_cancel(void)
 	pump(0.2);
 	CHECK(count("stop", NULL) == 2);           /* b never started */
 	CHECK(strcmp(row("stop", "b").state, "cancelled") == 0);
-	CHECK(sched_cancel("stop", msg, sizeof(msg)) != 0);
-	CHECK(sched_cancel("nosuch", msg, sizeof(msg)) != 0);
+	CHECK(sched_cancel("stop", msg, sizeof(msg)) == PLP_ESTATE); /* not running now */
+	CHECK(sched_cancel("nosuch", msg, sizeof(msg)) == PLP_ENOENT);
 	CHECK(sched_running() == 0);
 }
 
