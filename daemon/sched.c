@@ -69,6 +69,10 @@ struct srun {
 	 * how many have a thread; failed: a job failed, was cancelled or
 	 * skipped since the last pass (skips may propagate). */
 	int first_open, nretrying, nrunning, failed;
+	/* runs/NAME below the state directory, opened (O_NOFOLLOW, as
+	 * job_dirs opens every directory below it) at the run's first job
+	 * and held until the run ends, not walked again for every job. */
+	int dirfd;
 	struct srun *next;
 };
 
@@ -349,15 +353,24 @@ handoff_release(void)
  * without following a link (jobs write below the state directory):
  * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
 static int
-job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
+job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 {
-	char rel[PATH_MAX];
-	snprintf(rel, sizeof(rel), "runs/%s/%s", j->run->name, j->sec->name);
+	struct srun *r = j->run;
 	const char *what = D->conf->state_dir, *verb = "make";
-	int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
-	if (sfd >= 0) {
+	int wfd = -1;
+	if (r->dirfd < 0) {
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "runs/%s", r->name);
+		int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd >= 0) {
+			what = pj->jobdir;
+			r->dirfd = dirs_make_at(sfd, rel, 0711);
+			close(sfd);
+		}
+	}
+	if (r->dirfd >= 0) {
 		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
+		pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	}
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
@@ -372,8 +385,6 @@ job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
 	int e = errno;
 	if (wfd >= 0)
 		close(wfd);
-	if (sfd >= 0)
-		close(sfd);
 	if (pj->logfd >= 0)
 		return 0;
 	snprintf(why, len, "cannot %s %s: %s", verb, what, strerror(e));
@@ -606,6 +617,10 @@ run_finish_check(struct srun *r)
 	store_run_state(D->store, r->id, r->name, st, msg[0] ? msg : NULL);
 	if (store_commit(D->store) == 0) {
 		snprintf(r->state, sizeof(r->state), "%s", st);
+		if (r->dirfd >= 0) {
+			close(r->dirfd);
+			r->dirfd = -1;
+		}
 		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
 	}
@@ -687,6 +702,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 	r->id = id;
 	r->name = xstrdup(spec->name);
 	r->spec = spec;
+	r->dirfd = -1;
 	snprintf(r->state, sizeof(r->state), "%s", state);
 	r->njobs = spec->njobs;
 	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
