@@ -634,6 +634,7 @@ sched_kick(void)
 	for (struct srun *r = D->runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
+again:
 		advance_open(r);
 		/* Skips propagate until nothing changes (only after a job
 		 * failed, was cancelled or skipped). */
@@ -682,6 +683,12 @@ sched_kick(void)
 			job_start(j);
 		}
 		advance_open(r); /* past a job that failed to start */
+		/* A job failed to start (start_failed): the jobs after it are
+		 * skipped in this pass, not in a next one that nothing may
+		 * cause (a run whose every started job failed so would wait
+		 * for ever). Each time round a job more is final. */
+		if (r->failed)
+			goto again;
 		run_finish_check(r);
 	}
 	if (next > 0 && !on_loop_thread()) {

@@ -28,6 +28,10 @@ command = true
 [dir]
 stage = exec
 command = touch ran-here
+[after_dir]
+stage = exec
+command = true
+after = dir
 INI
 pctl submit "$TEST_TMP/links.ini" >/dev/null
 wait_run links failed 30
@@ -36,6 +40,9 @@ wait_run links failed 30
 for j in log work file dir; do
 	[ "$(job_state links $j)" = failed ] || fail "job $j: $(job_state links $j), wanted failed"
 done
+# A job after one that could not start is skipped in the same pass (the
+# run ended above; it used to wait for a pass nothing would start).
+[ "$(job_state links after_dir)" = skipped ] || fail "job after_dir: $(job_state links after_dir), wanted skipped"
 msg() { pctl --json status links | /usr/bin/python3 -c '
 import json, sys
 for j in json.load(sys.stdin)["jobs"]:
