@@ -937,7 +937,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
-	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+	if (spec == NULL || spec_check(spec, D->conf, host_check_section, &errs) == -1) {
 		if (strcmp(state, "running") == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
