@@ -888,8 +888,9 @@ h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		snprintf(p.ext_id, sizeof(p.ext_id), "%s", row.ext_id);
 		p.state = row.state;
 		r.offset = row.events_offset;
-		if (strcmp(row.executor, "slurm") == 0 && &exec_slurm != NULL)
-			p.ex = &exec_slurm;
+		const struct executor *ex = exec_find(row.executor);
+		if (ex != NULL)
+			p.ex = ex;
 		if (row.state == PROC_ENDED || row.state == PROC_LOST) {
 			out->exited = row.exited;
 			out->status = row.status;

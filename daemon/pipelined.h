@@ -224,6 +224,7 @@ struct spec_section {
 	int *res_counts;
 	int nres;
 	char *executor;
+	const struct executor *ex;  /* exec_find(executor), set by spec_check */
 };
 struct spec {
 	char *path;        /* as given (absolute when submitted) */

@@ -157,7 +157,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 static int
 res_available(struct sjob *j)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -170,7 +170,7 @@ res_available(struct sjob *j)
 static void
 res_take(struct sjob *j, int sign)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return;
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -409,8 +409,8 @@ job_launch(struct sjob *j, int adopt)
 		job_free(pj);
 		return -1;
 	}
-	if (strcmp(j->sec->executor, "slurm") == 0 && &exec_slurm != NULL) {
-		pj->ex = &exec_slurm;
+	if (j->sec->ex != &exec_local) {
+		pj->ex = j->sec->ex;
 		pj->ex_opts = executor_opts(j);
 	}
 	/* The deadline was stored when the attempt started: a re-entered one
@@ -904,9 +904,8 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 			continue;
 		struct proc p;
 		memset(&p, 0, sizeof(p));
-		p.ex = &exec_local;
-		if (strcmp(rows[i].executor, "slurm") == 0 && &exec_slurm != NULL)
-			p.ex = &exec_slurm;
+		if ((p.ex = exec_find(rows[i].executor)) == NULL)
+			p.ex = &exec_local;
 		p.pidfd = -1;
 		p.id = rows[i].id;
 		p.pid = rows[i].pid;

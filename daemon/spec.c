@@ -461,13 +461,14 @@ check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
 	strv_free(res);
 	v = spec_get(sec, "executor");
 	sec->executor = xstrdup(v ? v : "local");
-	if (strcmp(sec->executor, "local") != 0 && strcmp(sec->executor, "slurm") != 0)
-		BAD("executor", "must be local or slurm, not \"%s\"", sec->executor);
-	else if (strcmp(sec->executor, "slurm") == 0 && &exec_slurm == NULL)
-		BAD("executor", "this pipelined was built without the slurm executor");
+	sec->ex = exec_find(sec->executor);
+	if (!exec_known(sec->executor))
+		BAD("executor", "must be " EXEC_NAMES ", not \"%s\"", sec->executor);
+	else if (sec->ex == NULL)
+		BAD("executor", "this pipelined was built without the %s executor", sec->executor);
 	static const char *const slurm_only[] = { "partition", "gres", "time", "mem",
 	    "account", "sbatch_options", NULL };
-	if (strcmp(sec->executor, "slurm") != 0)
+	if (sec->ex == NULL || !sec->ex->batch)
 		for (int k = 0; slurm_only[k]; k++)
 			if (spec_find(sec, slurm_only[k]))
 				BAD(slurm_only[k], "only applies with executor = slurm");
