@@ -414,7 +414,7 @@ char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemo
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
-/* host.c: the pl_host table and struct pl_job */
+/* host.c, host_spawn.c, job.c: the pl_host table and struct pl_job */
 enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };
 struct pl_job {
 	int mode;
@@ -464,6 +464,17 @@ struct pl_job {
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
+/* host_spawn.c: host->spawn() (pipeline-plugin(3)): start or adopt a
+ * process, read its events until it ends. */
+int	host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+/* job.c, for host.c and host_spawn.c: host->log() (into the job log,
+ * and the daemon's for warnings), host->cancelled() (cancelled or past
+ * its deadline), an event printed by hand (pipelinectl stage; takes d),
+ * a file's or directory's digest. */
+void	job_log(pl_job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int	job_cancelled(pl_job *j);
+void	job_print_event(pl_job *j, const char *type, cJSON *d);
+int	job_digest(const char *path, char hex[65], uint64_t *size);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);
