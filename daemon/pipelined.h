@@ -279,7 +279,16 @@ const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
-/* store.c: the SQLite store (thread-safe; one connection, one mutex) */
+/*
+ * store.c, store_query.c: the SQLite store (thread-safe; one connection,
+ * one mutex). store.c: opening, the schema and its migrations,
+ * transactions, events and the outbox's writes, and every write below;
+ * store_query.c: the reads (store_outbox_due/next, store_attempt_deadline,
+ * store_value_get/history, store_artifact_find, store_proc_find,
+ * store_attempt_procs, store_q_*, store_job_get, store_run_id,
+ * store_run_state_get, store_run_owner_get). Their shared inside is in
+ * store_int.h; rows go out in JSON through wire.h.
+ */
 struct store;
 #define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
@@ -525,8 +534,12 @@ void	sched_wake(void);       /* from the async handle: a pass a job thread asked
 /* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
  * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
-int	sched_cancel(const char *run, char *msg, size_t len);
-int	sched_retry(const char *run, const char *job, char *msg, size_t len);
+/* Cancel a run, retry a run or a job and what follows it: PLP_OK with what
+ * was done in msg, or the refusal to answer with (PLP_ENOENT: no such run
+ * or job; PLP_ESTATE: cancel of a run that is not running, retry of one
+ * that is; PLP_EIO: the store refused the change), the reason in msg. */
+enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
+enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
 const char *sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* control.c */

@@ -756,17 +756,17 @@ sched_submit(struct spec *spec, char *err, size_t errlen)
 	return WITH_SMTX(sched_submit_locked(spec, err, errlen));
 }
 
-static int
+static enum pl_proto_err
 sched_cancel_locked(const char *name, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
 		snprintf(msg, len, "no run %s", name);
-		return -1;
+		return PLP_ENOENT;
 	}
 	if (strcmp(r->state, "running") != 0) {
 		snprintf(msg, len, "run %s is %s, not running", name, r->state);
-		return -2;
+		return PLP_ESTATE;
 	}
 	r->cancel = 1;
 	int stopping = 0;
@@ -778,10 +778,10 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 	snprintf(msg, len, "cancelling run %s (%d running job%s stopping)", name, stopping,
 	    stopping == 1 ? "" : "s");
 	sched_kick();
-	return 0;
+	return PLP_OK;
 }
 
-int
+enum pl_proto_err
 sched_cancel(const char *name, char *msg, size_t len)
 {
 	return WITH_SMTX(sched_cancel_locked(name, msg, len));
@@ -801,17 +801,17 @@ mark_downstream(struct srun *r, struct sjob *j, char *mark)
 				mark_downstream(r, &r->jobs[i], mark);
 }
 
-static int
+static enum pl_proto_err
 sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
 		snprintf(msg, len, "no run %s", name);
-		return -1;
+		return PLP_ENOENT;
 	}
 	if (strcmp(r->state, "running") == 0) {
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
-		return -2;
+		return PLP_ESTATE;
 	}
 	char *mark = xcalloc((size_t)r->njobs, 1);
 	if (job != NULL) {
@@ -819,7 +819,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		if (j == NULL) {
 			free(mark);
 			snprintf(msg, len, "run %s has no job %s", name, job);
-			return -1;
+			return PLP_ENOENT;
 		}
 		mark_downstream(r, j, mark);
 	} else {
@@ -831,7 +831,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	if (store_begin(D->store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
-		return -1;
+		return PLP_EIO;
 	}
 	for (int i = 0; i < r->njobs; i++) {
 		if (!mark[i])
@@ -847,17 +847,17 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	if (store_commit(D->store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
-		return -1;
+		return PLP_EIO;
 	}
 	free(mark);
 	r->cancel = 0;
 	snprintf(r->state, sizeof(r->state), "running");
 	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
 	sched_kick();
-	return 0;
+	return PLP_OK;
 }
 
-int
+enum pl_proto_err
 sched_retry(const char *name, const char *job, char *msg, size_t len)
 {
 	return WITH_SMTX(sched_retry_locked(name, job, msg, len));

@@ -150,6 +150,16 @@ struct plc_http_resp {
  * when a response arrived (any status), -1 on a transport error. */
 int	plc_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *content_type, double timeout, struct plc_http_resp *r);
+/* A kept connection: one libcurl handle that serves request after request
+ * on the same keep-alive connection (no connect, no new handle per
+ * request), for a client that sends many; one thread at a time.
+ * plc_http_conn_new returns NULL when out of memory. */
+struct plc_http_conn;
+struct plc_http_conn *plc_http_conn_new(void);
+int	plc_http_conn_do(struct plc_http_conn *k, const char *method, const char *url,
+	    const void *body, size_t len, const char *content_type, double timeout,
+	    struct plc_http_resp *r);
+void	plc_http_conn_free(struct plc_http_conn *k);
 /* POST a file's bytes (streamed, not loaded). */
 int	plc_http_post_file(const char *url, const char *path, double timeout,
 	    struct plc_http_resp *r);
