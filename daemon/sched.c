@@ -161,7 +161,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 static int
 res_available(struct sjob *j)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -174,7 +174,7 @@ res_available(struct sjob *j)
 static void
 res_take(struct sjob *j, int sign)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return;
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -420,8 +420,8 @@ job_launch(struct sjob *j, int adopt)
 		job_free(pj);
 		return -1;
 	}
-	if (strcmp(j->sec->executor, "slurm") == 0 && &exec_slurm != NULL) {
-		pj->ex = &exec_slurm;
+	if (j->sec->ex != &exec_local) {
+		pj->ex = j->sec->ex;
 		pj->ex_opts = executor_opts(j);
 	}
 	/* The deadline was stored when the attempt started: a re-entered one
@@ -927,9 +927,8 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 			continue;
 		struct proc p;
 		memset(&p, 0, sizeof(p));
-		p.ex = &exec_local;
-		if (strcmp(rows[i].executor, "slurm") == 0 && &exec_slurm != NULL)
-			p.ex = &exec_slurm;
+		if ((p.ex = exec_find(rows[i].executor)) == NULL)
+			p.ex = &exec_local;
 		p.pidfd = -1;
 		p.id = rows[i].id;
 		p.pid = rows[i].pid;
@@ -960,7 +959,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
-	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+	if (spec == NULL || spec_check(spec, D->conf, host_check_section, &errs) == -1) {
 		if (strcmp(state, "running") == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
