@@ -291,13 +291,13 @@ cmd_check(int argc, char **argv)
 	if (argc != 2)
 		usage();
 	load_conf();
-	plugin_load_dir(conf.plugin_dir);
+	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	char abs[PATH_MAX];
 	char *text = read_spec(argv[1], abs, sizeof(abs));
 	char *errs = NULL;
 	/* Messages name the file as the operator typed it. */
 	struct spec *s = spec_parse(argv[1], text, &errs);
-	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, &errs) == 0;
+	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, &errs) == 0;
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "ok", ok);
@@ -1042,7 +1042,7 @@ static int
 cmd_stage(int argc, char **argv)
 {
 	load_conf();
-	plugin_load_dir(conf.plugin_dir);
+	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	if (argc < 2)
 		usage();
 	if (strcmp(argv[1], "--list") == 0) {

@@ -134,7 +134,7 @@ on_hup(uv_signal_t *s, int signum)
 	 * The scheduler carries the resources in use over, and passes. */
 	conf = nc;
 	log_setlevel(nc->log_level);
-	plugin_load_dir(nc->plugin_dir);
+	plugin_load_dir(nc->plugin_dir, &plugin_host);
 	log_info("reload: configuration %s loaded", nc->path);
 	sched_reconf(nc);
 }
@@ -211,7 +211,7 @@ main(int argc, char **argv)
 	store_set_outbox(store, notify_classify, notify_wake);
 	store_set_fail(store, on_store_fail);
 
-	int np = plugin_load_dir(conf->plugin_dir);
+	int np = plugin_load_dir(conf->plugin_dir, &plugin_host);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",
 	    plugin_nstages(), plugin_nstages() == 1 ? "" : "s", conf->plugin_dir);
 

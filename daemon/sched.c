@@ -87,6 +87,10 @@ struct srun {
 	 * how many have a thread; failed: a job failed, was cancelled or
 	 * skipped since the last pass (skips may propagate). */
 	int first_open, nretrying, nrunning, failed;
+	/* runs/NAME below the state directory, opened (O_NOFOLLOW, as
+	 * job_dirs opens every directory below it) at the run's first job
+	 * and held until the run ends, not walked again for every job. */
+	int dirfd;
 	struct srun *next;
 };
 
@@ -175,7 +179,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 static int
 res_available(struct sjob *j)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
@@ -188,7 +192,7 @@ res_available(struct sjob *j)
 static void
 res_take(struct sjob *j, int sign)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return;
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
@@ -367,15 +371,24 @@ handoff_release(void)
  * without following a link (jobs write below the state directory):
  * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
 static int
-job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
+job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 {
-	char rel[PATH_MAX];
-	snprintf(rel, sizeof(rel), "runs/%s/%s", j->run->name, j->sec->name);
+	struct srun *r = j->run;
 	const char *what = S.conf->state_dir, *verb = "make";
-	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
-	if (sfd >= 0) {
+	int wfd = -1;
+	if (r->dirfd < 0) {
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "runs/%s", r->name);
+		int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd >= 0) {
+			what = pj->jobdir;
+			r->dirfd = dirs_make_at(sfd, rel, 0711);
+			close(sfd);
+		}
+	}
+	if (r->dirfd >= 0) {
 		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
+		pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	}
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
@@ -390,8 +403,6 @@ job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
 	int e = errno;
 	if (wfd >= 0)
 		close(wfd);
-	if (sfd >= 0)
-		close(sfd);
 	if (pj->logfd >= 0)
 		return 0;
 	snprintf(why, len, "cannot %s %s: %s", verb, what, strerror(e));
@@ -427,8 +438,8 @@ job_launch(struct sjob *j, int adopt)
 		job_free(pj);
 		return -1;
 	}
-	if (strcmp(j->sec->executor, "slurm") == 0 && &exec_slurm != NULL) {
-		pj->ex = &exec_slurm;
+	if (j->sec->ex != &exec_local) {
+		pj->ex = j->sec->ex;
 		pj->ex_opts = executor_opts(j);
 	}
 	/* The deadline was stored when the attempt started: a re-entered one
@@ -624,6 +635,10 @@ run_finish_check(struct srun *r)
 	store_run_state(S.store, r->id, r->name, st, msg[0] ? msg : NULL);
 	if (store_commit(S.store) == 0) {
 		snprintf(r->state, sizeof(r->state), "%s", st);
+		if (r->dirfd >= 0) {
+			close(r->dirfd);
+			r->dirfd = -1;
+		}
 		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
 	}
@@ -637,6 +652,7 @@ sched_kick(void)
 	for (struct srun *r = S.runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
+again:
 		advance_open(r);
 		/* Skips propagate until nothing changes (only after a job
 		 * failed, was cancelled or skipped). */
@@ -685,6 +701,12 @@ sched_kick(void)
 			job_start(j);
 		}
 		advance_open(r); /* past a job that failed to start */
+		/* A job failed to start (start_failed): the jobs after it are
+		 * skipped in this pass, not in a next one that nothing may
+		 * cause (a run whose every started job failed so would wait
+		 * for ever). Each time round a job more is final. */
+		if (r->failed)
+			goto again;
 		run_finish_check(r);
 	}
 	if (next > 0 && !pthread_equal(pthread_self(), S.loop_thread)) {
@@ -705,6 +727,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 	r->id = id;
 	r->name = xstrdup(spec->name);
 	r->spec = spec;
+	r->dirfd = -1;
 	snprintf(r->state, sizeof(r->state), "%s", state);
 	r->njobs = spec->njobs;
 	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
@@ -922,9 +945,8 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 			continue;
 		struct proc p;
 		memset(&p, 0, sizeof(p));
-		p.ex = &exec_local;
-		if (strcmp(rows[i].executor, "slurm") == 0 && &exec_slurm != NULL)
-			p.ex = &exec_slurm;
+		if ((p.ex = exec_find(rows[i].executor)) == NULL)
+			p.ex = &exec_local;
 		p.pidfd = -1;
 		p.id = rows[i].id;
 		p.pid = rows[i].pid;
@@ -955,7 +977,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
-	if (spec == NULL || spec_check(spec, S.conf, &errs) == -1) {
+	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
 		if (strcmp(state, "running") == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");

@@ -1,8 +1,12 @@
 /*
- * plcommon.h: code shared by the stage plugins (and the daemon's host):
- * hashing, atomic files, HTTP, guarded reads of mapped files. Format
- * libraries (safetensors.h, gguf.h) and service clients (ollama.h) have
- * headers of their own beside it.
+ * plcommon.h: the common library (plugins/common, libplcommon.a), the
+ * code both sides of the plugin ABI link: every stage plugin and the
+ * daemon's host. Hashing, atomic files, HTTP, guarded reads of mapped
+ * files; format libraries (safetensors.h, gguf.h) and service clients
+ * (ollama.h) have headers of their own beside it.
+ * It sits on the ABI (include/pipeline) and under everything else: its
+ * files include only their own headers and include/pipeline, and call
+ * nothing of daemon/ (HACKING.md: Layers; tests/tools/check-layers.sh).
  * Internal functions return 0 or -1 with errno set, unless stated.
  */
 #ifndef PLCOMMON_H

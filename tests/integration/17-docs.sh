@@ -155,7 +155,7 @@ done
 for w in started progress metric checkpoint artifact done error; do
 	has "$M/pipeline-job.7" "^\.It Li $w( |$)" || miss "pipeline-job.7: event type $w (.It Li $w)"
 done
-for e in $(grep -o 'PL_[A-Z_]*=%' "$TOP/daemon/host.c" | tr -d '=%' | sort -u); do
+for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/host*.c | tr -d '=%' | sort -u); do
 	has "$M/pipeline-job.7" "^\.It Ev $e( |$)" || miss "pipeline-job.7: environment variable $e (.It Ev $e)"
 done
 # The core's own feed types: those it stores, and the drop notice. Other

@@ -106,7 +106,7 @@ submit(const char *name, const char *text)
 	char path[128], *errs = NULL, err[512];
 	snprintf(path, sizeof(path), "%s.ini", name);
 	struct spec *s = spec_parse(path, text, &errs);
-	if (s == NULL || spec_check(s, &conf, &errs) == -1) {
+	if (s == NULL || spec_check(s, &conf, host_check_section, &errs) == -1) {
 		fprintf(stderr, "%s: %s", path, errs ? errs : "?\n");
 		abort();
 	}
