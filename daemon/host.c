@@ -20,7 +20,6 @@
 #include "plcommon.h"
 
 extern char **environ;
-int plugin_register_stage(void *plugin, const struct pl_stage *st);
 
 static const char *
 h_strerror(int code)
@@ -827,13 +826,35 @@ proc_save(pl_job *j, struct proc *p, int64_t offset)
 	store_commit(j->store);
 }
 
+static int spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+
+/* The plugin's structs, copied into this host's: a shorter pl_spawn reads
+ * zero past its size, and no more of out is written than its size. */
 static int
-h_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+h_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
 {
-	memset(out, 0, sizeof(*out));
-	if (spec == NULL || spec->abi != PL_ABI_VERSION || spec->size < sizeof(*spec) ||
-	    spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
-		h_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (abi, size, name or argv)");
+	struct pl_spawn spec;
+	struct pl_exit out;
+	char why[256];
+	const char *who = j->reg && j->reg->plugin ? j->reg->plugin->path : "plugin";
+
+	if (plugin_struct_in("struct pl_spawn", pspec, PL_SPAWN_SIZE_MIN, &spec, sizeof(spec),
+	    why, sizeof(why)) == -1 || plugin_struct_in("struct pl_exit", pout, PL_EXIT_SIZE_MIN,
+	    &out, sizeof(out), why, sizeof(why)) == -1) {
+		h_log(j, PL_LOG_ERROR, "spawn: %s: %s", who, why);
+		return PL_EINVAL;
+	}
+	int rc = spawn_run(j, &spec, &out);
+	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
+	    pout->size - offsetof(struct pl_exit, exited));
+	return rc;
+}
+
+static int
+spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+{
+	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
+		h_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
 		return PL_EINVAL;
 	}
 	if (h_cancelled(j))

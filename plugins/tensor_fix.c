@@ -1188,13 +1188,4 @@ static const struct pl_stage fix_stage = {
 	.run = fix_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &fix_stage);
-}
+PL_PLUGIN(&host, &fix_stage)
