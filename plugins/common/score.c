@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +15,6 @@
 
 #include "plcommon.h"
 #include "score.h"
-
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static char *
 xstrdup(const char *s)
@@ -75,7 +62,7 @@ sc_caps_load(const char *path, struct sc_caps *caps, char *err, size_t errlen)
 
 	memset(caps, 0, sizeof(*caps));
 	if ((text = plc_read_file(path, NULL, 1 << 20)) == NULL) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	/* strtok_r would merge empty lines and lose line numbers: split by hand. */
@@ -93,11 +80,11 @@ sc_caps_load(const char *path, struct sc_caps *caps, char *err, size_t errlen)
 		    w = strtok_r(NULL, " \t\r", &wsave)) {
 			if (idx < 0) {
 				if (!valid_name(w)) {
-					seterr(err, errlen, "%s:%d: bad capability name", path, lineno);
+					plc_seterr(err, errlen, "%s:%d: bad capability name", path, lineno);
 					goto fail;
 				}
 				if (sc_caps_find(caps, w) >= 0) {
-					seterr(err, errlen, "%s:%d: capability %s listed twice",
+					plc_seterr(err, errlen, "%s:%d: capability %s listed twice",
 					    path, lineno, w);
 					goto fail;
 				}
@@ -124,7 +111,7 @@ sc_caps_load(const char *path, struct sc_caps *caps, char *err, size_t errlen)
 			} else if (strcmp(w, "disabled") == 0) {
 				caps->disabled[idx] = 1;
 			} else {
-				seterr(err, errlen, "%s:%d: unknown flag \"%s\" (hidden, disabled)",
+				plc_seterr(err, errlen, "%s:%d: unknown flag \"%s\" (hidden, disabled)",
 				    path, lineno, w);
 				goto fail;
 			}
@@ -132,12 +119,12 @@ sc_caps_load(const char *path, struct sc_caps *caps, char *err, size_t errlen)
 	}
 	free(text);
 	if (caps->n == 0) {
-		seterr(err, errlen, "%s: no capabilities listed", path);
+		plc_seterr(err, errlen, "%s: no capabilities listed", path);
 		return -1;
 	}
 	return 0;
 nomem:
-	seterr(err, errlen, "%s:%d: out of memory", path, lineno);
+	plc_seterr(err, errlen, "%s:%d: out of memory", path, lineno);
 fail:
 	free(text);
 	sc_caps_free(caps);
@@ -262,7 +249,7 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 	memset(c, 0, sizeof(*c));
 	o = cJSON_ParseWithLength(line, len);
 	if (o == NULL || !cJSON_IsObject(o)) {
-		seterr(err, errlen, "not a JSON object");
+		plc_seterr(err, errlen, "not a JSON object");
 		cJSON_Delete(o);
 		return -1;
 	}
@@ -272,34 +259,34 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 			if (v->string && strcmp(v->string, case_keys[k]) == 0)
 				break;
 		if (case_keys[k] == NULL) {
-			seterr(err, errlen, "unknown field \"%.40s\"", v->string ? v->string : "");
+			plc_seterr(err, errlen, "unknown field \"%.40s\"", v->string ? v->string : "");
 			goto fail;
 		}
 	}
 	s = getstr(o, "id", &bad);
 	if (bad || s == NULL || !valid_name(s)) {
-		seterr(err, errlen, "id: missing or not a short printable string");
+		plc_seterr(err, errlen, "id: missing or not a short printable string");
 		goto fail;
 	}
 	c->id = xstrdup(s);
 
 	s = getstr(o, "kind", &bad);
 	if (bad || s == NULL || (strcmp(s, "route") != 0 && strcmp(s, "guard") != 0)) {
-		seterr(err, errlen, "case %s: kind: must be \"route\" or \"guard\"", c->id);
+		plc_seterr(err, errlen, "case %s: kind: must be \"route\" or \"guard\"", c->id);
 		goto fail;
 	}
 	c->kind = strcmp(s, "guard") == 0 ? SC_GUARD : SC_ROUTE;
 
 	s = getstr(o, "channel", &bad);
 	if (bad) {
-		seterr(err, errlen, "case %s: channel: not a string", c->id);
+		plc_seterr(err, errlen, "case %s: channel: not a string", c->id);
 		goto fail;
 	}
 	c->channel = xstrdup(s ? s : "default");
 
 	s = getstr(o, "user", &bad);
 	if (bad || s == NULL || *s == '\0') {
-		seterr(err, errlen, "case %s: user: missing or not a string", c->id);
+		plc_seterr(err, errlen, "case %s: user: missing or not a string", c->id);
 		goto fail;
 	}
 	c->user = xstrdup(s);
@@ -307,14 +294,14 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 	c->setup = cJSON_CreateArray();
 	if ((v = cJSON_GetObjectItemCaseSensitive(o, "setup")) != NULL && !cJSON_IsNull(v)) {
 		if (!cJSON_IsArray(v)) {
-			seterr(err, errlen, "case %s: setup: not an array", c->id);
+			plc_seterr(err, errlen, "case %s: setup: not an array", c->id);
 			goto fail;
 		}
 		int i = 0;
 		cJSON_ArrayForEach(e, v) {
 			const char *role, *content, *ch;
 			if (!cJSON_IsObject(e)) {
-				seterr(err, errlen, "case %s: setup[%d]: not an object", c->id, i);
+				plc_seterr(err, errlen, "case %s: setup[%d]: not an object", c->id, i);
 				goto fail;
 			}
 			role = getstr(e, "role", &bad);
@@ -322,7 +309,7 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 			ch = getstr(e, "channel", &bad);
 			if (bad || role == NULL || content == NULL ||
 			    (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0)) {
-				seterr(err, errlen, "case %s: setup[%d]: needs role "
+				plc_seterr(err, errlen, "case %s: setup[%d]: needs role "
 				    "(user or assistant) and content strings", c->id, i);
 				goto fail;
 			}
@@ -330,7 +317,7 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 			 * case that seeds one channel and routes on another
 			 * scores every context case context-free (G25). */
 			if (ch != NULL && strcmp(ch, c->channel) != 0) {
-				seterr(err, errlen, "case %s: setup[%d]: channel \"%.40s\" is not "
+				plc_seterr(err, errlen, "case %s: setup[%d]: channel \"%.40s\" is not "
 				    "the case's channel \"%.40s\" (G25)", c->id, i, ch, c->channel);
 				goto fail;
 			}
@@ -344,16 +331,16 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 
 	if ((v = cJSON_GetObjectItemCaseSensitive(o, "expect")) != NULL && !cJSON_IsNull(v)) {
 		if (!cJSON_IsObject(v)) {
-			seterr(err, errlen, "case %s: expect: not an object", c->id);
+			plc_seterr(err, errlen, "case %s: expect: not an object", c->id);
 			goto fail;
 		}
 		s = getstr(v, "capability", &bad);
 		if (bad || s == NULL) {
-			seterr(err, errlen, "case %s: expect.capability: missing", c->id);
+			plc_seterr(err, errlen, "case %s: expect.capability: missing", c->id);
 			goto fail;
 		}
 		if (caps && sc_caps_find(caps, s) < 0) {
-			seterr(err, errlen, "case %s: expect.capability: \"%.60s\" is not in "
+			plc_seterr(err, errlen, "case %s: expect.capability: \"%.60s\" is not in "
 			    "the capability list", c->id, s);
 			goto fail;
 		}
@@ -361,7 +348,7 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 		e = cJSON_GetObjectItemCaseSensitive(v, "args");
 		if (e != NULL && !cJSON_IsNull(e)) {
 			if (!cJSON_IsObject(e)) {
-				seterr(err, errlen, "case %s: expect.args: not an object", c->id);
+				plc_seterr(err, errlen, "case %s: expect.args: not an object", c->id);
 				goto fail;
 			}
 			c->args = cJSON_Duplicate(e, 1);
@@ -370,18 +357,18 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 	if ((v = cJSON_GetObjectItemCaseSensitive(o, "forbid")) != NULL && !cJSON_IsNull(v)) {
 		int n = cJSON_GetArraySize(v);
 		if (!cJSON_IsArray(v)) {
-			seterr(err, errlen, "case %s: forbid: not an array", c->id);
+			plc_seterr(err, errlen, "case %s: forbid: not an array", c->id);
 			goto fail;
 		}
 		c->forbid = calloc(n ? n : 1, sizeof(char *));
 		cJSON_ArrayForEach(e, v) {
 			if (!cJSON_IsString(e) || (caps && sc_caps_find(caps, e->valuestring) < 0)) {
-				seterr(err, errlen, "case %s: forbid[%d]: not a capability of "
+				plc_seterr(err, errlen, "case %s: forbid[%d]: not a capability of "
 				    "the list", c->id, c->nforbid);
 				goto fail;
 			}
 			if (c->expect && strcmp(c->expect, e->valuestring) == 0) {
-				seterr(err, errlen, "case %s: forbid[%d]: forbids the expected "
+				plc_seterr(err, errlen, "case %s: forbid[%d]: forbids the expected "
 				    "capability", c->id, c->nforbid);
 				goto fail;
 			}
@@ -389,16 +376,16 @@ sc_case_parse(const char *line, size_t len, const struct sc_caps *caps,
 		}
 	}
 	if (c->kind == SC_ROUTE && c->expect == NULL) {
-		seterr(err, errlen, "case %s: a route case needs expect.capability", c->id);
+		plc_seterr(err, errlen, "case %s: a route case needs expect.capability", c->id);
 		goto fail;
 	}
 	if (c->kind == SC_GUARD && c->nforbid == 0) {
-		seterr(err, errlen, "case %s: a guard case needs a forbid list", c->id);
+		plc_seterr(err, errlen, "case %s: a guard case needs a forbid list", c->id);
 		goto fail;
 	}
 	s = getstr(o, "train_key", &bad);
 	if (bad) {
-		seterr(err, errlen, "case %s: train_key: not a string", c->id);
+		plc_seterr(err, errlen, "case %s: train_key: not a string", c->id);
 		goto fail;
 	}
 	c->train_key = (s && *s) ? xstrdup(s) : NULL;
@@ -426,7 +413,7 @@ sc_cases_load(const char *path, const struct sc_caps *caps,
 	*cases = NULL;
 	*ncases = 0;
 	if ((text = plc_read_file(path, &len, 256u << 20)) == NULL) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	for (line = text; line != NULL && *line; line = next) {
@@ -445,19 +432,19 @@ sc_cases_load(const char *path, const struct sc_caps *caps,
 			cap = cap ? cap * 2 : 64;
 			struct sc_case *ncs = realloc(cs, cap * sizeof(*cs));
 			if (ncs == NULL) {
-				seterr(err, errlen, "%s:%d: out of memory", path, lineno);
+				plc_seterr(err, errlen, "%s:%d: out of memory", path, lineno);
 				goto fail;
 			}
 			cs = ncs;
 		}
 		if (sc_case_parse(line, strlen(line), caps, &cs[n], e, sizeof(e)) == -1) {
-			seterr(err, errlen, "%s:%d: %s", path, lineno, e);
+			plc_seterr(err, errlen, "%s:%d: %s", path, lineno, e);
 			goto fail;
 		}
 		cs[n].line = lineno;
 		for (int i = 0; i < n; i++)
 			if (strcmp(cs[i].id, cs[n].id) == 0) {
-				seterr(err, errlen, "%s:%d: case id %s already used on line %d",
+				plc_seterr(err, errlen, "%s:%d: case id %s already used on line %d",
 				    path, lineno, cs[n].id, cs[i].line);
 				n++;
 				goto fail;
@@ -466,7 +453,7 @@ sc_cases_load(const char *path, const struct sc_caps *caps,
 	}
 	free(text);
 	if (n == 0) {
-		seterr(err, errlen, "%s: no cases", path);
+		plc_seterr(err, errlen, "%s: no cases", path);
 		free(cs);
 		return -1;
 	}
@@ -565,20 +552,20 @@ sc_keys_parse(const char *json, struct sc_keys *keys, char *err, size_t errlen)
 
 	memset(keys, 0, sizeof(*keys));
 	if (o == NULL || !cJSON_IsObject(o)) {
-		seterr(err, errlen, "not a JSON object");
+		plc_seterr(err, errlen, "not a JSON object");
 		cJSON_Delete(o);
 		return -1;
 	}
 	arr = cJSON_GetObjectItemCaseSensitive(o, "corpus_keys");
 	if (!cJSON_IsArray(arr)) {
-		seterr(err, errlen, "corpus_keys: missing or not an array");
+		plc_seterr(err, errlen, "corpus_keys: missing or not an array");
 		cJSON_Delete(o);
 		return -1;
 	}
 	keys->key = calloc(cJSON_GetArraySize(arr) + 1, sizeof(char *));
 	cJSON_ArrayForEach(e, arr) {
 		if (!cJSON_IsString(e)) {
-			seterr(err, errlen, "corpus_keys[%d]: not a string", keys->n);
+			plc_seterr(err, errlen, "corpus_keys[%d]: not a string", keys->n);
 			cJSON_Delete(o);
 			sc_keys_free(keys);
 			return -1;
@@ -598,12 +585,12 @@ sc_keys_load(const char *path, struct sc_keys *keys, char *err, size_t errlen)
 
 	memset(keys, 0, sizeof(*keys));
 	if ((text = plc_read_file(path, NULL, 256u << 20)) == NULL) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	rc = sc_keys_parse(text, keys, e, sizeof(e));
 	if (rc == -1)
-		seterr(err, errlen, "%s: %s", path, e);
+		plc_seterr(err, errlen, "%s: %s", path, e);
 	free(text);
 	return rc;
 }
@@ -655,15 +642,15 @@ sc_parse_answer(const char *text, size_t len, struct sc_answer *a,
 
 	memset(a, 0, sizeof(*a));
 	if (text == NULL || len == 0) {
-		seterr(why, whylen, "empty output");
+		plc_seterr(why, whylen, "empty output");
 		return -1;
 	}
 	if (len > SC_MAX_OUTPUT) {
-		seterr(why, whylen, "output of %zu bytes exceeds %d", len, SC_MAX_OUTPUT);
+		plc_seterr(why, whylen, "output of %zu bytes exceeds %d", len, SC_MAX_OUTPUT);
 		return -1;
 	}
 	if (memchr(text, '\0', len) != NULL) {
-		seterr(why, whylen, "output contains a NUL byte");
+		plc_seterr(why, whylen, "output contains a NUL byte");
 		return -1;
 	}
 	while (p < end && isspace((unsigned char)*p))
@@ -674,7 +661,7 @@ sc_parse_answer(const char *text, size_t len, struct sc_answer *a,
 	if (end - p >= 6 && memcmp(p, "```", 3) == 0 && memcmp(end - 3, "```", 3) == 0) {
 		const char *nl = memchr(p, '\n', end - p);
 		if (nl == NULL || nl >= end - 3) {
-			seterr(why, whylen, "empty code fence");
+			plc_seterr(why, whylen, "empty code fence");
 			return -1;
 		}
 		p = nl + 1;
@@ -683,41 +670,41 @@ sc_parse_answer(const char *text, size_t len, struct sc_answer *a,
 			end--;
 	}
 	if (p == end || *p != '{') {
-		seterr(why, whylen, "not a JSON object");
+		plc_seterr(why, whylen, "not a JSON object");
 		return -1;
 	}
 	/* On failure cJSON leaves the error position in pend; its global
 	 * cJSON_GetErrorPtr() would race between the bake's threads. */
 	o = cJSON_ParseWithLengthOpts(p, end - p, &pend, 0);
 	if (o == NULL) {
-		seterr(why, whylen, "invalid JSON near byte %zu",
+		plc_seterr(why, whylen, "invalid JSON near byte %zu",
 		    (size_t)((pend != NULL && pend >= p && pend <= end) ? pend - p : 0));
 		return -1;
 	}
 	if (pend != NULL && pend < end) {
-		seterr(why, whylen, "trailing text after the JSON object");
+		plc_seterr(why, whylen, "trailing text after the JSON object");
 		cJSON_Delete(o);
 		return -1;
 	}
 	if (!cJSON_IsObject(o)) {
-		seterr(why, whylen, "not a JSON object");
+		plc_seterr(why, whylen, "not a JSON object");
 		cJSON_Delete(o);
 		return -1;
 	}
 	cap = cJSON_GetObjectItemCaseSensitive(o, "capability");
 	if (!cJSON_IsString(cap) || cap->valuestring[0] == '\0') {
-		seterr(why, whylen, "\"capability\" missing or not a string");
+		plc_seterr(why, whylen, "\"capability\" missing or not a string");
 		cJSON_Delete(o);
 		return -1;
 	}
 	if (strlen(cap->valuestring) >= SC_NAME_MAX) {
-		seterr(why, whylen, "\"capability\" longer than %d bytes", SC_NAME_MAX - 1);
+		plc_seterr(why, whylen, "\"capability\" longer than %d bytes", SC_NAME_MAX - 1);
 		cJSON_Delete(o);
 		return -1;
 	}
 	args = cJSON_GetObjectItemCaseSensitive(o, "args");
 	if (args != NULL && !cJSON_IsNull(args) && !cJSON_IsObject(args)) {
-		seterr(why, whylen, "\"args\" is not an object");
+		plc_seterr(why, whylen, "\"args\" is not an object");
 		cJSON_Delete(o);
 		return -1;
 	}
@@ -808,21 +795,21 @@ sc_score(const struct sc_case *c, const struct sc_caps *caps,
 		snprintf(got, gotlen, "%s", a.capability);
 	for (int i = 0; i < c->nforbid; i++)
 		if (strcmp(a.capability, c->forbid[i]) == 0) {
-			seterr(why, whylen, "forbidden capability %s", a.capability);
+			plc_seterr(why, whylen, "forbidden capability %s", a.capability);
 			out = SC_FORBIDDEN;
 			goto done;
 		}
 	if (caps && sc_caps_find(caps, a.capability) < 0) {
-		seterr(why, whylen, "unknown capability %.60s", a.capability);
+		plc_seterr(why, whylen, "unknown capability %.60s", a.capability);
 		out = SC_MISS;
 		goto done;
 	}
 	if (c->expect != NULL) {
 		if (strcmp(a.capability, c->expect) != 0) {
-			seterr(why, whylen, "expected %s", c->expect);
+			plc_seterr(why, whylen, "expected %s", c->expect);
 			out = SC_MISS;
 		} else if (!sc_args_match(c->args, a.args)) {
-			seterr(why, whylen, "arguments differ");
+			plc_seterr(why, whylen, "arguments differ");
 			out = SC_MISS;
 		}
 	}
@@ -1036,12 +1023,12 @@ sc_rows_parse(const cJSON *cases, struct sc_row **rows, int *n, char *err, size_
 	*rows = NULL;
 	*n = 0;
 	if (!cJSON_IsObject(cases)) {
-		seterr(err, errlen, "cases: not an object");
+		plc_seterr(err, errlen, "cases: not an object");
 		return -1;
 	}
 	rs = calloc(cJSON_GetArraySize(cases) + 1, sizeof(*rs));
 	if (rs == NULL) {
-		seterr(err, errlen, "out of memory");
+		plc_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	cJSON_ArrayForEach(e, cases) {
@@ -1076,7 +1063,7 @@ sc_rows_parse(const cJSON *cases, struct sc_row **rows, int *n, char *err, size_
 		i++;
 		continue;
 bad:
-		seterr(err, errlen, "cases.%.60s: not a result row", e->string ? e->string : "?");
+		plc_seterr(err, errlen, "cases.%.60s: not a result row", e->string ? e->string : "?");
 		free(rs);
 		return -1;
 	}
@@ -1085,8 +1072,8 @@ bad:
 	return 0;
 }
 
-static const struct sc_row *
-row_find(const struct sc_row *rows, int n, const char *id)
+const struct sc_row *
+sc_row_find(const struct sc_row *rows, int n, const char *id)
 {
 	for (int i = 0; i < n; i++)
 		if (strcmp(rows[i].id, id) == 0)
@@ -1109,7 +1096,7 @@ sc_fair_slice(const struct sc_row *a, int na, const struct sc_row *b, int nb,
 
 	memset(f, 0, sizeof(*f));
 	for (int i = 0; i < na; i++) {
-		const struct sc_row *y = row_find(b, nb, a[i].id);
+		const struct sc_row *y = sc_row_find(b, nb, a[i].id);
 		if (y == NULL || !a[i].runnable || !y->runnable || a[i].runs == 0 ||
 		    y->runs == 0)
 			continue;
@@ -1233,7 +1220,7 @@ sc_release_rule(const struct sc_row *cand, int nc, const struct sc_agg *ca,
 			continue;
 		if (sc_row_passed(c) == c->runs)
 			continue;
-		r = row_find(inc, ni, c->id);
+		r = sc_row_find(inc, ni, c->id);
 		if (r == NULL) {
 			snprintf(v->reason, sizeof(v->reason), "case %s missing from the "
 			    "incumbent's results", c->id);

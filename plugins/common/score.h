@@ -137,6 +137,8 @@ struct sc_row {
 	double seconds;		/* summed over the passes */
 };
 int	sc_row_passed(const struct sc_row *r);	/* passes that passed */
+/* The row of case id, or NULL. */
+const struct sc_row *sc_row_find(const struct sc_row *rows, int n, const char *id);
 
 struct sc_rate {
 	double k, n;		/* successes (may be fractional), trials */
