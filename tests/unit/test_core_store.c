@@ -4,6 +4,7 @@
  * file-size limit standing in for a full disk. After every injected
  * failure the store must be consistent: integrity_check ok, event ids
  * 1..N without a gap, and every committed event announced exactly once. */
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -13,7 +14,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-#include "t_core.h"
+#include "check.h"
 
 static int64_t announced, last_announced;
 static int out_of_order;
@@ -227,5 +228,5 @@ main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 1;
-	T_DONE();
+	CHECK_DONE();
 }
