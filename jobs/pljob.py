@@ -466,6 +466,41 @@ def newest_complete_checkpoint(root, log=None):
     return None
 
 
+LEFTOVER_RE = re.compile(r"^(checkpoint-[0-9]+)\.(tmp|old)-[0-9]+$")
+
+
+def sweep_checkpoints(root, log=None):
+    """Remove what a trainer killed inside save_checkpoint left under root:
+    checkpoint-STEP.tmp-PID (a save that never finished) and
+    checkpoint-STEP.old-PID (the previous copy, renamed away just before
+    the new one moved in).  An .old whose checkpoint-STEP is missing (the
+    kill fell between the two renames) is renamed back instead: it was
+    complete.  Only one attempt of a job runs at a time, so nothing else
+    is writing here.  Returns the names removed."""
+    removed = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        m = LEFTOVER_RE.match(name)
+        if not m:
+            continue
+        path = os.path.join(root, name)
+        final = os.path.join(root, m.group(1))
+        if m.group(2) == "old" and not os.path.exists(final) and verify_checkpoint(path) is None:
+            os.rename(path, final)
+            fsync_dir(root)
+            if log:
+                log("%s: restored from %s" % (final, name))
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(name)
+        if log:
+            log("%s: removed (left by an interrupted save)" % path)
+    return removed
+
+
 def save_checkpoint(root, step, build):
     """Save checkpoint-STEP under root: build(tmpdir) writes the files, the
     marker is written last, and the directory is renamed into place."""

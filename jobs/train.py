@@ -195,6 +195,7 @@ def body(job):
         start, losses = resume(job.resume_from, eng, opt, digest, digest_keys, plan)
         ev.emit("resumed", step=start, path=os.path.abspath(job.resume_from))
     root = job.checkpoint_dir()
+    pljob.sweep_checkpoints(root, log=lambda m: print(m, file=sys.stderr))
     run_peak = 0.0
     # In use before this process's first forward, as the probe reports it.
     pre_step = eng.pre_step_mb()

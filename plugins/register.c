@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,9 +126,17 @@ mf_param(cJSON *params, const char *key, const char *val, const char *path, int 
 	}
 	for (int i = 0; ints[i]; i++)
 		if (strcmp(key, ints[i]) == 0) {
+			errno = 0;
 			long long x = strtoll(val, &end, 10);
 			if (*val == '\0' || *end != '\0') {
 				snprintf(err, errlen, "%s:%d: PARAMETER %s: \"%s\" is not an integer",
+				    path, lineno, key, val);
+				return -1;
+			}
+			/* JSON numbers travel as doubles: past 2^53 the value
+			 * sent would not be the value written. */
+			if (errno == ERANGE || x > (1LL << 53) || x < -(1LL << 53)) {
+				snprintf(err, errlen, "%s:%d: PARAMETER %s: %s is out of range",
 				    path, lineno, key, val);
 				return -1;
 			}
@@ -138,8 +147,9 @@ mf_param(cJSON *params, const char *key, const char *val, const char *path, int 
 	for (int i = 0; floats[i]; i++)
 		if (strcmp(key, floats[i]) == 0) {
 			double x = strtod(val, &end);
-			if (*val == '\0' || *end != '\0') {
-				snprintf(err, errlen, "%s:%d: PARAMETER %s: \"%s\" is not a number",
+			/* strtod takes "nan" and "inf", which JSON cannot carry. */
+			if (*val == '\0' || *end != '\0' || !isfinite(x)) {
+				snprintf(err, errlen, "%s:%d: PARAMETER %s: \"%s\" is not a finite number",
 				    path, lineno, key, val);
 				return -1;
 			}

@@ -5,10 +5,12 @@
  * the modelfile a server returns (ollama_admin.c: the weights digest of
  * its first FROM line). The plugin has no header: its source is compiled
  * in here, as it is, to reach the reader. A loaded template has a
- * TEMPLATE, parameters of Ollama's types (numbers; stop: strings); a
+ * TEMPLATE, parameters of Ollama's types (finite numbers an integer
+ * option can carry exactly; stop: strings); a
  * refusal names the file; a digest is 64 hex digits.
  */
 #include <limits.h>
+#include <math.h>
 
 #include "../../plugins/register.c"
 #include "fuzz.h"
@@ -33,7 +35,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				for (const cJSON *s = p->child; s; s = s->next)
 					if (!cJSON_IsString(s))
 						abort();
-			} else if (!cJSON_IsNumber(p)) {
+			} else if (!cJSON_IsNumber(p) || !isfinite(p->valuedouble) ||
+			    fabs(p->valuedouble) > 9007199254740992.0) {
 				abort();
 			}
 		}

@@ -7,7 +7,8 @@
 # changed learning rate, or from a checkpoint without its marker, is refused
 # with exit 2 before any step runs.  LoRA dropout is on (0.1), so the torch
 # RNG state must come back with the checkpoint too, not only the adapter,
-# optimizer and data position.
+# optimizer and data position.  What a save killed half-way leaves
+# (checkpoint-N.tmp-PID, checkpoint-N.old-PID) is swept at the resume.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PY=/usr/bin/python3
@@ -66,10 +67,23 @@ set -e
 [ $rc -eq 2 ] || fail "resume from an unmarked checkpoint exited $rc, want 2"
 grep '"type":"error"' bad2.ev | grep -q "not a complete checkpoint: no COMPLETE marker" || { cat bad2.ev; fail "bad2 message"; }
 
+# What a trainer killed inside a save leaves behind: an unfinished
+# checkpoint-50.tmp-PID, the previous copy checkpoint-25.old-PID beside its
+# replacement, a complete checkpoint-10.old-PID whose checkpoint-10 never
+# moved in (restored), and an incomplete checkpoint-11.old-PID (removed).
+mkdir b/checkpoints/checkpoint-50.tmp-4242 && echo partial >b/checkpoints/checkpoint-50.tmp-4242/adapter.bin
+cp -r "$ck" b/checkpoints/checkpoint-25.old-4243
+cp -r "$ck" b/checkpoints/checkpoint-10.old-4244
+cp -r nomarker b/checkpoints/checkpoint-11.old-4245
+
 # The resume, appending to the same events file as the daemon would.
 PL_WORKDIR=$TEST_TMP/b PL_RESUME_FROM=$TEST_TMP/$ck $PY "$J/train.py" --config train.json --events b.ev >/dev/null \
     || { tail -n 3 b.ev; fail "resumed run"; }
 grep -q '"type":"loop_started","step":26,' b.ev || fail "the resume did not start at step 26"
+left=$(cd b/checkpoints && ls -d *.tmp-* *.old-* 2>/dev/null || true)
+[ -z "$left" ] || fail "leftovers of interrupted saves survived the resume: $left"
+$PY "$J/pljob.py" verify-checkpoint b/checkpoints/checkpoint-10 || fail "checkpoint-10.old-4244 was not restored"
+[ ! -e b/checkpoints/checkpoint-11 ] || fail "an incomplete .old copy was restored"
 
 cmp a/adapter/adapter_model.safetensors b/adapter/adapter_model.safetensors \
     || fail "the resumed adapter differs from the uninterrupted run's"
