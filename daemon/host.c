@@ -844,6 +844,8 @@ h_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
 		h_log(j, PL_LOG_ERROR, "spawn: %s: %s", who, why);
 		return PL_EINVAL;
 	}
+	/* What the host writes starts zeroed, whatever the plugin's struct held. */
+	memset(&out.exited, 0, sizeof(out) - offsetof(struct pl_exit, exited));
 	int rc = spawn_run(j, &spec, &out);
 	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
 	    pout->size - offsetof(struct pl_exit, exited));
