@@ -31,7 +31,18 @@ WERROR  ?= -Werror
 endif
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
-ALL_CFLAGS = -std=gnu11 $(WARN) $(WERROR) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Idaemon -Iplugins/common \
+# The layers (HACKING.md: Layers): include/pipeline, the ABI, sees nothing
+# else; plugins/common, the common library, sees the ABI (and its own
+# headers, beside its files); the plugins see both; the daemon, the tests
+# and the fuzz targets see all three.
+INC_ABI    := -Iinclude
+INC_COMMON := -Iinclude -Iplugins/common
+INC_DAEMON := -Iinclude -Iplugins/common -Idaemon
+LAYER_INC   = $(INC_DAEMON)
+plugins/%.o: LAYER_INC = $(INC_COMMON)
+plugins/common/%.o: LAYER_INC = $(INC_ABI)
+tests/plugins/%.o: LAYER_INC = $(INC_ABI)
+ALL_CFLAGS = -std=gnu11 $(WARN) $(WERROR) $(CFLAGS) -D_GNU_SOURCE $(LAYER_INC) \
            -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
 PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PLUG_PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
@@ -118,10 +129,11 @@ FUZZ_CC     ?= clang
 FUZZ_DIR    := build/fuzz
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  = -std=gnu11 $(filter-out -Wno-format-truncation,$(WARN)) $(WERROR) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-               -D_GNU_SOURCE -Iinclude -Idaemon -Iplugins/common -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
+               -D_GNU_SOURCE $(LAYER_INC) -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
 FUZZ_BINS   := $(FUZZ_SRCS:.c=)
 .SECONDARY: $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/tests/fuzz/replay_main.o
 
+$(FUZZ_DIR)/plugins/common/%.o: LAYER_INC = $(INC_ABI)
 $(FUZZ_DIR)/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<

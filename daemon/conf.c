@@ -72,6 +72,18 @@ struct conf_parse {
 	int nerr;
 };
 
+const char *const conf_notify_kinds[CONF_NOTIFY_NKINDS] = { "run.start", "run.end",
+    "job.failed", "gate.verdict", "train.resumed" };
+
+static int
+notify_known_kind(const char *word)
+{
+	for (int k = 0; k < CONF_NOTIFY_NKINDS; k++)
+		if (strcmp(word, conf_notify_kinds[k]) == 0)
+			return 1;
+	return 0;
+}
+
 static const struct conf_key *
 conf_key_find(const char *section, const char *key)
 {
@@ -160,9 +172,13 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	case 'e': {
 		char **w = split_list(value, NULL);
 		for (int n = 0; w && w[n]; n++)
-			if (!notify_known_event(w[n])) {
+			if (!notify_known_kind(w[n])) {
+				char known[256] = "";
+				for (int q = 0; q < CONF_NOTIFY_NKINDS; q++)
+					snprintf(known + strlen(known), sizeof(known) - strlen(known),
+					    "%s%s", q ? " " : "", conf_notify_kinds[q]);
 				errs_add(p->errs, c->path, p->line, name, "unknown event \"%s\" (known: "
-				    "run.start run.end job.failed gate.verdict train.resumed)", w[n]);
+				    "%s)", w[n], known);
 				p->nerr++;
 				strv_free(w);
 				return 1;
@@ -330,7 +346,7 @@ conf_load(struct conf *c, const char *path, char **errs)
 		errs_add(errs, path, 0, "-", "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	int rc = spec_ini_parse(c->path, text, conf_handler, &p, &p.line, errs, &p.nerr);
+	int rc = ini_text_parse(c->path, text, conf_handler, &p, &p.line, errs, &p.nerr);
 	free(text);
 	if (rc > 0) {
 		errs_add(errs, c->path, rc, "-", "syntax error (expected [section] or key = value)");

@@ -118,10 +118,10 @@ reply_ok(struct client *c, cJSON *result)
 }
 
 static void
-reply_err(struct client *c, const char *code, const char *fmt, ...)
+reply_err(struct client *c, enum pl_proto_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void
-reply_err(struct client *c, const char *code, const char *fmt, ...)
+reply_err(struct client *c, enum pl_proto_err code, const char *fmt, ...)
 {
 	char *msg;
 	va_list ap;
@@ -131,7 +131,7 @@ reply_err(struct client *c, const char *code, const char *fmt, ...)
 	va_end(ap);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", "error");
-	cJSON_AddStringToObject(o, "code", code);
+	cJSON_AddStringToObject(o, "code", pl_proto_err_name(code));
 	cJSON_AddStringToObject(o, "error", msg);
 	send_line(c, cJSON_PrintUnformatted(o));
 	cJSON_Delete(o);
@@ -286,12 +286,13 @@ peer_fs_leave(struct peer_fs *s)
 }
 
 static void
-v_check_submit(struct client *c, const cJSON *req, int submit)
+check_submit(struct client *c, const cJSON *req, int submit)
 {
 	const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
 	const char *name = arg_str(req, "name");
 	if (path == NULL || text == NULL) {
-		reply_err(c, "EINVAL", "%s needs \"path\" and \"text\"", submit ? "submit" : "check");
+		reply_err(c, PLP_EINVAL, "%s needs \"path\" and \"text\"",
+		    pl_verb_name(submit ? PLV_submit : PLV_check));
 		return;
 	}
 	char *errs = NULL;
@@ -303,10 +304,10 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 	struct peer_fs pfs = { .on = 0 };
 	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
 	if (!bad)
-		bad = spec_check(spec, D->conf, &errs) == -1;
+		bad = spec_check(spec, D->conf, host_check_section, &errs) == -1;
 	peer_fs_leave(&pfs);
 	if (bad) {
-		reply_err(c, "EINVAL", "%s", errs ? errs : spec ? "the spec could not be "
+		reply_err(c, PLP_EINVAL, "%s", errs ? errs : spec ? "the spec could not be "
 		    "checked with the peer's credentials" : "invalid spec");
 		free(errs);
 		spec_free(spec);
@@ -326,11 +327,23 @@ v_check_submit(struct client *c, const cJSON *req, int submit)
 	int rc = sched_submit(spec, err, sizeof(err)), e = errno;
 	if (rc != 0) {
 		cJSON_Delete(r);
-		reply_err(c, rc == -1 ? "EEXIST" : e == ENOSPC ? "ENOSPC" : "EIO", "%s", err);
+		reply_err(c, rc == -1 ? PLP_EEXIST : e == ENOSPC ? PLP_ENOSPC : PLP_EIO, "%s", err);
 		spec_free(spec);
 		return;
 	}
 	reply_ok(c, r);
+}
+
+static void
+v_check(struct client *c, const cJSON *req)
+{
+	check_submit(c, req, 0);
+}
+
+static void
+v_submit(struct client *c, const cJSON *req)
+{
+	check_submit(c, req, 1);
 }
 
 static void
@@ -339,12 +352,12 @@ v_logs(struct client *c, const cJSON *req)
 	const char *run = arg_str(req, "run"), *job = arg_str(req, "job");
 	const cJSON *off = cJSON_GetObjectItemCaseSensitive(req, "offset");
 	if (run == NULL || job == NULL) {
-		reply_err(c, "EINVAL", "logs needs \"run\" and \"job\"");
+		reply_err(c, PLP_EINVAL, "logs needs \"run\" and \"job\"");
 		return;
 	}
 	const char *path = sched_job_log(run, job);
 	if (path == NULL) {
-		reply_err(c, "ENOENT", "no job %s in run %s", job, run);
+		reply_err(c, PLP_ENOENT, "no job %s in run %s", job, run);
 		return;
 	}
 	off_t o = cJSON_IsNumber(off) && off->valuedouble > 0 ? (off_t)off->valuedouble : 0;
@@ -375,136 +388,220 @@ v_logs(struct client *c, const cJSON *req)
 }
 
 static void
+v_hello(struct client *c, const cJSON *req)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, "version");
+	if (!cJSON_IsNumber(v) || v->valueint != PL_PROTO_VERSION) {
+		reply_err(c, PLP_EVERSION, "protocol version mismatch: client %d, pipelined %d",
+		    cJSON_IsNumber(v) ? v->valueint : -1, PL_PROTO_VERSION);
+		client_close(c);
+		return;
+	}
+	c->hello = 1;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "version", PL_PROTO_VERSION);
+	cJSON_AddStringToObject(r, "daemon", "pipelined " PL_VERSION);
+	cJSON_AddBoolToObject(r, "may_write", peer_may_write(c));
+	reply_ok(c, r);
+}
+
+static void
+v_ping(struct client *c, const cJSON *req)
+{
+	reply_ok(c, NULL);
+}
+
+static void
+v_status(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run");
+	if (run != NULL) {
+		cJSON *r = store_q_run(D->store, run);
+		if (r == NULL)
+			reply_err(c, PLP_ENOENT, "no run %s", run);
+		else
+			reply_ok(c, r);
+		return;
+	}
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "runs", store_q_runs(D->store));
+	cJSON_AddNumberToObject(r, "running_jobs", D->running);
+	cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(D->store));
+	reply_ok(c, r);
+}
+
+static void
+v_list(struct client *c, const cJSON *req)
+{
+	v_status(c, req);
+}
+
+/* Cancel or retry: the scheduler's message, or its refusal. */
+static void
+cancel_retry(struct client *c, const cJSON *req, int cancel)
+{
+	const char *run = arg_str(req, "run"), *job = arg_str(req, "job");
+	char msg[512];
+	if (run == NULL) {
+		reply_err(c, PLP_EINVAL, "%s needs \"run\"",
+		    pl_verb_name(cancel ? PLV_cancel : PLV_retry));
+		return;
+	}
+	enum pl_proto_err e = cancel ? sched_cancel(run, msg, sizeof(msg)) :
+	    sched_retry(run, job, msg, sizeof(msg));
+	if (e != PLP_OK) {
+		reply_err(c, e, "%s", msg);
+		return;
+	}
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "message", msg);
+	reply_ok(c, r);
+}
+
+static void
+v_cancel(struct client *c, const cJSON *req)
+{
+	cancel_retry(c, req, 1);
+}
+
+static void
+v_retry(struct client *c, const cJSON *req)
+{
+	cancel_retry(c, req, 0);
+}
+
+/* The status page's address, and a one-time login code for it. */
+static void
+v_web(struct client *c, const cJSON *req)
+{
+	cJSON *r = cJSON_CreateObject();
+	char code[40];
+	cJSON_AddStringToObject(r, "listen", D->conf->http_listen);
+	if (D->conf->http_listen[0] != '\0' && httpd_token_needed() &&
+	    httpd_login_code(code, sizeof(code)) == 0)
+		cJSON_AddStringToObject(r, "code", code);
+	reply_ok(c, r);
+}
+
+/* The run a request names, or an ENOENT reply and NULL. */
+static const char *
+known_run(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run");
+	if (run == NULL || store_run_id(D->store, run) == 0) {
+		reply_err(c, PLP_ENOENT, "no run %s", run ? run : "(none given)");
+		return NULL;
+	}
+	return run;
+}
+
+static void
+v_values(struct client *c, const cJSON *req)
+{
+	const char *run = known_run(c, req);
+	if (run == NULL)
+		return;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "values", store_q_values(D->store, run, arg_str(req, "job")));
+	reply_ok(c, r);
+}
+
+static void
+v_artifacts(struct client *c, const cJSON *req)
+{
+	const char *run = known_run(c, req);
+	if (run == NULL)
+		return;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "artifacts", store_q_artifacts(D->store, run));
+	reply_ok(c, r);
+}
+
+static void
+v_metrics(struct client *c, const cJSON *req)
+{
+	const char *run = known_run(c, req), *job = arg_str(req, "job");
+	if (run == NULL)
+		return;
+	if (job == NULL) {
+		reply_err(c, PLP_EINVAL, "metrics needs \"job\"");
+		return;
+	}
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "metrics", store_q_metrics(D->store, run, job,
+	    arg_str(req, "name")));
+	reply_ok(c, r);
+}
+
+/* The dispatch table, generated from proto.h's list: a verb without its
+ * v_VERB handler does not compile. Indexed by enum pl_verb. */
+typedef void verb_fn(struct client *, const cJSON *);
+static const struct verb {
+	const char *name;
+	verb_fn *fn;
+	enum pl_access access;
+} verbs[] = {
+#define PL_X_VERB(v, a, d) [PLV_##v] = { #v, v_##v, a },
+	PL_VERBS(PL_X_VERB)
+#undef PL_X_VERB
+};
+
+static void
 dispatch(struct client *c, const char *line)
 {
 	cJSON *req = cJSON_Parse(line);
 	if (req == NULL || !cJSON_IsObject(req)) {
-		reply_err(c, "EPROTO", "malformed request: not a JSON object");
+		reply_err(c, PLP_EPROTO, "malformed request: not a JSON object");
 		cJSON_Delete(req);
 		return;
 	}
-	const char *verb = arg_str(req, "verb");
+	const char *name = arg_str(req, "verb");
 	char bad[128];
-	if (verb == NULL) {
-		reply_err(c, "EPROTO", "request without \"verb\"");
+	if (name == NULL) {
+		reply_err(c, PLP_EPROTO, "request without \"verb\"");
 		goto out;
 	}
 	if (bad_field(req, bad, sizeof(bad))) {
-		reply_err(c, "EINVAL", "%s", bad);
+		reply_err(c, PLP_EINVAL, "%s", bad);
 		goto out;
 	}
+	const struct verb *v = NULL;
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(name, verbs[i].name) == 0)
+			v = &verbs[i];
+	enum pl_verb vi = v ? (enum pl_verb)(v - verbs) : PLV_COUNT;
 	/* cJSON ends a string at a \u0000: the rest would be lost silently.
 	 * In a spec's text (a file read by a client of ours can hold one) the
 	 * error names the line. */
 	if (json_has_nul(line)) {
 		const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
-		if (text != NULL && (strcmp(verb, "check") == 0 || strcmp(verb, "submit") == 0))
-			reply_err(c, "EINVAL", "%s:%d: -: a NUL byte (a spec is text)",
+		if (text != NULL && (vi == PLV_check || vi == PLV_submit))
+			reply_err(c, PLP_EINVAL, "%s:%d: -: a NUL byte (a spec is text)",
 			    path ? path : "-", nul_line(text, strlen(text) + 1));
 		else
-			reply_err(c, "EINVAL", "a NUL character in a request string");
+			reply_err(c, PLP_EINVAL, "a NUL character in a request string");
 		goto out;
 	}
-	if (strcmp(verb, "hello") == 0) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, "version");
-		if (!cJSON_IsNumber(v) || v->valueint != PL_PROTO_VERSION) {
-			reply_err(c, "EVERSION", "protocol version mismatch: client %d, pipelined %d",
-			    cJSON_IsNumber(v) ? v->valueint : -1, PL_PROTO_VERSION);
-			client_close(c);
-			goto out;
-		}
-		c->hello = 1;
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddNumberToObject(r, "version", PL_PROTO_VERSION);
-		cJSON_AddStringToObject(r, "daemon", "pipelined " PL_VERSION);
-		cJSON_AddBoolToObject(r, "may_write", peer_may_write(c));
-		reply_ok(c, r);
-		goto out;
-	}
-	if (!c->hello) {
-		reply_err(c, "EPROTO", "the first request must be hello with \"version\": %d",
+	if (vi != PLV_hello && !c->hello) {
+		reply_err(c, PLP_EPROTO, "the first request must be hello with \"version\": %d",
 		    PL_PROTO_VERSION);
+		goto out;
+	}
+	if (v == NULL) {
+		reply_err(c, PLP_EVERB, "unknown verb \"%.64s\"", name);
 		goto out;
 	}
 	/* check opens the files a spec names: not for read-only peers, who
 	 * can run `pipelinectl check` themselves, with their own rights. */
-	int writes = strcmp(verb, "submit") == 0 || strcmp(verb, "cancel") == 0 ||
-	    strcmp(verb, "retry") == 0 || strcmp(verb, "check") == 0;
-	if (writes && !peer_may_write(c)) {
-		reply_err(c, "EPERM", "%s refused: uid %d is not root, the daemon's user, or in"
-		    " group %s%s", verb, (int)c->uid, D->conf->group[0] ? D->conf->group :
-		    "(none set)", strcmp(verb, "check") == 0 ? "; pipelinectl check needs no "
-		    "daemon" : "");
-		log_info("control: %s refused for uid %d pid %d", verb, (int)c->uid, (int)c->pid);
+	if (v->access == PL_WRITE && !peer_may_write(c)) {
+		reply_err(c, PLP_EPERM, "%s refused: uid %d is not root, the daemon's user, or in"
+		    " group %s%s", v->name, (int)c->uid, D->conf->group[0] ? D->conf->group :
+		    "(none set)", vi == PLV_check ? "; pipelinectl check needs no daemon" : "");
+		log_info("control: %s refused for uid %d pid %d", v->name, (int)c->uid,
+		    (int)c->pid);
 		goto out;
 	}
-	const char *run = arg_str(req, "run"), *job = arg_str(req, "job");
-	char msg[512];
-	if (strcmp(verb, "ping") == 0) {
-		reply_ok(c, NULL);
-	} else if (strcmp(verb, "check") == 0 || strcmp(verb, "submit") == 0) {
-		v_check_submit(c, req, strcmp(verb, "submit") == 0);
-	} else if (strcmp(verb, "status") == 0 || strcmp(verb, "list") == 0) {
-		if (run != NULL) {
-			cJSON *r = store_q_run(D->store, run);
-			if (r == NULL)
-				reply_err(c, "ENOENT", "no run %s", run);
-			else
-				reply_ok(c, r);
-		} else {
-			cJSON *r = cJSON_CreateObject();
-			cJSON_AddItemToObject(r, "runs", store_q_runs(D->store));
-			cJSON_AddNumberToObject(r, "running_jobs", D->running);
-			cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(D->store));
-			reply_ok(c, r);
-		}
-	} else if (strcmp(verb, "logs") == 0) {
-		v_logs(c, req);
-	} else if (strcmp(verb, "cancel") == 0 || strcmp(verb, "retry") == 0) {
-		if (run == NULL) {
-			reply_err(c, "EINVAL", "%s needs \"run\"", verb);
-			goto out;
-		}
-		int rc = strcmp(verb, "cancel") == 0 ? sched_cancel(run, msg, sizeof(msg)) :
-		    sched_retry(run, job, msg, sizeof(msg));
-		if (rc == 0) {
-			cJSON *r = cJSON_CreateObject();
-			cJSON_AddStringToObject(r, "message", msg);
-			reply_ok(c, r);
-		} else {
-			reply_err(c, rc == -2 ? "ESTATE" : "ENOENT", "%s", msg);
-		}
-	} else if (strcmp(verb, "web") == 0) {
-		/* The status page's address, and a one-time login code for it. */
-		cJSON *r = cJSON_CreateObject();
-		char code[40];
-		cJSON_AddStringToObject(r, "listen", D->conf->http_listen);
-		if (D->conf->http_listen[0] != '\0' && httpd_token_needed() &&
-		    httpd_login_code(code, sizeof(code)) == 0)
-			cJSON_AddStringToObject(r, "code", code);
-		reply_ok(c, r);
-	} else if (strcmp(verb, "values") == 0 || strcmp(verb, "artifacts") == 0 ||
-	    strcmp(verb, "metrics") == 0) {
-		if (run == NULL || store_run_id(D->store, run) == 0) {
-			reply_err(c, "ENOENT", "no run %s", run ? run : "(none given)");
-			goto out;
-		}
-		cJSON *r = cJSON_CreateObject();
-		if (strcmp(verb, "values") == 0)
-			cJSON_AddItemToObject(r, "values", store_q_values(D->store, run, job));
-		else if (strcmp(verb, "artifacts") == 0)
-			cJSON_AddItemToObject(r, "artifacts", store_q_artifacts(D->store, run));
-		else if (job == NULL) {
-			cJSON_Delete(r);
-			reply_err(c, "EINVAL", "metrics needs \"job\"");
-			goto out;
-		} else
-			cJSON_AddItemToObject(r, "metrics", store_q_metrics(D->store, run, job,
-			    arg_str(req, "name")));
-		reply_ok(c, r);
-	} else {
-		reply_err(c, "EVERB", "unknown verb \"%.64s\"", verb);
-	}
+	v->fn(c, req);
 out:
 	cJSON_Delete(req);
 }
@@ -543,7 +640,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		*nl = '\0';
 		size_t n = (size_t)(nl - c->buf) + 1;
 		if (n > PL_PROTO_MAX_LINE) {
-			reply_err(c, "ETOOLONG", "request line over %d bytes", PL_PROTO_MAX_LINE);
+			reply_err(c, PLP_ETOOLONG, "request line over %d bytes", PL_PROTO_MAX_LINE);
 			client_close(c);
 			return;
 		}
@@ -555,7 +652,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		c->len -= n;
 	}
 	if (c->len > PL_PROTO_MAX_LINE) {
-		reply_err(c, "ETOOLONG", "request line over %d bytes", PL_PROTO_MAX_LINE);
+		reply_err(c, PLP_ETOOLONG, "request line over %d bytes", PL_PROTO_MAX_LINE);
 		client_close(c);
 		return;
 	}
@@ -588,7 +685,7 @@ on_connection(uv_stream_t *srv, int status)
 		return;
 	}
 	if (nclients > D->conf->control_max_clients) {
-		reply_err(c, "EBUSY", "too many control connections (control_max_clients = %d)",
+		reply_err(c, PLP_EBUSY, "too many control connections (control_max_clients = %d)",
 		    D->conf->control_max_clients);
 		client_close(c);
 		return;

@@ -8,6 +8,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "pipeline/proto.h"
+
 /* Set by the common option parser: --json was given. */
 extern int ctl_json;
 
@@ -17,7 +19,7 @@ extern int ctl_json;
  * On success *result is the closing line's "result" object (the caller
  * frees it with cJSON_Delete) and 0 is returned; otherwise the error is
  * printed (daemon not running, refused, error reply) and -1 returned. */
-int	ctl_request(const char *verb, cJSON *args, cJSON **result);
+int	ctl_request(enum pl_verb verb, cJSON *args, cJSON **result);
 
 /* A reply's field: the string ("" when absent or not a string) and the
  * number (0 likewise). */

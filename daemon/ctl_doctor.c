@@ -128,12 +128,12 @@ ctl_doctor(int argc, char **argv)
 		snprintf(d.label, sizeof(d.label), "daemon.python");
 		add_check(v, &n, &d);
 	} else {
-		plugin_load_dir(c->plugin_dir);
+		plugin_load_dir(c->plugin_dir, &plugin_host);
 		char *text = plc_read_file(argv[1], NULL, 4 << 20), *errs = NULL;
 		if (text == NULL)
 			err(2, "%s", argv[1]);
 		struct spec *s = spec_parse(argv[1], text, &errs);
-		if (s == NULL || spec_check(s, c, &errs) == -1) {
+		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1) {
 			fputs(errs ? errs : "invalid spec\n", stderr);
 			return 2;
 		}

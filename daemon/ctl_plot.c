@@ -37,7 +37,7 @@ train_job(const char *run, const char *want, char *out, size_t outsz)
 {
 	cJSON *a = cJSON_CreateObject(), *r = NULL;
 	cJSON_AddStringToObject(a, "run", run);
-	if (ctl_request("status", a, &r) == -1)
+	if (ctl_request(PLV_status, a, &r) == -1)
 		return -1;
 	int found = 0;
 	const cJSON *x;
@@ -67,7 +67,7 @@ fetch(struct series *s, const char *dir, int idx)
 	cJSON *a = cJSON_CreateObject(), *r = NULL;
 	cJSON_AddStringToObject(a, "run", s->run);
 	cJSON_AddStringToObject(a, "job", s->job);
-	if (ctl_request("metrics", a, &r) == -1)
+	if (ctl_request(PLV_metrics, a, &r) == -1)
 		return -1;
 	snprintf(s->loss, sizeof(s->loss), "%s/loss-%d.dat", dir, idx);
 	snprintf(s->lr, sizeof(s->lr), "%s/lr-%d.dat", dir, idx);

@@ -38,7 +38,7 @@ fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts)
 
 	cJSON_AddStringToObject(args, "run", run);
 	/* ctl_request takes args (pipelinectl.c frees them with the request). */
-	if (ctl_request("values", args, &res) == -1)
+	if (ctl_request(PLV_values, args, &res) == -1)
 		return -1;
 	vals = cJSON_GetObjectItemCaseSensitive(res, "values");
 	cJSON_ArrayForEach(v, vals) {

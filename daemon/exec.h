@@ -59,7 +59,11 @@ struct proc {
 };
 
 struct executor {
-	const char *name;            /* "local", "slurm" */
+	const char *name;            /* "local", "slurm" (exec_find()) */
+	/* A batch system's: the job's resources are the batch system's to
+	 * count (the daemon's [resources] are not taken) and its executor
+	 * options (partition, gres, ...) apply. */
+	int batch;
 	/* Start the shim for argv with envp in cwd. Fills pid/starttime or
 	 * ext_id and sets state. 0 or -1 (logged). */
 	int (*start)(struct proc *p, char *const argv[], char *const envp[], const char *cwd);
@@ -95,6 +99,13 @@ void	exec_local_run_shims(int on);
 void	exec_local_run_done(const char *run);
 /* exec_slurm.c (weak: absent when not built) */
 extern const struct executor exec_slurm __attribute__((weak));
+
+/* exec.c: the executor of that name ("local", "slurm"), or NULL when
+ * there is none or it was not built; exec_known(name): 1 when the tree has
+ * an executor of that name, built or not. EXEC_NAMES lists them. */
+#define EXEC_NAMES "local or slurm"
+const struct executor *exec_find(const char *name);
+int	exec_known(const char *name);
 
 /* exec_common.c: shared by executors. Read DIR/exit.json into p (1 when
  * present, 0 when absent, -1 when unreadable); read DIR/shim.json (the

@@ -468,6 +468,7 @@ slurm_release(struct proc *p)
 
 const struct executor exec_slurm = {
 	.name = "slurm",
+	.batch = 1,
 	.start = slurm_start,
 	.adopt = slurm_adopt,
 	.wait = slurm_wait,

@@ -190,11 +190,11 @@ pump(struct watcher *w)
 }
 
 static void
-w_error(struct watcher *w, const char *code, const char *msg)
+w_error(struct watcher *w, enum pl_proto_err code, const char *msg)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", "error");
-	cJSON_AddStringToObject(o, "code", code);
+	cJSON_AddStringToObject(o, "code", pl_proto_err_name(code));
 	cJSON_AddStringToObject(o, "error", msg);
 	char *t = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -215,19 +215,22 @@ start_watch(struct watcher *w, const char *line)
 	const cJSON *since = cJSON_GetObjectItemCaseSensitive(req, "since");
 	const cJSON *run = cJSON_GetObjectItemCaseSensitive(req, "run");
 	char msg[256];
-	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) || strcmp(verb->valuestring, "watch") != 0) {
-		w_error(w, "EPROTO", "the feed takes one request: {\"verb\":\"watch\",\"version\":1,"
-		    "\"since\":ID,\"run\":NAME}");
+	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) ||
+	    strcmp(verb->valuestring, pl_verb_name(PLV_watch)) != 0) {
+		snprintf(msg, sizeof(msg), "the feed takes one request: {\"verb\":\"%s\","
+		    "\"version\":%d,\"since\":ID,\"run\":NAME}", pl_verb_name(PLV_watch),
+		    PL_PROTO_VERSION);
+		w_error(w, PLP_EPROTO, msg);
 	} else if (!cJSON_IsNumber(ver) || ver->valueint != PL_PROTO_VERSION) {
 		snprintf(msg, sizeof(msg), "protocol version mismatch: client %d, pipelined %d",
 		    cJSON_IsNumber(ver) ? ver->valueint : -1, PL_PROTO_VERSION);
-		w_error(w, "EVERSION", msg);
+		w_error(w, PLP_EVERSION, msg);
 	} else if ((run != NULL && !cJSON_IsString(run)) || (since != NULL && !cJSON_IsNumber(since))) {
 		/* Taken for absent, a wrong type would widen the watch. */
-		w_error(w, "EINVAL", "\"run\" must be a string and \"since\" a number");
+		w_error(w, PLP_EINVAL, "\"run\" must be a string and \"since\" a number");
 	} else if (cJSON_IsString(run) && store_run_id(D->store, run->valuestring) == 0) {
 		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
-		w_error(w, "ENOENT", msg);
+		w_error(w, PLP_ENOENT, msg);
 	} else {
 		if (cJSON_IsString(run))
 			snprintf(w->run, sizeof(w->run), "%s", run->valuestring);
@@ -269,7 +272,7 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		*nl = '\0';
 		start_watch(w, w->req);
 	} else if (w->reqlen >= REQ_MAX - 1) {
-		w_error(w, "ETOOLONG", "watch request too long");
+		w_error(w, PLP_ETOOLONG, "watch request too long");
 	}
 }
 
@@ -296,7 +299,7 @@ on_connection(uv_stream_t *srv, int status)
 		char msg[128];
 		snprintf(msg, sizeof(msg), "too many feed connections (feed_max_watchers = %d)",
 		    D->conf->feed_max_watchers);
-		w_error(w, "EBUSY", msg);
+		w_error(w, PLP_EBUSY, msg);
 		return;
 	}
 	uv_read_start((uv_stream_t *)&w->pipe, on_alloc, on_read);

@@ -403,8 +403,8 @@ metrics_render(size_t *len)
 static char *
 render(size_t *len)
 {
-	static const char *const run_states[] = { PL_RUN_STATES };
-	static const char *const job_states[] = { PL_JOB_STATES };
+	static const char *const run_states[] = { PL_RUN_STATES(PL_X_WORD) };
+	static const char *const job_states[] = { PL_JOB_STATES(PL_X_WORD) };
 	static const char *const l_stage[] = { "stage" };
 	static const char *const l_run_job[] = { "run", "job", "stage" };
 	static const char *const l_bake[] = { "run", "job", "stage", "slice" };

@@ -3,11 +3,10 @@
  *
  *   pipelinectl [-f conf] [-s control.sock] [-F feed.sock] [--json] VERB ...
  *
- * Verbs: check, submit, watch, status, list, logs, cancel, retry, values,
- * artifacts, metrics, stage (in-process, no daemon), gguf, report, plot, web,
- * doctor.
- * The wire vocabulary is in include/pipeline/proto.h, shared with the
- * daemon. Errors go through err(3); a refusal exits non-zero.
+ * The verbs are in the table cmds[] below: those of the protocol named by
+ * the wire vocabulary in include/pipeline/proto.h, shared with the daemon,
+ * and pipelinectl's own (stage, in-process, no daemon; gguf, report, plot,
+ * doctor). Errors go through err(3); a refusal exits non-zero.
  */
 #include <err.h>
 #include <errno.h>
@@ -36,33 +35,7 @@ static char feed_path[PATH_MAX];
 static struct conf conf;
 static int have_conf;
 
-static void
-usage(void)
-{
-	fprintf(stderr,
-	    "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
-	    "verbs:\n"
-	    "  check SPEC                 validate a run spec\n"
-	    "  submit SPEC [--name RUN]   submit a run; prints its name\n"
-	    "  watch RUN                  follow a run live; exit 0 only if it succeeds\n"
-	    "  status [RUN]               runs, or one run's jobs\n"
-	    "  list                       runs, newest first\n"
-	    "  logs RUN JOB [-f]          a job's log; -f follows it\n"
-	    "  cancel RUN                 cancel a run\n"
-	    "  retry RUN [JOB]            re-run what did not succeed (or JOB and what follows it)\n"
-	    "  values RUN [JOB]           values stored by a run's jobs\n"
-	    "  artifacts RUN              a run's artifacts with size and sha256\n"
-	    "  metrics RUN JOB [NAME]     a job's metrics\n"
-	    "  stage STAGE key=value ...  run one stage by hand, without a daemon\n"
-	    "  stage --list | STAGE --help\n"
-	    "  gguf FILE                  list a GGUF file's keys and tensors\n"
-	    "  report RUN [--vs RUN]      bake results side by side, and the verdict\n"
-	    "  web [RUN]                  the status page's address (a one-time login link off loopback)\n"
-	    "  plot RUN [--vs RUN] -o FILE.png|svg\n"
-	    "                             a train job's loss and learning rate per step\n"
-	    "  doctor [SPEC]              may a training run start with its Python stack?\n");
-	exit(2);
-}
+static void usage(void) __attribute__((noreturn));
 
 /* ---- configuration and sockets -------------------------------------- */
 
@@ -187,13 +160,13 @@ static struct conn ctl_conn = { .fd = -1 };
 
 /* One request on the shared control connection (hello first). */
 static int
-request(const char *verb, cJSON *args, cJSON **result, int quiet)
+request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 {
 	if (ctl_conn.fd == -1) {
 		load_conf();
 		ctl_conn.fd = sock_connect(control_path);
 		cJSON *h = cJSON_CreateObject();
-		cJSON_AddStringToObject(h, "verb", "hello");
+		cJSON_AddStringToObject(h, "verb", pl_verb_name(PLV_hello));
 		cJSON_AddNumberToObject(h, "version", PL_PROTO_VERSION);
 		conn_send(&ctl_conn, h);
 		cJSON_Delete(h);
@@ -211,7 +184,7 @@ request(const char *verb, cJSON *args, cJSON **result, int quiet)
 		free(line);
 	}
 	cJSON *req = args ? args : cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "verb", verb);
+	cJSON_AddStringToObject(req, "verb", pl_verb_name(verb));
 	conn_send(&ctl_conn, req);
 	cJSON_Delete(req);
 	for (;;) {
@@ -243,7 +216,7 @@ request(const char *verb, cJSON *args, cJSON **result, int quiet)
 			printf("%s\n", t);
 			free(t);
 		} else {
-			fprintf(stderr, "pipelinectl: %s: %s%s%s%s", verb,
+			fprintf(stderr, "pipelinectl: %s: %s%s%s%s", pl_verb_name(verb),
 			    cJSON_IsString(e) ? e->valuestring : "error",
 			    cJSON_IsString(code) ? " (" : "", cJSON_IsString(code) ? code->valuestring : "",
 			    cJSON_IsString(code) ? ")\n" : "\n");
@@ -254,7 +227,7 @@ request(const char *verb, cJSON *args, cJSON **result, int quiet)
 }
 
 int
-ctl_request(const char *verb, cJSON *args, cJSON **result)
+ctl_request(enum pl_verb verb, cJSON *args, cJSON **result)
 {
 	return request(verb, args, result, 1);
 }
@@ -318,13 +291,13 @@ cmd_check(int argc, char **argv)
 	if (argc != 2)
 		usage();
 	load_conf();
-	plugin_load_dir(conf.plugin_dir);
+	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	char abs[PATH_MAX];
 	char *text = read_spec(argv[1], abs, sizeof(abs));
 	char *errs = NULL;
 	/* Messages name the file as the operator typed it. */
 	struct spec *s = spec_parse(argv[1], text, &errs);
-	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, &errs) == 0;
+	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, &errs) == 0;
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "ok", ok);
@@ -370,7 +343,7 @@ cmd_submit(int argc, char **argv)
 		cJSON_AddStringToObject(a, "name", name);
 	free(text);
 	cJSON *r = NULL;
-	if (request("submit", a, &r, 0) == -1)
+	if (request(PLV_submit, a, &r, 0) == -1)
 		return 1;
 	if (ctl_json)
 		print_json(r);
@@ -383,9 +356,8 @@ cmd_submit(int argc, char **argv)
 static const char *
 state_mark(const char *st)
 {
-	if (strcmp(st, "succeeded") == 0) return "ok";
-	if (strcmp(st, "failed") == 0) return "FAILED";
-	return st;
+	int js = pl_job_state_find(st);
+	return js == PLJ_succeeded ? "ok" : js == PLJ_failed ? "FAILED" : st;
 }
 
 static void
@@ -414,7 +386,7 @@ cmd_status(int argc, char **argv)
 	if (argc == 2)
 		cJSON_AddStringToObject(a, "run", argv[1]);
 	cJSON *r = NULL;
-	if (request("status", a, &r, 0) == -1)
+	if (request(PLV_status, a, &r, 0) == -1)
 		return 1;
 	int rc = argc == 2 ? run_exit(jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "state")) : 0;
 	if (ctl_json) {
@@ -468,7 +440,7 @@ cmd_logs(int argc, char **argv)
 		cJSON_AddStringToObject(a, "job", job);
 		cJSON_AddNumberToObject(a, "offset", offset);
 		cJSON *r = NULL;
-		if (request("logs", a, &r, 0) == -1)
+		if (request(PLV_logs, a, &r, 0) == -1)
 			return 1;
 		const char *data = jstr(r, "data");
 		if (ctl_json)
@@ -479,8 +451,8 @@ cmd_logs(int argc, char **argv)
 		offset = jnum(r, "offset");
 		int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "more"));
 		const char *state = jstr(r, "state");
-		int active = strcmp(state, "running") == 0 || strcmp(state, "pending") == 0 ||
-		    strcmp(state, "retrying") == 0;
+		int st = pl_job_state_find(state);
+		int active = st == PLJ_running || st == PLJ_pending || st == PLJ_retrying;
 		cJSON_Delete(r);
 		if (more)
 			continue;
@@ -492,7 +464,7 @@ cmd_logs(int argc, char **argv)
 }
 
 static int
-cmd_simple(int argc, char **argv, const char *verb, int minargs, int maxargs)
+cmd_simple(int argc, char **argv, enum pl_verb verb, int minargs, int maxargs)
 {
 	if (argc - 1 < minargs || argc - 1 > maxargs)
 		usage();
@@ -508,16 +480,16 @@ cmd_simple(int argc, char **argv, const char *verb, int minargs, int maxargs)
 		return 1;
 	if (ctl_json) {
 		print_json(r);
-	} else if (strcmp(verb, "values") == 0) {
+	} else if (verb == PLV_values) {
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "values"))
 			printf("%-14s %-24s %s\n", jstr(x, "job"), jstr(x, "key"), jstr(x, "value"));
-	} else if (strcmp(verb, "artifacts") == 0) {
+	} else if (verb == PLV_artifacts) {
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts"))
 			printf("%-14s %-10s %12.0f %s %s\n", jstr(x, "job"), jstr(x, "name"),
 			    jnum(x, "size"), jstr(x, "sha256"), jstr(x, "path"));
-	} else if (strcmp(verb, "metrics") == 0) {
+	} else if (verb == PLV_metrics) {
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics"))
 			printf("%-12s %8.0f %.6g\n", jstr(x, "name"), jnum(x, "step"), jnum(x, "value"));
@@ -537,7 +509,7 @@ cmd_web(int argc, char **argv)
 	if (argc > 2)
 		usage();
 	cJSON *r = NULL;
-	if (request("web", NULL, &r, 0) == -1)
+	if (request(PLV_web, NULL, &r, 0) == -1)
 		return 1;
 	const char *listen = jstr(r, "listen"), *code = jstr(r, "code");
 	if (*listen == '\0') {
@@ -608,15 +580,15 @@ wjob_find(struct watch *w, const char *name)
 	struct wjob *j = &w->jobs[w->njobs++];
 	memset(j, 0, sizeof(*j));
 	snprintf(j->name, sizeof(j->name), "%s", name);
-	snprintf(j->state, sizeof(j->state), "pending");
+	snprintf(j->state, sizeof(j->state), "%s", pl_job_state_name(PLJ_pending));
 	return j;
 }
 
 static int
 run_final(const char *s)
 {
-	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-	    strcmp(s, "cancelled") == 0 || strcmp(s, "rejected") == 0;
+	int st = pl_run_state_find(s);
+	return st != -1 && st != PLR_running;
 }
 
 /* The exit status a run's state gives watch and status: 0 succeeded (or
@@ -625,15 +597,18 @@ run_final(const char *s)
 static int
 run_exit(const char *s)
 {
-	if (strcmp(s, "rejected") == 0)
+	int st = pl_run_state_find(s);
+	if (st == PLR_rejected)
 		return 3;
-	return strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0 ? 1 : 0;
+	return st == PLR_failed || st == PLR_cancelled ? 1 : 0;
 }
 
 static int
 job_final(const char *s)
 {
-	return run_final(s) || strcmp(s, "skipped") == 0;
+	int st = pl_job_state_find(s);
+	return st == PLJ_succeeded || st == PLJ_failed || st == PLJ_cancelled ||
+	    st == PLJ_skipped || st == PLJ_rejected;
 }
 
 static int
@@ -659,7 +634,7 @@ watch_history(struct watch *w, const char *run)
 
 	for (int i = 0; i < w->njobs; i++)
 		w->jobs[i].hist = -1;
-	if (request("status", NULL, &runs, 1) == -1)
+	if (request(PLV_status, NULL, &runs, 1) == -1)
 		return;
 	memset(nd, 0, sizeof(nd));
 	for (int i = 0; i < nj; i++)
@@ -672,13 +647,13 @@ watch_history(struct watch *w, const char *run)
 			continue;
 		cJSON *a = cJSON_CreateObject(), *st = NULL;
 		cJSON_AddStringToObject(a, "run", jstr(r, "name"));
-		if (request("status", a, &st, 1) == -1)
+		if (request(PLV_status, a, &st, 1) == -1)
 			continue;
 		int used = 0;
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(st, "jobs")) {
 			double secs = jnum(x, "finished") - jnum(x, "started");
-			if (strcmp(jstr(x, "state"), "succeeded") != 0 || jnum(x, "started") <= 0 ||
+			if (pl_job_state_find(jstr(x, "state")) != PLJ_succeeded || jnum(x, "started") <= 0 ||
 			    secs < 0)
 				continue;
 			for (int i = 0; i < nj; i++)
@@ -742,12 +717,12 @@ job_left(const struct watch *w, const struct wjob *j)
 {
 	if (job_final(j->state))
 		return 0;
-	double r = strcmp(j->state, "running") == 0 ? rate_get(j) : -1;
+	double r = pl_job_state_find(j->state) == PLJ_running ? rate_get(j) : -1;
 	if (r > 0 && j->total > 0)
 		return (j->total - j->done) / r;
 	if (j->hist < 0)
 		return -1;
-	if (strcmp(j->state, "running") == 0 && j->t0 > 0) {
+	if (pl_job_state_find(j->state) == PLJ_running && j->t0 > 0) {
 		double left = j->hist - (w->now - j->t0);
 		return left > 0 ? left : 0;
 	}
@@ -795,7 +770,7 @@ job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
 	if (j->has_loss && n < sz)
 		n += (size_t)snprintf(buf + n, sz - n, ", loss %.4g", j->loss);
 	double r = rate_get(j);
-	if (r > 0 && strcmp(j->state, "running") == 0 && n < sz) {
+	if (r > 0 && pl_job_state_find(j->state) == PLJ_running && n < sz) {
 		fmt_secs(left, sizeof(left), job_left(w, j));
 		snprintf(buf + n, sz - n, ", %.3g %s/s, %s left", r, j->unit, left);
 	}
@@ -867,13 +842,13 @@ watch_draw(struct watch *w)
 		struct wjob *j = &w->jobs[i];
 		char bar[64];
 		double frac = j->total > 0 ? j->done / j->total : 0;
-		if (strcmp(j->state, "succeeded") == 0)
+		if (pl_job_state_find(j->state) == PLJ_succeeded)
 			frac = 1;
 		if (frac > 1)
 			frac = 1;
 		int fill = (int)(frac * barw);
 		for (int k = 0; k < barw; k++)
-			bar[k] = k < fill ? '#' : (k == fill && strcmp(j->state, "running") == 0 ? '>' : '.');
+			bar[k] = k < fill ? '#' : (k == fill && pl_job_state_find(j->state) == PLJ_running ? '>' : '.');
 		bar[barw] = '\0';
 		char extra[160];
 		job_words(w, j, extra, sizeof(extra));
@@ -906,7 +881,7 @@ cmd_watch(int argc, char **argv)
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "run", run);
 	cJSON *r = NULL;
-	if (request("status", a, &r, 1) == -1)
+	if (request(PLV_status, a, &r, 1) == -1)
 		return 1;
 	const cJSON *x;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
@@ -914,12 +889,12 @@ cmd_watch(int argc, char **argv)
 		snprintf(j->stage, sizeof(j->stage), "%s", jstr(x, "stage"));
 	}
 	cJSON_Delete(r);
-	snprintf(w.run_state, sizeof(w.run_state), "running");
+	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
 	watch_history(&w, run);
 
 	struct conn fc = { .fd = sock_connect(feed_path) };
 	cJSON *req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "verb", "watch");
+	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
 	cJSON_AddNumberToObject(req, "since", 0);
 	cJSON_AddStringToObject(req, "run", run);
@@ -944,7 +919,7 @@ cmd_watch(int argc, char **argv)
 			}
 			fc.len = 0;
 			req = cJSON_CreateObject();
-			cJSON_AddStringToObject(req, "verb", "watch");
+			cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 			cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
 			cJSON_AddNumberToObject(req, "since", (double)last_id);
 			cJSON_AddStringToObject(req, "run", run);
@@ -981,7 +956,7 @@ cmd_watch(int argc, char **argv)
 			snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
 			snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
 			j->attempt = (int)jnum(ev, "attempt");
-			if (strcmp(j->state, "running") == 0 && j->t0 == 0)
+			if (pl_job_state_find(j->state) == PLJ_running && j->t0 == 0)
 				j->t0 = jnum(ev, "ts");
 		} else if (strcmp(type, "job.progress") == 0) {
 			struct wjob *j = wjob_find(&w, job);
@@ -1041,8 +1016,8 @@ cmd_watch(int argc, char **argv)
 		watch_draw(&w);
 	free(w.jobs);
 	/* Only a run that succeeded exits 0; one not seen to end exits 1. */
-	return strcmp(w.run_state, "succeeded") == 0 ? 0 :
-	    strcmp(w.run_state, "rejected") == 0 ? 3 : 1;
+	int st = pl_run_state_find(w.run_state);
+	return st == PLR_succeeded ? 0 : st == PLR_rejected ? 3 : 1;
 }
 
 /* ---- stage: one stage by hand, in-process --------------------------- */
@@ -1067,7 +1042,7 @@ static int
 cmd_stage(int argc, char **argv)
 {
 	load_conf();
-	plugin_load_dir(conf.plugin_dir);
+	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	if (argc < 2)
 		usage();
 	if (strcmp(argv[1], "--list") == 0) {
@@ -1158,6 +1133,122 @@ cmd_stage(int argc, char **argv)
 	return rc == PL_OK ? 0 : 1;
 }
 
+/* ---- the verbs ------------------------------------------------------ */
+
+static int
+cmd_list(int argc, char **argv)
+{
+	if (argc != 1)
+		usage();
+	return cmd_status(1, argv);
+}
+
+static int
+cmd_cancel(int argc, char **argv)
+{
+	return cmd_simple(argc, argv, PLV_cancel, 1, 1);
+}
+
+static int
+cmd_retry(int argc, char **argv)
+{
+	return cmd_simple(argc, argv, PLV_retry, 1, 2);
+}
+
+static int
+cmd_values(int argc, char **argv)
+{
+	return cmd_simple(argc, argv, PLV_values, 1, 2);
+}
+
+static int
+cmd_artifacts(int argc, char **argv)
+{
+	return cmd_simple(argc, argv, PLV_artifacts, 1, 1);
+}
+
+static int
+cmd_metrics(int argc, char **argv)
+{
+	return cmd_simple(argc, argv, PLV_metrics, 2, 3);
+}
+
+
+/*
+ * pipelinectl's verbs, in the order of its usage. A verb that is a verb of
+ * the protocol is named by proto.h's list (verb); one of pipelinectl's own
+ * (no daemon, or several requests) has its name here (own) and verb
+ * PLV_COUNT. fn NULL: a verb of a file this pipelinectl was built without.
+ */
+static const struct cmd {
+	enum pl_verb verb;
+	const char *own;
+	int (*fn)(int, char **);
+	const char *args, *help;
+	const char *more;       /* a second synopsis, or NULL */
+} cmds[] = {
+	{ PLV_check, NULL, cmd_check, "SPEC", "validate a run spec", NULL },
+	{ PLV_submit, NULL, cmd_submit, "SPEC [--name RUN]", "submit a run; prints its name", NULL },
+	{ PLV_watch, NULL, cmd_watch, "RUN", "follow a run live; exit 0 only if it succeeds", NULL },
+	{ PLV_status, NULL, cmd_status, "[RUN]", "runs, or one run's jobs", NULL },
+	{ PLV_list, NULL, cmd_list, "", "runs, newest first", NULL },
+	{ PLV_logs, NULL, cmd_logs, "RUN JOB [-f]", "a job's log; -f follows it", NULL },
+	{ PLV_cancel, NULL, cmd_cancel, "RUN", "cancel a run", NULL },
+	{ PLV_retry, NULL, cmd_retry, "RUN [JOB]",
+	    "re-run what did not succeed (or JOB and what follows it)", NULL },
+	{ PLV_values, NULL, cmd_values, "RUN [JOB]", "values stored by a run's jobs", NULL },
+	{ PLV_artifacts, NULL, cmd_artifacts, "RUN", "a run's artifacts with size and sha256",
+	    NULL },
+	{ PLV_metrics, NULL, cmd_metrics, "RUN JOB [NAME]", "a job's metrics", NULL },
+	{ PLV_COUNT, "stage", cmd_stage, "STAGE key=value ...",
+	    "run one stage by hand, without a daemon", "--list | STAGE --help" },
+	{ PLV_COUNT, "gguf", ctl_gguf, "FILE", "list a GGUF file's keys and tensors", NULL },
+	{ PLV_COUNT, "report", ctl_report, "RUN [--vs RUN]",
+	    "bake results side by side, and the verdict", NULL },
+	{ PLV_web, NULL, cmd_web, "[RUN]",
+	    "the status page's address (a one-time login link off loopback)", NULL },
+	{ PLV_COUNT, "plot", ctl_plot, "RUN [--vs RUN] -o FILE.png|svg",
+	    "a train job's loss and learning rate per step", NULL },
+	{ PLV_COUNT, "doctor", ctl_doctor, "[SPEC]",
+	    "may a training run start with its Python stack?", NULL },
+};
+
+static const char *
+cmd_name(const struct cmd *c)
+{
+	return c->verb == PLV_COUNT ? c->own : pl_verb_name(c->verb);
+}
+
+static const struct cmd *
+cmd_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(name, cmd_name(&cmds[i])) == 0)
+			return &cmds[i];
+	return NULL;
+}
+
+/* The usage, from the table: a synopsis wider than its column puts the
+ * help on a line of its own. */
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
+	    "verbs:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		const struct cmd *c = &cmds[i];
+		char syn[128];
+		snprintf(syn, sizeof(syn), "%s%s%s", cmd_name(c), *c->args ? " " : "", c->args);
+		if (strlen(syn) <= 26)
+			fprintf(stderr, "  %-26s %s\n", syn, c->help);
+		else
+			fprintf(stderr, "  %s\n  %-26s %s\n", syn, "", c->help);
+		if (c->more != NULL)
+			fprintf(stderr, "  %s %s\n", cmd_name(c), c->more);
+	}
+	exit(2);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1192,40 +1283,12 @@ main(int argc, char **argv)
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
-	const char *v = argv[0];
-	if (strcmp(v, "check") == 0) return cmd_check(argc, argv);
-	if (strcmp(v, "submit") == 0) return cmd_submit(argc, argv);
-	if (strcmp(v, "watch") == 0) return cmd_watch(argc, argv);
-	if (strcmp(v, "status") == 0) return cmd_status(argc, argv);
-	if (strcmp(v, "list") == 0) { if (argc != 1) usage(); return cmd_status(1, argv); }
-	if (strcmp(v, "logs") == 0) return cmd_logs(argc, argv);
-	if (strcmp(v, "cancel") == 0) return cmd_simple(argc, argv, "cancel", 1, 1);
-	if (strcmp(v, "retry") == 0) return cmd_simple(argc, argv, "retry", 1, 2);
-	if (strcmp(v, "values") == 0) return cmd_simple(argc, argv, "values", 1, 2);
-	if (strcmp(v, "artifacts") == 0) return cmd_simple(argc, argv, "artifacts", 1, 1);
-	if (strcmp(v, "metrics") == 0) return cmd_simple(argc, argv, "metrics", 2, 3);
-	if (strcmp(v, "stage") == 0) return cmd_stage(argc, argv);
-	if (strcmp(v, "gguf") == 0) {
-		if (ctl_gguf == NULL)
-			errx(2, "this pipelinectl was built without the gguf verb");
-		return ctl_gguf(argc, argv);
+	const struct cmd *c = cmd_find(argv[0]);
+	if (c == NULL) {
+		warnx("unknown verb \"%s\"", argv[0]);
+		usage();
 	}
-	if (strcmp(v, "report") == 0) {
-		if (ctl_report == NULL)
-			errx(2, "this pipelinectl was built without the report verb");
-		return ctl_report(argc, argv);
-	}
-	if (strcmp(v, "web") == 0) return cmd_web(argc, argv);
-	if (strcmp(v, "plot") == 0) {
-		if (ctl_plot == NULL)
-			errx(2, "this pipelinectl was built without the plot verb");
-		return ctl_plot(argc, argv);
-	}
-	if (strcmp(v, "doctor") == 0) {
-		if (ctl_doctor == NULL)
-			errx(2, "this pipelinectl was built without the doctor verb");
-		return ctl_doctor(argc, argv);
-	}
-	warnx("unknown verb \"%s\"", v);
-	usage();
+	if (c->fn == NULL)
+		errx(2, "this pipelinectl was built without the %s verb", cmd_name(c));
+	return c->fn(argc, argv);
 }

@@ -136,7 +136,7 @@ on_hup(uv_signal_t *s, int signum)
 	/* Running jobs keep a pointer to the old configuration: it is kept. */
 	D->conf = nc;
 	log_setlevel(nc->log_level);
-	plugin_load_dir(nc->plugin_dir);
+	plugin_load_dir(nc->plugin_dir, &plugin_host);
 	log_info("reload: configuration %s loaded", nc->path);
 	sched_kick();
 }
@@ -217,7 +217,7 @@ main(int argc, char **argv)
 	store_set_outbox(D->store, notify_classify, notify_wake);
 	store_set_fail(D->store, on_store_fail);
 
-	int np = plugin_load_dir(conf.plugin_dir);
+	int np = plugin_load_dir(conf.plugin_dir, &plugin_host);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",
 	    plugin_nstages(), plugin_nstages() == 1 ? "" : "s", conf.plugin_dir);
 

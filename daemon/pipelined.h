@@ -72,7 +72,6 @@ struct store;
 int	notify_start(const struct conf *conf, struct store *store);
 const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
 void	notify_wake(void);
-int	notify_known_event(const char *word);
 
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
@@ -121,8 +120,44 @@ int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
 int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
 int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
+/* errs.c: error lists */
+/* Append "file:line: key: message\n" to *errs (a line of 0 or less:
+ * "file: key: message"). The first 100 errors are kept, then "... and N
+ * more errors"; appending costs the new line on the thread that wrote the
+ * list last. */
+void	errs_add(char **errs, const char *file, int line, const char *key,
+	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ini.c: the INI line reader (specs and pipelined.conf) */
+struct ini_reader {
+	const char *path;        /* for the reader's errors: the spec's or the conf's */
+	const char *text;
+	size_t off;
+	int line;                /* the line being read */
+	char *raw;               /* its text, whole */
+	char *longval;           /* a value inih could not take whole */
+	char **errs;
+	int nerr;
+	/* Called with each line's text before inih sees it (may be NULL). */
+	void (*on_line)(void *arg, const char *raw);
+	void *arg;
+};
+/* The reader for ini_parse_stream (stream: a struct ini_reader). */
+char	*ini_reader_line(char *str, int num, void *stream);
+/* A value as the handler should take it (whole, however long). */
+const char *ini_reader_value(const struct ini_reader *r, const char *value);
+void	ini_reader_free(struct ini_reader *r);
+/* inih's ini_parse_stream over text with that reader; *line is the line
+ * the handler is called for; lines that are no key are reported into errs
+ * as path:line (*nerr counts them). For pipelined.conf. */
+int	ini_text_parse(const char *path, const char *text, int (*handler)(void *, const char *,
+	    const char *, const char *), void *user, int *line, char **errs, int *nerr);
+
 /* conf.c: pipelined.conf */
 #define CONF_MAX_RES 32
+/* The notification kinds [notify] events may name (notify.c sends them). */
+#define CONF_NOTIFY_NKINDS 5
+extern const char *const conf_notify_kinds[CONF_NOTIFY_NKINDS];
 struct resource {
 	char name[64];
 	int capacity;
@@ -189,6 +224,7 @@ struct spec_section {
 	int *res_counts;
 	int nres;
 	char *executor;
+	const struct executor *ex;  /* exec_find(executor), set by spec_check */
 };
 struct spec {
 	char *path;        /* as given (absolute when submitted) */
@@ -203,21 +239,19 @@ struct spec {
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
-/* inih's ini_parse_stream over text with the spec's line reader (lines of
- * any length, values whole); *line is the line the handler is called for;
- * lines that are no key are reported into errs as path:line (*nerr
- * counts them). For pipelined.conf. */
-int	spec_ini_parse(const char *path, const char *text, int (*handler)(void *, const char *,
-	    const char *, const char *), void *user, int *line, char **errs, int *nerr);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);
 /* Validate everything: common keys, stages (through the plugin registry),
- * DAG (unknown after, cycles), resources against conf (may be NULL). */
-int	spec_check(struct spec *s, const struct conf *c, char **errs);
-/* Append "file:line: key: message\n" to *errs. */
-void	errs_add(char **errs, const char *file, int line, const char *key,
-	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+ * DAG (unknown after, cycles), resources against conf (may be NULL).
+ * Each job section whose stage is registered is handed to stage_check
+ * (may be NULL), which returns its number of errors: the daemon and
+ * pipelinectl pass host_check_section (host.c sits above spec.c). */
+struct stage_reg;
+typedef int spec_stage_check(const struct stage_reg *reg, const struct spec *spec,
+    const struct spec_section *sec, char **errs);
+int	spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check,
+	    char **errs);
 int	spec_is_common_key(const char *key);
 extern const char *const spec_common_keys[];
 extern const char *const spec_run_keys[];
@@ -233,11 +267,12 @@ struct stage_reg {
 	struct plugin *plugin;
 	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
-/* Load every *.so in dir; refused plugins are logged, never fatal.
- * Returns the number loaded. */
-int	plugin_load_dir(const char *dir);
+/* Load every *.so in dir, handing each the host's function table
+ * (&plugin_host: the registry sits below host.c, which registers into it);
+ * refused plugins are logged, never fatal. Returns the number loaded. */
+int	plugin_load_dir(const char *dir, const struct pl_host *host);
 /* Load one plugin; 0, or -1 with the reason in why. */
-int	plugin_load(const char *path, char *why, size_t whylen);
+int	plugin_load(const char *path, const struct pl_host *host, char *why, size_t whylen);
 const struct stage_reg *plugin_stage(const char *name);
 int	plugin_nstages(void);
 const struct stage_reg *plugin_stage_at(int i);
@@ -252,7 +287,16 @@ int	plugin_struct_in(const char *what, const void *src, size_t minsize, void *ds
 	    size_t dstsize, char *why, size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
-/* store.c: the SQLite store (thread-safe; one connection, one mutex) */
+/*
+ * store.c, store_query.c: the SQLite store (thread-safe; one connection,
+ * one mutex). store.c: opening, the schema and its migrations,
+ * transactions, events and the outbox's writes, and every write below;
+ * store_query.c: the reads (store_outbox_due/next, store_attempt_deadline,
+ * store_value_get/history, store_artifact_find, store_proc_find,
+ * store_attempt_procs, store_q_*, store_job_get, store_run_id,
+ * store_run_state_get, store_run_owner_get). Their shared inside is in
+ * store_int.h; rows go out in JSON through wire.h.
+ */
 struct store;
 #define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
@@ -387,7 +431,7 @@ char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemo
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
-/* host.c: the pl_host table and struct pl_job */
+/* host.c, host_spawn.c, job.c: the pl_host table and struct pl_job */
 enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };
 struct pl_job {
 	int mode;
@@ -437,6 +481,17 @@ struct pl_job {
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
+/* host_spawn.c: host->spawn() (pipeline-plugin(3)): start or adopt a
+ * process, read its events until it ends. */
+int	host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+/* job.c, for host.c and host_spawn.c: host->log() (into the job log,
+ * and the daemon's for warnings), host->cancelled() (cancelled or past
+ * its deadline), an event printed by hand (pipelinectl stage; takes d),
+ * a file's or directory's digest. */
+void	job_log(pl_job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int	job_cancelled(pl_job *j);
+void	job_print_event(pl_job *j, const char *type, cJSON *d);
+int	job_digest(const char *path, char hex[65], uint64_t *size);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);
@@ -487,8 +542,12 @@ void	sched_wake(void);       /* from the async handle: a pass a job thread asked
 /* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
  * or EIO, the reason in err). */
 int	sched_submit(struct spec *spec, char *err, size_t errlen);
-int	sched_cancel(const char *run, char *msg, size_t len);
-int	sched_retry(const char *run, const char *job, char *msg, size_t len);
+/* Cancel a run, retry a run or a job and what follows it: PLP_OK with what
+ * was done in msg, or the refusal to answer with (PLP_ENOENT: no such run
+ * or job; PLP_ESTATE: cancel of a run that is not running, retry of one
+ * that is; PLP_EIO: the store refused the change), the reason in msg. */
+enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
+enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
 const char *sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* control.c */

@@ -110,7 +110,7 @@ unregister(struct plugin *p)
 }
 
 int
-plugin_load(const char *path, char *why, size_t whylen)
+plugin_load(const char *path, const struct pl_host *host, char *why, size_t whylen)
 {
 	struct stat st;
 	if (stat(path, &st) == -1) {
@@ -141,13 +141,13 @@ plugin_load(const char *path, char *why, size_t whylen)
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->handle = h;
 	reg_error[0] = '\0';
-	int rc = init(&plugin_host, p);
+	int rc = init(host, p);
 	if (rc != PL_OK || p->nstages == 0) {
 		if (rc == PL_EABI && reg_error[0] == '\0')
 			snprintf(why, whylen, "init failed: ABI version mismatch (host speaks ABI %d)",
 			    PL_ABI_VERSION);
 		else if (rc != PL_OK)
-			snprintf(why, whylen, "init failed: %s%s%s", plugin_host.strerror(rc),
+			snprintf(why, whylen, "init failed: %s%s%s", host->strerror(rc),
 			    reg_error[0] ? ": " : "", reg_error);
 		else
 			snprintf(why, whylen, "init registered no stage");
@@ -167,7 +167,7 @@ cmpstr(const void *a, const void *b)
 }
 
 int
-plugin_load_dir(const char *dir)
+plugin_load_dir(const char *dir, const struct pl_host *host)
 {
 	DIR *d = opendir(dir);
 	if (d == NULL) {
@@ -194,7 +194,7 @@ plugin_load_dir(const char *dir)
 		for (int k = 0; k < nplugins; k++)
 			already |= strcmp(plugins[k]->path, path) == 0;
 		if (!already) {
-			if (plugin_load(path, why, sizeof(why)) == -1)
+			if (plugin_load(path, host, why, sizeof(why)) == -1)
 				log_warnx("plugin_load: %s: refused: %s", path, why);
 			else
 				loaded++;

@@ -69,6 +69,10 @@ struct srun {
 	 * how many have a thread; failed: a job failed, was cancelled or
 	 * skipped since the last pass (skips may propagate). */
 	int first_open, nretrying, nrunning, failed;
+	/* runs/NAME below the state directory, opened (O_NOFOLLOW, as
+	 * job_dirs opens every directory below it) at the run's first job
+	 * and held until the run ends, not walked again for every job. */
+	int dirfd;
 	struct srun *next;
 };
 
@@ -157,7 +161,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 static int
 res_available(struct sjob *j)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -170,7 +174,7 @@ res_available(struct sjob *j)
 static void
 res_take(struct sjob *j, int sign)
 {
-	if (strcmp(j->sec->executor, "slurm") == 0)
+	if (j->sec->ex->batch)
 		return;
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(D->conf, j->sec->res_names[i]);
@@ -349,15 +353,24 @@ handoff_release(void)
  * without following a link (jobs write below the state directory):
  * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
 static int
-job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
+job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 {
-	char rel[PATH_MAX];
-	snprintf(rel, sizeof(rel), "runs/%s/%s", j->run->name, j->sec->name);
+	struct srun *r = j->run;
 	const char *what = D->conf->state_dir, *verb = "make";
-	int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), wfd = -1;
-	if (sfd >= 0) {
+	int wfd = -1;
+	if (r->dirfd < 0) {
+		char rel[PATH_MAX];
+		snprintf(rel, sizeof(rel), "runs/%s", r->name);
+		int sfd = open(D->conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd >= 0) {
+			what = pj->jobdir;
+			r->dirfd = dirs_make_at(sfd, rel, 0711);
+			close(sfd);
+		}
+	}
+	if (r->dirfd >= 0) {
 		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(sfd, rel, 0711);
+		pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	}
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
@@ -372,8 +385,6 @@ job_dirs(struct pl_job *pj, const struct sjob *j, char *why, size_t len)
 	int e = errno;
 	if (wfd >= 0)
 		close(wfd);
-	if (sfd >= 0)
-		close(sfd);
 	if (pj->logfd >= 0)
 		return 0;
 	snprintf(why, len, "cannot %s %s: %s", verb, what, strerror(e));
@@ -409,8 +420,8 @@ job_launch(struct sjob *j, int adopt)
 		job_free(pj);
 		return -1;
 	}
-	if (strcmp(j->sec->executor, "slurm") == 0 && &exec_slurm != NULL) {
-		pj->ex = &exec_slurm;
+	if (j->sec->ex != &exec_local) {
+		pj->ex = j->sec->ex;
 		pj->ex_opts = executor_opts(j);
 	}
 	/* The deadline was stored when the attempt started: a re-entered one
@@ -606,6 +617,10 @@ run_finish_check(struct srun *r)
 	store_run_state(D->store, r->id, r->name, st, msg[0] ? msg : NULL);
 	if (store_commit(D->store) == 0) {
 		snprintf(r->state, sizeof(r->state), "%s", st);
+		if (r->dirfd >= 0) {
+			close(r->dirfd);
+			r->dirfd = -1;
+		}
 		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
 	}
@@ -619,6 +634,7 @@ sched_kick(void)
 	for (struct srun *r = D->runs; r; r = r->next) {
 		if (strcmp(r->state, "running") != 0)
 			continue;
+again:
 		advance_open(r);
 		/* Skips propagate until nothing changes (only after a job
 		 * failed, was cancelled or skipped). */
@@ -667,6 +683,12 @@ sched_kick(void)
 			job_start(j);
 		}
 		advance_open(r); /* past a job that failed to start */
+		/* A job failed to start (start_failed): the jobs after it are
+		 * skipped in this pass, not in a next one that nothing may
+		 * cause (a run whose every started job failed so would wait
+		 * for ever). Each time round a job more is final. */
+		if (r->failed)
+			goto again;
 		run_finish_check(r);
 	}
 	if (next > 0 && !on_loop_thread()) {
@@ -687,6 +709,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 	r->id = id;
 	r->name = xstrdup(spec->name);
 	r->spec = spec;
+	r->dirfd = -1;
 	snprintf(r->state, sizeof(r->state), "%s", state);
 	r->njobs = spec->njobs;
 	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
@@ -756,17 +779,17 @@ sched_submit(struct spec *spec, char *err, size_t errlen)
 	return WITH_SMTX(sched_submit_locked(spec, err, errlen));
 }
 
-static int
+static enum pl_proto_err
 sched_cancel_locked(const char *name, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
 		snprintf(msg, len, "no run %s", name);
-		return -1;
+		return PLP_ENOENT;
 	}
 	if (strcmp(r->state, "running") != 0) {
 		snprintf(msg, len, "run %s is %s, not running", name, r->state);
-		return -2;
+		return PLP_ESTATE;
 	}
 	r->cancel = 1;
 	int stopping = 0;
@@ -778,10 +801,10 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 	snprintf(msg, len, "cancelling run %s (%d running job%s stopping)", name, stopping,
 	    stopping == 1 ? "" : "s");
 	sched_kick();
-	return 0;
+	return PLP_OK;
 }
 
-int
+enum pl_proto_err
 sched_cancel(const char *name, char *msg, size_t len)
 {
 	return WITH_SMTX(sched_cancel_locked(name, msg, len));
@@ -801,17 +824,17 @@ mark_downstream(struct srun *r, struct sjob *j, char *mark)
 				mark_downstream(r, &r->jobs[i], mark);
 }
 
-static int
+static enum pl_proto_err
 sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 {
 	struct srun *r = run_find(name);
 	if (r == NULL) {
 		snprintf(msg, len, "no run %s", name);
-		return -1;
+		return PLP_ENOENT;
 	}
 	if (strcmp(r->state, "running") == 0) {
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
-		return -2;
+		return PLP_ESTATE;
 	}
 	char *mark = xcalloc((size_t)r->njobs, 1);
 	if (job != NULL) {
@@ -819,7 +842,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		if (j == NULL) {
 			free(mark);
 			snprintf(msg, len, "run %s has no job %s", name, job);
-			return -1;
+			return PLP_ENOENT;
 		}
 		mark_downstream(r, j, mark);
 	} else {
@@ -831,7 +854,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	if (store_begin(D->store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
-		return -1;
+		return PLP_EIO;
 	}
 	for (int i = 0; i < r->njobs; i++) {
 		if (!mark[i])
@@ -847,17 +870,17 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	if (store_commit(D->store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
-		return -1;
+		return PLP_EIO;
 	}
 	free(mark);
 	r->cancel = 0;
 	snprintf(r->state, sizeof(r->state), "running");
 	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
 	sched_kick();
-	return 0;
+	return PLP_OK;
 }
 
-int
+enum pl_proto_err
 sched_retry(const char *name, const char *job, char *msg, size_t len)
 {
 	return WITH_SMTX(sched_retry_locked(name, job, msg, len));
@@ -904,9 +927,8 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 			continue;
 		struct proc p;
 		memset(&p, 0, sizeof(p));
-		p.ex = &exec_local;
-		if (strcmp(rows[i].executor, "slurm") == 0 && &exec_slurm != NULL)
-			p.ex = &exec_slurm;
+		if ((p.ex = exec_find(rows[i].executor)) == NULL)
+			p.ex = &exec_local;
 		p.pidfd = -1;
 		p.id = rows[i].id;
 		p.pid = rows[i].pid;
@@ -937,7 +959,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
-	if (spec == NULL || spec_check(spec, D->conf, &errs) == -1) {
+	if (spec == NULL || spec_check(spec, D->conf, host_check_section, &errs) == -1) {
 		if (strcmp(state, "running") == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");

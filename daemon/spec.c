@@ -21,89 +21,6 @@ const char *const spec_common_keys[] = {
 };
 const char *const spec_run_keys[] = { "name", "previous", "description", NULL };
 
-/* The list errs_add() wrote last on this thread: appending costs the new
- * line, not the list (a copy per error made 40,000 errors take 43 s). A
- * list it did not write last (another list, or one written elsewhere) is
- * measured once. Past ERRS_MAX errors only their number is kept, in a
- * last line "... and N more errors". */
-#define ERRS_MAX 100
-#define ERRS_MORE "... and "
-static __thread struct {
-	char *buf;
-	size_t len, cap, body;   /* body: where the "and N more" line starts */
-	int n, more;
-} acc;
-
-static void
-errs_measure(char *t)
-{
-	acc.buf = t;
-	acc.len = t ? strlen(t) : 0;
-	acc.cap = acc.len + 1;
-	acc.body = acc.len;
-	acc.n = acc.more = 0;
-	for (size_t i = 0; i < acc.len; i++)
-		acc.n += t[i] == '\n';
-	char *last = acc.len ? memrchr(t, '\n', acc.len - 1) : NULL;
-	last = last ? last + 1 : t;
-	if (t && strncmp(last, ERRS_MORE, strlen(ERRS_MORE)) == 0) {
-		acc.more = atoi(last + strlen(ERRS_MORE));
-		acc.body = (size_t)(last - t);
-		acc.n--;
-	}
-}
-
-static void
-errs_put(size_t at, const char *line, size_t n)
-{
-	if (at + n + 1 > acc.cap) {
-		size_t ncap = acc.cap * 2 > at + n + 1 ? acc.cap * 2 : at + n + 1024;
-		char *nb = realloc(acc.buf, ncap);
-		if (nb == NULL)
-			fatal("errs_add");
-		acc.buf = nb;
-		acc.cap = ncap;
-	}
-	memcpy(acc.buf + at, line, n + 1);
-	acc.len = at + n;
-}
-
-void
-errs_add(char **errs, const char *file, int line, const char *key, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (errs == NULL)
-		return;
-	if (*errs == NULL || *errs != acc.buf)
-		errs_measure(*errs);
-	char *t;
-	int n;
-	if (acc.n >= ERRS_MAX) {
-		acc.more++;
-		n = asprintf(&t, ERRS_MORE "%d more error%s\n", acc.more, acc.more == 1 ? "" : "s");
-		if (n == -1)
-			fatal("errs_add");
-		errs_put(acc.body, t, (size_t)n);
-	} else {
-		/* A line of 0 or less: the error concerns the whole file. */
-		char where[16] = "";
-		if (line > 0)
-			snprintf(where, sizeof(where), "%d:", line);
-		n = asprintf(&t, "%s:%s %s: %s\n", file, where, key ? key : "-", msg);
-		if (n == -1)
-			fatal("errs_add");
-		errs_put(acc.body, t, (size_t)n);
-		acc.n++;
-		acc.body = acc.len;
-	}
-	free(t);
-	*errs = acc.buf;
-}
-
 /* A string -> int map (open addressing): section and key lookups while
  * parsing, job lookups while checking, each O(1), so a large spec costs
  * its size, not its size squared. */
@@ -180,18 +97,11 @@ spec_is_common_key(const char *key)
 }
 
 struct spec_parse {
+	struct ini_reader r;     /* the line reader (ini.c): line, raw line, errors */
 	struct spec *s;
-	const char *path;        /* for the reader's errors: the spec's or the conf's */
-	const char *text;
-	size_t off;
-	int line;
-	char *raw;
-	char *longval;
 	struct smap headers;     /* section name -> the line of its header */
 	struct smap sections;    /* job section name -> index in s->jobs */
 	struct smap keys;        /* "INDEX\037key" -> index in that section's kv */
-	char **errs;
-	int nerr;
 	struct spec_section *cur;
 	int curidx;              /* cur's index in s->jobs; -1 for [run] */
 };
@@ -199,8 +109,9 @@ struct spec_parse {
 /* A section header seen a second time is an error even when nothing
  * follows it (inih only reports sections through their keys). */
 static void
-section_seen(struct spec_parse *p, const char *line)
+section_seen(void *arg, const char *line)
 {
+	struct spec_parse *p = arg;
 	const char *b = line + strspn(line, " \t");
 	if (*b != '[')
 		return;
@@ -210,124 +121,13 @@ section_seen(struct spec_parse *p, const char *line)
 	char *name = strndup(b + 1, (size_t)(e - b - 1));
 	const int *first = smap_get(&p->headers, name);
 	if (first != NULL) {
-		errs_add(p->errs, p->s->path, p->line, "-",
+		errs_add(p->r.errs, p->s->path, p->r.line, "-",
 		    "section [%s] appears twice (first at line %d)", name, *first);
-		p->nerr++;
+		p->r.nerr++;
 	} else {
-		smap_put(&p->headers, name, p->line);
+		smap_put(&p->headers, name, p->r.line);
 	}
 	free(name);
-}
-
-/* inih reader over a string that counts lines. inih (as Debian builds it)
- * takes lines of at most 200 bytes and cuts values at " ;" (an inline
- * comment); a longer line, or one with a ';', reaches it as "key = \001"
- * and the handler takes the whole value from p->longval. */
-static char *
-spec_reader(char *str, int num, void *stream)
-{
-	struct spec_parse *p = stream;
-	const char *t = p->text + p->off;
-	if (*t == '\0')
-		return NULL;
-	size_t len = strcspn(t, "\n");
-	size_t adv = len + (t[len] == '\n');
-	p->off += adv;
-	p->line++;
-	free(p->longval);
-	p->longval = NULL;
-	free(p->raw);
-	p->raw = strndup(t, len);
-	if (p->s != NULL)
-		section_seen(p, p->raw);
-	/* Lines that fit and hold no ';' go to inih as they are. A ';' is
-	 * never a comment inside a value here (shell commands are full of
-	 * them), so such lines take the same path as long ones. */
-	const char *lead = t + strspn(t, " \t");
-	int whole = len + 2 <= (size_t)num && (memchr(t, ';', len) == NULL || *lead == ';' ||
-	    *lead == '#' || *lead == '[');
-	const char *eq = memchr(t, '=', len);
-	int cont = t[0] == ' ' || t[0] == '\t';
-	/* A line that is no key (inih also takes ':' for '=' in the lines it
-	 * gets whole) is reported here, each with its text, and inih gets an
-	 * empty line: inih reports only the first, and without its text. */
-	if (!cont && lead < t + len && strchr(";#[\r", *lead) == NULL && (whole ?
-	    eq == NULL && memchr(t, ':', len) == NULL :
-	    eq == NULL || (size_t)(eq - t) + 8 > (size_t)num)) {
-		size_t n = len;
-		while (n > 0 && t[n - 1] == '\r')
-			n--;
-		size_t q = n > 60 ? 60 : n;
-		while (q < n && q > 0 && ((unsigned char)t[q] & 0xc0) == 0x80)
-			q--;    /* not inside a UTF-8 sequence */
-		errs_add(p->errs, p->path, p->line, "-",
-		    "syntax error (expected [section] or key = value): %.*s%s",
-		    (int)q, t, q < n ? "..." : "");
-		p->nerr++;
-		str[0] = '\n';
-		str[1] = '\0';
-		return str;
-	}
-	if (whole) {
-		memcpy(str, t, adv);
-		str[adv] = '\0';
-		return str;
-	}
-	if (!cont && (eq == NULL || (size_t)(eq - t) + 8 > (size_t)num)) {
-		/* A long comment or section line: its first bytes will do. */
-		size_t n = len < (size_t)num - 2 ? len : (size_t)num - 2;
-		memcpy(str, t, n);
-		str[n] = '\n';
-		str[n + 1] = '\0';
-		return str;
-	}
-	const char *v = cont ? t : eq + 1;
-	const char *end = t + len;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-		end--;
-	p->longval = strndup(v, end > v ? (size_t)(end - v) : 0);
-	if (cont)
-		snprintf(str, (size_t)num, " \001\n");
-	else
-		snprintf(str, (size_t)num, "%.*s= \001\n", (int)(eq - t), t);
-	return str;
-}
-
-/* inih over text through spec_reader, for pipelined.conf (conf.c): the
- * handler gets every value whole, however long, and *line is the line
- * being handled. */
-struct ini_text {
-	struct spec_parse p;
-	ini_handler h;
-	void *user;
-	int *line;
-};
-
-static int
-ini_text_handler(void *user, const char *section, const char *name, const char *value)
-{
-	struct ini_text *t = user;
-
-	if (value != NULL && strcmp(value, "\001") == 0 && t->p.longval != NULL)
-		value = t->p.longval;
-	*t->line = t->p.line;
-	return t->h(t->user, section, name, value);
-}
-
-int
-spec_ini_parse(const char *path, const char *text, ini_handler h, void *user, int *line,
-    char **errs, int *nerr)
-{
-	struct ini_text t = { .p = { .text = text, .path = path, .errs = errs }, .h = h,
-	    .user = user, .line = line };
-	int rc = ini_parse_stream(spec_reader, &t.p, ini_text_handler, &t);
-
-	*nerr += t.p.nerr;
-	free(t.p.raw);
-	free(t.p.longval);
-	return rc;
 }
 
 /* A section's line is its header's (section_seen() saw it), not that of
@@ -338,7 +138,7 @@ section_new(struct spec_parse *p, const char *name)
 	struct spec_section *sec = xcalloc(1, sizeof(*sec));
 	sec->name = xstrdup(name);
 	const int *hl = smap_get(&p->headers, name);
-	sec->line = hl ? *hl : p->line;
+	sec->line = hl ? *hl : p->r.line;
 	return sec;
 }
 
@@ -376,8 +176,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	if (name == NULL) /* INI_CALL_HANDLER_ON_NEW_SECTION */
 		return 1;
 	struct spec_section *sec = p->cur;
-	if (strcmp(value, "\001") == 0 && p->longval != NULL)
-		value = p->longval;
+	value = ini_reader_value(&p->r, value);
 	char *kk;
 	if (asprintf(&kk, "%d\037%s", p->curidx, name) == -1)
 		fatal("spec_handler");
@@ -385,7 +184,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	if (ki != NULL) {
 		free(kk);
 		int i = *ki;
-		if (p->raw && (p->raw[0] == ' ' || p->raw[0] == '\t')) {
+		if (p->r.raw && (p->r.raw[0] == ' ' || p->r.raw[0] == '\t')) {
 			/* A continuation line of a multi-line value. */
 			char *n;
 			if (asprintf(&n, "%s\n%s", sec->kv[i].value, value) == -1)
@@ -394,9 +193,9 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 			sec->kv[i].value = n;
 			return 1;
 		}
-		errs_add(p->errs, s->path, p->line, name, "duplicate key (first at line %d)",
+		errs_add(p->r.errs, s->path, p->r.line, name, "duplicate key (first at line %d)",
 		    sec->kv[i].line);
-		p->nerr++;
+		p->r.nerr++;
 		return 1;
 	}
 	smap_put(&p->keys, kk, sec->nkv);
@@ -405,7 +204,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 16) * sizeof(*sec->kv));
 	sec->kv[sec->nkv].key = xstrdup(name);
 	sec->kv[sec->nkv].value = xstrdup(value);
-	sec->kv[sec->nkv].line = p->line;
+	sec->kv[sec->nkv].line = p->r.line;
 	sec->nkv++;
 	return 1;
 }
@@ -425,19 +224,20 @@ spec_parse(const char *path, const char *text, char **errs)
 		s->dir = xstrdup(".");
 	}
 
-	struct spec_parse p = { .s = s, .path = s->path, .text = s->text, .errs = errs };
-	int rc = ini_parse_stream(spec_reader, &p, spec_handler, &p);
-	free(p.raw);
-	free(p.longval);
+	struct spec_parse p = { .r = { .path = s->path, .text = s->text, .errs = errs,
+	    .on_line = section_seen }, .s = s };
+	p.r.arg = &p;
+	int rc = ini_parse_stream(ini_reader_line, &p.r, spec_handler, &p);
+	ini_reader_free(&p.r);
 	smap_free(&p.headers);
 	smap_free(&p.sections);
 	smap_free(&p.keys);
 	if (rc > 0) {
 		errs_add(errs, path, rc, "-", "syntax error (expected [section] or key = value)");
-		p.nerr++;
+		p.r.nerr++;
 	} else if (rc < 0) {
 		errs_add(errs, path, 0, "-", "cannot parse (out of memory)");
-		p.nerr++;
+		p.r.nerr++;
 	}
 	/* The run name: [run] name, else the file name without .ini. */
 	const char *name = s->run ? spec_get(s->run, "name") : NULL;
@@ -453,7 +253,7 @@ spec_parse(const char *path, const char *text, char **errs)
 	const char *prev = s->run ? spec_get(s->run, "previous") : NULL;
 	if (prev != NULL && *prev)
 		s->previous = xstrdup(prev);
-	if (p.nerr) {
+	if (p.r.nerr) {
 		spec_free(s);
 		return NULL;
 	}
@@ -661,13 +461,14 @@ check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
 	strv_free(res);
 	v = spec_get(sec, "executor");
 	sec->executor = xstrdup(v ? v : "local");
-	if (strcmp(sec->executor, "local") != 0 && strcmp(sec->executor, "slurm") != 0)
-		BAD("executor", "must be local or slurm, not \"%s\"", sec->executor);
-	else if (strcmp(sec->executor, "slurm") == 0 && &exec_slurm == NULL)
-		BAD("executor", "this pipelined was built without the slurm executor");
+	sec->ex = exec_find(sec->executor);
+	if (!exec_known(sec->executor))
+		BAD("executor", "must be " EXEC_NAMES ", not \"%s\"", sec->executor);
+	else if (sec->ex == NULL)
+		BAD("executor", "this pipelined was built without the %s executor", sec->executor);
 	static const char *const slurm_only[] = { "partition", "gres", "time", "mem",
 	    "account", "sbatch_options", NULL };
-	if (strcmp(sec->executor, "slurm") != 0)
+	if (sec->ex == NULL || !sec->ex->batch)
 		for (int k = 0; slurm_only[k]; k++)
 			if (spec_find(sec, slurm_only[k]))
 				BAD(slurm_only[k], "only applies with executor = slurm");
@@ -676,7 +477,7 @@ check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
 }
 
 int
-spec_check(struct spec *s, const struct conf *c, char **errs)
+spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, char **errs)
 {
 	int nerr = 0;
 	const struct spec_kv *nkv = spec_find(s->run, "name");
@@ -728,7 +529,8 @@ spec_check(struct spec *s, const struct conf *c, char **errs)
 			nerr++;
 			continue;
 		}
-		nerr += host_check_section(reg, s, sec, errs);
+		if (stage_check != NULL)
+			nerr += stage_check(reg, s, sec, errs);
 	}
 	nerr += find_cycle(s, &jobs, errs);
 	smap_free(&jobs);

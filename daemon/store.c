@@ -1,4 +1,7 @@
-/* store.c: the SQLite store, the truth of pipelined.
+/* store.c: the SQLite store, the truth of pipelined: opening, the schema
+ * and its migrations, transactions, events and every write. The reads are
+ * in store_query.c; what both share (struct store, the statement cache)
+ * in store_int.h.
  *
  * One connection in WAL mode behind one mutex. Writers bracket their
  * changes with store_begin()/store_commit(); events inserted inside are
@@ -37,37 +40,8 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-
-struct store {
-	sqlite3 *db;
-	pthread_mutex_t mtx;
-	int64_t last_event;
-	int64_t txn_first_event;
-	store_announce_fn announce;
-	/* The outbox (notify.c): which events are wanted, and who to wake
-	 * after a commit that added rows. */
-	store_outbox_fn outbox_fn;
-	void (*outbox_wake)(void);
-	int outbox_new;
-	char instance[40];
-	struct ann *pending, **pending_tail;
-	int in_txn;
-	int txn_failed;          /* a write of this transaction failed */
-	int txn_undoable;        /* its caller handles a failed commit */
-	int err;                 /* the last failure's SQLite result code */
-	char errmsg[256];
-	store_fail_fn fail;
-	/* Prepared statements, kept for the life of the store (the SQL
-	 * texts are literals: the pointer is the key, the text checks it). */
-	struct { const char *sql; sqlite3_stmt *st; } cache[48];
-	int ncache;
-	/* The checkpointer (see the top). */
-	char *path;
-	pthread_t ckpt_thr;
-	pthread_mutex_t ckpt_mtx;
-	pthread_cond_t ckpt_cv;
-	int ckpt_on, ckpt_ready, ckpt_want, ckpt_stop;
-};
+#include "store_int.h"
+#include "wire.h"
 
 #define CKPT_PAGES 4000
 #define CKPT_INLINE 20000
@@ -236,9 +210,9 @@ exec_sql(struct store *s, const char *sql)
 }
 
 /* A statement for sql, from the cache when it is there and idle; give it
- * back with unprep(). Callers hold s->mtx. */
-static sqlite3_stmt *
-prep(struct store *s, const char *sql)
+ * back with store_unprep(). Callers hold s->mtx. */
+sqlite3_stmt *
+store_prep(struct store *s, const char *sql)
 {
 	for (int i = 0; i < s->ncache; i++)
 		if (s->cache[i].sql == sql && !sqlite3_stmt_busy(s->cache[i].st) &&
@@ -258,8 +232,8 @@ prep(struct store *s, const char *sql)
 	return st;
 }
 
-static void
-unprep(struct store *s, sqlite3_stmt *st)
+void
+store_unprep(struct store *s, sqlite3_stmt *st)
 {
 	if (st == NULL)
 		return;
@@ -277,24 +251,24 @@ unprep(struct store *s, sqlite3_stmt *st)
 static int
 exec_cached(struct store *s, const char *sql)
 {
-	sqlite3_stmt *st = prep(s, sql);
+	sqlite3_stmt *st = store_prep(s, sql);
 	if (st == NULL)
 		return -1;
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		log_warnx("%s: %s: %s", __func__, sql, sqlite3_errmsg(s->db));
-	unprep(s, st);
+	store_unprep(s, st);
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
 static int
 user_version(struct store *s)
 {
-	sqlite3_stmt *st = prep(s, "PRAGMA user_version");
+	sqlite3_stmt *st = store_prep(s, "PRAGMA user_version");
 	int v = -1;
 	if (st && sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int(st, 0);
-	unprep(s, st);
+	store_unprep(s, st);
 	return v;
 }
 
@@ -350,20 +324,20 @@ store_open(struct store **sp, const char *path)
 			goto fail;
 		log_info("%s: %s migrated to schema version %d", __func__, path, v + 1);
 	}
-	sqlite3_stmt *st = prep(s, "SELECT coalesce(max(id), 0) FROM events");
+	sqlite3_stmt *st = store_prep(s, "SELECT coalesce(max(id), 0) FROM events");
 	if (st == NULL || sqlite3_step(st) != SQLITE_ROW) {
-		unprep(s, st);
+		store_unprep(s, st);
 		goto fail;
 	}
 	s->last_event = sqlite3_column_int64(st, 0);
-	unprep(s, st);
-	st = prep(s, "SELECT v FROM meta WHERE k = 'instance'");
+	store_unprep(s, st);
+	st = store_prep(s, "SELECT v FROM meta WHERE k = 'instance'");
 	if (st == NULL || sqlite3_step(st) != SQLITE_ROW) {
-		unprep(s, st);
+		store_unprep(s, st);
 		goto fail;
 	}
 	snprintf(s->instance, sizeof(s->instance), "%s", (const char *)sqlite3_column_text(st, 0));
-	unprep(s, st);
+	store_unprep(s, st);
 	s->path = xstrdup(path);
 	ckpt_start(s);
 	*sp = s;
@@ -398,10 +372,10 @@ int
 store_integrity_ok(struct store *s)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "PRAGMA integrity_check");
+	sqlite3_stmt *st = store_prep(s, "PRAGMA integrity_check");
 	int ok = st && sqlite3_step(st) == SQLITE_ROW &&
 	    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-	unprep(s, st);
+	store_unprep(s, st);
 	pthread_mutex_unlock(&s->mtx);
 	return ok;
 }
@@ -522,8 +496,8 @@ store_rollback(struct store *s)
 }
 
 /* The feed line of an event: id, ts, run, job, type, then data's fields. */
-static char *
-event_line(int64_t id, double ts, const char *run, const char *job, const char *type,
+char *
+store_event_line(int64_t id, double ts, const char *run, const char *job, const char *type,
     const cJSON *data)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -546,8 +520,6 @@ event_line(int64_t id, double ts, const char *run, const char *job, const char *
 	return line;
 }
 
-static cJSON *rows_json(struct store *s, sqlite3_stmt *st);
-
 /*
  * The outbox rows of one event, one per target, in the event's
  * transaction. The body is what a receiver gets; the key, the store's
@@ -557,7 +529,7 @@ static int
 outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char *run,
     const char *job, const cJSON *data, const char *const *targets)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO outbox(event_id, kind, run, job, target, key,"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO outbox(event_id, kind, run, job, target, key,"
 	    " body, next_at, state, created) VALUES(?,?,?,?,?,?,?,?,'pending',?)");
 	if (st == NULL)
 		return -1;
@@ -594,7 +566,7 @@ outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char 
 		sqlite3_reset(st);
 		free(body);
 	}
-	unprep(s, st);
+	store_unprep(s, st);
 	if (rc == 0)
 		s->outbox_new = 1;
 	return rc;
@@ -607,42 +579,13 @@ store_set_outbox(struct store *s, store_outbox_fn fn, void (*wake)(void))
 	s->outbox_wake = wake;
 }
 
-cJSON *
-store_outbox_due(struct store *s, double now, int limit)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT id, kind, run, job, target, key, body, attempts"
-	    " FROM outbox WHERE state = 'pending' AND next_at <= ? ORDER BY id LIMIT ?");
-	cJSON *a = NULL;
-	if (st) {
-		sqlite3_bind_double(st, 1, now);
-		sqlite3_bind_int(st, 2, limit);
-		a = rows_json(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return a;
-}
-
-double
-store_outbox_next(struct store *s)
-{
-	double next = 0;
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT min(next_at) FROM outbox WHERE state = 'pending'");
-	if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-		next = sqlite3_column_double(st, 0);
-	unprep(s, st);
-	pthread_mutex_unlock(&s->mtx);
-	return next;
-}
-
 int
 store_outbox_result(struct store *s, int64_t id, int delivered, int attempts,
     const char *error, double next_at, int give_up)
 {
 	if (store_begin(s) == -1)
 		return -1;
-	sqlite3_stmt *st = prep(s, "UPDATE outbox SET state = ?, attempts = ?, error = ?,"
+	sqlite3_stmt *st = store_prep(s, "UPDATE outbox SET state = ?, attempts = ?, error = ?,"
 	    " next_at = ?, delivered = ? WHERE id = ?");
 	if (st == NULL) {
 		store_rollback(s);
@@ -664,7 +607,7 @@ store_outbox_result(struct store *s, int64_t id, int delivered, int attempts,
 	int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 	if (rc == -1)
 		log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
-	unprep(s, st);
+	store_unprep(s, st);
 	if (rc == -1) {
 		store_rollback(s);
 		return -1;
@@ -678,7 +621,7 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 	double ts = now_wall();
 	char *dtext = data ? cJSON_PrintUnformatted(data) : NULL;
 	int64_t id = s->last_event + 1;
-	sqlite3_stmt *st = prep(s, "INSERT INTO events(id, ts, run, job, type, data) VALUES(?,?,?,?,?,?)");
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO events(id, ts, run, job, type, data) VALUES(?,?,?,?,?,?)");
 	int rc = -1;
 	if (st) {
 		sqlite3_bind_int64(st, 1, id);
@@ -692,7 +635,7 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
 			failed(s);
 		}
-		unprep(s, st);
+		store_unprep(s, st);
 	}
 	const char *const *targets = NULL;
 	const char *kind = rc == 0 && s->outbox_fn ? s->outbox_fn(type, data, &targets) : NULL;
@@ -703,7 +646,7 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 		struct ann *a = xcalloc(1, sizeof(*a));
 		a->id = id;
 		a->run = run ? xstrdup(run) : NULL;
-		a->line = event_line(id, ts, run, job, type, data);
+		a->line = store_event_line(id, ts, run, job, type, data);
 		*s->pending_tail = a;
 		s->pending_tail = &a->next;
 	}
@@ -720,17 +663,17 @@ step_done(struct store *s, sqlite3_stmt *st)
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		log_warnx("store: %s", sqlite3_errmsg(s->db));
 		failed(s);
-		unprep(s, st);
+		store_unprep(s, st);
 		return -1;
 	}
-	unprep(s, st);
+	store_unprep(s, st);
 	return 0;
 }
 
 int
 store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
 	    " description, created, owner) VALUES(?, 'running', ?, ?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
@@ -757,8 +700,8 @@ int
 store_run_state(struct store *s, int64_t run_id, const char *run, const char *state,
     const char *message)
 {
-	int final = strcmp(state, "running") != 0;
-	sqlite3_stmt *st = prep(s, "UPDATE runs SET state = ?, message = ?, finished = ? WHERE id = ?");
+	int final = pl_run_state_find(state) != PLR_running;
+	sqlite3_stmt *st = store_prep(s, "UPDATE runs SET state = ?, message = ?, finished = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
@@ -781,7 +724,7 @@ int
 store_job_create(struct store *s, int64_t run_id, const char *name, const char *stage,
     int seq, int64_t *id)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO jobs(run_id, name, stage, seq, state)"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO jobs(run_id, name, stage, seq, state)"
 	    " VALUES(?, ?, ?, ?, 'pending')");
 	if (st == NULL)
 		return -1;
@@ -800,14 +743,15 @@ store_job_state(struct store *s, int64_t job_id, const char *run, const char *jo
     const char *state, int attempt, const char *message)
 {
 	const char *sql;
-	if (strcmp(state, "running") == 0)
+	int js = pl_job_state_find(state);
+	if (js == PLJ_running)
 		sql = "UPDATE jobs SET state = ?, message = ?, started = coalesce(started, ?),"
 		    " finished = NULL WHERE id = ?";
-	else if (strcmp(state, "pending") == 0 || strcmp(state, "retrying") == 0)
+	else if (js == PLJ_pending || js == PLJ_retrying)
 		sql = "UPDATE jobs SET state = ?, message = ?, finished = NULL, started = started + 0 * ? WHERE id = ?";
 	else
 		sql = "UPDATE jobs SET state = ?, message = ?, finished = ? WHERE id = ?";
-	sqlite3_stmt *st = prep(s, sql);
+	sqlite3_stmt *st = store_prep(s, sql);
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
@@ -828,7 +772,7 @@ store_job_state(struct store *s, int64_t job_id, const char *run, const char *jo
 int
 store_job_progress(struct store *s, int64_t job_id, double done, double total, const char *unit)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE jobs SET progress_done = ?, progress_total = ?,"
+	sqlite3_stmt *st = store_prep(s, "UPDATE jobs SET progress_done = ?, progress_total = ?,"
 	    " progress_unit = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
@@ -842,7 +786,7 @@ store_job_progress(struct store *s, int64_t job_id, double done, double total, c
 int
 store_job_next_at(struct store *s, int64_t job_id, double at)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE jobs SET next_at = ? WHERE id = ?");
+	sqlite3_stmt *st = store_prep(s, "UPDATE jobs SET next_at = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_double(st, 1, at);
@@ -853,7 +797,7 @@ store_job_next_at(struct store *s, int64_t job_id, double at)
 int
 store_job_counters(struct store *s, int64_t job_id, int attempts, int lost, int retry_base)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE jobs SET attempts = ?, lost = ?, retry_base = ? WHERE id = ?");
+	sqlite3_stmt *st = store_prep(s, "UPDATE jobs SET attempts = ?, lost = ?, retry_base = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int(st, 1, attempts);
@@ -866,7 +810,7 @@ store_job_counters(struct store *s, int64_t job_id, int attempts, int lost, int 
 int
 store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO attempts(job_id, n, state, started)"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO attempts(job_id, n, state, started)"
 	    " VALUES(?, ?, 'running', ?)");
 	if (st == NULL)
 		return -1;
@@ -882,7 +826,7 @@ store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id)
 int
 store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE attempts SET deadline = ? WHERE id = ?");
+	sqlite3_stmt *st = store_prep(s, "UPDATE attempts SET deadline = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
 	if (deadline > 0)
@@ -893,28 +837,11 @@ store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline)
 	return step_done(s, st);
 }
 
-double
-store_attempt_deadline(struct store *s, int64_t attempt_id)
-{
-	double d = 0;
-
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT deadline FROM attempts WHERE id = ?");
-	if (st) {
-		sqlite3_bind_int64(st, 1, attempt_id);
-		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-			d = sqlite3_column_double(st, 0);
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return d;
-}
-
 int
 store_attempt_end(struct store *s, int64_t attempt_id, const char *state, int result,
     const char *message)
 {
-	sqlite3_stmt *st = prep(s, "UPDATE attempts SET state = ?, result = ?, message = ?,"
+	sqlite3_stmt *st = store_prep(s, "UPDATE attempts SET state = ?, result = ?, message = ?,"
 	    " finished = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
@@ -931,7 +858,7 @@ store_metric(struct store *s, int64_t job_id, const char *name, int64_t step, do
 {
 	/* One row per (job, name, step): a step replayed after a resume
 	 * replaces its earlier value, so the curve has every step once (G30). */
-	sqlite3_stmt *st = prep(s, "INSERT OR REPLACE INTO metrics(job_id, name, step, value, ts)"
+	sqlite3_stmt *st = store_prep(s, "INSERT OR REPLACE INTO metrics(job_id, name, step, value, ts)"
 	    " VALUES(?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
@@ -947,7 +874,7 @@ int
 store_artifact(struct store *s, int64_t run_id, int64_t job_id, const char *name,
     const char *path, uint64_t size, const char *sha256)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO artifacts(run_id, job_id, name, path, size,"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO artifacts(run_id, job_id, name, path, size,"
 	    " sha256, created) VALUES(?, ?, ?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
@@ -965,7 +892,7 @@ int
 store_value_set(struct store *s, int64_t run_id, int64_t job_id, const char *key,
     const char *value)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO vals(run_id, job_id, key, value, ts)"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO vals(run_id, job_id, key, value, ts)"
 	    " VALUES(?, ?, ?, ?, ?) ON CONFLICT(job_id, key) DO UPDATE SET"
 	    " value = excluded.value, ts = excluded.ts");
 	if (st == NULL)
@@ -978,149 +905,11 @@ store_value_set(struct store *s, int64_t run_id, int64_t job_id, const char *key
 	return step_done(s, st);
 }
 
-char *
-store_value_get(struct store *s, const char *run, const char *job, const char *key)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT v.value FROM vals v JOIN runs r ON r.id = v.run_id"
-	    " JOIN jobs j ON j.id = v.job_id WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2)"
-	    " AND v.key = ? ORDER BY v.id DESC LIMIT 1");
-	char *r = NULL;
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-			r = xstrdup((const char *)sqlite3_column_text(st, 0));
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return r;
-}
-
-char *
-store_value_history(struct store *s, const char *key, int limit)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT r.name, j.name, v.value, v.ts FROM vals v"
-	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
-	    " WHERE v.key = ? ORDER BY v.ts DESC, v.id DESC LIMIT ?");
-	cJSON *a = cJSON_CreateArray();
-	if (st) {
-		sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(st, 2, limit > 0 ? limit : 1000000);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			cJSON *o = cJSON_CreateObject();
-			cJSON_AddStringToObject(o, "run", (const char *)sqlite3_column_text(st, 0));
-			cJSON_AddStringToObject(o, "job", (const char *)sqlite3_column_text(st, 1));
-			cJSON_AddStringToObject(o, "value", sqlite3_column_text(st, 2) ?
-			    (const char *)sqlite3_column_text(st, 2) : "");
-			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 3));
-			cJSON_AddItemToArray(a, o);
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	char *r = cJSON_PrintUnformatted(a);
-	cJSON_Delete(a);
-	return r;
-}
-
-int
-store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
-    char *path, size_t pathlen, char *sha256)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT a.path, a.sha256 FROM artifacts a"
-	    " JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
-	    " WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2) AND a.name = ?"
-	    " ORDER BY a.id DESC LIMIT 1");
-	int rc = PL_ENOENT;
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			snprintf(path, pathlen, "%s", (const char *)sqlite3_column_text(st, 0));
-			if (sha256)
-				snprintf(sha256, 65, "%s", sqlite3_column_text(st, 1) ?
-				    (const char *)sqlite3_column_text(st, 1) : "");
-			rc = PL_OK;
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return rc;
-}
-
-static void
-proc_row_read(sqlite3_stmt *st, struct proc_row *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->id = sqlite3_column_int64(st, 0);
-	snprintf(r->dir, sizeof(r->dir), "%s", sqlite3_column_text(st, 1) ?
-	    (const char *)sqlite3_column_text(st, 1) : "");
-	r->pid = (pid_t)sqlite3_column_int(st, 2);
-	r->starttime = (uint64_t)sqlite3_column_int64(st, 3);
-	snprintf(r->ext_id, sizeof(r->ext_id), "%s", sqlite3_column_text(st, 4) ?
-	    (const char *)sqlite3_column_text(st, 4) : "");
-	snprintf(r->executor, sizeof(r->executor), "%s", sqlite3_column_text(st, 5) ?
-	    (const char *)sqlite3_column_text(st, 5) : "local");
-	r->state = sqlite3_column_int(st, 6);
-	r->events_offset = sqlite3_column_int64(st, 7);
-	r->exited = sqlite3_column_int(st, 8);
-	r->status = sqlite3_column_int(st, 9);
-	r->sig = sqlite3_column_int(st, 10);
-	snprintf(r->end_class, sizeof(r->end_class), "%s", sqlite3_column_text(st, 11) ?
-	    (const char *)sqlite3_column_text(st, 11) : "");
-}
-
-#define PROC_COLS "id, dir, pid, starttime, ext_id, executor, state, events_offset," \
-	" exited, status, signal, end_class"
-
-int
-store_proc_find(struct store *s, int64_t attempt_id, const char *name, struct proc_row *row)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT " PROC_COLS " FROM procs WHERE attempt_id = ? AND name = ?");
-	int rc = -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, attempt_id);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			proc_row_read(st, row);
-			rc = 0;
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return rc;
-}
-
-int
-store_attempt_procs(struct store *s, int64_t attempt_id, struct proc_row **rows, int *n)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT " PROC_COLS " FROM procs WHERE attempt_id = ? ORDER BY id");
-	*rows = NULL;
-	*n = 0;
-	if (st) {
-		sqlite3_bind_int64(st, 1, attempt_id);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			*rows = realloc(*rows, (size_t)(*n + 1) * sizeof(**rows));
-			proc_row_read(st, &(*rows)[(*n)++]);
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return st ? 0 : -1;
-}
-
 static int
 proc_insert(struct store *s, int64_t attempt_id, const char *name, const char *executor,
     const char *dir, double started, int64_t *id)
 {
-	sqlite3_stmt *st = prep(s, "INSERT INTO procs(attempt_id, name, executor, dir, state, started)"
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO procs(attempt_id, name, executor, dir, state, started)"
 	    " VALUES(?, ?, ?, ?, 0, ?)");
 	if (st == NULL)
 		return -1;
@@ -1151,7 +940,7 @@ store_proc_update(struct store *s, struct proc *p, int64_t events_offset)
 	if (p->id == 0 && proc_insert(s, p->attempt_id, p->name, p->ex ? p->ex->name : "local",
 	    p->dir, p->started, &p->id) == -1)
 		return -1;
-	sqlite3_stmt *st = prep(s, "UPDATE procs SET pid = ?, starttime = ?, ext_id = ?, state = ?,"
+	sqlite3_stmt *st = store_prep(s, "UPDATE procs SET pid = ?, starttime = ?, ext_id = ?, state = ?,"
 	    " events_offset = ?, exited = ?, status = ?, signal = ?, end_class = ?, reason = ?,"
 	    " finished = CASE WHEN ? >= 3 THEN ? ELSE finished END WHERE id = ?");
 	if (st == NULL)
@@ -1170,260 +959,4 @@ store_proc_update(struct store *s, struct proc *p, int64_t events_offset)
 	sqlite3_bind_double(st, 12, now_wall());
 	sqlite3_bind_int64(st, 13, p->id);
 	return step_done(s, st);
-}
-
-/* Column helper for the JSON queries. */
-static void
-add_col(cJSON *o, sqlite3_stmt *st, int i, const char *name)
-{
-	switch (sqlite3_column_type(st, i)) {
-	case SQLITE_INTEGER:
-		cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(st, i));
-		break;
-	case SQLITE_FLOAT:
-		cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
-		break;
-	case SQLITE_TEXT:
-		cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
-		break;
-	default:
-		cJSON_AddNullToObject(o, name);
-	}
-}
-
-static cJSON *
-rows_json(struct store *s, sqlite3_stmt *st)
-{
-	cJSON *a = cJSON_CreateArray();
-	int n = sqlite3_column_count(st);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		for (int i = 0; i < n; i++)
-			add_col(o, st, i, sqlite3_column_name(st, i));
-		cJSON_AddItemToArray(a, o);
-	}
-	unprep(s, st);
-	return a;
-}
-
-cJSON *
-store_q_runs(struct store *s)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT r.name, r.state, r.previous, r.created, r.finished,"
-	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
-	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded"
-	    " FROM runs r ORDER BY r.id DESC");
-	cJSON *a = st ? rows_json(s, st) : NULL;
-	pthread_mutex_unlock(&s->mtx);
-	return a;
-}
-
-cJSON *
-store_q_run(struct store *s, const char *run)
-{
-	pthread_mutex_lock(&s->mtx);
-	cJSON *res = NULL;
-	sqlite3_stmt *st = prep(s, "SELECT name, state, previous, description, spec_path, created,"
-	    " finished, message FROM runs WHERE name = ?");
-	if (st == NULL)
-		goto out;
-	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-	cJSON *runs = rows_json(s, st);
-	if (cJSON_GetArraySize(runs) != 1) {
-		cJSON_Delete(runs);
-		goto out;
-	}
-	res = cJSON_CreateObject();
-	cJSON_AddItemToObject(res, "run", cJSON_DetachItemFromArray(runs, 0));
-	cJSON_Delete(runs);
-	st = prep(s, "SELECT j.name, j.stage, j.state, j.attempts, j.started, j.finished, j.message,"
-	    " j.progress_done, j.progress_total, j.progress_unit, j.next_at FROM jobs j"
-	    " JOIN runs r ON r.id = j.run_id WHERE r.name = ? ORDER BY j.seq");
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		cJSON_AddItemToObject(res, "jobs", rows_json(s, st));
-	}
-out:
-	pthread_mutex_unlock(&s->mtx);
-	return res;
-}
-
-cJSON *
-store_q_values(struct store *s, const char *run, const char *job)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, v.key, v.value, v.ts FROM vals v"
-	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
-	    " WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2) ORDER BY v.id");
-	cJSON *a = NULL;
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return a;
-}
-
-cJSON *
-store_q_artifacts(struct store *s, const char *run)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.name AS job, a.name, a.path, a.size, a.sha256, a.created"
-	    " FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
-	    " WHERE r.name = ? ORDER BY a.id");
-	cJSON *a = NULL;
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return a;
-}
-
-cJSON *
-store_q_metrics(struct store *s, const char *run, const char *job, const char *name)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT m.name, m.step, m.value FROM metrics m"
-	    " JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id"
-	    " WHERE r.name = ? AND j.name = ? AND (?3 IS NULL OR m.name = ?3)"
-	    " ORDER BY m.name, m.step");
-	cJSON *a = NULL;
-	if (st) {
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
-		a = rows_json(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return a;
-}
-
-int
-store_q_events(struct store *s, int64_t since, const char *run, int limit,
-    void (*fn)(void *arg, int64_t id, const char *line), void *arg)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT id, ts, run, job, type, data FROM events"
-	    " WHERE id > ? AND (?2 IS NULL OR run = ?2) ORDER BY id LIMIT ?");
-	int n = 0;
-	if (st) {
-		sqlite3_bind_int64(st, 1, since);
-		sqlite3_bind_text(st, 2, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(st, 3, limit);
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			const char *dt = (const char *)sqlite3_column_text(st, 5);
-			cJSON *d = dt ? cJSON_Parse(dt) : NULL;
-			int64_t id = sqlite3_column_int64(st, 0);
-			char *line = event_line(id, sqlite3_column_double(st, 1),
-			    (const char *)sqlite3_column_text(st, 2),
-			    (const char *)sqlite3_column_text(st, 3),
-			    (const char *)sqlite3_column_text(st, 4), d);
-			cJSON_Delete(d);
-			fn(arg, id, line);
-			free(line);
-			n++;
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return st ? n : -1;
-}
-
-int
-store_q_unfinished(struct store *s, void (*fn)(void *arg, int64_t id, const char *name,
-    const char *path, const char *text, const char *state), void *arg)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT id, name, spec_path, spec_text, state FROM runs"
-	    " ORDER BY id");
-	if (st) {
-		while (sqlite3_step(st) == SQLITE_ROW)
-			fn(arg, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-			    (const char *)sqlite3_column_text(st, 2),
-			    (const char *)sqlite3_column_text(st, 3),
-			    (const char *)sqlite3_column_text(st, 4));
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return st ? 0 : -1;
-}
-
-int
-store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT j.id, j.state, j.attempts, j.lost, coalesce(j.next_at, 0), j.retry_base,"
-	    " coalesce(a.id, 0), coalesce(a.state, ''), coalesce(j.message, '') FROM jobs j"
-	    " LEFT JOIN attempts a ON a.job_id = j.id AND a.n = (SELECT max(n) FROM attempts"
-	    " WHERE job_id = j.id) WHERE j.run_id = ? AND j.name = ?");
-	int rc = -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, run_id);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			memset(r, 0, sizeof(*r));
-			r->id = sqlite3_column_int64(st, 0);
-			snprintf(r->state, sizeof(r->state), "%s", sqlite3_column_text(st, 1));
-			r->attempts = sqlite3_column_int(st, 2);
-			r->lost = sqlite3_column_int(st, 3);
-			r->next_at = sqlite3_column_double(st, 4);
-			r->retry_base = sqlite3_column_int(st, 5);
-			r->attempt_id = sqlite3_column_int64(st, 6);
-			snprintf(r->attempt_state, sizeof(r->attempt_state), "%s",
-			    sqlite3_column_text(st, 7));
-			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 8));
-			rc = 0;
-		}
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return rc;
-}
-
-int64_t
-store_run_id(struct store *s, const char *name)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, "SELECT id FROM runs WHERE name = ?");
-	int64_t id = 0;
-	if (st) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			id = sqlite3_column_int64(st, 0);
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return id;
-}
-
-/* One text column of the run named name: malloc'd, NULL when absent. */
-static char *
-run_text(struct store *s, const char *sql, const char *name)
-{
-	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = prep(s, sql);
-	char *r = NULL;
-	if (st) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-			r = xstrdup((const char *)sqlite3_column_text(st, 0));
-		unprep(s, st);
-	}
-	pthread_mutex_unlock(&s->mtx);
-	return r;
-}
-
-char *
-store_run_state_get(struct store *s, const char *name)
-{
-	return run_text(s, "SELECT state FROM runs WHERE name = ?", name);
-}
-
-char *
-store_run_owner_get(struct store *s, const char *name)
-{
-	return run_text(s, "SELECT owner FROM runs WHERE name = ?", name);
 }

@@ -315,9 +315,9 @@ dirs_make_at(int dirfd, const char *rel, mode_t mode)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	int fd = dup(dirfd), e;
-	if (fd == -1)
-		return -1;
+	/* fd is dirfd until the first component is open: the caller's is
+	 * never closed, and none is copied (this runs for every job). */
+	int fd = dirfd, e;
 	char *save = NULL;
 	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
 		if (mkdirat(fd, c, mode) == -1 && errno != EEXIST)
@@ -329,13 +329,17 @@ dirs_make_at(int dirfd, const char *rel, mode_t mode)
 			errno = ELOOP; /* say so: a link to a directory is ENOTDIR */
 		if (next == -1)
 			goto fail;
-		close(fd);
+		if (fd != dirfd)
+			close(fd);
 		fd = next;
 	}
+	if (fd == dirfd && (fd = dup(dirfd)) == -1) /* rel named no directory */
+		return -1;
 	return fd;
 fail:
 	e = errno;
-	close(fd);
+	if (fd != dirfd)
+		close(fd);
 	errno = e;
 	return -1;
 }

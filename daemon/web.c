@@ -31,6 +31,7 @@
 
 #include "pipelined.h"
 #include "plcommon.h"
+#include "wire.h"
 
 static char web_dbpath[PATH_MAX];
 static char web_feed[PATH_MAX];
@@ -90,37 +91,20 @@ ro_open(void)
 	return db;
 }
 
-/* Rows of a query as an array of objects, column names as keys; the
+/* Rows of a query as an array of objects named by row (wire.c); the
  * parameters are strings (NULL binds NULL). */
 static cJSON *
-rows(sqlite3 *db, const char *sql, int nparam, const char *const *param)
+rows(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
+    const char *const *param)
 {
 	sqlite3_stmt *st = NULL;
-	cJSON *a = cJSON_CreateArray();
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
 		log_warnx("web: %s: %s", sql, sqlite3_errmsg(db));
-		return a;
+		return cJSON_CreateArray();
 	}
 	for (int i = 0; i < nparam; i++)
 		sqlite3_bind_text(st, i + 1, param[i], -1, SQLITE_TRANSIENT);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		for (int i = 0; i < sqlite3_column_count(st); i++) {
-			const char *name = sqlite3_column_name(st, i);
-			switch (sqlite3_column_type(st, i)) {
-			case SQLITE_INTEGER:
-			case SQLITE_FLOAT:
-				cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
-				break;
-			case SQLITE_NULL:
-				cJSON_AddNullToObject(o, name);
-				break;
-			default:
-				cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
-			}
-		}
-		cJSON_AddItemToArray(a, o);
-	}
+	cJSON *a = wire_rows(st, row);
 	sqlite3_finalize(st);
 	return a;
 }
@@ -154,7 +138,7 @@ json_out(cJSON *o, size_t *len)
 static char *
 api_runs(sqlite3 *db, size_t *len)
 {
-	cJSON *a = rows(db, "SELECT r.name, r.state, r.previous, r.description, r.created,"
+	cJSON *a = rows(db, &wire_run, "SELECT r.name, r.state, r.previous, r.description, r.created,"
 	    " r.finished, r.message,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded')"
@@ -174,7 +158,7 @@ static char *
 api_run(sqlite3 *db, const char *run, size_t *len)
 {
 	const char *p[] = { run };
-	cJSON *r = rows(db, "SELECT name, state, previous, description, spec_text, created,"
+	cJSON *r = rows(db, &wire_run, "SELECT name, state, previous, description, spec_text, created,"
 	    " finished, message FROM runs WHERE name = ?", 1, p);
 	if (cJSON_GetArraySize(r) != 1) {
 		cJSON_Delete(r);
@@ -183,14 +167,15 @@ api_run(sqlite3 *db, const char *run, size_t *len)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "run", cJSON_DetachItemFromArray(r, 0));
 	cJSON_Delete(r);
-	cJSON_AddItemToObject(o, "jobs", rows(db, "SELECT j.name, j.stage, j.state,"
+	cJSON_AddItemToObject(o, "jobs", rows(db, &wire_job, "SELECT j.name, j.stage, j.state,"
 	    " j.attempts, j.started, j.finished, j.message, j.progress_done, j.progress_total,"
 	    " j.progress_unit FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = ?"
 	    " ORDER BY j.seq", 1, p));
-	cJSON_AddItemToObject(o, "artifacts", rows(db, "SELECT j.name AS job, a.name, a.path,"
+	cJSON_AddItemToObject(o, "artifacts", rows(db, &wire_artifact,
+	    "SELECT j.name AS job_name, a.name, a.path,"
 	    " a.size, a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id"
 	    " JOIN jobs j ON j.id = a.job_id WHERE r.name = ? ORDER BY a.id", 1, p));
-	cJSON *vals = rows(db, "SELECT j.name AS job, v.key, v.value FROM vals v"
+	cJSON *vals = rows(db, &wire_value, "SELECT j.name AS job_name, v.key, v.value FROM vals v"
 	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id WHERE r.name = ?"
 	    " AND v.key IN ('bake.summary', 'gate.verdict') ORDER BY v.id", 1, p);
 	parse_values(vals, "value");
@@ -205,22 +190,25 @@ api_run(sqlite3 *db, const char *run, size_t *len)
 	 * same snapshot: the page follows the feed after that event, so it
 	 * neither misses nor repeats a point. */
 	cJSON *curves = cJSON_AddObjectToObject(o, "metrics");
-	cJSON *tj = rows(db, "SELECT j.name FROM jobs j JOIN runs r ON r.id = j.run_id"
+	cJSON *tj = rows(db, &wire_job, "SELECT j.name FROM jobs j JOIN runs r ON r.id = j.run_id"
 	    " WHERE r.name = ? AND j.stage = 'train' ORDER BY j.seq", 1, p);
 	cJSON *t;
 	cJSON_ArrayForEach(t, tj) {
 		const char *jn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "name"));
 		const char *q[] = { run, jn };
 		if (jn != NULL)
-			cJSON_AddItemToObject(curves, jn, rows(db, "SELECT m.name, m.step, m.value"
+			cJSON_AddItemToObject(curves, jn, rows(db, &wire_metric,
+			    "SELECT m.name, m.step, m.value"
 			    " FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON"
 			    " r.id = j.run_id WHERE r.name = ? AND j.name = ? AND m.name IN"
 			    " ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, q));
 	}
 	cJSON_Delete(tj);
-	cJSON *le = rows(db, "SELECT coalesce(max(id), 0) AS id FROM events WHERE run = ?", 1, p);
+	cJSON *le = rows(db, &wire_last_event, "SELECT coalesce(max(id), 0) AS last_event FROM events"
+	    " WHERE run = ?", 1, p);
 	cJSON_AddNumberToObject(o, "last_event",
-	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0), "id")));
+	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0),
+	    "last_event")));
 	cJSON_Delete(le);
 	return json_out(o, len);
 }
@@ -230,7 +218,7 @@ static char *
 api_metrics(sqlite3 *db, const char *run, const char *job, size_t *len)
 {
 	const char *p[] = { run, job };
-	cJSON *a = rows(db, "SELECT m.name, m.step, m.value FROM metrics m JOIN jobs j ON"
+	cJSON *a = rows(db, &wire_metric, "SELECT m.name, m.step, m.value FROM metrics m JOIN jobs j ON"
 	    " j.id = m.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = ? AND j.name = ?"
 	    " AND m.name IN ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, p);
 	cJSON *o = cJSON_CreateObject();
@@ -339,7 +327,7 @@ web_sse_open(const char *run, long long since)
 		return NULL;
 	}
 	cJSON *req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "verb", "watch");
+	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
 	cJSON_AddNumberToObject(req, "since", (double)(since > 0 ? since : 0));
 	if (run != NULL && *run != '\0')

@@ -13,6 +13,7 @@ libssl-dev libopenblas-dev libsystemd-dev libmicrohttpd-dev prometheus
 clang libclang-rt-14-dev
 python3 python3-venv python3-numpy python3-sentencepiece python3-torch python3-jinja2 python3-yaml
 mandoc curl ca-certificates procps util-linux gnuplot-nox chromium
+strace linux-perf
 munge slurmctld slurmd slurm-client
 "
 

@@ -169,14 +169,14 @@ case_messages(const struct bake *b, const struct sc_case *c)
 }
 
 static void
-run_one(struct bake *b, int ci, int pass)
+run_one(struct bake *b, struct plc_http_conn *conn, int ci, int pass)
 {
 	const struct sc_case *c = &b->cases[ci];
 	struct result *r = &b->res[ci * b->passes + pass];
 	struct chat_reply rep;
 	cJSON *msgs = case_messages(b, c);
 
-	if (chat_send(&b->chat, msgs, b->schema, &rep) == -1) {
+	if (chat_send(&b->chat, conn, msgs, b->schema, &rep) == -1) {
 		r->outcome = SC_ERROR;
 		r->chat = CHAT_SERVER;
 		snprintf(r->why, sizeof(r->why), "%s", rep.error);
@@ -210,10 +210,13 @@ run_one(struct bake *b, int ci, int pass)
 	chat_reply_free(&rep);
 }
 
+/* Each worker keeps its own connection to the server across its cases
+ * (NULL when out of memory: then a connection per request). */
 static void *
 worker(void *arg)
 {
 	struct bake *b = arg;
+	struct plc_http_conn *conn = plc_http_conn_new();
 
 	for (;;) {
 		int t, ci, pass;
@@ -228,6 +231,7 @@ worker(void *arg)
 			b->running--;
 			pthread_cond_broadcast(&b->cv);
 			pthread_mutex_unlock(&b->mu);
+			plc_http_conn_free(conn);
 			return NULL;
 		}
 		t = b->next++;
@@ -237,7 +241,7 @@ worker(void *arg)
 		if (sc_case_skipped(&b->cases[ci], &b->caps))
 			b->res[ci * b->passes + pass].outcome = SC_SKIPPED;
 		else
-			run_one(b, ci, pass);
+			run_one(b, conn, ci, pass);
 		pthread_mutex_lock(&b->mu);
 		b->done++;
 		pthread_cond_broadcast(&b->cv);

@@ -58,8 +58,11 @@ pl_stop() {
 }
 
 pl_kill9() {
-	kill -9 "$PL_PID" 2>/dev/null
-	wait "$PL_PID" 2>/dev/null
+	# Nothing to do (and no failure under set -e) when no daemon runs.
+	if [ -n "${PL_PID:-}" ]; then
+		kill -9 "$PL_PID" 2>/dev/null || true
+		wait "$PL_PID" 2>/dev/null || true
+	fi
 	PL_PID=""
 }
 
@@ -203,7 +206,7 @@ ollama_create() {
 }
 
 
-trap 'pl_kill9 2>/dev/null; ollama_stop' EXIT
+trap 'pl_kill9; ollama_stop' EXIT
 
 # free_port: a TCP port on 127.0.0.1 nothing listens on right now.
 free_port() {

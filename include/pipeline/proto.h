@@ -24,22 +24,56 @@
 #define PL_PROTO_VERSION   1
 #define PL_PROTO_MAX_LINE  (4 * 1024 * 1024)
 
-/* Control verbs. */
-#define PL_VERBS(X)                                                          \
-	X(hello,     "protocol handshake")                                   \
-	X(check,     "validate a run spec")                                  \
-	X(submit,    "submit a run spec")                                    \
-	X(status,    "the state of one run or of all runs")                  \
-	X(list,      "runs, newest first")                                   \
-	X(logs,      "a chunk of a job's log")                               \
-	X(cancel,    "cancel a run")                                         \
-	X(retry,     "re-run what did not succeed")                          \
-	X(values,    "the values stored by a run's jobs")                    \
-	X(artifacts, "the artifacts of a run")                               \
-	X(metrics,   "a job's metrics")                                      \
-	X(ping,      "liveness")
+#include <string.h>
 
-/* Error codes in closing lines. */
+/* Who may use a verb: PL_READ anyone who can connect; PL_WRITE root, the
+ * daemon's own user and members of its configured group (pipelined(8)). */
+enum pl_access { PL_READ, PL_WRITE };
+
+/*
+ * Control verbs: X(verb, access, description). The daemon's dispatch
+ * (daemon/control.c) is generated from this list, a handler v_VERB each;
+ * pipelinectl names the verbs it sends from it; tests/integration/17-docs.sh
+ * reads it to check that each is documented. check is PL_WRITE although
+ * it changes nothing: it opens the files a spec names.
+ */
+#define PL_VERBS(X)                                                          \
+	X(hello,     PL_READ,  "protocol handshake")                         \
+	X(check,     PL_WRITE, "validate a run spec")                        \
+	X(submit,    PL_WRITE, "submit a run spec")                          \
+	X(status,    PL_READ,  "the state of one run or of all runs")        \
+	X(list,      PL_READ,  "runs, newest first")                         \
+	X(logs,      PL_READ,  "a chunk of a job's log")                     \
+	X(cancel,    PL_WRITE, "cancel a run")                               \
+	X(retry,     PL_WRITE, "re-run what did not succeed")                \
+	X(values,    PL_READ,  "the values stored by a run's jobs")          \
+	X(artifacts, PL_READ,  "the artifacts of a run")                     \
+	X(metrics,   PL_READ,  "a job's metrics")                            \
+	X(web,       PL_READ,  "the status page's address and a login code") \
+	X(ping,      PL_READ,  "liveness")
+
+/* Feed verbs (the feed socket takes one request). */
+#define PL_FEED_VERBS(X)                                                     \
+	X(watch,     PL_READ,  "follow the events of all runs or of one")
+
+/* PLV_hello, ...: every verb of both sockets. */
+enum pl_verb {
+#define PL_X_VERB(v, a, d) PLV_##v,
+	PL_VERBS(PL_X_VERB) PL_FEED_VERBS(PL_X_VERB)
+#undef PL_X_VERB
+	PLV_COUNT
+};
+
+static inline const char *
+pl_verb_name(enum pl_verb v)
+{
+#define PL_X_VERB(v, a, d) #v,
+	static const char *const names[] = { PL_VERBS(PL_X_VERB) PL_FEED_VERBS(PL_X_VERB) };
+#undef PL_X_VERB
+	return (unsigned)v < PLV_COUNT ? names[v] : "?";
+}
+
+/* Error codes in closing lines: X(code, description). */
 #define PL_PROTO_ERRORS(X)                                                   \
 	X(EPROTO,   "protocol error")                                        \
 	X(EVERSION, "protocol version mismatch")                             \
@@ -55,9 +89,87 @@
 	X(ENOSPC,   "the store's file system is full")                       \
 	X(EIO,      "the store refused the change")
 
-/* Run and job states (store, feed and status use these words). */
-#define PL_RUN_STATES  "running", "succeeded", "failed", "cancelled", "rejected"
-#define PL_JOB_STATES  "pending", "running", "retrying", "succeeded", "failed", "cancelled", "skipped", \
-	"rejected"
+/* PLP_EPROTO, ...: the code a reply_err() takes, "EPROTO" on the wire.
+ * PLP_OK (0) is no error, never sent: a function that refuses a request
+ * returns the code to answer with, or PLP_OK. */
+enum pl_proto_err {
+	PLP_OK,
+#define PL_X_PERR(c, d) PLP_##c,
+	PL_PROTO_ERRORS(PL_X_PERR)
+#undef PL_X_PERR
+	PLP_COUNT
+};
+
+static inline const char *
+pl_proto_err_name(enum pl_proto_err e)
+{
+#define PL_X_PERR(c, d) #c,
+	static const char *const names[] = { "OK", PL_PROTO_ERRORS(PL_X_PERR) };
+#undef PL_X_PERR
+	return (unsigned)e < PLP_COUNT ? names[e] : "EINTERNAL";
+}
+
+/*
+ * Run and job states (the store, the feed, status and watch use these
+ * words): X(state). PLR_running, PLJ_pending, ...; pl_run_state_name()
+ * and pl_job_state_name() spell them, pl_run_state_find() and
+ * pl_job_state_find() read one back (-1: not a state of the list).
+ */
+#define PL_RUN_STATES(X) X(running) X(succeeded) X(failed) X(cancelled) X(rejected)
+#define PL_JOB_STATES(X) X(pending) X(running) X(retrying) X(succeeded) X(failed) \
+	X(cancelled) X(skipped) X(rejected)
+/* The words of a list as string literals: { PL_RUN_STATES(PL_X_WORD) }. */
+#define PL_X_WORD(s) #s,
+
+enum pl_run_state {
+#define PL_X_RS(s) PLR_##s,
+	PL_RUN_STATES(PL_X_RS)
+#undef PL_X_RS
+	PLR_COUNT
+};
+
+enum pl_job_state {
+#define PL_X_JS(s) PLJ_##s,
+	PL_JOB_STATES(PL_X_JS)
+#undef PL_X_JS
+	PLJ_COUNT
+};
+
+static const char *const pl_run_states_[] = { PL_RUN_STATES(PL_X_WORD) };
+static const char *const pl_job_states_[] = { PL_JOB_STATES(PL_X_WORD) };
+
+/* The index of s in a list of n words, or -1. */
+static inline int
+pl_word_find(const char *const *words, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(s, words[i]) == 0)
+			return i;
+	return -1;
+}
+
+static inline const char *
+pl_run_state_name(enum pl_run_state s)
+{
+	return (unsigned)s < PLR_COUNT ? pl_run_states_[s] : "?";
+}
+
+static inline const char *
+pl_job_state_name(enum pl_job_state s)
+{
+	return (unsigned)s < PLJ_COUNT ? pl_job_states_[s] : "?";
+}
+
+static inline int
+pl_run_state_find(const char *s)
+{
+	return pl_word_find(pl_run_states_, PLR_COUNT, s);
+}
+
+static inline int
+pl_job_state_find(const char *s)
+{
+	return pl_word_find(pl_job_states_, PLJ_COUNT, s);
+}
 
 #endif

@@ -299,8 +299,8 @@ out:
 }
 
 int
-chat_send(const struct chat_client *c, const cJSON *messages,
-    const cJSON *schema, struct chat_reply *reply)
+chat_send(const struct chat_client *c, struct plc_http_conn *conn,
+    const cJSON *messages, const cJSON *schema, struct chat_reply *reply)
 {
 	struct plc_http_resp h;
 	struct timespec t0, t1;
@@ -319,7 +319,8 @@ chat_send(const struct chat_client *c, const cJSON *messages,
 	snprintf(url, sizeof(url), "%s%s", c->url,
 	    c->backend == CHAT_OLLAMA ? "/api/chat" : "/v1/chat/completions");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = plc_http("POST", url, body, strlen(body), NULL, c->timeout, &h);
+	int rc = conn ? plc_http_conn_do(conn, "POST", url, body, strlen(body), NULL,
+	    c->timeout, &h) : plc_http("POST", url, body, strlen(body), NULL, c->timeout, &h);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	free(body);
 	reply->seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;

@@ -16,6 +16,8 @@
 
 #include <cjson/cJSON.h>
 
+struct plc_http_conn;
+
 enum chat_backend { CHAT_OLLAMA = 1, CHAT_OPENAI = 2 };
 
 struct chat_client {
@@ -65,9 +67,10 @@ cJSON	*chat_request_json(const struct chat_client *c, const cJSON *messages,
 	    const cJSON *schema);
 /* Send one request and classify the reply. Returns 0 whenever a reply was
  * classified (whatever its status), -1 only when the request could not be
- * built. */
-int	chat_send(const struct chat_client *c, const cJSON *messages,
-	    const cJSON *schema, struct chat_reply *reply);
+ * built. conn: the calling thread's kept connection (plc_http_conn_new),
+ * or NULL for a connection of this request's own. */
+int	chat_send(const struct chat_client *c, struct plc_http_conn *conn,
+	    const cJSON *messages, const cJSON *schema, struct chat_reply *reply);
 /* Classify an HTTP answer (pure; unit-tested): prompt_bytes is the size of
  * the messages' text, for the bytes-per-token truncation check. */
 void	chat_classify(const struct chat_client *c, long http, const char *body,

@@ -26,9 +26,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -635,26 +635,44 @@ cmp_otensor(const void *a, const void *b)
 }
 
 /*
- * The tensors' data, written by two threads (this one and a helper) that
- * take pieces in file order: a piece is a range of one tensor, read,
- * converted and written at its place (pread/pwrite), so one thread reads
- * and converts while the other's write is under way, and a writeback
- * thread starts the disk writes of what is written (plc_wbthread), in
- * windows of WB_WINDOW bytes once every piece below is in, so the final
- * fsync has little left and the disk gets large sequential writes; the
- * main thread also hashes the file up to the same point (sha256, for the
- * artifact), so nothing reads the 2 GB again afterwards. A tensor stored in the outtype is copied by
- * the kernel in larger pieces. Of two errors, the one in the earlier piece
- * is reported, so the message does not depend on timing.
+ * The tensors' data. The output is cut into pieces in file order, each a
+ * range of one tensor. Two workers (this thread and a helper) take the
+ * pieces in turn: each reads its piece (pread, into a buffer that stays in
+ * the core's cache), converts it into one of NSLOT slots (a tensor stored
+ * in the outtype is read straight into its slot) and writes the slot at its
+ * place (pwrite). A third thread, the hasher, hashes the file in order
+ * (sha256, for the artifact) from the slots the writes read, and the
+ * header and the padding between tensors read back from the file, so
+ * nothing reads the 2 GB again (the read-back of the whole output cost a
+ * third copy). That hash is the longest single stream of work (1.7 GB/s
+ * on one core with the SHA extensions; a worker reads, converts and
+ * writes about as fast), so it has a thread of its own and the two
+ * workers keep it fed. A worker waits before piece k until piece k - NSLOT
+ * is both hashed and written, so what is in flight stays NSLOT slots
+ * (16 MB) whatever the checkpoint's size. Behind the pieces written
+ * without a gap, a writeback thread (plc_wbthread) starts the disk writes
+ * in windows of WB_WINDOW bytes, so the disk gets large sequential writes
+ * during the run and the final fsync has little left (about 20 ms for the
+ * 2 GB of tests/bench/convert-bench.sh). Mapping the input instead of
+ * reading it saves a copy, but on the benchmark's machine (a VM) its page
+ * faults cost more than the copy: 1.2 s of CPU to convert the 2 GB from a
+ * mapping, 0.7 s through pread into a buffer the cache holds. Of
+ * two errors, the one in the earlier piece is reported, so the message
+ * does not depend on timing.
  */
-#define CONV_THREADS 2
-#define CONV_CHUNK ((size_t)1 << 17)		/* elements per converted piece */
-#define COPY_CHUNK ((uint64_t)8 << 20)		/* bytes per copied piece */
+#define CONV_WORKERS 2
+#define PIECE_ELEMS ((uint64_t)1 << 17)		/* elements per converted piece */
+#define SLOT_BYTES (PIECE_ELEMS * 4)		/* and bytes per piece copied */
+#define NSLOT 32				/* pieces in flight */
 #define WB_WINDOW ((uint64_t)32 << 20)		/* bytes per writeback */
+#define HBUF ((size_t)1 << 20)			/* read-back buffer of the hasher */
 
 struct piece {
 	size_t t;			/* index in ot */
 	uint64_t e0, n;			/* elements */
+	uint64_t pos, len;		/* bytes of the output file */
+	const uint8_t *data;		/* the output bytes, once ready */
+	int refs;			/* atomic: hash and write still to come */
 };
 
 struct wshare {
@@ -667,15 +685,21 @@ struct wshare {
 	size_t next;			/* the next piece to take (atomic) */
 	uint64_t done, total;		/* source bytes (done: atomic) */
 	int stop;			/* atomic */
+	uint8_t *slots;			/* NSLOT converted pieces */
 	unsigned char *fin;		/* per piece: written (atomic) */
+	unsigned char *ready;		/* per piece: data set (mu) */
+	unsigned char *freed;		/* per piece: hashed and written (mu) */
+	pthread_mutex_t mu;
+	pthread_cond_t cv_ready;	/* the hasher waits for a piece */
+	pthread_cond_t cv_free;		/* a worker waits for a slot */
 	size_t low;			/* main thread: pieces below are written */
 	uint64_t wb_from;		/* main thread: writeback started below */
-	struct plc_sha256 sha;		/* main thread: the file, in order */
-	uint64_t hashed;		/* main thread: bytes of the file hashed */
-	uint8_t *hbuf;			/* main thread: NULL if not hashing */
 	struct plc_wbthread wb;
-	pthread_mutex_t mu;
-	size_t err_at;			/* the piece of err, or npc */
+	int hashing;			/* the hasher runs */
+	struct plc_sha256 sha;		/* the hasher's, then the main thread's */
+	uint64_t hashed;		/* bytes of the file hashed */
+	uint8_t *hbuf;
+	size_t err_at;			/* the piece of err, or SIZE_MAX */
 	char err[512];
 };
 
@@ -689,7 +713,7 @@ stored_as_is(const struct otensor *t)
 }
 
 struct wbuf {
-	uint8_t *ibuf, *obuf;
+	uint8_t *ibuf;			/* the piece as read */
 	float *fbuf;
 };
 
@@ -704,121 +728,186 @@ piece_err(struct wshare *x, size_t k, const char *fmt, ...)
 		vsnprintf(x->err, sizeof(x->err), fmt, ap);
 		va_end(ap);
 	}
-	pthread_mutex_unlock(&x->mu);
 	__atomic_store_n(&x->stop, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&x->cv_ready);
+	pthread_cond_broadcast(&x->cv_free);
+	pthread_mutex_unlock(&x->mu);
 	return -1;
 }
 
-/* Why a converted piece has a value that must not be written: the first
- * NaN or infinity of the input, else the first F16 overflow. */
 static int
-piece_special(struct wshare *x, size_t k, const struct st_tensor *s, uint64_t e0,
-    const float *f, const uint16_t *h, uint64_t n)
+stopped(struct wshare *x)
+{
+	return __atomic_load_n(&x->stop, __ATOMIC_RELAXED);
+}
+
+/* What a conversion found that must not be written. */
+enum { C_OK, C_NAN, C_INF, C_OVERFLOW, C_DTYPE };
+struct cres {
+	int what;
+	uint64_t i;			/* the element */
+	float v;			/* its value (C_OVERFLOW) */
+};
+
+/* The first NaN or infinity of the input, else the first F16 overflow. */
+static void
+find_special(const float *f, const uint16_t *h, uint64_t n, struct cres *r)
 {
 	for (uint64_t i = 0; i < n; i++)
-		if (!isfinite(f[i]))
-			return piece_err(x, k, "tensor %s: element %" PRIu64 " is %s; refusing to "
-			    "convert", s->name, e0 + i, isnan(f[i]) ? "NaN" : "infinite");
+		if (!isfinite(f[i])) {
+			r->what = isnan(f[i]) ? C_NAN : C_INF;
+			r->i = i;
+			return;
+		}
 	for (uint64_t i = 0; h && i < n; i++)
-		if ((h[i] & 0x7c00) == 0x7c00)
-			return piece_err(x, k, "tensor %s: element %" PRIu64 " (%g) overflows F16; "
-			    "use outtype = bf16 or f32", s->name, e0 + i, (double)f[i]);
-	return 0;
+		if ((h[i] & 0x7c00) == 0x7c00) {
+			r->what = C_OVERFLOW;
+			r->i = i;
+			r->v = f[i];
+			return;
+		}
+}
+
+/* Convert n elements of t's source, read into b->ibuf, into dst. */
+static void
+convert(const struct otensor *t, uint64_t n, uint8_t *dst, struct wbuf *b, struct cres *r)
+{
+	const struct st_tensor *s = t->src;
+	const void *in = b->ibuf;
+
+	r->what = C_OK;
+	if (t->kind == K_MAT && s->dtype == ST_BF16 && t->type == GGML_F16) {
+		/* The bulk of a conversion: one pass. */
+		const uint16_t *x = in;
+		uint16_t *h = (uint16_t *)(void *)dst;
+		if (gguf_bf16_to_fp16_row(x, h, n)) {
+			for (uint64_t i = 0; i < n; i++)
+				b->fbuf[i] = gguf_bf16_to_fp32(x[i]);
+			find_special(b->fbuf, h, n, r);
+		}
+		return;
+	}
+	if (st_to_f32(s->dtype, in, b->fbuf, n) == -1) {
+		r->what = C_DTYPE;
+		return;
+	}
+	/* NaN and infinity have an all-ones exponent; test the bits without
+	 * a branch, then find the element only if one is there. */
+	uint32_t acc = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &b->fbuf[i], 4);
+		acc |= (~u & 0x7f800000u) == 0;
+	}
+	if (acc) {
+		find_special(b->fbuf, NULL, n, r);
+		return;
+	}
+	if (t->kind == K_NORM) {
+		/* +1 in the source's arithmetic: float32 for F32 and (widened)
+		 * BF16, half for F16 (torch adds in half). */
+		for (uint64_t i = 0; i < n; i++) {
+			if (s->dtype == ST_F16)
+				b->fbuf[i] = gguf_fp16_to_fp32(gguf_fp32_to_fp16(b->fbuf[i] + 1.0f));
+			else
+				b->fbuf[i] += 1.0f;
+		}
+	}
+	if (t->type == GGML_F32)
+		memcpy(dst, b->fbuf, n * 4);
+	else if (t->type == GGML_BF16)
+		for (uint64_t i = 0; i < n; i++) {
+			uint16_t h = gguf_fp32_to_bf16(b->fbuf[i]);
+			memcpy(dst + 2 * i, &h, 2);
+		}
+	else {
+		uint16_t *h = (uint16_t *)(void *)dst;
+		uint32_t over = 0;
+		gguf_fp32_to_fp16_row(b->fbuf, h, n);
+		for (uint64_t i = 0; i < n; i++)
+			over |= (~h[i] & 0x7c00u) == 0;
+		if (over)
+			find_special(b->fbuf, h, n, r);
+	}
+}
+
+/* Piece k's hash or its write is done; after both, its slot is free. */
+static void
+piece_release(struct wshare *x, size_t k)
+{
+	struct piece *p = &x->pc[k];
+	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	pthread_mutex_lock(&x->mu);
+	x->freed[k] = 1;
+	pthread_cond_broadcast(&x->cv_free);
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void
+piece_ready(struct wshare *x, size_t k, const uint8_t *data)
+{
+	pthread_mutex_lock(&x->mu);
+	x->pc[k].data = data;
+	x->ready[k] = 1;
+	pthread_cond_signal(&x->cv_ready);
+	pthread_mutex_unlock(&x->mu);
 }
 
 static int
 do_piece(struct wshare *x, size_t k, struct wbuf *b)
 {
-	const struct piece *p = &x->pc[k];
+	struct piece *p = &x->pc[k];
 	const struct otensor *t = &x->ot[p->t];
 	const struct st_tensor *s = t->src;
 	struct st_file *f = st_set_file(x->set, s);
-	int fd = gguf_writer_fd(x->w);
-	uint64_t pos = gguf_writer_tensor_pos(x->w, (int64_t)p->t);
 	uint64_t sbytes = (uint64_t)st_dtype_bits(s->dtype) / 8;
-	uint64_t dbytes = t->type == GGML_F32 ? 4 : 2;
-	uint64_t n = p->n;
 
-	if (stored_as_is(t)) {
-		/* Raw bytes: the kernel copies them (the embedding's first
-		 * rows are a prefix of it). */
-		uint64_t o = p->e0 * sbytes, len = n * sbytes;
-		if (plc_copy_range(f->fd, (off_t)(s->offset + o), fd, (off_t)(pos + o), len) == -1)
-			return piece_err(x, k, "tensor %s: copying from %s: %s", s->name, f->path,
-			    strerror(errno));
-		gguf_writer_account(x->w, (int64_t)p->t, len);
-		__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
-		__atomic_add_fetch(&x->done, len, __ATOMIC_RELAXED);
-		return 0;
+	if (k >= NSLOT) {
+		/* Piece k - NSLOT's slot, and no more than NSLOT pieces ahead
+		 * of the hasher. */
+		pthread_mutex_lock(&x->mu);
+		while (!x->freed[k - NSLOT] && !stopped(x))
+			pthread_cond_wait(&x->cv_free, &x->mu);
+		pthread_mutex_unlock(&x->mu);
+		if (stopped(x))
+			return -1;
 	}
-	if (st_read(f, s, b->ibuf, p->e0 * sbytes, n * sbytes) == -1)
+	uint8_t *dst = x->slots + (k % NSLOT) * SLOT_BYTES;
+	int as_is = stored_as_is(t);
+	if (st_read(f, s, as_is ? dst : b->ibuf, p->e0 * sbytes, p->n * sbytes) == -1)
 		return piece_err(x, k, "tensor %s: reading %s: %s", s->name, f->path,
 		    strerror(errno));
-	if (t->kind == K_MAT && s->dtype == ST_BF16 && t->type == GGML_F16) {
-		/* The bulk of a conversion: one pass. */
-		const uint16_t *in = (const uint16_t *)(void *)b->ibuf;
-		uint16_t *h = (uint16_t *)(void *)b->obuf;
-		if (gguf_bf16_to_fp16_row(in, h, n)) {
-			for (uint64_t i = 0; i < n; i++)
-				b->fbuf[i] = gguf_bf16_to_fp32(in[i]);
-			return piece_special(x, k, s, p->e0, b->fbuf, h, n);
-		}
-	} else {
-		if (st_to_f32(s->dtype, b->ibuf, b->fbuf, n) == -1)
+	if (!as_is) {
+		struct cres r;
+		convert(t, p->n, dst, b, &r);
+		switch (r.what) {
+		case C_NAN:
+		case C_INF:
+			return piece_err(x, k, "tensor %s: element %" PRIu64 " is %s; refusing to "
+			    "convert", s->name, p->e0 + r.i, r.what == C_NAN ? "NaN" : "infinite");
+		case C_OVERFLOW:
+			return piece_err(x, k, "tensor %s: element %" PRIu64 " (%g) overflows F16; "
+			    "use outtype = bf16 or f32", s->name, p->e0 + r.i, (double)r.v);
+		case C_DTYPE:
 			return piece_err(x, k, "tensor %s: dtype %s cannot be converted", s->name,
 			    st_dtype_name(s->dtype));
-		/* NaN and infinity have an all-ones exponent; test the bits
-		 * without a branch, then find the element only if one is there. */
-		uint32_t acc = 0;
-		for (uint64_t i = 0; i < n; i++) {
-			uint32_t u;
-			memcpy(&u, &b->fbuf[i], 4);
-			acc |= (~u & 0x7f800000u) == 0;
-		}
-		if (acc)
-			return piece_special(x, k, s, p->e0, b->fbuf, NULL, n);
-		if (t->kind == K_NORM) {
-			/* +1 in the source's arithmetic: float32 for F32 and
-			 * (widened) BF16, half for F16 (torch adds in half). */
-			for (uint64_t i = 0; i < n; i++) {
-				if (s->dtype == ST_F16)
-					b->fbuf[i] = gguf_fp16_to_fp32(gguf_fp32_to_fp16(b->fbuf[i] + 1.0f));
-				else
-					b->fbuf[i] += 1.0f;
-			}
-		}
-		if (t->type == GGML_F32)
-			memcpy(b->obuf, b->fbuf, n * 4);
-		else if (t->type == GGML_BF16)
-			for (uint64_t i = 0; i < n; i++) {
-				uint16_t h = gguf_fp32_to_bf16(b->fbuf[i]);
-				memcpy(b->obuf + 2 * i, &h, 2);
-			}
-		else {
-			uint16_t *h = (uint16_t *)(void *)b->obuf;
-			uint32_t over = 0;
-			gguf_fp32_to_fp16_row(b->fbuf, h, n);
-			for (uint64_t i = 0; i < n; i++)
-				over |= (~h[i] & 0x7c00u) == 0;
-			if (over)
-				return piece_special(x, k, s, p->e0, b->fbuf, h, n);
 		}
 	}
-	uint64_t o = p->e0 * dbytes, len = n * dbytes;
-	if (plc_pwrite_all(fd, b->obuf, len, (off_t)(pos + o)) == -1)
+	piece_ready(x, k, dst);
+	if (plc_pwrite_all(gguf_writer_fd(x->w), dst, p->len, (off_t)p->pos) == -1)
 		return piece_err(x, k, "tensor %s: writing: %s", s->name, strerror(errno));
-	gguf_writer_account(x->w, (int64_t)p->t, len);
+	gguf_writer_account(x->w, (int64_t)p->t, p->len);
 	__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&x->done, n * sbytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&x->done, p->n * sbytes, __ATOMIC_RELAXED);
+	piece_release(x, k);
 	return 0;
 }
 
-/* Main thread: hash the output from where it was to end, reading it
- * back (from the page cache, while it is fresh there): the digest the host
- * would otherwise compute by reading the whole file again after it. */
-#define HBUF ((size_t)1 << 20)
+/* Hash the output from where the hash is to end, reading it back: the
+ * header, the padding between tensors and after the last. */
 static int
-hash_to(struct wshare *x, uint64_t end)
+hash_back(struct wshare *x, uint64_t end)
 {
 	int fd = gguf_writer_fd(x->w);
 	while (x->hashed < end) {
@@ -831,9 +920,33 @@ hash_to(struct wshare *x, uint64_t end)
 	return 0;
 }
 
+/* The hasher: every piece in file order, from the slot it is written
+ * from, with what lies between read back. */
+static void *
+hasher_main(void *arg)
+{
+	struct wshare *x = arg;
+	for (size_t k = 0; k < x->npc; k++) {
+		struct piece *p = &x->pc[k];
+		pthread_mutex_lock(&x->mu);
+		while (!x->ready[k] && !stopped(x))
+			pthread_cond_wait(&x->cv_ready, &x->mu);
+		pthread_mutex_unlock(&x->mu);
+		if (stopped(x))
+			break;
+		if (hash_back(x, p->pos) == -1) {
+			piece_err(x, k, "%s: reading back: %s", "output", strerror(errno));
+			break;
+		}
+		plc_sha256_update(&x->sha, p->data, p->len);
+		x->hashed = p->pos + p->len;
+		piece_release(x, k);
+	}
+	return NULL;
+}
+
 /* Main thread: start the writeback of the file up to the end of the
- * pieces written without a gap, a window at a time. Pieces lie in file
- * order. */
+ * pieces written without a gap, a window at a time. */
 static void
 writeback(struct wshare *x)
 {
@@ -842,23 +955,20 @@ writeback(struct wshare *x)
 	if (x->low == 0)
 		return;
 	const struct piece *p = &x->pc[x->low - 1];
-	uint64_t dbytes = x->ot[p->t].type == GGML_F32 ? 4 : 2;
-	uint64_t end = gguf_writer_tensor_pos(x->w, (int64_t)p->t) + (p->e0 + p->n) * dbytes;
-	if (x->hbuf && hash_to(x, end) == -1)
-		piece_err(x, x->low - 1, "%s: reading back: %s", "output", strerror(errno));
+	uint64_t end = p->pos + p->len;
 	if (end >= x->wb_from + WB_WINDOW) {
 		plc_wbthread_add(&x->wb, gguf_writer_fd(x->w), x->wb_from, end - x->wb_from);
 		x->wb_from = end;
 	}
 }
 
-/* A thread's share: pieces until none is left or one failed. The main
+/* A worker's share: pieces until none is left or one failed. The main
  * thread (main set) also reports progress and watches for cancellation. */
 static void
 work(struct wshare *x, struct wbuf *b, int main)
 {
 	const struct gguf_copts *o = x->c->o;
-	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
+	while (!stopped(x)) {
 		size_t k = __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED);
 		if (k >= x->npc || do_piece(x, k, b) == -1)
 			break;
@@ -877,10 +987,9 @@ work(struct wshare *x, struct wbuf *b, int main)
 static int
 wbuf_alloc(struct wbuf *b)
 {
-	b->ibuf = malloc(CONV_CHUNK * 4);
-	b->fbuf = malloc(CONV_CHUNK * sizeof(float));
-	b->obuf = malloc(CONV_CHUNK * 4);
-	return b->ibuf && b->fbuf && b->obuf ? 0 : -1;
+	b->ibuf = malloc(PIECE_ELEMS * 4);
+	b->fbuf = malloc(PIECE_ELEMS * sizeof(float));
+	return b->ibuf && b->fbuf ? 0 : -1;
 }
 
 static void
@@ -888,7 +997,6 @@ wbuf_free(struct wbuf *b)
 {
 	free(b->ibuf);
 	free(b->fbuf);
-	free(b->obuf);
 }
 
 static void *
@@ -909,8 +1017,8 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 {
 	struct wshare x;
 	struct wbuf b;
-	pthread_t th[CONV_THREADS - 1];
-	int nth = 0, rc = -1;
+	pthread_t helper, hasher;
+	int have_helper = 0, rc = -1, sync_ok = 0;
 
 	memset(&x, 0, sizeof(x));
 	memset(&b, 0, sizeof(b));
@@ -922,8 +1030,10 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 	for (size_t j = 0; j < n_ot; j++) {
 		const struct st_tensor *s = ot[j].src;
 		uint64_t sbytes = (uint64_t)st_dtype_bits(s->dtype) / 8;
+		uint64_t dbytes = stored_as_is(&ot[j]) ? sbytes : ot[j].type == GGML_F32 ? 4 : 2;
 		uint64_t nel = (uint64_t)ot[j].rows * (uint64_t)ot[j].ne[0];
-		uint64_t step = stored_as_is(&ot[j]) ? COPY_CHUNK / sbytes : CONV_CHUNK;
+		uint64_t step = stored_as_is(&ot[j]) ? SLOT_BYTES / sbytes : PIECE_ELEMS;
+		uint64_t pos = gguf_writer_tensor_pos(w, (int64_t)j);
 		*total += nel * sbytes;
 		for (uint64_t e0 = 0; e0 < nel; e0 += step) {
 			if (x.npc == cap) {
@@ -935,50 +1045,87 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 				}
 				x.pc = np;
 			}
-			x.pc[x.npc].t = j;
-			x.pc[x.npc].e0 = e0;
-			x.pc[x.npc++].n = nel - e0 < step ? nel - e0 : step;
+			struct piece *p = &x.pc[x.npc++];
+			memset(p, 0, sizeof(*p));
+			p->t = j;
+			p->e0 = e0;
+			p->n = nel - e0 < step ? nel - e0 : step;
+			p->pos = pos + e0 * dbytes;
+			p->len = p->n * dbytes;
 		}
 	}
 	x.total = *total;
-	x.err_at = x.npc;
-	if ((x.fin = calloc(x.npc ? x.npc : 1, 1)) == NULL) {
+	x.err_at = SIZE_MAX;
+	for (size_t i = 0; i < set->nfiles; i++)
+		(void)posix_fadvise(set->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	size_t nflags = x.npc ? x.npc : 1;
+	x.fin = calloc(nflags, 1);
+	x.ready = calloc(nflags, 1);
+	x.freed = calloc(nflags, 1);
+	x.slots = malloc(NSLOT * SLOT_BYTES);
+	if (!x.fin || !x.ready || !x.freed || !x.slots || wbuf_alloc(&b) == -1) {
 		cerr(c, "out of memory");
 		goto out;
 	}
-	if (wbuf_alloc(&b) == -1 || pthread_mutex_init(&x.mu, NULL) != 0) {
-		cerr(c, "out of memory");
-		goto out;
+	if (pthread_mutex_init(&x.mu, NULL) != 0)
+		goto nosync;
+	if (pthread_cond_init(&x.cv_ready, NULL) != 0) {
+		pthread_mutex_destroy(&x.mu);
+		goto nosync;
 	}
-	if (sha_hex && plc_sha256_init(&x.sha) == 0 && (x.hbuf = malloc(HBUF)) == NULL)
-		plc_sha256_discard(&x.sha);	/* no digest: the host reads the file */
+	if (pthread_cond_init(&x.cv_free, NULL) != 0) {
+		pthread_cond_destroy(&x.cv_ready);
+		pthread_mutex_destroy(&x.mu);
+		goto nosync;
+	}
+	sync_ok = 1;
+	/* Without the hasher (no memory, no thread) there is no digest, and
+	 * the host reads the file. */
+	if (sha_hex && (x.hbuf = malloc(HBUF)) != NULL && plc_sha256_init(&x.sha) == 0) {
+		if (pthread_create(&hasher, NULL, hasher_main, &x) == 0)
+			x.hashing = 1;
+		else
+			plc_sha256_discard(&x.sha);
+	}
+	for (size_t k = 0; k < x.npc; k++)
+		x.pc[k].refs = x.hashing ? 2 : 1;
 	plc_wbthread_start(&x.wb);	/* if not, writebacks are done inline */
-	for (; nth < CONV_THREADS - 1; nth++)
-		if (pthread_create(&th[nth], NULL, helper_main, &x) != 0)
-			break;		/* fewer threads, same result */
+	if (CONV_WORKERS > 1 && pthread_create(&helper, NULL, helper_main, &x) == 0)
+		have_helper = 1;	/* else this thread does it all */
 	work(&x, &b, 1);
-	for (int i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
+	if (have_helper)
+		pthread_join(helper, NULL);
+	if (x.hashing)
+		pthread_join(hasher, NULL);
 	plc_wbthread_stop(&x.wb);
-	pthread_mutex_destroy(&x.mu);
-	if (x.err_at == x.npc && x.hbuf) {
+	if (x.hashing) {
 		struct stat sb;
-		if (fstat(gguf_writer_fd(w), &sb) == -1 || hash_to(&x, (uint64_t)sb.st_size) == -1)
-			piece_err(&x, x.npc - 1, "%s: reading back: %s", "output", strerror(errno));
-	}
-	if (x.hbuf) {
-		if (x.err_at == x.npc)
+		if (x.err_at == SIZE_MAX && (fstat(gguf_writer_fd(w), &sb) == -1 ||
+		    hash_back(&x, (uint64_t)sb.st_size) == -1))
+			piece_err(&x, x.npc, "%s: reading back: %s", "output", strerror(errno));
+		if (x.err_at == SIZE_MAX)
 			plc_sha256_final(&x.sha, sha_hex);
 		else
 			plc_sha256_discard(&x.sha);
 	}
-	if (x.err_at < x.npc)
+	if (x.err_at != SIZE_MAX)
 		cerr(c, "%s", x.err);
 	else
 		rc = 0;
+	goto out;
+nosync:
+	cerr(c, "out of memory");
 out:
+	if (sync_ok) {
+		pthread_cond_destroy(&x.cv_free);
+		pthread_cond_destroy(&x.cv_ready);
+		pthread_mutex_destroy(&x.mu);
+	}
 	wbuf_free(&b);
 	free(x.hbuf);
+	free(x.slots);
+	free(x.freed);
+	free(x.ready);
 	free(x.fin);
 	free(x.pc);
 	return rc;

@@ -1,5 +1,6 @@
 /* http.c: a small blocking libcurl client for the JSON services stages
- * talk to (Ollama, llama-server, vLLM). One easy handle per request. */
+ * talk to (Ollama, llama-server, vLLM). One easy handle per request, or one
+ * kept across requests (plc_http_conn). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,6 +48,8 @@ perform(CURL *c, struct plc_http_resp *r, double timeout)
 	if (timeout > 0)
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
 	CURLcode cc = curl_easy_perform(c);
+	/* errbuf ends with this call; a kept handle must not point at it. */
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
 	if (r->body == NULL)
 		r->body = calloc(1, 1);
 	if (cc != CURLE_OK) {
@@ -59,17 +62,44 @@ perform(CURL *c, struct plc_http_resp *r, double timeout)
 	return 0;
 }
 
-int
-plc_http(const char *method, const char *url, const void *body, size_t len,
-    const char *content_type, double timeout, struct plc_http_resp *r)
+struct plc_http_conn {
+	CURL *c;
+};
+
+struct plc_http_conn *
+plc_http_conn_new(void)
 {
+	struct plc_http_conn *k;
+
 	pthread_once(&curl_once, curl_init_once);
-	memset(r, 0, sizeof(*r));
-	CURL *c = curl_easy_init();
-	if (c == NULL) {
-		snprintf(r->error, sizeof(r->error), "curl_easy_init failed");
-		return -1;
+	if ((k = calloc(1, sizeof(*k))) == NULL)
+		return NULL;
+	if ((k->c = curl_easy_init()) == NULL) {
+		free(k);
+		return NULL;
 	}
+	return k;
+}
+
+void
+plc_http_conn_free(struct plc_http_conn *k)
+{
+	if (k == NULL)
+		return;
+	curl_easy_cleanup(k->c);
+	free(k);
+}
+
+/* curl_easy_reset forgets the last request's options but keeps the live
+ * connection, which the next request to the same host reuses. */
+int
+plc_http_conn_do(struct plc_http_conn *k, const char *method, const char *url,
+    const void *body, size_t len, const char *content_type, double timeout,
+    struct plc_http_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	CURL *c = k->c;
+	curl_easy_reset(c);
 	struct curl_slist *h = NULL;
 	char ct[256];
 	snprintf(ct, sizeof(ct), "Content-Type: %s", content_type ? content_type : "application/json");
@@ -86,7 +116,22 @@ plc_http(const char *method, const char *url, const void *body, size_t len,
 	}
 	int rc = perform(c, r, timeout);
 	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
+	return rc;
+}
+
+int
+plc_http(const char *method, const char *url, const void *body, size_t len,
+    const char *content_type, double timeout, struct plc_http_resp *r)
+{
+	struct plc_http_conn *k = plc_http_conn_new();
+
+	if (k == NULL) {
+		memset(r, 0, sizeof(*r));
+		snprintf(r->error, sizeof(r->error), "curl_easy_init failed");
+		return -1;
+	}
+	int rc = plc_http_conn_do(k, method, url, body, len, content_type, timeout, r);
+	plc_http_conn_free(k);
 	return rc;
 }
 

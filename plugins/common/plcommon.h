@@ -1,8 +1,12 @@
 /*
- * plcommon.h: code shared by the stage plugins (and the daemon's host):
- * hashing, atomic files, HTTP, guarded reads of mapped files. Format
- * libraries (safetensors.h, gguf.h) and service clients (ollama.h) have
- * headers of their own beside it.
+ * plcommon.h: the common library (plugins/common, libplcommon.a), the
+ * code both sides of the plugin ABI link: every stage plugin and the
+ * daemon's host. Hashing, atomic files, HTTP, guarded reads of mapped
+ * files; format libraries (safetensors.h, gguf.h) and service clients
+ * (ollama.h) have headers of their own beside it.
+ * It sits on the ABI (include/pipeline) and under everything else: its
+ * files include only their own headers and include/pipeline, and call
+ * nothing of daemon/ (HACKING.md: Layers; tests/tools/check-layers.sh).
  * Internal functions return 0 or -1 with errno set, unless stated.
  */
 #ifndef PLCOMMON_H
@@ -152,6 +156,16 @@ struct plc_http_resp {
  * when a response arrived (any status), -1 on a transport error. */
 int	plc_http(const char *method, const char *url, const void *body, size_t len,
 	    const char *content_type, double timeout, struct plc_http_resp *r);
+/* A kept connection: one libcurl handle that serves request after request
+ * on the same keep-alive connection (no connect, no new handle per
+ * request), for a client that sends many; one thread at a time.
+ * plc_http_conn_new returns NULL when out of memory. */
+struct plc_http_conn;
+struct plc_http_conn *plc_http_conn_new(void);
+int	plc_http_conn_do(struct plc_http_conn *k, const char *method, const char *url,
+	    const void *body, size_t len, const char *content_type, double timeout,
+	    struct plc_http_resp *r);
+void	plc_http_conn_free(struct plc_http_conn *k);
 /* POST a file's bytes (streamed, not loaded). */
 int	plc_http_post_file(const char *url, const char *path, double timeout,
 	    struct plc_http_resp *r);

@@ -3,28 +3,55 @@
 # the REAL Ollama (tests/tools/ollama.sh; tests/lib.sh: ollama_start)
 # serving the tiny fixture GGUF under etc/Modelfile.tmpl, the peer being a
 # plain curl loop that sends the same /api/chat requests (messages, format
-# schema, num_ctx, temperature 0, seed, num_predict, truncate:false) in the
-# same order: pass after pass (one curl process per pass, its requests
-# chained with --next on one kept-alive connection), case after case.
+# schema, num_ctx, temperature 0, seed 3407, num_predict 64, truncate:false,
+# keep_alive) in the same order: pass after pass (one curl process per
+# pass, its requests chained with --next on one kept-alive connection),
+# case after case; at concurrency 1 (OLLAMA_NUM_PARALLEL=1) and at
+# concurrency N against OLLAMA_NUM_PARALLEL=N (N = BENCH_PARALLEL, default
+# 2; curl --parallel --parallel-immediate --parallel-max N, bake
+# concurrency = N).
 #
-#   at concurrency 1 (OLLAMA_NUM_PARALLEL=1), and at concurrency N against
-#   OLLAMA_NUM_PARALLEL=N (N = BENCH_PARALLEL, default 2; curl --parallel
-#   --parallel-max N, bake concurrency = N).
+# The model runs on this machine's CPU, so the server's time per request
+# moves with whatever else runs: the difference of two wall times is mostly
+# that noise. So the server's own time is read for every request, the
+# client's overhead is what the client adds to it, and the two sides run
+# interleaved (ROUNDS rounds, the order swapped every round: curl bake,
+# bake curl, ...), medians and ranges over the rounds:
 #
-# Figures: wall seconds of each side, the server's own time (the sum of
-# total_duration Ollama reports for the curl requests), and the client's
-# overhead, (bake wall - curl wall) / server time, target under 2%. The
-# bake side is the whole `pipelinectl stage bake` run: start-up, the
-# context check, the model load and /api/ps of its G22 placement check,
-# scoring and storing included. Prints figures; asserts nothing.
-# Environment: REPS (passes, default 5), BENCH_PARALLEL (default 2).
+#   server time  the latency of each /api/chat request as Ollama's HTTP
+#                server logged it ([GIN] lines of its log: the handler's
+#                whole time, request parsing included), for both sides; for
+#                the curl side also the sum of total_duration of the
+#                replies, which the GIN figure must match. At N > 1 the
+#                server time is that sum / N (N requests in flight).
+#   wall         the side's whole run: for bake the whole `pipelinectl
+#                stage bake` process (start-up, the context check, the G22
+#                placement requests, scoring, storing), for curl its
+#                processes.
+#   overhead     wall - server time; per request, in ms; and as a share of
+#                the server time. The figure the target (< 2%) is about is
+#                the bake's overhead beyond the curl loop's (the same
+#                requests have to be sent by any client), taken per round
+#                from the adjacent pair of runs.
+#   in-request   (N = 1) the time the client measured around each request
+#                (bake: its s_per_case; curl: -w time_total) less the
+#                server's: connection, transfer, JSON parse.
+#
+# Also: the CPU each side's client used (the shell's children's times), the
+# server's CPU, and what the rest of the machine used meanwhile (others'
+# load), each round. Both sides run at the caller's nice level (run the
+# whole bench under nice: server and clients alike). Prints figures;
+# asserts nothing. Environment: ROUNDS (default 7), PASSES (passes per side
+# per round, default 5), BENCH_PARALLEL (default 2).
 set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-ollama.XXXXXX)}
 export TOP TEST_TMP
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/integration/data/bake/lib.sh"
-REPS=${REPS:-5}
+trap ollama_stop EXIT	# no daemon here: lib.sh's trap would fail on its kill under set -e
+ROUNDS=${ROUNDS:-7}
+PASSES=${PASSES:-5}
 NP=${BENCH_PARALLEL:-2}
 cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/tiny.gguf"
@@ -37,58 +64,93 @@ args=(backend=ollama model=router:bench "cases=$BAKE_DATA/cases.jsonl"
 /usr/bin/python3 "$TOP/tests/bench/bake_requests.py" "$BAKE_DATA" "$TEST_TMP/req" ollama router:bench
 n=$(ls req | wc -l)
 
+# srv_ticks: the CPU ticks of the Ollama session (serve and its runners).
+srv_ticks() {
+	/usr/bin/python3 -c '
+import os, sys
+t = 0
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        f = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if f[3] == sys.argv[1]:
+        t += int(f[11]) + int(f[12])
+print(t)' "$OLLAMA_PID"
+}
+# snap VAR: VAR = "WALL CLIENT_TICKS MACHINE_BUSY_TICKS", read without a
+# fork (so that nothing but the side's clients counts as this shell's
+# children): the waited-for children of this shell, the whole machine.
+snap() {
+	local f u n s idle iow irq sirq steal rest
+	read -r -a f </proc/$$/stat
+	read -r _ u n s idle iow irq sirq steal rest </proc/stat
+	printf -v "$1" "%s %d %d" "$EPOCHREALTIME" $((f[15] + f[16])) \
+	    $((u + n + s + irq + sirq + steal))
+}
+
+# side_curl NP DIR: PASSES passes of the requests, one curl per pass.
+side_curl() {
+	local np=$1 dir=$2 p f cargs
+	for ((p = 1; p <= PASSES; p++)); do
+		cargs=()
+		for f in req/*.json; do
+			[ ${#cargs[@]} -gt 0 ] && cargs+=(--next)
+			cargs+=(-s -H "Content-Type: application/json" -d @"$f"
+			    -o "$dir/$p-${f##*/}" -w '%{time_total}\n' "$OURL/api/chat")
+		done
+		if [ "$np" -gt 1 ]; then
+			curl -s --parallel --parallel-immediate --parallel-max "$np" "${cargs[@]}" >>"$dir/times" 2>/dev/null
+		else
+			curl "${cargs[@]}" >>"$dir/times"
+		fi
+	done
+}
+
+side_bake() {
+	stage bake "${args[@]}" "url=$OURL" passes="$PASSES" concurrency="$1" >"$2.out" 2>&1 || true
+}
+
+# side WHICH NP ROUND: one side's run; its figures go to rounds.NP.
+side() {
+	local which=$1 np=$2 r=$3 off0 off1 s0 s1 v0 v1
+	off0=$(stat -c %s ollama/serve.log)
+	mkdir -p "$which.$np.$r"
+	v0=$(srv_ticks)
+	snap s0
+	"side_$which" "$np" "$which.$np.$r"
+	snap s1
+	v1=$(srv_ticks)
+	sleep 0.3	# the log line of the last request
+	off1=$(stat -c %s ollama/serve.log)
+	tail -c +"$((off0 + 1))" ollama/serve.log | head -c "$((off1 - off0))" >"$which.$np.$r.log"
+	echo "$which $r $s0 $v0 $s1 $v1 $(cut -d' ' -f1 /proc/loadavg)" >>"rounds.$np"
+}
+
 # bench NP: one server at OLLAMA_NUM_PARALLEL=NP, both clients at NP.
 bench() {
-	local np=$1 t0 t1 t2
+	local np=$1 r
 	ollama_start OLLAMA_NUM_PARALLEL="$np"
 	ollama_modelfile "$TOP/etc/Modelfile.tmpl" Modelfile.tmpl
 	stage register gguf="$TEST_TMP/tiny.gguf" tag=router:bench modelfile="$TEST_TMP/Modelfile.tmpl" \
 	    "url=$OURL" num_ctx=1024 tokens=none >reg.$np.out 2>&1 || { cat reg.$np.out; fail "register"; }
-	stage bake "${args[@]}" "url=$OURL" passes=1 concurrency="$np" >/dev/null 2>&1 || true	# warm: load
-	# Two rounds, the sides alternated; the faster of each side counts
-	# (this machine is shared: the slower round is someone else's load).
-	local curl_s="" bake_s=""
-	for round in 1 2; do
-		rm -rf "ans.$np" && mkdir "ans.$np"
-		t0=$(now)
-		for p in $(seq 1 "$REPS"); do
-			cargs=()
-			for f in req/*.json; do
-				[ ${#cargs[@]} -gt 0 ] && cargs+=(--next)
-				cargs+=(-s -H "Content-Type: application/json" -d @"$f"
-				    -o "ans.$np/$p-$(basename "$f")" "$OURL/api/chat")
-			done
-			if [ "$np" -gt 1 ]; then
-				curl -s --no-progress-meter --parallel --parallel-max "$np" "${cargs[@]}" 2>/dev/null
-			else
-				curl "${cargs[@]}"
-			fi
-		done
-		t1=$(now)
-		stage bake "${args[@]}" "url=$OURL" passes="$REPS" concurrency="$np" >bake.$np.out 2>&1 || true
-		t2=$(now)
-		curl_s="$curl_s $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
-		bake_s="$bake_s $(awk -v a="$t1" -v b="$t2" 'BEGIN { print b - a }')"
+	# Warm: the model loaded, both clients' code paged in.
+	PASSES=1 side_bake "$np" warm.$np
+	mkdir -p warm.$np
+	PASSES=1 side_curl "$np" warm.$np
+	: >"rounds.$np"
+	for r in $(seq 1 "$ROUNDS"); do
+		if [ $((r % 2)) = 1 ]; then
+			side curl "$np" "$r"
+			side bake "$np" "$r"
+		else
+			side bake "$np" "$r"
+			side curl "$np" "$r"
+		fi
 	done
-	srv=$(/usr/bin/python3 -c '
-import glob, json, sys
-d = [json.load(open(f))["total_duration"] for f in glob.glob(sys.argv[1] + "/*.json")]
-print("%.4f %d" % (sum(d) / 1e9, len(d)))' "ans.$np")
-	awk -v cs="$curl_s" -v bs="$bake_s" -v n="$n" -v r="$REPS" -v np="$np" -v srv="$srv" 'BEGIN {
-		split(srv, s, " "); split(cs, c, " "); split(bs, k, " ")
-		curl = c[1] < c[2] ? c[1] : c[2]; bake = k[1] < k[2] ? k[1] : k[2]
-		printf "OLLAMA_NUM_PARALLEL=%d, concurrency %d: %d requests (%d answered to curl)\n", np, np, n * r, s[2]
-		printf "  curl loop %.2f s (rounds %.2f, %.2f; %.1f ms/request); pipelinectl stage bake %.2f s (rounds %.2f, %.2f; %.1f ms/request)\n",
-		    curl, c[1], c[2], curl * 1000 / (n * r), bake, k[1], k[2], bake * 1000 / (n * r)
-		printf "  server time (sum of total_duration) %.2f s; bake - curl %+.3f s: client overhead %.2f%% of the server time, %.2f%% of the curl wall (target < 2%%)\n",
-		    s[1], bake - curl, 100 * (bake - curl) / s[1], 100 * (bake - curl) / curl
-	}'
-	values bake.$np.out | /usr/bin/python3 -c '
-import json, sys
-s = json.loads(json.load(sys.stdin)["bake.summary"])
-print("  bake: complete %s, %d errors, %.1f ms/case-pass as the bake timed it" % (s["complete"], s["errors"], 1000 * s["s_per_case"]))'
+	/usr/bin/python3 "$TOP/tests/bench/ollama_bake_figures.py" "$np" "$n" "$PASSES" "$(getconf CLK_TCK)" "$(nproc)"
 	ollama_stop
 }
-echo "== bake through real Ollama $("$TOP/tests/tools/ollama.sh" --version) vs a curl loop, $REPS passes of $n cases"
+echo "== bake through real Ollama $("$TOP/tests/tools/ollama.sh" --version) vs a curl loop: $ROUNDS rounds (order swapped each round) of $PASSES passes of $n cases per side; load average $(cut -d' ' -f1-3 /proc/loadavg), nice $(nice)"
 bench 1
 bench "$NP"

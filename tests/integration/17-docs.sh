@@ -3,8 +3,12 @@
 #   - a page of the set (pipelined(8), pipelinectl(1), pipelined.conf(5),
 #     pipeline.ini(5), pipeline-plugin(3), pipeline-job(7),
 #     pipeline-gotchas(7)) is missing;
-#   - a pipelinectl verb (from its usage output and from the dispatch in
-#     daemon/pipelinectl.c) has no entry ".It Cm VERB" in pipelinectl.1;
+#   - a verb or error code of the protocol (PL_VERBS, PL_FEED_VERBS,
+#     PL_PROTO_ERRORS in include/pipeline/proto.h) has no entry ".It Li
+#     WORD" in pipelined.8;
+#   - a pipelinectl verb (from its usage output) has no entry ".It Cm VERB"
+#     in pipelinectl.1, is neither the protocol's nor in pipelinectl's
+#     table, or a verb of pipelinectl's own spells one of the protocol's;
 #   - a pipelined.conf key (from `pipelined -nv` and from conf.c's key
 #     table, [slurm] included) is not in pipelined.conf.5 as ".It Ic KEY";
 #   - a common job key or [run] key (spec_common_keys, spec_run_keys in
@@ -38,15 +42,42 @@ has() { [ -f "$1" ] && grep -Eq -- "$2" "$1"; }
 # The C source, comments removed (a comment may hold a quoted word).
 nocomments() { sed -e 's|/\*.*\*/||g' "$1"; }
 
-# ---- pipelinectl verbs ----------------------------------------------
+# ---- the protocol's verbs and error codes, pipelinectl's verbs ------
+# The protocol's vocabulary is proto.h's lists; the daemon's dispatch and
+# pipelinectl's verbs are built from them.
+proto_list() {
+	awk -v name="$1" 'index($0, "#define " name "(X)") == 1 { on = 1 }
+		on { print } on && !/\\$/ { exit }' "$TOP/include/pipeline/proto.h" |
+	    grep -o 'X([A-Za-z]*,' | sed 's/X(\(.*\),/\1/'
+}
+proto_verbs=$( (proto_list PL_VERBS; proto_list PL_FEED_VERBS) | sort -u)
+echo "$proto_verbs" | grep -qx submit || fail "no verbs parsed from PL_VERBS in include/pipeline/proto.h"
+echo "$proto_verbs" | grep -qx watch || fail "no verbs parsed from PL_FEED_VERBS in include/pipeline/proto.h"
+for v in $proto_verbs; do
+	has "$M/pipelined.8" "^\.It Li $v( |$)" || miss "pipelined.8: protocol verb $v (.It Li $v)"
+done
+proto_errors=$(proto_list PL_PROTO_ERRORS)
+echo "$proto_errors" | grep -qx ESTATE || fail "no codes parsed from PL_PROTO_ERRORS in include/pipeline/proto.h"
+for e in $proto_errors; do
+	has "$M/pipelined.8" "^\.It Li $e( |$)" || miss "pipelined.8: protocol error $e (.It Li $e)"
+done
+# pipelinectl's verbs: its usage, printed from its table of verbs; those
+# of its own (not of the protocol) are named in the table, and none may
+# spell a verb of the protocol a second time.
 usage_verbs=$("$PIPELINECTL" -h 2>&1 | sed -n '/^verbs:/,$p' | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' | sort -u)
 [ -n "$usage_verbs" ] || fail "no verbs parsed from pipelinectl -h"
-code_verbs=$(nocomments "$TOP/daemon/pipelinectl.c" | grep -o 'strcmp(v, "[a-z-]*") == 0' | sed 's/.*"\(.*\)".*/\1/' | sort -u)
-[ -n "$code_verbs" ] || fail "no verbs parsed from the dispatch in daemon/pipelinectl.c"
-for v in $(printf '%s\n%s\n' "$usage_verbs" "$code_verbs" | sort -u); do
+own_verbs=$(nocomments "$TOP/daemon/pipelinectl.c" | grep -o '{ PLV_COUNT, "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
+echo "$own_verbs" | grep -qx stage || fail "no verbs of pipelinectl's own parsed from daemon/pipelinectl.c"
+for v in $own_verbs; do
+	echo "$proto_verbs" | grep -qx "$v" && miss "daemon/pipelinectl.c: verb $v is spelled there and in proto.h"
+	echo "$usage_verbs" | grep -qx "$v" || miss "pipelinectl -h: verb $v of the table is not in the usage"
+done
+for v in $usage_verbs; do
+	printf '%s\n%s\n' "$proto_verbs" "$own_verbs" | grep -qx "$v" ||
+	    miss "pipelinectl -h: verb $v is neither the protocol's nor in pipelinectl's table"
 	has "$M/pipelinectl.1" "^\.It Cm $v( |$)" || miss "pipelinectl.1: verb $v (.It Cm $v)"
 done
-nverbs=$(printf '%s\n%s\n' "$usage_verbs" "$code_verbs" | sort -u | wc -l)
+nverbs=$(printf '%s\n%s\n' "$usage_verbs" "$proto_verbs" | sort -u | wc -l)
 
 # ---- pipelined.conf keys --------------------------------------------
 pl_conf
@@ -124,7 +155,7 @@ done
 for w in started progress metric checkpoint artifact done error; do
 	has "$M/pipeline-job.7" "^\.It Li $w( |$)" || miss "pipeline-job.7: event type $w (.It Li $w)"
 done
-for e in $(grep -o 'PL_[A-Z_]*=%' "$TOP/daemon/host.c" | tr -d '=%' | sort -u); do
+for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/host*.c | tr -d '=%' | sort -u); do
 	has "$M/pipeline-job.7" "^\.It Ev $e( |$)" || miss "pipeline-job.7: environment variable $e (.It Ev $e)"
 done
 # The core's own feed types: those it stores, and the drop notice. Other

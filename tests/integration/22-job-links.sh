@@ -28,6 +28,10 @@ command = true
 [dir]
 stage = exec
 command = touch ran-here
+[after_dir]
+stage = exec
+command = true
+after = dir
 INI
 pctl submit "$TEST_TMP/links.ini" >/dev/null
 wait_run links failed 30
@@ -36,6 +40,9 @@ wait_run links failed 30
 for j in log work file dir; do
 	[ "$(job_state links $j)" = failed ] || fail "job $j: $(job_state links $j), wanted failed"
 done
+# A job after one that could not start is skipped in the same pass (the
+# run ended above; it used to wait for a pass nothing would start).
+[ "$(job_state links after_dir)" = skipped ] || fail "job after_dir: $(job_state links after_dir), wanted skipped"
 msg() { pctl --json status links | /usr/bin/python3 -c '
 import json, sys
 for j in json.load(sys.stdin)["jobs"]:
@@ -60,6 +67,27 @@ wait_run links2 failed 30
 [ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked process directory was used: $(ls -A "$TEST_TMP/elsewhere")"
 grep -q "attempt-1/main: Too many levels of symbolic links" "$TEST_TMP/state/runs/links2/proc/job.log" ||
 	fail "proc: the job log does not say why: $(cat "$TEST_TMP/state/runs/links2/proc/job.log")"
+# The run's directory planted as a link (it is opened once for all the
+# run's jobs): not followed, each job fails saying so.
+cat > "$TEST_TMP/links3.ini" <<INI
+[a]
+stage = exec
+command = touch ran-here
+[b]
+stage = exec
+command = touch ran-here
+INI
+ln -s "$TEST_TMP/elsewhere" "$TEST_TMP/state/runs/links3"
+pctl submit "$TEST_TMP/links3.ini" >/dev/null
+wait_run links3 failed 30
+[ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked run directory was used: $(ls -A "$TEST_TMP/elsewhere")"
+for j in a b; do
+	pctl --json status links3 | /usr/bin/python3 -c '
+import json, sys
+m = [j.get("message") or "" for j in json.load(sys.stdin)["jobs"] if j["name"] == sys.argv[1]]
+sys.exit(0 if m and "links3/" + sys.argv[1] + ": Too many levels of symbolic links" in m[0] else 1)' "$j" ||
+		fail "run link, job $j: $(pctl status links3)"
+done
 pl_stop
 
 # The shim itself: a log that is a link or a second name of a file, a

@@ -92,7 +92,7 @@ main(void)
 	/* The check without plugins: every stage is unknown, cycles found. */
 	s = spec_parse("c.ini", "[run]\nname = bad name\n[a]\nafter = b\n[b]\nafter = a\n", &errs);
 	CHECK(s != NULL);
-	CHECK(spec_check(s, NULL, &errs) == -1);
+	CHECK(spec_check(s, NULL, host_check_section, &errs) == -1);
 	CHECK(errs && strstr(errs, "c.ini:2: name: bad run name \"bad name\""));
 	CHECK(errs && strstr(errs, "unknown stage \"a\" in [a]"));
 	CHECK(errs && strstr(errs, "dependency cycle: a -> b -> a"));
@@ -124,7 +124,7 @@ main(void)
 	errs = NULL;
 	s = spec_parse("chain.ini", big, &errs);
 	CHECK(s != NULL && s->njobs == 100000);
-	CHECK(spec_check(s, NULL, &errs) == -1);   /* unknown stages, no cycle */
+	CHECK(spec_check(s, NULL, host_check_section, &errs) == -1);   /* unknown stages, no cycle */
 	CHECK(errs && strstr(errs, "cycle") == NULL && strstr(errs, "more errors"));
 	spec_free(s);
 	free(errs);

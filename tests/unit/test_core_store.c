@@ -3,7 +3,9 @@
  * replaced by a countdown allocator that fails the Nth allocation, and a
  * file-size limit standing in for a full disk. After every injected
  * failure the store must be consistent: integrity_check ok, event ids
- * 1..N without a gap, and every committed event announced exactly once. */
+ * 1..N without a gap, and every committed event announced exactly once.
+ * The wire layer (wire.c): a row's fields are named by its row type, not
+ * by its columns. */
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
+#include "wire.h"
 #include "check.h"
 
 static int64_t announced, last_announced;
@@ -223,6 +226,28 @@ main(void)
 	CHECK(store_open(&s, path) == 0);
 	CHECK(store_last_event(s) == last);
 	CHECK(store_integrity_ok(s));
+	/* A value row: the job's column (job_name) is "job" on the wire; a
+	 * column its row type does not name is left out, not put on the wire
+	 * under its SQL name. */
+	{
+		sqlite3 *db = NULL;
+		sqlite3_stmt *wst = NULL;
+		CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+		CHECK(sqlite3_prepare_v2(db, "SELECT 'train' AS job_name, 'k' AS key, 7 AS value,"
+		    " 1.5 AS ts, 'x' AS spec_secret", -1, &wst, NULL) == SQLITE_OK);
+		cJSON *a = wire_rows(wst, &wire_value);
+		sqlite3_finalize(wst);
+		cJSON *o = cJSON_GetArrayItem(a, 0);
+		CHECK(cJSON_GetArraySize(a) == 1);
+		CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "job")),
+		    "train") == 0);
+		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "value")) == 7);
+		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ts")) == 1.5);
+		CHECK(!cJSON_HasObjectItem(o, "job_name") && !cJSON_HasObjectItem(o, "spec_secret"));
+		CHECK(cJSON_GetArraySize(o) == 4);
+		cJSON_Delete(a);
+		sqlite3_close(db);
+	}
 	store_close(s);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -1,0 +1,640 @@
+/* host_spawn.c: host->spawn(): a job's processes under pipeline-shim
+ * through its executor, adoption of one started before a restart (by its
+ * row in procs, or its shim's records), and the events-file reader that
+ * stores a process's progress, metrics and artifacts as it writes them.
+ * The table and the other host functions are host.c's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+extern char **environ;
+
+
+struct evreader {
+	pl_job *j;
+	struct proc *p;
+	const struct pl_spawn *spec;
+	int64_t offset;
+	struct pl_exit *out;
+	int stop;          /* on_event asked to stop the child */
+	char cwd[PATH_MAX];
+};
+
+/* Resolve an artifact path written by a job: relative to its cwd. */
+static char *
+job_path(struct evreader *r, const char *path)
+{
+	return path_resolve(r->cwd, path);
+}
+
+/* Store one batch of complete event lines, then hand them to the
+ * plugin. The store's copy comes first: on_event may block or fail. */
+static void
+events_read(struct evreader *r)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/events", r->p->dir);
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
+	if (fd == -1)
+		return;
+	for (;;) {
+		char buf[65536];
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, r->offset);
+		if (n <= 0)
+			break;
+		buf[n] = '\0';
+		char *last = memrchr(buf, '\n', (size_t)n);
+		if (last == NULL) {
+			if (n == sizeof(buf) - 1) {
+				/* A line longer than the buffer: skip it whole. */
+				job_log(r->j, PL_LOG_WARN, "event line over %zu bytes ignored", sizeof(buf));
+				r->offset += n;
+				continue;
+			}
+			break;
+		}
+		*last = '\0';
+		int64_t newoff = r->offset + (last - buf) + 1;
+		/* Pass 1: parse, compute artifact digests (outside the lock). */
+		struct line { cJSON *o; char *type; char *text; char hex[65]; uint64_t size; char *apath; int bad; } *lines = NULL;
+		int nl = 0;
+		for (char *save = NULL, *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+			lines = realloc(lines, (size_t)(nl + 1) * sizeof(*lines));
+			struct line *L = &lines[nl++];
+			memset(L, 0, sizeof(*L));
+			L->text = ln;
+			L->o = cJSON_Parse(ln);
+			const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "type");
+			if (!cJSON_IsObject(L->o) || !cJSON_IsString(t) || !valid_name(t->valuestring)) {
+				L->bad = 1;
+				continue;
+			}
+			L->type = t->valuestring;
+			if (strcmp(L->type, "artifact") == 0) {
+				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
+				if (!cJSON_IsString(nm) || !cJSON_IsString(pa)) {
+					L->bad = 1;
+					continue;
+				}
+				char *jp = job_path(r, pa->valuestring);
+				L->apath = realpath(jp, NULL);
+				free(jp);
+				if (L->apath == NULL || job_digest(L->apath, L->hex, &L->size) == -1) {
+					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
+					    pa->valuestring, strerror(errno));
+					L->bad = 1;
+				}
+			}
+		}
+		/* Pass 2: one transaction for the batch and the new offset. */
+		if (r->j->store)
+			store_begin(r->j->store);
+		for (int i = 0; i < nl; i++) {
+			struct line *L = &lines[i];
+			if (L->bad) {
+				job_log(r->j, PL_LOG_WARN, "ignored a malformed event line: %.200s", L->text);
+				continue;
+			}
+			char type[128];
+			snprintf(type, sizeof(type), "job.%s", L->type);
+			cJSON *d = cJSON_Duplicate(L->o, 1);
+			cJSON_DeleteItemFromObject(d, "type");
+			if (strcmp(L->type, "error") == 0) {
+				const cJSON *m = cJSON_GetObjectItemCaseSensitive(L->o, "message");
+				if (cJSON_IsString(m))
+					snprintf(r->out->error, sizeof(r->out->error), "%s", m->valuestring);
+			}
+			if (strcmp(L->type, "artifact") == 0) {
+				cJSON_ReplaceItemInObject(d, "path", cJSON_CreateString(L->apath));
+				cJSON_AddNumberToObject(d, "size", (double)L->size);
+				cJSON_AddStringToObject(d, "sha256", L->hex);
+			}
+			if (r->j->store == NULL) {
+				job_print_event(r->j, type, d);
+				continue;
+			}
+			if (strcmp(L->type, "progress") == 0) {
+				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
+				const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
+				if (cJSON_IsNumber(s))
+					store_job_progress(r->j->store, r->j->job_id, s->valuedouble,
+					    cJSON_IsNumber(t) ? t->valuedouble : 0, "step");
+				/* The feed speaks done/total/unit for every progress. */
+				cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
+				if (!cJSON_HasObjectItem(d, "unit"))
+					cJSON_AddStringToObject(d, "unit", "step");
+			} else if (strcmp(L->type, "metric") == 0) {
+				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
+				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
+				/* The step is stored as an integer: past 2^63 it has none. */
+				if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
+				    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
+					store_metric(r->j->store, r->j->job_id, nm->valuestring,
+					    (int64_t)s->valuedouble, v->valuedouble);
+			} else if (strcmp(L->type, "artifact") == 0) {
+				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+				store_artifact(r->j->store, r->j->run_id, r->j->job_id, nm->valuestring,
+				    L->apath, L->size, L->hex);
+			}
+			store_event(r->j->store, r->j->run, r->j->name, type, d);
+		}
+		r->offset = newoff;
+		if (r->j->store) {
+			store_proc_update(r->j->store, r->p, r->offset);
+			store_commit(r->j->store);
+		}
+		for (int i = 0; i < nl; i++) {
+			struct line *L = &lines[i];
+			if (!L->bad && r->spec->on_event && !r->stop &&
+			    r->spec->on_event(r->spec->arg, L->type, L->text) != 0)
+				r->stop = 1;
+			cJSON_Delete(L->o);
+			free(L->apath);
+		}
+		free(lines);
+	}
+	close(fd);
+}
+
+int64_t
+host_events_read(pl_job *j, struct proc *p, const struct pl_spawn *spec, int64_t offset,
+    struct pl_exit *out)
+{
+	struct evreader r = { .j = j, .p = p, .spec = spec, .offset = offset, .out = out };
+	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
+	events_read(&r);
+	return r.offset;
+}
+
+static char **
+build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
+{
+	int n = 0;
+	for (char **e = environ; *e; e++)
+		n++;
+	int extra = 0;
+	for (const char *const *e = spec->env; e && *e; e++)
+		extra++;
+	char **env = xcalloc((size_t)(n + extra + 16), sizeof(char *));
+	int k = 0;
+	/* A job run as its owner gets the owner's HOME, USER and LOGNAME,
+	 * not the daemon's. */
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	uid_t uid;
+	gid_t gid;
+	if (owner_ids(j->owner, &uid, &gid) == 0)
+		getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp);
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "PL_", 3) != 0 && (pwp == NULL || (strncmp(*e, "HOME=", 5) != 0 &&
+		    strncmp(*e, "USER=", 5) != 0 && strncmp(*e, "LOGNAME=", 8) != 0)))
+			env[k++] = xstrdup(*e);
+	if (pwp != NULL && (asprintf(&env[k++], "HOME=%s", pw.pw_dir) < 0 ||
+	    asprintf(&env[k++], "USER=%s", pw.pw_name) < 0 ||
+	    asprintf(&env[k++], "LOGNAME=%s", pw.pw_name) < 0))
+		fatal("build_env");
+	if (asprintf(&env[k++], "PL_EVENTS=%s/events", p->dir) < 0 ||
+	    asprintf(&env[k++], "PL_JOB_DIR=%s", p->dir) < 0 ||
+	    asprintf(&env[k++], "PL_WORKDIR=%s", j->workdir) < 0 ||
+	    asprintf(&env[k++], "PL_ATTEMPT=%d", j->attempt) < 0 ||
+	    asprintf(&env[k++], "PL_RUN=%s", j->run) < 0 ||
+	    asprintf(&env[k++], "PL_JOB=%s", j->name) < 0)
+		fatal("build_env");
+	if (spec->resume_from && asprintf(&env[k++], "PL_RESUME_FROM=%s", spec->resume_from) < 0)
+		fatal("build_env");
+	for (const char *const *e = spec->env; e && *e; e++)
+		env[k++] = xstrdup(*e);
+	env[k] = NULL;
+	return env;
+}
+
+static void
+free_vec(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* A process's row, committed on its own. */
+static void
+proc_save(pl_job *j, struct proc *p, int64_t offset)
+{
+	store_begin(j->store);
+	store_proc_update(j->store, p, offset);
+	store_commit(j->store);
+}
+
+/* A process's struct proc before it starts: where it runs, its
+ * directory (below the attempt's, or by hand below the work directory's
+ * .pl) and log. */
+static void
+proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->ex = j->ex;
+	p->pidfd = -1;
+	p->run = j->store ? j->run : NULL;
+	p->opts = j->ex_opts;
+	snprintf(p->log, sizeof(p->log), "%s", j->logpath[0] ? j->logpath : "/dev/stderr");
+	if (j->store)
+		snprintf(p->dir, sizeof(p->dir), "%s/attempt-%d/%s", j->jobdir, j->attempt, spec->name);
+	else
+		snprintf(p->dir, sizeof(p->dir), "%s/.pl/%s", j->workdir, spec->name);
+	p->attempt_id = j->attempt_id;
+	snprintf(p->name, sizeof(p->name), "%s", spec->name);
+	p->started = now_wall();
+}
+
+/* The process's row: found (started before: *found is 1, and *done when
+ * it has ended, with out filled and the result returned), or inserted
+ * now when its row comes first (row_first). PL_OK or PL_EIO. */
+static int
+proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreader *r,
+    struct pl_exit *out, int row_first, int *found, int *done)
+{
+	struct proc_row row;
+
+	*found = *done = 0;
+	if (j->store && j->has_final && strcmp(j->final.name, spec->name) == 0) {
+		/* The same name again in this attempt: its row first, so that
+		 * the lookup below finds it, as for any ended process. */
+		proc_save(j, &j->final, j->final_offset);
+		j->has_final = 0;
+	}
+	/* A row to find: the job was re-entered, or it spawned before in
+	 * this attempt (a fresh attempt's first spawn has none). */
+	int may_have_row = j->adopted || j->nspawned > 0;
+	j->nspawned++;
+	*found = j->store && may_have_row &&
+	    store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0;
+	if (*found) {
+		/* Re-entered after a restart: this process was started before. */
+		p->id = row.id;
+		p->pid = row.pid;
+		p->starttime = row.starttime;
+		snprintf(p->ext_id, sizeof(p->ext_id), "%s", row.ext_id);
+		p->state = row.state;
+		r->offset = row.events_offset;
+		const struct executor *ex = exec_find(row.executor);
+		if (ex != NULL)
+			p->ex = ex;
+		if (row.state == PROC_ENDED || row.state == PROC_LOST) {
+			out->exited = row.exited;
+			out->status = row.status;
+			out->signal = row.sig;
+			out->adopted = 1;
+			*done = 1;
+			return row.state == PROC_LOST ? PL_ELOST : PL_OK;
+		}
+	} else if (row_first) {
+		if (store_begin(j->store) == -1)
+			return PL_EIO;
+		if (store_proc_insert(j->store, j->attempt_id, spec->name, p->ex->name, p->dir,
+		    &p->id) == -1) {
+			store_rollback(j->store);
+			return PL_EIO;
+		}
+		store_commit(j->store);
+	}
+	return PL_OK;
+}
+
+/* The shim's command line for spec's program: -d DIR -l LOG -c CWD
+ * [-u OWNER] -- ARGV. */
+static char **
+shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const char *cwd)
+{
+	int na = 0;
+	while (spec->argv[na])
+		na++;
+	const char *shim = j->conf ? j->conf->shim : NULL;
+	char shimbuf[PATH_MAX];
+	if (shim == NULL) {
+		snprintf(shimbuf, sizeof(shimbuf), "%s/pipeline-shim", self_dir());
+		shim = shimbuf;
+	}
+	char **argv = xcalloc((size_t)na + 12, sizeof(char *));
+	int k = 0;
+	argv[k++] = xstrdup(shim);
+	argv[k++] = xstrdup("-d");
+	argv[k++] = xstrdup(p->dir);
+	argv[k++] = xstrdup("-l");
+	argv[k++] = xstrdup(p->log);
+	argv[k++] = xstrdup("-c");
+	argv[k++] = xstrdup(cwd);
+	if (j->owner) {
+		argv[k++] = xstrdup("-u");
+		argv[k++] = xstrdup(j->owner);
+	}
+	argv[k++] = xstrdup("--");
+	for (int i = 0; i < na; i++)
+		argv[k++] = xstrdup(spec->argv[i]);
+	return argv;
+}
+
+/* Start the process: its directory made (or emptied of an earlier try's
+ * records), the shim started through the executor, the row updated with
+ * what identifies it. PL_OK, PL_EIO or PL_ECHILD. */
+static int
+proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreader *r)
+{
+	struct stat sb;
+	int fresh = stat(p->dir, &sb) == -1, dfd;
+	/* Below the job's directory, no link is followed (the job may
+	 * write there); by hand the directory is the caller's. */
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "attempt-%d/%s", j->attempt, spec->name);
+	if (j->jobdirfd >= 0)
+		dfd = dirs_make_owned(j->jobdirfd, rel, j->owner);
+	else
+		dfd = plc_mkdirs(p->dir, 0750) == -1 ? -1 :
+		    open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p->dir, strerror(errno));
+		return PL_EIO;
+	}
+	static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
+	for (int i = 0; !fresh && stale[i]; i++)
+		unlinkat(dfd, stale[i], 0);
+	close(dfd);
+	char **argv = shim_argv(j, spec, p, r->cwd);
+	char **env = build_env(j, p, spec);
+	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
+	    spec->resume_from ? " (resuming)" : "");
+	int rc = p->ex->start(p, argv, env, r->cwd);
+	free_vec(argv);
+	free_vec(env);
+	if (rc == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn %s: could not start the shim", spec->name);
+		if (j->store) {
+			p->state = PROC_LOST;
+			proc_save(j, p, r->offset);
+		}
+		return PL_ECHILD;
+	}
+	/* The shim's pid and start time. A run's shim wrote shim.json
+	 * before it replied, so a daemon that dies before this is
+	 * committed finds them there (local_adopt): no commit of its
+	 * own for that case, the next one carries it. */
+	if (j->store && (p->ex != &exec_local || p->child))
+		proc_save(j, p, r->offset);
+	return PL_OK;
+}
+
+/* A batch executor moved the process (queued -> running): its row, a
+ * job.proc event and the job's message (status shows why a batch job
+ * waits: its pending reason), in one transaction. */
+static void
+proc_announce_state(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreader *r)
+{
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "proc", spec->name);
+	cJSON_AddStringToObject(d, "state", p->state == PROC_QUEUED ? "queued" : "running");
+	if (p->reason[0])
+		cJSON_AddStringToObject(d, "reason", p->reason);
+	char m[256];
+	if (p->state == PROC_QUEUED)
+		snprintf(m, sizeof(m), "queued%s%s%s%s", p->ext_id[0] ? " as " : "",
+		    p->ext_id, p->reason[0] ? ": " : "", p->reason);
+	else
+		snprintf(m, sizeof(m), "running%s%s", p->ext_id[0] ? " as " : "", p->ext_id);
+	store_begin(j->store);
+	store_proc_update(j->store, p, r->offset);
+	store_event(j->store, j->run, j->name, "job.proc", d);
+	store_job_state(j->store, j->job_id, j->run, j->name, "running", j->attempt, m);
+	store_commit(j->store);
+}
+
+/* How the wait ended: the spawn's own deadline, and when SIGTERM was
+ * sent (0: never). */
+struct proc_stop {
+	double own_deadline;
+	double term_at;
+};
+
+/* Wait for the process to end, reading its events as they come;
+ * cancellation, the job's or the spawn's timeout, or a stage's on_event
+ * asking to stop send SIGTERM, then SIGKILL after kill_grace. */
+static void
+proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreader *r,
+    struct proc_stop *st)
+{
+	double grace = j->conf ? j->conf->kill_grace : 10;
+	int killed = 0, last_state = p->state;
+	char last_reason[128];
+
+	st->own_deadline = spec->timeout > 0 ? now_mono() + spec->timeout : 0;
+	st->term_at = 0;
+	snprintf(last_reason, sizeof(last_reason), "%s", p->reason);
+	/* Wake on a write to the process directory (the events file) or on
+	 * the process's end (its pidfd, local only); otherwise every 200 ms
+	 * for cancellation, timeouts and batch-system states. The inotify
+	 * instance is made only once the process has run for 50 ms: closing
+	 * one costs the kernel an RCU grace period (~2 ms), more than a short
+	 * job itself; until then a 10 ms poll reads the events. */
+	int ifd = -1, ino_tried = 0;
+	double spawned = now_mono();
+	for (;;) {
+		if (!ino_tried && now_mono() - spawned > 0.05) {
+			ino_tried = 1;
+			ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+			if (ifd >= 0 && inotify_add_watch(ifd, p->dir,
+			    IN_MODIFY | IN_CREATE | IN_MOVED_TO) == -1) {
+				close(ifd);
+				ifd = -1;
+			}
+		}
+		struct pollfd pf[2];
+		int npf = 0;
+		if (ifd >= 0)
+			pf[npf++] = (struct pollfd){ .fd = ifd, .events = POLLIN };
+		if (p->pidfd >= 0)
+			pf[npf++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+		int w;
+		if (npf > 0) {
+			poll(pf, (nfds_t)npf, ino_tried ? 200 : 10);
+			char drain[4096];
+			while (ifd >= 0 && read(ifd, drain, sizeof(drain)) > 0)
+				;
+			w = p->ex->wait(p, 0);
+		} else {
+			w = p->ex->wait(p, 200);
+		}
+		events_read(r);
+		if (w != 0)
+			break;
+		if ((p->state != last_state || strcmp(p->reason, last_reason) != 0) && j->store) {
+			snprintf(last_reason, sizeof(last_reason), "%s", p->reason);
+			proc_announce_state(j, spec, p, r);
+			last_state = p->state;
+		}
+		int stop = job_cancelled(j) || r->stop ||
+		    (st->own_deadline > 0 && now_mono() > st->own_deadline);
+		if (stop && st->term_at == 0) {
+			job_logf(j, "stopping %s (SIGTERM)", spec->name);
+			p->ex->signal(p, SIGTERM);
+			st->term_at = now_mono();
+		} else if (stop && !killed && now_mono() - st->term_at > grace) {
+			job_logf(j, "killing %s (SIGKILL after %gs)", spec->name, grace);
+			p->ex->signal(p, SIGKILL);
+			killed = 1;
+		}
+	}
+	if (ifd >= 0)
+		close(ifd);
+}
+
+/* The ended process's row: a local process of a run's job keeps it for
+ * the transaction that records the job's end (job_flush_final), any other
+ * is saved now. Then the executor's hold on it is released. */
+static void
+proc_end(pl_job *j, struct proc *p, struct evreader *r)
+{
+	if (j->store && p->ex == &exec_local && j->mode == JOB_MODE_RUN) {
+		/* An earlier process's row first, on its own. */
+		if (j->has_final)
+			proc_save(j, &j->final, j->final_offset);
+		j->final = *p;
+		j->final.pidfd = -1;
+		j->final_offset = r->offset;
+		j->has_final = 1;
+	} else if (j->store)
+		proc_save(j, p, r->offset);
+	p->ex->release(p);
+}
+
+/* The ending as the stage sees it: out filled, and the result code. */
+static int
+proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
+    const struct proc_stop *st, struct pl_exit *out)
+{
+	if (p->end_class[0]) {
+		/* A batch system's verdict (timeout, oom, preempted, node_fail,
+		 * cancelled) is what operators need to see first. */
+		char e[sizeof(out->error)];
+		snprintf(e, sizeof(e), "%s: %s%s%s", p->ex->name, p->end_class,
+		    out->error[0] ? "; " : "", out->error);
+		snprintf(out->error, sizeof(out->error), "%s", e);
+		job_logf(j, "%s ended as %s", spec->name, p->end_class);
+	}
+	out->exited = p->exited;
+	out->status = p->status;
+	out->signal = p->sig;
+	if (p->state == PROC_LOST) {
+		job_log(j, PL_LOG_ERROR, "%s: the process vanished without an exit record (%s)",
+		    spec->name, p->reason[0] ? p->reason : "shim gone");
+		return PL_ELOST;
+	}
+	if (st->own_deadline > 0 && now_mono() > st->own_deadline && st->term_at > 0)
+		return PL_ETIMEDOUT;
+	if (job_cancelled(j) && st->term_at > 0)
+		return j->timed_out ? PL_ETIMEDOUT : PL_ECANCELED;
+	return PL_OK;
+}
+
+/* The process's row found or written, the process re-adopted or
+ * started, waited for with its events read, its ending recorded and
+ * returned. */
+static int
+spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+{
+	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
+		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
+		return PL_EINVAL;
+	}
+	if (job_cancelled(j))
+		return PL_ECANCELED;
+	struct proc p;
+	proc_init(j, spec, &p);
+	struct evreader r = { .j = j, .p = &p, .spec = spec, .out = out };
+	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
+	double t0 = now_mono();
+	/* A local process of a stage that can be re-entered gets no row
+	 * before it starts: the shim's shim.json (written before the start is
+	 * confirmed) and exit.json are the record until its first events or
+	 * its end write one, and a re-entered job reads them (below). Other
+	 * stages' jobs are killed, not re-entered, after a restart: their
+	 * processes are found by their rows, written first. */
+	int row_first = j->store && (p.ex != &exec_local || j->reg == NULL ||
+	    !(j->reg->st->flags & PL_STAGE_ADOPTABLE));
+	int found, done;
+	int rc = proc_row_find(j, spec, &p, &r, out, row_first, &found, &done);
+	if (rc != PL_OK || done)
+		return rc;
+	/* Re-adopt a process whose row has not ended, or, re-entered with no
+	 * row, one whose directory is there: the shim may have started it
+	 * before the daemon stopped. One that never started is started now. */
+	int adopt = 0;
+	struct stat sb;
+	if (found || (!row_first && j->adopted && stat(p.dir, &sb) == 0)) {
+		if (p.ex->adopt(&p) == -1)
+			return PL_EIO;
+		if (p.state != PROC_STARTING) {
+			adopt = 1;
+			out->adopted = 1;
+			job_logf(j, "re-adopted %s (state %d%s)", spec->name, p.state,
+			    found ? "" : ", from its directory");
+		}
+	}
+	if (!adopt && (rc = proc_start(j, spec, &p, &r)) != PL_OK)
+		return rc;
+	pthread_mutex_lock(&j->lock);
+	j->cur = &p;
+	pthread_mutex_unlock(&j->lock);
+	struct proc_stop st;
+	proc_wait(j, spec, &p, &r, &st);
+	pthread_mutex_lock(&j->lock);
+	j->cur = NULL;
+	pthread_mutex_unlock(&j->lock);
+	proc_end(j, &p, &r);
+	rc = proc_result(j, spec, &p, &st, out);
+	out->seconds = now_mono() - t0;
+	return rc;
+}
+
+void
+job_flush_final(struct pl_job *j)
+{
+	if (j->has_final && j->store)
+		store_proc_update(j->store, &j->final, j->final_offset);
+	j->has_final = 0;
+}
+
+/* host->spawn(): the plugin's structs copied into this host's (a shorter
+ * pl_spawn reads zero past its size), and no more of out written than
+ * its size. */
+int
+host_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
+{
+	struct pl_spawn spec;
+	struct pl_exit out;
+	char why[256];
+	const char *who = j->reg && j->reg->plugin ? j->reg->plugin->path : "plugin";
+
+	if (plugin_struct_in("struct pl_spawn", pspec, PL_SPAWN_SIZE_MIN, &spec, sizeof(spec),
+	    why, sizeof(why)) == -1 || plugin_struct_in("struct pl_exit", pout, PL_EXIT_SIZE_MIN,
+	    &out, sizeof(out), why, sizeof(why)) == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn: %s: %s", who, why);
+		return PL_EINVAL;
+	}
+	/* What the host writes starts zeroed, whatever the plugin's struct held. */
+	memset(&out.exited, 0, sizeof(out) - offsetof(struct pl_exit, exited));
+	int rc = spawn_run(j, &spec, &out);
+	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
+	    pout->size - offsetof(struct pl_exit, exited));
+	return rc;
+}

@@ -1,0 +1,146 @@
+/*
+ * wire.c: the one layer that names the store's rows in JSON (wire.h).
+ * The wire names are the protocol (pipelinectl(1), pipelined(8), the
+ * status page's etc/web/app.js and the notifications read them); the
+ * columns are the schema's (store.c's migrations). A row type lists every
+ * column its queries may select, by the name SQLite reports for it, with
+ * its name on the wire.
+ */
+#include <string.h>
+
+#include "pipelined.h"
+#include "wire.h"
+
+/* Runs: the runs list, one run, the status page's. */
+static const struct wire_field run_fields[] = {
+	{ "name", "name" },
+	{ "state", "state" },
+	{ "previous", "previous" },
+	{ "description", "description" },
+	{ "spec_path", "spec_path" },
+	{ "spec_text", "spec_text" },
+	{ "created", "created" },
+	{ "finished", "finished" },
+	{ "message", "message" },
+	{ "jobs", "jobs" },             /* count of the run's jobs */
+	{ "succeeded", "succeeded" },   /* count of those that succeeded */
+	{ "verdict", "verdict" },       /* the newest gate.verdict value */
+	{ NULL, NULL }
+};
+const struct wire_row wire_run = { "run", run_fields };
+
+static const struct wire_field job_fields[] = {
+	{ "name", "name" },
+	{ "stage", "stage" },
+	{ "state", "state" },
+	{ "attempts", "attempts" },
+	{ "started", "started" },
+	{ "finished", "finished" },
+	{ "message", "message" },
+	{ "progress_done", "progress_done" },
+	{ "progress_total", "progress_total" },
+	{ "progress_unit", "progress_unit" },
+	{ "next_at", "next_at" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_job = { "job", job_fields };
+
+/* The job's name is selected as "job_name" where a row also has a name
+ * of its own. */
+static const struct wire_field value_fields[] = {
+	{ "job_name", "job" },
+	{ "key", "key" },
+	{ "value", "value" },
+	{ "ts", "ts" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_value = { "value", value_fields };
+
+static const struct wire_field artifact_fields[] = {
+	{ "job_name", "job" },
+	{ "name", "name" },
+	{ "path", "path" },
+	{ "size", "size" },
+	{ "sha256", "sha256" },
+	{ "created", "created" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_artifact = { "artifact", artifact_fields };
+
+static const struct wire_field metric_fields[] = {
+	{ "name", "name" },
+	{ "step", "step" },
+	{ "value", "value" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_metric = { "metric", metric_fields };
+
+/* The outbox rows due, for notify.c's delivery thread. */
+static const struct wire_field outbox_fields[] = {
+	{ "id", "id" },
+	{ "kind", "kind" },
+	{ "run", "run" },
+	{ "job", "job" },
+	{ "target", "target" },
+	{ "key", "key" },
+	{ "body", "body" },
+	{ "attempts", "attempts" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_outbox = { "outbox", outbox_fields };
+
+static const struct wire_field last_event_fields[] = {
+	{ "last_event", "last_event" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_last_event = { "last event", last_event_fields };
+
+/* The wire name of column i, or NULL. */
+static const char *
+wire_name(sqlite3_stmt *st, int i, const struct wire_row *row)
+{
+	const char *col = sqlite3_column_name(st, i);
+	for (const struct wire_field *f = row->fields; col != NULL && f->column; f++)
+		if (strcmp(col, f->column) == 0)
+			return f->name;
+	log_warnx("wire: a %s row has no field for column %s", row->what, col ? col : "?");
+	return NULL;
+}
+
+static void
+add_col(cJSON *o, sqlite3_stmt *st, int i, const char *name)
+{
+	switch (sqlite3_column_type(st, i)) {
+	case SQLITE_INTEGER:
+		cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(st, i));
+		break;
+	case SQLITE_FLOAT:
+		cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
+		break;
+	case SQLITE_TEXT:
+		cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
+		break;
+	default:
+		cJSON_AddNullToObject(o, name);
+	}
+}
+
+cJSON *
+wire_rows(sqlite3_stmt *st, const struct wire_row *row)
+{
+	cJSON *a = cJSON_CreateArray();
+	const char *names[64];
+	int n = sqlite3_column_count(st);
+	if (n > (int)(sizeof(names) / sizeof(names[0])))
+		n = (int)(sizeof(names) / sizeof(names[0]));
+	for (int i = 0; i < n; i++)
+		names[i] = wire_name(st, i, row);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		cJSON *o = cJSON_CreateObject();
+		for (int i = 0; i < n; i++)
+			if (names[i] != NULL)
+				add_col(o, st, i, names[i]);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
