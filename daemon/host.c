@@ -18,7 +18,6 @@
 #include "pipelined.h"
 #include "plcommon.h"
 
-int plugin_register_stage(void *plugin, const struct pl_stage *st);
 
 static const char *
 h_strerror(int code)

@@ -546,16 +546,14 @@ proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
 	return PL_OK;
 }
 
-/* host->spawn(): the process's row found or written, the process
- * re-adopted or started, waited for with its events read, its ending
- * recorded and returned. */
-int
-host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+/* The process's row found or written, the process re-adopted or
+ * started, waited for with its events read, its ending recorded and
+ * returned. */
+static int
+spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
-	memset(out, 0, sizeof(*out));
-	if (spec == NULL || spec->abi != PL_ABI_VERSION || spec->size < sizeof(*spec) ||
-	    spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
-		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (abi, size, name or argv)");
+	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
+		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
 		return PL_EINVAL;
 	}
 	if (job_cancelled(j))
@@ -616,3 +614,27 @@ job_flush_final(struct pl_job *j)
 	j->has_final = 0;
 }
 
+/* host->spawn(): the plugin's structs copied into this host's (a shorter
+ * pl_spawn reads zero past its size), and no more of out written than
+ * its size. */
+int
+host_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
+{
+	struct pl_spawn spec;
+	struct pl_exit out;
+	char why[256];
+	const char *who = j->reg && j->reg->plugin ? j->reg->plugin->path : "plugin";
+
+	if (plugin_struct_in("struct pl_spawn", pspec, PL_SPAWN_SIZE_MIN, &spec, sizeof(spec),
+	    why, sizeof(why)) == -1 || plugin_struct_in("struct pl_exit", pout, PL_EXIT_SIZE_MIN,
+	    &out, sizeof(out), why, sizeof(why)) == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn: %s: %s", who, why);
+		return PL_EINVAL;
+	}
+	/* What the host writes starts zeroed, whatever the plugin's struct held. */
+	memset(&out.exited, 0, sizeof(out) - offsetof(struct pl_exit, exited));
+	int rc = spawn_run(j, &spec, &out);
+	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
+	    pout->size - offsetof(struct pl_exit, exited));
+	return rc;
+}

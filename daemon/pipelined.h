@@ -263,7 +263,7 @@ struct plugin {
 	int nstages;
 };
 struct stage_reg {
-	const struct pl_stage *st;
+	struct pl_stage *st;    /* the registry's copy, of this host's size */
 	struct plugin *plugin;
 	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
@@ -277,6 +277,14 @@ const struct stage_reg *plugin_stage(const char *name);
 int	plugin_nstages(void);
 const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
+/* The table's register_stage (plugin_host, host.c). */
+int	plugin_register_stage(void *plugin, const struct pl_stage *st);
+/* Copy a struct a plugin handed the host (starting with abi and size) into
+ * dst, zeroed past the plugin's size: 0, or -1 with why ("WHAT of ABI ..
+ * size ..") when its ABI differs or its size is below minsize or above
+ * dstsize. */
+int	plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
+	    size_t dstsize, char *why, size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /*

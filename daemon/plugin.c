@@ -3,7 +3,10 @@
  * A plugin is refused, with one log line and no harm to the daemon, when
  * its file is group- or world-writable, when dlopen fails, when it lacks
  * pl_plugin_init, or when its init fails (which includes stating another
- * ABI version). Every registration a failed init made is undone. */
+ * ABI version, or registering a stage struct of another ABI or of a size
+ * this host does not know). Every registration a failed init made is
+ * undone. The registry keeps its own copy of each struct pl_stage, of
+ * this host's size: a shorter one is copied into a zeroed struct. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,15 +27,41 @@ static int nplugins;
 /* Set while a plugin's init runs: the registration error, if any. */
 static char reg_error[256];
 
-static int
-host_register_stage(void *plugin, const struct pl_stage *st)
+int
+plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
+    size_t dstsize, char *why, size_t whylen)
+{
+	uint32_t hdr[2];
+
+	memset(dst, 0, dstsize);
+	if (src == NULL) {
+		snprintf(why, whylen, "no %s", what);
+		return -1;
+	}
+	memcpy(hdr, src, sizeof(hdr));
+	if (hdr[0] != PL_ABI_VERSION) {
+		snprintf(why, whylen, "%s of ABI %u (host: ABI %d)", what, hdr[0], PL_ABI_VERSION);
+		return -1;
+	}
+	if (hdr[1] < minsize || hdr[1] > dstsize) {
+		snprintf(why, whylen, "%s of ABI %u size %u (host: ABI %d size %zu to %zu)%s",
+		    what, hdr[0], hdr[1], PL_ABI_VERSION, minsize, dstsize,
+		    hdr[1] > dstsize ? ": built for a newer host" : "");
+		return -1;
+	}
+	memcpy(dst, src, hdr[1]);
+	return 0;
+}
+
+int
+plugin_register_stage(void *plugin, const struct pl_stage *pst)
 {
 	struct plugin *p = plugin;
-	if (st == NULL || st->abi != PL_ABI_VERSION || st->size < PL_STAGE_SIZE_V1) {
-		snprintf(reg_error, sizeof(reg_error), "stage struct of ABI %u size %u (host: ABI %d size %zu)",
-		    st ? st->abi : 0, st ? st->size : 0, PL_ABI_VERSION, sizeof(struct pl_stage));
+	struct pl_stage copy;
+	if (plugin_struct_in("stage struct", pst, PL_STAGE_SIZE_V1, &copy, sizeof(copy),
+	    reg_error, sizeof(reg_error)) == -1)
 		return PL_EABI;
-	}
+	const struct pl_stage *st = &copy;
 	if (st->name == NULL || !valid_name(st->name) || st->run == NULL) {
 		snprintf(reg_error, sizeof(reg_error), "stage without a valid name or run hook");
 		return PL_EINVAL;
@@ -56,7 +85,9 @@ host_register_stage(void *plugin, const struct pl_stage *st)
 		    "than the first struct pl_key (%zu)", st->name, ks, (size_t)PL_KEY_SIZE_V1);
 		return PL_EABI;
 	}
-	stages[nstages].st = st;
+	struct pl_stage *own = xcalloc(1, sizeof(*own));
+	*own = copy;
+	stages[nstages].st = own;
 	stages[nstages].plugin = p;
 	stages[nstages].key_size = ks;
 	nstages++;
@@ -72,6 +103,8 @@ unregister(struct plugin *p)
 	for (int i = 0; i < nstages; i++)
 		if (stages[i].plugin != p)
 			stages[w++] = stages[i];
+		else
+			free(stages[i].st);
 	nstages = w;
 	p->nstages = 0;
 }
@@ -203,12 +236,4 @@ plugin_unload_all(void)
 	}
 	nplugins = 0;
 	nstages = 0;
-}
-
-/* Only for host.c: the registration entry of the table. */
-int plugin_register_stage(void *plugin, const struct pl_stage *st);
-int
-plugin_register_stage(void *plugin, const struct pl_stage *st)
-{
-	return host_register_stage(plugin, st);
 }

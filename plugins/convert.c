@@ -162,8 +162,7 @@ run_llama_cpp(pl_job *job, const char *in, const char *out, const char *outtype)
 	const char *env[] = { "PYTHONDONTWRITEBYTECODE=1", NULL };
 	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp),
 		.name = "convert_hf_to_gguf", .argv = argv, .env = env };
-	struct pl_exit ex;
-	memset(&ex, 0, sizeof(ex));
+	struct pl_exit ex = PL_EXIT_INIT;
 	host->log(job, PL_LOG_INFO, "running %s %s %s --outfile %s --outtype %s", py,
 	    script, in, tmp, outtype);
 	int rc = host->spawn(job, &sp, &ex);
@@ -283,13 +282,4 @@ static const struct pl_stage convert_stage = {
 	.run = convert_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &convert_stage);
-}
+PL_PLUGIN(&host, &convert_stage)

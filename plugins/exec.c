@@ -83,7 +83,7 @@ exec_run(pl_job *job)
 		.argv = argv, .env = envv,
 		.cwd = host->get(job, "cwd") ? host->input(job, "cwd") : NULL,
 	};
-	struct pl_exit ex;
+	struct pl_exit ex = PL_EXIT_INIT;
 	int rc = host->spawn(job, &sp, &ex);
 	free(copy);
 	free(words);
@@ -112,13 +112,4 @@ static const struct pl_stage exec_stage = {
 	.run = exec_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &exec_stage);
-}
+PL_PLUGIN(&host, &exec_stage)

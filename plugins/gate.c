@@ -304,13 +304,4 @@ static const struct pl_stage gate_stage = {
 	.run = gate_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &gate_stage);
-}
+PL_PLUGIN(&host, &gate_stage)

@@ -1213,13 +1213,4 @@ static const struct pl_stage merge_stage = {
 	.run = merge_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &merge_stage);
-}
+PL_PLUGIN(&host, &merge_stage)

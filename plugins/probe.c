@@ -133,7 +133,7 @@ probe_run(pl_job *job)
 	struct pyjob pj;
 	struct probe_run p;
 	struct pl_spawn sp;
-	struct pl_exit ex;
+	struct pl_exit ex = PL_EXIT_INIT;
 	struct memcap mc;
 	char how[512], why[1024];
 	int rc;
@@ -169,7 +169,6 @@ probe_run(pl_job *job)
 	sp.argv = argv;
 	sp.on_event = probe_event;
 	sp.arg = &p;
-	memset(&ex, 0, sizeof(ex));
 	rc = host->spawn(job, &sp, &ex);
 	uint64_t host_peak = 0;
 	int oom_kills = 0;
@@ -327,13 +326,4 @@ static const struct pl_stage probe_stage = {
 	.run = probe_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &probe_stage);
-}
+PL_PLUGIN(&host, &probe_stage)

@@ -138,8 +138,7 @@ run_llama_quantize(pl_job *job, const char *in, const char *out, const char *typ
 		threads > 0 ? nth : NULL, NULL };
 	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp),
 		.name = "llama-quantize", .argv = argv };
-	struct pl_exit ex;
-	memset(&ex, 0, sizeof(ex));
+	struct pl_exit ex = PL_EXIT_INIT;
 	unlink(tmp);
 	host->log(job, PL_LOG_INFO, "running %s %s %s %s", argv[0], in, tmp, type);
 	int rc = host->spawn(job, &sp, &ex);
@@ -262,13 +261,4 @@ static const struct pl_stage quantize_stage = {
 	.run = quantize_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &quantize_stage);
-}
+PL_PLUGIN(&host, &quantize_stage)

@@ -610,13 +610,4 @@ static const struct pl_stage register_stage = {
 	.run = register_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &register_stage);
-}
+PL_PLUGIN(&host, &register_stage)

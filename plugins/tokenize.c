@@ -154,7 +154,7 @@ tokenize_run(pl_job *job)
 	struct pyjob pj;
 	struct tok_run t = { .job = job };
 	struct pl_spawn sp;
-	struct pl_exit ex;
+	struct pl_exit ex = PL_EXIT_INIT;
 	char how[512];
 
 	int rc = pyjob_prepare(host, job, tokenize_keys, "tokenize_corpus", NULL, &pj);
@@ -167,7 +167,6 @@ tokenize_run(pl_job *job)
 	sp.argv = pj.argv;
 	sp.on_event = tokenize_event;
 	sp.arg = &t;
-	memset(&ex, 0, sizeof(ex));
 	rc = host->spawn(job, &sp, &ex);
 	if (host->cancelled(job))
 		return PL_ECANCELED;
@@ -200,13 +199,4 @@ static const struct pl_stage tokenize_stage = {
 	.run = tokenize_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &tokenize_stage);
-}
+PL_PLUGIN(&host, &tokenize_stage)

@@ -620,7 +620,7 @@ train_loop(struct train *t, struct pyjob *pj)
 		t->last_ckpt = -1;
 
 		struct pl_spawn sp;
-		struct pl_exit ex;
+		struct pl_exit ex = PL_EXIT_INIT;
 		memset(&sp, 0, sizeof(sp));
 		sp.abi = PL_ABI_VERSION;
 		sp.size = sizeof(sp);
@@ -629,7 +629,6 @@ train_loop(struct train *t, struct pyjob *pj)
 		sp.resume_from = have_ckpt ? ckpt : NULL;
 		sp.on_event = train_event;
 		sp.arg = t;
-		memset(&ex, 0, sizeof(ex));
 		if (watch)
 			watcher_start(t);
 		int rc = host->spawn(job, &sp, &ex);
@@ -787,13 +786,4 @@ static const struct pl_stage train_stage = {
 	.run = train_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &train_stage);
-}
+PL_PLUGIN(&host, &train_stage)

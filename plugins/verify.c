@@ -464,13 +464,4 @@ static const struct pl_stage verify_stage = {
 	.run = verify_run,
 };
 
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
-
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	host = h;
-	return h->register_stage(plugin, &verify_stage);
-}
+PL_PLUGIN(&host, &verify_stage)

@@ -3,9 +3,10 @@
  *
  * A plugin is a shared object in the daemon's plugin directory. It exports
  * one symbol, pl_plugin_init, which the host calls once with its function
- * table. The plugin checks the ABI version, then registers one or more
- * stages with host->register_stage(). The same table is offered by
- * `pipelinectl stage` so a stage also runs by hand, without a daemon.
+ * table; PL_PLUGIN() (at the end) defines it: it checks the ABI version,
+ * keeps the table and registers the plugin's stages with
+ * host->register_stage(). The same table is offered by `pipelinectl stage`
+ * so a stage also runs by hand, without a daemon.
  *
  * Threading: a stage's check hook runs on the daemon's loop thread and must
  * not block. Its run hook runs on a job thread of its own and may block
@@ -28,8 +29,10 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of the structs or the table layout. */
-#define PL_ABI_VERSION 1
+/* Bumped on any incompatible change of the structs or the table layout.
+ * 2: struct pl_exit starts with abi and size, as every struct that
+ * crosses the boundary does. */
+#define PL_ABI_VERSION 2
 
 /* The one symbol a plugin exports. */
 #define PL_ENTRY_SYMBOL "pl_plugin_init"
@@ -102,18 +105,22 @@ struct pl_key {
 	unsigned flags;        /* PL_KEY_* */
 	const char *artifact;  /* PL_KEY_INPUT: upstream artifact name to default to */
 	const char *help;      /* one line, shown by `pipelinectl stage STAGE --help` */
-	/* Members added after the first ABI 1 struct (the host reads them
-	 * only from a stage whose key_size covers them). */
+	/* Members added after the first struct (the host reads them only
+	 * from a stage whose key_size covers them). */
 	int64_t min;           /* with PL_KEY_MIN: the smallest value accepted */
 	int64_t max;           /* with PL_KEY_MAX: the largest value accepted */
 };
-/* The size of the first ABI 1 struct pl_key, without min and max. */
+/* The size of the first struct pl_key, without min and max. */
 #define PL_KEY_SIZE_V1 offsetof(struct pl_key, min)
 
 /* Opaque handle to one job (or to one check of a spec section). */
 typedef struct pl_job pl_job;
 
-/* A stage. Structs that cross the boundary start with abi and size. */
+/* A stage. Structs that cross the boundary start with abi and size: the
+ * host takes one of any size from the first of its ABI (PL_*_SIZE_V1,
+ * PL_*_SIZE_MIN) up to its own, reading the members past a shorter
+ * struct's size as zero, and refuses a larger one (of a newer header)
+ * or a smaller one, naming the plugin. */
 #define PL_STAGE_ADOPTABLE 0x1 /* the run hook may be re-entered after a daemon
                                   restart: its work is in spawned children that
                                   host->spawn() re-adopts by name, and its own
@@ -132,14 +139,16 @@ struct pl_stage {
 	/* Do the work. Return PL_OK on success, a negative code on failure
 	 * after logging why (host->fail() sets the message operators see). */
 	int (*run)(pl_job *job);
-	/* Members added after the first ABI 1 struct; size says which are there. */
+	/* Members added after the first struct; size says which are there. */
 	uint32_t key_size;     /* sizeof(struct pl_key) of the key table; 0 (or a
 	                          stage of the first size): PL_KEY_SIZE_V1 */
 };
-/* The size of the first ABI 1 struct pl_stage, without key_size. */
+/* The size of the first struct pl_stage, without key_size. */
 #define PL_STAGE_SIZE_V1 offsetof(struct pl_stage, key_size)
 
-/* How host->spawn() starts a process. Zero-initialise, set abi/size. */
+/* How host->spawn() starts a process. Zero-initialise, set abi/size.
+ * Every member past argv may be left out (a struct of PL_SPAWN_SIZE_MIN):
+ * zero is its default. */
 struct pl_spawn {
 	uint32_t abi;
 	uint32_t size;
@@ -156,9 +165,14 @@ struct pl_spawn {
 	int (*on_event)(void *arg, const char *type, const char *json_line);
 	void *arg;
 };
+/* The shortest struct pl_spawn the host takes: abi, size, name and argv. */
+#define PL_SPAWN_SIZE_MIN offsetof(struct pl_spawn, env)
 
-/* How a spawned process ended. */
+/* How a spawned process ended. The caller sets abi and size (PL_EXIT_INIT);
+ * the host writes the rest and nothing past size. */
 struct pl_exit {
+	uint32_t abi;     /* PL_ABI_VERSION */
+	uint32_t size;    /* sizeof(struct pl_exit) */
 	int exited;       /* 1: exit() with status; 0: killed by signal */
 	int status;       /* exit status when exited */
 	int signal;       /* signal number when killed */
@@ -166,6 +180,9 @@ struct pl_exit {
 	double seconds;   /* wall time */
 	char error[256];  /* the last "error" event's message, if any */
 };
+/* The shortest struct pl_exit the host fills: through adopted. */
+#define PL_EXIT_SIZE_MIN offsetof(struct pl_exit, seconds)
+#define PL_EXIT_INIT { .abi = PL_ABI_VERSION, .size = sizeof(struct pl_exit) }
 
 /* The host's function table. A function this host lacks is NULL. */
 struct pl_host {
@@ -224,7 +241,9 @@ struct pl_host {
 	/* Spawn a child under pipeline-shim and wait for it, reading its
 	 * events as they come. Blocks. With the same spec->name in a
 	 * re-entered attempt, re-adopts the process still running (or returns
-	 * the exit it recorded) instead of starting another. */
+	 * the exit it recorded) instead of starting another. spec and out
+	 * carry abi and size; PL_EINVAL (logged, naming the plugin) for a
+	 * struct of another ABI or of a size the host does not know. */
 	int (*spawn)(pl_job *job, const struct pl_spawn *spec, struct pl_exit *out);
 
 	/* Register a finished file (or directory) as an artifact. The host
@@ -251,7 +270,7 @@ struct pl_host {
 	 * array of {"run","job","value","ts"}; malloc'd; NULL on error. */
 	char *(*value_history)(pl_job *job, const char *key, int limit);
 
-	/* Members added after the first ABI 1 table. A plugin may be loaded
+	/* Members added after the first table (ABI 1). A plugin may be loaded
 	 * by an older host whose table ends earlier: test PL_HOST_HAS(host,
 	 * member) before calling one. New members only ever go here, at the
 	 * end, so the layout above never changes within an ABI version. */
@@ -271,12 +290,39 @@ struct pl_host {
 	((host)->size >= offsetof(struct pl_host, member) +                 \
 	    sizeof((host)->member) && (host)->member != NULL)
 
-/* The entry point every plugin exports:
- *     PL_EXPORT int pl_plugin_init(const struct pl_host *host, void *plugin);
- * Check host->abi == PL_ABI_VERSION first and return PL_EABI when it is
- * not; register stages; return PL_OK. On failure the host undoes every
- * registration this plugin made and unloads it. */
+/* The entry point every plugin exports; PL_PLUGIN() below defines it.
+ * It returns PL_EABI for a host of another ABI, registers stages and
+ * returns PL_OK. On failure the host undoes every registration this
+ * plugin made and unloads it. */
 typedef int (*pl_plugin_init_fn)(const struct pl_host *host, void *plugin);
+
+/* Declares a plugin, once, at file scope after its stages:
+ *     static const struct pl_host *host;
+ *     ...
+ *     PL_PLUGIN(&host, &stage_a, &stage_b)
+ * defines the exported pl_plugin_init, which refuses a host of another
+ * ABI (PL_EABI), keeps the host's table in *hostp (hostp may be NULL)
+ * and registers the stages in order, returning the first refusal. */
+#define PL_PLUGIN(hostp, ...)                                               \
+	PL_EXPORT int pl_plugin_init(const struct pl_host *, void *);       \
+	PL_EXPORT int                                                       \
+	pl_plugin_init(const struct pl_host *pl_host_, void *pl_plugin_)    \
+	{                                                                   \
+		static const struct pl_stage *const pl_stages_[] = { __VA_ARGS__ }; \
+		const struct pl_host **pl_hostp_ = (hostp);                 \
+		if (pl_host_->abi != PL_ABI_VERSION)                        \
+			return PL_EABI;                                     \
+		if (pl_hostp_ != NULL)                                      \
+			*pl_hostp_ = pl_host_;                              \
+		for (size_t pl_i_ = 0; pl_i_ < sizeof(pl_stages_) /         \
+		    sizeof(pl_stages_[0]); pl_i_++) {                       \
+			int pl_rc_ = pl_host_->register_stage(pl_plugin_,   \
+			    pl_stages_[pl_i_]);                             \
+			if (pl_rc_ != PL_OK)                                \
+				return pl_rc_;                              \
+		}                                                           \
+		return PL_OK;                                               \
+	}
 
 #ifdef __cplusplus
 }

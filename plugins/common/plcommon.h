@@ -18,6 +18,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* err.c */
+/* Format a message into err (errlen bytes; nothing when err is NULL): the
+ * "err, errlen" arguments of the library's parsers. */
+void	plc_seterr(char *err, size_t errlen, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
 /* rate.c */
 /* Monotonic seconds, for timing and deadlines. */
 double	plc_now(void);

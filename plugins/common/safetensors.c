@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,20 +59,6 @@ int
 st_is_float(int dtype)
 {
 	return dtype == ST_F16 || dtype == ST_BF16 || dtype == ST_F32 || dtype == ST_F64;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -172,12 +157,12 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 	f->meta = NULL;
 	f->nmeta = 0;
 	if (!utf8_valid((const unsigned char *)hdr, len, &bad)) {
-		seterr(err, errlen, "%s: header is not valid UTF-8 (byte %zu of the header)",
+		plc_seterr(err, errlen, "%s: header is not valid UTF-8 (byte %zu of the header)",
 		    label, bad);
 		return -1;
 	}
 	if (memchr(hdr, '\0', len) != NULL) {
-		seterr(err, errlen, "%s: header contains a NUL byte", label);
+		plc_seterr(err, errlen, "%s: header contains a NUL byte", label);
 		return -1;
 	}
 	const char *end = NULL;
@@ -185,20 +170,20 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 	if (root == NULL) {
 		const char *at = cJSON_GetErrorPtr();
 		size_t pos = (at && at >= hdr && at <= hdr + len) ? (size_t)(at - hdr) : 0;
-		seterr(err, errlen, "%s: header is not valid JSON (near byte %zu of the header)",
+		plc_seterr(err, errlen, "%s: header is not valid JSON (near byte %zu of the header)",
 		    label, pos);
 		return -1;
 	}
 	/* After the JSON only whitespace may follow (writers pad with spaces). */
 	for (const char *p = end; p < hdr + len; p++) {
 		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-			seterr(err, errlen, "%s: header has bytes after its JSON object "
+			plc_seterr(err, errlen, "%s: header has bytes after its JSON object "
 			    "(byte %zu of the header)", label, (size_t)(p - hdr));
 			goto fail;
 		}
 	}
 	if (!cJSON_IsObject(root)) {
-		seterr(err, errlen, "%s: header is not a JSON object", label);
+		plc_seterr(err, errlen, "%s: header is not a JSON object", label);
 		goto fail;
 	}
 	size_t count = 0;
@@ -206,7 +191,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		count++;
 	t = calloc(count ? count : 1, sizeof(*t));
 	if (t == NULL) {
-		seterr(err, errlen, "%s: out of memory for %zu tensors", label, count);
+		plc_seterr(err, errlen, "%s: out of memory for %zu tensors", label, count);
 		goto fail;
 	}
 	int seen_meta = 0;
@@ -214,11 +199,11 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		const char *name = e->string;
 		if (strcmp(name, "__metadata__") == 0) {
 			if (seen_meta++) {
-				seterr(err, errlen, "%s: __metadata__ appears twice", label);
+				plc_seterr(err, errlen, "%s: __metadata__ appears twice", label);
 				goto fail;
 			}
 			if (!cJSON_IsObject(e)) {
-				seterr(err, errlen, "%s: __metadata__ is not an object", label);
+				plc_seterr(err, errlen, "%s: __metadata__ is not an object", label);
 				goto fail;
 			}
 			size_t m = 0;
@@ -226,12 +211,12 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 				m++;
 			meta = calloc(m ? m : 1, sizeof(*meta));
 			if (meta == NULL) {
-				seterr(err, errlen, "%s: out of memory", label);
+				plc_seterr(err, errlen, "%s: out of memory", label);
 				goto fail;
 			}
 			for (cJSON *k = e->child; k; k = k->next) {
 				if (!cJSON_IsString(k)) {
-					seterr(err, errlen, "%s: __metadata__ value of \"%s\" is not "
+					plc_seterr(err, errlen, "%s: __metadata__ value of \"%s\" is not "
 					    "a string (the reference reader accepts only "
 					    "string values)", label, k->string);
 					goto fail;
@@ -240,7 +225,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 				meta[nmeta].value = strdup(k->valuestring);
 				nmeta++;
 				if (!meta[nmeta - 1].key || !meta[nmeta - 1].value) {
-					seterr(err, errlen, "%s: out of memory", label);
+					plc_seterr(err, errlen, "%s: out of memory", label);
 					goto fail;
 				}
 			}
@@ -248,7 +233,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		}
 		struct st_tensor *x = &t[n];
 		if (!cJSON_IsObject(e)) {
-			seterr(err, errlen, "%s: tensor \"%s\": entry is not an object", label, name);
+			plc_seterr(err, errlen, "%s: tensor \"%s\": entry is not an object", label, name);
 			goto fail;
 		}
 		const cJSON *dt = NULL, *sh = NULL, *off = NULL;
@@ -261,36 +246,36 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 			else if (strcmp(k->string, "data_offsets") == 0)
 				slot = &off;
 			else {
-				seterr(err, errlen, "%s: tensor \"%s\": unknown field \"%s\"",
+				plc_seterr(err, errlen, "%s: tensor \"%s\": unknown field \"%s\"",
 				    label, name, k->string);
 				goto fail;
 			}
 			if (*slot != NULL) {
-				seterr(err, errlen, "%s: tensor \"%s\": field \"%s\" appears twice",
+				plc_seterr(err, errlen, "%s: tensor \"%s\": field \"%s\" appears twice",
 				    label, name, k->string);
 				goto fail;
 			}
 			*slot = k;
 		}
 		if (dt == NULL || sh == NULL || off == NULL) {
-			seterr(err, errlen, "%s: tensor \"%s\": missing field \"%s\"", label, name,
+			plc_seterr(err, errlen, "%s: tensor \"%s\": missing field \"%s\"", label, name,
 			    dt == NULL ? "dtype" : sh == NULL ? "shape" : "data_offsets");
 			goto fail;
 		}
 		if (!cJSON_IsString(dt) || (x->dtype = st_dtype_parse(dt->valuestring)) < 0) {
-			seterr(err, errlen, "%s: tensor \"%s\": unknown dtype %s%s%s", label, name,
+			plc_seterr(err, errlen, "%s: tensor \"%s\": unknown dtype %s%s%s", label, name,
 			    cJSON_IsString(dt) ? "\"" : "",
 			    cJSON_IsString(dt) ? dt->valuestring : "(not a string)",
 			    cJSON_IsString(dt) ? "\"" : "");
 			goto fail;
 		}
 		if (!cJSON_IsArray(sh)) {
-			seterr(err, errlen, "%s: tensor \"%s\": shape is not an array", label, name);
+			plc_seterr(err, errlen, "%s: tensor \"%s\": shape is not an array", label, name);
 			goto fail;
 		}
 		int nd = cJSON_GetArraySize(sh);
 		if (nd > ST_MAX_DIMS) {
-			seterr(err, errlen, "%s: tensor \"%s\": %d dimensions (at most %d supported)",
+			plc_seterr(err, errlen, "%s: tensor \"%s\": %d dimensions (at most %d supported)",
 			    label, name, nd, ST_MAX_DIMS);
 			goto fail;
 		}
@@ -299,12 +284,12 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		int i = 0;
 		for (cJSON *d = sh->child; d; d = d->next, i++) {
 			if (json_u64(d, &x->shape[i]) == -1) {
-				seterr(err, errlen, "%s: tensor \"%s\": shape[%d] is not a "
+				plc_seterr(err, errlen, "%s: tensor \"%s\": shape[%d] is not a "
 				    "non-negative integer", label, name, i);
 				goto fail;
 			}
 			if (__builtin_mul_overflow(x->nelem, x->shape[i], &x->nelem)) {
-				seterr(err, errlen, "%s: tensor \"%s\": element count overflows",
+				plc_seterr(err, errlen, "%s: tensor \"%s\": element count overflows",
 				    label, name);
 				goto fail;
 			}
@@ -312,30 +297,30 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
 		    json_u64(off->child, &x->begin) == -1 ||
 		    json_u64(off->child->next, &x->end) == -1) {
-			seterr(err, errlen, "%s: tensor \"%s\": data_offsets is not a pair of "
+			plc_seterr(err, errlen, "%s: tensor \"%s\": data_offsets is not a pair of "
 			    "non-negative integers", label, name);
 			goto fail;
 		}
 		if (x->end < x->begin) {
-			seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] end "
+			plc_seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] end "
 			    "before they begin", label, name, (unsigned long long)x->begin,
 			    (unsigned long long)x->end);
 			goto fail;
 		}
 		uint64_t bits;
 		if (__builtin_mul_overflow(x->nelem, (uint64_t)st_dtype_bits(x->dtype), &bits)) {
-			seterr(err, errlen, "%s: tensor \"%s\": byte size overflows", label, name);
+			plc_seterr(err, errlen, "%s: tensor \"%s\": byte size overflows", label, name);
 			goto fail;
 		}
 		if (bits % 8 != 0) {
-			seterr(err, errlen, "%s: tensor \"%s\": %llu elements of %s are not a "
+			plc_seterr(err, errlen, "%s: tensor \"%s\": %llu elements of %s are not a "
 			    "whole number of bytes", label, name, (unsigned long long)x->nelem,
 			    st_dtype_name(x->dtype));
 			goto fail;
 		}
 		x->nbytes = bits / 8;
 		if (x->end - x->begin != x->nbytes) {
-			seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] hold "
+			plc_seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] hold "
 			    "%llu bytes but shape and dtype %s need %llu", label, name,
 			    (unsigned long long)x->begin, (unsigned long long)x->end,
 			    (unsigned long long)(x->end - x->begin), st_dtype_name(x->dtype),
@@ -343,7 +328,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 			goto fail;
 		}
 		if ((x->name = strdup(name)) == NULL) {
-			seterr(err, errlen, "%s: out of memory", label);
+			plc_seterr(err, errlen, "%s: out of memory", label);
 			goto fail;
 		}
 		n++;
@@ -352,7 +337,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 	if (n > 1) {
 		struct st_tensor **by = malloc(n * sizeof(*by));
 		if (by == NULL) {
-			seterr(err, errlen, "%s: out of memory", label);
+			plc_seterr(err, errlen, "%s: out of memory", label);
 			goto fail;
 		}
 		for (size_t i = 0; i < n; i++)
@@ -360,7 +345,7 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 		qsort(by, n, sizeof(*by), cmp_tensor_name);
 		for (size_t i = 1; i < n; i++) {
 			if (strcmp(by[i]->name, by[i - 1]->name) == 0) {
-				seterr(err, errlen, "%s: tensor \"%s\" appears twice in the header",
+				plc_seterr(err, errlen, "%s: tensor \"%s\" appears twice in the header",
 				    label, by[i]->name);
 				free(by);
 				goto fail;
@@ -373,17 +358,17 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].begin != at) {
 			if (i == 0)
-				seterr(err, errlen, "%s: tensor \"%s\": data starts at %llu, not 0 "
+				plc_seterr(err, errlen, "%s: tensor \"%s\": data starts at %llu, not 0 "
 				    "(a gap at the start of the data buffer)", label, t[i].name,
 				    (unsigned long long)t[i].begin);
 			else if (t[i].begin < at)
-				seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] "
+				plc_seterr(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] "
 				    "overlap tensor \"%s\" [%llu, %llu]", label, t[i].name,
 				    (unsigned long long)t[i].begin, (unsigned long long)t[i].end,
 				    t[i - 1].name, (unsigned long long)t[i - 1].begin,
 				    (unsigned long long)t[i - 1].end);
 			else
-				seterr(err, errlen, "%s: tensor \"%s\": data starts at %llu, leaving a "
+				plc_seterr(err, errlen, "%s: tensor \"%s\": data starts at %llu, leaving a "
 				    "gap of %llu bytes after tensor \"%s\"", label, t[i].name,
 				    (unsigned long long)t[i].begin,
 				    (unsigned long long)(t[i].begin - at), t[i - 1].name);
@@ -394,12 +379,12 @@ st_parse_header(struct st_file *f, const char *label, const char *hdr, size_t le
 	}
 	if (at != data_size) {
 		if (at > data_size)
-			seterr(err, errlen, "%s: tensor \"%s\" ends at byte %llu of the data but "
+			plc_seterr(err, errlen, "%s: tensor \"%s\" ends at byte %llu of the data but "
 			    "the file holds only %llu data bytes (truncated file?)", label,
 			    n ? t[n - 1].name : "", (unsigned long long)at,
 			    (unsigned long long)data_size);
 		else
-			seterr(err, errlen, "%s: %llu trailing bytes after the last tensor%s%s%s",
+			plc_seterr(err, errlen, "%s: %llu trailing bytes after the last tensor%s%s%s",
 			    label, (unsigned long long)(data_size - at), n ? " \"" : "",
 			    n ? t[n - 1].name : "", n ? "\"" : "");
 		goto fail;
@@ -431,53 +416,53 @@ st_open(struct st_file *f, const char *path, char *err, size_t errlen)
 	struct stat st;
 
 	if ((f->path = strdup(path)) == NULL) {
-		seterr(err, errlen, "%s: out of memory", path);
+		plc_seterr(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	if ((f->fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (fstat(f->fd, &st) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		seterr(err, errlen, "%s: not a regular file", path);
+		plc_seterr(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
 	f->size = (uint64_t)st.st_size;
 	if (f->size < 8) {
-		seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte "
+		plc_seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte "
 		    "header length", path, (unsigned long long)f->size);
 		goto fail;
 	}
 	if (plc_read_all(f->fd, lenbuf, 8, 0) == -1) {
-		seterr(err, errlen, "%s: read: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: read: %s", path, strerror(errno));
 		goto fail;
 	}
 	uint64_t n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = (n << 8) | lenbuf[i];
 	if (n > ST_MAX_HEADER) {
-		seterr(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes",
+		plc_seterr(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes",
 		    path, (unsigned long long)n, (unsigned long long)ST_MAX_HEADER);
 		goto fail;
 	}
 	if (n > f->size - 8) {
-		seterr(err, errlen, "%s: header length %llu runs past the end of the file "
+		plc_seterr(err, errlen, "%s: header length %llu runs past the end of the file "
 		    "(%llu bytes)", path, (unsigned long long)n, (unsigned long long)f->size);
 		goto fail;
 	}
 	f->header_len = n;
 	f->data_start = 8 + n;
 	if ((hdr = malloc(n ? n : 1)) == NULL) {
-		seterr(err, errlen, "%s: out of memory for a %llu-byte header", path,
+		plc_seterr(err, errlen, "%s: out of memory for a %llu-byte header", path,
 		    (unsigned long long)n);
 		goto fail;
 	}
 	if (plc_read_all(f->fd, hdr, n, 8) == -1) {
-		seterr(err, errlen, "%s: read: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: read: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (st_parse_header(f, path, hdr, n, f->size - f->data_start, err, errlen) == -1)
@@ -554,7 +539,7 @@ set_add_file(struct st_set *s, const char *fname, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	if (snprintf(path, sizeof(path), "%s/%s", s->dir, fname) >= (int)sizeof(path)) {
-		seterr(err, errlen, "%s/%s: path too long", s->dir, fname);
+		plc_seterr(err, errlen, "%s/%s: path too long", s->dir, fname);
 		return -1;
 	}
 	struct st_file *nf = realloc(s->files, (s->nfiles + 1) * sizeof(*nf));
@@ -564,11 +549,11 @@ set_add_file(struct st_set *s, const char *fname, char *err, size_t errlen)
 	if (nn)
 		s->fnames = nn;
 	if (nf == NULL || nn == NULL) {
-		seterr(err, errlen, "%s: out of memory", path);
+		plc_seterr(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	if ((s->fnames[s->nfiles] = strdup(fname)) == NULL) {
-		seterr(err, errlen, "%s: out of memory", path);
+		plc_seterr(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	if (st_open(&s->files[s->nfiles], path, err, errlen) == -1) {
@@ -589,7 +574,7 @@ set_index(struct st_set *s, char *err, size_t errlen)
 	s->tensors = calloc(n ? n : 1, sizeof(*s->tensors));
 	s->byname = calloc(n ? n : 1, sizeof(*s->byname));
 	if (s->tensors == NULL || s->byname == NULL) {
-		seterr(err, errlen, "%s: out of memory", s->dir);
+		plc_seterr(err, errlen, "%s: out of memory", s->dir);
 		return -1;
 	}
 	size_t k = 0;
@@ -605,7 +590,7 @@ set_index(struct st_set *s, char *err, size_t errlen)
 	qsort(s->byname, n, sizeof(*s->byname), cmp_tensor_name);
 	for (size_t i = 1; i < n; i++) {
 		if (strcmp(s->byname[i]->name, s->byname[i - 1]->name) == 0) {
-			seterr(err, errlen, "%s: tensor \"%s\" is in both %s and %s", s->dir,
+			plc_seterr(err, errlen, "%s: tensor \"%s\" is in both %s and %s", s->dir,
 			    s->byname[i]->name, s->fnames[s->byname[i - 1]->file],
 			    s->fnames[s->byname[i]->file]);
 			return -1;
@@ -632,23 +617,23 @@ set_open_index(struct st_set *s, const char *ipath, char *err, size_t errlen)
 	int rc = -1;
 
 	if (txt == NULL) {
-		seterr(err, errlen, "%s: %s", ipath, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", ipath, strerror(errno));
 		return -1;
 	}
 	root = cJSON_ParseWithLength(txt, len);
 	if (root == NULL || !cJSON_IsObject(root)) {
-		seterr(err, errlen, "%s: not a JSON object", ipath);
+		plc_seterr(err, errlen, "%s: not a JSON object", ipath);
 		goto out;
 	}
 	const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(wm)) {
-		seterr(err, errlen, "%s: no \"weight_map\" object", ipath);
+		plc_seterr(err, errlen, "%s: no \"weight_map\" object", ipath);
 		goto out;
 	}
 	size_t nmap = 0;
 	for (cJSON *e = wm->child; e; e = e->next) {
 		if (!cJSON_IsString(e) || !plain_name(e->valuestring)) {
-			seterr(err, errlen, "%s: weight_map entry for tensor \"%s\" is not a "
+			plc_seterr(err, errlen, "%s: weight_map entry for tensor \"%s\" is not a "
 			    "file name in the checkpoint directory", ipath, e->string);
 			goto out;
 		}
@@ -656,7 +641,7 @@ set_open_index(struct st_set *s, const char *ipath, char *err, size_t errlen)
 	}
 	names = calloc(nmap ? nmap : 1, sizeof(*names));
 	if (names == NULL) {
-		seterr(err, errlen, "%s: out of memory", ipath);
+		plc_seterr(err, errlen, "%s: out of memory", ipath);
 		goto out;
 	}
 	for (cJSON *e = wm->child; e; e = e->next) {
@@ -678,12 +663,12 @@ set_open_index(struct st_set *s, const char *ipath, char *err, size_t errlen)
 	for (cJSON *e = wm->child; e; e = e->next) {
 		const struct st_tensor *t = st_set_find(s, e->string);
 		if (t == NULL) {
-			seterr(err, errlen, "%s: tensor \"%s\" is mapped to %s but that file does "
+			plc_seterr(err, errlen, "%s: tensor \"%s\" is mapped to %s but that file does "
 			    "not contain it", ipath, e->string, e->valuestring);
 			goto out;
 		}
 		if (strcmp(s->fnames[t->file], e->valuestring) != 0) {
-			seterr(err, errlen, "%s: tensor \"%s\" is mapped to %s but is in %s",
+			plc_seterr(err, errlen, "%s: tensor \"%s\" is mapped to %s but is in %s",
 			    ipath, e->string, e->valuestring, s->fnames[t->file]);
 			goto out;
 		}
@@ -691,13 +676,13 @@ set_open_index(struct st_set *s, const char *ipath, char *err, size_t errlen)
 	if (s->ntensors != nmap) {
 		for (size_t i = 0; i < s->ntensors; i++) {
 			if (cJSON_GetObjectItemCaseSensitive(wm, s->tensors[i]->name) == NULL) {
-				seterr(err, errlen, "%s: tensor \"%s\" in %s is not in the index "
+				plc_seterr(err, errlen, "%s: tensor \"%s\" in %s is not in the index "
 				    "%s", s->dir, s->tensors[i]->name,
 				    s->fnames[s->tensors[i]->file], ipath);
 				goto out;
 			}
 		}
-		seterr(err, errlen, "%s: the index maps %zu tensors, the shards hold %zu",
+		plc_seterr(err, errlen, "%s: the index maps %zu tensors, the shards hold %zu",
 		    ipath, nmap, s->ntensors);
 		goto out;
 	}
@@ -717,7 +702,7 @@ st_set_open(struct st_set *s, const char *path, char *err, size_t errlen)
 
 	memset(s, 0, sizeof(*s));
 	if (stat(path, &st) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (S_ISREG(st.st_mode)) {
@@ -758,11 +743,11 @@ st_set_open(struct st_set *s, const char *path, char *err, size_t errlen)
 			goto fail;
 		return 0;
 	}
-	seterr(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json "
+	plc_seterr(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json "
 	    "is there", path);
 	goto fail;
 nomem:
-	seterr(err, errlen, "%s: out of memory", path);
+	plc_seterr(err, errlen, "%s: out of memory", path);
 fail:
 	st_set_close(s);
 	return -1;
@@ -876,18 +861,18 @@ st_writer_add(struct st_writer *w, const char *name, int dtype, int ndim,
     const uint64_t *shape, char *err, size_t errlen)
 {
 	if (w->started || ndim < 0 || ndim > ST_MAX_DIMS || dtype < 0 || dtype >= ST_NDTYPES) {
-		seterr(err, errlen, "%s: tensor \"%s\": bad declaration", w->path, name);
+		plc_seterr(err, errlen, "%s: tensor \"%s\": bad declaration", w->path, name);
 		return -1;
 	}
 	if (strcmp(name, "__metadata__") == 0 || *name == '\0') {
-		seterr(err, errlen, "%s: \"%s\" is not a valid tensor name", w->path, name);
+		plc_seterr(err, errlen, "%s: \"%s\" is not a valid tensor name", w->path, name);
 		return -1;
 	}
 	if (w->n == w->cap) {
 		size_t nc = w->cap ? w->cap * 2 : 64;
 		struct st_wtensor *nt = realloc(w->t, nc * sizeof(*nt));
 		if (nt == NULL) {
-			seterr(err, errlen, "%s: out of memory", w->path);
+			plc_seterr(err, errlen, "%s: out of memory", w->path);
 			return -1;
 		}
 		w->t = nt;
@@ -899,17 +884,17 @@ st_writer_add(struct st_writer *w, const char *name, int dtype, int ndim,
 	for (int i = 0; i < ndim; i++) {
 		t->shape[i] = shape[i];
 		if (__builtin_mul_overflow(nelem, shape[i], &nelem)) {
-			seterr(err, errlen, "%s: tensor \"%s\": size overflows", w->path, name);
+			plc_seterr(err, errlen, "%s: tensor \"%s\": size overflows", w->path, name);
 			return -1;
 		}
 	}
 	uint64_t bits;
 	if (__builtin_mul_overflow(nelem, (uint64_t)st_dtype_bits(dtype), &bits) || bits % 8) {
-		seterr(err, errlen, "%s: tensor \"%s\": not a whole number of bytes", w->path, name);
+		plc_seterr(err, errlen, "%s: tensor \"%s\": not a whole number of bytes", w->path, name);
 		return -1;
 	}
 	if ((t->name = strdup(name)) == NULL) {
-		seterr(err, errlen, "%s: out of memory", w->path);
+		plc_seterr(err, errlen, "%s: out of memory", w->path);
 		return -1;
 	}
 	t->dtype = dtype;
@@ -932,7 +917,7 @@ st_writer_start(struct st_writer *w, char *err, size_t errlen)
 	/* Names must be unique: a duplicate would make an unreadable file. */
 	for (size_t i = 0; i < w->n; i++) {
 		if (cJSON_GetObjectItemCaseSensitive(root, w->t[i].name) != NULL) {
-			seterr(err, errlen, "%s: tensor \"%s\" declared twice", w->path, w->t[i].name);
+			plc_seterr(err, errlen, "%s: tensor \"%s\" declared twice", w->path, w->t[i].name);
 			goto out;
 		}
 		if (i == 0 && w->nmeta > 0) {
@@ -980,14 +965,14 @@ st_writer_start(struct st_writer *w, char *err, size_t errlen)
 	memcpy(buf + 8, js, jl);
 	memset(buf + 8 + jl, ' ', padded - jl);
 	if (plc_atomic_open(&w->a, w->path, 0644) == -1) {
-		seterr(err, errlen, "%s: %s", w->path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", w->path, strerror(errno));
 		free(buf);
 		goto out;
 	}
 	w->data_start = 8 + padded;
 	if (plc_write_all(w->a.fd, buf, 8 + padded) == -1 ||
 	    ftruncate(w->a.fd, (off_t)(w->data_start + w->data_bytes)) == -1) {
-		seterr(err, errlen, "%s: write: %s", w->a.tmp, strerror(errno));
+		plc_seterr(err, errlen, "%s: write: %s", w->a.tmp, strerror(errno));
 		free(buf);
 		plc_atomic_abort(&w->a);
 		goto out;
@@ -997,7 +982,7 @@ st_writer_start(struct st_writer *w, char *err, size_t errlen)
 	rc = 0;
 	goto out;
 nomem:
-	seterr(err, errlen, "%s: out of memory building the header", w->path);
+	plc_seterr(err, errlen, "%s: out of memory building the header", w->path);
 out:
 	free(js);
 	cJSON_Delete(root);
@@ -1014,12 +999,12 @@ static int
 wcheck(struct st_writer *w, size_t i, uint64_t off, uint64_t len, char *err, size_t errlen)
 {
 	if (!w->started || i >= w->n) {
-		seterr(err, errlen, "%s: write to tensor %zu before start or out of range",
+		plc_seterr(err, errlen, "%s: write to tensor %zu before start or out of range",
 		    w->path, i);
 		return -1;
 	}
 	if (off > w->t[i].nbytes || len > w->t[i].nbytes - off) {
-		seterr(err, errlen, "%s: tensor \"%s\": write of %llu bytes at %llu runs past "
+		plc_seterr(err, errlen, "%s: tensor \"%s\": write of %llu bytes at %llu runs past "
 		    "its %llu bytes", w->path, w->t[i].name, (unsigned long long)len,
 		    (unsigned long long)off, (unsigned long long)w->t[i].nbytes);
 		return -1;
@@ -1034,7 +1019,7 @@ st_writer_write(struct st_writer *w, size_t i, uint64_t off, const void *buf, ui
 	if (wcheck(w, i, off, len, err, errlen) == -1)
 		return -1;
 	if (plc_pwrite_all(w->a.fd, buf, len, (off_t)(st_writer_offset(w, i) + off)) == -1) {
-		seterr(err, errlen, "%s: tensor \"%s\": write: %s", w->a.tmp, w->t[i].name,
+		plc_seterr(err, errlen, "%s: tensor \"%s\": write: %s", w->a.tmp, w->t[i].name,
 		    strerror(errno));
 		return -1;
 	}
@@ -1050,7 +1035,7 @@ st_writer_copy(struct st_writer *w, size_t i, uint64_t off, int in_fd, uint64_t 
 		return -1;
 	if (plc_copy_range(in_fd, (off_t)in_off, w->a.fd, (off_t)(st_writer_offset(w, i) + off),
 	    len) == -1) {
-		seterr(err, errlen, "%s: tensor \"%s\": copy: %s", w->a.tmp, w->t[i].name,
+		plc_seterr(err, errlen, "%s: tensor \"%s\": copy: %s", w->a.tmp, w->t[i].name,
 		    strerror(errno));
 		return -1;
 	}
@@ -1063,7 +1048,7 @@ st_writer_copy_run(struct st_writer *w, size_t i, size_t j, int in_fd, uint64_t 
     char *err, size_t errlen)
 {
 	if (j < i || j >= w->n) {
-		seterr(err, errlen, "%s: bad tensor run %zu..%zu", w->path, i, j);
+		plc_seterr(err, errlen, "%s: bad tensor run %zu..%zu", w->path, i, j);
 		return -1;
 	}
 	uint64_t len = w->t[j].begin + w->t[j].nbytes - w->t[i].begin;
@@ -1071,7 +1056,7 @@ st_writer_copy_run(struct st_writer *w, size_t i, size_t j, int in_fd, uint64_t 
 		return -1;
 	if (len && plc_copy_range(in_fd, (off_t)in_off, w->a.fd,
 	    (off_t)st_writer_offset(w, i), len) == -1) {
-		seterr(err, errlen, "%s: tensors \"%s\"..\"%s\": copy: %s", w->a.tmp,
+		plc_seterr(err, errlen, "%s: tensors \"%s\"..\"%s\": copy: %s", w->a.tmp,
 		    w->t[i].name, w->t[j].name, strerror(errno));
 		return -1;
 	}
@@ -1084,12 +1069,12 @@ int
 st_writer_commit(struct st_writer *w, char *err, size_t errlen)
 {
 	if (!w->started) {
-		seterr(err, errlen, "%s: commit before start", w->path);
+		plc_seterr(err, errlen, "%s: commit before start", w->path);
 		return -1;
 	}
 	for (size_t i = 0; i < w->n; i++) {
 		if (w->t[i].written != w->t[i].nbytes) {
-			seterr(err, errlen, "%s: tensor \"%s\": %llu of %llu bytes written",
+			plc_seterr(err, errlen, "%s: tensor \"%s\": %llu of %llu bytes written",
 			    w->path, w->t[i].name, (unsigned long long)w->t[i].written,
 			    (unsigned long long)w->t[i].nbytes);
 			st_writer_abort(w);
@@ -1098,7 +1083,7 @@ st_writer_commit(struct st_writer *w, char *err, size_t errlen)
 	}
 	w->started = 0;
 	if (plc_atomic_commit(&w->a) == -1) {
-		seterr(err, errlen, "%s: commit: %s", w->path, strerror(errno));
+		plc_seterr(err, errlen, "%s: commit: %s", w->path, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1189,11 +1174,11 @@ st_outdir_begin(struct st_outdir *o, const char *final, char *err, size_t errlen
 {
 	char dir[PATH_MAX], base[NAME_MAX + 1];
 	if (split_path(final, dir, sizeof(dir), base, sizeof(base)) == -1) {
-		seterr(err, errlen, "%s: not a usable output directory name", final);
+		plc_seterr(err, errlen, "%s: not a usable output directory name", final);
 		return -1;
 	}
 	if (plc_mkdirs(dir, 0755) == -1) {
-		seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", dir, strerror(errno));
 		return -1;
 	}
 	/* Temporaries of earlier attempts (a killed daemon, a crash) go first. */
@@ -1214,7 +1199,7 @@ st_outdir_begin(struct st_outdir *o, const char *final, char *err, size_t errlen
 	snprintf(o->final, sizeof(o->final), "%s/%s", dir, base);
 	snprintf(o->tmp, sizeof(o->tmp), "%s/.%s.tmp.%ld", dir, base, (long)getpid());
 	if (mkdir(o->tmp, 0755) == -1) {
-		seterr(err, errlen, "%s: %s", o->tmp, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", o->tmp, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1226,13 +1211,13 @@ st_outdir_commit(struct st_outdir *o, char *err, size_t errlen)
 	char dir[PATH_MAX], base[NAME_MAX + 1], old[PATH_MAX + 64];
 	split_path(o->final, dir, sizeof(dir), base, sizeof(base));
 	if (plc_fsync_dir(o->tmp) == -1) {
-		seterr(err, errlen, "%s: fsync: %s", o->tmp, strerror(errno));
+		plc_seterr(err, errlen, "%s: fsync: %s", o->tmp, strerror(errno));
 		return -1;
 	}
 	if (rename(o->tmp, o->final) == -1) {
 		if (errno != ENOTEMPTY && errno != EEXIST && errno != EISDIR &&
 		    errno != ENOTDIR) {
-			seterr(err, errlen, "rename %s to %s: %s", o->tmp, o->final,
+			plc_seterr(err, errlen, "rename %s to %s: %s", o->tmp, o->final,
 			    strerror(errno));
 			return -1;
 		}
@@ -1241,14 +1226,14 @@ st_outdir_commit(struct st_outdir *o, char *err, size_t errlen)
 		snprintf(old, sizeof(old), "%s/.%s.old.%ld", dir, base, (long)getpid());
 		st_rmtree(old);
 		if (rename(o->final, old) == -1 || rename(o->tmp, o->final) == -1) {
-			seterr(err, errlen, "replace %s: %s", o->final, strerror(errno));
+			plc_seterr(err, errlen, "replace %s: %s", o->final, strerror(errno));
 			return -1;
 		}
 		st_rmtree(old);
 	}
 	o->tmp[0] = '\0';
 	if (plc_fsync_dir(dir) == -1) {
-		seterr(err, errlen, "%s: fsync: %s", dir, strerror(errno));
+		plc_seterr(err, errlen, "%s: fsync: %s", dir, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1282,7 +1267,7 @@ st_copy_aux_files(const char *src, const char *dst, int *ncopied, char *err, siz
 {
 	DIR *d = opendir(src);
 	if (d == NULL) {
-		seterr(err, errlen, "%s: %s", src, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", src, strerror(errno));
 		return -1;
 	}
 	struct dirent *de;
@@ -1298,23 +1283,23 @@ st_copy_aux_files(const char *src, const char *dst, int *ncopied, char *err, siz
 			continue;
 		int in = open(sp, O_RDONLY | O_CLOEXEC);
 		if (in == -1) {
-			seterr(err, errlen, "%s: %s", sp, strerror(errno));
+			plc_seterr(err, errlen, "%s: %s", sp, strerror(errno));
 			rc = -1;
 			break;
 		}
 		struct plc_atomic a;
 		if (plc_atomic_open(&a, dp, 0644) == -1) {
-			seterr(err, errlen, "%s: %s", dp, strerror(errno));
+			plc_seterr(err, errlen, "%s: %s", dp, strerror(errno));
 			close(in);
 			rc = -1;
 			break;
 		}
 		if (plc_copy_range(in, 0, a.fd, 0, (uint64_t)st.st_size) == -1) {
-			seterr(err, errlen, "copy %s: %s", sp, strerror(errno));
+			plc_seterr(err, errlen, "copy %s: %s", sp, strerror(errno));
 			plc_atomic_abort(&a);
 			rc = -1;
 		} else if (plc_atomic_commit(&a) == -1) {
-			seterr(err, errlen, "%s: %s", dp, strerror(errno));
+			plc_seterr(err, errlen, "%s: %s", dp, strerror(errno));
 			rc = -1;
 		} else
 			n++;
@@ -1365,13 +1350,13 @@ st_write_index(const char *path, size_t n, const char *const *names,
 	size_t jl = strlen(js);
 	js[jl] = '\n';
 	if (plc_write_file_atomic(path, js, jl + 1, 0644) == -1) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
 	goto out;
 nomem:
-	seterr(err, errlen, "%s: out of memory", path);
+	plc_seterr(err, errlen, "%s: out of memory", path);
 out:
 	cJSON_free(js);
 	cJSON_Delete(root);

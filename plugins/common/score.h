@@ -7,6 +7,11 @@
  * and `pipelinectl report` share it so that the numbers they print are the
  * same numbers. Functions that can fail return 0 or -1 and write a message
  * naming the file, line and field into err.
+ *
+ * Three parts, a file each: the cases (score_cases.c: capabilities, case
+ * files, corpus keys, parsing and scoring one output), the statistics
+ * (score_stats.c: Wilson intervals, rows, aggregates, the fair slice,
+ * McNemar's test) and the release rule (score_rule.c).
  */
 #ifndef PL_SCORE_H
 #define PL_SCORE_H
@@ -22,6 +27,8 @@
 #define SC_NAME_MAX	128
 /* Most passes a bake may make (a pass mask is 32 bits). */
 #define SC_MAX_PASSES	32
+
+/* ---------------------------------------------------- cases: score_cases.c */
 
 enum sc_kind { SC_ROUTE = 0, SC_GUARD = 1 };
 
@@ -117,6 +124,8 @@ int	sc_score(const struct sc_case *c, const struct sc_caps *caps,
  * numerically, no type coercion). 1 when they match. */
 int	sc_args_match(const cJSON *want, const cJSON *got);
 
+/* ------------------------------------------------ statistics: score_stats.c */
+
 /* Wilson score interval for k successes in n trials at normal quantile z
  * (1.959964 for 95%). k may be fractional (a mean over passes). */
 void	sc_wilson(double k, double n, double z, double *lo, double *hi);
@@ -137,6 +146,8 @@ struct sc_row {
 	double seconds;		/* summed over the passes */
 };
 int	sc_row_passed(const struct sc_row *r);	/* passes that passed */
+/* The row of case id, or NULL. */
+const struct sc_row *sc_row_find(const struct sc_row *rows, int n, const char *id);
 
 struct sc_rate {
 	double k, n;		/* successes (may be fractional), trials */
@@ -197,6 +208,8 @@ double	sc_mcnemar_exact(int b, int c);
 /* The fair slice as the verdict and the report store it, the sides named
  * a and b (the keys a, a_only, a_overall and b's). */
 cJSON	*sc_fair_json(const struct sc_fair *f, const char *a, const char *b);
+
+/* ---------------------------------------------- the release rule: score_rule.c */
 
 /* The release rule (pipeline-gotchas(7), F17): veto a candidate that breaches a
  * held-out guard the incumbent passes (every pass); otherwise, with a

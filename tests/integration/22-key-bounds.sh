@@ -3,7 +3,7 @@
 # pipelinectl check and the daemon's submit refuse a value outside them as
 # file:line: key, for the real stage plugins (bake, gate, merge, train,
 # tensor_fix), and accept the values at the bounds; a plugin built with
-# the first ABI 1 layout (tests/plugins/old_layout.c: no min, max or
+# the first layout (tests/plugins/old_layout.c: no min, max or
 # key_size) is still read with its own stride.
 . "$(dirname "$0")/../lib.sh"
 P=$TEST_TMP/plugins
@@ -73,7 +73,7 @@ sed -i 's/^passes = 33/passes = 32/; s/^concurrency = 0/concurrency = 64/; s/^nu
     s/^expect_kept = -2/expect_kept = 0/' "$bad"
 pctl check "$bad" || fail "values at their bounds were refused"
 # The old layout: every key read (a wrong stride loses "last" or "word").
-pctl stage old_layout --help >help.out 2>&1 || { cat help.out; fail "old_layout --help"; }
-for k in count word last; do grep -q "^  $k " help.out || { cat help.out; fail "old_layout lost key $k"; }; done
+pctl stage old_layout --help >"$TEST_TMP/help.out" 2>&1 || { cat "$TEST_TMP/help.out"; fail "old_layout --help"; }
+for k in count word last; do grep -q "^  $k " "$TEST_TMP/help.out" || { cat "$TEST_TMP/help.out"; fail "old_layout lost key $k"; }; done
 pl_stop
 echo ok

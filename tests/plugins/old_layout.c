@@ -1,8 +1,8 @@
 /* A plugin built before struct pl_key grew min and max and struct pl_stage
- * grew key_size: its structs are the first ABI 1 layout, spelled out here.
- * The host must read its key table with the first stride. */
+ * grew key_size: its structs are the first layout (PL_STAGE_SIZE_V1,
+ * PL_KEY_SIZE_V1), spelled out here. The host must copy its shorter stage
+ * into a zeroed one and read its key table with the first stride. */
 #include "pipeline/plugin.h"
-PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
 
 struct key_v1 {
 	const char *name;
@@ -29,13 +29,7 @@ static const struct key_v1 keys[] = {
 	{ NULL, 0, NULL, 0, NULL, NULL }
 };
 static const struct stage_v1 st = { .abi = PL_ABI_VERSION, .size = sizeof(struct stage_v1),
-	.name = "old_layout", .summary = "a stage of the first ABI 1 layout", .keys = keys,
+	.name = "old_layout", .summary = "a stage of the first layout", .keys = keys,
 	.run = run };
 
-PL_EXPORT int
-pl_plugin_init(const struct pl_host *h, void *plugin)
-{
-	if (h->abi != PL_ABI_VERSION)
-		return PL_EABI;
-	return h->register_stage(plugin, (const struct pl_stage *)(const void *)&st);
-}
+PL_PLUGIN(NULL, (const struct pl_stage *)(const void *)&st)

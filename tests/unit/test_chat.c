@@ -8,16 +8,7 @@
 #include <string.h>
 
 #include "chat.h"
-
-static int failures;
-
-#define CHECK(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n",		\
-		    __FILE__, __LINE__, #cond);				\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 static int
 classify(struct chat_client *c, long http, const char *body, size_t pbytes,
@@ -202,8 +193,8 @@ main(void)
 	test_requests();
 	test_ollama_replies();
 	test_openai_replies();
-	if (failures) {
-		fprintf(stderr, "%d checks failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;
 	}
 	printf("test_chat: all checks passed\n");

@@ -7,16 +7,7 @@
 #include <string.h>
 
 #include "ollama_admin.h"
-
-static int failures;
-
-#define CHECK(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n",		\
-		    __FILE__, __LINE__, #cond);				\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 int
 main(void)
@@ -43,8 +34,8 @@ main(void)
 	    "017B3FADF3E0788580F95761\n", hex, sizeof(hex)) == -1);
 	CHECK(ollama_modelfile_weights("", hex, sizeof(hex)) == -1);
 	CHECK(ollama_modelfile_weights("TEMPLATE x\n", hex, sizeof(hex)) == -1);
-	if (failures) {
-		fprintf(stderr, "%d checks failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;
 	}
 	printf("test_chat_admin: all checks passed\n");

@@ -1,10 +1,11 @@
 /* test_core_spec.c: run-spec parsing (spec.c): names, keys with their
  * lines, long lines past inih's limit, continuation lines, errors. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pipelined.h"
-#include "t_core.h"
+#include "check.h"
 
 int
 main(void)
@@ -21,7 +22,7 @@ main(void)
 	struct spec *s = spec_parse("/specs/v18.ini", text, &errs);
 	CHECK(s != NULL && errs == NULL);
 	if (s == NULL)
-		T_DONE();
+		CHECK_DONE();
 	CHECK(strcmp(s->name, "v18") == 0);             /* from the file name */
 	CHECK(strcmp(s->previous, "v17") == 0);
 	CHECK(strcmp(s->dir, "/specs") == 0);
@@ -128,5 +129,5 @@ main(void)
 	spec_free(s);
 	free(errs);
 	free(big);
-	T_DONE();
+	CHECK_DONE();
 }

@@ -6,6 +6,7 @@
  * 1..N without a gap, and every committed event announced exactly once.
  * The wire layer (wire.c): a row's fields are named by its row type, not
  * by its columns. */
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -15,8 +16,8 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-#include "t_core.h"
 #include "wire.h"
+#include "check.h"
 
 static int64_t announced, last_announced;
 static int out_of_order;
@@ -252,5 +253,5 @@ main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 1;
-	T_DONE();
+	CHECK_DONE();
 }

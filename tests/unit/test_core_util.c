@@ -7,7 +7,7 @@
 
 #include "pipelined.h"
 #include "plcommon.h"
-#include "t_core.h"
+#include "check.h"
 
 int
 main(void)
@@ -117,5 +117,5 @@ main(void)
 	CHECK(json_has_nul("{\"t\":\"x\\u0000y\"}") == 1);
 	CHECK(json_has_nul("{\"t\":\"x\\\\u0000y\"}") == 0);   /* an escaped backslash */
 	CHECK(json_has_nul("{\"t\":\"\\n\\u00001\"}") == 1);
-	T_DONE();
+	CHECK_DONE();
 }

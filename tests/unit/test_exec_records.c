@@ -11,7 +11,7 @@
 
 #include "pipelined.h"
 #include "exec.h"
-#include "t_core.h"
+#include "check.h"
 
 int
 main(void)
@@ -53,5 +53,5 @@ main(void)
 		close(fds[--n]);
 	unlink(path);
 	rmdir(dir);
-	T_DONE();
+	CHECK_DONE();
 }

@@ -18,12 +18,9 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "check.h"
 
-static int failures;
 static char tmpdir[4096];
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t
@@ -60,7 +57,7 @@ test_fp16(void)
 		}
 		if (memcmp(&ref, &got, 4) != 0) {
 			fprintf(stderr, "fp16 0x%04x: %a != %a\n", h, got, ref);
-			failures++;
+			check_failures++;
 			break;
 		}
 		CHECK(gguf_fp32_to_fp16(got) == hb);
@@ -80,7 +77,7 @@ test_fp16(void)
 		if (got != rb) {
 			fprintf(stderr, "fp32 %a (0x%08x) -> fp16 0x%04x, want 0x%04x\n", f, u,
 			    got, rb);
-			failures++;
+			check_failures++;
 			break;
 		}
 	}
@@ -100,7 +97,7 @@ test_fp16(void)
 				if (y[i] != gguf_fp32_to_fp16(x[off + i])) {
 					fprintf(stderr, "row fp16 of %a: 0x%04x, want 0x%04x\n", x[off + i],
 					    y[i], gguf_fp32_to_fp16(x[off + i]));
-					failures++;
+					check_failures++;
 					break;
 				}
 		}
@@ -124,7 +121,7 @@ test_fp16(void)
 				if (y[i] != want) {
 					fprintf(stderr, "bf16 0x%04x -> fp16 0x%04x, want 0x%04x\n",
 					    x[off + i], y[i], want);
-					failures++;
+					check_failures++;
 					break;
 				}
 			}
@@ -207,7 +204,7 @@ test_q8_0(void)
 	if (bad >= 0) {
 		fprintf(stderr, "q8_0 differs at byte %" PRId64 " (block %" PRId64 ")\n",
 		    bad, bad / 34);
-		failures++;
+		check_failures++;
 	}
 	free(x);
 	free(a);
@@ -293,12 +290,12 @@ test_roundtrip(const char *path)
 
 	if (write_sample(path, err, sizeof(err)) != 0) {
 		fprintf(stderr, "write_sample: %s\n", err);
-		failures++;
+		check_failures++;
 		return;
 	}
 	if (gguf_open(&g, path) != 0) {
 		fprintf(stderr, "open: %s\n", g.err);
-		failures++;
+		check_failures++;
 		return;
 	}
 	CHECK(g.version == 3);
@@ -368,14 +365,14 @@ expect_bad(const uint8_t *buf, size_t len, const char *want, int line)
 	int rc = gguf_parse(&g, copy, len, "bad.gguf");
 	if (rc == 0) {
 		fprintf(stderr, "line %d: corrupt file accepted (want \"%s\")\n", line, want);
-		failures++;
+		check_failures++;
 		gguf_close(&g);
 	} else if (want && strstr(g.err, want) == NULL) {
 		fprintf(stderr, "line %d: message \"%s\" lacks \"%s\"\n", line, g.err, want);
-		failures++;
+		check_failures++;
 	} else if (strncmp(g.err, "bad.gguf: ", 10) != 0) {
 		fprintf(stderr, "line %d: message \"%s\" does not name the file\n", line, g.err);
-		failures++;
+		check_failures++;
 	}
 	gguf_close(&g);
 	free(copy);
@@ -647,7 +644,7 @@ test_shrinking(void)
 	snprintf(in, sizeof(in), "%s/big.gguf", tmpdir);
 	snprintf(out, sizeof(out), "%s/big-q8_0.gguf", tmpdir);
 	if (write_big(in) == -1) {
-		failures++;
+		check_failures++;
 		return;
 	}
 	/* Opened, then cut to nothing: the KVs are read from the copy. */
@@ -665,7 +662,7 @@ test_shrinking(void)
 	 * which reports progress after each chunk. */
 	for (int at = 1; at <= 2; at++) {
 		if (write_big(in) == -1) {
-			failures++;
+			check_failures++;
 			return;
 		}
 		struct shrink sh = { in, 0, at };
@@ -698,8 +695,8 @@ main(void)
 	test_corrupt(path);
 	test_open_errors();
 	test_shrinking();
-	if (failures) {
-		fprintf(stderr, "test_gguf: %d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_gguf: %d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("test_gguf: ok\n");

@@ -11,10 +11,7 @@
 #include <string.h>
 
 #include "sp_model.h"
-
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 struct buf {
 	unsigned char b[4096];
@@ -139,7 +136,7 @@ main(void)
 			refused++;
 			if (strncmp(sp.err, "test.model: ", 12) != 0) {
 				fprintf(stderr, "truncation %zu: message \"%s\"\n", n, sp.err);
-				failures++;
+				check_failures++;
 			}
 		}
 	}
@@ -164,8 +161,8 @@ main(void)
 	/* An overlong varint. */
 	memset(bad, 0xff, 16);
 	CHECK(parse_copy(bad, 16, &sp) == -1 && strstr(sp.err, "varint"));
-	if (failures) {
-		fprintf(stderr, "test_gguf_sp: %d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_gguf_sp: %d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("test_gguf_sp: ok\n");

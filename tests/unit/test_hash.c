@@ -14,11 +14,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-
-static int failures;
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -187,8 +183,8 @@ main(void)
 	contexts("EVP");
 	plc_sha256_use_shani(1);
 	directory();
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("hash: all checks passed\n");

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "t_core.h"
+#include "check.h"
 
 enum { KEEP, CLOSE_SAID, CLOSE_SILENT };
 
@@ -176,5 +176,5 @@ main(void)
 
 	shutdown(lfd, SHUT_RDWR);
 	close(lfd);
-	T_DONE();
+	CHECK_DONE();
 }

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "t_core.h"
+#include "check.h"
 
 static char path[4200];
 static size_t page;
@@ -251,5 +251,5 @@ main(void)
 	close(fd);
 	unlink(path);
 	free(buf);
-	T_DONE();
+	CHECK_DONE();
 }

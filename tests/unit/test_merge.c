@@ -19,13 +19,10 @@
 #include "minihost.h"
 #include "plcommon.h"
 #include "safetensors.h"
+#include "check.h"
 
-static int failures;
 static char tmp[PATH_MAX], top[PATH_MAX];
 static const struct pl_stage *merge;
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
 
 static int
 run_merge(pl_job *j, const char *base, const char *adapter, const char *out, int cancel_after,
@@ -51,7 +48,7 @@ good_kind(const char *layout, const char *kind)
 	int rc = run_merge(&j, base, ad, out, -1, NULL);
 	if (rc != PL_OK) {
 		fprintf(stderr, "FAIL merge %s/%s: %s\n", layout, kind, j.fail);
-		failures++;
+		check_failures++;
 		return;
 	}
 	CHECK(j.nartifacts == 1 && strcmp(j.artifacts[0][0], "merged") == 0 &&
@@ -68,7 +65,7 @@ good_kind(const char *layout, const char *kind)
 	if (r != 0) {
 		fprintf(stderr, "FAIL reference comparison %s/%s:\n", layout, kind);
 		sh("tail -n 15 %s/ref-%s-%s.log >&2", tmp, layout, kind);
-		failures++;
+		check_failures++;
 	} else {
 		sh("tail -n 1 %s/ref-%s-%s.log | sed 's/^/  %s\\/%s: /' >&2", tmp, layout, kind,
 		    layout, kind);
@@ -88,18 +85,18 @@ bad(const char *what, const char *base, const char *adapter, const char *extra,
 	int rc = run_merge(&j, base, adapter, out, -1, extra);
 	if (rc == PL_OK) {
 		fprintf(stderr, "FAIL %s: merged\n", what);
-		failures++;
+		check_failures++;
 		return;
 	}
 	if (strstr(j.fail, want1) == NULL || (want2 && strstr(j.fail, want2) == NULL)) {
 		fprintf(stderr, "FAIL %s: want \"%s\"%s%s%s in: %s\n", what, want1,
 		    want2 ? " and \"" : "", want2 ? want2 : "", want2 ? "\"" : "", j.fail);
-		failures++;
+		check_failures++;
 	}
 	if (entries(outdir) != 0) {
 		fprintf(stderr, "FAIL %s: files left in %s\n", what, outdir);
 		sh("ls -la %s >&2", outdir);
-		failures++;
+		check_failures++;
 	}
 	CHECK(j.nartifacts == 0);
 	fprintf(stderr, "ok   %s\n", what);
@@ -121,7 +118,7 @@ make_adapter(const char *src, const char *dst, const char *rename_from, const ch
 	snprintf(p, sizeof(p), "%s/adapter_model.safetensors", src);
 	if (st_open(&f, p, err, sizeof(err)) == -1) {
 		fprintf(stderr, "%s\n", err);
-		failures++;
+		check_failures++;
 		return;
 	}
 	snprintf(p, sizeof(p), "%s/adapter_model.safetensors", dst);
@@ -316,8 +313,8 @@ main(void)
 	    "model-00002-of-00003.safetensors", "past the end");
 
 	if (!getenv("KEEP")) st_rmtree(tmp);
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("merge: all checks passed\n");

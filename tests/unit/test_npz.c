@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "t_core.h"
+#include "check.h"
 
 int
 main(void)
@@ -64,5 +64,5 @@ main(void)
 	unlink(pz);
 	unlink(bad);
 	rmdir(dir);
-	T_DONE();
+	CHECK_DONE();
 }

@@ -16,17 +16,7 @@
 #include <unistd.h>
 
 #include "ollama.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do {                                           \
-	if (!(cond)) {                                                  \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);                           \
-		fputc('\n', stderr);                                    \
-		failures++;                                             \
-	}                                                               \
-} while (0)
+#include "check.h"
 
 static pid_t standin_pid = -1;
 static char tmpdir[PATH_MAX];
@@ -263,8 +253,8 @@ main(void)
 	test_basic();
 	test_race();
 	stop_standin();
-	if (failures) {
-		fprintf(stderr, "test_ollama: %d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_ollama: %d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("test_ollama: ok\n");

@@ -10,17 +10,7 @@
 #include <string.h>
 
 #include "vramcal.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do {                                           \
-	if (!(cond)) {                                                  \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);                           \
-		fputc('\n', stderr);                                    \
-		failures++;                                             \
-	}                                                               \
-} while (0)
+#include "check.h"
 
 static void
 test_seed(void)
@@ -130,8 +120,8 @@ main(void)
 	test_max_rank();
 	test_history();
 	test_recipe_name();
-	if (failures) {
-		fprintf(stderr, "test_probe: %d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_probe: %d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("test_probe: ok\n");

@@ -16,18 +16,9 @@
 
 #include "plcommon.h"
 #include "pyjob.h"
+#include "check.h"
 
-static int failures;
 static char root[PATH_MAX];
-
-#define CHECK(cond, ...) do {                                           \
-	if (!(cond)) {                                                  \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);                           \
-		fputc('\n', stderr);                                    \
-		failures++;                                             \
-	}                                                               \
-} while (0)
 
 static void
 put(const char *dir, const char *name, const char *text)
@@ -202,8 +193,8 @@ main(void)
 	test_newest();
 	test_events();
 	test_exit_str();
-	if (failures) {
-		fprintf(stderr, "test_pyjob: %d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_pyjob: %d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("test_pyjob: ok\n");

@@ -13,14 +13,9 @@
 #include <unistd.h>
 
 #include "safetensors.h"
+#include "check.h"
 
-static int failures;
 static char tmpdir[4096];
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
-#define CHECKMSG(c, ...) do { if (!(c)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } while (0)
 
 static void
 path_in(char *buf, size_t len, const char *name)
@@ -70,15 +65,15 @@ bad_case(const char *name, uint64_t lenval, int lie, const char *hdr, size_t nda
 	path_in(p, sizeof(p), name);
 	write_raw(p, lie ? lenval : strlen(hdr), hdr, ndata);
 	int rc = st_open(&f, p, err, sizeof(err));
-	CHECKMSG(rc == -1, "%s: accepted", name);
+	CHECK(rc == -1, "%s: accepted", name);
 	if (rc == 0) {
 		st_close(&f);
 		return;
 	}
-	CHECKMSG(strstr(err, p) != NULL, "%s: message does not name the file: %s", name, err);
-	CHECKMSG(want1 == NULL || strstr(err, want1) != NULL, "%s: want \"%s\" in: %s", name,
+	CHECK(strstr(err, p) != NULL, "%s: message does not name the file: %s", name, err);
+	CHECK(want1 == NULL || strstr(err, want1) != NULL, "%s: want \"%s\" in: %s", name,
 	    want1, err);
-	CHECKMSG(want2 == NULL || strstr(err, want2) != NULL, "%s: want \"%s\" in: %s", name,
+	CHECK(want2 == NULL || strstr(err, want2) != NULL, "%s: want \"%s\" in: %s", name,
 	    want2, err);
 	printf("ok   %-22s %s\n", name, err);
 	unlink(p);
@@ -93,7 +88,7 @@ test_corrupt(void)
 	struct st_file f;
 	path_in(p, sizeof(p), "good.safetensors");
 	write_raw(p, strlen(good), good, 16);
-	CHECKMSG(st_open(&f, p, err, sizeof(err)) == 0, "good file refused: %s", err);
+	CHECK(st_open(&f, p, err, sizeof(err)) == 0, "good file refused: %s", err);
 	if (f.fd != -1) {
 		CHECK(f.ntensors == 2);
 		CHECK(strcmp(f.tensors[0].name, "a") == 0);
@@ -182,7 +177,7 @@ test_corrupt(void)
 	const char *odd = "{\"z\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]},"
 	    "\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}}   ";
 	write_raw(p, strlen(odd), odd, 8);
-	CHECKMSG(st_open(&f, p, err, sizeof(err)) == 0, "legal oddities refused: %s", err);
+	CHECK(st_open(&f, p, err, sizeof(err)) == 0, "legal oddities refused: %s", err);
 	if (f.fd != -1) {
 		CHECK(f.ntensors == 2);
 		const struct st_tensor *z = st_find(&f, "z"), *sc = st_find(&f, "s");
@@ -191,7 +186,7 @@ test_corrupt(void)
 		st_close(&f);
 	}
 	write_raw(p, 2, "{}", 0);
-	CHECKMSG(st_open(&f, p, err, sizeof(err)) == 0, "empty header refused: %s", err);
+	CHECK(st_open(&f, p, err, sizeof(err)) == 0, "empty header refused: %s", err);
 	if (f.fd != -1)
 		st_close(&f);
 }
@@ -215,7 +210,7 @@ test_write_read(void)
 	CHECK(st_writer_add(&w, "layer.a", ST_F32, 2, sh1, err, sizeof(err)) == 0);
 	CHECK(st_writer_add(&w, "layer.b", ST_BF16, 1, sh2, err, sizeof(err)) == 1);
 	CHECK(st_writer_add(&w, "empty", ST_F16, 1, sh3, err, sizeof(err)) == 2);
-	CHECKMSG(st_writer_start(&w, err, sizeof(err)) == 0, "start: %s", err);
+	CHECK(st_writer_start(&w, err, sizeof(err)) == 0, "start: %s", err);
 	CHECK(access(p, F_OK) == -1);   /* nothing under the final name yet */
 	CHECK(st_writer_write(&w, 1, 0, b, sizeof(b), err, sizeof(err)) == 0);
 	CHECK(st_writer_write(&w, 0, 0, a, 32, err, sizeof(err)) == 0);
@@ -235,11 +230,11 @@ test_write_read(void)
 	CHECK(st_writer_write(&w, 0, 32, (char *)a + 32, 28, err, sizeof(err)) == 0);
 	CHECK(st_writer_write(&w, 0, 32, a, 29, err, sizeof(err)) == -1);  /* past the end */
 	CHECK(st_writer_write(&w, 1, 0, b, sizeof(b), err, sizeof(err)) == 0);
-	CHECKMSG(st_writer_commit(&w, err, sizeof(err)) == 0, "commit: %s", err);
+	CHECK(st_writer_commit(&w, err, sizeof(err)) == 0, "commit: %s", err);
 	st_writer_free(&w);
 
 	struct st_file f;
-	CHECKMSG(st_open(&f, p, err, sizeof(err)) == 0, "reopen: %s", err);
+	CHECK(st_open(&f, p, err, sizeof(err)) == 0, "reopen: %s", err);
 	if (f.fd == -1)
 		return;
 	CHECK(f.header_len % 8 == 0);
@@ -256,7 +251,7 @@ test_write_read(void)
 	/* The header text is what the reference writer would produce. */
 	char hdr[512] = "";
 	pread(f.fd, hdr, f.header_len < sizeof(hdr) - 1 ? f.header_len : sizeof(hdr) - 1, 8);
-	CHECKMSG(strncmp(hdr, "{\"__metadata__\":{\"format\":\"pt\"},\"layer.a\":{\"dtype\":"
+	CHECK(strncmp(hdr, "{\"__metadata__\":{\"format\":\"pt\"},\"layer.a\":{\"dtype\":"
 	    "\"F32\",\"shape\":[3,5],\"data_offsets\":[0,60]}", 92) == 0, "header: %s", hdr);
 
 	/* Copy it through the kernel into a second file, as a run. */
@@ -267,7 +262,7 @@ test_write_read(void)
 		st_writer_add(&w, f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim,
 		    f.tensors[i].shape, err, sizeof(err));
 	CHECK(st_writer_start(&w, err, sizeof(err)) == 0);
-	CHECKMSG(st_writer_copy_run(&w, 0, f.ntensors - 1, f.fd, f.tensors[0].offset, err,
+	CHECK(st_writer_copy_run(&w, 0, f.ntensors - 1, f.fd, f.tensors[0].offset, err,
 	    sizeof(err)) == 0, "copy_run: %s", err);
 	CHECK(st_writer_commit(&w, err, sizeof(err)) == 0);
 	st_writer_free(&w);
@@ -314,7 +309,7 @@ test_sharded(void)
 	CHECK(st_write_index(p, 3, names, files, 48, err, sizeof(err)) == 0);
 
 	struct st_set s;
-	CHECKMSG(st_set_open(&s, tmpdir, err, sizeof(err)) == 0, "sharded: %s", err);
+	CHECK(st_set_open(&s, tmpdir, err, sizeof(err)) == 0, "sharded: %s", err);
 	if (s.nfiles) {
 		CHECK(s.sharded == 1 && s.nfiles == 2 && s.ntensors == 3);
 		const struct st_tensor *t = st_set_find(&s, "y.0");
@@ -329,11 +324,11 @@ test_sharded(void)
 	const char *files2[] = { files[0], files[1], files[2], files[1] };
 	CHECK(st_write_index(p, 4, names2, files2, 64, err, sizeof(err)) == 0);
 	CHECK(st_set_open(&s, tmpdir, err, sizeof(err)) == -1);
-	CHECKMSG(strstr(err, "\"ghost\"") != NULL, "ghost: %s", err);
+	CHECK(strstr(err, "\"ghost\"") != NULL, "ghost: %s", err);
 	/* A shard has a tensor the index does not map. */
 	CHECK(st_write_index(p, 2, names, files, 32, err, sizeof(err)) == 0);
 	CHECK(st_set_open(&s, tmpdir, err, sizeof(err)) == -1);
-	CHECKMSG(strstr(err, "\"x.1\"") != NULL && strstr(err, "not in the index"), "extra: %s", err);
+	CHECK(strstr(err, "\"x.1\"") != NULL && strstr(err, "not in the index"), "extra: %s", err);
 	/* A shard name that leaves the directory. */
 	const char *files3[] = { "../evil.safetensors", files[1], files[2] };
 	CHECK(st_write_index(p, 3, names, files3, 48, err, sizeof(err)) == 0);
@@ -344,7 +339,7 @@ test_sharded(void)
 	path_in(sp, sizeof(sp), "model-00002-of-00002.safetensors");
 	truncate(sp, 30);
 	CHECK(st_set_open(&s, tmpdir, err, sizeof(err)) == -1);
-	CHECKMSG(strstr(err, "model-00002-of-00002.safetensors") != NULL, "corrupt shard: %s", err);
+	CHECK(strstr(err, "model-00002-of-00002.safetensors") != NULL, "corrupt shard: %s", err);
 	unlink(sp);
 	path_in(sp, sizeof(sp), "model-00001-of-00002.safetensors");
 	unlink(sp);
@@ -357,7 +352,7 @@ test_outdir(void)
 	char final[4096], err[ST_ERRLEN], f[4200];
 	struct st_outdir o;
 	path_in(final, sizeof(final), "out/merged");
-	CHECKMSG(st_outdir_begin(&o, final, err, sizeof(err)) == 0, "begin: %s", err);
+	CHECK(st_outdir_begin(&o, final, err, sizeof(err)) == 0, "begin: %s", err);
 	snprintf(f, sizeof(f), "%s/a", o.tmp);
 	CHECK(plc_write_file_atomic(f, "1", 1, 0644) == 0);
 	CHECK(access(final, F_OK) == -1);
@@ -483,8 +478,8 @@ main(void)
 	test_outdir();
 	test_convert();
 	st_rmtree(tmpdir);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d check(s) failed\n", check_failures);
 		return 1;
 	}
 	printf("all safetensors checks passed\n");

@@ -12,6 +12,7 @@
  * dies, and starts a second scheduler over the same store file: it must
  * find the truth the first one committed. */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,7 +20,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "t_core.h"
+#include "check.h"
 
 /* One call of a fake stage's run hook. */
 struct launch {
@@ -478,11 +479,11 @@ in_child(const char *name, void (*fn)(void))
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		t_count = t_fail = 0;
+		check_count = check_failures = 0;
 		fn();
-		printf("%s: %d checks, %d failed\n", name, t_count, t_fail);
+		printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
 		fflush(NULL);
-		_exit(t_fail ? 1 : 0);
+		_exit(check_failures ? 1 : 0);
 	}
 	int st;
 	if (waitpid(pid, &st, 0) == -1 || !WIFEXITED(st)) {
@@ -507,5 +508,5 @@ main(void)
 	CHECK(in_child("resources", case_resources) == 0);
 	CHECK(in_child("cancel", case_cancel) == 0);
 	CHECK(in_child("restart", case_restart) == 0);
-	T_DONE();
+	CHECK_DONE();
 }

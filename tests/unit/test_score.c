@@ -1,5 +1,5 @@
 /*
- * test_score.c: the bake's scoring (plugins/common/score.c): hostile model
+ * test_score.c: the bake's scoring (plugins/common/score_*.c): hostile model
  * output, case-file errors, Wilson intervals, held-out, aggregates over
  * passes, the fair slice and the release rule.
  */
@@ -11,16 +11,7 @@
 
 #include "plcommon.h"
 #include "score.h"
-
-static int failures;
-
-#define CHECK(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n",		\
-		    __FILE__, __LINE__, #cond);				\
-		failures++;						\
-	}								\
-} while (0)
+#include "check.h"
 
 #define NEAR(a, b, eps) CHECK(fabs((double)(a) - (double)(b)) <= (eps))
 
@@ -622,8 +613,8 @@ main(void)
 	test_fair_slice_rule();
 	test_mcnemar();
 	sc_caps_free(&caps);
-	if (failures) {
-		fprintf(stderr, "%d checks failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;
 	}
 	printf("test_score: all checks passed\n");

@@ -21,17 +21,7 @@
 
 #include "plcommon.h"
 #include "slurm.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do {                                           \
-	if (!(cond)) {                                                  \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);                           \
-		fputc('\n', stderr);                                    \
-		failures++;                                             \
-	}                                                               \
-} while (0)
+#include "check.h"
 
 /* Captured with `scontrol show job -o ID` on the test cluster. */
 static const char *sc_pending =
@@ -323,7 +313,7 @@ test_script(void)
 	snprintf(shim, sizeof(shim), "%s/daemon/pipeline-shim", top);
 	if (access(shim, X_OK) != 0) {
 		fprintf(stderr, "test_slurm: %s not built; run make first\n", shim);
-		failures++;
+		check_failures++;
 		return;
 	}
 	char dir[PATH_MAX + 16], work[PATH_MAX + 16], log[PATH_MAX + 16], ck[PATH_MAX + 32];
@@ -536,13 +526,13 @@ main(void)
 	test_opts();
 	test_script();
 	test_commands();
-	if (failures == 0) {
+	if (check_failures == 0) {
 		char cmd[PATH_MAX + 16];
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", tmp);
 		printf("test_slurm: all passed\n");
 	} else
-		fprintf(stderr, "test_slurm: %d failures (files kept in %s)\n", failures, tmp);
-	return failures ? 1 : 0;
+		fprintf(stderr, "test_slurm: %d failures (files kept in %s)\n", check_failures, tmp);
+	return check_failures ? 1 : 0;
 }

@@ -23,13 +23,10 @@
 #include "minihost.h"
 #include "plcommon.h"
 #include "safetensors.h"
+#include "check.h"
 
-static int failures;
 static char tmp[PATH_MAX], top[PATH_MAX];
 static const struct pl_stage *fix;
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
 
 static int
 run_fix(pl_job *j, const char *input, const char *output, int cancel_after,
@@ -63,7 +60,7 @@ check_output(const char *in, const char *out, size_t want_kept, size_t want_drop
 	CHECK(st_set_open(&a, in, err, sizeof(err)) == 0);
 	if (st_set_open(&b, out, err, sizeof(err)) == -1) {
 		fprintf(stderr, "FAIL output %s: %s\n", out, err);
-		failures++;
+		check_failures++;
 		st_set_close(&a);
 		cJSON_Delete(m);
 		return;
@@ -120,7 +117,7 @@ good(const char *what, const char *in, const char *outname, size_t kept, size_t 
 	int rc = run_fix(&j, in, out, -1, e1, e2, e3);
 	if (rc != PL_OK) {
 		fprintf(stderr, "FAIL %s: %s\n", what, j.fail);
-		failures++;
+		check_failures++;
 		return;
 	}
 	CHECK(j.nartifacts == 2 && strcmp(j.artifacts[0][0], "fixed") == 0 &&
@@ -135,7 +132,7 @@ good(const char *what, const char *in, const char *outname, size_t kept, size_t 
 	    strcmp(j.digests[0], hex) != 0) {
 		fprintf(stderr, "FAIL %s: stage's digest %s, the directory's %s\n", what,
 		    j.digests[0], hex);
-		failures++;
+		check_failures++;
 	}
 	if (mh_host.size <= offsetof(struct pl_host, artifact_digest))
 		CHECK(j.digests[0][0] == '\0');
@@ -155,17 +152,17 @@ bad(const char *what, const char *in, const char *want1, const char *want2,
 	int rc = run_fix(&j, in, out, -1, e1, e2, e3);
 	if (rc == PL_OK) {
 		fprintf(stderr, "FAIL %s: succeeded\n", what);
-		failures++;
+		check_failures++;
 		return;
 	}
 	if (strstr(j.fail, want1) == NULL || (want2 && strstr(j.fail, want2) == NULL)) {
 		fprintf(stderr, "FAIL %s: want \"%s\" / \"%s\" in: %s\n", what, want1,
 		    want2 ? want2 : "", j.fail);
-		failures++;
+		check_failures++;
 	}
 	if (entries(outdir) != 0) {
 		fprintf(stderr, "FAIL %s: files left in %s\n", what, outdir);
-		failures++;
+		check_failures++;
 	}
 	CHECK(j.nartifacts == 0);
 	fprintf(stderr, "ok   %s\n", what);
@@ -374,8 +371,8 @@ main(void)
 
 	if (!getenv("KEEP"))
 		st_rmtree(tmp);
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d failure(s)\n", check_failures);
 		return 1;
 	}
 	printf("tensor_fix: all checks passed\n");
