@@ -74,33 +74,6 @@ convert_check(pl_job *job)
 	return PL_OK;
 }
 
-struct ctx {
-	pl_job *job;
-	struct plc_rate rate;
-};
-
-static void
-on_log(void *arg, int level, const char *msg)
-{
-	struct ctx *c = arg;
-	host->log(c->job, level, "%s", msg);
-}
-
-static void
-on_progress(void *arg, uint64_t done, uint64_t total)
-{
-	struct ctx *c = arg;
-	if (plc_rate_due(&c->rate, (double)done, (double)total, 0.5))
-		host->progress(c->job, (double)done, (double)total, "bytes");
-}
-
-static int
-on_cancelled(void *arg)
-{
-	struct ctx *c = arg;
-	return host->cancelled(c->job);
-}
-
 /* Whatever wrote it, the file must parse, name its architecture, and
  * have one token per embedding row. */
 static int
@@ -225,9 +198,9 @@ convert_run(pl_job *job)
 		}
 		cJSON_AddStringToObject(v, "tool", "llama.cpp");
 	} else {
-		struct ctx c = { .job = job };
-		struct gguf_copts o = { .outtype = outtype, .log = on_log,
-			.progress = on_progress, .cancelled = on_cancelled, .arg = &c };
+		struct plc_jobcb c = { .host = host, .job = job };
+		struct gguf_copts o = { .outtype = outtype, .log = plc_jobcb_log,
+			.progress = plc_jobcb_progress, .cancelled = plc_jobcb_cancelled, .arg = &c };
 		struct gguf_cstats st;
 		char err[1024];
 		host->log(job, PL_LOG_INFO, "converting %s to %s", in, out);

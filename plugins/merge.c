@@ -941,17 +941,6 @@ done:
 	return rc;
 }
 
-/* Progress on the feed, paced (rate.h), with the bytes written so far. */
-static void
-report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t bytes)
-{
-	if (!plc_rate_due(rate, (double)done, (double)total, 0.5))
-		return;
-	host->progress(job, (double)done, (double)total, "tensors");
-	if (host->metric)
-		host->metric(job, "bytes", (int64_t)done, (double)bytes);
-}
-
 /* Write one output file mirroring base file fi. */
 static int
 merge_file(struct mctx *m, size_t fi, const char *tmpdir, size_t *done, size_t total,
@@ -1007,7 +996,7 @@ merge_file(struct mctx *m, size_t fi, const char *tmpdir, size_t *done, size_t t
 			(*done)++;
 			i++;
 		}
-		report(m->job, &m->rate, *done, total, *bytes);
+		plc_report_tensors(host, m->job, &m->rate, *done, total, *bytes);
 	}
 	if (st_writer_commit(&w, m->err, sizeof(m->err)) == -1)
 		goto out;

@@ -58,26 +58,6 @@ quantize_check(pl_job *job)
 	return PL_OK;
 }
 
-struct ctx {
-	pl_job *job;
-	struct plc_rate rate;
-};
-
-static void
-on_progress(void *arg, uint64_t done, uint64_t total)
-{
-	struct ctx *c = arg;
-	if (plc_rate_due(&c->rate, (double)done, (double)total, 0.5))
-		host->progress(c->job, (double)done, (double)total, "bytes");
-}
-
-static int
-on_cancelled(void *arg)
-{
-	struct ctx *c = arg;
-	return host->cancelled(c->job);
-}
-
 /* The output must parse and have, tensor for tensor, the type the Q8_0
  * rules give the input's (for llama-quantize too: it is how a
  * half-written or mis-typed file is caught before anyone serves it). */
@@ -206,9 +186,9 @@ quantize_run(pl_job *job)
 		}
 		cJSON_AddStringToObject(v, "tool", "llama-quantize");
 	} else {
-		struct ctx c = { .job = job };
-		struct gguf_qopts o = { .threads = (int)threads, .progress = on_progress,
-			.cancelled = on_cancelled, .arg = &c };
+		struct plc_jobcb c = { .host = host, .job = job };
+		struct gguf_qopts o = { .threads = (int)threads, .progress = plc_jobcb_progress,
+			.cancelled = plc_jobcb_cancelled, .arg = &c };
 		struct gguf_qstats st;
 		char err[1024];
 		host->log(job, PL_LOG_INFO, "quantizing %s to Q8_0", in);

@@ -384,17 +384,6 @@ plan_files(struct fctx *f)
 	return 0;
 }
 
-/* Progress on the feed, paced (rate.h), with the bytes written so far. */
-static void
-report(pl_job *job, struct plc_rate *rate, size_t done, size_t total, uint64_t bytes)
-{
-	if (!plc_rate_due(rate, (double)done, (double)total, 0.5))
-		return;
-	host->progress(job, (double)done, (double)total, "tensors");
-	if (host->metric)
-		host->metric(job, "bytes", (int64_t)done, (double)bytes);
-}
-
 /* Declare output file o's tensors and write its header. */
 static int
 start_file(struct fctx *f, size_t o, const char *dir)
@@ -433,7 +422,7 @@ static void
 cp_progress(void *arg, size_t done, size_t total, uint64_t bytes)
 {
 	struct fctx *f = arg;
-	report(f->job, &f->rate, done, total, bytes);
+	plc_report_tensors(host, f->job, &f->rate, done, total, bytes);
 }
 
 static int
