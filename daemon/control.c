@@ -329,10 +329,10 @@ check_submit(struct client *c, const cJSON *req, int submit)
 	}
 	char err[512];
 	spec->owner = run_owner(c);
-	int rc = ops.submit(spec, err, sizeof(err)), e = errno;
-	if (rc != 0) {
+	enum pl_proto_err rc = ops.submit(spec, err, sizeof(err));
+	if (rc != PLP_OK) {
 		cJSON_Delete(r);
-		reply_err(c, rc == -1 ? PLP_EEXIST : e == ENOSPC ? PLP_ENOSPC : PLP_EIO, "%s", err);
+		reply_err(c, rc, "%s", err);
 		spec_free(spec);
 		return;
 	}

@@ -527,9 +527,10 @@ void	sched_reconf(struct conf *conf); /* a reload: resources in use carry over *
 void	sched_stop(void);       /* start no more jobs (the daemon is stopping) */
 void	sched_kick(void);       /* a scheduling pass */
 int	sched_running(void);    /* jobs running now */
-/* -1: a run of that name exists; -2: the store refused it (errno ENOSPC
- * or EIO, the reason in err). */
-int	sched_submit(struct spec *spec, char *err, size_t errlen);
+/* Submit a run: PLP_OK, or the refusal to answer with (PLP_EEXIST: a run
+ * of that name exists; PLP_ENOSPC or PLP_EIO: the store refused it, its
+ * file system full or otherwise), the reason in err. */
+enum pl_proto_err sched_submit(struct spec *spec, char *err, size_t errlen);
 /* Cancel a run, retry a run or a job and what follows it: PLP_OK with what
  * was done in msg, or the refusal to answer with (PLP_ENOENT: no such run
  * or job; PLP_ESTATE: cancel of a run that is not running, retry of one
@@ -548,7 +549,7 @@ struct listen_ctx {
 /* control.c: the scheduler's side of the control verbs, given to
  * control_listen() (the daemon passes sched_control_ops). */
 struct control_ops {
-	int (*submit)(struct spec *spec, char *err, size_t errlen);
+	enum pl_proto_err (*submit)(struct spec *spec, char *err, size_t errlen);
 	enum pl_proto_err (*cancel)(const char *run, char *msg, size_t len);
 	enum pl_proto_err (*retry)(const char *run, const char *job, char *msg, size_t len);
 	const char *(*job_state)(const char *run, const char *job);

@@ -752,14 +752,14 @@ run_build(int64_t id, struct spec *spec, const char *state)
 	return r;
 }
 
-static int
+static enum pl_proto_err
 sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 {
 	if (store_run_id(S.store, spec->name) != 0) {
 		snprintf(err, errlen, "a run named %s exists; use `pipelinectl retry %s`, or"
 		    " give the new one another name ([run] name or submit --name)", spec->name,
 		    spec->name);
-		return -1;
+		return PLP_EEXIST;
 	}
 	struct srun *r = run_build(0, spec, "running");
 	if (store_begin(S.store) == -1)
@@ -777,7 +777,7 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 	run_add(r);
 	log_info("run %s submitted (%d jobs)", r->name, r->njobs);
 	sched_kick();
-	return 0;
+	return PLP_OK;
 rollback:
 	store_rollback(S.store);
 fail:;
@@ -787,11 +787,10 @@ fail:;
 	free(r->jobs);
 	free(r->name);
 	free(r);
-	errno = e;
-	return -2;
+	return e == ENOSPC ? PLP_ENOSPC : PLP_EIO;
 }
 
-int
+enum pl_proto_err
 sched_submit(struct spec *spec, char *err, size_t errlen)
 {
 	return WITH_SMTX(sched_submit_locked(spec, err, errlen));

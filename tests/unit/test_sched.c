@@ -112,7 +112,7 @@ submit(const char *name, const char *text)
 		abort();
 	}
 	free(errs);
-	CHECK(sched_submit(s, err, sizeof(err)) == 0);
+	CHECK(sched_submit(s, err, sizeof(err)) == PLP_OK);
 }
 
 /* Run the loop for secs (the retry timer fires on it). */
