@@ -59,7 +59,7 @@ struct sjob {
 	int64_t id;
 	int seq;
 	char state[16];          /* as stored; set with set_state() only */
-	int st;                  /* the same as an enum js, for the hot loops */
+	int st;                  /* state as its index in PL_JOB_STATES (-1: another word) */
 	int attempts, lost, retry_base;
 	double next_at;          /* wall clock, for retrying */
 	int64_t attempt_id;
@@ -94,26 +94,31 @@ struct srun {
 	struct srun *next;
 };
 
-enum js { JS_OTHER, JS_PENDING, JS_RETRYING, JS_RUNNING, JS_SUCCEEDED, JS_FAILED,
-	JS_CANCELLED, JS_SKIPPED, JS_REJECTED };
+/* The states' words come from proto.h's lists (PL_JOB_STATES,
+ * PL_RUN_STATES): a misspelt one does not compile. */
+#define JOB_ST(s) pl_job_state_name(PLJ_##s)
+#define RUN_ST(s) pl_run_state_name(PLR_##s)
+
+/* A job's state as its index in PL_JOB_STATES, or -1 for a word outside
+ * it. The list is ordered so that the final states come last, from
+ * succeeded on (js_final). */
+_Static_assert(PLJ_pending < PLJ_succeeded && PLJ_running < PLJ_succeeded &&
+    PLJ_retrying < PLJ_succeeded && PLJ_succeeded < PLJ_failed &&
+    PLJ_succeeded < PLJ_cancelled && PLJ_succeeded < PLJ_skipped &&
+    PLJ_succeeded < PLJ_rejected, "the final job states come last in PL_JOB_STATES");
 
 static void
 set_state(struct sjob *j, const char *state)
 {
-	static const char *const names[] = { "", "pending", "retrying", "running", "succeeded",
-	    "failed", "cancelled", "skipped", "rejected" };
 	int was = j->st;
 	snprintf(j->state, sizeof(j->state), "%s", state);
-	j->st = JS_OTHER;
-	for (int i = 1; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-		if (strcmp(state, names[i]) == 0)
-			j->st = i;
+	j->st = pl_job_state_find(state);
 	struct srun *r = j->run;
-	r->nretrying += (j->st == JS_RETRYING) - (was == JS_RETRYING);
-	if ((j->st == JS_PENDING || j->st == JS_RETRYING) && j->seq < r->first_open)
+	r->nretrying += (j->st == PLJ_retrying) - (was == PLJ_retrying);
+	if ((j->st == PLJ_pending || j->st == PLJ_retrying) && j->seq < r->first_open)
 		r->first_open = j->seq;
-	if (j->st == JS_FAILED || j->st == JS_CANCELLED || j->st == JS_SKIPPED ||
-	    j->st == JS_REJECTED)
+	if (j->st == PLJ_failed || j->st == PLJ_cancelled || j->st == PLJ_skipped ||
+	    j->st == PLJ_rejected)
 		r->failed = 1;
 }
 
@@ -121,7 +126,7 @@ set_state(struct sjob *j, const char *state)
 static int
 js_final(int st)
 {
-	return st >= JS_SUCCEEDED;
+	return st >= PLJ_succeeded;
 }
 
 /* The scheduler's lock: runs, jobs, resources, the counters. Recursive:
@@ -166,7 +171,7 @@ job_set(struct sjob *j, const char *state, const char *msg)
 	if (store_begin(S.store) == -1)
 		return -1;
 	if (store_job_state(S.store, j->id, j->run->name, j->sec->name, state,
-	    strcmp(state, "running") == 0 ? j->attempts : 0, msg) == -1) {
+	    strcmp(state, JOB_ST(running)) == 0 ? j->attempts : 0, msg) == -1) {
 		store_rollback(S.store);
 		return -1;
 	}
@@ -341,10 +346,10 @@ start_failed(struct sjob *j)
 {
 	store_begin(S.store);
 	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
-	store_attempt_end(S.store, j->attempt_id, "failed", PL_EIO, why);
-	store_job_state(S.store, j->id, j->run->name, j->sec->name, "failed", 0, why);
+	store_attempt_end(S.store, j->attempt_id, JOB_ST(failed), PL_EIO, why);
+	store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(failed), 0, why);
 	store_commit(S.store);
-	set_state(j, "failed");
+	set_state(j, JOB_ST(failed));
 }
 
 /* Hand the held jobs to their threads (after the commit). */
@@ -480,7 +485,7 @@ job_start(struct sjob *j)
 	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
 	    now_wall() + j->sec->timeout : 0) == -1 ||
 	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
-	    store_job_state(S.store, j->id, j->run->name, j->sec->name, "running",
+	    store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(running),
 	    j->attempts, NULL) == -1) {
 		store_rollback(S.store);
 		j->attempts--;
@@ -490,7 +495,7 @@ job_start(struct sjob *j)
 		j->attempts--;
 		return;
 	}
-	set_state(j, "running");
+	set_state(j, JOB_ST(running));
 	if (job_launch(j, 0) == -1)
 		start_failed(j);
 }
@@ -514,30 +519,30 @@ job_finished(struct sjob *j)
 	char msg[600];
 	const char *astate, *jstate;
 	if (rc == PL_OK) {
-		astate = jstate = "succeeded";
+		astate = jstate = JOB_ST(succeeded);
 		msg[0] = '\0';
 	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
-		astate = "failed";
-		jstate = "failed";
+		astate = JOB_ST(failed);
+		jstate = JOB_ST(failed);
 		snprintf(msg, sizeof(msg), "timed out after %gs", j->sec->timeout);
 	} else if (pj->cancel || j->run->cancel || rc == PL_ECANCELED) {
-		astate = jstate = "cancelled";
+		astate = jstate = JOB_ST(cancelled);
 		snprintf(msg, sizeof(msg), "cancelled");
 	} else if (rc == PL_EREJECTED) {
 		/* The stage did its work and judged it (the gate's verdict):
 		 * not a failure to retry. */
-		astate = jstate = "rejected";
+		astate = jstate = JOB_ST(rejected);
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	} else {
-		astate = jstate = "failed";
+		astate = jstate = JOB_ST(failed);
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	}
-	int retry = strcmp(jstate, "failed") == 0 && !j->run->cancel &&
+	int retry = strcmp(jstate, JOB_ST(failed)) == 0 && !j->run->cancel &&
 	    j->attempts - j->lost - j->retry_base <= j->sec->retries;
 	if (retry) {
-		jstate = "retrying";
+		jstate = JOB_ST(retrying);
 		j->next_at = now_wall() + backoff(j);
 	}
 	if (store_begin(S.store) == 0) {
@@ -592,7 +597,7 @@ timer_cb(uv_timer_t *t)
 static int
 open_job(const struct sjob *j)
 {
-	return j->st == JS_PENDING || j->st == JS_RETRYING;
+	return j->st == PLJ_pending || j->st == PLJ_retrying;
 }
 
 /* Move first_open past the jobs that are no longer pending or retrying. */
@@ -611,20 +616,20 @@ run_finish_check(struct srun *r)
 	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
 		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
-		all_ok &= r->jobs[i].st == JS_SUCCEEDED;
-		nfailed += r->jobs[i].st == JS_FAILED || r->jobs[i].st == JS_CANCELLED;
-		nrejected += r->jobs[i].st == JS_REJECTED;
+		all_ok &= r->jobs[i].st == PLJ_succeeded;
+		nfailed += r->jobs[i].st == PLJ_failed || r->jobs[i].st == PLJ_cancelled;
+		nrejected += r->jobs[i].st == PLJ_rejected;
 	}
 	if (!all_final)
 		return;
 	/* Rejected: every job worked, and one judged the result not good
 	 * enough (the gate said no); the jobs after it were skipped. */
-	const char *st = all_ok ? "succeeded" : r->cancel ? "cancelled" :
-	    nfailed == 0 && nrejected > 0 ? "rejected" : "failed";
+	const char *st = all_ok ? RUN_ST(succeeded) : r->cancel ? RUN_ST(cancelled) :
+	    nfailed == 0 && nrejected > 0 ? RUN_ST(rejected) : RUN_ST(failed);
 	char msg[512] = "";
 	if (!all_ok && !r->cancel) {
 		for (int i = 0; i < r->njobs; i++)
-			if (r->jobs[i].st == (nfailed ? JS_FAILED : JS_REJECTED)) {
+			if (r->jobs[i].st == (nfailed ? PLJ_failed : PLJ_rejected)) {
 				snprintf(msg, sizeof(msg), "job %s %s", r->jobs[i].sec->name,
 				    nfailed ? "failed" : "rejected");
 				break;
@@ -650,7 +655,7 @@ sched_kick(void)
 	pthread_mutex_lock(&smtx);
 	double now = now_wall(), next = 0;
 	for (struct srun *r = S.runs; r; r = r->next) {
-		if (strcmp(r->state, "running") != 0)
+		if (strcmp(r->state, RUN_ST(running)) != 0)
 			continue;
 again:
 		advance_open(r);
@@ -664,16 +669,16 @@ again:
 				if (!open_job(j))
 					continue;
 				if (r->cancel) {
-					job_set(j, "cancelled", "run cancelled");
+					job_set(j, JOB_ST(cancelled), "run cancelled");
 					changed = 1;
 					continue;
 				}
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
-					if (js_final(d->st) && d->st != JS_SUCCEEDED) {
+					if (js_final(d->st) && d->st != PLJ_succeeded) {
 						char m[256];
 						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
-						job_set(j, "skipped", m);
+						job_set(j, JOB_ST(skipped), m);
 						changed = 1;
 						break;
 					}
@@ -688,14 +693,14 @@ again:
 			/* Full, and no retry whose time the timer must know. */
 			if (S.running >= S.conf->max_jobs && r->nretrying == 0)
 				break;
-			if (j->st == JS_RETRYING && j->next_at > now) {
+			if (j->st == PLJ_retrying && j->next_at > now) {
 				if (next == 0 || j->next_at < next)
 					next = j->next_at;
 				continue;
 			}
 			int ready = 1;
 			for (int k = 0; k < j->ndeps && ready; k++)
-				ready = r->jobs[j->deps[k]].st == JS_SUCCEEDED;
+				ready = r->jobs[j->deps[k]].st == PLJ_succeeded;
 			if (!ready || S.running >= S.conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
@@ -737,7 +742,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 		j->sec = spec->jobs[i];
 		j->reg = plugin_stage(j->sec->stage);
 		j->seq = i;
-		set_state(j, "pending");
+		set_state(j, JOB_ST(pending));
 	}
 	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
 	for (int i = 0; i < spec->njobs; i++) {
@@ -761,7 +766,7 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 		    spec->name);
 		return PLP_EEXIST;
 	}
-	struct srun *r = run_build(0, spec, "running");
+	struct srun *r = run_build(0, spec, RUN_ST(running));
 	if (store_begin(S.store) == -1)
 		goto fail;
 	store_undoable(S.store);   /* nothing is in memory before the commit */
@@ -804,7 +809,7 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, "running") != 0) {
+	if (strcmp(r->state, RUN_ST(running)) != 0) {
 		snprintf(msg, len, "run %s is %s, not running", name, r->state);
 		return PLP_ESTATE;
 	}
@@ -849,7 +854,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, "running") == 0) {
+	if (strcmp(r->state, RUN_ST(running)) == 0) {
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
 		return PLP_ESTATE;
 	}
@@ -864,7 +869,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		mark_downstream(r, j, mark);
 	} else {
 		for (int i = 0; i < r->njobs; i++)
-			if (strcmp(r->jobs[i].state, "succeeded") != 0)
+			if (strcmp(r->jobs[i].state, JOB_ST(succeeded)) != 0)
 				mark[i] = 1;
 	}
 	int n = 0;
@@ -879,11 +884,11 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		struct sjob *j = &r->jobs[i];
 		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, r->name, j->sec->name, "pending", 0, "retry requested");
-		set_state(j, "pending");
+		store_job_state(S.store, j->id, r->name, j->sec->name, JOB_ST(pending), 0, "retry requested");
+		set_state(j, JOB_ST(pending));
 		n++;
 	}
-	store_run_state(S.store, r->id, r->name, "running", NULL);
+	store_run_state(S.store, r->id, r->name, RUN_ST(running), NULL);
 	if (store_commit(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
@@ -891,7 +896,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	}
 	free(mark);
 	r->cancel = 0;
-	snprintf(r->state, sizeof(r->state), "running");
+	snprintf(r->state, sizeof(r->state), "%s", RUN_ST(running));
 	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
 	sched_kick();
 	return PLP_OK;
@@ -977,11 +982,11 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
 	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
-		if (strcmp(state, "running") == 0) {
+		if (strcmp(state, RUN_ST(running)) == 0) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
 			store_begin(S.store);
-			store_run_state(S.store, id, name, "failed",
+			store_run_state(S.store, id, name, RUN_ST(failed),
 			    "spec no longer valid after a restart (a plugin is missing?)");
 			store_commit(S.store);
 		}
@@ -1014,17 +1019,17 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	}
 	run_add(r);
 	lc->n++;
-	if (strcmp(state, "running") != 0)
+	if (strcmp(state, RUN_ST(running)) != 0)
 		return;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		if (strcmp(j->state, "running") != 0)
+		if (strcmp(j->state, JOB_ST(running)) != 0)
 			continue;
 		if (j->reg->st->flags & PL_STAGE_ADOPTABLE) {
 			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
 			    j->attempts);
 			if (job_launch(j, 1) == -1)
-				job_set(j, "failed", j->launch_err[0] ? j->launch_err :
+				job_set(j, JOB_ST(failed), j->launch_err[0] ? j->launch_err :
 				    "could not re-enter after a restart");
 			continue;
 		}
@@ -1034,10 +1039,10 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		store_attempt_end(S.store, j->attempt_id, "lost", PL_ELOST,
 		    "the daemon stopped during an in-process stage");
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, name, j->sec->name, "pending",
+		store_job_state(S.store, j->id, name, j->sec->name, JOB_ST(pending),
 		    0, "queued again: the daemon stopped while it ran");
 		store_commit(S.store);
-		set_state(j, "pending");
+		set_state(j, JOB_ST(pending));
 		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
 	}
 }
