@@ -638,8 +638,9 @@ cmp_otensor(const void *a, const void *b)
  * The tensors' data. The output is cut into pieces in file order, each a
  * range of one tensor. Two workers (this thread and a helper) take the
  * pieces in turn: each reads its piece (pread, into a buffer that stays in
- * the core's cache), converts it into one of NSLOT slots and writes the
- * slot at its place (pwrite). A third thread, the hasher, hashes the file in order
+ * the core's cache), converts it into one of NSLOT slots (a tensor stored
+ * in the outtype is read straight into its slot) and writes the slot at its
+ * place (pwrite). A third thread, the hasher, hashes the file in order
  * (sha256, for the artifact) from the slots the writes read, and the
  * header and the padding between tensors read back from the file, so
  * nothing reads the 2 GB again (the read-back of the whole output cost a
@@ -652,22 +653,12 @@ cmp_otensor(const void *a, const void *b)
  * without a gap, a writeback thread (plc_wbthread) starts the disk writes
  * in windows of WB_WINDOW bytes, so the disk gets large sequential writes
  * during the run and the final fsync has little left (about 20 ms for the
- * 2 GB of tests/bench/convert-bench.sh). A piece of a matrix stored in
- * its outtype (stored_as_is) does not pass through user space: the worker
- * copies it from the input to its place with copy_file_range (one copy
- * between page caches, as cp makes it; a pread and a pwrite were two) and
- * the hasher reads its bytes from the input, into its own buffer (a
- * mapping of the input in windows of 8 MB, populated at mmap, cost the
- * same CPU on the benchmark and needs the SIGBUS guard). Where the kernel
- * cannot copy between the two files (EXDEV, EOPNOTSUPP, ENOSYS, EINVAL:
- * another filesystem on an old kernel, a filesystem without it) the
- * pieces take the read, write path, from that piece on; the environment's
- * PL_CONVERT_NO_COPY_RANGE forces that path, for its test. Mapping the
- * input to convert it instead of reading it saves a copy, but on the
- * benchmark's machine (a VM) its page faults cost more than the copy:
- * 1.2 s of CPU to convert the 2 GB from a mapping, 0.7 s through pread
- * into a buffer the cache holds. Of two errors, the one in the earlier
- * piece is reported, so the message does not depend on timing.
+ * 2 GB of tests/bench/convert-bench.sh). Mapping the input instead of
+ * reading it saves a copy, but on the benchmark's machine (a VM) its page
+ * faults cost more than the copy: 1.2 s of CPU to convert the 2 GB from a
+ * mapping, 0.7 s through pread into a buffer the cache holds. Of
+ * two errors, the one in the earlier piece is reported, so the message
+ * does not depend on timing.
  */
 #define CONV_WORKERS 2
 #define PIECE_ELEMS ((uint64_t)1 << 17)		/* elements per converted piece */
@@ -680,11 +671,7 @@ struct piece {
 	size_t t;			/* index in ot */
 	uint64_t e0, n;			/* elements */
 	uint64_t pos, len;		/* bytes of the output file */
-	const uint8_t *data;		/* the output bytes, once ready; NULL:
-					 * copied in the kernel, hashed from
-					 * the input at src_fd, src_off */
-	const struct st_file *src;
-	uint64_t src_off;
+	const uint8_t *data;		/* the output bytes, once ready */
 	int refs;			/* atomic: hash and write still to come */
 };
 
@@ -698,8 +685,6 @@ struct wshare {
 	size_t next;			/* the next piece to take (atomic) */
 	uint64_t done, total;		/* source bytes (done: atomic) */
 	int stop;			/* atomic */
-	int no_cfr;			/* atomic: copy_file_range not used */
-	int cfr_errno;			/* atomic: why it failed, or 0 */
 	uint8_t *slots;			/* NSLOT converted pieces */
 	unsigned char *fin;		/* per piece: written (atomic) */
 	unsigned char *ready;		/* per piece: data set (mu) */
@@ -869,48 +854,6 @@ piece_ready(struct wshare *x, size_t k, const uint8_t *data)
 	pthread_mutex_unlock(&x->mu);
 }
 
-/* Piece k is in the file. */
-static int
-piece_done(struct wshare *x, size_t k)
-{
-	struct piece *p = &x->pc[k];
-	uint64_t sbytes = (uint64_t)st_dtype_bits(x->ot[p->t].src->dtype) / 8;
-	gguf_writer_account(x->w, (int64_t)p->t, p->len);
-	__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&x->done, p->n * sbytes, __ATOMIC_RELAXED);
-	piece_release(x, k);
-	return 0;
-}
-
-/* len bytes from in at ioff to out at ooff, in the kernel (one copy
- * between page caches, as cp does it). */
-static int
-copy_range(int in, uint64_t ioff, int out, uint64_t ooff, uint64_t len)
-{
-	loff_t i = (loff_t)ioff, o = (loff_t)ooff;
-	while (len > 0) {
-		ssize_t n = copy_file_range(in, &i, out, &o, len, 0);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1)
-			return -1;
-		if (n == 0) {
-			errno = EIO;	/* the input ends early */
-			return -1;
-		}
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
-/* The errors after which the bytes go through user space instead: the
- * kernel, the filesystem or the pair of files cannot do it. */
-static int
-cfr_fallback(int e)
-{
-	return e == EXDEV || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL;
-}
-
 static int
 do_piece(struct wshare *x, size_t k, struct wbuf *b)
 {
@@ -932,24 +875,6 @@ do_piece(struct wshare *x, size_t k, struct wbuf *b)
 	}
 	uint8_t *dst = x->slots + (k % NSLOT) * SLOT_BYTES;
 	int as_is = stored_as_is(t);
-	if (as_is) {
-		/* The hasher reads these bytes from the input; the copy is
-		 * the kernel's, if it can. */
-		p->src = f;
-		p->src_off = s->offset + p->e0 * sbytes;
-		piece_ready(x, k, NULL);	/* its lock publishes src_* */
-		if (!__atomic_load_n(&x->no_cfr, __ATOMIC_RELAXED)) {
-			int rc = copy_range(f->fd, p->src_off, gguf_writer_fd(x->w), p->pos,
-			    p->len);
-			if (rc == 0)
-				return piece_done(x, k);
-			if (!cfr_fallback(errno))
-				return piece_err(x, k, "tensor %s: copying from %s: %s", s->name,
-				    f->path, strerror(errno));
-			__atomic_store_n(&x->cfr_errno, errno, __ATOMIC_RELAXED);
-			__atomic_store_n(&x->no_cfr, 1, __ATOMIC_RELAXED);
-		}
-	}
 	if (st_read(f, s, as_is ? dst : b->ibuf, p->e0 * sbytes, p->n * sbytes) == -1)
 		return piece_err(x, k, "tensor %s: reading %s: %s", s->name, f->path,
 		    strerror(errno));
@@ -969,11 +894,14 @@ do_piece(struct wshare *x, size_t k, struct wbuf *b)
 			    st_dtype_name(s->dtype));
 		}
 	}
-	if (!as_is)
-		piece_ready(x, k, dst);
+	piece_ready(x, k, dst);
 	if (plc_pwrite_all(gguf_writer_fd(x->w), dst, p->len, (off_t)p->pos) == -1)
 		return piece_err(x, k, "tensor %s: writing: %s", s->name, strerror(errno));
-	return piece_done(x, k);
+	gguf_writer_account(x->w, (int64_t)p->t, p->len);
+	__atomic_store_n(&x->fin[k], 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&x->done, p->n * sbytes, __ATOMIC_RELAXED);
+	piece_release(x, k);
+	return 0;
 }
 
 /* Hash the output from where the hash is to end, reading it back: the
@@ -988,20 +916,6 @@ hash_back(struct wshare *x, uint64_t end)
 			return -1;
 		plc_sha256_update(&x->sha, x->hbuf, n);
 		x->hashed += n;
-	}
-	return 0;
-}
-
-/* Hash a piece copied in the kernel from its bytes in the input. */
-static int
-hash_src(struct wshare *x, const struct piece *p)
-{
-	for (uint64_t d = 0; d < p->len; ) {
-		size_t n = p->len - d < HBUF ? (size_t)(p->len - d) : HBUF;
-		if (plc_read_all(p->src->fd, x->hbuf, n, (off_t)(p->src_off + d)) == -1)
-			return -1;
-		plc_sha256_update(&x->sha, x->hbuf, n);
-		d += n;
 	}
 	return 0;
 }
@@ -1024,13 +938,7 @@ hasher_main(void *arg)
 			piece_err(x, k, "%s: reading back: %s", "output", strerror(errno));
 			break;
 		}
-		if (p->data != NULL)
-			plc_sha256_update(&x->sha, p->data, p->len);
-		else if (hash_src(x, p) == -1) {
-			piece_err(x, k, "tensor %s: reading %s: %s", x->ot[p->t].src->name,
-			    st_set_file(x->set, x->ot[p->t].src)->path, strerror(errno));
-			break;
-		}
+		plc_sha256_update(&x->sha, p->data, p->len);
 		x->hashed = p->pos + p->len;
 		piece_release(x, k);
 	}
@@ -1148,12 +1056,6 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 	}
 	x.total = *total;
 	x.err_at = SIZE_MAX;
-	/* For the tests of the other path: every byte through user space. */
-	const char *ncr = getenv("PL_CONVERT_NO_COPY_RANGE");
-	x.no_cfr = ncr != NULL && *ncr != '\0' && strcmp(ncr, "0") != 0;
-	if (x.no_cfr)
-		cvlog(c, 2, "PL_CONVERT_NO_COPY_RANGE is set: tensors stored in the outtype "
-		    "are read and written, not copied in the kernel");
 	for (size_t i = 0; i < set->nfiles; i++)
 		(void)posix_fadvise(set->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	size_t nflags = x.npc ? x.npc : 1;
@@ -1206,9 +1108,6 @@ write_tensors(struct conv *c, struct st_set *set, struct gguf_writer *w,
 		else
 			plc_sha256_discard(&x.sha);
 	}
-	if (x.cfr_errno)
-		cvlog(c, 1, "copy_file_range: %s; tensors stored in the outtype were copied "
-		    "through user space", strerror(x.cfr_errno));
 	if (x.err_at != SIZE_MAX)
 		cerr(c, "%s", x.err);
 	else
