@@ -13,7 +13,12 @@ Debian's Python:
                          found must be exactly the ids listed in EXPECT
                          (KV keys, "tensor order", tensor names; one a
                          line), or none; a special id only OURS has must
-                         name its token
+                         name its token. An id ending in "?" may differ
+                         or not (the reference writes it for some names)
+  listed MANPAGE         the ids of pipeline.ini(5)'s convert-differences
+                         list, one a line, for compare's EXPECT (an entry
+                         followed by the comment line `.\" optional` gets
+                         a "?")
   spec OURS CKPT OUTTYPE every KV and tensor of OURS against what
                          HACKING.md (Gemma 3 to GGUF) says, computed from the
                          checkpoint with numpy and sentencepiece
@@ -22,7 +27,7 @@ Debian's Python:
                          of a F16/F32 tensor), extra=NAME:NE0:NE1 (a
                          random F32 tensor), setu32=KEY:VALUE, delkv=KEY
 """
-import json, os, struct, sys
+import json, os, re, struct, sys
 
 import numpy as np
 import gguf
@@ -79,11 +84,12 @@ def cmd_compare(ours, ref, expect=None):
             d = np.frombuffer(x.data.tobytes(), np.uint8) != np.frombuffer(y.data.tobytes(), np.uint8)
             diffs.append((n, f"{int(d.sum())} bytes differ, first at {int(np.argmax(d))}"))
     listed = [l.strip() for l in open(expect)] if expect else []
-    listed = [l for l in listed if l]
+    optional = {l[:-1] for l in listed if l.endswith("?")}
+    listed = [l for l in listed if l and not l.endswith("?")]
     found = {i for i, _ in diffs}
     bad = 0
     for i, m in diffs:
-        ok = i in listed
+        ok = i in listed or i in optional
         bad += not ok
         print(f"compare: {i}: {m}" + ("" if ok else "  (NOT LISTED)"))
     for i in listed:
@@ -314,10 +320,31 @@ def cmd_edit(inp, out, ops):
     return 0
 
 
+def cmd_listed(man):
+    """Print the convert-differences list of a pipeline.ini(5) source."""
+    ids, on = [], False
+    for line in open(man):
+        line = line.rstrip("\n")
+        if "convert-differences" in line:
+            on = True
+        elif on and line.startswith(".El"):
+            break
+        elif on and line.startswith(".It "):
+            ids.append(re.sub(r"^\.It (Li )?", "", line))
+        elif on and line == '.\\" optional' and ids:
+            ids[-1] += "?"
+    if not ids:
+        raise SystemExit(f"{man}: no convert-differences list")
+    print("\n".join(ids))
+    return 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "compare":
         return cmd_compare(*args)
+    if cmd == "listed":
+        return cmd_listed(*args)
     if cmd == "spec":
         return cmd_spec(*args)
     if cmd == "edit":
