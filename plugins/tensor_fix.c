@@ -28,12 +28,9 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
-#include <pthread.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
