@@ -232,6 +232,8 @@ set -e
 
 # On a daemon: run a (previous) and run b; b's diff per capability and
 # its cases added, in the values and in report; the event on the feed.
+WPORT=$(free_port)
+pl_conf "http_listen = 127.0.0.1:$WPORT"
 pl_start
 cp "$CASES" cases-a.jsonl
 { cat "$CASES"; echo '{"id": "t9-01", "kind": "route", "user": "open the zz folder", "expect": {"capability": "open_folder"}}'; } >cases-b.jsonl
@@ -275,6 +277,17 @@ r = json.load(open("report.json"))
 c = r["corpus"][0]
 assert c["summary"]["result"] == "ok" and c["diff"]["examples"] == {"added": 1, "removed": 1, "changed": 1, "unchanged": 34}, c
 assert c["diff"]["cases"]["added_ids"] == ["t9-01"], c
+PY
+# The status page's run document carries both values for the page's
+# corpus table.
+curl -sf "http://127.0.0.1:$WPORT/api/run?run=rb" >run.json || fail "GET /api/run?run=rb"
+/usr/bin/python3 - <<'PY' || fail "/api/run: the corpus_check values"
+import json
+d = json.load(open("run.json"))
+keys = {(v["job"], v["key"]) for v in d["values"]}
+assert ("corpus_check", "corpus_check.summary") in keys and ("corpus_check", "corpus_check.diff") in keys, keys
+s = [v["value"] for v in d["values"] if v["key"] == "corpus_check.summary"][0]
+assert s["result"] == "ok" and s["examples"] == 36, s
 PY
 pctl watch ra --plain >watch.out 2>&1 || true
 grep -q 'corpus_check corpus: ok, 36 examples' watch.out || { cat watch.out; fail "watch does not show the counts"; }
