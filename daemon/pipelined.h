@@ -66,6 +66,16 @@ char	*utf8_clean(const char *s);
 int	nul_line(const char *text, size_t len);
 /* Does this JSON text hold a \u0000 escape (a NUL inside a string)? */
 int	json_has_nul(const char *json);
+/* Did you mean: offer each candidate to suggest_try(); best is the closest
+ * within a small edit distance (a swap of neighbours counts one), or NULL.
+ * suggest_hint() writes "; did you mean \"best\"?" or "" into buf. */
+struct suggest {
+	const char *word;
+	const char *best;
+	int dist;
+};
+void	suggest_try(struct suggest *s, const char *cand);
+const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
 /* notify.c: [notify], the outbox's delivery thread */
 struct conf;
