@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5c-hf-shared-prefix.sh: train's shared_prefix (jobs/engines/prefix.py) on
+# 5d-hf-shared-prefix.sh: train's shared_prefix (jobs/engines/prefix.py) on
 # the hf engine, the CPU, the pinned environment's real transformers Gemma 3,
 # PEFT LoRA and bitsandbytes, against the plain loop:
 #  1. tokenize (pipelinectl stage, Debian's python3) finds the shared
