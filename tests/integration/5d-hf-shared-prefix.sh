@@ -159,7 +159,7 @@ wait $pid || { cat plain.err; die "plain training"; }
 grep -q 'train: shared prefix: on: shared_prefix = yes' shared.err || die "train's log has no shared-prefix line"
 grep -q '"type":"metric","name":"prefix_speedup","step":20' shared.ev || die "no prefix_speedup metric"
 grep -q '"name":"prefix_speedup"' plain.ev && die "the plain run sent prefix_speedup"
-"$PY" "$D/prefix_adapters.py" plain/train.config.json plain/adapter sp/adapter --bound 1e-3 \
+"$PY" "$D/prefix_adapters.py" plain.json plain/adapter sp/adapter --bound 1e-3 \
     >adapters.out 2>&1 || { cat adapters.out; die "the adapters after 20 steps differ"; }
 grep '^largest' adapters.out
 
@@ -174,7 +174,7 @@ done
 grep -q '"type":"resumed","step":10' r1.ev || die "no resume at step 10"
 cmp -s r1/adapter/adapter_model.safetensors r2/adapter/adapter_model.safetensors ||
     die "two plain resumes of a shared-prefix checkpoint differ"
-"$PY" "$D/prefix_adapters.py" plain/train.config.json plain/adapter r1/adapter --bound 1e-3 \
+"$PY" "$D/prefix_adapters.py" plain.json plain/adapter r1/adapter --bound 1e-3 \
     >resume.out 2>&1 || { cat resume.out; die "the resumed adapter is not the plain run's"; }
 
 # --- 5. auto, dropout, probe, check
