@@ -33,7 +33,10 @@
 # 1,040 tokens, prompts 1,237-1,314, answers 30, 81.6% of the prompt
 # tokens shared): CPU 34.24 -> 9.11 s per step, 0.266x (token counts
 # predict 0.303x); wall 0.250x; peak RSS 686 -> 652 MB, 0.95x (the shared
-# step holds one suffix at a time, the plain step a whole example).  The
+# step holds one suffix at a time, the plain step a whole example).
+# Shape half (2 steps, load 11-15; prefix 355 tokens, prompts 552-627,
+# answers 31, 60.4% shared): CPU 10.13 -> 5.43 s, 0.536x (predicted
+# 0.504x); wall 0.521x; peak RSS 645 -> 624 MB, 0.97x.  The
 # medium fixture and the real Gemma 3 270M were not measured: on this
 # machine's load a plain step there takes minutes.
 set -eu
