@@ -501,12 +501,11 @@ httpd_head_scan(const char *buf, size_t len)
 	if ((size_t)(nl - buf) > HEAD_MAX_LINE)
 		return HEAD_URI_LONG;
 	/* The header ends at an empty line: "\n\r\n" or "\n\n". */
-	for (const char *p = nl; p < buf + len; p = memchr(p + 1, '\n', (size_t)(buf + len - p - 1))) {
-		size_t left = (size_t)(buf + len - p);
+	for (const char *p = nl; p != NULL; ) {
+		size_t left = (size_t)(buf + len - p);	/* from this '\n' on */
 		if ((left >= 2 && p[1] == '\n') || (left >= 3 && p[1] == '\r' && p[2] == '\n'))
 			return (size_t)(p - buf) + 3 <= HEAD_MAX ? HEAD_DONE : HEAD_TOO_LARGE;
-		if (left <= 1)
-			break;
+		p = left > 1 ? memchr(p + 1, '\n', left - 1) : NULL;
 	}
 	return len >= HEAD_MAX ? HEAD_TOO_LARGE : HEAD_MORE;
 }

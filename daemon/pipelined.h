@@ -78,7 +78,10 @@ struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUP
 /* A viewer: ACCESS_ALL (root, the daemon's user, admin_group), or the
  * uid whose runs it sees. */
 #define ACCESS_ALL ((int64_t)-1)
-/* The condition a query on runs r adds, with access_bind()'s :viewer. */
+/* The condition a query on runs r adds, with access_bind()'s :viewer. A
+ * query using it names its other parameters too, or numbers them all
+ * before it: SQLite gives :viewer the slot after the highest number seen
+ * before it, which a later ?N could take again. */
 #define ACCESS_SQL(r) "(:viewer IS NULL OR " r ".submitter = :viewer)"
 /* The credentials of a Unix socket's peer (and its pid, if pid): 0 or -1. */
 int	access_peer_of(int fd, struct access_peer *p, pid_t *pid);

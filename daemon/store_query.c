@@ -311,13 +311,17 @@ store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, 
 	pthread_mutex_lock(&s->mtx);
 	/* The daemon's own events (no run) are everyone's. */
 	sqlite3_stmt *st = store_prep(s, "SELECT id, ts, run, job, type, data FROM events"
-	    " WHERE id > ?1 AND (?2 IS NULL OR run = ?2) AND (:viewer IS NULL OR run IS NULL OR"
-	    " run IN (SELECT r.name FROM runs r WHERE " ACCESS_SQL("r") ")) ORDER BY id LIMIT ?3");
+	    " WHERE id > :since AND (:run IS NULL OR run = :run) AND (:viewer IS NULL OR"
+	    " run IS NULL OR run IN (SELECT r.name FROM runs r WHERE " ACCESS_SQL("r") "))"
+	    " ORDER BY id LIMIT :limit");
 	int n = 0;
 	if (st) {
-		sqlite3_bind_int64(st, 1, since);
-		sqlite3_bind_text(st, 2, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(st, 3, limit);
+		/* Named, every one: a name takes the slot after the highest
+		 * number seen before it, so ":viewer ... ?3" would share one. */
+		sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":since"), since);
+		sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":run"), run, -1,
+		    SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":limit"), limit);
 		access_bind(st, viewer);
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			const char *dt = (const char *)sqlite3_column_text(st, 5);
