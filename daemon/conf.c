@@ -45,7 +45,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "http_token", 's', "the bearer token for /metrics and every run (16 characters or more)" },
 	{ "daemon", "http_host", 's', "the Host: names the listener answers, separated by spaces" },
 	{ "daemon", "http_max_connections", 'i', "HTTP connections open at once" },
-	{ "daemon", "http_max_per_ip", 'i', "HTTP connections from one address at once (unset: no limit)" },
+	{ "daemon", "http_max_per_ip", 'i', "HTTP connections from one address at once (0: no limit)" },
 	{ "daemon", "http_max_streams", 'i', "status page event streams at once (below http_max_connections)" },
 	{ "daemon", "http_timeout", 'd', "how long an HTTP connection may make no progress" },
 	{ "daemon", "http_header_timeout", 'd', "how long a client may take to send a request's header" },
@@ -165,7 +165,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 			bad = 1;
 		break;
 	case 'i':
-		bad = parse_int(value, &i) == -1 || i < 1 || i > 100000;
+		/* http_max_per_ip alone may be 0: no limit. */
+		bad = parse_int(value, &i) == -1 || i < (strcmp(name, "http_max_per_ip") == 0 ? 0 : 1) ||
+		    i > 100000;
 		break;
 	case 'd':
 		bad = parse_duration(value, &d) == -1;
