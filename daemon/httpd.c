@@ -145,10 +145,11 @@ reply_text(struct MHD_Connection *c, unsigned int status, const char *text)
  * (http_token: sees every run, and the only way to /metrics but an admin's
  * session), or the session cookie /login sets for a one-time link that
  * pipelinectl web printed, which sees what the user who ran it may see
- * (access.c). The cookie is a random session id kept here with an expiry,
- * never the token. Tokens and codes are compared as HMACs under a key
- * drawn at start, so the time a comparison takes says nothing of where or
- * whether the lengths differ.
+ * (access.c). The cookie is a random session id, never the token; the
+ * daemon keeps its HMAC with an expiry and the viewer. Tokens, codes and
+ * session ids are compared as HMACs under a key drawn at start, so the
+ * time a comparison takes says nothing of where or whether the lengths
+ * differ.
  */
 static char token[256];
 static unsigned char hmac_key[32];
@@ -157,20 +158,39 @@ static pthread_mutex_t codes_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct { char code[33]; double until; int64_t viewer; } codes[NCODES];
 #define NSESSIONS 64
 #define SESSION_LIFETIME (8 * 3600)
-static struct { char id[65]; double until; int64_t viewer; } sessions[NSESSIONS];
+static struct { unsigned char mac[32]; double until; int64_t viewer; } sessions[NSESSIONS];
+static unsigned char token_mac[32];
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static void
+key_draw(void)
+{
+	key_ok = RAND_bytes(hmac_key, sizeof(hmac_key)) == 1;
+	if (!key_ok)
+		log_warnx("key_draw: no random bytes for the comparison key");
+}
+
+/* The HMAC of s under the key drawn at start: 0, or -1. */
+static int
+mac(const char *s, unsigned char out[32])
+{
+	unsigned int n = 0;
+	pthread_once(&key_once, key_draw);
+	if (!key_ok || HMAC(EVP_sha256(), hmac_key, sizeof(hmac_key), (const unsigned char *)s,
+	    strlen(s), out, &n) == NULL || n != 32)
+		return -1;
+	return 0;
+}
 
 int
 httpd_equal(const char *a, const char *b)
 {
-	unsigned char ha[EVP_MAX_MD_SIZE], hb[EVP_MAX_MD_SIZE];
-	unsigned int la = 0, lb = 0;
-	if (*a == '\0' || *b == '\0')
+	unsigned char ha[32], hb[32];
+	if (*a == '\0' || *b == '\0' || mac(a, ha) == -1 || mac(b, hb) == -1)
 		return 0;
-	if (HMAC(EVP_sha256(), hmac_key, sizeof(hmac_key), (const unsigned char *)a, strlen(a),
-	    ha, &la) == NULL || HMAC(EVP_sha256(), hmac_key, sizeof(hmac_key),
-	    (const unsigned char *)b, strlen(b), hb, &lb) == NULL || la != lb)
-		return 0;
-	return CRYPTO_memcmp(ha, hb, la) == 0;
+	return CRYPTO_memcmp(ha, hb, sizeof(ha)) == 0;
 }
 
 static int
@@ -232,7 +252,10 @@ session_new(int64_t viewer, char *id)
 	for (int i = 1; i < NSESSIONS; i++)
 		if (sessions[i].until < sessions[k].until)
 			k = i;
-	snprintf(sessions[k].id, sizeof(sessions[k].id), "%s", id);
+	if (mac(id, sessions[k].mac) == -1) {
+		pthread_mutex_unlock(&codes_mtx);
+		return -1;
+	}
 	sessions[k].until = now_wall() + SESSION_LIFETIME;
 	sessions[k].viewer = viewer;
 	pthread_mutex_unlock(&codes_mtx);
@@ -245,17 +268,18 @@ static int64_t
 request_viewer(struct MHD_Connection *c)
 {
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' &&
-	    httpd_equal(h + 7, token))
+	unsigned char m[32];
+	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' && h[7] != '\0' &&
+	    mac(h + 7, m) == 0 && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0)
 		return ACCESS_ALL;
 	const char *k = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "pl_session");
 	int64_t v = NO_VIEWER;
-	if (k == NULL)
+	if (k == NULL || *k == '\0' || mac(k, m) == -1)
 		return v;
 	double now = now_wall();
 	pthread_mutex_lock(&codes_mtx);
 	for (int i = 0; i < NSESSIONS; i++)
-		if (sessions[i].until > now && httpd_equal(sessions[i].id, k))
+		if (sessions[i].until > now && CRYPTO_memcmp(sessions[i].mac, m, sizeof(m)) == 0)
 			v = sessions[i].viewer;
 	pthread_mutex_unlock(&codes_mtx);
 	return v;
@@ -752,10 +776,8 @@ httpd_start(const struct conf *conf, const char *dbpath)
 		    "more", listen, is_loopback(&ss) ? "" : " is not a loopback address: it");
 		return -1;
 	}
-	if (RAND_bytes(hmac_key, sizeof(hmac_key)) != 1) {
-		log_warnx("httpd_start: no random bytes for the comparison key");
+	if (token[0] != '\0' && mac(token, token_mac) == -1)
 		return -1;
-	}
 	/* The names this listener answers for: http_host, or the listen
 	 * address and localhost. */
 	if (conf->http_host[0] != '\0') {
