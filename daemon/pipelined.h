@@ -345,7 +345,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 5 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
