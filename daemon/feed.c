@@ -378,6 +378,7 @@ feed_announce(int64_t id, const char *run, const char *line)
 	struct ann *a = xcalloc(1, sizeof(*a));
 	a->id = id;
 	a->run = run ? xstrdup(run) : NULL;
+	a->submitter = -1;	/* looked up by feed_flush() when a watcher needs it */
 	a->line = utf8_clean(line);
 	if (a->line == NULL)
 		a->line = xstrdup(line);
@@ -404,8 +405,10 @@ run_submitter(const char *run)
 		if (strcmp(cache[i].name, run) == 0)
 			return cache[i].submitter;
 	int64_t sub = -1;
-	if (store_run_submitter(ctx.store, run, &sub) == -1 || strlen(run) >= sizeof(cache[0].name))
+	if (store_run_submitter(ctx.store, run, &sub) == -1)
 		return -1;
+	if (strlen(run) >= sizeof(cache[0].name))
+		return sub;	/* too long to keep */
 	snprintf(cache[next].name, sizeof(cache[next].name), "%s", run);
 	cache[next].submitter = sub;
 	next = (next + 1) % 64;

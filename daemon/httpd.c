@@ -540,6 +540,7 @@ struct pend {
 	socklen_t salen;
 	double deadline;
 	int closing;		/* an answer was sent: reading what is left, then closed */
+	int dead;		/* closed: freed after the events at hand */
 	struct pend *next, *prev;
 };
 
@@ -547,6 +548,7 @@ static int lfd = -1, epfd = -1, stopfd[2] = { -1, -1 };
 static pthread_t acc_thread;
 static int acc_running;
 static struct pend *phead, *ptail;
+static struct pend *grave;	/* closed in this pass of acc_main(), freed after it */
 static int npend, max_pend;
 static double header_timeout;
 
@@ -564,7 +566,10 @@ pend_close(struct pend *p)
 	npend--;
 	if (p->fd >= 0)
 		close(p->fd);
-	free(p);
+	/* An event for it may still be among those epoll_wait() returned. */
+	p->dead = 1;
+	p->next = grave;
+	grave = p;
 }
 
 /* Answer 414 or 431 with the headers of every answer, then read what the
@@ -596,6 +601,8 @@ static void
 pend_read(struct pend *p)
 {
 	static char buf[HEAD_MAX];
+	if (p->dead)
+		return;
 	if (p->closing) {
 		ssize_t n;
 		while ((n = recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
@@ -668,6 +675,16 @@ acc_accept(void)
 	}
 }
 
+static void
+grave_free(void)
+{
+	while (grave) {
+		struct pend *p = grave;
+		grave = p->next;
+		free(p);
+	}
+}
+
 static void *
 acc_main(void *arg)
 {
@@ -689,10 +706,12 @@ acc_main(void *arg)
 			if (p->deadline <= now)
 				pend_close(p);
 		}
+		grave_free();
 	}
 out:
 	while (phead)
 		pend_close(phead);
+	grave_free();
 	return NULL;
 }
 
