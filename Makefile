@@ -50,7 +50,7 @@ PLUG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PLUG_PKGS) 2>/dev/null) -lm -lpthre
 
 # Daemon core library: every daemon/*.c but the three mains and the
 # pipelinectl-only ctl_*.c files.
-DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c
+DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c daemon/stage.c
 CTL_SRCS     := $(wildcard daemon/ctl_*.c)
 CORE_SRCS    := $(filter-out $(DAEMON_MAINS) $(CTL_SRCS),$(wildcard daemon/*.c))
 CORE_OBJS    := $(CORE_SRCS:.c=.o)
@@ -70,7 +70,7 @@ FUZZ_REPLAYS := $(patsubst tests/fuzz/fuzz_%.c,tests/fuzz/replay_%,$(FUZZ_SRCS))
 TEST_PLUGIN_SRCS := $(wildcard tests/plugins/*.c)
 TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
-BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim
+BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim daemon/pipeline-stage
 
 .PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests
 all: $(BINS) $(PLUGINS)
@@ -103,6 +103,11 @@ daemon/pipelined: daemon/pipelined.o $(CORE_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+# A stage's run hook as the run's owner (stagerun.c): the host table of
+# libpld.a, a plugin loaded at run time.
+daemon/pipeline-stage: daemon/stage.o $(CORE_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim.o
@@ -187,6 +192,7 @@ install: all
 	install -m 0755 daemon/pipelined $(DESTDIR)$(PREFIX)/sbin/pipelined
 	install -m 0755 daemon/pipelinectl $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	install -m 0755 daemon/pipeline-shim $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-shim
+	install -m 0755 daemon/pipeline-stage $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-stage
 	install -m 0755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/pipelined/plugins/
 	cp -R jobs/. $(DESTDIR)$(PREFIX)/lib/pipelined/jobs/
 	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/

@@ -107,6 +107,54 @@ store_value_history(struct store *s, const char *key, int limit)
 	return r;
 }
 
+static const char *
+col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+cJSON *
+store_run_snapshot(struct store *s, const char *run)
+{
+	int64_t id = store_run_id(s, run);
+	if (id <= 0)
+		return NULL;
+	cJSON *o = cJSON_CreateObject(), *va = cJSON_AddArrayToObject(o, "values"),
+	    *aa = cJSON_AddArrayToObject(o, "artifacts");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN jobs j ON j.id = v.job_id WHERE v.run_id = ? ORDER BY v.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *v = cJSON_CreateObject();
+			cJSON_AddStringToObject(v, "job", col_text(st, 0));
+			cJSON_AddStringToObject(v, "key", col_text(st, 1));
+			cJSON_AddStringToObject(v, "value", col_text(st, 2));
+			cJSON_AddNumberToObject(v, "ts", sqlite3_column_double(st, 3));
+			cJSON_AddItemToArray(va, v);
+		}
+		store_unprep(s, st);
+	}
+	st = store_prep(s, "SELECT j.name, a.name, a.path, a.sha256 FROM artifacts a"
+	    " JOIN jobs j ON j.id = a.job_id WHERE a.run_id = ? ORDER BY a.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddStringToObject(a, "job", col_text(st, 0));
+			cJSON_AddStringToObject(a, "name", col_text(st, 1));
+			cJSON_AddStringToObject(a, "path", col_text(st, 2));
+			cJSON_AddStringToObject(a, "sha256", col_text(st, 3));
+			cJSON_AddItemToArray(aa, a);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return o;
+}
+
 int
 store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
     char *path, size_t pathlen, char *sha256)
