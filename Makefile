@@ -48,7 +48,7 @@ PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PLUG_PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 PLUG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PLUG_PKGS) 2>/dev/null) -lm -lpthread
 
-# Daemon core library: every daemon/*.c but the three mains and the
+# Daemon core library: every daemon/*.c but the four mains and the
 # pipelinectl-only ctl_*.c files.
 DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c daemon/stage.c
 CTL_SRCS     := $(wildcard daemon/ctl_*.c)
