@@ -106,9 +106,10 @@ daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # A stage's run hook as the run's owner (stagerun.c): the host table of
-# libpld.a, a plugin loaded at run time.
+# libpld.a, a plugin loaded at run time; only the libraries it calls
+# (--as-needed: each one more is loaded at every stage's start).
 daemon/pipeline-stage: daemon/stage.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim.o
 	$(CC) $(CFLAGS) -o $@ $^

@@ -412,6 +412,7 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 	cJSON_AddStringToObject(d, "sha256", hex);
 	if (j->evfd >= 0) {
 		/* The digest was computed here, as the owner: the daemon takes it. */
+		stagectx_note_artifact(j, name, abs, hex);
 		free(abs);
 		return stagectx_emit(j, "artifact", d) == 0 ? PL_OK : PL_EIO;
 	}
@@ -499,6 +500,7 @@ h_value_set(pl_job *j, const char *key, const char *value)
 		cJSON *d = cJSON_CreateObject();
 		cJSON_AddStringToObject(d, "key", key);
 		cJSON_AddStringToObject(d, "value", value ? value : "");
+		stagectx_note_value(j, key, value);
 		return stagectx_emit(j, "value", d) == 0 ? PL_OK : PL_EIO;
 	}
 	if (j->store == NULL) {

@@ -538,6 +538,9 @@ int	stagectx_emit(pl_job *j, const char *type, cJSON *d);
 /* An input key as the daemon resolved it: the path, or NULL with the
  * reason in *why ("" when already reported). */
 const char *stagectx_input(pl_job *j, const char *key, const char **why);
+/* A value or artifact the stage stored, for its own later lookups. */
+void	stagectx_note_value(pl_job *j, const char *key, const char *value);
+void	stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex);
 char	*stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key);
 char	*stagectx_value_history(pl_job *j, const char *key, int limit);
 int	stagectx_artifact_find(pl_job *j, const char *run, const char *jobname,

@@ -73,6 +73,45 @@ stagectx_input(pl_job *j, const char *key, const char **why)
 	return NULL;
 }
 
+/* What the stage stores itself is found by its own later lookups, as in
+ * the daemon: put first (newest) in this run's snapshot. */
+static cJSON *
+own_list(pl_job *j, const char *list)
+{
+	cJSON *runs = cJSON_GetObjectItemCaseSensitive(j->ctx, "runs");
+	if (runs == NULL)
+		runs = cJSON_AddObjectToObject(j->ctx, "runs");
+	cJSON *r = cJSON_GetObjectItemCaseSensitive(runs, j->run);
+	if (r == NULL)
+		r = cJSON_AddObjectToObject(runs, j->run);
+	cJSON *l = cJSON_GetObjectItemCaseSensitive(r, list);
+	if (l == NULL)
+		l = cJSON_AddArrayToObject(r, list);
+	return l;
+}
+
+void
+stagectx_note_value(pl_job *j, const char *key, const char *value)
+{
+	cJSON *v = cJSON_CreateObject();
+	cJSON_AddStringToObject(v, "job", j->name);
+	cJSON_AddStringToObject(v, "key", key);
+	cJSON_AddStringToObject(v, "value", value ? value : "");
+	cJSON_AddNumberToObject(v, "ts", now_wall());
+	cJSON_InsertItemInArray(own_list(j, "values"), 0, v);
+}
+
+void
+stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex)
+{
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "job", j->name);
+	cJSON_AddStringToObject(a, "name", name);
+	cJSON_AddStringToObject(a, "path", path);
+	cJSON_AddStringToObject(a, "sha256", hex);
+	cJSON_InsertItemInArray(own_list(j, "artifacts"), 0, a);
+}
+
 /* The snapshot of run (NULL: this one), or NULL when the daemon handed
  * none over. */
 static const cJSON *

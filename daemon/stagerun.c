@@ -69,12 +69,30 @@ kv_array(const struct spec_section *sec)
 	return a;
 }
 
-/* A run's snapshot into runs, once, when there is such a run. */
+/* Whether j's stage may look into run name: its own run; another only
+ * when both have the same owner, or j's owner is the daemon's user (a
+ * submitter sees its own runs, as on the control socket). */
+static int
+run_visible(pl_job *j, const char *name)
+{
+	uid_t mine, theirs;
+	gid_t g;
+	if (strcmp(name, j->run) == 0 || owner_ids(j->owner, &mine, &g) == -1 ||
+	    mine == geteuid())
+		return 1;
+	char *o = store_run_owner_get(j->store, name);
+	int ok = owner_ids(o, &theirs, &g) == 0 ? theirs == mine : geteuid() == mine;
+	free(o);
+	return ok;
+}
+
+/* A run's snapshot into runs, once, when there is such a run and the
+ * stage may see it. */
 static void
 add_run(pl_job *j, cJSON *runs, const char *name)
 {
 	if (name == NULL || *name == '\0' || strlen(name) > 127 ||
-	    cJSON_HasObjectItem(runs, name))
+	    cJSON_HasObjectItem(runs, name) || !run_visible(j, name))
 		return;
 	cJSON *s = store_run_snapshot(j->store, name);
 	if (s != NULL)
@@ -82,7 +100,8 @@ add_run(pl_job *j, cJSON *runs, const char *name)
 }
 
 /* The runs a stage may look values and artifacts up in: this one, its
- * previous, and those a value of its section names (RUN or RUN/JOB). */
+ * previous, and those a value of its section names (RUN or RUN/JOB), of
+ * the same owner. */
 static cJSON *
 runs_snapshot(pl_job *j)
 {

@@ -35,6 +35,11 @@ G=$TOP/tests/fixtures/gen_gemma3.py
 /usr/bin/python3 "$G" "$TEST_TMP/orig" --layout causal >/dev/null || fail "fixture"
 chmod -R a+rX "$TEST_TMP/orig"
 O=$TEST_TMP/out; mkdir -p "$O" specs; chmod 0777 "$O"; chmod 0755 specs
+# The plugins: tensor_fix, and the test stage that asks the host table
+# everything (tests/plugins/hostprobe.c).
+mkdir -p plugins && cp "$TOP/plugins/tensor_fix.so" "$TOP/tests/plugins/hostprobe.so" plugins/ &&
+	chmod 0755 plugins plugins/*.so || fail "plugins"
+export PL_PLUGIN_DIR=$TEST_TMP/plugins
 
 pl_conf "group = plsubmit"
 pl_start
@@ -164,7 +169,87 @@ wait_run k9 succeeded 60
 [ "$(stat -c %u "$O/k9/model.safetensors")" = "$nobody" ] || fail "k9: the output is not the member's"
 [ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'k9' AND a.name = 'fixed'")" = 1 ] ||
 	fail "k9: not one artifact"
+note "kill -9 during a stage process: the leftover killed, the attempt lost, one output"
+
+# 9. The host table in a stage process answers as the daemon's: two jobs
+# of hostprobe per run (the second's input defaults to the first's
+# artifact), looking into another run (peer) of the same owner or not.
+probe_spec() {  # NAME PEER
+	cat > "specs/$1.ini" <<INI
+[run]
+description = probe $1
+[first]
+stage = hostprobe
+report = $O/$1.first.json
+[second]
+stage = hostprobe
+after = first
+report = $O/$1.second.json
+peer = $2
+INI
+	chmod 0644 "specs/$1.ini"
+}
+probe_spec rootp none; pctl submit specs/rootp.ini >/dev/null || fail "rootp: submit"
+wait_run rootp succeeded 60
+probe_spec memp rootp; member_run memp succeeded
+probe_spec memq memp; member_run memq succeeded
+probe_spec rootq memp; pctl submit specs/rootq.ini >/dev/null || fail "rootq: submit"
+wait_run rootq succeeded 60
+in_stage_process memp
+# check_report RUN UID PEER_SEEN: what each job's host table answered.
+check_report() {
+	/usr/bin/python3 - "$O" "$1" "$2" "$3" "$TEST_TMP/state/runs" <<'PY' || fail "$1: the host table answered otherwise (above)"
+import hashlib, json, sys
+out, run, uid, seen, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
+bad = []
+def want(job, what, got, exp):
+    if got != exp:
+        bad.append("%s/%s: %s is %r, want %r" % (run, job, what, got, exp))
+for job in ("first", "second"):
+    r = json.load(open("%s/%s.%s.json" % (out, run, job)))
+    art = "%s/%s/%s/work/out.txt" % (runs, run, job)
+    want(job, "own_value", r["own_value"], "v-%s-%s" % (run, job))
+    want(job, "upstream_value", r["upstream_value"], "v-%s-first" % run)
+    want(job, "newest of the history", (r["history"] or [{}])[0].get("value"), "v-%s-%s" % (run, job))
+    want(job, "artifact_found", r["artifact_found"], 1)
+    want(job, "artifact_path", r["artifact_path"], art)
+    want(job, "artifact_sha256", r["artifact_sha256"], hashlib.sha256(open(art, "rb").read()).hexdigest())
+    want(job, "input", r["input"], None if job == "first" else "%s/%s/first/work/out.txt" % (runs, run))
+    for k, v in (("spawn_rc", 0), ("exited", 1), ("status", 3), ("pings", 2), ("child_uid", str(uid)),
+                 ("kill_grace", "2s"), ("run_name", run), ("run_description", "probe " + run),
+                 ("attempt", 1), ("adopted", 0), ("uid", uid), ("cancelled", 0)):
+        want(job, k, r[k], v)
+    if job == "second":
+        peer_run = {"rootp": None, "memp": "rootp", "memq": "memp", "rootq": "memp"}[run]
+        want(job, "peer_value", r["peer_value"], "v-%s-second" % peer_run if seen else None)
+        want(job, "peer_artifact_found", r["peer_artifact_found"], 1 if seen else 0)
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+	# What the jobs reported reached the store as the daemon's own would.
+	local q="FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = '$1'"
+	[ "$(db "SELECT count(*) FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = j.run_id
+		WHERE r.name = '$1' AND v.key = 'probe.k'")" = 2 ] || fail "$1: the values were not stored"
+	[ "$(db "SELECT count(*) FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
+		WHERE r.name = '$1' AND m.name = 'probe.m' AND m.step = 3 AND m.value = 0.5")" = 2 ] || fail "$1: the metrics"
+	[ "$(db "SELECT count(*) FROM events WHERE run = '$1' AND type = 'job.probe_custom' AND data LIKE '%\"x\":1%'")" = 2 ] ||
+		fail "$1: the custom events"
+	[ "$(db "SELECT count(*) FROM events WHERE run = '$1' AND type = 'job.ping'")" = 4 ] || fail "$1: the programs' events"
+	[ "$(db "SELECT count(*) FROM events WHERE run = '$1' AND type = 'job.value'")" = 0 ] ||
+		fail "$1: a value became an event"
+	[ "$(db "SELECT group_concat(progress_unit) $q")" = "things,things" ] || fail "$1: the progress unit: $(db "SELECT group_concat(progress_unit) $q")"
+	for job in first second; do
+		local art=$TEST_TMP/state/runs/$1/$job/work/out.txt
+		[ "$(db "SELECT sha256 FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id
+			WHERE r.name = '$1' AND j.name = '$job' AND a.name = 'probed'")" = "$(sha256sum < "$art" | cut -d' ' -f1)" ] ||
+			fail "$1/$job: the artifact's digest"
+	done
+}
+check_report rootp 0 0
+check_report memp "$nobody" 0
+check_report memq "$nobody" 1
+check_report rootq 0 1
+note "the host table: the same answers in a stage process as in the daemon; another owner's run unseen"
 integrity_ok
 events_gapless
-note "kill -9 during a stage process: the leftover killed, the attempt lost, one output"
 echo ok
