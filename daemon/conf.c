@@ -389,6 +389,17 @@ conf_line(const struct conf *c, const char *section_key)
 	return cJSON_IsNumber(v) ? v->valueint : 0;
 }
 
+void
+conf_stage_path(const struct conf *c, char *buf, size_t len)
+{
+	const char *shim = c != NULL ? c->shim : "";
+	const char *slash = strrchr(shim, '/');
+	if (slash != NULL)
+		snprintf(buf, len, "%.*s/pipeline-stage", (int)(slash - shim), shim);
+	else
+		snprintf(buf, len, "%s/pipeline-stage", self_dir());
+}
+
 const char *
 conf_get(const struct conf *c, const char *section_key)
 {

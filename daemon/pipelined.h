@@ -213,6 +213,9 @@ int	conf_load(struct conf *c, const char *path, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);
+/* pipeline-stage, which runs stages as their run's owner: beside the
+ * shim (both are the daemon's helpers). */
+void	conf_stage_path(const struct conf *c, char *buf, size_t len);
 int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
 
 /* conf_check.c: every path the configuration names, checked as the daemon

@@ -171,25 +171,13 @@ context_write(pl_job *j, char *path, size_t len)
 	return rc;
 }
 
-/* pipeline-stage: next to the shim (both are the daemon's helpers). */
-static void
-stage_binary(const pl_job *j, char *buf, size_t len)
-{
-	const char *shim = j->conf ? j->conf->shim : "";
-	const char *slash = strrchr(shim, '/');
-	if (slash != NULL)
-		snprintf(buf, len, "%.*s/pipeline-stage", (int)(slash - shim), shim);
-	else
-		snprintf(buf, len, "%s/pipeline-stage", self_dir());
-}
-
 static int
 run_out_of_process(pl_job *j)
 {
 	char ctx[PATH_MAX], bin[PATH_MAX];
 	if (context_write(j, ctx, sizeof(ctx)) == -1)
 		return plugin_host.fail(j, "stage process: cannot write its context file");
-	stage_binary(j, bin, sizeof(bin));
+	conf_stage_path(j->conf, bin, sizeof(bin));
 	const char *argv[] = { bin, ctx, NULL };
 	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp),
 		.name = STAGE_PROC_NAME, .argv = argv };

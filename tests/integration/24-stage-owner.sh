@@ -20,8 +20,10 @@
 # daemon, a stage process that dies of a signal fails its job and not the
 # daemon, and kill -9 of the daemon while a member's stage process works
 # comes back to the same truth: the leftover process killed, the attempt
-# counted lost, the job run again to one output. Against a real pipelined
-# running as root.
+# counted lost, the job run again to one output; the host table answers
+# in a stage process as in the daemon (tests/plugins/hostprobe.c); and
+# pipelined -n wants pipeline-stage beside the shim. Against a real
+# pipelined running as root.
 . "$(dirname "$0")/../lib.sh"
 trap 'pl_kill9 2>/dev/null; exec 7>&- 2>/dev/null' EXIT
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
@@ -252,4 +254,13 @@ check_report rootq 0 1
 note "the host table: the same answers in a stage process as in the daemon; another owner's run unseen"
 integrity_ok
 events_gapless
+
+# 10. pipelined -n checks that pipeline-stage is beside the shim.
+pl_stop
+mkdir -p lone && cp "$TOP/daemon/pipeline-shim" lone/
+pl_conf "group = plsubmit" "shim = $TEST_TMP/lone/pipeline-shim"
+"$PIPELINED" -n -f "$PL_CONF" >n.out 2>&1 && fail "-n passed without pipeline-stage"
+grep -q "shim: $TEST_TMP/lone/pipeline-stage: No such file or directory" n.out ||
+	fail "-n: $(cat n.out)"
+note "-n: $(grep pipeline-stage n.out)"
 echo ok
