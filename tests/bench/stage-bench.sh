@@ -9,6 +9,16 @@
 # stage process's start and the reading of its events included). Prints
 # each round's ratio stage process / daemon and the medians, with the
 # machine's 1-minute load average at each run (the target: within 5%).
+# The stage process adds a fixed cost (the exec of pipeline-stage and its
+# libraries, the plugin's dlopen, the context file, the events read
+# back), nothing per byte: the copy and its hashing are the same code.
+# Measured on the shared two-core machine at load 17 (indicative only):
+# SIZE=tiny RUNS=7, medians convert 0.07 s in the daemon against 0.11 s in
+# a stage process, tensor_fix 0.23 s against 0.24 s: some 10-40 ms a job,
+# about 1-2% of the large fixture's convert on a quiet machine (1.65-1.93 s,
+# convert-bench.sh); SIZE=large RUNS=3 at load 10-20 ran 15-31 s per job
+# either way, the rounds' ratios 0.58-1.55: the load, not the stage
+# process. Rerun on a quiet machine for the figure against the target.
 #
 #   tests/bench/stage-bench.sh     (SIZE, default large, as convert-bench;
 #                                   RUNS, default 5; PL_BENCH_DIR, default
