@@ -201,9 +201,9 @@ struct relay {
 	int stop;
 };
 
-/* The child's complete new lines: artifact paths made absolute (they are
- * relative to its cwd), appended to the stage's events file, then handed
- * to on_event. */
+/* The child's complete new lines: artifacts hashed here, their paths
+ * made absolute (they are relative to its cwd), appended to the stage's
+ * events file, then handed to on_event. */
 static void
 relay_read(struct relay *r)
 {
@@ -243,11 +243,28 @@ relay_read(struct relay *r)
 			char type[128];
 			snprintf(type, sizeof(type), "%s", t->valuestring);
 			const cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "path");
-			if (strcmp(type, "artifact") == 0 && cJSON_IsString(pa) &&
-			    pa->valuestring[0] != '/') {
-				char *abs = path_resolve(r->cwd, pa->valuestring);
+			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+			int own = 0;
+			if (strcmp(type, "artifact") == 0 && cJSON_IsString(pa) && cJSON_IsString(nm)) {
+				/* Hashed here, as the owner, and passed on with its
+				 * digest as the stage's own: the daemon never reads a
+				 * path a program names with its own rights. */
+				char *jp = path_resolve(r->cwd, pa->valuestring), hex[65];
+				char *abs = realpath(jp, NULL);
+				uint64_t size;
+				free(jp);
+				if (abs == NULL || job_digest(abs, hex, &size) == -1) {
+					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
+					    pa->valuestring, strerror(errno));
+					free(abs);
+					cJSON_Delete(o);
+					continue;
+				}
 				cJSON_ReplaceItemInObject(o, "path", cJSON_CreateString(abs));
+				cJSON_DeleteItemFromObject(o, "sha256");
+				cJSON_AddStringToObject(o, "sha256", hex);
 				free(abs);
+				own = 1;
 			}
 			if (strcmp(type, "error") == 0) {
 				const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "message");
@@ -256,7 +273,7 @@ relay_read(struct relay *r)
 					    m->valuestring);
 			}
 			cJSON_DeleteItemFromObject(o, "type");
-			emit_line(r->j, type, o, 0);
+			emit_line(r->j, type, o, own);
 			if (r->spec->on_event && !r->stop &&
 			    r->spec->on_event(r->spec->arg, type, ln) != 0)
 				r->stop = 1;

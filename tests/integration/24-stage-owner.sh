@@ -240,7 +240,22 @@ PY
 	[ "$(db "SELECT count(*) FROM events WHERE run = '$1' AND type = 'job.value'")" = 0 ] ||
 		fail "$1: a value became an event"
 	[ "$(db "SELECT group_concat(progress_unit) $q")" = "things,things" ] || fail "$1: the progress unit: $(db "SELECT group_concat(progress_unit) $q")"
+	# A program's artifacts: its own file registered with its digest;
+	# /etc/shadow only for root's run (a member's stage process hashes
+	# what its programs name as the member, and cannot read it).
+	local sq="SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = '$1' AND a.name = 'secret'"
+	if [ "$2" = 0 ]; then
+		[ "$(db "$sq")" = 2 ] || fail "$1: root's program's artifact /etc/shadow: $(db "$sq")"
+	else
+		[ "$(db "$sq")" = 0 ] || fail "$1: the member's program registered /etc/shadow, hashed as root"
+		grep -q "artifact secret: /etc/shadow: Permission denied" "$TEST_TMP/state/runs/$1/second/job.log" ||
+			fail "$1: the job log does not say why /etc/shadow was not registered"
+	fi
 	for job in first second; do
+		local cu=$TEST_TMP/state/runs/$1/$job/work/child.uid
+		[ "$(db "SELECT sha256 FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id
+			WHERE r.name = '$1' AND j.name = '$job' AND a.name = 'childart'")" = "$(sha256sum < "$cu" | cut -d' ' -f1)" ] ||
+			fail "$1/$job: the program's artifact's digest"
 		local art=$TEST_TMP/state/runs/$1/$job/work/out.txt
 		[ "$(db "SELECT sha256 FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id
 			WHERE r.name = '$1' AND j.name = '$job' AND a.name = 'probed'")" = "$(sha256sum < "$art" | cut -d' ' -f1)" ] ||

@@ -5,7 +5,8 @@
  * again (its own, an upstream job's, another run's: `peer`), an input
  * defaulting to the upstream artifact, progress, a metric, a custom
  * event, a spawned program (its events handed to on_event, the user it
- * runs as), configuration lookups, identity and the process's own user. */
+ * runs as, the artifacts it reports: its own file and /etc/shadow),
+ * configuration lookups, identity and the process's own user. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,10 @@ run(pl_job *job)
 
 	static const char *const argv[] = { "sh", "-c",
 		"echo '{\"type\":\"ping\",\"n\":7}' >> \"$PL_EVENTS\"; "
-		"echo '{\"type\":\"ping\",\"n\":8}' >> \"$PL_EVENTS\"; id -u > child.uid; exit 3", NULL };
+		"echo '{\"type\":\"ping\",\"n\":8}' >> \"$PL_EVENTS\"; id -u > child.uid; "
+		"echo '{\"type\":\"artifact\",\"name\":\"childart\",\"path\":\"child.uid\"}' >> \"$PL_EVENTS\"; "
+		"echo '{\"type\":\"artifact\",\"name\":\"secret\",\"path\":\"/etc/shadow\"}' >> \"$PL_EVENTS\"; "
+		"exit 3", NULL };
 	struct pings pings = { 0 };
 	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp), .name = "child",
 		.argv = argv, .on_event = on_event, .arg = &pings };
