@@ -401,6 +401,10 @@ char	*store_value_history(struct store *s, const char *key, int limit);
  * lookups: {"values":[{job,key,value,ts}],"artifacts":[{job,name,path,
  * sha256}]}; NULL when there is no such run. */
 cJSON	*store_run_snapshot(struct store *s, const char *run);
+/* The newest limit values of the runs whose owner's uid is uid (NULL:
+ * every run), newest first, as [{run,job,key,value,ts}]: what
+ * value_history() answers from in a stage process. */
+cJSON	*store_values_recent(struct store *s, const char *uid, int limit);
 int	store_artifact_find(struct store *s, const char *run, const char *job,
 	    const char *name, char *path, size_t pathlen, char *sha256);
 /* Procs (spawned processes). */

@@ -98,6 +98,7 @@ stagectx_note_value(pl_job *j, const char *key, const char *value)
 	cJSON_AddStringToObject(v, "key", key);
 	cJSON_AddStringToObject(v, "value", value ? value : "");
 	cJSON_AddNumberToObject(v, "ts", now_wall());
+	cJSON_AddTrueToObject(v, "new");
 	cJSON_InsertItemInArray(own_list(j, "values"), 0, v);
 }
 
@@ -139,35 +140,33 @@ stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *
 	return NULL;
 }
 
-/* Across the runs handed over only (this run, its previous, those its
- * section names), newest first. */
+/* From the history the daemon handed over (the newest values of the
+ * runs of the same owner) and what the stage stored since, newest first. */
 char *
 stagectx_value_history(pl_job *j, const char *key, int limit)
 {
 	cJSON *a = cJSON_CreateArray();
-	const cJSON *r, *v;
-	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j->ctx, "runs"))
-		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(r, "values"))
-			if (strcmp(str_of(v, "key"), key) == 0) {
-				cJSON *o = cJSON_CreateObject();
-				cJSON_AddStringToObject(o, "run", r->string);
-				cJSON_AddStringToObject(o, "job", str_of(v, "job"));
-				cJSON_AddStringToObject(o, "value", str_of(v, "value"));
-				const cJSON *ts = cJSON_GetObjectItemCaseSensitive(v, "ts");
-				cJSON_AddNumberToObject(o, "ts", cJSON_IsNumber(ts) ? ts->valuedouble : 0);
-				/* Newest first: insertion into the sorted array. */
-				int at = 0;
-				const cJSON *c;
-				cJSON_ArrayForEach(c, a) {
-					if (cJSON_GetObjectItemCaseSensitive(c, "ts")->valuedouble <
-					    cJSON_GetObjectItemCaseSensitive(o, "ts")->valuedouble)
-						break;
-					at++;
-				}
-				cJSON_InsertItemInArray(a, at, o);
-			}
-	while (limit > 0 && cJSON_GetArraySize(a) > limit)
-		cJSON_DeleteItemFromArray(a, cJSON_GetArraySize(a) - 1);
+	const cJSON *v;
+	int n = 0;
+	cJSON_ArrayForEach(v, own_list(j, "values"))
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "new")) &&
+		    strcmp(str_of(v, "key"), key) == 0 && (limit <= 0 || n < limit)) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", j->run);
+			cJSON_AddStringToObject(o, "job", str_of(v, "job"));
+			cJSON_AddStringToObject(o, "value", str_of(v, "value"));
+			cJSON_AddItemToObject(o, "ts", cJSON_Duplicate(
+			    cJSON_GetObjectItemCaseSensitive(v, "ts"), 1));
+			cJSON_AddItemToArray(a, o);
+			n++;
+		}
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(j->ctx, "history"))
+		if (strcmp(str_of(v, "key"), key) == 0 && (limit <= 0 || n < limit)) {
+			cJSON *o = cJSON_Duplicate(v, 1);
+			cJSON_DeleteItemFromObject(o, "key");
+			cJSON_AddItemToArray(a, o);
+			n++;
+		}
 	char *t = cJSON_PrintUnformatted(a);
 	cJSON_Delete(a);
 	return t;

@@ -121,6 +121,21 @@ runs_snapshot(pl_job *j)
 	return runs;
 }
 
+/* What value_history() may see: the newest values of every run the
+ * stage may look into (the owner's; every run for the daemon's user). */
+#define HISTORY_MAX 10000
+static cJSON *
+history(pl_job *j)
+{
+	uid_t uid;
+	gid_t gid;
+	char u[16];
+	if (owner_ids(j->owner, &uid, &gid) == -1 || uid == geteuid())
+		return store_values_recent(j->store, NULL, HISTORY_MAX);
+	snprintf(u, sizeof(u), "%u", (unsigned)uid);
+	return store_values_recent(j->store, u, HISTORY_MAX);
+}
+
 /* The context file, attempt-N.stage.json in the job's directory: the
  * owner's to read, written whole under its final name. */
 static int
@@ -142,6 +157,7 @@ context_write(pl_job *j, char *path, size_t len)
 	cJSON_AddItemToObject(o, "inputs", host_inputs_resolve(j));
 	cJSON_AddItemToObject(o, "conf", stage_conf_copy(j->conf));
 	cJSON_AddItemToObject(o, "runs", runs_snapshot(j));
+	cJSON_AddItemToObject(o, "history", history(j));
 	if (j->deadline > 0)
 		cJSON_AddNumberToObject(o, "seconds_left", j->deadline - now_mono());
 	char *text = cJSON_PrintUnformatted(o);

@@ -155,6 +155,36 @@ store_run_snapshot(struct store *s, const char *run)
 	return o;
 }
 
+cJSON *
+store_values_recent(struct store *s, const char *uid, int limit)
+{
+	cJSON *a = cJSON_CreateArray();
+	char like[32];
+	snprintf(like, sizeof(like), "%s:%%", uid ? uid : "");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT r.name, j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
+	    " WHERE ?1 IS NULL OR r.owner LIKE ?2 ORDER BY v.ts DESC, v.id DESC LIMIT ?3");
+	if (st) {
+		if (uid != NULL)
+			sqlite3_bind_int(st, 1, 1);
+		sqlite3_bind_text(st, 2, like, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 3, limit);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", col_text(st, 0));
+			cJSON_AddStringToObject(o, "job", col_text(st, 1));
+			cJSON_AddStringToObject(o, "key", col_text(st, 2));
+			cJSON_AddStringToObject(o, "value", col_text(st, 3));
+			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 4));
+			cJSON_AddItemToArray(a, o);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
 int
 store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
     char *path, size_t pathlen, char *sha256)

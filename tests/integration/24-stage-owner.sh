@@ -213,6 +213,9 @@ for job in ("first", "second"):
     want(job, "own_value", r["own_value"], "v-%s-%s" % (run, job))
     want(job, "upstream_value", r["upstream_value"], "v-%s-first" % run)
     want(job, "newest of the history", (r["history"] or [{}])[0].get("value"), "v-%s-%s" % (run, job))
+    want(job, "the runs in the history", sorted(set(h["run"] for h in r["history"])),
+         sorted({"rootp": ["rootp"], "memp": ["memp"], "memq": ["memq", "memp"],
+                 "rootq": ["rootp", "memp", "memq", "rootq"]}[run]))
     want(job, "artifact_found", r["artifact_found"], 1)
     want(job, "artifact_path", r["artifact_path"], art)
     want(job, "artifact_sha256", r["artifact_sha256"], hashlib.sha256(open(art, "rb").read()).hexdigest())
