@@ -152,6 +152,19 @@ kill -0 "$PL_PID" || fail "the daemon died with its stage process"
 pctl status >/dev/null || fail "the daemon does not answer"
 note "a stage process killed by SIGSEGV: $(jobmsg sig)"
 
+# 7b. cancelling a member's run stops its stage process (the shim's
+# SIGTERM to its process group).
+cp -r orig fifo3; rm fifo3/config.json; mkfifo fifo3/config.json; chmod -R a+rwX fifo3
+spec can "input = $TEST_TMP/fifo3" "output = $O/can"
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/can.ini >/dev/null || fail "can: submit"
+cpid=$(stage_pid can)
+pctl cancel can >/dev/null || fail "can: cancel"
+wait_run can cancelled 30
+for i in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$cpid" 2>/dev/null && fail "can: the stage process outlived its cancelled job"
+[ ! -e "$O/can" ] || fail "can: an output of the cancelled job"
+note "cancel: the stage process stopped, the run cancelled"
+
 # 8. kill -9 of the daemon during a member's stage process.
 cp -r orig fifo2; rm fifo2/config.json; mkfifo fifo2/config.json; chmod -R a+rwX fifo2
 spec k9 "input = $TEST_TMP/fifo2" "output = $O/k9"
