@@ -1164,8 +1164,8 @@ watch_draw(struct watch *w, const char *run)
 		if (l > namew)
 			namew = l;
 	}
-	if (namew > 24)
-		namew = 24;
+	if (namew > 32)
+		namew = 32;
 	int barw = cols - namew - 10 - 5 - 30;
 	if (barw > 40)
 		barw = 40;
