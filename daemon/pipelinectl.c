@@ -1399,7 +1399,7 @@ stage_help(const struct stage_reg *reg)
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
 		printf("  %-22s %s%s%s%s%s%s\n", k->name, k->help ? k->help : "",
-		    k->def ? " [default: " : "", k->def ? k->def : "", k->def ? "]" : "",
+		    k->def ? " (default: " : "", k->def ? k->def : "", k->def ? ")" : "",
 		    (k->flags & PL_KEY_REQUIRED) ? " (required)" : "",
 		    k->artifact ? " (input)" : "");
 	}
