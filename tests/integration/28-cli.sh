@@ -134,6 +134,9 @@ pctl --json submit nosuch.ini >j.out; err_shape j.out submit ELOCAL 1
 printf '[run]\nname = x\n[a]\nstage = exce\n' >typo.ini
 pctl --json check typo.ini >j.out; err_shape j.out check EINVAL 1
 grep -q 'did you mean' j.out || fail "check --json: $(cat j.out)"
+printf 'not a gguf file\n' >bad.gguf
+pctl --json gguf bad.gguf >j.out; err_shape j.out gguf EINVAL 1
+pctl --json plot hello --job nosuch -o x.png >j.out; err_shape j.out plot ENOENT 4
 pctl --json check "$TOP/etc/examples/hello.ini" >j.out
 json_is j.out "o['ok'] is True and o['run'] == 'hello' and o['errors'] == []" || fail "check --json OK: $(cat j.out)"
 pctl --json stage --list >j.out
