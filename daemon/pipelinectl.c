@@ -1109,9 +1109,9 @@ eta_json(const struct watch *w, const struct wjob *j)
 
 /* One line of the live view, cut to the terminal's cols - 1 characters
  * so that it never wraps (a wrapped line would break the redraw's count
- * of lines to go up); the state word coloured. */
+ * of lines to go up); the state word, the first after byte skip, coloured. */
 static void
-draw_line(int cols, const char *state, const char *fmt, ...)
+draw_line(int cols, const char *state, size_t skip, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
@@ -1121,7 +1121,7 @@ draw_line(int cols, const char *state, const char *fmt, ...)
 	size_t n = u8_bytes(line, cols - 1);
 	line[n] = '\0';
 	const char *col = state ? state_color(state) : "";
-	char *at = *col ? strstr(line, state) : NULL;
+	char *at = *col && skip < n ? strstr(line + skip, state) : NULL;
 	if (at == NULL) {
 		printf("\033[2K%s\n", line);
 		return;
@@ -1140,8 +1140,8 @@ failed_lines(const struct watch *w, const char *run, int cols, int tty)
 		if (pl_job_state_find(j->state) != PLJ_failed)
 			continue;
 		if (tty) {
-			draw_line(cols, NULL, "  %s: %s", j->name, *j->msg ? j->msg : "failed");
-			draw_line(cols, NULL, "    pipelinectl logs %s %s", run, j->name);
+			draw_line(cols, NULL, 0, "  %s: %s", j->name, *j->msg ? j->msg : "failed");
+			draw_line(cols, NULL, 0, "    pipelinectl logs %s %s", run, j->name);
 		} else {
 			printf("  %s: %s\n    pipelinectl logs %s %s\n", j->name,
 			    *j->msg ? j->msg : "failed", run, j->name);
@@ -1189,13 +1189,15 @@ watch_draw(struct watch *w, const char *run)
 		size_t nb = u8_bytes(j->name, namew);
 		snprintf(name, sizeof(name), "%.*s", (int)nb, j->name);
 		int pad = namew - u8_len(name, strlen(name));
-		draw_line(cols, j->state, "%s%*s %-10s [%s] %s%s%s", name, pad, "", j->state, bar, extra,
+		draw_line(cols, j->state, strlen(name) + (size_t)pad, "%s%*s %-10s [%s] %s%s%s", name,
+		    pad, "", j->state, bar, extra,
 		    *extra && *j->note ? "; " : "", j->note);
 		lines++;
 	}
 	char rw[160];
 	run_words(w, rw, sizeof(rw));
-	draw_line(cols, w->run_state, "run %s: %s%s%s%s%s", run, w->run_state, *rw ? ", " : "", rw,
+	draw_line(cols, w->run_state, strlen(run) + 5, "run %s: %s%s%s%s%s", run, w->run_state,
+	    *rw ? ", " : "", rw,
 	    *w->run_msg ? ": " : "", w->run_msg);
 	lines++;
 	if (run_final(w->run_state))

@@ -5,7 +5,8 @@
 # own with a loss, so lines longer than 60 columns while it runs, a job that
 # fails) leaves exactly the screen of tests/golden/watch-60.txt and
 # watch-160.txt: no line wrapped, no line of an earlier draw left behind,
-# the failed job's message and the logs command to run, exit status 6.
+# the failed job's message and the logs command to run, exit status 6;
+# the states coloured, and not with NO_COLOR.
 # tmux's capture-pane reads the screen as the terminal shows it. Runs
 # against the real daemon and CLI of this tree and Debian's tmux.
 . "$(dirname "$0")/../lib.sh"
@@ -33,6 +34,21 @@ for w in 60 160; do
 	diff -u "$TOP/tests/golden/watch-$w.txt" "got-$w.txt" ||
 	    fail "watch at $w columns left another screen than tests/golden/watch-$w.txt"
 	awk -v w="$w" 'length($0) > w - 1 { exit 1 }' "got-$w.txt" || fail "a line as wide as the terminal at $w columns"
+	# The states in colour on the terminal: green succeeded, red failed.
+	$T capture-pane -e -p -t "w$w" >"colour-$w.txt"
+	grep -q $'\033\[32msucceeded' "colour-$w.txt" || fail "no green succeeded at $w columns: $(cat -v "colour-$w.txt")"
+	grep -q $'\033\[1;31mfailed\|\033\[1m\033\[31mfailed\|\033\[31m\033\[1mfailed' "colour-$w.txt" ||
+	    fail "no red failed at $w columns: $(cat -v "colour-$w.txt")"
 done
+# NO_COLOR: the same screen, no colour.
+$T new-session -d -s nc -x 100 -y 24 \
+    "NO_COLOR=1 TERM=screen '$PIPELINECTL' -f '$PL_CONF' watch wide; echo rc=\$?; sleep 600" || fail "tmux new-session"
+for _ in $(seq 1 100); do
+	$T capture-pane -e -p -t nc >nc.txt
+	grep -q '^rc=' nc.txt && break
+	sleep 0.1
+done
+grep -q '^rc=6' nc.txt || fail "watch with NO_COLOR: $(cat -v nc.txt)"
+grep -q $'\033\[3[0-9]m' nc.txt && fail "colour despite NO_COLOR: $(cat -v nc.txt)"
 pl_stop
 echo ok
