@@ -324,7 +324,7 @@ load_conf(void)
 		char *errs = NULL;
 		if (conf_load(&conf, path, &errs) == -1) {
 			if (conf_path != NULL)
-				errx(1, "%s", errs ? errs : path);
+				ctl_fail(CTL_ERROR, "EINVAL", "%s", errs ? errs : path);
 			warnx("ignoring %s:\n%s", path, errs ? errs : "");
 		}
 		free(errs);
@@ -367,7 +367,7 @@ sock_connect(const char *path)
 	strcpy(sun.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd == -1)
-		err(1, "socket");
+		ctl_fail(CTL_ERROR, "ELOCAL", "socket: %s", strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
 		if (errno == ENOENT || errno == ECONNREFUSED)
 			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined is not running (no daemon at %s)",
@@ -421,7 +421,7 @@ conn_send(struct conn *c, cJSON *req)
 	size_t n = strlen(t);
 	t[n] = '\n';
 	if (plc_write_all(c->fd, t, n + 1) == -1)
-		err(1, "write to pipelined");
+		ctl_fail(CTL_ENODAEMON, "ENODAEMON", "write to pipelined: %s", strerror(errno));
 	free(t);
 }
 
