@@ -40,6 +40,9 @@ for w in 60 160; do
 	grep -q $'\033\[1;31mfailed\|\033\[1m\033\[31mfailed\|\033\[31m\033\[1mfailed' "colour-$w.txt" ||
 	    fail "no red failed at $w columns: $(cat -v "colour-$w.txt")"
 done
+# status speaks the stage's own unit as watch does (the store kept it).
+pctl status wide | grep -Eq '^train +exec +succeeded +1 +[0-9]+s +6/6 optimizer-steps' ||
+    fail "status does not show the job's own unit: $(pctl status wide)"
 # NO_COLOR: the same screen, no colour.
 $T new-session -d -s nc -x 100 -y 24 \
     "NO_COLOR=1 TERM=screen '$PIPELINECTL' -f '$PL_CONF' watch wide; echo rc=\$?; sleep 600" || fail "tmux new-session"
