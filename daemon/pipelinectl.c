@@ -682,12 +682,36 @@ cmd_status(int argc, char **argv)
 	return rc;
 }
 
+/* A job the user named must be one of the run's (values and metrics of a
+ * misspelt job would otherwise be an empty answer): else exit 4 with a
+ * did-you-mean. */
+static void
+known_job(const char *run, const char *job)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	request(PLV_status, a, &r, Q_DATA);
+	const cJSON *x;
+	struct suggest sg = { .word = job };
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		if (strcmp(jstr(x, "name"), job) == 0) {
+			cJSON_Delete(r);
+			return;
+		}
+		suggest_try(&sg, jstr(x, "name"));
+	}
+	char hint[256];
+	suggest_hint(&sg, hint, sizeof(hint));
+	ctl_fail(CTL_ENOENT, pl_proto_err_name(PLP_ENOENT), "no job %s in run %s%s", job, run, hint);
+}
+
 static int
 cmd_logs(int argc, char **argv)
 {
 	int follow = opt_val(cmd_find("logs"), "-f") != NULL;
 	const char *run = A.pos[0], *job = A.pos[1];
 	double offset = 0;
+	known_job(run, job);
 	for (;;) {
 		cJSON *a = cJSON_CreateObject();
 		cJSON_AddStringToObject(a, "run", run);
@@ -714,28 +738,6 @@ cmd_logs(int argc, char **argv)
 		usleep(300000);
 	}
 	return CTL_OK;
-}
-
-/* A job the user named must be one of the run's: values and metrics of a
- * misspelt job would otherwise be an empty answer. */
-static void
-known_job(const char *run, const char *job)
-{
-	cJSON *a = cJSON_CreateObject(), *r = NULL;
-	cJSON_AddStringToObject(a, "run", run);
-	request(PLV_status, a, &r, Q_DATA);
-	const cJSON *x;
-	struct suggest sg = { .word = job };
-	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
-		if (strcmp(jstr(x, "name"), job) == 0) {
-			cJSON_Delete(r);
-			return;
-		}
-		suggest_try(&sg, jstr(x, "name"));
-	}
-	char hint[256];
-	suggest_hint(&sg, hint, sizeof(hint));
-	ctl_fail(CTL_ENOENT, pl_proto_err_name(PLP_ENOENT), "no job %s in run %s%s", job, run, hint);
 }
 
 static int

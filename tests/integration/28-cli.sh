@@ -120,6 +120,8 @@ grep -q "values: no job nosuchjob in run hello" rc.err || fail "values nosuchjob
 rc_is 4 "values hello joni" pctl values hello joni
 grep -q 'did you mean "join"' rc.err || fail "values joni: $(cat rc.err)"
 rc_is 4 "logs hello nosuch" pctl logs hello nosuch
+rc_is 4 "logs hello gret" pctl logs hello gret
+grep -q 'logs: no job gret in run hello; did you mean "greet"' rc.err || fail "logs gret: $(cat rc.err)"
 rc_is 2 "logs without JOB" pctl logs hello
 grep -q "logs: missing JOB.*the jobs of run hello: greet, left, right, join" rc.err ||
     fail "logs RUN does not list the run's jobs: $(cat rc.err)"
