@@ -189,10 +189,21 @@ comp() {
 [ "$(comp pipelinectl logs hello "" | tr '\n' ' ')" = "greet join left right " ] || fail "bash completion of jobs: $(comp pipelinectl logs hello "")"
 comp pipelinectl status "" | grep -qx bad || fail "bash completion of runs: $(comp pipelinectl status "")"
 [ "$(comp pipelinectl artifacts hello --b)" = --bytes ] || fail "bash completion of options"
-if command -v zsh >/dev/null; then
-	zsh -n "$TOP/etc/completion/_pipelinectl" || fail "_pipelinectl does not parse in zsh"
-else
-	fail "zsh is not installed (etc/deps.sh installs it)"
-fi
+command -v zsh >/dev/null || fail "zsh is not installed (etc/deps.sh installs it)"
+zsh -n "$TOP/etc/completion/_pipelinectl" || fail "_pipelinectl does not parse in zsh"
+# zsh: the candidates _pipelinectl hands compadd (stubbed to print them;
+# zsh's own compadd filters them by the prefix typed).
+cat >zcomp.zsh <<'ZSH'
+compadd() { [[ $1 == -- ]] && shift; print -l -- "$@"; }
+_files() { print -- "<files>"; }
+source "$1"; shift
+words=("$@"); CURRENT=$#
+_pipelinectl
+ZSH
+zcomp() { PIPELINED_CONF=$PL_CONF PATH="$TOP/daemon:$PATH" zsh -f zcomp.zsh "$TOP/etc/completion/_pipelinectl" "$@" | grep . | sort | tr '\n' ' '; }
+[ "$(zcomp pipelinectl logs hello "")" = "greet join left right " ] || fail "zsh completion of jobs: $(zcomp pipelinectl logs hello "")"
+zcomp pipelinectl wat | grep -q " watch " || fail "zsh completion of verbs: $(zcomp pipelinectl wat)"
+zcomp pipelinectl status "" | grep -q "bad hello" || fail "zsh completion of runs: $(zcomp pipelinectl status "")"
+[ "$(zcomp pipelinectl check "")" = "<files> " ] || fail "zsh completion of a spec: $(zcomp pipelinectl check "")"
 pl_stop
 echo ok
