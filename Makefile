@@ -202,12 +202,19 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/pipelined/web
 	install -m 0644 etc/web/index.html etc/web/app.js etc/web/app.css $(DESTDIR)$(PREFIX)/share/pipelined/web/
 	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 etc/completion/pipelinectl.bash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl
+	install -m 0644 etc/completion/_pipelinectl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/pipelined $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pipelined $(DESTDIR)$(PREFIX)/include/pipeline \
 	    $(DESTDIR)$(PREFIX)/share/pipelined
 	for m in man/*.[1-8]; do b=$${m##*/}; s=$${m##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$$b; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl
 
 clean:
 	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \

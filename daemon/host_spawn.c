@@ -166,10 +166,12 @@ events_read(struct evreader *r)
 				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
 				const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
 				const cJSON *u = cJSON_GetObjectItemCaseSensitive(L->o, "unit");
+				/* The program's own unit (optimizer-steps, examples), as
+				 * the feed has it: status and watch say the same. */
 				if (cJSON_IsNumber(s))
 					store_job_progress(r->j->store, r->j->job_id, s->valuedouble,
 					    cJSON_IsNumber(t) ? t->valuedouble : 0,
-					    cJSON_IsString(u) ? u->valuestring : "step");
+					    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
 				/* The feed speaks done/total/unit for every progress. */
 				cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
 				if (!cJSON_HasObjectItem(d, "unit"))
