@@ -240,7 +240,7 @@ job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
-		j->rc = j->reg->st->run(j->pj);
+		j->rc = stage_run(j->pj);
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;

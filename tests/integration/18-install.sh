@@ -5,7 +5,7 @@
 . "$(dirname "$0")/../lib.sh"
 D=$TEST_TMP/dest
 make -s -C "$TOP" install PREFIX=/opt/pl DESTDIR="$D" >/dev/null || fail "make install"
-for f in sbin/pipelined bin/pipelinectl lib/pipelined/pipeline-shim lib/pipelined/plugins/exec.so \
+for f in sbin/pipelined bin/pipelinectl lib/pipelined/pipeline-shim lib/pipelined/pipeline-stage lib/pipelined/plugins/exec.so \
     include/pipeline/plugin.h share/man/man8/pipelined.8 share/man/man1/pipelinectl.1 \
     share/man/man5/pipeline.ini.5 share/pipelined/examples/hello.ini \
     share/pipelined/examples/tiny.ini share/pipelined/examples/tiny/cases.jsonl \
