@@ -1710,7 +1710,7 @@ static const struct cmd {
 	{ PLV_COUNT, "report", ctl_report, "RUN",
 	    "bake results side by side, and the verdict", report_opts, NULL },
 	{ PLV_web, NULL, cmd_web, "[RUN]",
-	    "a one-time login link to the status page, seeing what you may", no_opts, NULL },
+	    "a one-time login link to the status page (your runs)", no_opts, NULL },
 	{ PLV_COUNT, "plot", ctl_plot, "RUN",
 	    "a train job's loss and learning rate per step", plot_opts, NULL },
 	{ PLV_COUNT, "doctor", ctl_doctor, "[SPEC]",
