@@ -380,13 +380,68 @@ sock_connect(const char *path)
 	return fd;
 }
 
+/*
+ * Text from the store (event messages, progress units, descriptions, job
+ * messages, logs) is the daemon's to pass on, not ours to trust: a job
+ * program writes what it likes. Before it reaches a terminal, every
+ * control character in it is shown escaped (ESC as \x1b, a C1 control
+ * as \u009b), so no title, colour, cursor move or screen clear gets
+ * through; a log keeps its newlines and tabs (logs --raw keeps all).
+ * --json output is JSON, whose strings escape them already.
+ */
+static char *
+defang(const char *s, int keep_lines)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		n += (*p < 0x20 || *p == 0x7f) ? 4 : (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) ? 5 : 1;
+	char *out = malloc(n + 1), *o = out;
+	if (out == NULL)
+		err(1, "malloc");
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (keep_lines && (*p == '\n' || *p == '\t'))
+			*o++ = (char)*p;
+		else if (*p < 0x20 || *p == 0x7f)
+			o += sprintf(o, "\\x%02x", *p);
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			o += sprintf(o, "\\u%04x", *++p);
+		else
+			*o++ = (char)*p;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* defang() every string (and key) of a reply, in place. */
+static void
+defang_json(cJSON *o, int keep_lines)
+{
+	for (cJSON *c = o ? o->child : NULL; c; c = c->next) {
+		if (c->string != NULL && !(c->type & cJSON_StringIsConst)) {
+			char *k = defang(c->string, 0);
+			free(c->string);
+			c->string = k;
+		}
+		if (cJSON_IsString(c) && !(c->type & cJSON_IsReference)) {
+			char *v = defang(c->valuestring, keep_lines);
+			free(c->valuestring);
+			c->valuestring = v;
+		}
+		defang_json(c, keep_lines);
+	}
+}
+
+static int logs_raw;	/* logs --raw: the log's bytes as they are */
+
 struct conn {
 	int fd;
+	const char *path;
 	char *buf;
 	size_t len, cap;
 };
 
-/* Read one line (without the newline); NULL at EOF. */
+/* Read one line (without the newline); NULL at EOF. A line over
+ * PL_PROTO_MAX_REPLY bytes ends pipelinectl with one error line. */
 static char *
 conn_line(struct conn *c)
 {
@@ -399,6 +454,9 @@ conn_line(struct conn *c)
 			c->len -= n + 1;
 			return line;
 		}
+		if (c->len >= PL_PROTO_MAX_REPLY)
+			ctl_fail(CTL_ERROR, "ETOOLONG", "pipelined sent a line of over %d MiB without "
+			    "its end: is %s pipelined's socket?", PL_PROTO_MAX_REPLY >> 20, c->path);
 		if (c->cap - c->len < 65536) {
 			c->cap = c->cap ? c->cap * 2 : 131072;
 			c->buf = realloc(c->buf, c->cap);
@@ -439,6 +497,7 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 	if (ctl_conn.fd == -1) {
 		load_conf();
 		ctl_conn.fd = sock_connect(control_path);
+		ctl_conn.path = control_path;
 		cJSON *h = cJSON_CreateObject();
 		cJSON_AddStringToObject(h, "verb", pl_verb_name(PLV_hello));
 		cJSON_AddNumberToObject(h, "version", PL_PROTO_VERSION);
@@ -468,8 +527,11 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 		if (line == NULL)
 			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined closed the connection");
 		cJSON *r = cJSON_Parse(line);
-		if (r == NULL)
-			ctl_fail(CTL_ERROR, "EPROTO", "pipelined sent a malformed line: %.200s", line);
+		if (r == NULL) {
+			line[strnlen(line, 200)] = '\0';
+			ctl_fail(CTL_ERROR, "EPROTO", "pipelined sent a malformed line: %s",
+			    defang(line, 0));
+		}
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
 		if (!cJSON_IsString(st)) { /* a data line */
 			if (!(quiet & Q_DATA))
@@ -479,6 +541,8 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 			continue;
 		}
 		free(line);
+		if (!ctl_json && !(verb == PLV_logs && logs_raw))
+			defang_json(r, verb == PLV_logs);
 		if (strcmp(st->valuestring, "ok") == 0) {
 			if (result)
 				*result = cJSON_DetachItemFromObject(r, "result");
@@ -709,6 +773,7 @@ static int
 cmd_logs(int argc, char **argv)
 {
 	int follow = opt_val(cmd_find("logs"), "-f") != NULL;
+	logs_raw = opt_val(cmd_find("logs"), "--raw") != NULL;
 	const char *run = A.pos[0], *job = A.pos[1];
 	double offset = 0;
 	known_job(run, job);
@@ -799,7 +864,8 @@ cmd_simple(enum pl_verb verb)
 
 /* ---- web ------------------------------------------------------------- */
 
-/* The status page's address; off loopback, a one-time login link. */
+/* A one-time login link to the status page, whose session sees the runs
+ * this user may (pipelined(8) SECURITY). */
 static int
 cmd_web(int argc, char **argv)
 {
@@ -813,7 +879,8 @@ cmd_web(int argc, char **argv)
 	}
 	char url[1024];
 	if (*code)
-		snprintf(url, sizeof(url), "http://%s/login?code=%s", listen, code);
+		snprintf(url, sizeof(url), "http://%s/login?code=%s%s%s", listen, code,
+		    run ? "&run=" : "", run ? run : "");
 	else
 		snprintf(url, sizeof(url), "http://%s/%s%s", listen, run ? "#run=" : "",
 		    run ? run : "");
@@ -1251,7 +1318,7 @@ cmd_watch(int argc, char **argv)
 	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
 	watch_history(&w, run);
 
-	struct conn fc = { .fd = sock_connect(feed_path) };
+	struct conn fc = { .fd = sock_connect(feed_path), .path = feed_path };
 	cJSON *req = cJSON_CreateObject();
 	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
@@ -1291,6 +1358,7 @@ cmd_watch(int argc, char **argv)
 			free(line);
 			continue;
 		}
+		defang_json(ev, 0);
 		if (cJSON_GetObjectItemCaseSensitive(ev, "status") != NULL) {
 			/* An error from the feed (unknown run, bad request). */
 			const char *e = jstr(ev, "error");
@@ -1591,6 +1659,7 @@ static const struct copt watch_opts[] = {
 	{ NULL, NULL, NULL, 0 } };
 static const struct copt logs_opts[] = {
 	{ "-f", NULL, "follow the log while the job runs", 0 },
+	{ "--raw", NULL, "the log's bytes as they are, control characters too", 0 },
 	{ NULL, NULL, NULL, 0 } };
 static const struct copt artifacts_opts[] = {
 	{ "--bytes", NULL, "sizes in bytes instead of KiB, MiB, GiB", 0 },
@@ -1626,7 +1695,8 @@ static const struct cmd {
 	    watch_opts, NULL },
 	{ PLV_status, NULL, cmd_status, "[RUN]", "runs, or one run's jobs", no_opts, NULL },
 	{ PLV_list, NULL, cmd_list, "", "runs, newest first", no_opts, NULL },
-	{ PLV_logs, NULL, cmd_logs, "RUN JOB", "a job's log", logs_opts, NULL },
+	{ PLV_logs, NULL, cmd_logs, "RUN JOB", "a job's log (control characters escaped)", logs_opts,
+	    NULL },
 	{ PLV_cancel, NULL, cmd_cancel, "RUN", "cancel a run", no_opts, NULL },
 	{ PLV_retry, NULL, cmd_retry, "RUN [JOB]",
 	    "re-run what did not succeed (or JOB and what follows it)", no_opts, NULL },
@@ -1640,7 +1710,7 @@ static const struct cmd {
 	{ PLV_COUNT, "report", ctl_report, "RUN",
 	    "bake results side by side, and the verdict", report_opts, NULL },
 	{ PLV_web, NULL, cmd_web, "[RUN]",
-	    "the status page's address (a one-time login link off loopback)", no_opts, NULL },
+	    "a one-time login link to the status page (your runs)", no_opts, NULL },
 	{ PLV_COUNT, "plot", ctl_plot, "RUN",
 	    "a train job's loss and learning rate per step", plot_opts, NULL },
 	{ PLV_COUNT, "doctor", ctl_doctor, "[SPEC]",

@@ -77,8 +77,37 @@ struct suggest {
 void	suggest_try(struct suggest *s, const char *cand);
 const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
-/* notify.c: [notify], the outbox's delivery thread */
+/* access.c: who may see and act on which run (pipelined(8) SECURITY) */
 struct conf;
+struct sqlite3_stmt;
+struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUPS) */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[64];
+	int ngroups;
+};
+/* A viewer: ACCESS_ALL (root, the daemon's user, admin_group), or the
+ * uid whose runs it sees. */
+#define ACCESS_ALL ((int64_t)-1)
+/* The condition a query on runs r adds, with access_bind()'s :viewer. A
+ * query using it names its other parameters too, or numbers them all
+ * before it: SQLite gives :viewer the slot after the highest number seen
+ * before it, which a later ?N could take again. */
+#define ACCESS_SQL(r) "(:viewer IS NULL OR " r ".submitter = :viewer)"
+/* The credentials of a Unix socket's peer (and its pid, if pid): 0 or -1. */
+int	access_peer_of(int fd, struct access_peer *p, pid_t *pid);
+int	access_in_group(const struct access_peer *p, gid_t g);
+/* May the peer check, submit, cancel and retry at all (group, admin_group)? */
+int	access_may_write(const struct conf *conf, const struct access_peer *p);
+int64_t	access_viewer(const struct conf *conf, const struct access_peer *p);
+/* May viewer see and act on a run submitted by submitter (-1: unknown)? */
+int	access_run(int64_t viewer, int64_t submitter);
+/* Bind :viewer in st, if it has one. */
+void	access_bind(struct sqlite3_stmt *st, int64_t viewer);
+/* The refusal's text, in buf. */
+const char *access_refusal(int64_t viewer, const char *run, char *buf, size_t len);
+
+/* notify.c: [notify], the outbox's delivery thread */
 struct store;
 int	notify_start(const struct conf *conf, struct store *store);
 const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
@@ -87,18 +116,27 @@ void	notify_wake(void);
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
 void	httpd_stop(void);
-/* A one-time login code for the page (32 hex digits into out). */
-int	httpd_login_code(char *out, size_t outsz);
-int	httpd_token_needed(void);
+/* A one-time login code for the page (32 hex digits into out), whose
+ * session sees what viewer may (access.c). */
+int	httpd_login_code(char *out, size_t outsz, int64_t viewer);
+/* Are a and b the same non-empty string? Compared as HMACs: the time says
+ * nothing of where they differ, nor of their lengths. */
+int	httpd_equal(const char *a, const char *b);
+/* Is a Host: header one of names (space-separated, without ports)? */
+int	httpd_host_allowed(const char *host, const char *names);
+/* Where a request's header stands in the first len bytes of a connection. */
+enum { HEAD_MORE, HEAD_DONE, HEAD_URI_LONG, HEAD_TOO_LARGE };
+int	httpd_head_scan(const char *buf, size_t len);
 
 /* web.c: the status page's JSON, files and event stream (HTTP threads) */
 struct sse;
 void	web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
 	    const char *web_dir);
 char	*web_static(const char *url, const char **type, size_t *len);
+/* A JSON document for viewer (access.c); NULL with *status 404, 403 or 503. */
 char	*web_api(const char *url, const char *run, const char *job, const char *off,
-	    size_t *len, int *status);
-struct sse *web_sse_open(const char *run, long long since);
+	    int64_t viewer, size_t *len, int *status);
+struct sse *web_sse_open(const char *run, long long since, int64_t viewer);
 ssize_t	web_sse_read(struct sse *s, char *dst, size_t max);
 void	web_sse_close(struct sse *s);
 /* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
@@ -187,6 +225,8 @@ struct conf {
 	char log_file[PATH_MAX];
 	char group[64];
 	gid_t gid;                    /* (gid_t)-1 when no group is set */
+	char admin_group[64];         /* its members see and act on every run */
+	gid_t admin_gid;              /* (gid_t)-1 when unset */
 	char job_user[64];            /* root's submissions run as this user ("": root) */
 	uid_t job_uid;                /* its uid and primary group, (uid_t)-1 when unset */
 	gid_t job_gid;
@@ -195,7 +235,13 @@ struct conf {
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
 	char http_listen[256];        /* ADDRESS:PORT for /metrics and the page, or "" */
-	char http_token[256];         /* needed off loopback */
+	char http_token[256];         /* the bearer token: sees every run, and /metrics */
+	char http_host[512];          /* the Host: names answered ("": the address, localhost) */
+	int http_max_connections;     /* HTTP connections at once */
+	int http_max_per_ip;          /* HTTP connections from one address (0: no limit) */
+	int http_max_streams;         /* status page event streams at once */
+	double http_timeout;          /* seconds a connection may make no progress */
+	double http_header_timeout;   /* seconds to the end of a request's header */
 	char web_dir[PATH_MAX];       /* the page's files */
 	int control_max_clients;      /* control connections open at once */
 	double control_idle_timeout;  /* seconds a control connection may be silent */
@@ -257,6 +303,7 @@ struct spec {
 	char *name;        /* run name */
 	char *previous;
 	char *owner;       /* who its jobs run as: "UID:GID[:G1,G2...]" (NULL: the daemon's user) */
+	int64_t submitter; /* the uid that submitted it (SO_PEERCRED); -1: unknown */
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
@@ -319,7 +366,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 5 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -330,6 +377,7 @@ struct ann {
 	int64_t id;
 	char *run;
 	char *line;
+	int64_t submitter;   /* the run's submitter, filled by the feed when needed */
 	struct ann *next;
 };
 /* Called with each committed event, on the committing thread. */
@@ -430,14 +478,14 @@ int	store_proc_update(struct store *s, struct proc *p, int64_t events_offset);
 int	store_attempt_procs(struct store *s, int64_t attempt_id,
 	    struct proc_row **rows, int *n);
 /* Queries answering control verbs: return JSON (caller frees). */
-cJSON	*store_q_runs(struct store *s);
+cJSON	*store_q_runs(struct store *s, int64_t viewer);
 cJSON	*store_q_run(struct store *s, const char *run);
 cJSON	*store_q_values(struct store *s, const char *run, const char *job);
 cJSON	*store_q_artifacts(struct store *s, const char *run);
 cJSON	*store_q_metrics(struct store *s, const char *run, const char *job,
 	    const char *name);
 /* Events after since (optionally of one run), at most limit, as feed lines. */
-int	store_q_events(struct store *s, int64_t since, const char *run, int limit,
+int	store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, int limit,
 	    void (*fn)(void *arg, int64_t id, const char *line), void *arg);
 /* Runs that are not finished, for restart: id, name, spec path, text. */
 int	store_q_unfinished(struct store *s,
@@ -457,6 +505,8 @@ int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_
 int64_t	store_run_id(struct store *s, const char *name);
 char	*store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
+/* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
+int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 

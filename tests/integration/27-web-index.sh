@@ -16,7 +16,10 @@ ln -sfn "$NODE_MODULES/playwright-core" "$TEST_TMP/web/node_modules/playwright-c
 cp "$TOP/tests/web/page-test.mjs" "$TEST_TMP/web/"
 
 PORT=$(free_port)
-pl_conf "http_listen = 127.0.0.1:$PORT"
+# Every request needs a credential: the page test sends PL_TOKEN as a
+# bearer token (pipelined(8) SECURITY).
+export PL_TOKEN=index-token-0123456789
+pl_conf "http_listen = 127.0.0.1:$PORT" "http_token = $PL_TOKEN"
 pl_start
 U=http://127.0.0.1:$PORT
 pctl submit "$TOP/etc/examples/hello.ini" >/dev/null || fail "submit hello"

@@ -56,7 +56,7 @@ for v in $verbs; do
 	grep -q "^  $v" h.out || fail "the usage does not list $v"
 done
 # Every option a verb takes is in its help.
-for o in "logs -f" "watch --plain" "artifacts --bytes" "plot --size" "plot --job" "plot --vs" \
+for o in "logs -f" "logs --raw" "watch --plain" "artifacts --bytes" "plot --size" "plot --job" "plot --vs" \
     "report --vs" "submit --name" "stage -w" "stage --list"; do
 	set -- $o
 	grep -q -- "^  $2 " "$G/$1.txt" || fail "$1 --help does not list $2"

@@ -22,7 +22,10 @@ const submitCmd = killCmd;
 const fail = (m) => { console.error("FAIL: " + m); process.exit(1); };
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
-const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
+// Every request needs a credential: the bearer token in PL_TOKEN (it
+// outlives the daemon, which the reconnect test kills; a session does not).
+const page = await browser.newPage({ viewport: { width: 1280, height: 1100 },
+  extraHTTPHeaders: process.env.PL_TOKEN ? { Authorization: "Bearer " + process.env.PL_TOKEN } : {} });
 let loads = 0, dialogs = 0;
 const consoleErrors = [];
 page.on("load", () => { loads++; });
