@@ -917,6 +917,7 @@ struct wjob {
 	double t0;		/* when it began running (feed time), or 0 */
 	double loss;		/* the newest loss metric, if has_loss */
 	int has_loss;
+	double speedup;		/* the newest prefix_speedup metric, or 0 */
 	double hist;		/* median seconds in earlier runs, or -1 */
 	double rts[RATE_N], rdone[RATE_N];
 	int rn, rpos;
@@ -1119,6 +1120,8 @@ job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
 	size_t n = (size_t)snprintf(buf, sz, "%.0f/%.0f %s", j->done, j->total, j->unit);
 	if (j->has_loss && n < sz)
 		n += (size_t)snprintf(buf + n, sz - n, ", loss %.4g", j->loss);
+	if (j->speedup > 0 && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", shared prefix %.2fx", j->speedup);
 	double r = rate_get(j);
 	if (r > 0 && pl_job_state_find(j->state) == PLJ_running && n < sz) {
 		fmt_secs(left, sizeof(left), job_left(w, j));
@@ -1162,6 +1165,8 @@ eta_json(const struct watch *w, const struct wjob *j)
 	cJSON_AddStringToObject(o, "unit", j->unit);
 	if (j->has_loss)
 		cJSON_AddNumberToObject(o, "loss", j->loss);
+	if (j->speedup > 0)
+		cJSON_AddNumberToObject(o, "prefix_speedup", j->speedup);
 	if (r > 0) {
 		cJSON_AddNumberToObject(o, "per_second", r);
 		cJSON_AddNumberToObject(o, "eta_s", job_left(w, j));
@@ -1401,6 +1406,9 @@ cmd_watch(int argc, char **argv)
 			struct wjob *j = wjob_find(&w, job);
 			j->loss = jnum(ev, "value");
 			j->has_loss = 1;
+		} else if (strcmp(type, "job.metric") == 0 &&
+		    strcmp(jstr(ev, "name"), "prefix_speedup") == 0) {
+			wjob_find(&w, job)->speedup = jnum(ev, "value");
 		} else if (strcmp(type, "run.state") == 0) {
 			snprintf(w.run_state, sizeof(w.run_state), "%s", jstr(ev, "state"));
 			snprintf(w.run_msg, sizeof(w.run_msg), "%s", jstr(ev, "message"));
