@@ -104,7 +104,8 @@ wait_run w1 rejected 60
 printf '[run]\nname = w2\n[a]\nstage = exec\ncommand = sleep 12\n[b]\nstage = exec\nafter = a\ncommand = sleep 4\n' \
     >"$TEST_TMP/specs/w2.ini"
 pctl submit "$TEST_TMP/specs/w2.ini" >/dev/null || fail "submit w2"
-echo "$PIPELINED -d -f $PL_CONF >>$TEST_TMP/pipelined.out 2>&1 &" >"$TEST_TMP/restart.sh"
+# The restart waits for the killed daemon to be gone (its lock goes with it).
+echo "while kill -0 $PL_PID 2>/dev/null; do sleep 0.05; done; $PIPELINED -d -f $PL_CONF >>$TEST_TMP/pipelined.out 2>&1 &" >"$TEST_TMP/restart.sh"
 out=$(node_test reconnect "$U" w2 "$SHOTS" "kill -9 $PL_PID" "bash $TEST_TMP/restart.sh") ||
 	{ echo "$out"; fail "the reconnect test failed"; }
 note "reconnect: $out"
@@ -115,6 +116,9 @@ want=$(db "SELECT max(id) FROM events WHERE run = 'w2'")
 pl_kill9
 PL_PID=$(pgrep -f "pipelined -d -f $PL_CONF" | head -1)
 [ -n "$PL_PID" ] && kill -9 "$PL_PID"
+# Not this shell's child: wait until it is gone, or the next start finds
+# its lock (pipelined.pid) still held and names it.
+for _ in $(seq 1 100); do [ -n "$PL_PID" ] && kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
 PL_PID=
 
 # Off loopback: a token is needed.
