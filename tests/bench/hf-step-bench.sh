@@ -19,7 +19,8 @@
 # after), FILLER (words of system prompt per example, default 150),
 # SAVE_STEPS (default 5), BENCH_BASE (tiny, the default: the fixture in
 # nf4 with the 8-bit AdamW; real: Gemma 3 270M from tests/tools/realbase.sh
-# in float32 with AdamW, as the router demo trains it).
+# in float32 with AdamW, as the router demo trains it; a directory: that
+# checkpoint with the real base's settings).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
@@ -27,10 +28,11 @@ STEPS=${1:-12}
 T=${BENCH_TMP:-$(mktemp -d /tmp/hfbench.XXXXXX)}
 [ -n "${BENCH_TMP:-}" ] || trap 'rm -rf "$T"' EXIT
 cd "$T"
-if [ "${BENCH_BASE:-tiny}" = real ]; then
+if [ "${BENCH_BASE:-tiny}" != tiny ]; then
 	# The real base (Gemma 3 270M), as the router demo trains it: float32,
 	# unquantized, LoRA r16 on the seven projections, AdamW.
-	base=$("$TOP/tests/tools/realbase.sh" --path)
+	base=$BENCH_BASE
+	[ "$base" != real ] || base=$("$TOP/tests/tools/realbase.sh" --path)
 	extra='"load_in_4bit": false, "bnb_4bit_compute_dtype": "float32", "optim": "adamw_torch", "learning_rate": 0.0005'
 else
 	/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null

