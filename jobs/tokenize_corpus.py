@@ -70,9 +70,27 @@ Artifacts:
           concatenated), offsets int64 [n+1] (example i is
           input_ids[offsets[i]:offsets[i+1]]), prompt_len int32 [n],
           response_len int32 [n] (labels: -100 for the first prompt_len
-          positions, the ids after), keys (unicode) [n]
+          positions, the ids after), keys (unicode) [n], prefix_group
+          int32 [n] (the example's shared-prefix group, -1: none) and
+          prefix_len int32 [n] (the tokens it shares with its group, 0:
+          none; see Shared prefixes)
   stats   stats.json: examples, tokens, longest {key, tokens, response_len},
-          response_span {min, median, max}, prompt {min, max}, corpus_keys
+          response_span {min, median, max}, prompt {min, max},
+          shared_prefix_tokens, shared_prefix_share, shared_prefix
+          {groups: [{tokens, examples}], plain}, corpus_keys
+
+Shared prefixes (what train's shared_prefix trains once per step): the
+examples are grouped by their system message (the first message when its
+role is system; the examples without one form a group of their own).  In
+each group the prefix is the longest run of leading tokens shared by the
+most examples, chosen to save the most tokens (length x (examples - 1)):
+an outlier whose tokens part earlier (a different tokenization where the
+system prompt meets the user turn) does not shorten the others' prefix; it
+is trained the plain way (prefix_group -1).  A prefix stops at least one
+token before the shortest of its prompts, so every suffix holds the token
+that predicts the response's first.  shared_prefix_tokens is the longest
+group's prefix, shared_prefix_share the share of all prompt tokens the
+prefixes cover.  The data order of train is unchanged by any of it.
 """
 
 import json
@@ -324,6 +342,61 @@ def render_pair(tmpl, tok, msgs, key, eot):
     return prompt, resp[:cut + len(eot)]
 
 
+def _lcp(a, b, cap):
+    """How many leading tokens the sequences a and b share, at most cap."""
+    n = min(len(a), len(b), cap)
+    if n <= 0:
+        return 0
+    import numpy as np
+    ne = np.flatnonzero(a[:n] != b[:n])
+    return int(ne[0]) if len(ne) else n
+
+
+def shared_prefixes(ids, plen, system):
+    """(prefix_group [n], prefix_len [n], groups [{tokens, examples}]): the
+    shared prefixes of the prompts (see Shared prefixes above).  ids are
+    the examples' token arrays, plen their prompt lengths, system their
+    system message (None: none)."""
+    n = len(ids)
+    group = [-1] * n
+    length = [0] * n
+    out = []
+    bysys = {}
+    for i, s in enumerate(system):
+        bysys.setdefault(s, []).append(i)
+    for s in sorted(bysys, key=lambda x: (x is not None, x or "")):
+        members = bysys[s]
+        if len(members) < 2:
+            continue
+        # Sorted by their prompt tokens, the examples sharing a prefix of
+        # length L are a contiguous run, whose common prefix is the least
+        # of its neighbours' (capped) common prefixes: the run saving the
+        # most is the largest rectangle under that histogram.
+        order = sorted(members, key=lambda i: tuple(ids[i][:plen[i]].tolist()))
+        h = [_lcp(ids[a][:plen[a]], ids[b][:plen[b]], min(plen[a], plen[b]) - 1)
+             for a, b in zip(order, order[1:])]
+        best = (0, 0, 0)  # (saved tokens, first pair, last pair + 1)
+        stack = []  # (start, height)
+        for j, hj in enumerate(h + [0]):
+            start = j
+            while stack and stack[-1][1] >= hj:
+                st, sh = stack.pop()
+                if sh * (j - st) > best[0]:
+                    best = (sh * (j - st), st, j)
+                start = st
+            stack.append((start, hj))
+        saved, a, b = best
+        if saved <= 0:
+            continue
+        run = order[a:b + 1]
+        L = min(h[a:b])
+        g = len(out)
+        for i in run:
+            group[i], length[i] = g, L
+        out.append({"tokens": L, "examples": len(run)})
+    return group, length, out
+
+
 def body(job):
     import numpy as np
     cfg, ev = job.cfg, job.events
@@ -358,7 +431,7 @@ def body(job):
     examples = read_corpus(corpus)
     n = len(examples)
     ev.progress(0, n, unit="examples")
-    keys, ids_all, plen, rlen = [], [], [], []
+    keys, ids_all, plen, rlen, system = [], [], [], [], []
     bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": [],
            "over_vocab": []}
     limit_ctx = num_ctx - margin
@@ -397,6 +470,7 @@ def body(job):
                 bad["over_vocab"].append("%s (token id %d at position %d, %s; the model's vocab_size is %d)"
                                          % (key, top, j, "prompt" if j < len(p_ids) else "response", n_model))
             keys.append(key)
+            system.append(msgs[0]["content"] if msgs[0]["role"] == "system" else None)
             ids_all.append(np.asarray(ids, dtype=np.int32))
             plen.append(len(p_ids))
             rlen.append(len(r_ids))
@@ -419,6 +493,7 @@ def body(job):
     np.cumsum(lengths, out=offsets[1:])
     longest = int(np.argmax(lengths))
     resp = np.array(rlen, dtype=np.int64)
+    pgroup, plens, pgroups = shared_prefixes(ids_all, plen, system)
     stats = {
         "examples": n,
         "tokens": int(offsets[-1]),
@@ -426,6 +501,9 @@ def body(job):
                     "response_len": int(rlen[longest]), "prompt_len": int(plen[longest])},
         "response_span": {"min": int(resp.min()), "median": float(np.median(resp)), "max": int(resp.max())},
         "prompt": {"min": int(min(plen)), "max": int(max(plen))},
+        "shared_prefix_tokens": max([g["tokens"] for g in pgroups] or [0]),
+        "shared_prefix_share": round(sum(plens) / float(max(1, sum(plen))), 6),
+        "shared_prefix": {"groups": pgroups, "plain": sum(1 for g in pgroup if g < 0)},
         "max_seq_length": max_len, "num_ctx": num_ctx, "num_ctx_margin": margin,
         "tokenizer": tok.kind, "vocab_size": tok.vocab,
         "corpus_keys": keys,
@@ -435,7 +513,8 @@ def body(job):
     tmp = "%s.tmp-%d.npz" % (tok_path[:-4], os.getpid())
     np.savez(tmp, input_ids=np.concatenate(ids_all), offsets=offsets,
              prompt_len=np.asarray(plen, dtype=np.int32), response_len=np.asarray(rlen, dtype=np.int32),
-             keys=np.asarray(keys, dtype=str))
+             keys=np.asarray(keys, dtype=str), prefix_group=np.asarray(pgroup, dtype=np.int32),
+             prefix_len=np.asarray(plens, dtype=np.int32))
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, tok_path)

@@ -48,7 +48,8 @@ Every recipe value is a config key with the recipe's default:
   learning_rate 0.0002, weight_decay 0.01, adam_beta1 0.9, adam_beta2 0.999,
   adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
   setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
-  device cuda (or cpu), threads 1 (CPU threads).
+  device cuda (or cpu), threads 1 (CPU threads), shared_prefix auto (or
+  yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py).
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),
@@ -68,6 +69,7 @@ if _JOBS not in sys.path:
     sys.path.append(_JOBS)
 
 import pljob  # noqa: E402
+from engines import prefix  # noqa: E402
 
 REQUIRED = ("torch", "transformers", "peft", "bitsandbytes", "accelerate")
 MB = 1024.0 * 1024.0
@@ -125,6 +127,8 @@ class HfEngine:
         self.device = cfg.int("cuda_device", 0, min=0)
         self.cpu = cfg.choice("device", ("cuda", "cpu"), "cuda") == "cpu"
         self.threads = cfg.int("threads", 1, min=1)
+        self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES, "auto")
+        self.shared = None
         if cfg.bool("expandable_segments", False):
             # Read by the CUDA caching allocator at its first use.
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
@@ -261,6 +265,35 @@ class HfEngine:
                                    "logits_to_keep" % (logits.shape[1], n + 1))
             pred = logits[0, -(n + 1):-1, :].float()
             return F.cross_entropy(pred, ids[0, T - n:])
+
+    def shared_setup(self, examples):
+        """(on, why): whether accumulate() trains shared prefixes once per
+        step (prefix.decide); call after load()."""
+        on, why = prefix.decide(self.shared_prefix, examples, self.dropout, self.model, self.attn)
+        self.shared = prefix.Shared(self) if on else None
+        return on, why
+
+    def accumulate(self, exs, div):
+        """One step's forward and backward over exs, the gradients of
+        sum(loss) / div: with shared prefixes when shared_setup() turned
+        them on.  The per-example losses, or None when the plain loop
+        should run."""
+        if self.shared is None:
+            return None
+        return self.shared.accumulate(exs, div)
+
+    def probe_step(self, ex):
+        """The probe's forward and backward of ex as train runs it: with
+        its shared prefix when shared_setup() turned them on and ex has
+        one (the prefix's kept state and keys/values plus one suffix, the
+        peak of a shared-prefix step), else the plain way.  (loss,
+        prefix tokens)."""
+        P = ex.get("prefix_len", 0) if ex.get("prefix_group", -1) >= 0 else 0
+        if self.shared is None or P <= 0:
+            loss = self.loss(ex)
+            self.backward(loss)
+            return float(loss.detach()), 0
+        return self.shared.group(P, [ex], 1)[0], P
 
     def backward(self, loss):
         with self._oom("backward"):
