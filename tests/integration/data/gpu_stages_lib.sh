@@ -117,7 +117,7 @@ run_train() {
 # replayed steps' losses equal the first segment's, the store holds every
 # loss step once, and the adapter is bit-identical to an uninterrupted run's
 # on the same tokens (run by hand with SAVE_STEPS). Sets TOK (the tokens)
-# and R (the train job's directory). 5a-hf-train.sh and 5d-hf-real.sh.
+# and R (the train job's directory). 5a-hf-train.sh and 5e-hf-real.sh.
 hf_killed_resume_checks() {
 	local save=$1 newest first replayed ref got
 	R=$TEST_TMP/state/runs/v1/train

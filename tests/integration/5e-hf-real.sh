@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5d-hf-real.sh: engine = hf at real scale, on the real base (Gemma 3 270M
+# 5e-hf-real.sh: engine = hf at real scale, on the real base (Gemma 3 270M
 # from tests/tools/realbase.sh: 262144-token vocabulary with tied
 # embeddings, 18 layers of which 15 slide over a 512-token window, Gemma 3's
 # real chat template), trained on the CPU in float32 (no 4-bit: LoRA on the
