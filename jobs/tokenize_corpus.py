@@ -34,13 +34,22 @@ up to 5 examples are named, with the total):
     plus a tokenizer's, with add_special_tokens);
   * a prompt longer than num_ctx - num_ctx_margin tokens: the serving context
     would truncate it silently (G01);
+  * a token id at or beyond the model's vocabulary (config.json's
+    vocab_size; both numbers named), e.g. Gemma 3's <image_soft_token>
+    (262144) for a text model of 262144 rows;
+  * an assistant reply that contains the end-of-turn marker as text (it
+    would end the turn there, the rest of the reply out of the labels);
   * a malformed line, a duplicate key, a template that is not
     prefix-stable (the prompt's rendering is not a prefix of the full one).
 
+Special tokens: tokenizer_config.json's added_tokens_decoder gives their
+ids (as transformers), also those that are no piece of tokenizer.model.
+
 Config keys (CONFIG.json):
   base            directory of the base model: tokenizer.model (SentencePiece)
-                  or tokenizer.json (HF tokenizers, when importable), and
-                  tokenizer_config.json with chat_template (required)
+                  or tokenizer.json (HF tokenizers, when importable),
+                  tokenizer_config.json with chat_template, and config.json
+                  (its vocab_size) (required)
   corpus          the corpus JSONL (required)
   output_dir      where tokens.npz and stats.json go (default $PL_WORKDIR)
   max_seq_length  most tokens in one example (default 8192)
@@ -129,9 +138,6 @@ class Tokenizer:
         for k in ("pad_token", "unk_token"):
             if _tok_str(self.tc.get(k)):
                 specials.add(_tok_str(self.tc.get(k)))
-        for v in (self.tc.get("added_tokens_decoder") or {}).values():
-            if isinstance(v, dict) and v.get("content"):
-                specials.add(v["content"])
         for s in ("<start_of_turn>", "<end_of_turn>"):
             specials.add(s)
         self.special = {}
@@ -139,10 +145,27 @@ class Tokenizer:
             i = self._id(s)
             if i is not None:
                 self.special[s] = i
+        # The added tokens take their ids from added_tokens_decoder, as
+        # transformers does: some are no piece of tokenizer.model at all
+        # (Gemma 3's <image_soft_token> is 262144, past the SentencePiece
+        # model's last id) and would otherwise be tokenized as text.
+        for k, v in (self.tc.get("added_tokens_decoder") or {}).items():
+            if not (isinstance(v, dict) and isinstance(v.get("content"), str) and v["content"]):
+                continue
+            try:
+                i = int(k)
+            except ValueError:
+                raise pljob.BadInput("%s: added_tokens_decoder key %r is not a token id" % (tc_path, k))
+            have = self._id(v["content"])
+            if have is not None and have != i:
+                raise pljob.BadInput("%s: added token %r is id %d in added_tokens_decoder but %d in the %s "
+                                     "tokenizer" % (tc_path, v["content"], i, have, kind))
+            self.special[v["content"]] = i
         self.bos_id = self.special.get(self.bos_token)
         if self.bos_id is None:
             raise pljob.BadInput("%s: BOS token %r is not in the vocabulary" % (tc_path, self.bos_token))
         self.add_bos_token = bool(self.tc.get("add_bos_token", True))
+        self.n_ids = max([self.vocab] + [i + 1 for i in self.special.values()])
         # Gemma 3's tokenizer_config.json lists some 6,400 added tokens; an
         # alternation of all of them would be tried at every character of a
         # 6k-token prompt.  Those of the form <...> are found by one generic
@@ -218,6 +241,25 @@ def make_template(source, where):
         raise pljob.BadInput("%s: chat template line %s: %s" % (where, e.lineno, e.message))
 
 
+def model_vocab(base):
+    """The model's vocabulary size: config.json's vocab_size (text_config's
+    for a multimodal checkpoint)."""
+    path = os.path.join(base, "config.json")
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except OSError as e:
+        raise pljob.BadInput("%s: %s (the model's vocab_size is needed to check the token ids)"
+                             % (path, e.strerror))
+    except ValueError as e:
+        raise pljob.BadInput("%s: not JSON: %s" % (path, e))
+    tc = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    v = tc.get("vocab_size", cfg.get("vocab_size"))
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise pljob.BadInput("%s: vocab_size %r is not a positive integer" % (path, v))
+    return v
+
+
 def read_corpus(path):
     """[(key, messages, line number)] with the format checked."""
     out = []
@@ -267,9 +309,18 @@ def render_pair(tmpl, tok, msgs, key, eot):
         raise pljob.BadInput("example %s: the chat template is not prefix-stable: the prompt's rendering "
                              "is not a prefix of the whole conversation's" % key)
     resp = full[len(prompt):]
-    cut = resp.find(eot)
+    # The template's own marker is the last one: it closes the reply.  An
+    # earlier one is the reply's own text, which tokenizes as the special
+    # token and would end the turn there (the rest of the reply lost from
+    # the labels, and the model taught to stop early): refused.
+    cut = resp.rfind(eot)
     if cut < 0:
         raise pljob.BadInput("example %s: the rendered response has no end-of-turn marker %r" % (key, eot))
+    first = resp.find(eot)
+    if first < cut:
+        raise pljob.BadInput("example %s: the assistant's reply contains the end-of-turn marker %r as text "
+                             "(at character %d of %d of the rendered reply); it would end the turn there. "
+                             "Remove it from the reply" % (key, eot, first, cut))
     return prompt, resp[:cut + len(eot)]
 
 
@@ -303,11 +354,13 @@ def body(job):
         raise pljob.BadInput("end_of_turn %r is not a special token of %s" % (eot, base))
     eot_id = tok.special[eot]
 
+    n_model = model_vocab(base)
     examples = read_corpus(corpus)
     n = len(examples)
     ev.progress(0, n, unit="examples")
     keys, ids_all, plen, rlen = [], [], [], []
-    bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": []}
+    bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": [],
+           "over_vocab": []}
     limit_ctx = num_ctx - margin
     batch = 64
     for b0 in range(0, n, batch):
@@ -338,6 +391,11 @@ def body(job):
             if len(p_ids) > limit_ctx:
                 bad["prompt_over_ctx"].append("%s (prompt %d tokens > num_ctx %d - num_ctx_margin %d = %d; G01)"
                                               % (key, len(p_ids), num_ctx, margin, limit_ctx))
+            top = max(ids)
+            if top >= n_model:
+                j = ids.index(top)
+                bad["over_vocab"].append("%s (token id %d at position %d, %s; the model's vocab_size is %d)"
+                                         % (key, top, j, "prompt" if j < len(p_ids) else "response", n_model))
             keys.append(key)
             ids_all.append(np.asarray(ids, dtype=np.int32))
             plen.append(len(p_ids))
@@ -345,7 +403,9 @@ def body(job):
         ev.progress(min(b0 + batch, n), n, unit="examples")
     msgs = []
     what = {"over_length": "over max_seq_length", "empty_response": "with an empty response span",
-            "double_bos": "with a double BOS", "prompt_over_ctx": "with a prompt over num_ctx minus num_ctx_margin"}
+            "double_bos": "with a double BOS", "prompt_over_ctx": "with a prompt over num_ctx minus num_ctx_margin",
+            "over_vocab": "with a token id at or beyond the model's vocabulary (%d, config.json's vocab_size; "
+                          "the tokenizer has %d ids)" % (n_model, tok.n_ids)}
     for k, lst in bad.items():
         if lst:
             more = "" if len(lst) <= MAX_NAMED else ", and %d more" % (len(lst) - MAX_NAMED)

@@ -10,12 +10,17 @@ transformers + peft + bitsandbytes QLoRA:
     down_proj, r 112, alpha = r, dropout 0 (G17: any dropout above 0 costs a
     saved mask per call), no rsLoRA, bias none;
   * lm_head cast from fp32 to bf16 after get_peft_model (2.68 GB -> half;
-    pre-training memory 4502 -> 3221 MB on the reference card);
+    pre-training memory 4502 -> 3221 MB on the reference card); not when
+    the head is tied to the input embeddings and the model computes in
+    another dtype than bf16 without 4-bit (Gemma 3 270M in fp32), where
+    the cast would feed bf16 embeddings to fp32 layers;
   * Gemma3MLP.forward patched to run over 2048-token slices of the sequence
     (G14: gate_proj(x) and up_proj(x) over the whole sequence was the OOM);
   * torch.autograd.graph.save_on_cpu(pin_memory=True) around forward and
     backward (checkpoint-boundary tensors of every layer off the GPU);
-  * logits only for the response span: logits_to_keep = response_len + 1;
+  * logits only for the response span: logits_to_keep = response_len + 1
+    (checked: a model that returns more positions fails the step, as the
+    262144-entry vocabulary makes whole-sequence logits the peak);
   * token_type_ids all zeros (G12: Gemma 3 requires them in training);
   * paged_adamw_8bit (bitsandbytes PagedAdamW8bit), weight decay 0.01; the
     linear schedule with warmup and the seed are train.py's.
@@ -197,7 +202,15 @@ class HfEngine:
             model = peft.get_peft_model(model, lcfg)
             if self.lm_head_bf16:
                 head = model.get_output_embeddings()
-                if head is not None:
+                emb = model.get_input_embeddings()
+                tied = head is not None and emb is not None and head.weight is emb.weight
+                if tied and not self.load_in_4bit and dt != torch.bfloat16:
+                    # Tied (Gemma 3's 262144 x hidden table is both): the
+                    # cast would make the embeddings' output bf16 too, into
+                    # layers that compute in another dtype.
+                    print("hf: lm_head_bf16 not applied: lm_head is tied to the input embeddings "
+                          "and the model computes in %s" % self.compute_dtype, file=sys.stderr)
+                elif head is not None:
                     head.to(torch.bfloat16)
         if self.mlp_chunk:
             _patch_mlp(self.mlp_chunk)
@@ -241,6 +254,11 @@ class HfEngine:
         with self._oom("forward"):
             out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **kw)
             logits = out.logits
+            if self.logits_response_only and logits.shape[1] != n + 1:
+                # At Gemma 3's 262144 entries the whole sequence's logits
+                # are T MB a position in float32: never for the prompt.
+                raise RuntimeError("hf: the model returned logits for %d positions, not the %d of "
+                                   "logits_to_keep" % (logits.shape[1], n + 1))
             pred = logits[0, -(n + 1):-1, :].float()
             return F.cross_entropy(pred, ids[0, T - n:])
 
