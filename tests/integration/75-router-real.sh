@@ -5,7 +5,7 @@
 # Ollama (tests/e2e/lib.sh: router_prepare), shortened to v1 against v0:
 #   router-v0 (etc/examples/router/v0.ini): the base converted, quantized,
 #     verified, registered and baked on the router's case set;
-#   router-v1 (v1.ini with corpus-check.jsonl, the first 72 of v1's 150
+#   router-v1 (v1.ini with corpus-check.jsonl, the first 72 of v1's 156
 #     examples, CHECK_EPOCHS epochs): tokenize -> probe -> train (engine hf,
 #     device cpu, LoRA r16) -> merge -> tensor_fix -> convert -> quantize ->
 #     verify -> register -> bake -> gate against router-v0's bake.

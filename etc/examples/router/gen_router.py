@@ -210,6 +210,10 @@ QUOTED = [("delete the file report.pdf", "delete report.pdf", "delete_file", {"p
           ("delete the file todo.txt", "delete todo.txt", "delete_file", {"path": "todo.txt"}),
           ("set the volume to 100", "set the volume to 100", "set_volume", {"level": 100}),
           ("what's the weather in Cairo", "ask for Cairo's weather", "get_weather", {"city": "Cairo"})]
+# Counterweights of the negation guard (F13): "don't" that must act.
+COUNTER_NEG = [("don't forget to delete {0}", FILES, lambda v: call("delete_file", path=v)),
+               ("do not wait, open the {0} folder now", FOLDERS, lambda v: call("open_folder", path=v)),
+               ("don't stop the music, play {0} next", MUSIC, lambda v: call("play_music", query=v))]
 # Counterweights of the quote guard (F13): quote, then really ask.
 COUNTER_QUOTE = ["my colleague wrote \"{0}\" and she is right, so {0}",
                  "the sticky note says \"{0}\". ok, {0}",
@@ -263,6 +267,10 @@ def guard_examples(which, n, offset):
             lang = PHRASES[j % len(PHRASES)][1]
             out.append(("translate \"%s\" into %s" % (text, lang),
                         call("translate", text=text, language=lang)))
+        elif which == "counter-negation":
+            t, vals, ans = COUNTER_NEG[j % len(COUNTER_NEG)]
+            v = vals[(j // len(COUNTER_NEG) + 5) % len(vals)]
+            out.append((t.format(v), ans(v)))
         elif which == "counter-quote":
             text, _, cap, args = QUOTED[j % len(QUOTED)]
             out.append((COUNTER_QUOTE[j % len(COUNTER_QUOTE)].format(text), call(cap, **args)))
@@ -302,15 +310,16 @@ def context_examples(n, offset):
 
 # The guard examples of each corpus: (kind, how many, first index).
 V1_GUARDS = [("refuse", 8, 0), ("negation", 12, 0), ("clarify", 10, 0), ("quote", 8, 0),
-             ("quote-translate", 4, 0), ("counter-quote", 12, 0)]
-V2_GUARDS = [("refuse", 4, 8), ("negation", 6, 12), ("quote", 8, 8), ("counter-quote", 6, 12)]
+             ("quote-translate", 4, 0), ("counter-quote", 12, 0), ("counter-negation", 6, 0)]
+V2_GUARDS = [("refuse", 4, 8), ("negation", 6, 12), ("quote", 8, 8), ("counter-quote", 6, 12),
+             ("counter-negation", 3, 6)]
 
 
 def build_corpora(rng):
     v1_caps = [c for c, _, _, v in CAPS if v == 1 and c in ROUTE_TEMPLATES]
     v2_caps = [c for c, _, _, v in CAPS if v == 2]
     # v1: 8 requests of each of the 12 action capabilities, the guards with
-    # their targets and their counterweights: 150 examples.
+    # their targets and their counterweights: 156 examples.
     v1 = []
     for c in v1_caps:
         v1 += route_examples(c, 8, 0)
@@ -320,7 +329,7 @@ def build_corpora(rng):
     # requests of v1's capabilities, more guards and counterweights.
     more = []
     for c in v2_caps:
-        more += route_examples(c, 8, 0)
+        more += route_examples(c, len(ROUTE_TEMPLATES[c][1]), 0)
     for c in v1_caps:
         more += route_examples(c, 3, 8)
     for which, n, offset in V2_GUARDS:
