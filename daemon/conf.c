@@ -18,6 +18,7 @@ struct conf_key {
 	const char *section;
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
+	                       m stage_process (owners, all),
 	                       a ADDRESS:PORT, e notify events, u user */
 	const char *help;
 };
@@ -38,6 +39,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
 	{ "daemon", "job_user", 'u', "the user root's submissions run their jobs as" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
+	{ "daemon", "stage_process", 'm', "owners (default): stages of other users' runs in a process of their own; all: every run's" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
 	{ "daemon", "http_listen", 'a', "ADDRESS:PORT serving the status page and /metrics; off if unset" },
 	{ "daemon", "metrics_listen", 'a', "another name for http_listen" },
@@ -168,6 +170,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
+		break;
+	case 'm':
+		bad = strcmp(value, "owners") != 0 && strcmp(value, "all") != 0;
 		break;
 	case 'e': {
 		char **w = split_list(value, NULL);
@@ -382,6 +387,17 @@ conf_line(const struct conf *c, const char *section_key)
 {
 	const cJSON *v = c->lines ? cJSON_GetObjectItemCaseSensitive(c->lines, section_key) : NULL;
 	return cJSON_IsNumber(v) ? v->valueint : 0;
+}
+
+void
+conf_stage_path(const struct conf *c, char *buf, size_t len)
+{
+	const char *shim = c != NULL ? c->shim : "";
+	const char *slash = strrchr(shim, '/');
+	if (slash != NULL)
+		snprintf(buf, len, "%.*s/pipeline-stage", (int)(slash - shim), shim);
+	else
+		snprintf(buf, len, "%s/pipeline-stage", self_dir());
 }
 
 const char *

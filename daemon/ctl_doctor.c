@@ -131,12 +131,10 @@ ctl_doctor(int argc, char **argv)
 		plugin_load_dir(c->plugin_dir, &plugin_host);
 		char *text = plc_read_file(argv[1], NULL, 4 << 20), *errs = NULL;
 		if (text == NULL)
-			err(2, "%s", argv[1]);
+			ctl_fail(CTL_EUSAGE, "ELOCAL", "%s: %s", argv[1], strerror(errno));
 		struct spec *s = spec_parse(argv[1], text, &errs);
-		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1) {
-			fputs(errs ? errs : "invalid spec\n", stderr);
-			return 2;
-		}
+		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1)
+			ctl_fail(CTL_EUSAGE, "EINVAL", "%s", errs ? errs : "invalid spec");
 		for (int i = 0; i < s->njobs; i++) {
 			const struct spec_section *j = s->jobs[i];
 			if (j->stage == NULL || (strcmp(j->stage, "probe") != 0 &&

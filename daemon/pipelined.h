@@ -213,6 +213,9 @@ int	conf_load(struct conf *c, const char *path, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);
+/* pipeline-stage, which runs stages as their run's owner: beside the
+ * shim (both are the daemon's helpers). */
+void	conf_stage_path(const struct conf *c, char *buf, size_t len);
 int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
 
 /* conf_check.c: every path the configuration names, checked as the daemon
@@ -394,6 +397,14 @@ int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
 char	*store_value_get(struct store *s, const char *run, const char *job,
 	    const char *key);
 char	*store_value_history(struct store *s, const char *key, int limit);
+/* Run's values and artifacts, newest first, for a stage process's
+ * lookups: {"values":[{job,key,value,ts}],"artifacts":[{job,name,path,
+ * sha256}]}; NULL when there is no such run. */
+cJSON	*store_run_snapshot(struct store *s, const char *run);
+/* The newest limit values of the runs whose owner's uid is uid (NULL:
+ * every run), newest first, as [{run,job,key,value,ts}]: what
+ * value_history() answers from in a stage process. */
+cJSON	*store_values_recent(struct store *s, const char *uid, int limit);
 int	store_artifact_find(struct store *s, const char *run, const char *job,
 	    const char *name, char *path, size_t pathlen, char *sha256);
 /* Procs (spawned processes). */
@@ -496,6 +507,15 @@ struct pl_job {
 	struct proc final;
 	int64_t final_offset;
 	int has_final;
+	/* In a stage process (pipeline-stage, stagectx.c): the context the
+	 * daemon handed over (inputs resolved, values and artifacts it may
+	 * look up) and the events file its host functions write to; NULL and
+	 * -1 in the daemon and by hand. */
+	cJSON *ctx;
+	int evfd;
+	/* In the daemon: this job's own spawn is its stage process, whose
+	 * events carry values and digests (stagerun.c, host_spawn.c). */
+	int stage_proc;
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
@@ -516,6 +536,9 @@ void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
+/* Every PATH and INPUT key of j's stage resolved as host->input() would,
+ * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
+cJSON	*host_inputs_resolve(pl_job *j);
 /* The i-th key of a stage's table, read with the stride its plugin was
  * built with (a struct pl_key that grew is larger); NULL past the end. */
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
@@ -528,6 +551,40 @@ void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(prin
  * last whole line. Exposed for the fuzz target of the events file. */
 int64_t	host_events_read(struct pl_job *j, struct proc *p, const struct pl_spawn *spec,
 	    int64_t offset, struct pl_exit *out);
+
+/* stagectx.c: the host's side in a stage process (pipeline-stage), where
+ * the run hook runs as the run's owner: what the daemon handed over in
+ * the context file, and what the host functions report, written to the
+ * events file. Below host.c and host_spawn.c. */
+#define STAGE_PROC_NAME "pl-stage"   /* the spawn name of a job's stage process */
+/* Append {"type":type,...d's members} as one line (takes d); type
+ * without its "job." prefix. 0 or -1. */
+int	stagectx_emit(pl_job *j, const char *type, cJSON *d);
+/* An input key as the daemon resolved it: the path, or NULL with the
+ * reason in *why ("" when already reported). */
+const char *stagectx_input(pl_job *j, const char *key, const char **why);
+/* A value or artifact the stage stored, for its own later lookups. */
+void	stagectx_note_value(pl_job *j, const char *key, const char *value);
+void	stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex);
+char	*stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key);
+char	*stagectx_value_history(pl_job *j, const char *key, int limit);
+int	stagectx_artifact_find(pl_job *j, const char *run, const char *jobname,
+	    const char *name, char *path, size_t pathlen, char *sha256);
+/* host->spawn() in a stage process: the program started directly (the
+ * process already runs as the owner, in the shim's process group), its
+ * events relayed to the stage's events file and handed to on_event. */
+int	stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+
+/* stagerun.c: a job's run hook, in the daemon or in a stage process of
+ * its own as the run's owner (pipeline-plugin(3), "How a stage runs"). */
+/* 1 when j's run hook runs out of the daemon. */
+int	stage_out_of_process(const struct pl_job *j);
+/* Run j's stage: its run hook here, or its stage process through
+ * host->spawn(); the hook's result either way. */
+int	stage_run(struct pl_job *j);
+/* A filtered copy of the configuration for a stage process: every key
+ * but those that hold secrets. */
+cJSON	*stage_conf_copy(const struct conf *c);
 
 /* pipelined.c, sched.c, control.c, feed.c: the daemon itself. pipelined.c
  * owns the loop and its handles and wires the parts together at start:

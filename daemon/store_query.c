@@ -107,6 +107,84 @@ store_value_history(struct store *s, const char *key, int limit)
 	return r;
 }
 
+static const char *
+col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+cJSON *
+store_run_snapshot(struct store *s, const char *run)
+{
+	int64_t id = store_run_id(s, run);
+	if (id <= 0)
+		return NULL;
+	cJSON *o = cJSON_CreateObject(), *va = cJSON_AddArrayToObject(o, "values"),
+	    *aa = cJSON_AddArrayToObject(o, "artifacts");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN jobs j ON j.id = v.job_id WHERE v.run_id = ? ORDER BY v.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *v = cJSON_CreateObject();
+			cJSON_AddStringToObject(v, "job", col_text(st, 0));
+			cJSON_AddStringToObject(v, "key", col_text(st, 1));
+			cJSON_AddStringToObject(v, "value", col_text(st, 2));
+			cJSON_AddNumberToObject(v, "ts", sqlite3_column_double(st, 3));
+			cJSON_AddItemToArray(va, v);
+		}
+		store_unprep(s, st);
+	}
+	st = store_prep(s, "SELECT j.name, a.name, a.path, a.sha256 FROM artifacts a"
+	    " JOIN jobs j ON j.id = a.job_id WHERE a.run_id = ? ORDER BY a.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddStringToObject(a, "job", col_text(st, 0));
+			cJSON_AddStringToObject(a, "name", col_text(st, 1));
+			cJSON_AddStringToObject(a, "path", col_text(st, 2));
+			cJSON_AddStringToObject(a, "sha256", col_text(st, 3));
+			cJSON_AddItemToArray(aa, a);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return o;
+}
+
+cJSON *
+store_values_recent(struct store *s, const char *uid, int limit)
+{
+	cJSON *a = cJSON_CreateArray();
+	char like[32];
+	snprintf(like, sizeof(like), "%s:%%", uid ? uid : "");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT r.name, j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
+	    " WHERE ?1 IS NULL OR r.owner LIKE ?2 ORDER BY v.ts DESC, v.id DESC LIMIT ?3");
+	if (st) {
+		if (uid != NULL)
+			sqlite3_bind_int(st, 1, 1);
+		sqlite3_bind_text(st, 2, like, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 3, limit);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", col_text(st, 0));
+			cJSON_AddStringToObject(o, "job", col_text(st, 1));
+			cJSON_AddStringToObject(o, "key", col_text(st, 2));
+			cJSON_AddStringToObject(o, "value", col_text(st, 3));
+			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 4));
+			cJSON_AddItemToArray(a, o);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
 int
 store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
     char *path, size_t pathlen, char *sha256)

@@ -134,7 +134,8 @@ json_out(cJSON *o, size_t *len)
 	return t;
 }
 
-/* GET /api/runs: every run, newest first, with its verdict. */
+/* GET /api/runs: every run, newest first, with its verdict, and the newest
+ * event's id (the index's live stream starts after it). */
 static char *
 api_runs(sqlite3 *db, size_t *len)
 {
@@ -149,6 +150,13 @@ api_runs(sqlite3 *db, size_t *len)
 	parse_values(a, "verdict");
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "runs", a);
+	/* The index follows every run's events from here on. */
+	cJSON *le = rows(db, &wire_last_event, "SELECT coalesce(max(id), 0) AS last_event FROM events",
+	    0, NULL);
+	cJSON_AddNumberToObject(o, "last_event",
+	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0),
+	    "last_event")));
+	cJSON_Delete(le);
 	return json_out(o, len);
 }
 

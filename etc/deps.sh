@@ -12,7 +12,7 @@ libuv1-dev libsqlite3-dev sqlite3 libcjson-dev libcurl4-openssl-dev libinih-dev
 libssl-dev libopenblas-dev libsystemd-dev libmicrohttpd-dev prometheus
 clang libclang-rt-14-dev
 python3 python3-venv python3-numpy python3-sentencepiece python3-torch python3-jinja2 python3-yaml
-mandoc curl ca-certificates procps util-linux gnuplot-nox chromium unzip openssl
+mandoc curl ca-certificates procps util-linux gnuplot-nox chromium tmux zsh bash-completion unzip openssl
 strace linux-perf
 munge slurmctld slurmd slurm-client
 "
