@@ -45,7 +45,7 @@ e2e_prepare() {
 e2e_stop() { ollama_stop; }
 
 # router_prepare DIR: what the real router's lifecycle (etc/examples/router/:
-# v0.ini, v1.ini, v2.ini) needs, for `make demo` and 75-router-real: the
+# v0.ini, v1.ini, v2.ini) needs, for `DEMO=router make demo` and real-release-bench: the
 # specs and their data copied to DIR/spec/router (nothing is written into
 # the tree) with `base` a link to the real Gemma 3 270M checkpoint
 # (tests/tools/realbase.sh --path, built once into the cache),

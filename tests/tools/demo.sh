@@ -1,5 +1,7 @@
 #!/bin/bash
-# tests/tools/demo.sh: `make demo`. The whole release lifecycle of a real
+# tests/tools/demo.sh: `make demo`: the tiny fixture's lifecycle (tiny-v1,
+# tiny-v2: etc/examples/tiny/, about two minutes). `DEMO=router make demo`:
+# the whole release lifecycle of a real
 # model on this machine's CPUs, on a private pipelined: Gemma 3 270M (the
 # pretrained base, built from the registry by tests/tools/realbase.sh)
 # learns the router task of etc/examples/router/ (gen_router.py wrote it):
@@ -23,8 +25,6 @@
 # side by side (tests/tools/demo_table.py: the fair slice first, with
 # McNemar's p) and `pipelinectl report` of each gated pair; the daemon and
 # the Ollama server are stopped at the end, whatever happens.
-#   DEMO=tiny make demo    the tiny fixture's lifecycle instead (tiny-v1,
-#                          tiny-v2: etc/examples/tiny/, about two minutes)
 #   DEMO_SPEC=etc/examples/hello.ini make demo    runs one other spec
 # Exit status: 0 when router-v0 and router-v1 succeeded and router-v2
 # reached its gate with every job before it done (its verdict is whatever
@@ -32,10 +32,10 @@
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
-DEMO=${DEMO:-router}
+DEMO=${DEMO:-tiny}
 case "$DEMO" in
 tiny|router) ;;
-*) echo "demo.sh: DEMO=$DEMO: tiny or router (the default)" >&2; exit 2 ;;
+*) echo "demo.sh: DEMO=$DEMO: tiny (the default) or router" >&2; exit 2 ;;
 esac
 [ -n "${DEMO_SPEC:-}" ] && DEMO=spec
 DIR=$(mktemp -d /tmp/pipelined-demo.XXXXXX)
