@@ -280,6 +280,10 @@ def model_vocab(base):
 
 def read_corpus(path):
     """[(key, messages, line number)] with the format checked."""
+    # The shape every line must have, shown with the errors about it.
+    shape = ('; a line is one JSON object: {"key": "ex1", "messages": [{"role": "system", '
+             '"content": "..."}, {"role": "user", "content": "..."}, {"role": "assistant", '
+             '"content": "..."}]} (the system message optional)')
     out = []
     keys = {}
     with open(path, "rb") as f:
@@ -289,17 +293,17 @@ def read_corpus(path):
             try:
                 ex = json.loads(raw.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as e:
-                raise pljob.BadInput("%s:%d: not a JSON object: %s" % (path, n, e))
+                raise pljob.BadInput("%s:%d: not a JSON object: %s%s" % (path, n, e, shape))
             if not isinstance(ex, dict) or not isinstance(ex.get("key"), str) or not ex["key"]:
-                raise pljob.BadInput("%s:%d: an example needs a non-empty string \"key\"" % (path, n))
+                raise pljob.BadInput("%s:%d: an example needs a non-empty string \"key\"%s" % (path, n, shape))
             key = ex["key"]
             if key in keys:
                 raise pljob.BadInput("%s:%d: example %s: duplicate key (first on line %d)" % (path, n, key, keys[key]))
             keys[key] = n
             msgs = ex.get("messages")
             if not isinstance(msgs, list) or len(msgs) < 2:
-                raise pljob.BadInput("%s:%d: example %s: \"messages\" must list at least a prompt and a response"
-                                     % (path, n, key))
+                raise pljob.BadInput("%s:%d: example %s: \"messages\" must list at least a prompt and a "
+                                     "response%s" % (path, n, key, shape))
             for i, m in enumerate(msgs):
                 if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
                         or not isinstance(m.get("content"), str)):
