@@ -26,39 +26,11 @@
 # pipelined running as root.
 . "$(dirname "$0")/../lib.sh"
 trap 'pl_kill9 2>/dev/null; exec 7>&- 2>/dev/null' EXIT
-[ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
-gid=$(getent group plsubmit | cut -d: -f3)
-nobody=$(id -u nobody)
-as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
-chmod 0755 "$TEST_TMP"
-cd "$TEST_TMP" || exit 1
-G=$TOP/tests/fixtures/gen_gemma3.py
-/usr/bin/python3 "$G" "$TEST_TMP/orig" --layout causal >/dev/null || fail "fixture"
-chmod -R a+rX "$TEST_TMP/orig"
-O=$TEST_TMP/out; mkdir -p "$O" specs; chmod 0777 "$O"; chmod 0755 specs
-# The plugins: tensor_fix, and the test stage that asks the host table
-# everything (tests/plugins/hostprobe.c).
-mkdir -p plugins && cp "$TOP/plugins/tensor_fix.so" "$TOP/plugins/exec.so" "$TOP/tests/plugins/hostprobe.so" plugins/ &&
-	chmod 0755 plugins plugins/*.so || fail "plugins"
-export PL_PLUGIN_DIR=$TEST_TMP/plugins
+. "$TOP/tests/lib-member.sh"
+# The plugins: tensor_fix, exec, and the test stage that asks the host
+# table everything (tests/plugins/hostprobe.c).
+member_setup "$TOP/plugins/tensor_fix.so" "$TOP/plugins/exec.so" "$TOP/tests/plugins/hostprobe.so"
 
-pl_conf "group = plsubmit"
-pl_start
-chmod 0755 "$TEST_TMP/run"; chmod 0666 "$TEST_TMP/run/control.sock"
-
-# spec NAME KEY=VALUE...: a one-job tensor_fix run.
-spec() {
-	local n=$1; shift
-	{ echo "[tensor_fix]"; echo "drop ="; echo "rename ="; printf '%s\n' "$@"; } > "specs/$n.ini"
-	chmod 0644 "specs/$n.ini"
-}
-# member_run NAME STATE: the member submits specs/NAME.ini; the run ends STATE.
-member_run() {
-	as_member "$PIPELINECTL" -f "$PL_CONF" submit "specs/$1.ini" >/dev/null || fail "$1: the member could not submit"
-	wait_run "$1" "$2" 60
-}
-jobmsg() { db "SELECT message FROM jobs WHERE run_id = (SELECT id FROM runs WHERE name = '$1')"; }
 # in_stage_process NAME: the run's job ran in a stage process (its row).
 in_stage_process() {
 	[ "$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
