@@ -47,6 +47,19 @@ plc_open_in(const char *path, int flags)
 	return -1;
 }
 
+FILE *
+plc_fopen_in(const char *path)
+{
+	int fd = plc_open_in(path, O_RDONLY);
+	FILE *f = fd == -1 ? NULL : fdopen(fd, "r");
+	if (f == NULL && fd != -1) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
+}
+
 const char *
 plc_open_strerror(int e)
 {

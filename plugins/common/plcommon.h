@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -123,6 +124,8 @@ void	plc_wbthread_stop(struct plc_wbthread *wb);   /* after the queued ranges */
  * (notes.txt -> /etc/shadow) fails with ELOOP, which plc_open_strerror()
  * words. The descriptor is O_CLOEXEC. */
 int	plc_open_in(const char *path, int flags);
+/* plc_open_in() as a stdio stream for reading; NULL with errno set. */
+FILE	*plc_fopen_in(const char *path);
 /* strerror(e), with ELOOP as plc_open_in() means it. */
 const char *plc_open_strerror(int e);
 #define PLC_LINK_REFUSED "a symbolic link to a file of another owner, not followed"
