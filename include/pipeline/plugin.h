@@ -17,8 +17,8 @@
  * until the run (or check) hook returns unless stated otherwise.
  *
  * Errors: ABI functions return PL_OK (0) or a negative PL_E* code;
- * host->strerror() names it. The comments here are the source of
- * pipeline-plugin(3).
+ * host->strerror() names it. pipeline-plugin(3) documents every symbol
+ * defined here, and 17-docs checks that it names each and no other.
  */
 #ifndef PIPELINE_PLUGIN_H
 #define PIPELINE_PLUGIN_H
