@@ -351,6 +351,11 @@ int	plugin_register_stage(void *plugin, const struct pl_stage *st);
  * its ABI is not the host's or its size is not size. */
 int	plugin_struct_check(const char *what, const void *src, size_t size, char *why,
 	    size_t whylen);
+/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
+ * 2 when it is outside the key's bounds, with why ("bad value ...: expected
+ * ...", "... is out of range: ..."). For a spec's values (host.c) and a
+ * table's defaults (at registration). */
+int	plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /*
@@ -600,11 +605,6 @@ cJSON	*host_inputs_resolve(pl_job *j);
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
 /* A key by name; *index (may be NULL) gets its place in the table. */
 const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
-/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
- * 2 when it is outside the key's bounds, with why ("bad value ...: expected
- * ...", "... is out of range: ..."). For a spec's values and a table's
- * defaults. */
-int	host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Read p's events file from offset as spawn() does (one batch per 64 KiB:
