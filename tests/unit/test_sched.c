@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "pipelined.h"
 #include "check.h"
 
@@ -447,6 +449,16 @@ case_restart(void)
 	CHECK(plain != NULL && plain->adopted == 0);
 	struct job_row pr = row("live", "plain");
 	CHECK(pr.attempts == 2 && pr.lost == 1);
+	/* Its first attempt is stored as lost (the store's word for it). */
+	{
+		sqlite3_stmt *st = NULL;
+		CHECK(sqlite3_prepare_v2(store_db(store), "SELECT state FROM attempts WHERE"
+		    " job_id = ? AND n = 1", -1, &st, NULL) == SQLITE_OK);
+		sqlite3_bind_int64(st, 1, pr.id);
+		CHECK(sqlite3_step(st) == SQLITE_ROW &&
+		    strcmp((const char *)sqlite3_column_text(st, 0), "lost") == 0);
+		sqlite3_finalize(st);
+	}
 	CHECK(launched("live", "later", 1, 0) == NULL);
 	/* The backoff committed before the death is kept: the retry comes no
 	 * sooner than 1.5 s after the failure. */
