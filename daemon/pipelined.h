@@ -343,9 +343,8 @@ struct plugin {
 	int nstages;
 };
 struct stage_reg {
-	struct pl_stage *st;    /* the registry's copy, of this host's size */
+	struct pl_stage *st;    /* the registry's copy */
 	struct plugin *plugin;
-	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
 /* Load every *.so in dir, handing each the host's function table
  * (&plugin_host: the registry sits below host.c, which registers into it);
@@ -359,12 +358,16 @@ const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
 /* The table's register_stage (plugin_host, host.c). */
 int	plugin_register_stage(void *plugin, const struct pl_stage *st);
-/* Copy a struct a plugin handed the host (starting with abi and size) into
- * dst, zeroed past the plugin's size: 0, or -1 with why ("WHAT of ABI ..
- * size ..") when its ABI differs or its size is below minsize or above
- * dstsize. */
-int	plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
-	    size_t dstsize, char *why, size_t whylen);
+/* Check a struct a plugin handed the host (starting with abi and size): 0,
+ * or -1 with why ("WHAT of ABI .. size .. (host: ABI .. size ..)") when
+ * its ABI is not the host's or its size is not size. */
+int	plugin_struct_check(const char *what, const void *src, size_t size, char *why,
+	    size_t whylen);
+/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
+ * 2 when it is outside the key's bounds, with why ("bad value ...: expected
+ * ...", "... is out of range: ..."). For a spec's values (host.c) and a
+ * table's defaults (at registration). */
+int	plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /*
@@ -429,20 +432,26 @@ int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
 
 int	store_run_create(struct store *s, const struct spec *spec, int64_t *id);
+/* The states are proto.h's enums; the store spells them in its rows and
+ * events, and reads them back (a word it does not know is an error). */
 int	store_run_state(struct store *s, int64_t run_id, const char *run,
-	    const char *state, const char *message);
+	    enum pl_run_state state, const char *message);
 int	store_job_create(struct store *s, int64_t run_id, const char *name,
 	    const char *stage, int seq, int64_t *id);
 int	store_job_state(struct store *s, int64_t job_id, const char *run,
-	    const char *job, const char *state, int attempt, const char *message);
+	    const char *job, enum pl_job_state state, int attempt, const char *message);
 int	store_job_progress(struct store *s, int64_t job_id, double done,
 	    double total, const char *unit);
 int	store_job_next_at(struct store *s, int64_t job_id, double at);
 int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 	    int retry_base);
 int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
-int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
+int	store_attempt_end(struct store *s, int64_t attempt_id, enum pl_job_state state,
 	    int result, const char *message);
+/* An attempt the daemon's restart found running and could not re-enter:
+ * its state is "lost", a word of the store's attempts only. */
+int	store_attempt_lost(struct store *s, int64_t attempt_id, int result,
+	    const char *message);
 /* An attempt's deadline (wall clock; 0: none): set when it starts, read
  * back (0 when none was stored) when a restarted daemon re-enters it. */
 int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
@@ -499,23 +508,26 @@ cJSON	*store_q_metrics(struct store *s, const char *run, const char *job,
 /* Events after since (optionally of one run), at most limit, as feed lines. */
 int	store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, int limit,
 	    void (*fn)(void *arg, int64_t id, const char *line), void *arg);
-/* Runs that are not finished, for restart: id, name, spec path, text. */
+/* Every run, for restart: id, name, spec path, text, state (a run whose
+ * stored state is not a word of PL_RUN_STATES is logged and left out). */
 int	store_q_unfinished(struct store *s,
 	    void (*fn)(void *arg, int64_t id, const char *name, const char *path,
-	    const char *text, const char *state), void *arg);
-/* A job's stored state, attempt count, lost count, latest attempt id/state. */
+	    const char *text, enum pl_run_state state), void *arg);
+/* A job's stored state, attempt count, lost count, latest attempt id. */
 struct job_row {
 	int64_t id;
-	char state[16];
+	enum pl_job_state state;
 	int attempts, lost, retry_base;
 	double next_at;
 	int64_t attempt_id;
-	char attempt_state[16];
 	char message[512];
 };
+/* 0, or -1 when there is no such job or its stored state is not a word
+ * of PL_JOB_STATES (logged). */
 int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
 int64_t	store_run_id(struct store *s, const char *name);
-char	*store_run_state_get(struct store *s, const char *name);
+/* The run's state, or -1: no such run, or a word not of PL_RUN_STATES. */
+int	store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
 /* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
 int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
@@ -608,8 +620,7 @@ int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 /* Every PATH and INPUT key of j's stage resolved as host->input() would,
  * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
 cJSON	*host_inputs_resolve(pl_job *j);
-/* The i-th key of a stage's table, read with the stride its plugin was
- * built with (a struct pl_key that grew is larger); NULL past the end. */
+/* The i-th key of a stage's table; NULL past the end. */
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
 /* A key by name; *index (may be NULL) gets its place in the table. */
 const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
@@ -657,10 +668,10 @@ cJSON	*stage_conf_copy(const struct conf *c);
 
 /* pipelined.c, sched.c, control.c, feed.c: the daemon itself. pipelined.c
  * owns the loop and its handles and wires the parts together at start:
- * each is given what it needs, none reaches into another's state, and
- * none of the three below calls another (sched.c's events reach the feed
- * through the store's announce hook; control.c reaches the scheduler
- * through the struct control_ops it is given). */
+ * each is given what it needs and none reaches into another's state.
+ * control.c, the layer above the scheduler, calls its sched_* functions;
+ * the scheduler calls neither listener (its events reach the feed through
+ * the store's announce hook). */
 #include <uv.h>
 /* sched.c: the DAG scheduler; its state is static in sched.c. sched_init
  * on the loop thread, once: loads the unfinished runs (re-adopting their
@@ -681,7 +692,8 @@ enum pl_proto_err sched_submit(struct spec *spec, char *err, size_t errlen);
  * that is; PLP_EIO: the store refused the change), the reason in msg. */
 enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
 enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
-const char *sched_job_state(const char *run, const char *job);
+/* The job's state (enum pl_job_state), or -1 when the run has no such job. */
+int	sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* What control.c and feed.c are given when they start listening: the
  * loop, the store, and where the configuration is (a reload replaces it). */
@@ -690,20 +702,8 @@ struct listen_ctx {
 	struct store *store;
 	struct conf *const *conf;
 };
-/* control.c: the scheduler's side of the control verbs, given to
- * control_listen() (the daemon passes sched_control_ops). */
-struct control_ops {
-	enum pl_proto_err (*submit)(struct spec *spec, char *err, size_t errlen);
-	enum pl_proto_err (*cancel)(const char *run, char *msg, size_t len);
-	enum pl_proto_err (*retry)(const char *run, const char *job, char *msg, size_t len);
-	const char *(*job_state)(const char *run, const char *job);
-	const char *(*job_log)(const char *run, const char *job);
-	int (*running)(void);
-};
-/* sched.c's functions in that table, for control_listen(). */
-extern const struct control_ops sched_control_ops;
-int	control_listen(const struct listen_ctx *ctx, const struct control_ops *ops,
-	    const char *path);
+/* control.c: the control socket at path; its verbs call the scheduler. */
+int	control_listen(const struct listen_ctx *ctx, const char *path);
 /* feed.c */
 int	feed_listen(const struct listen_ctx *ctx, const char *path);
 void	feed_announce(int64_t id, const char *run, const char *line); /* any thread */
