@@ -428,41 +428,30 @@ h_artifact(pl_job *j, const char *name, const char *path)
 {
 	char hex[65];
 	uint64_t size = 0;
-	char *abs = realpath(path, NULL);
-	if (abs == NULL || job_digest(abs, hex, &size) == -1) {
+	char *abs;
+	if (job_artifact_as(j, NULL, path, &abs, &size, hex) == -1) {
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		free(abs);
 		return PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, hex);
 }
 
-/* An artifact whose job_digest the stage computed over what it wrote: the
- * host only checks the path and the job_digest's form and takes the size. */
+/* An artifact whose digest the stage computed over what it wrote: the
+ * host only checks the path (as the run's owner) and the digest's form
+ * and takes the size. */
 static int
 h_artifact_digest(pl_job *j, const char *name, const char *path, const char *sha256_hex)
 {
 	size_t n = sha256_hex ? strspn(sha256_hex, "0123456789abcdef") : 0;
 	if (n != 64 || sha256_hex[64] != '\0') {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: \"%.80s\" is not a sha256 job_digest "
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s: \"%.80s\" is not a sha256 digest "
 		    "(64 lowercase hex digits)", name, path, sha256_hex ? sha256_hex : "(null)");
 		return PL_EINVAL;
 	}
-	struct stat st;
 	uint64_t size = 0;
-	char *abs = realpath(path, NULL);
-	int ok = abs != NULL && stat(abs, &st) == 0;
-	if (ok && S_ISDIR(st.st_mode))
-		ok = plc_tree_bytes(abs, &size) == 0;
-	else if (ok && S_ISREG(st.st_mode))
-		size = (uint64_t)st.st_size;
-	else if (ok) {
-		errno = EINVAL;   /* neither a file nor a directory */
-		ok = 0;
-	}
-	if (!ok) {
+	char *abs;
+	if (job_artifact_as(j, NULL, path, &abs, &size, NULL) == -1) {
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		free(abs);
 		return PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, sha256_hex);

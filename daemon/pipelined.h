@@ -167,6 +167,18 @@ int	dirs_make_at(int dirfd, const char *rel, mode_t mode);
 int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
 /* The uid and gid of an owner string ("UID:GID[:G1,...]"): 0 or -1. */
 int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
+/* Take an owner's file-system rights on the calling thread only (its
+ * fsuid, fsgid and groups, through the raw system calls, which Linux
+ * keeps per thread), so that what the thread opens next is opened as the
+ * owner would: 1 when switched (owner_fs_leave() gives the daemon's back),
+ * 0 when there is nothing to switch (no owner, the daemon's own uid, or a
+ * daemon that is not root), -1 (errno set) when the switch failed. */
+struct owner_fs {
+	int ngroups;
+	gid_t groups[256];
+};
+int	owner_fs_enter(const char *owner, struct owner_fs *save);
+void	owner_fs_leave(const struct owner_fs *save);
 int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
 /* errs.c: error lists */
@@ -592,6 +604,13 @@ void	job_log(pl_job *j, int level, const char *fmt, ...) __attribute__((format(p
 int	job_cancelled(pl_job *j);
 void	job_print_event(pl_job *j, const char *type, cJSON *d);
 int	job_digest(const char *path, char hex[65], uint64_t *size);
+/* An artifact's path resolved (against cwd when relative; NULL: as it
+ * is) and its size and, when hex is not NULL, its digest, all with the
+ * file-system rights of j's run owner (owner_fs_enter): a file the owner
+ * could not read by hand fails with EACCES. *abs is malloc'd. 0 or -1
+ * (errno set, *abs NULL). */
+int	job_artifact_as(const pl_job *j, const char *cwd, const char *path, char **abs,
+	    uint64_t *size, char hex[65]);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);

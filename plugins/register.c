@@ -281,14 +281,14 @@ version_before_030(const char *v)
 static cJSON *
 corpus_prompt(const char *path, const char *key, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = plc_fopen_in(path);
 	char *line = NULL;
 	size_t cap = 0;
 	int lineno = 0;
 	cJSON *out = NULL;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, plc_open_strerror(errno));
 		return NULL;
 	}
 	while (out == NULL && getline(&line, &cap, f) != -1) {

@@ -596,12 +596,12 @@ int
 gguf_open(struct gguf *g, const char *path)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = plc_open_in(path, O_RDONLY);
 
 	memset(g, 0, sizeof(*g));
 	snprintf(g->path, sizeof(g->path), "%s", path);
 	if (fd == -1)
-		return gerr(g, "%s", strerror(errno));
+		return gerr(g, "%s", plc_open_strerror(errno));
 	if (fstat(fd, &st) == -1) {
 		int e = errno;
 		close(fd);
