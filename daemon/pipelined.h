@@ -310,6 +310,10 @@ struct spec *spec_parse(const char *path, const char *text, char **errs);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);
+/* The jobs each job's `after` names, as indices in s->jobs (-1: no such
+ * job): dep[i][k] for s->jobs[i]->after[k], dep[i] sized by the caller.
+ * One hash map for the whole spec: a chain of n jobs costs n, not n^2. */
+void	spec_after_index(const struct spec *s, int **dep);
 /* Validate everything: common keys, stages (through the plugin registry),
  * DAG (unknown after, cycles), resources against conf (may be NULL).
  * Each job section whose stage is registered is handed to stage_check
