@@ -432,12 +432,13 @@ int	store_job_progress(struct store *s, int64_t job_id, double done,
 int	store_job_next_at(struct store *s, int64_t job_id, double at);
 int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 	    int retry_base);
-int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
+/* An attempt's deadline (wall clock; 0: none) is stored with its start,
+ * and read back (0 when none was stored) when a restarted daemon
+ * re-enters it. */
+int	store_attempt_start(struct store *s, int64_t job_id, int n, double deadline,
+	    int64_t *id);
 int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
 	    int result, const char *message);
-/* An attempt's deadline (wall clock; 0: none): set when it starts, read
- * back (0 when none was stored) when a restarted daemon re-enters it. */
-int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
 double	store_attempt_deadline(struct store *s, int64_t attempt_id);
 int	store_metric(struct store *s, int64_t job_id, const char *name,
 	    int64_t step, double value);

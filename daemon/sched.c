@@ -579,9 +579,8 @@ job_start(struct sjob *j)
 	j->attempts++;
 	if (store_begin(S.store) == -1)
 		return;
-	if (store_attempt_start(S.store, j->id, j->attempts, &j->attempt_id) == -1 ||
-	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
-	    now_wall() + j->sec->timeout : 0) == -1 ||
+	if (store_attempt_start(S.store, j->id, j->attempts, j->sec->timeout > 0 ?
+	    now_wall() + j->sec->timeout : 0, &j->attempt_id) == -1 ||
 	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
 	    store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(running),
 	    j->attempts, NULL) == -1) {
