@@ -446,17 +446,16 @@ run_dir(struct srun *r, char *why, size_t len)
 		return 0;
 	char rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "runs/%s", r->name);
-	const char *what = S.conf->state_dir;
-	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = errno;
 	if (sfd >= 0) {
-		what = rel;
 		r->dirfd = dirs_make_at(sfd, rel, 0711);
+		e = errno;
 		close(sfd);
 	}
 	if (r->dirfd >= 0)
 		return 0;
-	snprintf(why, len, "cannot make %s%s%s: %s", sfd >= 0 ? S.conf->state_dir : "",
-	    sfd >= 0 ? "/" : "", what, strerror(errno));
+	snprintf(why, len, "cannot %s %s%s%s: %s", sfd >= 0 ? "make" : "open",
+	    S.conf->state_dir, sfd >= 0 ? "/" : "", sfd >= 0 ? rel : "", strerror(e));
 	return -1;
 }
 

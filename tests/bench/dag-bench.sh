@@ -63,17 +63,8 @@ gen_spec() {  # shape name
 	echo "$GEN/$2.ini"
 }
 gen_make() {
-	local shape=$1 f=$GEN/$2.mk
-	{
-		printf 'all:'; for i in $(seq 0 $((N - 1))); do printf ' j%d' "$i"; done; echo
-		echo "j0:"; printf '\t@true\n'
-		for i in $(seq 1 $((N - 1))); do
-			if [ "$shape" = chain ]; then echo "j$i: j$((i - 1))"; else echo "j$i: j0"; fi
-			printf '\t@true\n'
-		done
-		printf '.PHONY: all'; for i in $(seq 0 $((N - 1))); do printf ' j%d' "$i"; done; echo
-	} > "$f"
-	echo "$f"
+	dag_makefile "$1" "$N" >"$GEN/$2.mk"
+	echo "$GEN/$2.mk"
 }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{print b-a}'; }
