@@ -79,7 +79,12 @@ for shape in chain fanout; do
 			c0=$(cpu "$dp")
 			t0=$(now)
 			"$top/daemon/pipelinectl" -f "$T/conf" submit --name "$shape-$r" "$W/$shape.ini" >/dev/null
-			"$top/daemon/pipelinectl" -f "$T/conf" watch "$shape-$r" --plain >/dev/null
+			if ! "$top/daemon/pipelinectl" -f "$T/conf" watch "$shape-$r" --plain >/dev/null; then
+				# A run that did not succeed is no figure: say why, go on.
+				echo "$shape round $r build $k: the run did not succeed:"
+				"$top/daemon/pipelinectl" -f "$T/conf" status "$shape-$r" | grep -v succeeded | head -5
+				continue
+			fi
 			t1=$(now)
 			c1=$(cpu "$dp")
 			line="$line$(awk -v k="$k" -v a="$t0" -v b="$t1" -v m="$m" -v c="$((c1 - c0))" \
