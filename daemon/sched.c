@@ -119,9 +119,7 @@ open_job(const struct sjob *j)
 	return j->st == PLJ_pending || j->st == PLJ_retrying;
 }
 
-/* Keep the run's ready bits right after j went from state was to its
- * own: j's bit, and, when j's success came or went, its dependents'
- * counts of unmet dependencies and their bits. */
+/* j's ready bit from its state and its count of unmet dependencies. */
 static void
 ready_set(struct sjob *j)
 {
@@ -135,6 +133,9 @@ ready_set(struct sjob *j)
 		r->ready[j->seq / 64] &= ~bit;
 }
 
+/* Keep the run's ready bits right after j went from state was to its
+ * own: j's bit, and, when j's success came or went, its dependents'
+ * counts of unmet dependencies and their bits. */
 static void
 ready_note(struct sjob *j, int was)
 {
