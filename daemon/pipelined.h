@@ -322,6 +322,10 @@ struct spec *spec_parse(const char *path, const char *text, char **errs);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);
+/* The jobs each job's `after` names, as indices in s->jobs (-1: no such
+ * job): dep[i][k] for s->jobs[i]->after[k], dep[i] sized by the caller.
+ * One hash map for the whole spec: a chain of n jobs costs n, not n^2. */
+void	spec_after_index(const struct spec *s, int **dep);
 /* Validate everything: common keys, stages (through the plugin registry),
  * DAG (unknown after, cycles), resources against conf (may be NULL).
  * Each job section whose stage is registered is handed to stage_check
@@ -445,16 +449,17 @@ int	store_job_progress(struct store *s, int64_t job_id, double done,
 int	store_job_next_at(struct store *s, int64_t job_id, double at);
 int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 	    int retry_base);
-int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
+/* An attempt's deadline (wall clock; 0: none) is stored with its start,
+ * and read back (0 when none was stored) when a restarted daemon
+ * re-enters it. */
+int	store_attempt_start(struct store *s, int64_t job_id, int n, double deadline,
+	    int64_t *id);
 int	store_attempt_end(struct store *s, int64_t attempt_id, enum pl_job_state state,
 	    int result, const char *message);
 /* An attempt the daemon's restart found running and could not re-enter:
  * its state is "lost", a word of the store's attempts only. */
 int	store_attempt_lost(struct store *s, int64_t attempt_id, int result,
 	    const char *message);
-/* An attempt's deadline (wall clock; 0: none): set when it starts, read
- * back (0 when none was stored) when a restarted daemon re-enters it. */
-int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
 double	store_attempt_deadline(struct store *s, int64_t attempt_id);
 int	store_metric(struct store *s, int64_t job_id, const char *name,
 	    int64_t step, double value);

@@ -67,9 +67,11 @@ struct sjob {
 	int rc;                  /* the run hook's result */
 	int *deps;               /* indices of the jobs in `after` */
 	int ndeps;
+	int *rdeps;              /* indices of the jobs whose `after` names this one */
+	int nrdeps;
+	int unmet;               /* deps not succeeded (see ready_note) */
 	struct sjob *done_next;  /* link in the handoff list or the pool's queue */
-	char logpath[PATH_MAX];
-	char launch_err[PATH_MAX + 64]; /* why job_launch() failed, for the job's message */
+	char *launch_err;        /* why the launch failed, for the job's message, or NULL */
 };
 
 struct srun {
@@ -85,12 +87,67 @@ struct srun {
 	 * how many have a thread; failed: a job failed, was cancelled or
 	 * skipped since the last pass (skips may propagate). */
 	int first_open, nretrying, nrunning, failed;
+	/* Bit i: job i is pending or retrying and every job it comes after
+	 * succeeded (ready_note), so a pass visits the jobs that may start,
+	 * not every open one (a chain has all of them open). */
+	uint64_t *ready;
 	/* runs/NAME below the state directory, opened (O_NOFOLLOW, as
 	 * job_dirs opens every directory below it) at the run's first job
 	 * and held until the run ends, not walked again for every job. */
 	int dirfd;
 	struct srun *next;
 };
+
+static int
+open_job(const struct sjob *j)
+{
+	return j->st == PLJ_pending || j->st == PLJ_retrying;
+}
+
+/* j's ready bit from its state and its count of unmet dependencies. */
+static void
+ready_set(struct sjob *j)
+{
+	struct srun *r = j->run;
+	uint64_t bit = UINT64_C(1) << (j->seq % 64);
+	if (r->ready == NULL)
+		return; /* being built: run_build counts once the deps are known */
+	if (open_job(j) && j->unmet == 0)
+		r->ready[j->seq / 64] |= bit;
+	else
+		r->ready[j->seq / 64] &= ~bit;
+}
+
+/* Keep the run's ready bits right after j went from state was to its
+ * own: j's bit, and, when j's success came or went, its dependents'
+ * counts of unmet dependencies and their bits. */
+static void
+ready_note(struct sjob *j, enum pl_job_state was)
+{
+	struct srun *r = j->run;
+	int d = (was == PLJ_succeeded) - (j->st == PLJ_succeeded);
+	if (r->ready == NULL)
+		return;
+	for (int k = 0; d != 0 && k < j->nrdeps; k++) {
+		struct sjob *n = &r->jobs[j->rdeps[k]];
+		n->unmet += d;
+		ready_set(n);
+	}
+	ready_set(j);
+}
+
+/* The first ready job at or after i, or njobs. */
+static int
+ready_next(const struct srun *r, int i)
+{
+	while (i < r->njobs) {
+		uint64_t w = r->ready[i / 64] >> (i % 64);
+		if (w != 0)
+			return i + __builtin_ctzll(w);
+		i = (i / 64 + 1) * 64;
+	}
+	return r->njobs;
+}
 
 /* The states are proto.h's enums (PL_JOB_STATES, PL_RUN_STATES), which
  * also say which are final; the store spells them. */
@@ -99,6 +156,7 @@ set_state(struct sjob *j, enum pl_job_state st)
 {
 	enum pl_job_state was = j->st;
 	j->st = st;
+	ready_note(j, was);
 	struct srun *r = j->run;
 	r->nretrying += (j->st == PLJ_retrying) - (was == PLJ_retrying);
 	if ((j->st == PLJ_pending || j->st == PLJ_retrying) && j->seq < r->first_open)
@@ -212,13 +270,15 @@ static __thread struct sjob *self_next;
 static __thread int self_taking;
 
 static void job_end_pass(struct sjob *j);
+static int job_open(struct sjob *j);
 
 static void *
 job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
-		j->rc = stage_run(j->pj);
+		if (job_open(j) == 0)
+			j->rc = stage_run(j->pj);
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;
@@ -273,6 +333,9 @@ job_thread_start(struct sjob *j)
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	int rc = pthread_create(&thr, &at, job_thread, j);
 	pthread_attr_destroy(&at);
+	if (rc != 0)
+		log_warnx("%s: %s/%s: pthread_create: %s", __func__, j->run->name, j->sec->name,
+		    strerror(rc));
 	return rc == 0 ? 0 : -1;
 }
 
@@ -307,11 +370,11 @@ executor_opts(struct sjob *j)
 static int handoff_hold;
 static struct sjob *handoff, **handoff_tail = &handoff;
 
-/* Undo job_launch's bookkeeping for a job whose thread did not start. */
+/* Undo job_launch's bookkeeping for a job whose stage did not run (its
+ * thread did not start, or job_open failed). */
 static void
 launch_undo(struct sjob *j)
 {
-	log_warn("%s: %s/%s: pthread_create", __func__, j->run->name, j->sec->name);
 	set_running(j, 0);
 	res_take(j, -1);
 	job_free(j->pj);
@@ -323,11 +386,13 @@ static void
 start_failed(struct sjob *j)
 {
 	store_begin(S.store);
-	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
+	const char *why = j->launch_err ? j->launch_err : "could not start the job thread";
 	store_attempt_end(S.store, j->attempt_id, PLJ_failed, PL_EIO, why);
 	store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_failed, 0, why);
 	store_commit(S.store);
 	set_state(j, PLJ_failed);
+	free(j->launch_err);
+	j->launch_err = NULL;
 }
 
 /* Hand the held jobs to their threads (after the commit). */
@@ -350,29 +415,41 @@ handoff_release(void)
 		sched_kick();
 }
 
+/* The run's directory, runs/NAME, made or opened without following a
+ * link (jobs write below the state directory) at its first job, under
+ * smtx: r->dirfd. 0, or -1 with why naming the path. */
+static int
+run_dir(struct srun *r, char *why, size_t len)
+{
+	if (r->dirfd >= 0)
+		return 0;
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "runs/%s", r->name);
+	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = errno;
+	if (sfd >= 0) {
+		r->dirfd = dirs_make_at(sfd, rel, 0711);
+		e = errno;
+		close(sfd);
+	}
+	if (r->dirfd >= 0)
+		return 0;
+	snprintf(why, len, "cannot %s %s%s%s: %s", sfd >= 0 ? "make" : "open",
+	    S.conf->state_dir, sfd >= 0 ? "/" : "", sfd >= 0 ? rel : "", strerror(e));
+	return -1;
+}
+
 /* The job's directory, its work directory and its log, made or opened
- * without following a link (jobs write below the state directory):
- * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
+ * below the run's (r->dirfd, open while the job runs) without following
+ * a link: pj->jobdirfd and pj->logfd. On the job's thread, without smtx
+ * or the store: two jobs' directories are made at once. 0, or -1 with
+ * why naming the path. */
 static int
 job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 {
 	struct srun *r = j->run;
-	const char *what = S.conf->state_dir, *verb = "make";
+	const char *what = pj->jobdir, *verb = "make";
 	int wfd = -1;
-	if (r->dirfd < 0) {
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "runs/%s", r->name);
-		int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (sfd >= 0) {
-			what = pj->jobdir;
-			r->dirfd = dirs_make_at(sfd, rel, 0711);
-			close(sfd);
-		}
-	}
-	if (r->dirfd >= 0) {
-		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
-	}
+	pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
 		wfd = dirs_make_owned(pj->jobdirfd, "work", pj->owner);
@@ -392,8 +469,32 @@ job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 	return -1;
 }
 
-/* Build the job's pl_job and start its thread. adopt: re-enter the
- * attempt that was running when the daemon stopped. */
+/* On the job's thread, before its stage runs: the job's directories
+ * and the attempt's first log line. -1: the launch failed, with
+ * j->launch_err saying why; job_end_pass records it. */
+static int
+job_open(struct sjob *j)
+{
+	struct pl_job *pj = j->pj;
+	struct srun *r = j->run;
+	char why[PATH_MAX + 64];
+	if (job_dirs(pj, j, why, sizeof(why)) == -1) {
+		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, why);
+		if (pj->jobdirfd >= 0) /* else there is no log to write to */
+			job_logf(pj, "=== %s attempt %d of job %s: %s ===", r->name, j->attempts,
+			    j->sec->name, why);
+		j->launch_err = xstrdup(why);
+		return -1;
+	}
+	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
+	    j->sec->name, j->reg->st->name, pj->adopted ? ", re-entered after a daemon restart" :
+	    "");
+	return 0;
+}
+
+/* Build the job's pl_job and start its thread (which makes the job's
+ * directories: job_open). adopt: re-enter the attempt that was running
+ * when the daemon stopped. */
 static int
 job_launch(struct sjob *j, int adopt)
 {
@@ -411,13 +512,12 @@ job_launch(struct sjob *j, int adopt)
 	    j->sec->name);
 	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
 	snprintf(pj->logpath, sizeof(pj->logpath), "%s/job.log", pj->jobdir);
-	snprintf(j->logpath, sizeof(j->logpath), "%s", pj->logpath);
-	j->launch_err[0] = '\0';
-	if (job_dirs(pj, j, j->launch_err, sizeof(j->launch_err)) == -1) {
-		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, j->launch_err);
-		if (pj->jobdirfd >= 0) /* else there is no log to write to */
-			job_logf(pj, "=== %s attempt %d of job %s: %s ===", r->name, j->attempts,
-			    j->sec->name, j->launch_err);
+	free(j->launch_err);
+	j->launch_err = NULL;
+	char why[PATH_MAX + 64];
+	if (run_dir(r, why, sizeof(why)) == -1) {
+		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, why);
+		j->launch_err = xstrdup(why);
 		job_free(pj);
 		return -1;
 	}
@@ -434,8 +534,6 @@ job_launch(struct sjob *j, int adopt)
 		pj->deadline = now_mono() + fmax(dl - now_wall(), 0.001);
 	else if (j->sec->timeout > 0)
 		pj->deadline = now_mono() + j->sec->timeout;
-	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
-	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
 	j->pj = pj;
 	set_running(j, 1);
 	if (!j->holds_res)
@@ -459,9 +557,8 @@ job_start(struct sjob *j)
 	j->attempts++;
 	if (store_begin(S.store) == -1)
 		return;
-	if (store_attempt_start(S.store, j->id, j->attempts, &j->attempt_id) == -1 ||
-	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
-	    now_wall() + j->sec->timeout : 0) == -1 ||
+	if (store_attempt_start(S.store, j->id, j->attempts, j->sec->timeout > 0 ?
+	    now_wall() + j->sec->timeout : 0, &j->attempt_id) == -1 ||
 	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
 	    store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_running,
 	    j->attempts, NULL) == -1) {
@@ -548,7 +645,11 @@ job_end_pass(struct sjob *j)
 {
 	int txn = store_begin(S.store) == 0;
 	handoff_hold = txn;
-	job_finished(j);
+	if (j->launch_err != NULL) { /* job_open failed: the stage did not run */
+		launch_undo(j);
+		start_failed(j);
+	} else
+		job_finished(j);
 	sched_kick();
 	if (txn)
 		store_commit(S.store);
@@ -571,12 +672,6 @@ static void
 timer_cb(uv_timer_t *t)
 {
 	sched_kick();
-}
-
-static int
-open_job(const struct sjob *j)
-{
-	return j->st == PLJ_pending || j->st == PLJ_retrying;
 }
 
 /* Move first_open past the jobs that are no longer pending or retrying. */
@@ -666,10 +761,9 @@ again:
 			}
 		}
 		advance_open(r);
-		for (int i = r->first_open; i < r->njobs && !S.stopping; i++) {
+		for (int i = ready_next(r, r->first_open); i < r->njobs && !S.stopping;
+		    i = ready_next(r, i + 1)) {
 			struct sjob *j = &r->jobs[i];
-			if (!open_job(j))
-				continue;
 			/* Full, and no retry whose time the timer must know. */
 			if (S.running >= S.conf->max_jobs && r->nretrying == 0)
 				break;
@@ -678,10 +772,7 @@ again:
 					next = j->next_at;
 				continue;
 			}
-			int ready = 1;
-			for (int k = 0; k < j->ndeps && ready; k++)
-				ready = r->jobs[j->deps[k]].st == PLJ_succeeded;
-			if (!ready || S.running >= S.conf->max_jobs || !res_available(j))
+			if (S.running >= S.conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
 		}
@@ -724,16 +815,38 @@ run_build(int64_t id, struct spec *spec, enum pl_run_state state)
 		j->seq = i;
 		set_state(j, PLJ_pending);
 	}
-	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
+	/* Resolve `after` once, both ways: a job's end then touches its
+	 * dependents only, and a pass the jobs that may start. */
+	int **dep = xcalloc((size_t)spec->njobs + 1, sizeof(*dep));
+	for (int i = 0; i < spec->njobs; i++)
+		dep[i] = xcalloc((size_t)spec->jobs[i]->nafter + 1, sizeof(int));
+	spec_after_index(spec, dep);
 	for (int i = 0; i < spec->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		j->deps = xcalloc((size_t)j->sec->nafter + 1, sizeof(int));
-		for (int k = 0; k < j->sec->nafter; k++) {
-			struct sjob *d = job_find(r, j->sec->after[k]);
-			if (d != NULL)
-				j->deps[j->ndeps++] = (int)(d - r->jobs);
+		j->deps = dep[i];
+		for (int k = 0; k < j->sec->nafter; k++)
+			if (dep[i][k] >= 0) {
+				j->deps[j->ndeps++] = dep[i][k];
+				r->jobs[dep[i][k]].nrdeps++;
+			}
+	}
+	free(dep);
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->rdeps = xcalloc((size_t)j->nrdeps + 1, sizeof(int));
+		j->nrdeps = 0;
+	}
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->unmet = j->ndeps; /* every job is pending yet */
+		for (int k = 0; k < j->ndeps; k++) {
+			struct sjob *d = &r->jobs[j->deps[k]];
+			d->rdeps[d->nrdeps++] = i;
 		}
 	}
+	r->ready = xcalloc((size_t)spec->njobs / 64 + 1, sizeof(uint64_t));
+	for (int i = 0; i < spec->njobs; i++)
+		ready_set(&r->jobs[i]);
 	return r;
 }
 
@@ -769,6 +882,11 @@ fail:;
 	char why[256];
 	int e = store_error(S.store, why, sizeof(why));
 	snprintf(err, errlen, "the store refused the run: %s", why);
+	for (int i = 0; i < r->njobs; i++) {
+		free(r->jobs[i].deps);
+		free(r->jobs[i].rdeps);
+	}
+	free(r->ready);
 	free(r->jobs);
 	free(r->name);
 	free(r);
@@ -1017,7 +1135,7 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
 			    j->attempts);
 			if (job_launch(j, 1) == -1)
-				job_set(j, PLJ_failed, j->launch_err[0] ? j->launch_err :
+				job_set(j, PLJ_failed, j->launch_err ? j->launch_err :
 				    "could not re-enter after a restart");
 			continue;
 		}

@@ -784,33 +784,23 @@ store_job_counters(struct store *s, int64_t job_id, int attempts, int lost, int 
 }
 
 int
-store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id)
+store_attempt_start(struct store *s, int64_t job_id, int n, double deadline, int64_t *id)
 {
-	sqlite3_stmt *st = store_prep(s, "INSERT INTO attempts(job_id, n, state, started)"
-	    " VALUES(?, ?, 'running', ?)");
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO attempts(job_id, n, state, started, deadline)"
+	    " VALUES(?, ?, 'running', ?, ?)");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int64(st, 1, job_id);
 	sqlite3_bind_int(st, 2, n);
 	sqlite3_bind_double(st, 3, now_wall());
+	if (deadline > 0)
+		sqlite3_bind_double(st, 4, deadline);
+	else
+		sqlite3_bind_null(st, 4);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
 	return 0;
-}
-
-int
-store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline)
-{
-	sqlite3_stmt *st = store_prep(s, "UPDATE attempts SET deadline = ? WHERE id = ?");
-	if (st == NULL)
-		return -1;
-	if (deadline > 0)
-		sqlite3_bind_double(st, 1, deadline);
-	else
-		sqlite3_bind_null(st, 1);
-	sqlite3_bind_int64(st, 2, attempt_id);
-	return step_done(s, st);
 }
 
 /* An attempt's end under the word state. */

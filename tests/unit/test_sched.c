@@ -11,6 +11,7 @@
  * case kills its first child with SIGKILL while jobs run, as a daemon
  * dies, and starts a second scheduler over the same store file: it must
  * find the truth the first one committed. */
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,6 +476,71 @@ case_restart(void)
 }
 
 /* Run fn in a child with a store directory of its own: 0 when it passed. */
+/* A pass starts the jobs whose dependencies succeeded, and only those
+ * (sched.c keeps them as ready bits, updated as states change, instead of
+ * looking at every open job): a chain longer than a word of bits runs in
+ * order, one job at a time; a job that succeeded and is queued again
+ * holds back what follows it again; a job whose directory cannot be made
+ * fails at once with the reason, and what follows is skipped. */
+static void
+case_ready(void)
+{
+	start("max_jobs = 2\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	char text[8192], name[16];
+	int n = snprintf(text, sizeof(text), "[c0]\nstage = fake\n");
+	for (int i = 1; i < 150; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+		    "[c%d]\nstage = fake\nafter = c%d\n", i, i - 1);
+	CHECK(n < (int)sizeof(text));
+	submit("chain", text);
+	for (int i = 0; i < 150; i++) {
+		snprintf(name, sizeof(name), "c%d", i);
+		struct launch *l = launched("chain", name, 1, 5);
+		int running;
+		CHECK(l != NULL && count("chain", &running) == i + 1 && running == 1);
+		finish(l, PL_OK);
+	}
+	CHECK(run_is("chain", "succeeded", 5));
+
+	submit("again", "[a]\nstage = fake\n[b]\nstage = fake\nafter = a\n");
+	finish(launched("again", "a", 1, 5), PL_OK);
+	finish(launched("again", "b", 1, 5), PL_OK);
+	CHECK(run_is("again", "succeeded", 5));
+	char msg[256];
+	CHECK(sched_retry("again", "a", msg, sizeof(msg)) == PLP_OK);
+	struct launch *a2 = launched("again", "a", 2, 5);
+	CHECK(a2 != NULL);
+	pump(0.2);
+	CHECK(launched("again", "b", 2, 0) == NULL); /* b waits for a's new attempt */
+	CHECK(state_is("again", "b", "pending", 0));
+	finish(a2, PL_OK);
+	struct launch *b2 = launched("again", "b", 2, 5);
+	CHECK(b2 != NULL && b2->at >= a2->at);
+	finish(b2, PL_OK);
+	CHECK(run_is("again", "succeeded", 5));
+
+	/* A file where the job's directory goes: the launch fails. */
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/runs", dir);
+	CHECK(mkdir(path, 0711) == 0 || errno == EEXIST); /* the runs before made it */
+	snprintf(path, sizeof(path), "%s/runs/blocked", dir);
+	CHECK(mkdir(path, 0711) == 0);
+	snprintf(path, sizeof(path), "%s/runs/blocked/x", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL && fclose(f) == 0);
+	submit("blocked", "[x]\nstage = fake\n[y]\nstage = fake\nafter = x\n"
+	    "[z]\nstage = fake\n");
+	CHECK(state_is("blocked", "x", "failed", 5));
+	CHECK(state_is("blocked", "y", "skipped", 5));
+	finish(launched("blocked", "z", 1, 5), PL_OK);
+	CHECK(run_is("blocked", "failed", 5));
+	CHECK(launched("blocked", "x", 1, 0) == NULL && launched("blocked", "y", 1, 0) == NULL);
+	struct job_row r = row("blocked", "x");
+	CHECK(strstr(r.message, "cannot make") != NULL && strstr(r.message, "runs/blocked/x") != NULL);
+	CHECK(r.state == PLJ_failed && r.attempts == 1); /* the attempt started, and failed */
+}
+
 static int
 in_child(const char *name, void (*fn)(void))
 {
@@ -516,5 +582,6 @@ main(void)
 	CHECK(in_child("resources", case_resources) == 0);
 	CHECK(in_child("cancel", case_cancel) == 0);
 	CHECK(in_child("restart", case_restart) == 0);
+	CHECK(in_child("ready", case_ready) == 0);
 	CHECK_DONE();
 }
