@@ -54,8 +54,12 @@ static const struct pl_key bake_keys[] = {
 	  "take the stats artifact of this run instead (the incumbent's corpus)" },
 	{ "passes", PL_KEY_INT, "3", PL_KEY_MIN | PL_KEY_MAX, NULL, "passes over every case (1-32)", 1,
 	  SC_MAX_PASSES },
-	{ "num_ctx", PL_KEY_INT, "9216", PL_KEY_MIN, NULL,
-	  "context every request needs; sent to Ollama, checked on llama-server", 256, 0 },
+	{ "num_ctx", PL_KEY_INT, NULL, PL_KEY_MIN, NULL,
+	  "context every request needs; sent to Ollama, checked on llama-server "
+	  "(default: the Ollama tag's PARAMETER num_ctx, which register set; else 9216)",
+	  256, 0 },
+	{ "shift", PL_KEY_BOOL, NULL, 0, NULL,
+	  "Ollama shift as the live clients send it (default: not sent)" },
 	{ "seed", PL_KEY_INT, "3407", 0, NULL, "sampling seed (temperature is 0)" },
 	{ "max_tokens", PL_KEY_INT, "256", PL_KEY_MIN, NULL, "token cap of one answer", 1, 0 },
 	{ "concurrency", PL_KEY_INT, "1", PL_KEY_MIN | PL_KEY_MAX, NULL,
@@ -64,7 +68,7 @@ static const struct pl_key bake_keys[] = {
 	{ "max_bytes_per_token", PL_KEY_FLOAT, "8", 0, NULL,
 	  "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off" },
 	{ "keep_alive", PL_KEY_STRING, "30m", 0, NULL,
-	  "Ollama keep_alive of the model during the bake" },
+	  "Ollama keep_alive of the model during the bake, as the live clients send it" },
 	{ "evict", PL_KEY_BOOL, "yes", 0, NULL,
 	  "Ollama: unload every other model before timing (G22)" },
 	{ "max_errors", PL_KEY_INT, "0", 0, NULL,
@@ -329,8 +333,24 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 		}
 		ollama_list_free(&l);
 	}
+	/* A runner loaded at another context is reloaded by the bake's first
+	 * request (0.30 and later also for another shift: needsReload), and
+	 * by the live clients' next one after it: say so. */
+	if (ollama_ps(&o, &l) == 0) {
+		for (size_t i = 0; i < l.n; i++)
+			if (ollama_model_is(&l.v[i], b->chat.model) && l.v[i].context_length > 0 &&
+			    l.v[i].context_length != b->chat.num_ctx) {
+				host->log(b->job, PL_LOG_WARN, "%s is loaded with a %ld-token "
+				    "context, the bake's num_ctx is %d: the bake reloads it, and a "
+				    "client that keeps asking with %ld reloads it back", l.v[i].name,
+				    l.v[i].context_length, b->chat.num_ctx, l.v[i].context_length);
+				host->value_set(b->job, "bake.reload", "yes");
+			}
+		ollama_list_free(&l);
+	}
 	keep_alive_json(keep_alive, ka, sizeof(ka));
-	if (ollama_load(&o, b->chat.model, ka[0] ? ka : NULL, b->chat.num_ctx) == -1) {
+	if (ollama_load_opts(&o, b->chat.model, ka[0] ? ka : NULL, b->chat.num_ctx,
+	    b->chat.shift) == -1) {
 		snprintf(note, notelen, "load failed: %s", o.error);
 		return 0;
 	}
@@ -362,6 +382,34 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 		comparable = 0;
 	}
 	return comparable;
+}
+
+/*
+ * The context of every request: the spec's num_ctx, else (Ollama) the
+ * tag's own PARAMETER num_ctx, the one register set and the live clients
+ * that send none get, so that the bake does not reload their runner at
+ * another size; else 9216. -1 when the tag cannot be read.
+ */
+static int
+bake_num_ctx(struct bake *b)
+{
+	struct ollama o;
+	struct ollama_show sh;
+	const char *p;
+	long n = 9216;
+
+	if (host->get(b->job, "num_ctx") != NULL || b->chat.backend != CHAT_OLLAMA)
+		return (int)host->get_int(b->job, "num_ctx", 9216);
+	if (ollama_init(&o, b->chat.url, 60) == -1 || ollama_show(&o, b->chat.model, &sh) == -1)
+		return host->fail(b->job, "num_ctx: reading the PARAMETER num_ctx of %s: %s",
+		    b->chat.model, o.error), -1;
+	for (p = sh.parameters; p && (p = strstr(p, "num_ctx")) != NULL; p += 7)
+		if ((p == sh.parameters || p[-1] == '\n') && sscanf(p + 7, "%ld", &n) == 1)
+			break;
+	host->log(b->job, PL_LOG_INFO, "num_ctx %ld: %s", n, p ? "the tag's PARAMETER num_ctx" :
+	    "the tag has no PARAMETER num_ctx; the default");
+	ollama_show_free(&sh);
+	return (int)n;
 }
 
 static int
@@ -510,7 +558,12 @@ bake_run(pl_job *job)
 		rc = host->fail(job, "%s", err);
 		goto out;
 	}
-	b.chat.num_ctx = (int)host->get_int(job, "num_ctx", 9216);
+	if ((b.chat.num_ctx = bake_num_ctx(&b)) < 0) {
+		rc = PL_EFAIL;
+		goto out;
+	}
+	if (host->get(job, "shift") != NULL)
+		b.chat.shift = host->get_bool(job, "shift", 1);
 	b.chat.seed = host->get_int(job, "seed", 3407);
 	b.chat.max_tokens = (int)host->get_int(job, "max_tokens", 256);
 	b.chat.timeout = host->get_duration(job, "case_timeout", 300);

@@ -66,6 +66,7 @@ chat_init(struct chat_client *c, const char *backend, const char *url,
 	c->max_tokens = 256;
 	c->timeout = 300;
 	c->max_bytes_per_token = 8;
+	c->shift = -1;
 	return 0;
 }
 
@@ -111,6 +112,10 @@ chat_request_json(const struct chat_client *c, const cJSON *messages,
 		cJSON_AddNumberToObject(o, "seed", (double)c->seed);
 		cJSON_AddNumberToObject(o, "num_predict", c->max_tokens);
 		cJSON_AddBoolToObject(r, "truncate", 0);
+		/* shift is a load-time option from 0.30 on: a value other
+		 * than the live clients' reloads their runner. */
+		if (c->shift >= 0)
+			cJSON_AddBoolToObject(r, "shift", c->shift);
 		if (c->keep_alive[0]) {
 			cJSON *ka = cJSON_Parse(c->keep_alive);
 			if (ka)

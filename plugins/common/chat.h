@@ -31,6 +31,7 @@ struct chat_client {
 	double timeout;		/* seconds per request */
 	double max_bytes_per_token; /* truncation heuristic, 0: off */
 	char keep_alive[32];	/* Ollama keep_alive JSON value, "" for none */
+	int shift;		/* Ollama shift: -1 not sent, 0 false, 1 true */
 };
 
 /* How a reply is to be counted. */

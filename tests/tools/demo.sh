@@ -80,7 +80,7 @@ if [ -z "${DEMO_SPEC:-}" ]; then
 	"$TOP/tests/tools/llama-oracle.sh" --check ||
 	    echo "== first run: building llama.cpp (the test oracle; ~5 minutes of 2 cores, cached after)"
 	"$TOP/tests/tools/ollama.sh" --check ||
-	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) with go install (~15-25 minutes of 2 cores, cached after)"
+	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~15-25 minutes of 2 cores, cached after)"
 	echo "== preparing: fixture base, llama.cpp oracle, the real Ollama server"
 	e2e_prepare "$DIR/e2e"
 	echo "== real Ollama $("$TOP/tests/tools/ollama.sh" --version) on $OURL (models in $DIR/ollama/models, log $DIR/ollama/serve.log)"
