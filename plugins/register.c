@@ -532,12 +532,17 @@ template_probe(pl_job *job, struct ollama *o, const char *tag, const char *gguf,
 	const cJSON *di = cJSON_GetObjectItemCaseSensitive(ans, "debug_info");
 	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(di, "rendered_template");
 	if (cJSON_IsString(rt)) {
+		/* The start of the rendering, as a JSON string: one log line. */
+		cJSON *head = cJSON_CreateString(rt->valuestring);
+		char *q = cJSON_PrintUnformatted(head);
+		cJSON_Delete(head);
 		*out = strstr(rt->valuestring, "pipelined-template-probe") != NULL ?
 		    SERVED_MODELFILE : SERVED_GGUF;
-		host->log(job, PL_LOG_INFO, "template probe: %s renders \"%.60s%s\": %s", probe,
-		    rt->valuestring, strlen(rt->valuestring) > 60 ? "..." : "",
+		host->log(job, PL_LOG_INFO, "template probe: %s renders %.80s%s: %s", probe,
+		    q ? q : "?", q && strlen(q) > 80 ? "..." : "",
 		    *out == SERVED_MODELFILE ? "the Modelfile TEMPLATE serves" :
 		    "the GGUF's own tokenizer.chat_template serves");
+		free(q);
 	} else
 		host->log(job, PL_LOG_WARN, "template probe: the server answered no "
 		    "debug_info.rendered_template; which template serves is left to the "
@@ -719,19 +724,18 @@ register_run(pl_job *job)
 		char mended[4200], msha[65];
 		if (fix == NULL)
 			fix = "gguf";
+		host->log(job, PL_LOG_WARN, "%s: Ollama %s serves the GGUF's own "
+		    "tokenizer.chat_template (%s), not the TEMPLATE of %s: it prefers the "
+		    "Jinja template when that one has more capabilities", tag, version, gguf,
+		    mfpath);
 		if (strcmp(fix, "gguf") != 0) {
-			rc = host->fail(job, "%s: Ollama %s serves the GGUF's own "
-			    "tokenizer.chat_template (%s), not the TEMPLATE of %s: it prefers the "
-			    "Jinja template when that one has more capabilities. Set template_fix = "
-			    "gguf (register takes the chat template out of a copy of the GGUF), or "
-			    "OLLAMA_GO_TEMPLATE=1 in the server's environment", tag, version, gguf,
-			    mfpath);
+			rc = host->fail(job, "%s: the GGUF's own chat template serves, not the "
+			    "Modelfile's; set template_fix = gguf (register takes it out of a copy "
+			    "of the GGUF), or OLLAMA_GO_TEMPLATE=1 in the server's environment", tag);
 			goto out;
 		}
-		host->log(job, PL_LOG_WARN, "%s: Ollama %s serves the GGUF's own "
-		    "tokenizer.chat_template, not the TEMPLATE of %s (it prefers the Jinja "
-		    "template when that one has more capabilities): template_fix = gguf "
-		    "registers a copy of the GGUF without it", tag, version, mfpath);
+		host->log(job, PL_LOG_INFO, "template_fix = gguf: registering a copy of %s "
+		    "without its chat template", gguf);
 		if ((rc = template_mend(job, gguf, mended, sizeof(mended), msha)) != PL_OK)
 			goto out;
 		ollama_show_free(&sh);

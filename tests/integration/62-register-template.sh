@@ -83,8 +83,10 @@ grep -q "Ollama $version at $OURL: profile llama-server runner (0.30 and later),
     { cat none.out; fail "profile not named"; }
 grep -q "template probe: .*the GGUF's own tokenizer.chat_template serves" none.out ||
     { cat none.out; fail "the probe did not see the GGUF's template"; }
-grep -q "router:j: Ollama $version serves the GGUF's own tokenizer.chat_template (.*jinja.gguf), not the TEMPLATE of .*Modelfile.etc: .*template_fix = gguf.*OLLAMA_GO_TEMPLATE=1" none.out ||
-    { cat none.out; fail "the refusal does not name the GGUF, the Modelfile and the fixes"; }
+grep -q "router:j: Ollama $version serves the GGUF's own tokenizer.chat_template (.*/jinja.gguf), not the TEMPLATE of .*/Modelfile.etc: it prefers the Jinja template when that one has more capabilities" none.out ||
+    { cat none.out; fail "the GGUF and the Modelfile not named"; }
+grep -q "failed: router:j: the GGUF's own chat template serves, not the Modelfile's; set template_fix = gguf (register takes it out of a copy of the GGUF), or OLLAMA_GO_TEMPLATE=1 in the server's environment" none.out ||
+    { cat none.out; fail "the refusal does not name both fixes"; }
 curl -s "$OURL/api/tags" | grep -q 'template-probe' && fail "the probe tag was left behind"
 
 # 2. Mended: the default template_fix = gguf.
@@ -92,8 +94,10 @@ stage register gguf="$TEST_TMP/jinja.gguf" tag=router:j "${reg[@]}" >fix.out 2>&
     { cat fix.out; fail "register did not mend the template"; }
 grep -q "template fix: .*/jinja.gguf written without its 1 tokenizer.chat_template key" fix.out ||
     { cat fix.out; fail "the fix not logged"; }
-grep -q "serves the GGUF's own tokenizer.chat_template, not the TEMPLATE of .*Modelfile.etc (it prefers the Jinja template when that one has more capabilities)" fix.out ||
+grep -q "serves the GGUF's own tokenizer.chat_template (.*/jinja.gguf), not the TEMPLATE of .*/Modelfile.etc: it prefers the Jinja template" fix.out ||
     { cat fix.out; fail "the reason not logged"; }
+grep -q "template_fix = gguf: registering a copy of .*/jinja.gguf without its chat template" fix.out ||
+    { cat fix.out; fail "the fix not announced"; }
 [ "$(value fix.out register.served_template)" = modelfile ] || fail "the Modelfile's does not serve after the fix"
 [ "$(value fix.out register.template_checked)" = yes ] || fail "template not checked after the fix"
 [ "$(grep -c 'template check: example .*prompt tokens served and trained' fix.out)" -eq 4 ] ||
