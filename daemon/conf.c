@@ -229,6 +229,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	}
 	snprintf(sk, sizeof(sk), "%s.%s", section, name);
 	cJSON_DeleteItemFromObject(c->all, sk);
+	cJSON_DeleteItemFromObject(c->lines, sk);
+	cJSON_AddNumberToObject(c->lines, sk, p->line);
 	if (k->kind == 'p') {
 		char *r = path_resolve(c->dir, value);
 		cJSON_AddStringToObject(c->all, sk, r);
@@ -327,6 +329,7 @@ conf_load(struct conf *c, const char *path, char **errs)
 {
 	memset(c, 0, sizeof(*c));
 	c->all = cJSON_CreateObject();
+	c->lines = cJSON_CreateObject();
 	conf_defaults(c);
 	char *abs = realpath(path, NULL);
 	snprintf(c->path, sizeof(c->path), "%s", abs ? abs : path);
@@ -370,7 +373,15 @@ void
 conf_free(struct conf *c)
 {
 	cJSON_Delete(c->all);
-	c->all = NULL;
+	cJSON_Delete(c->lines);
+	c->all = c->lines = NULL;
+}
+
+int
+conf_line(const struct conf *c, const char *section_key)
+{
+	const cJSON *v = c->lines ? cJSON_GetObjectItemCaseSensitive(c->lines, section_key) : NULL;
+	return cJSON_IsNumber(v) ? v->valueint : 0;
 }
 
 const char *

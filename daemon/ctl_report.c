@@ -7,6 +7,12 @@
  * with the same functions the gate uses (plugins/common/score.c), so the
  * report and the verdict cannot disagree. Bakes of different case sets
  * are shown, but never compared (no fair slice, a warning).
+ *
+ * Beside them, the corpus_check results of the runs: the counts per check,
+ * and with a previous version the examples added, removed and changed per
+ * capability (a column of the per-capability table when there are bakes)
+ * and the cases added, removed and changed, so that a capability's change
+ * in accuracy reads against the change in its data.
  */
 #include <err.h>
 #include <stdio.h>
@@ -29,9 +35,31 @@ struct col {
 	int ok;
 };
 
-/* Every bake.summary and gate.verdict of a run, from the `values` verb. */
+/* A corpus_check job's summary and its changes since the previous run. */
+struct corp {
+	char label[256];
+	cJSON *sum;
+	cJSON *diff;
+};
+
+static struct corp *
+corp_find(struct corp *cs, int *n, const char *label)
+{
+	for (int i = 0; i < *n; i++)
+		if (strcmp(cs[i].label, label) == 0)
+			return &cs[i];
+	if (*n == MAX_COLS * 2)
+		return NULL;
+	memset(&cs[*n], 0, sizeof(cs[*n]));
+	snprintf(cs[*n].label, sizeof(cs[*n].label), "%s", label);
+	return &cs[(*n)++];
+}
+
+/* Every bake.summary, gate.verdict and corpus_check value of a run, from
+ * the `values` verb. */
 static int
-fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts)
+fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts, struct corp *cs,
+    int *ncs)
 {
 	cJSON *args = cJSON_CreateObject(), *res = NULL, *v;
 	const cJSON *vals;
@@ -49,6 +77,19 @@ fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts)
 				cJSON_AddStringToObject(g, "run", run);
 				cJSON_AddStringToObject(g, "job", job);
 				cJSON_AddItemToArray(*verdicts, g);
+			}
+			continue;
+		}
+		if (strcmp(key, "corpus_check.summary") == 0 ||
+		    strcmp(key, "corpus_check.diff") == 0) {
+			char label[256];
+			snprintf(label, sizeof(label), "%s/%s", run, job);
+			struct corp *c = corp_find(cs, ncs, label);
+			cJSON **slot = c == NULL ? NULL :
+			    strcmp(key, "corpus_check.summary") == 0 ? &c->sum : &c->diff;
+			if (slot != NULL) {
+				cJSON_Delete(*slot);
+				*slot = cJSON_Parse(val);
 			}
 			continue;
 		}
@@ -114,6 +155,64 @@ row(const char *name, char cells[][64], int n)
 	printf("\n");
 }
 
+/* The changes of one capability since the previous corpus, "+a -r ~c",
+ * or "-" when the diff does not name it. */
+static void
+corp_cap(const struct corp *c, const char *cap, char *buf, size_t len)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(c ? c->diff : NULL, "capabilities"), cap);
+	if (x == NULL)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "+%.0f -%.0f ~%.0f", jnum(x, "added"), jnum(x, "removed"),
+		    jnum(x, "changed"));
+}
+
+/* The corpus section: per corpus_check job, its result and counts, and
+ * its changes since the previous version (per capability unless the
+ * bake table shows them). */
+static void
+corp_print(const struct corp *cs, int n, int per_cap)
+{
+	for (int i = 0; i < n; i++) {
+		const struct corp *c = &cs[i];
+		const cJSON *ck, *x;
+		if (c->sum != NULL) {
+			printf("%-24s %s: %s, %.0f examples\n", "corpus", c->label,
+			    jstr(c->sum, "result"), jnum(c->sum, "examples"));
+			ck = cJSON_GetObjectItemCaseSensitive(c->sum, "checks");
+			cJSON_ArrayForEach(x, ck)
+				if (jnum(x, "count") > 0)
+					printf("  %-22s %.0f (%s)\n", x->string, jnum(x, "count"),
+					    jstr(x, "policy"));
+			x = cJSON_GetObjectItemCaseSensitive(c->sum, "leakage");
+			if (x != NULL)
+				printf("  cases held by train key %.0f of %.0f (leave the fair slice), "
+				    "trained without one %.0f\n", jnum(x, "by_train_key"), jnum(x, "cases"),
+				    jnum(x, "undeclared"));
+		}
+		if (c->diff == NULL)
+			continue;
+		const char *prev = jstr(c->diff, "previous");
+		if (*jstr(c->diff, "error")) {
+			printf("corpus since %s: %s\n", prev, jstr(c->diff, "error"));
+			continue;
+		}
+		x = cJSON_GetObjectItemCaseSensitive(c->diff, "examples");
+		printf("corpus since %s: +%.0f -%.0f ~%.0f examples (added, removed, changed)\n",
+		    prev, jnum(x, "added"), jnum(x, "removed"), jnum(x, "changed"));
+		if (per_cap)
+			cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(c->diff, "capabilities"))
+				printf("  %-22s +%.0f -%.0f ~%.0f\n", x->string, jnum(x, "added"),
+				    jnum(x, "removed"), jnum(x, "changed"));
+		x = cJSON_GetObjectItemCaseSensitive(c->diff, "cases");
+		if (x != NULL)
+			printf("cases since %s: +%.0f -%.0f ~%.0f\n", prev, jnum(x, "added"),
+			    jnum(x, "removed"), jnum(x, "changed"));
+	}
+}
+
 int
 ctl_report(int argc, char **argv)
 {
@@ -121,7 +220,9 @@ ctl_report(int argc, char **argv)
 	struct col cols[MAX_COLS * 2];
 	int ncols = 0, n0, json = ctl_json;
 	cJSON *verdicts = cJSON_CreateArray();
-	char cells[MAX_COLS * 2][64];
+	char cells[MAX_COLS * 2 + 1][64];
+	struct corp cs[MAX_COLS * 2];
+	int ncs = 0;
 
 	memset(cols, 0, sizeof(cols));
 	for (int i = 1; i < argc; i++) {
@@ -136,18 +237,18 @@ ctl_report(int argc, char **argv)
 	}
 	if (runs[0] == NULL)
 		errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
-	if (fetch(runs[0], cols, &ncols, &verdicts) == -1)
+	if (fetch(runs[0], cols, &ncols, &verdicts, cs, &ncs) == -1)
 		return 1;
 	n0 = ncols;
 	if (runs[1] != NULL) {
 		int n1 = 0;
-		if (fetch(runs[1], cols + n0, &n1, &verdicts) == -1)
+		if (fetch(runs[1], cols + n0, &n1, &verdicts, cs, &ncs) == -1)
 			return 1;
 		ncols += n1;
 	}
-	if (ncols == 0) {
-		warnx("run %s%s%s has no bake results", runs[0], runs[1] ? " or " : "",
-		    runs[1] ? runs[1] : "");
+	if (ncols == 0 && ncs == 0) {
+		warnx("run %s%s%s has no bake or corpus_check results", runs[0],
+		    runs[1] ? " or " : "", runs[1] ? runs[1] : "");
 		cJSON_Delete(verdicts);
 		return 1;
 	}
@@ -195,12 +296,34 @@ ctl_report(int argc, char **argv)
 		}
 		cJSON_AddItemToObject(o, "verdicts", verdicts);
 		verdicts = NULL;
+		cJSON *ca = cJSON_AddArrayToObject(o, "corpus");
+		for (int i = 0; i < ncs; i++) {
+			cJSON *c = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "job", cs[i].label);
+			if (cs[i].sum)
+				cJSON_AddItemToObject(c, "summary", cJSON_Duplicate(cs[i].sum, 1));
+			if (cs[i].diff)
+				cJSON_AddItemToObject(c, "diff", cJSON_Duplicate(cs[i].diff, 1));
+			cJSON_AddItemToArray(ca, c);
+		}
 		char *t = cJSON_PrintUnformatted(o);
 		printf("%s\n", t);
 		free(t);
 		cJSON_Delete(o);
 		goto out;
 	}
+	if (ncols == 0) {
+		corp_print(cs, ncs, 1);
+		goto out;
+	}
+	/* The per-capability table gets a column of the first run's corpus
+	 * changes, when it has them. */
+	const struct corp *dc = NULL;
+	for (int i = 0; i < ncs && dc == NULL; i++)
+		if (cs[i].diff != NULL && !*jstr(cs[i].diff, "error") &&
+		    strncmp(cs[i].label, runs[0], strlen(runs[0])) == 0 &&
+		    cs[i].label[strlen(runs[0])] == '/')
+			dc = &cs[i];
 
 	for (int i = 0; i < ncols; i++)
 		snprintf(cells[i], sizeof(cells[i]), "%.22s", cols[i].label);
@@ -266,7 +389,15 @@ ctl_report(int argc, char **argv)
 	row("bake errors", cells, ncols);
 
 	/* Per capability: the union of the groups, in name order. */
-	printf("per capability %%\n");
+	if (dc != NULL) {
+		for (int i = 0; i < ncols; i++)
+			snprintf(cells[i], sizeof(cells[i]), "%s", "");
+		snprintf(cells[ncols], sizeof(cells[ncols]), "data since %.11s",
+		    jstr(dc->diff, "previous"));
+		row("per capability %", cells, ncols + 1);
+	} else {
+		printf("per capability %%\n");
+	}
 	for (int i = 0; i < ncols; i++)
 		for (int g = 0; g < cols[i].agg.ngroups; g++) {
 			const char *name = cols[i].agg.groups[g].name;
@@ -289,7 +420,9 @@ ctl_report(int argc, char **argv)
 			}
 			char lbl[64];
 			snprintf(lbl, sizeof(lbl), "  %.22s", name);
-			row(lbl, cells, ncols);
+			if (dc != NULL)
+				corp_cap(dc, name, cells[ncols], sizeof(cells[ncols]));
+			row(lbl, cells, ncols + (dc != NULL));
 		}
 	const cJSON *g;
 	cJSON_ArrayForEach(g, verdicts)
@@ -298,7 +431,12 @@ ctl_report(int argc, char **argv)
 	if (!same)
 		printf("warning: the bakes come from different case sets; their numbers do not "
 		    "compare\n");
+	corp_print(cs, ncs, dc == NULL);
 out:
+	for (int i = 0; i < ncs; i++) {
+		cJSON_Delete(cs[i].sum);
+		cJSON_Delete(cs[i].diff);
+	}
 	cJSON_Delete(verdicts);
 	for (int i = 0; i < ncols; i++) {
 		cJSON_Delete(cols[i].sum);

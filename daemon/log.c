@@ -13,23 +13,39 @@
 
 static FILE *log_fp;
 static int log_lvl = LOG_LVL_INFO;
+static int log_tee;     /* warnings and errors to stderr too (start-up) */
 static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const lvl_names[] = { "error", "warn", "info", "debug" };
 
-void
+/* Log to stderr in the foreground, to the file otherwise; -1 (errno set,
+ * stderr used) when the file cannot be opened for appending. */
+int
 log_init(int foreground, int level, const char *file)
 {
 	log_lvl = level;
 	if (!foreground && file != NULL && *file) {
-		FILE *f = fopen(file, "a");
-		if (f != NULL) {
-			setvbuf(f, NULL, _IOLBF, 0);
-			log_fp = f;
-			return;
+		FILE *f = fopen(file, "ae");
+		if (f == NULL) {
+			log_fp = stderr;
+			return -1;
 		}
+		setvbuf(f, NULL, _IOLBF, 0);
+		log_fp = f;
+		return 0;
 	}
 	log_fp = stderr;
+	return 0;
+}
+
+/* While a detached daemon starts, its warnings and errors go to the
+ * operator's terminal as well as to the log file. */
+void
+log_tee_stderr(int on)
+{
+	pthread_mutex_lock(&log_mtx);
+	log_tee = on;
+	pthread_mutex_unlock(&log_mtx);
 }
 
 void
@@ -84,6 +100,11 @@ vlog(int lvl, int with_errno, const char *fmt, va_list ap)
 		fprintf(f, "%s.%03ldZ %s: %s\n", ts, now.tv_nsec / 1000000,
 		    lvl_names[lvl], msg);
 	fflush(f);
+	if (log_tee && f != stderr && lvl <= LOG_LVL_WARN) {
+		fprintf(stderr, "pipelined: %s%s%s\n", msg, with_errno ? ": " : "",
+		    with_errno ? strerror(saved) : "");
+		fflush(stderr);
+	}
 	pthread_mutex_unlock(&log_mtx);
 	errno = saved;
 }

@@ -551,6 +551,7 @@ struct wjob {
 	char unit[16];
 	int attempt;
 	char msg[160];
+	char note[160];		/* a stage's figures (corpus_check's counts) */
 	double t0;		/* when it began running (feed time), or 0 */
 	double loss;		/* the newest loss metric, if has_loss */
 	int has_loss;
@@ -852,13 +853,31 @@ watch_draw(struct watch *w)
 		bar[barw] = '\0';
 		char extra[160];
 		job_words(w, j, extra, sizeof(extra));
-		printf("\033[2K%-16.16s %-10s [%s] %s\n", j->name, j->state, bar, extra);
+		printf("\033[2K%-16.16s %-10s [%s] %s%s%s\n", j->name, j->state, bar, extra,
+		    *extra && *j->note ? "; " : "", j->note);
 	}
 	char rw[160];
 	run_words(w, rw, sizeof(rw));
 	printf("\033[2K run: %s%s%s %s\n", w->run_state, *rw ? ", " : "", rw, w->run_msg);
 	w->drawn = w->njobs + 1;
 	fflush(stdout);
+}
+
+/* A corpus_check event in words: "corpus: warn, 36 examples; guards 1". */
+static void
+corpus_words(const cJSON *ev, char *buf, size_t len)
+{
+	const cJSON *c;
+	size_t o = (size_t)snprintf(buf, len, "corpus: %s, %.0f examples", jstr(ev, "result"),
+	    jnum(ev, "examples"));
+	int first = 1;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(ev, "counts")) {
+		if (o >= len)
+			break;
+		o += (size_t)snprintf(buf + o, len - o, "%s%s %.0f", first ? "; " : ", ",
+		    c->string, c->valuedouble);
+		first = 0;
+	}
 }
 
 static int
@@ -966,6 +985,9 @@ cmd_watch(int argc, char **argv)
 			rate_add(j, jnum(ev, "ts"), j->done);
 			if (ctl_json)
 				eta_json(&w, j);
+		} else if (strcmp(type, "job.corpus_check") == 0) {
+			struct wjob *j = wjob_find(&w, job);
+			corpus_words(ev, j->note, sizeof(j->note));
 		} else if (strcmp(type, "job.metric") == 0 && strcmp(jstr(ev, "name"), "loss") == 0) {
 			struct wjob *j = wjob_find(&w, job);
 			j->loss = jnum(ev, "value");
@@ -1001,6 +1023,11 @@ cmd_watch(int argc, char **argv)
 				printf("%s %s error: %s\n", ts, job, jstr(ev, "message"));
 			else if (strcmp(type, "job.verdict") == 0 || strcmp(type, "job.verify") == 0)
 				printf("%s %s %s\n", ts, job, line);
+			else if (strcmp(type, "job.corpus_check") == 0) {
+				char words[160];
+				corpus_words(ev, words, sizeof(words));
+				printf("%s %s %s\n", ts, job, words);
+			}
 			fflush(stdout);
 		} else if (w.tty) {
 			watch_draw(&w);

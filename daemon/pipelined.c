@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -139,6 +140,112 @@ on_hup(uv_signal_t *s, int signum)
 	sched_reconf(nc);
 }
 
+/* The pid file, state_dir/pipelined.pid, holds a write lock (fcntl) for
+ * the daemon's life: a second daemon on the same state directory finds
+ * the lock and names its holder, whose pid the kernel reports (F_GETLK),
+ * so a stale file left by a kill -9 means nothing. The lock is the
+ * process's own: not inherited by children, gone with the process. */
+static pid_t
+pidfile_holder(const char *state_dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/pipelined.pid", state_dir);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		return 0;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	pid_t pid = 0;
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+		pid = fl.l_pid;
+	close(fd);
+	return pid;
+}
+
+static int
+pidfile_lock(const char *state_dir)
+{
+	char path[PATH_MAX], buf[32];
+	snprintf(path, sizeof(path), "%s/pipelined.pid", state_dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd == -1) {
+		fprintf(stderr, "pipelined: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	if (fcntl(fd, F_SETLK, &fl) == -1) {
+		struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		if (fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
+			fprintf(stderr, "pipelined: another pipelined runs (pid %d) on %s\n",
+			    (int)q.l_pid, state_dir);
+		else
+			fprintf(stderr, "pipelined: %s: lock: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == -1 || pwrite(fd, buf, (size_t)n, 0) != n)
+		log_warn("%s: %s", __func__, path);
+	return 0;	/* fd kept open: the lock lives as long as the daemon */
+}
+
+/* Detach without lying: the parent waits until the child has bound its
+ * sockets and port and loaded the store, and exits 0 only then; a child
+ * that fails on the way has said why on the terminal (log_tee_stderr) and
+ * its exit status becomes the parent's. Returns, in the child, the pipe
+ * end that detached() writes once ready. */
+static int
+detach(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) == -1)
+		fatal("pipe2");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == -1)
+		fatal("fork");
+	if (pid > 0) {
+		close(p[1]);
+		char c;
+		ssize_t n;
+		do
+			n = read(p[0], &c, 1);
+		while (n == -1 && errno == EINTR);
+		if (n == 1)
+			_exit(0);
+		int st;
+		if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+			_exit(WEXITSTATUS(st));
+		_exit(1);
+	}
+	close(p[0]);
+	setsid();
+	int fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		if (fd > 0)
+			close(fd);
+	}
+	return p[1];
+}
+
+/* Ready: tell the waiting parent, and let go of its terminal. */
+static void
+detached(int ready_fd)
+{
+	log_tee_stderr(0);
+	if (write(ready_fd, "1", 1) != 1)
+		log_warn("%s: write", __func__);
+	close(ready_fd);
+	int fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -168,36 +275,44 @@ main(int argc, char **argv)
 		fputs(errs ? errs : "configuration error\n", stderr);
 		return 1;
 	}
+	pid_t other = pidfile_holder(conf->state_dir);
 	if (check_only) {
+		if (conf_check(conf, other > 0, &errs) == -1) {
+			fputs(errs, stderr);
+			return 1;
+		}
 		if (verbose)
 			conf_print(conf, stdout);
+		if (other > 0)
+			printf("pipelined (pid %d) runs on this configuration: the sockets and "
+			    "http_listen it holds were not checked\n", (int)other);
 		printf("configuration OK\n");
 		return 0;
 	}
+	if (other > 0) {
+		fprintf(stderr, "pipelined: another pipelined runs (pid %d) on %s\n", (int)other,
+		    conf->state_dir);
+		return 1;
+	}
+	if (conf_check(conf, 0, &errs) == -1) {
+		fputs(errs, stderr);
+		return 1;
+	}
+	int ready_fd = foreground ? -1 : detach();
 	/* Searchable (0711): jobs run as their submitters reach their own
 	 * directories below it; nothing in it is readable by others. */
 	if (plc_mkdirs(conf->state_dir, 0711) == -1) {
 		fprintf(stderr, "pipelined: %s: %s\n", conf->state_dir, strerror(errno));
 		return 1;
 	}
-	if (!foreground) {
-		/* Detach: the parent returns once the child has forked. */
-		pid_t pid = fork();
-		if (pid == -1)
-			fatal("fork");
-		if (pid > 0)
-			_exit(0);
-		setsid();
-		int fd = open("/dev/null", O_RDWR);
-		if (fd >= 0) {
-			dup2(fd, 0);
-			dup2(fd, 1);
-			dup2(fd, 2);
-			if (fd > 2)
-				close(fd);
-		}
+	if (pidfile_lock(conf->state_dir) == -1)
+		return 1;
+	if (log_init(foreground, conf->log_level, conf->log_file) == -1) {
+		fprintf(stderr, "pipelined: log_file %s: %s\n", conf->log_file, strerror(errno));
+		return 1;
 	}
-	log_init(foreground, conf->log_level, conf->log_file);
+	if (!foreground)
+		log_tee_stderr(1);
 	signal(SIGPIPE, SIG_IGN);
 	proc_reserve_fd();
 
@@ -240,6 +355,8 @@ main(int argc, char **argv)
 	log_info("pipelined %s ready: control %s, feed %s, %d run%s known", PL_VERSION,
 	    conf->control_socket, conf->feed_socket, nruns, nruns == 1 ? "" : "s");
 	sd_notify(0, "READY=1");
+	if (ready_fd >= 0)
+		detached(ready_fd);
 	notify_status();
 	feed_flush();
 	uv_run(loop, UV_RUN_DEFAULT);

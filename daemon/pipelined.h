@@ -25,7 +25,8 @@
 
 /* log.c */
 enum { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
-void	log_init(int foreground, int level, const char *file);
+int	log_init(int foreground, int level, const char *file);
+void	log_tee_stderr(int on);
 void	log_setlevel(int level);
 int	log_getlevel(void);
 int	log_level_parse(const char *s);
@@ -65,6 +66,16 @@ char	*utf8_clean(const char *s);
 int	nul_line(const char *text, size_t len);
 /* Does this JSON text hold a \u0000 escape (a NUL inside a string)? */
 int	json_has_nul(const char *json);
+/* Did you mean: offer each candidate to suggest_try(); best is the closest
+ * within a small edit distance (a swap of neighbours counts one), or NULL.
+ * suggest_hint() writes "; did you mean \"best\"?" or "" into buf. */
+struct suggest {
+	const char *word;
+	const char *best;
+	int dist;
+};
+void	suggest_try(struct suggest *s, const char *cand);
+const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
 /* notify.c: [notify], the outbox's delivery thread */
 struct conf;
@@ -194,6 +205,7 @@ struct conf {
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
 	cJSON *all;
+	cJSON *lines;                 /* "section.key" -> its line in the file */
 };
 /* Parse a configuration file. Errors are appended to errs (file:line: key:
  * message lines) and -1 returned. */
@@ -201,6 +213,12 @@ int	conf_load(struct conf *c, const char *path, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);
+int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
+
+/* conf_check.c: every path the configuration names, checked as the daemon
+ * will use it, and http_listen free (not the sockets and the address when
+ * daemon_runs: a running daemon holds them). Errors appended to errs. */
+int	conf_check(const struct conf *c, int daemon_runs, char **errs);
 struct resource *conf_resource(struct conf *c, const char *name);
 
 /* spec.c: pipeline.ini run specs */

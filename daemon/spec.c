@@ -427,8 +427,14 @@ check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
 	for (int k = 0; k < sec->nafter; k++) {
 		if (strcmp(sec->after[k], sec->name) == 0)
 			BAD("after", "job \"%s\" cannot run after itself", sec->name);
-		else if (find_job(jobs, sec->after[k]) < 0)
-			BAD("after", "names no job: \"%s\" (jobs are the section names)", sec->after[k]);
+		else if (find_job(jobs, sec->after[k]) < 0) {
+			struct suggest sg = { .word = sec->after[k] };
+			char hint[128];
+			for (int j = 0; j < s->njobs; j++)
+				suggest_try(&sg, s->jobs[j]->name);
+			BAD("after", "names no job: \"%s\"%s (jobs are the section names)",
+			    sec->after[k], suggest_hint(&sg, hint, sizeof(hint)));
+		}
 	}
 	char **res = split_list(spec_get(sec, "resources"), &sec->nres);
 	sec->res_names = xcalloc((size_t)sec->nres + 1, sizeof(char *));
@@ -450,9 +456,14 @@ check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
 		sec->res_counts[k] = count;
 		if (c != NULL) {
 			struct resource *r = conf_resource((struct conf *)c, res[k]);
-			if (r == NULL)
-				BAD("resources", "unknown resource \"%s\" (define it in [resources] of %s)",
-				    res[k], c->path);
+			if (r == NULL) {
+				struct suggest sg = { .word = res[k] };
+				char hint[128];
+				for (int q = 0; q < c->nres; q++)
+					suggest_try(&sg, c->res[q].name);
+				BAD("resources", "unknown resource \"%s\"%s (define it in [resources] "
+				    "of %s)", res[k], suggest_hint(&sg, hint, sizeof(hint)), c->path);
+			}
 			else if (count > r->capacity)
 				BAD("resources", "needs %d of \"%s\" but its capacity is %d",
 				    count, res[k], r->capacity);
@@ -494,8 +505,13 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			for (int k = 0; spec_run_keys[k]; k++)
 				ok |= strcmp(spec_run_keys[k], s->run->kv[i].key) == 0;
 			if (!ok) {
+				struct suggest sg = { .word = s->run->kv[i].key };
+				char hint[128];
+				for (int k = 0; spec_run_keys[k]; k++)
+					suggest_try(&sg, spec_run_keys[k]);
 				errs_add(errs, s->path, s->run->kv[i].line, s->run->kv[i].key,
-				    "unknown key in [run] (known: name, previous, description)");
+				    "unknown key in [run]%s (known: name, previous, description)",
+				    suggest_hint(&sg, hint, sizeof(hint)));
 				nerr++;
 			}
 		}
@@ -523,9 +539,14 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 		sec->stage = xstrdup(stage ? stage : sec->name);
 		const struct stage_reg *reg = plugin_stage(sec->stage);
 		if (reg == NULL) {
+			struct suggest sg = { .word = sec->stage };
+			char hint[128];
+			for (int q = 0; q < plugin_nstages(); q++)
+				suggest_try(&sg, plugin_stage_at(q)->st->name);
 			errs_add(errs, s->path, key_line(sec, "stage"), "stage",
-			    "unknown stage \"%s\" in [%s] (no plugin provides it)",
-			    sec->stage, sec->name);
+			    "unknown stage \"%s\" in [%s]%s (no plugin provides it; "
+			    "`pipelinectl stage --list` lists the stages)", sec->stage, sec->name,
+			    suggest_hint(&sg, hint, sizeof(hint)));
 			nerr++;
 			continue;
 		}

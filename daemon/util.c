@@ -493,3 +493,55 @@ dirs_make_owned(int dirfd, const char *rel, const char *owner)
 	errno = e;
 	return fd;
 }
+
+/* Optimal string alignment distance (Levenshtein with a swap of two
+ * neighbours counting one: "retires" is one from "retries"), case-blind,
+ * on words of up to 63 bytes. */
+static int
+osa_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	if (n > 63 || m > 63)
+		return 64;
+	int d[64][64];
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = (int)i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = (int)j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+			int v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[n][m];
+}
+
+void
+suggest_try(struct suggest *s, const char *cand)
+{
+	size_t len = strlen(s->word);
+	int limit = len <= 3 ? 1 : len <= 8 ? 2 : 3;
+	int dist = osa_distance(s->word, cand);
+	if (dist <= limit && (s->best == NULL || dist < s->dist)) {
+		s->best = cand;
+		s->dist = dist;
+	}
+}
+
+const char *
+suggest_hint(const struct suggest *s, char *buf, size_t n)
+{
+	if (s->best == NULL)
+		*buf = '\0';
+	else
+		snprintf(buf, n, "; did you mean \"%s\"?", s->best);
+	return buf;
+}

@@ -153,7 +153,8 @@ api_runs(sqlite3 *db, size_t *len)
 }
 
 /* GET /api/run?run=R: the run, its spec text (the page draws the DAG from
- * its after keys), jobs, artifacts, bake summaries and verdicts. */
+ * its after keys), jobs, artifacts, bake summaries, verdicts and the
+ * corpus_check summaries and changes. */
 static char *
 api_run(sqlite3 *db, const char *run, size_t *len)
 {
@@ -177,7 +178,8 @@ api_run(sqlite3 *db, const char *run, size_t *len)
 	    " JOIN jobs j ON j.id = a.job_id WHERE r.name = ? ORDER BY a.id", 1, p));
 	cJSON *vals = rows(db, &wire_value, "SELECT j.name AS job_name, v.key, v.value FROM vals v"
 	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id WHERE r.name = ?"
-	    " AND v.key IN ('bake.summary', 'gate.verdict') ORDER BY v.id", 1, p);
+	    " AND v.key IN ('bake.summary', 'gate.verdict', 'corpus_check.summary',"
+	    " 'corpus_check.diff') ORDER BY v.id", 1, p);
 	parse_values(vals, "value");
 	/* The bake summaries without their per-case rows (the verdict has the
 	 * figures the page shows; the rows are in bake.json). */

@@ -10,7 +10,7 @@ static const struct pl_host *host;
 
 static const struct pl_key exec_keys[] = {
 	{ "command", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
-	  "the command line, run with /bin/sh -c (plain words: run directly)" },
+	  "the command line, run with /bin/sh -c (plain words not starting with a shell builtin: run directly)" },
 	{ "cwd", PL_KEY_PATH, NULL, 0, NULL,
 	  "the directory to run it in (default: the job's work directory)" },
 	{ "env", PL_KEY_STRING, NULL, 0, NULL,
@@ -35,8 +35,20 @@ exec_check(pl_job *job)
 	return PL_OK;
 }
 
-/* Like make, run a command with no shell syntax in it directly, without
- * a /bin/sh in between: one exec fewer per job. */
+/* The shell's special builtins, common builtins and reserved words: a
+ * command starting with one means nothing outside a shell (`exit 0` run
+ * directly is "not found", status 127). GNU make keeps the same list. */
+static const char *const sh_words[] = {
+	".", ":", "alias", "bg", "break", "case", "cd", "command", "continue", "do",
+	"done", "elif", "else", "esac", "eval", "exec", "exit", "export", "fc", "fg",
+	"fi", "for", "getopts", "hash", "if", "jobs", "read", "readonly", "return",
+	"set", "shift", "then", "times", "trap", "type", "ulimit", "umask", "unalias",
+	"unset", "until", "wait", "while", NULL
+};
+
+/* Like make, run a command of plain words whose first word is not the
+ * shell's own directly, without a /bin/sh in between: one exec fewer per
+ * job. */
 static int
 plain_words(const char *cmd)
 {
@@ -44,6 +56,11 @@ plain_words(const char *cmd)
 		return 0;
 	for (const char *c = cmd; *c; c++)
 		if (strchr("|&;<>()$`\\\"'*?[]#~=%{}!\n\t", *c) != NULL)
+			return 0;
+	size_t n = strcspn(cmd + strspn(cmd, " "), " ");
+	const char *first = cmd + strspn(cmd, " ");
+	for (int i = 0; sh_words[i]; i++)
+		if (strlen(sh_words[i]) == n && strncmp(first, sh_words[i], n) == 0)
 			return 0;
 	return 1;
 }

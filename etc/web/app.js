@@ -357,6 +357,47 @@ function scheduleLoss() {
   lossPending = true;
   setTimeout(() => { lossPending = false; if (cur) drawLoss(); }, 250);
 }
+// The corpus_check jobs: result, examples, the checks that found
+// something, and the changes since the previous version (as report).
+function drawCorpus(values) {
+  const sums = values.filter((v) => v.key === "corpus_check.summary");
+  const box = $("corpus-box");
+  if (!sums.length) { box.hidden = true; return; }
+  box.hidden = false;
+  const tb = $("corpus").tBodies[0];
+  clear(tb);
+  const seen = new Set();
+  for (const v of sums.slice().reverse()) {
+    if (seen.has(v.job)) continue;
+    seen.add(v.job);
+    const s = v.value;
+    const tr = el("tr");
+    tr.appendChild(el("td", v.job));
+    const r = el("td");
+    r.appendChild(stateBadge(s.result === "fail" ? "failed" : s.result === "warn" ? "rejected" : "succeeded"));
+    r.appendChild(document.createTextNode(" " + s.result));
+    tr.appendChild(r);
+    tr.appendChild(el("td", String(s.examples), "num"));
+    const found = Object.entries(s.checks || {}).filter(([, c]) => c.count > 0)
+      .map(([k, c]) => k + " " + c.count + " (" + c.policy + ")");
+    tr.appendChild(el("td", found.join(", ") || "none"));
+    const ds = values.filter((x) => x.key === "corpus_check.diff" && x.job === v.job);
+    let since = "";
+    if (ds.length) {
+      const d = ds[ds.length - 1].value;
+      if (d.error) since = d.previous + ": " + d.error;
+      else {
+        const e = d.examples || {};
+        since = d.previous + ": +" + e.added + " -" + e.removed + " ~" + e.changed + " examples";
+        const caps = Object.entries(d.capabilities || {}).map(([k, c]) => k + " +" + c.added + " -" + c.removed + " ~" + c.changed);
+        if (caps.length) since += " (" + caps.join("; ") + ")";
+        if (d.cases) since += "; cases +" + d.cases.added + " -" + d.cases.removed + " ~" + d.cases.changed;
+      }
+    }
+    tr.appendChild(el("td", since));
+    tb.appendChild(tr);
+  }
+}
 
 function setRunState(state, msg) {
   const s = $("run-state");
@@ -377,6 +418,7 @@ function refreshRun() {
     try {
       const d = await getJSON("/api/run?run=" + encodeURIComponent(cur.name));
       drawVerdict(d.values);
+      drawCorpus(d.values);
       drawArtifacts(d.artifacts);
     } catch (e) { /* next event */ }
   }, 500);
@@ -396,6 +438,7 @@ async function showRun(name) {
   setRunState(d.run.state, d.run.message);
   drawDag();
   drawVerdict(d.values);
+  drawCorpus(d.values);
   drawArtifacts(d.artifacts);
   const trains = Object.keys(d.metrics || {});
   $("train-box").hidden = !trains.length;

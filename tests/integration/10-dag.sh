@@ -204,6 +204,28 @@ wait_run again succeeded 30
 pctl artifacts again | grep -q " out " || fail "the finished job's artifact was lost"
 note "retry ok"
 
+# --- a command of plain words that starts with a shell builtin runs
+# through the shell, as make runs it: `exit 0` succeeds, `exit 3` fails
+# with status 3 (run directly, both were "not found", 127); `true` still
+# runs without a shell.
+cat > "$S/builtin.ini" <<INI
+[ok]
+stage = exec
+command = exit 0
+[cd]
+stage = exec
+command = cd /
+[three]
+stage = exec
+command = exit 3
+INI
+pctl submit "$S/builtin.ini" >/dev/null
+wait_run builtin failed 30
+[ "$(job_state builtin ok)" = succeeded ] || fail "command = exit 0: $(job_state builtin ok)"
+[ "$(job_state builtin cd)" = succeeded ] || fail "command = cd /: $(job_state builtin cd)"
+pctl status builtin | grep -q "exited with status 3" || fail "exit 3: $(pctl status builtin)"
+note "shell builtins ok"
+
 integrity_ok
 events_gapless
 pl_stop

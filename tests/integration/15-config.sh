@@ -51,10 +51,11 @@ printf '[daemon]\nmax_jobs = zero\n' >> "$PL_CONF"
 kill -HUP "$PL_PID"; sleep 0.5
 grep -q "does not parse; keeping the running configuration" "$TEST_TMP/pipelined.out" || fail "bad reload not refused"
 "$PIPELINECTL" -s "$TEST_TMP/run/control.sock" status >/dev/null || fail "daemon not serving after a bad reload"
-# A second daemon on the same socket refuses to start.
+# A second daemon on the same configuration refuses to start, naming the
+# first (24-startup tests the detached form and the lock after kill -9).
 sed -i '/^max_jobs = zero/d' "$PL_CONF"
 "$PIPELINED" -d -f "$PL_CONF" > "$TEST_TMP/second.out" 2>&1 && fail "a second daemon started"
-grep -q "another pipelined is listening" "$TEST_TMP/second.out" || fail "second daemon: $(cat "$TEST_TMP/second.out")"
+grep -q "another pipelined runs (pid $PL_PID)" "$TEST_TMP/second.out" || fail "second daemon: $(cat "$TEST_TMP/second.out")"
 pl_stop
 [ ! -e "$TEST_TMP/run/control.sock" ] || fail "SIGTERM left the socket"
 

@@ -58,7 +58,7 @@ expect "broken.ini:8: retries: must be an integer from 0 to 1000, not \"lots\""
 expect "broken.ini:9: timeout: bad duration \"forever\""
 expect "broken.ini:12: stage: unknown stage \"nosuchstage\" in [b]"
 expect "broken.ini:17: after: names no job: \"zz\""
-expect "broken.ini:19: frob: unknown key for stage exec (known: command, cwd, env)"
+expect "broken.ini:19: frob: unknown key for stage exec (known: command, cwd, env; every job: stage, after, retries, retry_backoff, retry_backoff_max, timeout, resources, executor,"
 expect "broken.ini:25: resources: needs 9 of \"gpu\" but its capacity is 1"
 expect "broken.ini:25: resources: unknown resource \"tpu\""
 expect "broken.ini:31: env: \"NOEQUALS\" is not NAME=value"
@@ -97,6 +97,41 @@ echo "$out" | grep -q "a run named fine exists" || fail "duplicate: $out"
 [ "$(pctl submit --name fine2 "$TEST_TMP/fine.ini")" = fine2 ] || fail "submit --name"
 wait_run fine2 succeeded
 
+# Did you mean: a misspelt [run] key, stage, key of every job, stage key,
+# after job and resource each get the nearest known word; a word near
+# nothing gets no guess.
+cat > "$TEST_TMP/typos.ini" <<'INI'
+[run]
+previus = v1
+
+[tokenize_it]
+stage = exec
+command = true
+retires = 3
+
+[q]
+stage = quantise
+after = tokenize_ti
+
+[w]
+stage = exec
+comand = true
+resources = gpu1
+
+[z]
+stage = exec
+command = true
+zzzzzz = 1
+INI
+out=$(pctl check "$TEST_TMP/typos.ini" 2>&1) && fail "check accepted typos"
+expect "typos.ini:2: previus: unknown key in [run]; did you mean \"previous\"?"
+expect "typos.ini:7: retires: unknown key for stage exec; did you mean \"retries\"?"
+expect "typos.ini:10: stage: unknown stage \"quantise\" in [q]; did you mean \"quantize\"?"
+expect "typos.ini:11: after: names no job: \"tokenize_ti\"; did you mean \"tokenize_it\"?"
+expect "typos.ini:15: comand: unknown key for stage exec; did you mean \"command\"?"
+expect "typos.ini:16: resources: unknown resource \"gpu1\"; did you mean \"gpu\"?"
+expect "typos.ini:21: zzzzzz: unknown key for stage exec (known:"
+echo "$out" | grep "zzzzzz" | grep -q "did you mean" && fail "a guess for a word near nothing: $out"
 # The run name from the file name: no line.
 printf '[a]\nstage = exec\ncommand = true\n' > "$TEST_TMP/bad name.ini"
 out=$(pctl check "$TEST_TMP/bad name.ini" 2>&1) && fail "a bad run name was accepted"

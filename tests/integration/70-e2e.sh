@@ -3,7 +3,7 @@
 # back (issue 7): etc/examples/tiny/v1.ini (tiny-v1, no previous version)
 # then etc/examples/tiny.ini (tiny-v2, previous = tiny-v1, 36 training
 # examples instead of 24), each
-#   tokenize -> probe -> train (tiny engine) -> merge -> tensor_fix
+#   corpus_check -> tokenize -> probe -> train (tiny engine) -> merge -> tensor_fix
 #   -> convert -> quantize -> verify -> register -> bake [-> bake-incumbent]
 #   -> gate
 # against the Gemma3ForConditionalGeneration fixture base; register, bake
@@ -48,9 +48,13 @@ done
 t2=$(date +%s)
 note "tiny-v2 ended $st in $((t2 - t1)) s"
 pctl status tiny-v2
-for j in tokenize probe train merge tensor_fix convert quantize verify register bake bake-incumbent; do
+for j in corpus_check tokenize probe train merge tensor_fix convert quantize verify register bake bake-incumbent; do
 	[ "$(job_state tiny-v2 $j)" = succeeded ] || { pctl logs tiny-v2 $j | tail -20; fail "tiny-v2 job $j did not succeed"; }
 done
+
+# corpus_check compared tiny-v2's corpus with tiny-v1's: 12 examples added.
+pctl values tiny-v2 corpus_check | grep -q '"examples":{"added":12,"removed":0,"changed":0,"unchanged":24}' ||
+    { pctl values tiny-v2 corpus_check; fail "tiny-v2: corpus_check's changes since tiny-v1"; }
 
 # Verify passed on both, and v2's digests are compared with v1's.
 pctl values tiny-v1 verify >v1.verify || fail "values tiny-v1 verify"
