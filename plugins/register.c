@@ -12,7 +12,7 @@
  * the profile it matched (ollama.h: ollama_profile). On Ollama 0.30 and
  * later it finds out which template the server applies to the tag, the
  * Modelfile TEMPLATE or the GGUF's own tokenizer.chat_template
- * (template_probe()), and when it is the GGUF's, mends it (template_fix:
+ * (template_served()), and when it is the GGUF's, mends it (template_fix:
  * the chat template taken out of a copy of the GGUF, which is registered
  * instead) or fails. Last it checks that the template that serves is the
  * template that trained (template_check()).
@@ -472,89 +472,41 @@ create_request(const char *tag, const char *gguf, const char *sha, const char *t
 }
 
 /* Which template the server applies to a tag. */
-enum served_template { SERVED_UNKNOWN, SERVED_MODELFILE, SERVED_GGUF };
+enum served_template { SERVED_MODELFILE, SERVED_GGUF, SERVED_OTHER };
 
 /*
  * Ollama 0.30 and later serve the GGUF's own tokenizer.chat_template
  * (rendered by llama-server's Jinja) instead of the Modelfile TEMPLATE
  * when the Jinja one has more capabilities (tools, thinking) and
  * OLLAMA_GO_TEMPLATE is not set on the server (server/images.go:
- * shouldPreferChatTemplate). /api/show names the TEMPLATE either way, so
- * the choice is observed: a probe tag of the same blob whose TEMPLATE is
- * the Modelfile's with a marker in front (literal text: the template's
- * capabilities, and so the server's choice, are the same) renders one
- * message with _debug_render_only; the marker in the rendering means the
- * Modelfile's TEMPLATE serves, its absence the GGUF's. The probe tag is
- * unloaded and deleted again.
+ * shouldPreferChatTemplate). /api/show's template is the one the chat
+ * path selected (server/routes.go: selectedModelTemplate, the same
+ * choice), so the shown template is compared with both: the Modelfile's,
+ * and the GGUF's own, read from the file.
  */
-#define PROBE_MARK "pipelined-template-probe\n"
 static int
-template_probe(pl_job *job, struct ollama *o, const char *tag, const char *gguf,
-    const char *sha, const struct modelfile *mf, int64_t num_ctx, enum served_template *out)
+template_served(pl_job *job, const char *gguf, const char *shown, const char *mftmpl,
+    enum served_template *out)
 {
-	char probe[OLLAMA_NAME_MAX * 2 + 32], *tmpl, *text;
-	cJSON *req, *msgs, *m, *ans;
-	int rc = PL_EFAIL;
+	struct gguf g;
+	const char *ct;
+	size_t len;
 
-	*out = SERVED_UNKNOWN;
-	if (ollama_name_norm(tag, probe, sizeof(probe) - 32) == -1)
-		return host->fail(job, "tag: %s is too long", tag);
-	strcat(probe, "-template-probe");
-	if ((tmpl = malloc(strlen(PROBE_MARK) + strlen(mf->template) + 1)) == NULL)
-		return host->fail(job, "out of memory");
-	strcpy(tmpl, PROBE_MARK);
-	strcat(tmpl, mf->template);
-	text = create_request(probe, gguf, sha, tmpl, mf);
-	free(tmpl);
-	int crc = ollama_create(o, text);
-	free(text);
-	if (crc == -1)
-		return host->fail(job, "template probe: create %s: %s", probe, o->error);
-	req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "model", probe);
-	msgs = cJSON_AddArrayToObject(req, "messages");
-	m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "role", "user");
-	cJSON_AddStringToObject(m, "content", "hello");
-	cJSON_AddItemToArray(msgs, m);
-	cJSON_AddBoolToObject(req, "stream", 0);
-	cJSON_AddBoolToObject(req, "_debug_render_only", 1);
-	cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "options"), "num_ctx",
-	    (double)num_ctx);
-	text = cJSON_PrintUnformatted(req);
-	cJSON_Delete(req);
-	ans = ollama_request(o, "POST", "/api/chat", text);
-	free(text);
-	if (ans == NULL) {
-		host->fail(job, "template probe: rendering through %s: %s", probe, o->error);
-		goto out;
+	if (same_text(shown, mftmpl)) {
+		*out = SERVED_MODELFILE;
+		return PL_OK;
 	}
-	const cJSON *di = cJSON_GetObjectItemCaseSensitive(ans, "debug_info");
-	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(di, "rendered_template");
-	if (cJSON_IsString(rt)) {
-		/* The start of the rendering, as a JSON string: one log line. */
-		cJSON *head = cJSON_CreateString(rt->valuestring);
-		char *q = cJSON_PrintUnformatted(head);
-		cJSON_Delete(head);
-		*out = strstr(rt->valuestring, "pipelined-template-probe") != NULL ?
-		    SERVED_MODELFILE : SERVED_GGUF;
-		host->log(job, PL_LOG_INFO, "template probe: %s renders %.80s%s: %s", probe,
-		    q ? q : "?", q && strlen(q) > 80 ? "..." : "",
-		    *out == SERVED_MODELFILE ? "the Modelfile TEMPLATE serves" :
-		    "the GGUF's own tokenizer.chat_template serves");
-		free(q);
-	} else
-		host->log(job, PL_LOG_WARN, "template probe: the server answered no "
-		    "debug_info.rendered_template; which template serves is left to the "
-		    "template check");
-	cJSON_Delete(ans);
-	rc = PL_OK;
-out:
-	if (ollama_unload_wait(o, probe, 60, 0.25) == -1)
-		host->log(job, PL_LOG_WARN, "unloading %s: %s", probe, o->error);
-	if (ollama_delete(o, probe) == -1)
-		host->log(job, PL_LOG_WARN, "deleting %s: %s", probe, o->error);
-	return rc;
+	*out = SERVED_OTHER;
+	if (gguf_open(&g, gguf) == -1)
+		return host->fail(job, "gguf: %s", g.err);
+	if (gguf_get_str(&g, "tokenizer.chat_template", &ct, &len) == 0) {
+		char *t = strndup(ct, len);
+		if (t != NULL && same_text(shown, t))
+			*out = SERVED_GGUF;
+		free(t);
+	}
+	gguf_close(&g);
+	return PL_OK;
 }
 
 /*
@@ -706,19 +658,17 @@ register_run(pl_job *job)
 		    version);
 		goto out;
 	}
-	if (!same_text(sh.template, mf.template)) {
-		rc = host->fail(job, "%s: /api/show names a template other than the TEMPLATE "
-		    "of %s", tag, mfpath);
-		goto out;
-	}
-
 	/* Which template serves: the Modelfile's, or (0.30 and later) the
 	 * GGUF's own, which is then taken out of the GGUF or refused. */
-	enum served_template served = SERVED_MODELFILE;
-	if (profile != OLLAMA_PROFILE_CGO &&
-	    (rc = template_probe(job, &o, tag, gguf, sha, &mf, num_ctx, &served)) != PL_OK)
+	enum served_template served;
+	if ((rc = template_served(job, gguf, sh.template, mf.template, &served)) != PL_OK)
 		goto out;
 	rc = PL_EFAIL;
+	if (served == SERVED_OTHER) {
+		rc = host->fail(job, "%s: the server chose a template other than the TEMPLATE "
+		    "of %s and other than the GGUF's own", tag, mfpath);
+		goto out;
+	}
 	if (served == SERVED_GGUF) {
 		const char *fix = host->get(job, "template_fix");
 		char mended[4200], msha[65];
@@ -742,23 +692,23 @@ register_run(pl_job *job)
 		if ((rc = upload_create(job, &o, tag, mended, msha, &mf, &sh, manifest,
 		    sizeof(manifest))) != PL_OK)
 			goto out;
-		if ((rc = template_probe(job, &o, tag, mended, msha, &mf, num_ctx,
+		if ((rc = template_served(job, mended, sh.template, mf.template,
 		    &served)) != PL_OK)
 			goto out;
 		rc = PL_EFAIL;
-		if (served == SERVED_GGUF) {
+		if (served != SERVED_MODELFILE) {
 			rc = host->fail(job, "%s: still not the TEMPLATE of %s after the GGUF's "
 			    "chat template was taken out; set OLLAMA_GO_TEMPLATE=1 in the "
 			    "server's environment", tag, mfpath);
 			goto out;
 		}
+		host->log(job, PL_LOG_INFO, "%s now serves the TEMPLATE of %s", tag, mfpath);
 		snprintf(sha, sizeof(sha), "%s", msha);
 		host->value_set(job, "register.template_fix", "the GGUF's tokenizer.chat_template "
 		    "taken out");
 		host->artifact(job, "gguf", mended);
 	}
-	host->value_set(job, "register.served_template", served == SERVED_MODELFILE ?
-	    "modelfile" : served == SERVED_GGUF ? "gguf" : "unknown");
+	host->value_set(job, "register.served_template", "modelfile");
 	host->value_set(job, "register.tag", tag);
 	host->value_set(job, "register.uploaded", sha);
 	host->value_set(job, "register.weights", sh.weights);

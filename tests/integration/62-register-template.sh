@@ -11,14 +11,15 @@
 #   - register reads the server's version and names its profile; a tested
 #     version is said to be one;
 #   - on the llama-server profile (0.30 and later): with template_fix =
-#     none register finds that the GGUF's template serves and fails, naming
-#     the GGUF, the Modelfile, the fix and OLLAMA_GO_TEMPLATE; with the
+#     none register finds that the GGUF's template serves (/api/show names
+#     the template the chat path selected) and fails, naming the GGUF, the
+#     Modelfile, the fix and OLLAMA_GO_TEMPLATE; with the
 #     default (template_fix = gguf) it registers a copy of the GGUF without
 #     the chat template, says why in its log, and the Modelfile TEMPLATE
 #     then serves and passes the template check against training; with
 #     OLLAMA_GO_TEMPLATE=1 on the server, the Modelfile's serves as it is;
 #   - on the cgo profile (0.24.0): the Modelfile TEMPLATE always serves,
-#     nothing is probed or mended.
+#     nothing is mended.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/bake/lib.sh"
 set -e
@@ -39,7 +40,9 @@ Tools: {{ tools | tojson }}<end_of_turn>
 {% endif %}{%- endfor %}{%- if add_generation_prompt %}<start_of_turn>model
 {% endif %}
 EOF
-PYTHONPATH=$GGUF_PY /usr/bin/python3 -B "$GGUF_PY/gguf/scripts/gguf_new_metadata.py" v1.gguf jinja.gguf \
+# gguf-py's script wants tqdm, which the ML environment has and Debian's
+# python3 has not.
+PYTHONPATH=$GGUF_PY "$("$TOP/tests/tools/pyenv.sh" --python)" -B "$GGUF_PY/gguf/scripts/gguf_new_metadata.py" v1.gguf jinja.gguf \
     --chat-template-file tools.jinja --force >newmeta.log 2>&1 || { cat newmeta.log; fail "gguf_new_metadata.py"; }
 /usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 12 >/dev/null
 "$PCTL" stage tokenize -w "$TEST_TMP/tok" base="$TEST_TMP/tiny-1234" corpus="$TEST_TMP/corpus.jsonl" \
@@ -70,7 +73,7 @@ case $version in
 	    { cat cgo.out; fail "profile not named"; }
 	[ "$(value cgo.out register.served_template)" = modelfile ] || fail "served template not recorded"
 	[ "$(value cgo.out register.template_checked)" = yes ] || fail "template not checked"
-	grep -q "template probe\|template fix" cgo.out && fail "probed or mended on $version"
+	grep -q "template fix\|serves the GGUF's own" cgo.out && fail "mended on $version"
 	echo "62-register-template: ok ($version: the Modelfile TEMPLATE serves, nothing to mend)"
 	exit 0 ;;
 esac
@@ -81,13 +84,10 @@ if stage register gguf="$TEST_TMP/jinja.gguf" tag=router:j "${reg[@]}" template_
 fi
 grep -q "Ollama $version at $OURL: profile llama-server runner (0.30 and later), a tested version" none.out ||
     { cat none.out; fail "profile not named"; }
-grep -q "template probe: .*the GGUF's own tokenizer.chat_template serves" none.out ||
-    { cat none.out; fail "the probe did not see the GGUF's template"; }
 grep -q "router:j: Ollama $version serves the GGUF's own tokenizer.chat_template (.*/jinja.gguf), not the TEMPLATE of .*/Modelfile.etc: it prefers the Jinja template when that one has more capabilities" none.out ||
     { cat none.out; fail "the GGUF and the Modelfile not named"; }
 grep -q "failed: router:j: the GGUF's own chat template serves, not the Modelfile's; set template_fix = gguf (register takes it out of a copy of the GGUF), or OLLAMA_GO_TEMPLATE=1 in the server's environment" none.out ||
     { cat none.out; fail "the refusal does not name both fixes"; }
-curl -s "$OURL/api/tags" | grep -q 'template-probe' && fail "the probe tag was left behind"
 
 # 2. Mended: the default template_fix = gguf.
 stage register gguf="$TEST_TMP/jinja.gguf" tag=router:j "${reg[@]}" >fix.out 2>&1 ||
@@ -98,6 +98,13 @@ grep -q "serves the GGUF's own tokenizer.chat_template (.*/jinja.gguf), not the 
     { cat fix.out; fail "the reason not logged"; }
 grep -q "template_fix = gguf: registering a copy of .*/jinja.gguf without its chat template" fix.out ||
     { cat fix.out; fail "the fix not announced"; }
+grep -q "router:j now serves the TEMPLATE of .*/Modelfile.etc" fix.out || { cat fix.out; fail "not read back"; }
+curl -s "$OURL/api/show" -d '{"model":"router:j"}' | /usr/bin/python3 -c '
+import json, re, sys
+s = json.load(sys.stdin)
+t = re.search(r"TEMPLATE \"\"\"(.*?)\"\"\"", open(sys.argv[1]).read(), re.S).group(1)
+assert s["template"].rstrip() == t.rstrip(), s["template"][:200]' "$TOP/etc/Modelfile.tmpl" ||
+    fail "/api/show does not name the Modelfile TEMPLATE after the fix"
 [ "$(value fix.out register.served_template)" = modelfile ] || fail "the Modelfile's does not serve after the fix"
 [ "$(value fix.out register.template_checked)" = yes ] || fail "template not checked after the fix"
 [ "$(grep -c 'template check: example .*prompt tokens served and trained' fix.out)" -eq 4 ] ||
@@ -114,7 +121,8 @@ ollama_stop
 ollama_start OLLAMA_GO_TEMPLATE=1
 stage register gguf="$TEST_TMP/jinja.gguf" tag=router:g "${reg[@]}" template_fix=none >go.out 2>&1 ||
     { cat go.out; fail "register with OLLAMA_GO_TEMPLATE=1"; }
-grep -q "template probe: .*the Modelfile TEMPLATE serves" go.out || { cat go.out; fail "probe"; }
+[ "$(value go.out register.served_template)" = modelfile ] || { cat go.out; fail "served template"; }
+grep -q "template fix\|serves the GGUF's own" go.out && { cat go.out; fail "mended with OLLAMA_GO_TEMPLATE=1"; }
 [ "$(value go.out register.uploaded)" = "$(sha256sum jinja.gguf | cut -d' ' -f1)" ] ||
     fail "the GGUF was changed although its template did not serve"
 echo "62-register-template: ok ($version: caught, mended, and kept by OLLAMA_GO_TEMPLATE)"
