@@ -3,7 +3,8 @@
 #   make            pipelined, pipelinectl, pipeline-shim, plugins/*.so
 #   make check      installs missing Debian packages (etc/deps.sh), builds,
 #                   runs every test (tests/run.sh) and lints the man pages
-#   make demo       runs the example pipeline on a private daemon
+#   make demo       runs the tiny fixture's release lifecycle on a private daemon
+#                   (tests/tools/demo.sh; DEMO=router: the real model's)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #   make asan | fuzz | lint-man | bench
 #
@@ -48,9 +49,9 @@ PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PLUG_PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 PLUG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PLUG_PKGS) 2>/dev/null) -lm -lpthread
 
-# Daemon core library: every daemon/*.c but the three mains and the
+# Daemon core library: every daemon/*.c but the four mains and the
 # pipelinectl-only ctl_*.c files.
-DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c
+DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c daemon/stage.c
 CTL_SRCS     := $(wildcard daemon/ctl_*.c)
 CORE_SRCS    := $(filter-out $(DAEMON_MAINS) $(CTL_SRCS),$(wildcard daemon/*.c))
 CORE_OBJS    := $(CORE_SRCS:.c=.o)
@@ -70,7 +71,7 @@ FUZZ_REPLAYS := $(patsubst tests/fuzz/fuzz_%.c,tests/fuzz/replay_%,$(FUZZ_SRCS))
 TEST_PLUGIN_SRCS := $(wildcard tests/plugins/*.c)
 TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
-BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim
+BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim daemon/pipeline-stage
 
 .PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests
 all: $(BINS) $(PLUGINS)
@@ -104,6 +105,12 @@ daemon/pipelined: daemon/pipelined.o $(CORE_LIB) $(COMMON_LIB)
 
 daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+
+# A stage's run hook as the run's owner (stagerun.c): the host table of
+# libpld.a, a plugin loaded at run time; only the libraries it calls
+# (--as-needed: each one more is loaded at every stage's start).
+daemon/pipeline-stage: daemon/stage.o $(CORE_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim.o
 	$(CC) $(CFLAGS) -o $@ $^
@@ -187,6 +194,7 @@ install: all
 	install -m 0755 daemon/pipelined $(DESTDIR)$(PREFIX)/sbin/pipelined
 	install -m 0755 daemon/pipelinectl $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	install -m 0755 daemon/pipeline-shim $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-shim
+	install -m 0755 daemon/pipeline-stage $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-stage
 	install -m 0755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/pipelined/plugins/
 	cp -R jobs/. $(DESTDIR)$(PREFIX)/lib/pipelined/jobs/
 	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/
@@ -195,12 +203,19 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/pipelined/web
 	install -m 0644 etc/web/index.html etc/web/app.js etc/web/app.css $(DESTDIR)$(PREFIX)/share/pipelined/web/
 	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 etc/completion/pipelinectl.bash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl
+	install -m 0644 etc/completion/_pipelinectl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/pipelined $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pipelined $(DESTDIR)$(PREFIX)/include/pipeline \
 	    $(DESTDIR)$(PREFIX)/share/pipelined
 	for m in man/*.[1-8]; do b=$${m##*/}; s=$${m##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$$b; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl
 
 clean:
 	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \

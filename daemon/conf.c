@@ -18,6 +18,7 @@ struct conf_key {
 	const char *section;
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
+	                       m stage_process (owners, all),
 	                       a ADDRESS:PORT, e notify events, u user */
 	const char *help;
 };
@@ -35,13 +36,21 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "log_level", 'l', "error, warn, info or debug" },
 	{ "daemon", "log_file", 'p', "the log file when detached" },
 	{ "daemon", "max_jobs", 'i', "jobs running at once" },
-	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry" },
+	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry its own runs" },
+	{ "daemon", "admin_group", 'g', "the group that sees and acts on every run" },
 	{ "daemon", "job_user", 'u', "the user root's submissions run their jobs as" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
+	{ "daemon", "stage_process", 'm', "owners (default): stages of other users' runs in a process of their own; all: every run's" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
 	{ "daemon", "http_listen", 'a', "ADDRESS:PORT serving the status page and /metrics; off if unset" },
 	{ "daemon", "metrics_listen", 'a', "another name for http_listen" },
-	{ "daemon", "http_token", 's', "the token the page needs off loopback (16 characters or more)" },
+	{ "daemon", "http_token", 's', "the bearer token for /metrics and every run (16 characters or more)" },
+	{ "daemon", "http_host", 's', "the Host: names the listener answers, separated by spaces" },
+	{ "daemon", "http_max_connections", 'i', "HTTP connections open at once" },
+	{ "daemon", "http_max_per_ip", 'i', "HTTP connections from one address at once (0: no limit)" },
+	{ "daemon", "http_max_streams", 'i', "status page event streams at once (below http_max_connections)" },
+	{ "daemon", "http_timeout", 'd', "how long an HTTP connection may make no progress" },
+	{ "daemon", "http_header_timeout", 'd', "how long a client may take to send a request's header" },
 	{ "daemon", "web_dir", 'p', "the status page's files" },
 	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
 	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
@@ -158,7 +167,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 			bad = 1;
 		break;
 	case 'i':
-		bad = parse_int(value, &i) == -1 || i < 1 || i > 100000;
+		/* http_max_per_ip alone may be 0: no limit. */
+		bad = parse_int(value, &i) == -1 || i < (strcmp(name, "http_max_per_ip") == 0 ? 0 : 1) ||
+		    i > 100000;
 		break;
 	case 'd':
 		bad = parse_duration(value, &d) == -1;
@@ -168,6 +179,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
+		break;
+	case 'm':
+		bad = strcmp(value, "owners") != 0 && strcmp(value, "all") != 0;
 		break;
 	case 'e': {
 		char **w = split_list(value, NULL);
@@ -206,7 +220,10 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 				p->nerr++;
 				return 1;
 			}
-			c->gid = g->gr_gid;
+			if (strcmp(name, "admin_group") == 0)
+				c->admin_gid = g->gr_gid;
+			else
+				c->gid = g->gr_gid;
 		}
 		break;
 	case 'u':
@@ -262,6 +279,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->max_jobs = (int)i;
 	else if (strcmp(name, "group") == 0)
 		snprintf(c->group, sizeof(c->group), "%s", value);
+	else if (strcmp(name, "admin_group") == 0)
+		snprintf(c->admin_group, sizeof(c->admin_group), "%s", value);
 	else if (strcmp(name, "job_user") == 0)
 		snprintf(c->job_user, sizeof(c->job_user), "%s", value);
 	else if (strcmp(name, "kill_grace") == 0)
@@ -272,6 +291,18 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		snprintf(c->http_listen, sizeof(c->http_listen), "%s", value);
 	else if (strcmp(name, "http_token") == 0)
 		snprintf(c->http_token, sizeof(c->http_token), "%s", value);
+	else if (strcmp(name, "http_host") == 0)
+		snprintf(c->http_host, sizeof(c->http_host), "%s", value);
+	else if (strcmp(name, "http_max_connections") == 0)
+		c->http_max_connections = (int)i;
+	else if (strcmp(name, "http_max_per_ip") == 0)
+		c->http_max_per_ip = (int)i;
+	else if (strcmp(name, "http_max_streams") == 0)
+		c->http_max_streams = (int)i;
+	else if (strcmp(name, "http_timeout") == 0)
+		c->http_timeout = d;
+	else if (strcmp(name, "http_header_timeout") == 0)
+		c->http_header_timeout = d;
 	else if (strcmp(name, "web_dir") == 0)
 		set_path(c, c->web_dir, value);
 	else if (strcmp(name, "control_max_clients") == 0)
@@ -314,6 +345,12 @@ conf_defaults(struct conf *c)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->max_jobs = n > 0 ? (int)n : 2;
 	c->gid = (gid_t)-1;
+	c->admin_gid = (gid_t)-1;
+	c->http_max_connections = 1024;
+	c->http_max_per_ip = 0;
+	c->http_max_streams = 64;
+	c->http_timeout = 30;
+	c->http_header_timeout = 10;
 	c->job_uid = (uid_t)-1;
 	c->job_gid = (gid_t)-1;
 	c->kill_grace = 10;
@@ -355,6 +392,12 @@ conf_load(struct conf *c, const char *path, char **errs)
 		errs_add(errs, c->path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.nerr++;
 	}
+	if (c->http_max_streams >= c->http_max_connections) {
+		errs_add(errs, c->path, 0, "http_max_streams", "%d is not below http_max_connections "
+		    "(%d): the event streams would leave no room for /metrics", c->http_max_streams,
+		    c->http_max_connections);
+		p.nerr++;
+	}
 	if (c->log_file[0] == '\0')
 		snprintf(c->log_file, sizeof(c->log_file), "%s/pipelined.log", c->state_dir);
 	/* Fill the effective defaults into the lookup table too. */
@@ -382,6 +425,17 @@ conf_line(const struct conf *c, const char *section_key)
 {
 	const cJSON *v = c->lines ? cJSON_GetObjectItemCaseSensitive(c->lines, section_key) : NULL;
 	return cJSON_IsNumber(v) ? v->valueint : 0;
+}
+
+void
+conf_stage_path(const struct conf *c, char *buf, size_t len)
+{
+	const char *shim = c != NULL ? c->shim : "";
+	const char *slash = strrchr(shim, '/');
+	if (slash != NULL)
+		snprintf(buf, len, "%.*s/pipeline-stage", (int)(slash - shim), shim);
+	else
+		snprintf(buf, len, "%s/pipeline-stage", self_dir());
 }
 
 const char *
@@ -418,11 +472,18 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "log_file = %s\n", c->log_file);
 	fprintf(f, "max_jobs = %d\n", c->max_jobs);
 	fprintf(f, "group = %s\n", c->group);
+	fprintf(f, "admin_group = %s\n", c->admin_group);
 	fprintf(f, "job_user = %s\n", c->job_user);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
 	fprintf(f, "http_listen = %s\n", c->http_listen);
 	fprintf(f, "http_token = %s\n", c->http_token[0] ? "(set)" : "");
+	fprintf(f, "http_host = %s\n", c->http_host);
+	fprintf(f, "http_max_connections = %d\n", c->http_max_connections);
+	fprintf(f, "http_max_per_ip = %d\n", c->http_max_per_ip);
+	fprintf(f, "http_max_streams = %d\n", c->http_max_streams);
+	fprintf(f, "http_timeout = %gs\n", c->http_timeout);
+	fprintf(f, "http_header_timeout = %gs\n", c->http_header_timeout);
 	fprintf(f, "web_dir = %s\n", c->web_dir);
 	fprintf(f, "control_max_clients = %d\n", c->control_max_clients);
 	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);

@@ -203,7 +203,14 @@ conf_check(const struct conf *c, int daemon_runs, char **errs)
 	want_log_file(&k, "daemon.log_file", c->log_file);
 	want_dir(&k, "daemon.plugin_dir", c->plugin_dir, R_OK | X_OK);
 	want_dir(&k, "daemon.jobs_dir", c->jobs_dir, R_OK | X_OK);
+	/* pipeline-stage is found beside the shim: checked once the shim
+	 * is there (one error per key). */
+	int nshim = k.n;
 	want_exec(&k, "daemon.shim", c->shim);
+	char stage[PATH_MAX];
+	conf_stage_path(c, stage, sizeof(stage));
+	if (k.n == nshim)
+		want_exec(&k, "daemon.shim", stage);
 	want_program(&k, "daemon.python", c->python);
 	if (c->http_listen[0])
 		want_dir(&k, "daemon.web_dir", c->web_dir, R_OK | X_OK);

@@ -4,8 +4,10 @@
  * PL_PROTO_MAX_LINE gets an error and the connection is closed; malformed
  * JSON and unknown verbs get an error reply; nothing a client sends stops
  * the daemon from serving. Peers are identified with SO_PEERCRED: root,
- * the daemon's own user and members of the configured group may check,
- * submit, cancel and retry; anyone who can connect may read. A spec is
+ * the daemon's own user and members of the configured group (and of
+ * admin_group) may check, submit, cancel and retry; anyone who can connect
+ * may read; and each sees and acts on the runs access.c lets it (its own,
+ * or with root, the daemon's user and admin_group, every run). A spec is
  * checked with the peer's file-system credentials (peer_fs_enter()). At
  * most control_max_clients connections are served at once (one more is
  * told EBUSY and closed), and one silent for control_idle_timeout is
@@ -34,11 +36,9 @@ struct client {
 	size_t len, cap;
 	int hello;
 	int closing;
-	uid_t uid;
-	gid_t gid;
+	struct access_peer peer;  /* SO_PEERCRED, SO_PEERGROUPS */
 	pid_t pid;
-	gid_t groups[64];       /* the peer's supplementary groups (SO_PEERGROUPS) */
-	int ngroups;
+	int64_t viewer;           /* whose runs it sees (access.c) */
 	uint64_t last;          /* uv_now() when it last sent something */
 	struct client *next, *prev;
 };
@@ -147,27 +147,7 @@ reply_err(struct client *c, enum pl_proto_err code, const char *fmt, ...)
 static int
 peer_may_write(const struct client *c)
 {
-	if (c->uid == 0 || c->uid == geteuid())
-		return 1;
-	gid_t g = CONF->gid;
-	if (g == (gid_t)-1)
-		return 0;
-	if (c->gid == g)
-		return 1;
-	for (int i = 0; i < c->ngroups; i++)
-		if (c->groups[i] == g)
-			return 1;
-	struct passwd *pw = getpwuid(c->uid);
-	if (pw == NULL)
-		return 0;
-	gid_t groups[256];
-	int n = 256;
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) == -1)
-		return 0;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == g)
-			return 1;
-	return 0;
+	return access_may_write(CONF, &c->peer);
 }
 
 /* Who a run submitted by this peer runs its jobs as (pipelined(8)
@@ -178,10 +158,10 @@ peer_may_write(const struct client *c)
 static char *
 run_owner(const struct client *c)
 {
-	uid_t uid = c->uid;
-	gid_t gid = c->gid, jg[256];
-	const gid_t *g = c->groups;
-	int ng = c->ngroups;
+	uid_t uid = c->peer.uid;
+	gid_t gid = c->peer.gid, jg[256];
+	const gid_t *g = c->peer.groups;
+	int ng = c->peer.ngroups;
 	if (geteuid() != 0 || (uid == 0 && CONF->job_uid == (uid_t)-1))
 		return NULL;
 	if (uid == 0) {
@@ -255,23 +235,23 @@ static int
 peer_fs_enter(const struct client *c, struct peer_fs *s)
 {
 	s->on = 0;
-	if (geteuid() != 0 || c->uid == 0)
+	if (geteuid() != 0 || c->peer.uid == 0)
 		return 0;
 	if ((s->ngroups = (int)syscall(SYS_getgroups, 256, s->groups)) == -1) {
 		log_warn("control: getgroups");
 		return -1;
 	}
-	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) == -1) {
-		log_warn("control: setgroups for uid %d", (int)c->uid);
+	if (syscall(SYS_setgroups, (size_t)c->peer.ngroups, c->peer.groups) == -1) {
+		log_warn("control: setgroups for uid %d", (int)c->peer.uid);
 		return -1;
 	}
 	s->on = 1;
-	s->fsgid = (gid_t)setfsgid(c->gid);
-	s->fsuid = (uid_t)setfsuid(c->uid);
+	s->fsgid = (gid_t)setfsgid(c->peer.gid);
+	s->fsuid = (uid_t)setfsuid(c->peer.uid);
 	/* setfsuid() reports the previous value, never an error: read back. */
-	if ((uid_t)setfsuid((uid_t)-1) != c->uid || (gid_t)setfsgid((gid_t)-1) != c->gid) {
-		log_warnx("control: cannot take uid %d gid %d to check a spec", (int)c->uid,
-		    (int)c->gid);
+	if ((uid_t)setfsuid((uid_t)-1) != c->peer.uid || (gid_t)setfsgid((gid_t)-1) != c->peer.gid) {
+		log_warnx("control: cannot take uid %d gid %d to check a spec", (int)c->peer.uid,
+		    (int)c->peer.gid);
 		return -1;
 	}
 	return 0;
@@ -329,6 +309,7 @@ check_submit(struct client *c, const cJSON *req, int submit)
 	}
 	char err[512];
 	spec->owner = run_owner(c);
+	spec->submitter = (int64_t)c->peer.uid;
 	enum pl_proto_err rc = ops.submit(spec, err, sizeof(err));
 	if (rc != PLP_OK) {
 		cJSON_Delete(r);
@@ -351,6 +332,26 @@ v_submit(struct client *c, const cJSON *req)
 	check_submit(c, req, 1);
 }
 
+/* The run a request names, if the peer may see and act on it
+ * (access.c); else an ENOENT or EPERM reply and NULL. */
+static const char *
+known_run(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run");
+	int64_t submitter;
+	char msg[512];
+	if (run == NULL || store_run_submitter(ctx.store, run, &submitter) == -1) {
+		reply_err(c, PLP_ENOENT, "no run %s", run ? run : "(none given)");
+		return NULL;
+	}
+	if (!access_run(c->viewer, submitter)) {
+		reply_err(c, PLP_EPERM, "%s", access_refusal(c->viewer, run, msg, sizeof(msg)));
+		log_info("control: uid %d pid %d refused run %s", (int)c->peer.uid, (int)c->pid, run);
+		return NULL;
+	}
+	return run;
+}
+
 static void
 v_logs(struct client *c, const cJSON *req)
 {
@@ -360,6 +361,8 @@ v_logs(struct client *c, const cJSON *req)
 		reply_err(c, PLP_EINVAL, "logs needs \"run\" and \"job\"");
 		return;
 	}
+	if (known_run(c, req) == NULL)
+		return;
 	const char *path = ops.job_log(run, job);
 	if (path == NULL) {
 		reply_err(c, PLP_ENOENT, "no job %s in run %s", job, run);
@@ -421,6 +424,8 @@ v_status(struct client *c, const cJSON *req)
 {
 	const char *run = arg_str(req, "run");
 	if (run != NULL) {
+		if (known_run(c, req) == NULL)
+			return;
 		cJSON *r = store_q_run(ctx.store, run);
 		if (r == NULL)
 			reply_err(c, PLP_ENOENT, "no run %s", run);
@@ -429,7 +434,7 @@ v_status(struct client *c, const cJSON *req)
 		return;
 	}
 	cJSON *r = cJSON_CreateObject();
-	cJSON_AddItemToObject(r, "runs", store_q_runs(ctx.store));
+	cJSON_AddItemToObject(r, "runs", store_q_runs(ctx.store, c->viewer));
 	cJSON_AddNumberToObject(r, "running_jobs", ops.running());
 	cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(ctx.store));
 	reply_ok(c, r);
@@ -452,6 +457,10 @@ cancel_retry(struct client *c, const cJSON *req, int cancel)
 		    pl_verb_name(cancel ? PLV_cancel : PLV_retry));
 		return;
 	}
+	/* A retry runs the jobs again as the run's owner: only for who may
+	 * act on the run. */
+	if (known_run(c, req) == NULL)
+		return;
 	enum pl_proto_err e = cancel ? ops.cancel(run, msg, sizeof(msg)) :
 	    ops.retry(run, job, msg, sizeof(msg));
 	if (e != PLP_OK) {
@@ -475,29 +484,18 @@ v_retry(struct client *c, const cJSON *req)
 	cancel_retry(c, req, 0);
 }
 
-/* The status page's address, and a one-time login code for it. */
+/* The status page's address, and a one-time login code for it, whose
+ * session sees the runs this peer may see. */
 static void
 v_web(struct client *c, const cJSON *req)
 {
 	cJSON *r = cJSON_CreateObject();
 	char code[40];
 	cJSON_AddStringToObject(r, "listen", CONF->http_listen);
-	if (CONF->http_listen[0] != '\0' && httpd_token_needed() &&
-	    httpd_login_code(code, sizeof(code)) == 0)
+	/* The link's session sees what this peer may see. */
+	if (CONF->http_listen[0] != '\0' && httpd_login_code(code, sizeof(code), c->viewer) == 0)
 		cJSON_AddStringToObject(r, "code", code);
 	reply_ok(c, r);
-}
-
-/* The run a request names, or an ENOENT reply and NULL. */
-static const char *
-known_run(struct client *c, const cJSON *req)
-{
-	const char *run = arg_str(req, "run");
-	if (run == NULL || store_run_id(ctx.store, run) == 0) {
-		reply_err(c, PLP_ENOENT, "no run %s", run ? run : "(none given)");
-		return NULL;
-	}
-	return run;
 }
 
 static void
@@ -600,9 +598,9 @@ dispatch(struct client *c, const char *line)
 	 * can run `pipelinectl check` themselves, with their own rights. */
 	if (v->access == PL_WRITE && !peer_may_write(c)) {
 		reply_err(c, PLP_EPERM, "%s refused: uid %d is not root, the daemon's user, or in"
-		    " group %s%s", v->name, (int)c->uid, CONF->group[0] ? CONF->group :
+		    " group %s%s", v->name, (int)c->peer.uid, CONF->group[0] ? CONF->group :
 		    "(none set)", vi == PLV_check ? "; pipelinectl check needs no daemon" : "");
-		log_info("control: %s refused for uid %d pid %d", v->name, (int)c->uid,
+		log_info("control: %s refused for uid %d pid %d", v->name, (int)c->peer.uid,
 		    (int)c->pid);
 		goto out;
 	}
@@ -696,22 +694,12 @@ on_connection(uv_stream_t *srv, int status)
 		return;
 	}
 	uv_os_fd_t fd;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
-		log_warn("control: SO_PEERCRED");
+	    access_peer_of(fd, &c->peer, &c->pid) == -1) {
 		client_close(c);
 		return;
 	}
-	c->uid = cred.uid;
-	c->gid = cred.gid;
-	c->pid = cred.pid;
-#ifdef SO_PEERGROUPS
-	socklen_t glen = sizeof(c->groups);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &glen) == 0)
-		c->ngroups = (int)(glen / sizeof(gid_t));
-#endif
+	c->viewer = access_viewer(CONF, &c->peer);
 	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 

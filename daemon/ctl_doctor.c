@@ -1,7 +1,8 @@
 /*
  * ctl_doctor.c: `pipelinectl doctor [SPEC]`: may a training run start?
  * The checks are jobs/doctor.py's, run with the interpreter the jobs will
- * use: without SPEC, daemon.python and daemon.jobs_dir on a CUDA device 0;
+ * use: without SPEC, daemon.python and daemon.jobs_dir on the device this
+ * machine has (CUDA device 0 where an NVIDIA driver is, else the CPU);
  * with SPEC, once for every distinct (python, jobs_dir, device,
  * cuda_device) of its probe and train jobs with engine hf. The exit
  * status is 0 when every check run allows the run, 1 when one does not
@@ -123,7 +124,9 @@ ctl_doctor(int argc, char **argv)
 		memset(&d, 0, sizeof(d));
 		snprintf(d.python, sizeof(d.python), "%s", c->python);
 		snprintf(d.jobs, sizeof(d.jobs), "%s", c->jobs_dir);
-		snprintf(d.device, sizeof(d.device), "cuda");
+		/* No spec: the device this machine has (doctor.py --device
+		 * auto: CUDA where an NVIDIA driver is, else the CPU). */
+		snprintf(d.device, sizeof(d.device), "auto");
 		snprintf(d.cuda, sizeof(d.cuda), "0");
 		snprintf(d.label, sizeof(d.label), "daemon.python");
 		add_check(v, &n, &d);
@@ -131,12 +134,10 @@ ctl_doctor(int argc, char **argv)
 		plugin_load_dir(c->plugin_dir, &plugin_host);
 		char *text = plc_read_file(argv[1], NULL, 4 << 20), *errs = NULL;
 		if (text == NULL)
-			err(2, "%s", argv[1]);
+			ctl_fail(CTL_EUSAGE, "ELOCAL", "%s: %s", argv[1], strerror(errno));
 		struct spec *s = spec_parse(argv[1], text, &errs);
-		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1) {
-			fputs(errs ? errs : "invalid spec\n", stderr);
-			return 2;
-		}
+		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1)
+			ctl_fail(CTL_EUSAGE, "EINVAL", "%s", errs ? errs : "invalid spec");
 		for (int i = 0; i < s->njobs; i++) {
 			const struct spec_section *j = s->jobs[i];
 			if (j->stage == NULL || (strcmp(j->stage, "probe") != 0 &&

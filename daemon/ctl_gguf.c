@@ -197,10 +197,8 @@ ctl_gguf(int argc, char **argv)
 		fprintf(stderr, "usage: pipelinectl [--json] gguf FILE\n");
 		return 2;
 	}
-	if (gguf_open(&g, argv[1]) == -1) {
-		warnx("%s", g.err);
-		return 1;
-	}
+	if (gguf_open(&g, argv[1]) == -1)
+		ctl_fail(CTL_ERROR, "EINVAL", "%s", g.err);
 	int rc = ctl_json ? list_json(&g) : list_text(&g);
 	gguf_close(&g);
 	return rc;

@@ -52,10 +52,9 @@ train_job(const char *run, const char *want, char *out, size_t outsz)
 	cJSON_Delete(r);
 	if (!found) {
 		if (want)
-			warnx("plot: run %s has no job %s", run, want);
-		else
-			warnx("plot: run %s has no job of stage train (name one with --job)", run);
-		return -1;
+			ctl_fail(CTL_ENOENT, "ENOENT", "run %s has no job %s", run, want);
+		ctl_fail(CTL_ENOENT, "ENOENT", "run %s has no job of stage train (name one with --job)",
+		    run);
 	}
 	return 0;
 }
@@ -142,7 +141,8 @@ ctl_plot(int argc, char **argv)
 			int w, h;
 			if (sscanf(argv[++i], "%dx%d", &w, &h) != 2 || w < 100 || h < 100 ||
 			    w > 10000 || h > 10000)
-				errx(2, "plot: --size wants WIDTHxHEIGHT in pixels, 100 to 10000");
+				ctl_fail(CTL_EUSAGE, "EUSAGE",
+				    "--size wants WIDTHxHEIGHT in pixels, 100 to 10000");
 			snprintf(sizebuf, sizeof(sizebuf), "%d,%d", w, h);
 			size = sizebuf;
 		} else if (argv[i][0] == '-')
@@ -162,11 +162,12 @@ ctl_plot(int argc, char **argv)
 	else if (ext && strcmp(ext, ".svg") == 0)
 		term = "svg";
 	else
-		errx(2, "plot: %s: the output's name must end in .png or .svg", out);
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "%s: the output's name must end in .png or .svg", out);
 
 	/* gnuplot is a program we call; say which package brings it. */
 	if (system("command -v gnuplot >/dev/null 2>&1") != 0)
-		errx(1, "plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
+		ctl_fail(CTL_ERROR, "ELOCAL",
+		    "gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
 
 	char dir[] = "/tmp/pipelinectl-plot.XXXXXX";
 	if (mkdtemp(dir) == NULL)

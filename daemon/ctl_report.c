@@ -247,10 +247,9 @@ ctl_report(int argc, char **argv)
 		ncols += n1;
 	}
 	if (ncols == 0 && ncs == 0) {
-		warnx("run %s%s%s has no bake or corpus_check results", runs[0],
-		    runs[1] ? " or " : "", runs[1] ? runs[1] : "");
 		cJSON_Delete(verdicts);
-		return 1;
+		ctl_fail(CTL_ERROR, "ENODATA", "run %s%s%s has no bake or corpus_check results", runs[0],
+		    runs[1] ? " or " : "", runs[1] ? runs[1] : "");
 	}
 
 	/* Comparable only within one case set: the fair slice of the first

@@ -8,7 +8,11 @@
  * feed_idle_timeout). At most feed_max_watchers connections are served at
  * once, and one that has not sent its request within feed_idle_timeout is
  * closed. Announcements arrive from any thread through a locked queue and
- * are delivered on the loop thread in id order. */
+ * are delivered on the loop thread in id order. A watcher gets the lines
+ * of the runs its peer may see (access.c: its own, or every run for root,
+ * the daemon's user and admin_group) and the daemon's own lines; the
+ * daemon's user may ask for a viewer's lines ("viewer": UID), which is
+ * how a status page's session gets its user's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +32,7 @@ struct watcher {
 	int started, live, closing, dropping;
 	char run[128];
 	int64_t cursor;          /* last event id sent */
+	int64_t viewer;          /* whose runs' lines it gets (access.c) */
 	uint64_t since;          /* uv_now() at the connection, or at the drop */
 	struct watcher *next, *prev;
 };
@@ -187,8 +192,8 @@ pump(struct watcher *w)
 	while (!w->closing && !w->dropping && !w->live &&
 	    uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) < REPLAY_HIGH) {
 		struct replay r = { .w = w };
-		if (store_q_events(ctx.store, w->cursor, w->run[0] ? w->run : NULL, REPLAY_BATCH,
-		    replay_one, &r) < 0) {
+		if (store_q_events(ctx.store, w->cursor, w->run[0] ? w->run : NULL, w->viewer,
+		    REPLAY_BATCH, replay_one, &r) < 0) {
 			w_close(w);
 			return;
 		}
@@ -222,7 +227,9 @@ start_watch(struct watcher *w, const char *line)
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(req, "version");
 	const cJSON *since = cJSON_GetObjectItemCaseSensitive(req, "since");
 	const cJSON *run = cJSON_GetObjectItemCaseSensitive(req, "run");
-	char msg[256];
+	const cJSON *viewer = cJSON_GetObjectItemCaseSensitive(req, "viewer");
+	int64_t submitter = -1;
+	char msg[512];
 	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) ||
 	    strcmp(verb->valuestring, pl_verb_name(PLV_watch)) != 0) {
 		snprintf(msg, sizeof(msg), "the feed takes one request: {\"verb\":\"%s\","
@@ -236,10 +243,21 @@ start_watch(struct watcher *w, const char *line)
 	} else if ((run != NULL && !cJSON_IsString(run)) || (since != NULL && !cJSON_IsNumber(since))) {
 		/* Taken for absent, a wrong type would widen the watch. */
 		w_error(w, PLP_EINVAL, "\"run\" must be a string and \"since\" a number");
-	} else if (cJSON_IsString(run) && store_run_id(ctx.store, run->valuestring) == 0) {
+	} else if (viewer != NULL && (!cJSON_IsNumber(viewer) || viewer->valuedouble < 0 ||
+	    w->viewer != ACCESS_ALL)) {
+		w_error(w, PLP_EPERM, "\"viewer\" is the daemon's own: a uid, from root or the "
+		    "daemon's user");
+	} else if (cJSON_IsString(run) && store_run_submitter(ctx.store, run->valuestring,
+	    &submitter) == -1) {
 		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
 		w_error(w, PLP_ENOENT, msg);
+	} else if (cJSON_IsString(run) && !access_run(viewer ? (int64_t)viewer->valuedouble :
+	    w->viewer, submitter)) {
+		w_error(w, PLP_EPERM, access_refusal(viewer ? (int64_t)viewer->valuedouble :
+		    w->viewer, run->valuestring, msg, sizeof(msg)));
 	} else {
+		if (viewer != NULL)
+			w->viewer = (int64_t)viewer->valuedouble;
 		if (cJSON_IsString(run))
 			snprintf(w->run, sizeof(w->run), "%s", run->valuestring);
 		w->cursor = cJSON_IsNumber(since) && since->valuedouble > 0 ?
@@ -303,6 +321,13 @@ on_connection(uv_stream_t *srv, int status)
 		w_close(w);
 		return;
 	}
+	struct access_peer peer;
+	uv_os_fd_t fd;
+	if (uv_fileno((uv_handle_t *)&w->pipe, &fd) != 0 || access_peer_of(fd, &peer, NULL) == -1) {
+		w_close(w);
+		return;
+	}
+	w->viewer = access_viewer(CONF, &peer);
 	if (nwatchers > CONF->feed_max_watchers) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "too many feed connections (feed_max_watchers = %d)",
@@ -353,6 +378,7 @@ feed_announce(int64_t id, const char *run, const char *line)
 	struct ann *a = xcalloc(1, sizeof(*a));
 	a->id = id;
 	a->run = run ? xstrdup(run) : NULL;
+	a->submitter = -1;	/* looked up by feed_flush() when a watcher needs it */
 	a->line = utf8_clean(line);
 	if (a->line == NULL)
 		a->line = xstrdup(line);
@@ -368,6 +394,38 @@ feed_announce(int64_t id, const char *run, const char *line)
 		uv_async_send(&feed_wake);
 }
 
+/* The uid that submitted a run (-1: unknown, or no such run), from a
+ * small cache (a run's submitter never changes) or the store. */
+static int64_t
+run_submitter(const char *run)
+{
+	static struct { char name[128]; int64_t submitter; } cache[64];
+	static int next;
+	for (int i = 0; i < 64; i++)
+		if (strcmp(cache[i].name, run) == 0)
+			return cache[i].submitter;
+	int64_t sub = -1;
+	if (store_run_submitter(ctx.store, run, &sub) == -1)
+		return -1;
+	if (strlen(run) >= sizeof(cache[0].name))
+		return sub;	/* too long to keep */
+	snprintf(cache[next].name, sizeof(cache[next].name), "%s", run);
+	cache[next].submitter = sub;
+	next = (next + 1) % 64;
+	return sub;
+}
+
+/* Does w get announcement a: after its cursor, of its run if it named
+ * one, and of a run it may see (the daemon's own lines, without a run,
+ * are everyone's)? */
+static int
+ann_for(const struct watcher *w, const struct ann *a)
+{
+	if (a->id <= w->cursor || (w->run[0] && (a->run == NULL || strcmp(w->run, a->run) != 0)))
+		return 0;
+	return w->viewer == ACCESS_ALL || a->run == NULL || access_run(w->viewer, a->submitter);
+}
+
 /* Deliver what was announced: per watcher, every line it should get in
  * one write (announcements come in batches: one per committed batch of a
  * job's event lines). */
@@ -381,13 +439,19 @@ feed_flush(void)
 	pthread_mutex_unlock(&q_mtx);
 	if (list == NULL)
 		return;
+	/* Whose lines they are, when a watcher sees only its own runs'. */
+	int some = 0;
+	for (struct watcher *w = watchers; w; w = w->next)
+		some |= w->live && w->viewer != ACCESS_ALL;
+	for (struct ann *a = list; some && a; a = a->next)
+		a->submitter = a->run ? run_submitter(a->run) : ACCESS_ALL;
 	for (struct watcher *w = watchers, *wn; w; w = wn) {
 		wn = w->next;
 		if (!w->live || w->closing || w->dropping)
 			continue;
 		size_t len = 0;
 		for (struct ann *a = list; a; a = a->next)
-			if (a->id > w->cursor && (!w->run[0] || (a->run && strcmp(w->run, a->run) == 0)))
+			if (ann_for(w, a))
 				len += strlen(a->line) + 1;
 		if (len == 0)
 			continue;
@@ -396,7 +460,7 @@ feed_flush(void)
 		if (buf == NULL)
 			continue;
 		for (struct ann *a = list; a; a = a->next) {
-			if (a->id <= w->cursor || (w->run[0] && (a->run == NULL || strcmp(w->run, a->run) != 0)))
+			if (!ann_for(w, a))
 				continue;
 			size_t l = strlen(a->line);
 			memcpy(p, a->line, l);

@@ -2,9 +2,11 @@
  * struct pl_job behind it: values and keys, inputs, progress, metrics,
  * events, artifacts, stored values, and the checks of a stage's section.
  * The same table serves the daemon (job->store set: everything is stored,
- * then announced) and `pipelinectl stage` (no store: progress, events and
- * artifacts are printed). Spawning and the events reader are
- * host_spawn.c's. */
+ * then announced), a stage process (job->evfd set: everything is written
+ * to its events file for the daemon to store, lookups answered from the
+ * context the daemon handed over: stagectx.c) and `pipelinectl stage` (no
+ * store: progress, events and artifacts are printed). Spawning and the
+ * events reader are host_spawn.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -187,27 +189,30 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 	return rc;
 }
 
+/* An input resolved (pooled), or NULL with why it is not ("" when it
+ * was reported at check time). */
 static const char *
-h_input(pl_job *j, const char *key)
+input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 {
 	const char *v = spec_get(j->sec, key);
 	int ki = -1;
 	const struct pl_key *k = host_find_key(j->reg, key, &ki);
 	char path[PATH_MAX];
+	why[0] = '\0';
 	if (k && ki < 64 && (j->bad_inputs >> ki & 1))
 		return NULL;
 	if (v == NULL || *v == '\0') {
 		if (k && k->artifact && j->store) {
 			if (upstream_artifact(j, k->artifact, path, sizeof(path)) == PL_OK)
 				return pool(j, xstrdup(path));
-			job_log(j, PL_LOG_ERROR, "%s: no upstream job registered an artifact \"%s\";"
+			snprintf(why, whylen, "%s: no upstream job registered an artifact \"%s\";"
 			    " set %s = PATH or JOB.ARTIFACT", key, k->artifact, key);
 			return NULL;
 		}
 		if (k && k->def)
 			v = k->def;
 		else {
-			job_log(j, PL_LOG_ERROR, "%s: not set", key);
+			snprintf(why, whylen, "%s: not set", key);
 			return NULL;
 		}
 	}
@@ -223,7 +228,8 @@ h_input(pl_job *j, const char *key)
 			if (store_artifact_find(j->store, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
 				return pool(j, xstrdup(path));
-			job_log(j, PL_LOG_ERROR, "%s: job %s registered no artifact \"%s\"", key, jn, dot + 1);
+			snprintf(why, whylen, "%s: job %s registered no artifact \"%s\"", key, jn,
+			    dot + 1);
 			return NULL;
 		}
 	}
@@ -238,6 +244,39 @@ h_input(pl_job *j, const char *key)
 		r = abs;
 	}
 	return pool(j, r);
+}
+
+static const char *
+h_input(pl_job *j, const char *key)
+{
+	char why[PATH_MAX + 256];
+	const char *p, *w = why;
+	if (j->ctx != NULL)
+		p = stagectx_input(j, key, &w);
+	else
+		p = input_resolve(j, key, why, sizeof(why));
+	if (p == NULL && w[0] != '\0')
+		job_log(j, PL_LOG_ERROR, "%s", w);
+	return p;
+}
+
+cJSON *
+host_inputs_resolve(pl_job *j)
+{
+	cJSON *o = cJSON_CreateObject();
+	const struct pl_key *k;
+	char why[PATH_MAX + 256];
+	for (int i = 0; (k = host_key(j->reg, i)) != NULL; i++) {
+		if (k->type != PL_KEY_INPUT && k->type != PL_KEY_PATH)
+			continue;
+		const char *p = input_resolve(j, k->name, why, sizeof(why));
+		cJSON *e = cJSON_AddObjectToObject(o, k->name);
+		if (p != NULL)
+			cJSON_AddStringToObject(e, "path", p);
+		else
+			cJSON_AddStringToObject(e, "error", why);
+	}
+	return o;
 }
 
 static const char *
@@ -279,6 +318,10 @@ static const char *h_workdir(pl_job *j) { return j->workdir; }
 static void
 emit(pl_job *j, const char *type, cJSON *d)
 {
+	if (j->evfd >= 0) {
+		stagectx_emit(j, type, d);
+		return;
+	}
 	if (j->store == NULL) {
 		job_print_event(j, type, d);
 		return;
@@ -299,6 +342,12 @@ h_progress(pl_job *j, double done, double total, const char *unit)
 	cJSON_AddNumberToObject(d, "total", total);
 	if (unit)
 		cJSON_AddStringToObject(d, "unit", unit);
+	if (j->evfd >= 0) {
+		/* A job program's progress names its count "step". */
+		cJSON_AddNumberToObject(d, "step", done);
+		stagectx_emit(j, "progress", d);
+		return;
+	}
 	if (j->store == NULL) {
 		job_print_event(j, "job.progress", d);
 		return;
@@ -319,6 +368,10 @@ h_metric(pl_job *j, const char *name, int64_t step, double value)
 	cJSON_AddStringToObject(d, "name", name);
 	cJSON_AddNumberToObject(d, "step", (double)step);
 	cJSON_AddNumberToObject(d, "value", value);
+	if (j->evfd >= 0) {
+		stagectx_emit(j, "metric", d);
+		return;
+	}
 	if (j->store == NULL) {
 		job_print_event(j, "job.metric", d);
 		return;
@@ -357,6 +410,12 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 	cJSON_AddStringToObject(d, "path", abs);
 	cJSON_AddNumberToObject(d, "size", (double)size);
 	cJSON_AddStringToObject(d, "sha256", hex);
+	if (j->evfd >= 0) {
+		/* The digest was computed here, as the owner: the daemon takes it. */
+		stagectx_note_artifact(j, name, abs, hex);
+		free(abs);
+		return stagectx_emit(j, "artifact", d) == 0 ? PL_OK : PL_EIO;
+	}
 	if (j->store == NULL) {
 		job_print_event(j, "job.artifact", d);
 		free(abs);
@@ -426,6 +485,8 @@ static int
 h_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
     char *path, size_t pathlen, char *sha256)
 {
+	if (j->ctx != NULL)
+		return stagectx_artifact_find(j, run, jobname, name, path, pathlen, sha256);
 	if (j->store == NULL)
 		return PL_ENOENT;
 	return store_artifact_find(j->store, run ? run : j->run, jobname, name, path,
@@ -435,6 +496,13 @@ h_artifact_find(pl_job *j, const char *run, const char *jobname, const char *nam
 static int
 h_value_set(pl_job *j, const char *key, const char *value)
 {
+	if (j->evfd >= 0) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddStringToObject(d, "key", key);
+		cJSON_AddStringToObject(d, "value", value ? value : "");
+		stagectx_note_value(j, key, value);
+		return stagectx_emit(j, "value", d) == 0 ? PL_OK : PL_EIO;
+	}
 	if (j->store == NULL) {
 		cJSON *d = cJSON_CreateObject();
 		cJSON_AddStringToObject(d, "key", key);
@@ -454,6 +522,8 @@ h_value_set(pl_job *j, const char *key, const char *value)
 static char *
 h_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
 {
+	if (j->ctx != NULL)
+		return stagectx_value_get(j, run, jobname, key);
 	if (j->store == NULL)
 		return NULL;
 	return store_value_get(j->store, run ? run : j->run, jobname, key);
@@ -462,6 +532,8 @@ h_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
 static char *
 h_value_history(pl_job *j, const char *key, int limit)
 {
+	if (j->ctx != NULL)
+		return stagectx_value_history(j, key, limit);
 	if (j->store == NULL)
 		return xstrdup("[]");
 	return store_value_history(j->store, key, limit);

@@ -67,7 +67,7 @@ events_read(struct evreader *r)
 		*last = '\0';
 		int64_t newoff = r->offset + (last - buf) + 1;
 		/* Pass 1: parse, compute artifact digests (outside the lock). */
-		struct line { cJSON *o; char *type; char *text; char hex[65]; uint64_t size; char *apath; int bad; } *lines = NULL;
+		struct line { cJSON *o; char *type; char *text; char hex[65]; uint64_t size; char *apath; int bad, own; } *lines = NULL;
 		int nl = 0;
 		for (char *save = NULL, *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 			lines = realloc(lines, (size_t)(nl + 1) * sizeof(*lines));
@@ -81,6 +81,31 @@ events_read(struct evreader *r)
 				continue;
 			}
 			L->type = t->valuestring;
+			/* A stage process's own lines (stagectx.c) carry the
+			 * values it set and the digests it computed as the
+			 * owner; its programs' lines never do (it strips the
+			 * mark from what it relays). */
+			const cJSON *mk = cJSON_GetObjectItemCaseSensitive(L->o, "pl_stage");
+			L->own = r->j->stage_proc && cJSON_IsTrue(mk);
+			const cJSON *sh = cJSON_GetObjectItemCaseSensitive(L->o, "sha256");
+			if (L->own && strcmp(L->type, "artifact") == 0 && cJSON_IsString(sh) &&
+			    strlen(sh->valuestring) == 64 &&
+			    strspn(sh->valuestring, "0123456789abcdef") == 64) {
+				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
+				struct stat sb;
+				L->apath = cJSON_IsString(pa) ? realpath(pa->valuestring, NULL) : NULL;
+				if (L->apath == NULL || stat(L->apath, &sb) == -1 ||
+				    (S_ISDIR(sb.st_mode) && plc_tree_bytes(L->apath, &L->size) == -1)) {
+					job_log(r->j, PL_LOG_ERROR, "artifact: %s: %s", cJSON_IsString(pa) ?
+					    pa->valuestring : "(no path)", strerror(errno));
+					L->bad = 1;
+					continue;
+				}
+				if (!S_ISDIR(sb.st_mode))
+					L->size = (uint64_t)sb.st_size;
+				snprintf(L->hex, sizeof(L->hex), "%s", sh->valuestring);
+				continue;
+			}
 			if (strcmp(L->type, "artifact") == 0) {
 				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
 				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
@@ -111,6 +136,18 @@ events_read(struct evreader *r)
 			snprintf(type, sizeof(type), "job.%s", L->type);
 			cJSON *d = cJSON_Duplicate(L->o, 1);
 			cJSON_DeleteItemFromObject(d, "type");
+			cJSON_DeleteItemFromObject(d, "pl_stage");
+			if (L->own && strcmp(L->type, "value") == 0) {
+				/* host->value_set() in the stage process: a value, not
+				 * an event, as in the daemon. */
+				const cJSON *k = cJSON_GetObjectItemCaseSensitive(L->o, "key");
+				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
+				if (r->j->store && cJSON_IsString(k) && cJSON_IsString(v))
+					store_value_set(r->j->store, r->j->run_id, r->j->job_id,
+					    k->valuestring, v->valuestring);
+				cJSON_Delete(d);
+				continue;
+			}
 			if (strcmp(L->type, "error") == 0) {
 				const cJSON *m = cJSON_GetObjectItemCaseSensitive(L->o, "message");
 				if (cJSON_IsString(m))
@@ -128,9 +165,13 @@ events_read(struct evreader *r)
 			if (strcmp(L->type, "progress") == 0) {
 				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
 				const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
+				const cJSON *u = cJSON_GetObjectItemCaseSensitive(L->o, "unit");
+				/* The program's own unit (optimizer-steps, examples), as
+				 * the feed has it: status and watch say the same. */
 				if (cJSON_IsNumber(s))
 					store_job_progress(r->j->store, r->j->job_id, s->valuedouble,
-					    cJSON_IsNumber(t) ? t->valuedouble : 0, "step");
+					    cJSON_IsNumber(t) ? t->valuedouble : 0,
+					    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
 				/* The feed speaks done/total/unit for every progress. */
 				cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
 				if (!cJSON_HasObjectItem(d, "unit"))
@@ -633,7 +674,7 @@ host_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
 	}
 	/* What the host writes starts zeroed, whatever the plugin's struct held. */
 	memset(&out.exited, 0, sizeof(out) - offsetof(struct pl_exit, exited));
-	int rc = spawn_run(j, &spec, &out);
+	int rc = j->ctx != NULL ? stagectx_spawn(j, &spec, &out) : spawn_run(j, &spec, &out);
 	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
 	    pout->size - offsetof(struct pl_exit, exited));
 	return rc;

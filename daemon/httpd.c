@@ -1,16 +1,18 @@
 /*
- * httpd.c: the daemon's HTTP listener (http_listen in pipelined.conf),
- * served by libmicrohttpd with a thread per connection, so a scrape or a
- * page never waits on the loop thread or the scheduler, nor they on it.
+ * httpd.c: the daemon's HTTP listener (http_listen in pipelined.conf).
+ * Connections are accepted by a thread of ours that waits, without a
+ * thread per client, for each request's whole header (the acceptor,
+ * below: deadlines and size limits), then served by libmicrohttpd with a
+ * thread per connection, so a scrape or a page never waits on the loop
+ * thread or the scheduler, nor they on it.
  *
  * Routes: GET /metrics, the Prometheus text exposition (metrics.c); the
  * status page and its JSON and event stream (web.c); /login, the one-time
  * link pipelinectl web prints. Everything is read from the store through
  * read-only SQLite connections (WAL: readers do not block the writer), the
  * status feed and counters kept in atomics; nothing here changes anything.
- * On loopback no login is asked; on any other address every request needs
- * http_token, as a bearer header or the cookie /login sets, compared in
- * constant time.
+ * Every request needs a credential and a Host: name the listener is
+ * configured for, and sees the runs its credential may (access.c).
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -19,10 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include "pipelined.h"
@@ -92,16 +99,20 @@ httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 
 /* What every response says about itself: only our own scripts, styles
  * and connections, no framing, no sniffing, no referrer. */
+#define CSP "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';" \
+    " connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/* Every connection serves one request (Connection: close): the next
+ * request's header goes through the acceptor's checks as the first did. */
 static void
 headers(struct MHD_Response *r, const char *type)
 {
 	MHD_add_response_header(r, "Content-Type", type);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
-	MHD_add_response_header(r, "Content-Security-Policy",
-	    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
-	    " connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+	MHD_add_response_header(r, "Content-Security-Policy", CSP);
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(r, "Connection", "close");
 }
 
 static enum MHD_Result
@@ -129,36 +140,77 @@ reply_text(struct MHD_Connection *c, unsigned int status, const char *text)
 
 /* ---- access ------------------------------------------------------------ */
 
-static int need_token;		/* the listener is not on loopback */
+/*
+ * Every request needs a credential, on loopback too: the bearer token
+ * (http_token: sees every run, and the only way to /metrics but an admin's
+ * session), or the session cookie /login sets for a one-time link that
+ * pipelinectl web printed, which sees what the user who ran it may see
+ * (access.c). The cookie is a random session id, never the token; the
+ * daemon keeps its HMAC with an expiry and the viewer. Tokens, codes and
+ * session ids are compared as HMACs under a key drawn at start, so the
+ * time a comparison takes says nothing of where or whether the lengths
+ * differ.
+ */
 static char token[256];
+static unsigned char hmac_key[32];
 static pthread_mutex_t codes_mtx = PTHREAD_MUTEX_INITIALIZER;
 #define NCODES 8
-static struct { char code[33]; double until; } codes[NCODES];
+static struct { char code[33]; double until; int64_t viewer; } codes[NCODES];
+#define NSESSIONS 64
+#define SESSION_LIFETIME (8 * 3600)
+static struct { unsigned char mac[32]; double until; int64_t viewer; } sessions[NSESSIONS];
+static unsigned char token_mac[32];
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static void
+key_draw(void)
+{
+	key_ok = RAND_bytes(hmac_key, sizeof(hmac_key)) == 1;
+	if (!key_ok)
+		log_warnx("key_draw: no random bytes for the comparison key");
+}
+
+/* The HMAC of s under the key drawn at start: 0, or -1. */
+static int
+mac(const char *s, unsigned char out[32])
+{
+	unsigned int n = 0;
+	pthread_once(&key_once, key_draw);
+	if (!key_ok || HMAC(EVP_sha256(), hmac_key, sizeof(hmac_key), (const unsigned char *)s,
+	    strlen(s), out, &n) == NULL || n != 32)
+		return -1;
+	return 0;
+}
+
+int
+httpd_equal(const char *a, const char *b)
+{
+	unsigned char ha[32], hb[32];
+	if (*a == '\0' || *b == '\0' || mac(a, ha) == -1 || mac(b, hb) == -1)
+		return 0;
+	return CRYPTO_memcmp(ha, hb, sizeof(ha)) == 0;
+}
 
 static int
-equal_const(const char *a, const char *b)
+random_hex(char *out, size_t nbytes)
 {
-	size_t la = strlen(a), lb = strlen(b);
-	if (la != lb || la == 0)
-		return 0;
-	return CRYPTO_memcmp(a, b, la) == 0;
-}
-
-int
-httpd_token_needed(void)
-{
-	return need_token;
-}
-
-/* A one-time login code (pipelinectl web), good for ten minutes. */
-int
-httpd_login_code(char *out, size_t outsz)
-{
-	unsigned char r[16];
-	if (RAND_bytes(r, sizeof(r)) != 1 || outsz < 33)
+	unsigned char r[32];
+	if (nbytes > sizeof(r) || RAND_bytes(r, (int)nbytes) != 1)
 		return -1;
-	for (int i = 0; i < 16; i++)
+	for (size_t i = 0; i < nbytes; i++)
 		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+/* A one-time login code (pipelinectl web), good for ten minutes; its
+ * session sees what viewer may (access.c). */
+int
+httpd_login_code(char *out, size_t outsz, int64_t viewer)
+{
+	if (outsz < 33 || random_hex(out, 16) == -1)
+		return -1;
 	pthread_mutex_lock(&codes_mtx);
 	int k = 0;
 	for (int i = 1; i < NCODES; i++)
@@ -166,62 +218,151 @@ httpd_login_code(char *out, size_t outsz)
 			k = i;
 	snprintf(codes[k].code, sizeof(codes[k].code), "%s", out);
 	codes[k].until = now_wall() + 600;
+	codes[k].viewer = viewer;
 	pthread_mutex_unlock(&codes_mtx);
 	return 0;
 }
 
+/* Take a code: 0 with its viewer, -1 when it is not good. */
 static int
-code_take(const char *code)
+code_take(const char *code, int64_t *viewer)
 {
-	int ok = 0;
+	int ok = -1;
 	double now = now_wall();
 	pthread_mutex_lock(&codes_mtx);
 	for (int i = 0; i < NCODES; i++)
-		if (codes[i].until > now && equal_const(codes[i].code, code)) {
+		if (codes[i].until > now && httpd_equal(codes[i].code, code)) {
 			codes[i].until = 0;	/* once */
-			ok = 1;
+			*viewer = codes[i].viewer;
+			ok = 0;
 		}
 	pthread_mutex_unlock(&codes_mtx);
 	return ok;
 }
 
-/* Loopback needs nothing; elsewhere the token, as a bearer header or the
- * cookie /login set. */
+/* A new session for viewer: its id in id (65 bytes), 0 or -1. The oldest
+ * session makes room. */
 static int
-allowed(struct MHD_Connection *c)
+session_new(int64_t viewer, char *id)
 {
-	if (!need_token)
-		return 1;
+	if (random_hex(id, 32) == -1)
+		return -1;
+	pthread_mutex_lock(&codes_mtx);
+	int k = 0;
+	for (int i = 1; i < NSESSIONS; i++)
+		if (sessions[i].until < sessions[k].until)
+			k = i;
+	if (mac(id, sessions[k].mac) == -1) {
+		pthread_mutex_unlock(&codes_mtx);
+		return -1;
+	}
+	sessions[k].until = now_wall() + SESSION_LIFETIME;
+	sessions[k].viewer = viewer;
+	pthread_mutex_unlock(&codes_mtx);
+	return 0;
+}
+
+/* The viewer a request's credential gives (access.c), or -2: none. */
+#define NO_VIEWER ((int64_t)-2)
+static int64_t
+request_viewer(struct MHD_Connection *c)
+{
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && equal_const(h + 7, token))
-		return 1;
+	unsigned char m[32];
+	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' && h[7] != '\0' &&
+	    mac(h + 7, m) == 0 && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0)
+		return ACCESS_ALL;
 	const char *k = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "pl_session");
-	return k != NULL && equal_const(k, token);
+	int64_t v = NO_VIEWER;
+	if (k == NULL || *k == '\0' || mac(k, m) == -1)
+		return v;
+	double now = now_wall();
+	pthread_mutex_lock(&codes_mtx);
+	for (int i = 0; i < NSESSIONS; i++)
+		if (sessions[i].until > now && CRYPTO_memcmp(sessions[i].mac, m, sizeof(m)) == 0)
+			v = sessions[i].viewer;
+	pthread_mutex_unlock(&codes_mtx);
+	return v;
 }
 
 static enum MHD_Result
 login(struct MHD_Connection *c)
 {
 	const char *code = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "code");
-	if (code == NULL || !code_take(code))
+	const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
+	int64_t viewer;
+	char id[65];
+	if (code == NULL || code_take(code, &viewer) == -1)
 		return reply_text(c, MHD_HTTP_UNAUTHORIZED,
 		    "this login link is not valid (used, expired, or never issued): "
 		    "run pipelinectl web for a new one\n");
+	if (session_new(viewer, id) == -1)
+		return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no session could be made\n");
 	struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
 	if (r == NULL)
 		return MHD_NO;
-	char cookie[400];
-	snprintf(cookie, sizeof(cookie), "pl_session=%s; Path=/; HttpOnly; SameSite=Strict",
-	    token);
+	char cookie[200], loc[200];
+	snprintf(cookie, sizeof(cookie), "pl_session=%s; Path=/; Max-Age=%d; HttpOnly; "
+	    "SameSite=Strict", id, SESSION_LIFETIME);
+	snprintf(loc, sizeof(loc), "/%s%s", run && valid_name(run) && strlen(run) < 128 ?
+	    "#run=" : "", run && valid_name(run) && strlen(run) < 128 ? run : "");
 	headers(r, "text/plain; charset=utf-8");
 	MHD_add_response_header(r, "Set-Cookie", cookie);
-	MHD_add_response_header(r, "Location", "/");
+	MHD_add_response_header(r, "Location", loc);
 	enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
 	MHD_destroy_response(r);
 	return ret;
 }
 
+/*
+ * Is host (a Host: header) one of names (space-separated host names or
+ * addresses, without ports)? "NAME", "NAME:PORT", "[V6]" and "[V6]:PORT"
+ * are taken; names compare without case. So a page a browser loaded from
+ * another name (DNS rebinding) is not answered.
+ */
+int
+httpd_host_allowed(const char *host, const char *names)
+{
+	if (host == NULL || names == NULL)
+		return 0;
+	const char *h = host, *end;
+	if (*h == '[') {
+		h++;
+		end = strchr(h, ']');
+		if (end == NULL || (end[1] != '\0' && end[1] != ':'))
+			return 0;
+	} else {
+		end = strchr(h, ':');
+		if (end == NULL)
+			end = h + strlen(h);
+	}
+	if (*end == ':' || (*end == ']' && end[1] == ':')) {
+		const char *p = strchr(end, ':') + 1;
+		if (*p == '\0')
+			return 0;
+		for (; *p; p++)
+			if (*p < '0' || *p > '9')
+				return 0;
+	}
+	size_t hl = (size_t)(end - h);
+	if (hl == 0)
+		return 0;
+	for (const char *n = names; *n;) {
+		while (*n == ' ' || *n == ',')
+			n++;
+		size_t nl = strcspn(n, " ,");
+		if (nl == hl && strncasecmp(n, h, hl) == 0)
+			return 1;
+		n += nl;
+	}
+	return 0;
+}
+
 /* ---- /api/events ------------------------------------------------------- */
+
+/* Event streams open now: at most http_max_streams, below the connection
+ * limit, so a scrape always finds a connection. */
+static int nstreams, max_streams;
 
 static ssize_t
 sse_cb(void *cls, uint64_t pos, char *buf, size_t max)
@@ -234,23 +375,39 @@ static void
 sse_free(void *cls)
 {
 	web_sse_close(cls);
+	__atomic_sub_fetch(&nstreams, 1, __ATOMIC_RELAXED);
 }
 
 static enum MHD_Result
-events(struct MHD_Connection *c)
+events(struct MHD_Connection *c, int64_t viewer)
 {
 	const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
 	const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
 	const char *since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
 	/* A reconnect resumes after the last event the browser saw. */
 	long long from = last ? atoll(last) : since ? atoll(since) : 0;
-	struct sse *s = web_sse_open(run, from);
-	if (s == NULL)
+	if (__atomic_add_fetch(&nstreams, 1, __ATOMIC_RELAXED) > max_streams) {
+		__atomic_sub_fetch(&nstreams, 1, __ATOMIC_RELAXED);
+		struct MHD_Response *r = MHD_create_response_from_buffer(
+		    sizeof("too many status pages open (http_max_streams)\n") - 1,
+		    "too many status pages open (http_max_streams)\n", MHD_RESPMEM_PERSISTENT);
+		if (r == NULL)
+			return MHD_NO;
+		headers(r, "text/plain; charset=utf-8");
+		MHD_add_response_header(r, "Retry-After", "10");
+		enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	struct sse *s = web_sse_open(run, from, viewer);
+	if (s == NULL) {
+		__atomic_sub_fetch(&nstreams, 1, __ATOMIC_RELAXED);
 		return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the status feed is not reachable\n");
+	}
 	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
 	    sse_cb, s, sse_free);
 	if (r == NULL) {
-		web_sse_close(s);
+		sse_free(s);
 		return MHD_NO;
 	}
 	headers(r, "text/event-stream; charset=utf-8");
@@ -258,6 +415,32 @@ events(struct MHD_Connection *c)
 	MHD_destroy_response(r);
 	return ret;
 }
+
+static char hosts[600];
+static int any_numeric;	/* listening on every address: numeric Host: names too */
+
+/* Is a Host: header an address written as a number ("10.0.0.2:9464",
+ * "[fe80::1]")? */
+static int
+host_numeric(const char *host)
+{
+	char h[64];
+	unsigned char a[16];
+	if (host == NULL)
+		return 0;
+	if (*host == '[') {
+		const char *rb = strchr(host, ']');
+		if (rb == NULL || (size_t)(rb - host - 1) >= sizeof(h))
+			return 0;
+		snprintf(h, sizeof(h), "%.*s", (int)(rb - host - 1), host + 1);
+		return inet_pton(AF_INET6, h, a) == 1;
+	}
+	snprintf(h, sizeof(h), "%.*s", (int)strcspn(host, ":"), host);
+	return inet_pton(AF_INET, h, a) == 1;
+}
+
+static int is_loopback(const struct sockaddr_storage *ss);
+static int is_wildcard(const struct sockaddr_storage *ss);
 
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -267,12 +450,22 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 		/* Nothing here takes a body or changes anything. */
 		return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
 	}
-	if (strcmp(url, "/login") == 0 && need_token)
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+	if (!httpd_host_allowed(host, hosts) && !(any_numeric && host_numeric(host)))
+		return reply_text(c, 421, "this listener does not answer for that Host: name "
+		    "(http_host in pipelined.conf)\n");
+	if (strcmp(url, "/login") == 0)
 		return login(c);
-	if (!allowed(c))
+	int64_t viewer = request_viewer(c);
+	if (viewer == NO_VIEWER)
 		return reply_text(c, MHD_HTTP_UNAUTHORIZED,
-		    "a token is needed: run pipelinectl web for a login link\n");
+		    "a credential is needed: run pipelinectl web for a login link, or send "
+		    "http_token as a bearer token\n");
 	if (strcmp(url, "/metrics") == 0) {
+		/* Every run's labels: the token's, or an admin's session. */
+		if (viewer != ACCESS_ALL)
+			return reply_text(c, MHD_HTTP_FORBIDDEN, "/metrics shows every run: it needs "
+			    "http_token as a bearer token, or the session of an admin\n");
 		size_t len;
 		char *body = metrics_render(&len);
 		if (body == NULL)
@@ -282,15 +475,17 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 		    body, len);
 	}
 	if (strcmp(url, "/api/events") == 0)
-		return events(c);
+		return events(c, viewer);
 	if (strncmp(url, "/api/", 5) == 0) {
 		size_t len = 0;
 		int status;
 		char *b = web_api(url, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run"),
 		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job"),
-		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"), &len, &status);
+		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"), viewer, &len,
+		    &status);
 		if (b == NULL)
 			return reply_text(c, (unsigned)status, status == 404 ? "not found\n" :
+			    status == 403 ? "not your run: a user sees its own runs only\n" :
 			    "the store could not be read\n");
 		return reply(c, MHD_HTTP_OK, "application/json", b, len);
 	}
@@ -304,12 +499,280 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 	return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
+/* ---- the acceptor ------------------------------------------------------ */
+
+/*
+ * Connections are accepted here, not by libmicrohttpd: a connection is
+ * handed to it (MHD_add_connection) only once its request's whole header
+ * has arrived, within http_header_timeout of the connection, with a
+ * request line of at most HEAD_MAX_LINE bytes and a header of at most
+ * HEAD_MAX. The header is read with MSG_PEEK, so libmicrohttpd reads it
+ * again as sent. A slow client (a header line every few seconds) costs a
+ * descriptor and a list entry here until its deadline, never a thread;
+ * one over a limit gets 414 or 431 with the headers every answer has.
+ * At most http_max_connections wait here; one more pushes out the one
+ * that has waited longest.
+ */
+#define HEAD_MAX_LINE 8192
+#define HEAD_MAX 16384
+
+int
+httpd_head_scan(const char *buf, size_t len)
+{
+	const char *nl = memchr(buf, '\n', len);
+	if (nl == NULL)
+		return len > HEAD_MAX_LINE ? HEAD_URI_LONG : HEAD_MORE;
+	if ((size_t)(nl - buf) > HEAD_MAX_LINE)
+		return HEAD_URI_LONG;
+	/* The header ends at an empty line: "\n\r\n" or "\n\n". */
+	for (const char *p = nl; p != NULL; ) {
+		size_t left = (size_t)(buf + len - p);	/* from this '\n' on */
+		if ((left >= 2 && p[1] == '\n') || (left >= 3 && p[1] == '\r' && p[2] == '\n'))
+			return (size_t)(p - buf) + 3 <= HEAD_MAX ? HEAD_DONE : HEAD_TOO_LARGE;
+		p = left > 1 ? memchr(p + 1, '\n', left - 1) : NULL;
+	}
+	return len >= HEAD_MAX ? HEAD_TOO_LARGE : HEAD_MORE;
+}
+
+struct pend {
+	int fd;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	double deadline;
+	int closing;		/* an answer was sent: reading what is left, then closed */
+	int dead;		/* closed: freed after the events at hand */
+	struct pend *next, *prev;
+};
+
+static int lfd = -1, epfd = -1, stopfd[2] = { -1, -1 };
+static pthread_t acc_thread;
+static int acc_running;
+static struct pend *phead, *ptail;
+static struct pend *grave;	/* closed in this pass of acc_main(), freed after it */
+static int npend, max_pend;
+static double header_timeout;
+
+static void
+pend_close(struct pend *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		phead = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		ptail = p->prev;
+	npend--;
+	if (p->fd >= 0)
+		close(p->fd);
+	/* An event for it may still be among those epoll_wait() returned. */
+	p->dead = 1;
+	p->next = grave;
+	grave = p;
+}
+
+/* Answer 414 or 431 with the headers of every answer, then read what the
+ * client still sends for a second (a close with unread data would reset
+ * the connection before the client read the answer). */
+static void
+pend_refuse(struct pend *p, int status)
+{
+	const char *why = status == 414 ? "URI Too Long" : "Request Header Fields Too Large";
+	const char *body = status == 414 ? "the request line is too long\n" :
+	    "the request header is too large\n";
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
+	    "charset=utf-8\r\nCache-Control: no-store\r\nContent-Security-Policy: %s\r\n"
+	    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+	    "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", status, why, CSP,
+	    strlen(body), body);
+	if (send(p->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) {
+		pend_close(p);
+		return;
+	}
+	shutdown(p->fd, SHUT_WR);
+	p->closing = 1;
+	p->deadline = now_mono() + 1;
+}
+
+/* Read what a client sent so far: hand it on, refuse it, or wait. */
+static void
+pend_read(struct pend *p)
+{
+	static char buf[HEAD_MAX];
+	if (p->dead)
+		return;
+	if (p->closing) {
+		ssize_t n;
+		while ((n = recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+			;
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			pend_close(p);
+		return;
+	}
+	ssize_t n = recv(p->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		pend_close(p);
+		return;
+	}
+	if (n < 0)
+		return;
+	switch (httpd_head_scan(buf, (size_t)n)) {
+	case HEAD_MORE:
+		return;
+	case HEAD_URI_LONG:
+		pend_refuse(p, 414);
+		return;
+	case HEAD_TOO_LARGE:
+		pend_refuse(p, 431);
+		return;
+	}
+	epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd, NULL);
+	/* libmicrohttpd closes the socket if it cannot take it (its
+	 * connection limit, or the per-address one). */
+	MHD_add_connection(httpd, p->fd, (struct sockaddr *)&p->sa, p->salen);
+	p->fd = -1;
+	pend_close(p);
+}
+
+static void
+acc_accept(void)
+{
+	for (;;) {
+		struct pend *p = xcalloc(1, sizeof(*p));
+		p->salen = sizeof(p->sa);
+		p->fd = accept4(lfd, (struct sockaddr *)&p->sa, &p->salen,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (p->fd == -1) {
+			int e = errno;
+			free(p);
+			if ((e == EMFILE || e == ENFILE) && phead != NULL) {
+				pend_close(phead);	/* make room: the longest waiting */
+				continue;
+			}
+			if (e == EMFILE || e == ENFILE)
+				log_warnx("acc_accept: out of descriptors (http_max_connections "
+				    "= %d)", max_pend);
+			return;
+		}
+		if (npend >= max_pend)
+			pend_close(phead);
+		p->deadline = now_mono() + header_timeout;
+		p->prev = ptail;
+		if (ptail)
+			ptail->next = p;
+		else
+			phead = p;
+		ptail = p;
+		npend++;
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLRDHUP, .data.ptr = p };
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, p->fd, &ev) == -1) {
+			pend_close(p);
+			continue;
+		}
+		pend_read(p);	/* the header may be here already */
+	}
+}
+
+static void
+grave_free(void)
+{
+	while (grave) {
+		struct pend *p = grave;
+		grave = p->next;
+		free(p);
+	}
+}
+
+static void *
+acc_main(void *arg)
+{
+	struct epoll_event ev[64];
+	for (;;) {
+		int n = epoll_wait(epfd, ev, 64, 250);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.ptr == &lfd)
+				acc_accept();
+			else if (ev[i].data.ptr == stopfd)
+				goto out;
+			else
+				pend_read(ev[i].data.ptr);
+		}
+		/* Past their deadline: dropped without an answer. */
+		double now = now_mono();
+		for (struct pend *p = phead, *next; p; p = next) {
+			next = p->next;
+			if (p->deadline <= now)
+				pend_close(p);
+		}
+		grave_free();
+	}
+out:
+	while (phead)
+		pend_close(phead);
+	grave_free();
+	return NULL;
+}
+
+static int
+acc_start(const struct sockaddr_storage *ss, socklen_t len, const char *addr)
+{
+	int one = 1;
+	lfd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (lfd == -1 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    bind(lfd, (const struct sockaddr *)ss, len) == -1 || listen(lfd, 1024) == -1) {
+		log_warn("acc_start: %s", addr);
+		return -1;
+	}
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd == -1 || pipe2(stopfd, O_CLOEXEC) == -1) {
+		log_warn("acc_start: epoll");
+		return -1;
+	}
+	struct epoll_event el = { .events = EPOLLIN, .data.ptr = &lfd };
+	struct epoll_event es = { .events = EPOLLIN, .data.ptr = stopfd };
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &el) == -1 ||
+	    epoll_ctl(epfd, EPOLL_CTL_ADD, stopfd[0], &es) == -1 ||
+	    pthread_create(&acc_thread, NULL, acc_main, NULL) != 0) {
+		log_warn("acc_start: epoll_ctl");
+		return -1;
+	}
+	acc_running = 1;
+	return 0;
+}
+
+static void
+acc_stop(void)
+{
+	if (acc_running) {
+		if (write(stopfd[1], "x", 1) != 1)
+			log_warn("acc_stop: write");
+		pthread_join(acc_thread, NULL);
+		acc_running = 0;
+	}
+	int *fds[] = { &lfd, &epfd, &stopfd[0], &stopfd[1] };
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
 static int
 is_loopback(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
 		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
 	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+static int
+is_wildcard(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
 }
 
 int
@@ -326,40 +789,70 @@ httpd_start(const struct conf *conf, const char *dbpath)
 		log_warnx("httpd_start: http_listen %s", err);
 		return -1;
 	}
-	need_token = !is_loopback(&ss);
 	snprintf(token, sizeof(token), "%s", conf->http_token);
-	if (need_token && strlen(token) < 16) {
-		log_warnx("httpd_start: http_listen %s is not a loopback address: it needs an "
-		    "http_token of 16 characters or more", listen);
+	if ((!is_loopback(&ss) || token[0] != '\0') && strlen(token) < 16) {
+		log_warnx("httpd_start: http_listen %s%s needs an http_token of 16 characters or "
+		    "more", listen, is_loopback(&ss) ? "" : " is not a loopback address: it");
 		return -1;
 	}
+	if (token[0] != '\0' && mac(token, token_mac) == -1)
+		return -1;
+	/* The names this listener answers for: http_host, or the listen
+	 * address and localhost. */
+	if (conf->http_host[0] != '\0') {
+		snprintf(hosts, sizeof(hosts), "%s", conf->http_host);
+	} else {
+		char addr[INET6_ADDRSTRLEN] = "";
+		if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
+		else
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, addr, sizeof(addr));
+		snprintf(hosts, sizeof(hosts), "%s localhost", addr);
+		/* On every address: any address written as a number (a page
+		 * that rebinds a name to us sends the name). */
+		any_numeric = is_wildcard(&ss);
+	}
+	max_streams = conf->http_max_streams;
+	max_pend = conf->http_max_connections;
+	header_timeout = conf->http_header_timeout;
 	if (metrics_init(dbpath) == -1)
 		return -1;
 	web_init(dbpath, conf->feed_socket, conf->state_dir, conf->web_dir);
 	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_ERROR_LOG;
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
+	    MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
 	/* A thread per connection: a page's event stream blocks on the feed
-	 * in its own thread; scrapes and page requests are milliseconds. */
+	 * in its own thread; scrapes and page requests are milliseconds. The
+	 * threads are bounded by http_max_connections, the streams among them
+	 * by http_max_streams; a connection that makes no progress for
+	 * http_timeout (a page that stopped reading) is closed. */
 	httpd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)conf->http_max_connections,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)conf->http_max_per_ip,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(conf->http_timeout < 1 ? 1 :
+	    conf->http_timeout),
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(4 * HEAD_MAX),
 	    MHD_OPTION_END);
 	if (httpd == NULL) {
-		log_warnx("httpd_start: cannot listen on %s (in use, or not an address "
-		    "of this machine)", listen);
+		log_warnx("httpd_start: libmicrohttpd did not start");
 		return -1;
 	}
-	log_info("http: listening on http://%s/ (status page, /metrics)%s", listen,
-	    need_token ? "; a token is needed" : "");
+	if (acc_start(&ss, len, listen) == -1) {
+		log_warnx("httpd_start: cannot listen on %s (in use, or not an address "
+		    "of this machine)", listen);
+		acc_stop();
+		MHD_stop_daemon(httpd);
+		httpd = NULL;
+		return -1;
+	}
+	log_info("http: listening on http://%s/ (status page, /metrics) for Host: %s", listen,
+	    hosts);
 	return 0;
 }
 
 void
 httpd_stop(void)
 {
+	acc_stop();
 	if (httpd != NULL) {
 		MHD_stop_daemon(httpd);
 		httpd = NULL;

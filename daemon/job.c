@@ -28,6 +28,7 @@ job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	j->out = stderr;
 	j->logfd = -1;
 	j->jobdirfd = -1;
+	j->evfd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	if (spec)
 		snprintf(j->run, sizeof(j->run), "%s", spec->name);
@@ -49,6 +50,9 @@ job_free(struct pl_job *j)
 		close(j->logfd);
 	if (j->jobdirfd >= 0)
 		close(j->jobdirfd);
+	if (j->evfd >= 0)
+		close(j->evfd);
+	cJSON_Delete(j->ctx);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }

@@ -6,9 +6,12 @@
  * The verbs are in the table cmds[] below: those of the protocol named by
  * the wire vocabulary in include/pipeline/proto.h, shared with the daemon,
  * and pipelinectl's own (stage, in-process, no daemon; gguf, report, plot,
- * doctor). Errors go through err(3); a refusal exits non-zero.
+ * doctor). An error is printed once, by ctl_fail() (on standard error, or
+ * with --json as one JSON shape on standard output) and exits with its
+ * code from ctl.h (pipelinectl(1) EXIT STATUS).
  */
 #include <err.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -29,6 +32,7 @@
 #include "plcommon.h"
 
 int ctl_json;
+const char *ctl_verb = "pipelinectl";
 static const char *conf_path;
 static char control_path[PATH_MAX];
 static char feed_path[PATH_MAX];
@@ -36,6 +40,269 @@ static struct conf conf;
 static int have_conf;
 
 static void usage(void) __attribute__((noreturn));
+static void usage_to(FILE *f);
+
+/* The parsed arguments of the verb being run: positionals in order, each
+ * option's value ("" for a flag given, NULL when absent). */
+static struct {
+	const char **pos;
+	int npos;
+	const char *opt[8];
+} A;
+
+struct cmd;
+static const struct cmd *cmd_find(const char *name);
+static const char *opt_val(const struct cmd *c, const char *name);
+
+/* ---- errors ---------------------------------------------------------- */
+
+/* One error, printed once: "pipelinectl: VERB: message" on standard
+ * error, or with --json {"ok":false,"verb":...,"code":...,"exit":N,
+ * "error":"...","errors":[lines]} on standard output. A trailing newline
+ * of msg is dropped; the code follows a one-line message. */
+void
+ctl_error(int rc, const char *code, const char *msg)
+{
+	size_t n = strlen(msg);
+	while (n > 0 && msg[n - 1] == '\n')
+		n--;
+	char *m = strndup(msg, n);
+	if (m == NULL)
+		err(1, "strndup");
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "ok", 0);
+		cJSON_AddStringToObject(o, "verb", ctl_verb);
+		cJSON_AddStringToObject(o, "code", code);
+		cJSON_AddNumberToObject(o, "exit", rc);
+		cJSON_AddStringToObject(o, "error", m);
+		cJSON *a = cJSON_AddArrayToObject(o, "errors");
+		char *save = NULL;
+		for (char *l = strtok_r(m, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+			cJSON_AddItemToArray(a, cJSON_CreateString(l));
+		char *t = cJSON_PrintUnformatted(o);
+		printf("%s\n", t);
+		fflush(stdout);
+		free(t);
+		cJSON_Delete(o);
+	} else {
+		/* The daemon's code follows a one-line message; pipelinectl's
+		 * own codes are said by the exit status. */
+		int proto = 0;
+		for (int e = PLP_OK + 1; e < PLP_COUNT; e++)
+			proto |= strcmp(code, pl_proto_err_name((enum pl_proto_err)e)) == 0;
+		int top = strcmp(ctl_verb, "pipelinectl") == 0;
+		fprintf(stderr, "pipelinectl: %s%s%s%s%s%s\n", top ? "" : ctl_verb, top ? "" : ": ", m,
+		    proto && strchr(m, '\n') == NULL ? " (" : "",
+		    proto && strchr(m, '\n') == NULL ? code : "",
+		    proto && strchr(m, '\n') == NULL ? ")" : "");
+	}
+	free(m);
+}
+
+void
+ctl_fail(int rc, const char *code, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctl_error(rc, code, msg);
+	exit(rc);
+}
+
+/* The exit status of an error code of the daemon's. */
+static int
+code_exit(const char *code)
+{
+	return strcmp(code, pl_proto_err_name(PLP_ENOENT)) == 0 ? CTL_ENOENT : CTL_ERROR;
+}
+
+/* ---- colour ---------------------------------------------------------- */
+
+/* Colour on a terminal only: not when piped, not with NO_COLOR set (to
+ * anything but ""), not on TERM=dumb. */
+static int
+color_on(void)
+{
+	static int on = -1;
+	if (on == -1) {
+		const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+		on = isatty(1) && !ctl_json && (nc == NULL || *nc == '\0') &&
+		    (term == NULL || strcmp(term, "dumb") != 0);
+	}
+	return on;
+}
+
+/* The colour of a run's or job's state word, or "" for none. */
+static const char *
+state_color(const char *st)
+{
+	if (!color_on())
+		return "";
+	int js = pl_job_state_find(st);
+	if (js == PLJ_succeeded)
+		return "\033[32m";
+	if (js == PLJ_failed)
+		return "\033[1;31m";
+	if (js == PLJ_running || js == PLJ_retrying)
+		return "\033[33m";
+	if (js == PLJ_cancelled || js == PLJ_rejected)
+		return "\033[35m";
+	return "";
+}
+
+static const char *
+color_end(const char *c)
+{
+	return *c ? "\033[0m" : "";
+}
+
+/* ---- tables ---------------------------------------------------------- */
+
+/* The columns of the terminal standard output is, or 0 when it is none. */
+static int
+term_cols(void)
+{
+	struct winsize ws;
+	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	return 0;
+}
+
+/* The characters (UTF-8 code points) of s, or of its first n bytes. */
+static int
+u8_len(const char *s, size_t n)
+{
+	int w = 0;
+	for (size_t i = 0; i < n && s[i]; i++)
+		w += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return w;
+}
+
+/* The bytes of s that hold its first w characters. */
+static size_t
+u8_bytes(const char *s, int w)
+{
+	size_t i = 0;
+	int c = 0;
+	for (; s[i]; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80 && c++ == w)
+			break;
+	}
+	return i;
+}
+
+/*
+ * A table: a header row and rows of cells, each column as wide as its
+ * widest cell, the last one not padded and, on a terminal, cut to its
+ * width. Column state (or -1) is coloured by state_color().
+ */
+#define TAB_MAXCOL 8
+struct tab {
+	int ncol, nrow, state, right;	/* right: a bit per right-aligned column */
+	char **cell;			/* nrow * ncol, row 0 the header */
+};
+
+static void
+tab_row(struct tab *t, ...)
+{
+	va_list ap;
+	va_start(ap, t);
+	t->cell = realloc(t->cell, (size_t)(t->nrow + 1) * (size_t)t->ncol * sizeof(char *));
+	if (t->cell == NULL)
+		err(1, "realloc");
+	for (int c = 0; c < t->ncol; c++) {
+		const char *v = va_arg(ap, const char *);
+		t->cell[t->nrow * t->ncol + c] = xstrdup(v ? v : "");
+	}
+	t->nrow++;
+	va_end(ap);
+}
+
+static void
+tab_print(struct tab *t)
+{
+	int w[TAB_MAXCOL] = { 0 }, cols = term_cols();
+	for (int r = 0; r < t->nrow; r++)
+		for (int c = 0; c < t->ncol; c++) {
+			const char *v = t->cell[r * t->ncol + c];
+			int l = u8_len(v, strlen(v));
+			if (l > w[c])
+				w[c] = l;
+		}
+	for (int r = 0; r < t->nrow; r++) {
+		int used = 0;
+		for (int c = 0; c < t->ncol; c++) {
+			const char *v = t->cell[r * t->ncol + c];
+			int l = u8_len(v, strlen(v)), last = c == t->ncol - 1;
+			const char *col = r > 0 && c == t->state ? state_color(v) : "";
+			if (last && cols > 0 && used + l > cols - 1) {
+				/* Cut the last column to the terminal. */
+				int room = cols - 1 - used;
+				printf("%.*s\n", (int)u8_bytes(v, room > 0 ? room : 0), v);
+				break;
+			}
+			int pad = last ? 0 : w[c] - l;
+			if (t->right & (1 << c))
+				printf("%*s%s%s%s", pad, "", col, v, color_end(col));
+			else
+				printf("%s%s%s%*s", col, v, color_end(col), pad, "");
+			used += (last ? l : w[c]) + 2;
+			printf(last ? "\n" : "  ");
+		}
+	}
+	for (int i = 0; i < t->nrow * t->ncol; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	t->cell = NULL;
+	t->nrow = 0;
+}
+
+/* ---- units ----------------------------------------------------------- */
+
+/* A duration as status, list and watch print it: 42s, 2m07s, 1h05m. */
+static void
+fmt_secs(char *buf, size_t sz, double s)
+{
+	long t = (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(buf, sz, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else if (t >= 60)
+		snprintf(buf, sz, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, sz, "%lds", t);
+}
+
+/* The time from t0 to t1 (now, when t1 is 0), or "-" before t0. */
+static void
+fmt_span(char *buf, size_t sz, double t0, double t1)
+{
+	if (t0 <= 0) {
+		snprintf(buf, sz, "-");
+		return;
+	}
+	if (t1 <= 0)
+		t1 = (double)time(NULL);
+	fmt_secs(buf, sz, t1 > t0 ? t1 - t0 : 0);
+}
+
+/* A size in binary units, one word: 512B, 4.0KiB, 1.3GiB. */
+static void
+fmt_size(char *buf, size_t sz, double b)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int i = 0;
+	while (b >= 1024 && i < 5) {
+		b /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, sz, "%.0f%s", b, u[i]);
+	else
+		snprintf(buf, sz, "%.*f%s", b < 10 ? 1 : 0, b, u[i]);
+}
 
 /* ---- configuration and sockets -------------------------------------- */
 
@@ -57,7 +324,7 @@ load_conf(void)
 		char *errs = NULL;
 		if (conf_load(&conf, path, &errs) == -1) {
 			if (conf_path != NULL)
-				errx(1, "%s", errs ? errs : path);
+				ctl_fail(CTL_ERROR, "EINVAL", "%s", errs ? errs : path);
 			warnx("ignoring %s:\n%s", path, errs ? errs : "");
 		}
 		free(errs);
@@ -96,28 +363,85 @@ sock_connect(const char *path)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sun.sun_path))
-		errx(1, "%s: socket path too long", path);
+		ctl_fail(CTL_ERROR, "ELOCAL", "%s: socket path too long", path);
 	strcpy(sun.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd == -1)
-		err(1, "socket");
+		ctl_fail(CTL_ERROR, "ELOCAL", "socket: %s", strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
 		if (errno == ENOENT || errno == ECONNREFUSED)
-			errx(1, "pipelined is not running (no daemon at %s)", path);
+			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined is not running (no daemon at %s)",
+			    path);
 		if (errno == EACCES)
-			errx(1, "%s: permission denied (are you in the daemon's group?)", path);
-		err(1, "connect %s", path);
+			ctl_fail(CTL_ENODAEMON, "EPERM",
+			    "%s: permission denied (are you in the daemon's group?)", path);
+		ctl_fail(CTL_ENODAEMON, "ENODAEMON", "connect %s: %s", path, strerror(errno));
 	}
 	return fd;
 }
 
+/*
+ * Text from the store (event messages, progress units, descriptions, job
+ * messages, logs) is the daemon's to pass on, not ours to trust: a job
+ * program writes what it likes. Before it reaches a terminal, every
+ * control character in it is shown escaped (ESC as \x1b, a C1 control
+ * as \u009b), so no title, colour, cursor move or screen clear gets
+ * through; a log keeps its newlines and tabs (logs --raw keeps all).
+ * --json output is JSON, whose strings escape them already.
+ */
+static char *
+defang(const char *s, int keep_lines)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		n += (*p < 0x20 || *p == 0x7f) ? 4 : (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) ? 5 : 1;
+	char *out = malloc(n + 1), *o = out;
+	if (out == NULL)
+		err(1, "malloc");
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (keep_lines && (*p == '\n' || *p == '\t'))
+			*o++ = (char)*p;
+		else if (*p < 0x20 || *p == 0x7f)
+			o += sprintf(o, "\\x%02x", *p);
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			o += sprintf(o, "\\u%04x", *++p);
+		else
+			*o++ = (char)*p;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* defang() every string (and key) of a reply, in place. */
+static void
+defang_json(cJSON *o, int keep_lines)
+{
+	for (cJSON *c = o ? o->child : NULL; c; c = c->next) {
+		if (c->string != NULL && !(c->type & cJSON_StringIsConst)) {
+			char *k = defang(c->string, 0);
+			free(c->string);
+			c->string = k;
+		}
+		if (cJSON_IsString(c) && !(c->type & cJSON_IsReference)) {
+			char *v = defang(c->valuestring, keep_lines);
+			free(c->valuestring);
+			c->valuestring = v;
+		}
+		defang_json(c, keep_lines);
+	}
+}
+
+static int logs_raw;	/* logs --raw: the log's bytes as they are */
+
 struct conn {
 	int fd;
+	const char *path;
 	char *buf;
 	size_t len, cap;
 };
 
-/* Read one line (without the newline); NULL at EOF. */
+/* Read one line (without the newline); NULL at EOF. A line over
+ * PL_PROTO_MAX_REPLY bytes ends pipelinectl with one error line. */
 static char *
 conn_line(struct conn *c)
 {
@@ -130,6 +454,9 @@ conn_line(struct conn *c)
 			c->len -= n + 1;
 			return line;
 		}
+		if (c->len >= PL_PROTO_MAX_REPLY)
+			ctl_fail(CTL_ERROR, "ETOOLONG", "pipelined sent a line of over %d MiB without "
+			    "its end: is %s pipelined's socket?", PL_PROTO_MAX_REPLY >> 20, c->path);
 		if (c->cap - c->len < 65536) {
 			c->cap = c->cap ? c->cap * 2 : 131072;
 			c->buf = realloc(c->buf, c->cap);
@@ -152,11 +479,16 @@ conn_send(struct conn *c, cJSON *req)
 	size_t n = strlen(t);
 	t[n] = '\n';
 	if (plc_write_all(c->fd, t, n + 1) == -1)
-		err(1, "write to pipelined");
+		ctl_fail(CTL_ENODAEMON, "ENODAEMON", "write to pipelined: %s", strerror(errno));
 	free(t);
 }
 
 static struct conn ctl_conn = { .fd = -1 };
+
+/* request()'s quiet: data lines not printed (Q_DATA); an error reply
+ * returned as -1 without a word (Q_ERR), else printed and exited on. */
+#define Q_DATA	1
+#define Q_ERR	2
 
 /* One request on the shared control connection (hello first). */
 static int
@@ -165,6 +497,7 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 	if (ctl_conn.fd == -1) {
 		load_conf();
 		ctl_conn.fd = sock_connect(control_path);
+		ctl_conn.path = control_path;
 		cJSON *h = cJSON_CreateObject();
 		cJSON_AddStringToObject(h, "verb", pl_verb_name(PLV_hello));
 		cJSON_AddNumberToObject(h, "version", PL_PROTO_VERSION);
@@ -172,12 +505,14 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 		cJSON_Delete(h);
 		char *line = conn_line(&ctl_conn);
 		if (line == NULL)
-			errx(1, "pipelined closed the connection during the handshake");
+			ctl_fail(CTL_ENODAEMON, "ENODAEMON",
+			    "pipelined closed the connection during the handshake");
 		cJSON *r = cJSON_Parse(line);
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
 		if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
 			const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
-			errx(1, "pipelined refused the handshake: %s",
+			ctl_fail(CTL_ENODAEMON, *jstr(r, "code") ? jstr(r, "code") : "EPROTO",
+			    "pipelined refused the handshake: %s",
 			    cJSON_IsString(e) ? e->valuestring : line);
 		}
 		cJSON_Delete(r);
@@ -190,46 +525,44 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 	for (;;) {
 		char *line = conn_line(&ctl_conn);
 		if (line == NULL)
-			errx(1, "pipelined closed the connection");
+			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined closed the connection");
 		cJSON *r = cJSON_Parse(line);
-		if (r == NULL)
-			errx(1, "pipelined sent a malformed line: %.200s", line);
+		if (r == NULL) {
+			line[strnlen(line, 200)] = '\0';
+			ctl_fail(CTL_ERROR, "EPROTO", "pipelined sent a malformed line: %s",
+			    defang(line, 0));
+		}
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "status");
 		if (!cJSON_IsString(st)) { /* a data line */
-			if (!quiet)
+			if (!(quiet & Q_DATA))
 				printf("%s\n", line);
 			cJSON_Delete(r);
 			free(line);
 			continue;
 		}
 		free(line);
+		if (!ctl_json && !(verb == PLV_logs && logs_raw))
+			defang_json(r, verb == PLV_logs);
 		if (strcmp(st->valuestring, "ok") == 0) {
 			if (result)
 				*result = cJSON_DetachItemFromObject(r, "result");
 			cJSON_Delete(r);
 			return 0;
 		}
-		const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
-		const cJSON *code = cJSON_GetObjectItemCaseSensitive(r, "code");
-		if (ctl_json) {
-			char *t = cJSON_PrintUnformatted(r);
-			printf("%s\n", t);
-			free(t);
-		} else {
-			fprintf(stderr, "pipelinectl: %s: %s%s%s%s", pl_verb_name(verb),
-			    cJSON_IsString(e) ? e->valuestring : "error",
-			    cJSON_IsString(code) ? " (" : "", cJSON_IsString(code) ? code->valuestring : "",
-			    cJSON_IsString(code) ? ")\n" : "\n");
+		if (quiet & Q_ERR) {
+			cJSON_Delete(r);
+			return -1;
 		}
-		cJSON_Delete(r);
-		return -1;
+		const char *code = *jstr(r, "code") ? jstr(r, "code") : "EINTERNAL";
+		ctl_error(code_exit(code), code, *jstr(r, "error") ? jstr(r, "error") : "error");
+		exit(code_exit(code));
 	}
 }
 
 int
 ctl_request(enum pl_verb verb, cJSON *args, cJSON **result)
 {
-	return request(verb, args, result, 1);
+	return request(verb, args, result, Q_DATA);
 }
 
 static void
@@ -273,10 +606,10 @@ read_spec(const char *path, char *abs, size_t abslen)
 	size_t len;
 	char *text = plc_read_file(path, &len, 4 << 20);
 	if (text == NULL)
-		err(1, "%s", path);
+		ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", path, strerror(errno));
 	int nul = nul_line(text, len);
 	if (nul)
-		errx(1, "%s:%d: -: a NUL byte (a spec is text)", path, nul);
+		ctl_fail(CTL_ERROR, "EINVAL", "%s:%d: -: a NUL byte (a spec is text)", path, nul);
 	char *r = realpath(path, NULL);
 	snprintf(abs, abslen, "%s", r ? r : path);
 	free(r);
@@ -285,55 +618,45 @@ read_spec(const char *path, char *abs, size_t abslen)
 
 /* ---- verbs ---------------------------------------------------------- */
 
+/* The verbs below read their arguments from A (parse_args checked them). */
+
 static int
 cmd_check(int argc, char **argv)
 {
-	if (argc != 2)
-		usage();
+	const char *file = A.pos[0];
 	load_conf();
 	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	char abs[PATH_MAX];
-	char *text = read_spec(argv[1], abs, sizeof(abs));
+	char *text = read_spec(file, abs, sizeof(abs));
 	char *errs = NULL;
 	/* Messages name the file as the operator typed it. */
-	struct spec *s = spec_parse(argv[1], text, &errs);
+	struct spec *s = spec_parse(file, text, &errs);
 	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, &errs) == 0;
-	if (ctl_json) {
+	if (!ok) {
+		ctl_error(CTL_ERROR, pl_proto_err_name(PLP_EINVAL), errs ? errs : "invalid spec");
+	} else if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
-		cJSON_AddBoolToObject(o, "ok", ok);
-		if (s)
-			cJSON_AddStringToObject(o, "run", s->name);
-		cJSON *a = cJSON_AddArrayToObject(o, "errors");
-		char *save = NULL;
-		for (char *l = errs ? strtok_r(errs, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
-			cJSON_AddItemToArray(a, cJSON_CreateString(l));
+		cJSON_AddBoolToObject(o, "ok", 1);
+		cJSON_AddStringToObject(o, "verb", ctl_verb);
+		cJSON_AddStringToObject(o, "run", s->name);
+		cJSON_AddNumberToObject(o, "jobs", s->njobs);
+		cJSON_AddArrayToObject(o, "errors");
 		print_json(o);
 		cJSON_Delete(o);
-	} else if (ok) {
-		printf("%s: OK (run %s, %d jobs)\n", argv[1], s->name, s->njobs);
 	} else {
-		fputs(errs ? errs : "invalid spec\n", stderr);
+		printf("%s: OK (run %s, %d jobs)\n", file, s->name, s->njobs);
 	}
 	free(errs);
 	free(text);
 	spec_free(s);
-	return ok ? 0 : 1;
+	return ok ? CTL_OK : CTL_ERROR;
 }
 
 static int
 cmd_submit(int argc, char **argv)
 {
-	const char *name = NULL, *file = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
-			name = argv[++i];
-		else if (file == NULL)
-			file = argv[i];
-		else
-			usage();
-	}
-	if (file == NULL)
-		usage();
+	const struct cmd *c = cmd_find("submit");
+	const char *name = opt_val(c, "--name"), *file = A.pos[0];
 	char abs[PATH_MAX];
 	char *text = read_spec(file, abs, sizeof(abs));
 	cJSON *a = cJSON_CreateObject();
@@ -343,105 +666,124 @@ cmd_submit(int argc, char **argv)
 		cJSON_AddStringToObject(a, "name", name);
 	free(text);
 	cJSON *r = NULL;
-	if (request(PLV_submit, a, &r, 0) == -1)
-		return 1;
+	request(PLV_submit, a, &r, 0);
 	if (ctl_json)
 		print_json(r);
 	else
 		printf("%s\n", jstr(r, "run"));
 	cJSON_Delete(r);
-	return 0;
+	return CTL_OK;
 }
 
-static const char *
-state_mark(const char *st)
+/* A job's progress: "120/400 optimizer-steps", the stage's own unit. */
+static void
+fmt_progress(char *buf, size_t sz, double done, double total, const char *unit)
 {
-	int js = pl_job_state_find(st);
-	return js == PLJ_succeeded ? "ok" : js == PLJ_failed ? "FAILED" : st;
+	buf[0] = '\0';
+	if (total > 0)
+		snprintf(buf, sz, "%.0f/%.0f %s", done, total, unit);
 }
 
 static void
 print_jobs_table(const cJSON *jobs)
 {
-	printf("%-16s %-12s %-10s %4s %-20s %s\n", "JOB", "STAGE", "STATE", "TRY", "PROGRESS", "MESSAGE");
+	struct tab t = { .ncol = 7, .state = 2, .right = 1 << 3 };
+	tab_row(&t, "JOB", "STAGE", "STATE", "TRY", "DURATION", "PROGRESS", "MESSAGE");
 	const cJSON *j;
 	cJSON_ArrayForEach(j, jobs) {
-		char prog[32] = "";
-		double done = jnum(j, "progress_done"), total = jnum(j, "progress_total");
-		if (total > 0)
-			snprintf(prog, sizeof(prog), "%.0f/%.0f %s", done, total, jstr(j, "progress_unit"));
-		printf("%-16s %-12s %-10s %4.0f %-20s %s\n", jstr(j, "name"), jstr(j, "stage"),
-		    state_mark(jstr(j, "state")), jnum(j, "attempts"), prog, jstr(j, "message"));
+		char prog[96], tries[16], dur[32];
+		fmt_progress(prog, sizeof(prog), jnum(j, "progress_done"), jnum(j, "progress_total"),
+		    jstr(j, "progress_unit"));
+		snprintf(tries, sizeof(tries), "%.0f", jnum(j, "attempts"));
+		fmt_span(dur, sizeof(dur), jnum(j, "started"), jnum(j, "finished"));
+		tab_row(&t, jstr(j, "name"), jstr(j, "stage"), jstr(j, "state"), tries, dur, prog,
+		    jstr(j, "message"));
 	}
+	tab_print(&t);
 }
 
 static int run_exit(const char *s);
+static int run_final(const char *s);
 
 static int
 cmd_status(int argc, char **argv)
 {
-	if (argc > 2)
-		usage();
+	const char *run = A.npos > 0 ? A.pos[0] : NULL;
 	cJSON *a = cJSON_CreateObject();
-	if (argc == 2)
-		cJSON_AddStringToObject(a, "run", argv[1]);
+	if (run != NULL)
+		cJSON_AddStringToObject(a, "run", run);
 	cJSON *r = NULL;
-	if (request(PLV_status, a, &r, 0) == -1)
-		return 1;
-	int rc = argc == 2 ? run_exit(jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "state")) : 0;
+	request(PLV_status, a, &r, 0);
+	int rc = run ? run_exit(jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "state")) : 0;
 	if (ctl_json) {
 		print_json(r);
-	} else if (argc == 2) {
-		const cJSON *run = cJSON_GetObjectItemCaseSensitive(r, "run");
-		char t[64];
-		fmt_time(jnum(run, "created"), t, sizeof(t));
-		printf("run %s: %s (submitted %s%s%s)\n", jstr(run, "name"), jstr(run, "state"), t,
-		    *jstr(run, "previous") ? ", previous " : "", jstr(run, "previous"));
-		if (*jstr(run, "message"))
-			printf("  %s\n", jstr(run, "message"));
+	} else if (run != NULL) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(r, "run");
+		char t[64], dur[32];
+		const char *st = jstr(x, "state"), *col = state_color(st);
+		fmt_time(jnum(x, "created"), t, sizeof(t));
+		fmt_span(dur, sizeof(dur), jnum(x, "created"), jnum(x, "finished"));
+		printf("run %s: %s%s%s (submitted %s, %s %s%s%s)\n", jstr(x, "name"), col, st,
+		    color_end(col), t, dur, run_final(st) ? "in all" : "so far",
+		    *jstr(x, "previous") ? ", previous " : "", jstr(x, "previous"));
+		if (*jstr(x, "message"))
+			printf("  %s\n", jstr(x, "message"));
 		print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
 	} else {
-		const cJSON *runs = cJSON_GetObjectItemCaseSensitive(r, "runs");
-		printf("%-20s %-10s %-9s %-20s %s\n", "RUN", "STATE", "JOBS", "SUBMITTED", "PREVIOUS");
+		struct tab t = { .ncol = 6, .state = 1 };
+		tab_row(&t, "RUN", "STATE", "JOBS", "SUBMITTED", "DURATION", "PREVIOUS");
 		const cJSON *x;
-		cJSON_ArrayForEach(x, runs) {
-			char t[64], jobs[32];
-			fmt_time(jnum(x, "created"), t, sizeof(t));
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "runs")) {
+			char tm[64], jobs[32], dur[32];
+			fmt_time(jnum(x, "created"), tm, sizeof(tm));
+			fmt_span(dur, sizeof(dur), jnum(x, "created"), jnum(x, "finished"));
 			snprintf(jobs, sizeof(jobs), "%.0f/%.0f", jnum(x, "succeeded"), jnum(x, "jobs"));
-			printf("%-20s %-10s %-9s %-20s %s\n", jstr(x, "name"), jstr(x, "state"), jobs, t,
-			    jstr(x, "previous"));
+			tab_row(&t, jstr(x, "name"), jstr(x, "state"), jobs, tm, dur, jstr(x, "previous"));
 		}
+		tab_print(&t);
 	}
 	cJSON_Delete(r);
 	return rc;
 }
 
+/* A job the user named must be one of the run's (values and metrics of a
+ * misspelt job would otherwise be an empty answer): else exit 4 with a
+ * did-you-mean. */
+static void
+known_job(const char *run, const char *job)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	request(PLV_status, a, &r, Q_DATA);
+	const cJSON *x;
+	struct suggest sg = { .word = job };
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		if (strcmp(jstr(x, "name"), job) == 0) {
+			cJSON_Delete(r);
+			return;
+		}
+		suggest_try(&sg, jstr(x, "name"));
+	}
+	char hint[256];
+	suggest_hint(&sg, hint, sizeof(hint));
+	ctl_fail(CTL_ENOENT, pl_proto_err_name(PLP_ENOENT), "no job %s in run %s%s", job, run, hint);
+}
+
 static int
 cmd_logs(int argc, char **argv)
 {
-	int follow = 0;
-	const char *run = NULL, *job = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-f") == 0)
-			follow = 1;
-		else if (run == NULL)
-			run = argv[i];
-		else if (job == NULL)
-			job = argv[i];
-		else
-			usage();
-	}
-	if (job == NULL)
-		usage();
+	int follow = opt_val(cmd_find("logs"), "-f") != NULL;
+	logs_raw = opt_val(cmd_find("logs"), "--raw") != NULL;
+	const char *run = A.pos[0], *job = A.pos[1];
 	double offset = 0;
+	known_job(run, job);
 	for (;;) {
 		cJSON *a = cJSON_CreateObject();
 		cJSON_AddStringToObject(a, "run", run);
 		cJSON_AddStringToObject(a, "job", job);
 		cJSON_AddNumberToObject(a, "offset", offset);
 		cJSON *r = NULL;
-		if (request(PLV_logs, a, &r, 0) == -1)
-			return 1;
+		request(PLV_logs, a, &r, 0);
 		const char *data = jstr(r, "data");
 		if (ctl_json)
 			print_json(r);
@@ -460,68 +802,88 @@ cmd_logs(int argc, char **argv)
 			break;
 		usleep(300000);
 	}
-	return 0;
+	return CTL_OK;
 }
 
 static int
-cmd_simple(int argc, char **argv, enum pl_verb verb, int minargs, int maxargs)
+cmd_simple(enum pl_verb verb)
 {
-	if (argc - 1 < minargs || argc - 1 > maxargs)
-		usage();
 	cJSON *a = cJSON_CreateObject();
-	if (argc > 1)
-		cJSON_AddStringToObject(a, "run", argv[1]);
-	if (argc > 2)
-		cJSON_AddStringToObject(a, "job", argv[2]);
-	if (argc > 3)
-		cJSON_AddStringToObject(a, "name", argv[3]);
+	if (A.npos > 0)
+		cJSON_AddStringToObject(a, "run", A.pos[0]);
+	if (A.npos > 1) {
+		if (verb == PLV_values || verb == PLV_metrics)
+			known_job(A.pos[0], A.pos[1]);
+		cJSON_AddStringToObject(a, "job", A.pos[1]);
+	}
+	if (A.npos > 2)
+		cJSON_AddStringToObject(a, "name", A.pos[2]);
 	cJSON *r = NULL;
-	if (request(verb, a, &r, 0) == -1)
-		return 1;
+	request(verb, a, &r, 0);
 	if (ctl_json) {
 		print_json(r);
 	} else if (verb == PLV_values) {
+		struct tab t = { .ncol = 3 };
+		tab_row(&t, "JOB", "KEY", "VALUE");
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "values"))
-			printf("%-14s %-24s %s\n", jstr(x, "job"), jstr(x, "key"), jstr(x, "value"));
+			tab_row(&t, jstr(x, "job"), jstr(x, "key"), jstr(x, "value"));
+		tab_print(&t);
 	} else if (verb == PLV_artifacts) {
+		int bytes = opt_val(cmd_find("artifacts"), "--bytes") != NULL;
+		struct tab t = { .ncol = 5, .right = 1 << 2 };
+		tab_row(&t, "JOB", "NAME", "SIZE", "SHA256", "PATH");
 		const cJSON *x;
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts"))
-			printf("%-14s %-10s %12.0f %s %s\n", jstr(x, "job"), jstr(x, "name"),
-			    jnum(x, "size"), jstr(x, "sha256"), jstr(x, "path"));
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts")) {
+			char size[32];
+			if (bytes)
+				snprintf(size, sizeof(size), "%.0f", jnum(x, "size"));
+			else
+				fmt_size(size, sizeof(size), jnum(x, "size"));
+			tab_row(&t, jstr(x, "job"), jstr(x, "name"), size, jstr(x, "sha256"),
+			    jstr(x, "path"));
+		}
+		tab_print(&t);
 	} else if (verb == PLV_metrics) {
+		struct tab t = { .ncol = 3, .right = 1 << 1 | 1 << 2 };
+		tab_row(&t, "NAME", "STEP", "VALUE");
 		const cJSON *x;
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics"))
-			printf("%-12s %8.0f %.6g\n", jstr(x, "name"), jnum(x, "step"), jnum(x, "value"));
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics")) {
+			char step[32], val[32];
+			snprintf(step, sizeof(step), "%.0f", jnum(x, "step"));
+			snprintf(val, sizeof(val), "%.6g", jnum(x, "value"));
+			tab_row(&t, jstr(x, "name"), step, val);
+		}
+		tab_print(&t);
 	} else {
-		printf("%s: %s\n", argv[1], jstr(r, "message"));
+		printf("%s\n", jstr(r, "message"));
 	}
 	cJSON_Delete(r);
-	return 0;
+	return CTL_OK;
 }
 
 /* ---- web ------------------------------------------------------------- */
 
-/* The status page's address; off loopback, a one-time login link. */
+/* A one-time login link to the status page, whose session sees the runs
+ * this user may (pipelined(8) SECURITY). */
 static int
 cmd_web(int argc, char **argv)
 {
-	if (argc > 2)
-		usage();
+	const char *run = A.npos > 0 ? A.pos[0] : NULL;
 	cJSON *r = NULL;
-	if (request(PLV_web, NULL, &r, 0) == -1)
-		return 1;
+	request(PLV_web, NULL, &r, 0);
 	const char *listen = jstr(r, "listen"), *code = jstr(r, "code");
 	if (*listen == '\0') {
 		cJSON_Delete(r);
-		errx(1, "web: the daemon serves no page (set http_listen in pipelined.conf)");
+		ctl_fail(CTL_ERROR, "ENOWEB", "the daemon serves no page (set http_listen in pipelined.conf)");
 	}
 	char url[1024];
 	if (*code)
-		snprintf(url, sizeof(url), "http://%s/login?code=%s", listen, code);
+		snprintf(url, sizeof(url), "http://%s/login?code=%s%s%s", listen, code,
+		    run ? "&run=" : "", run ? run : "");
 	else
-		snprintf(url, sizeof(url), "http://%s/%s%s", listen, argc == 2 ? "#run=" : "",
-		    argc == 2 ? argv[1] : "");
+		snprintf(url, sizeof(url), "http://%s/%s%s", listen, run ? "#run=" : "",
+		    run ? run : "");
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "url", url);
@@ -548,13 +910,14 @@ struct wjob {
 	char stage[32];
 	char state[16];
 	double done, total;
-	char unit[16];
+	char unit[48];
 	int attempt;
 	char msg[160];
 	char note[160];		/* a stage's figures (corpus_check's counts) */
 	double t0;		/* when it began running (feed time), or 0 */
 	double loss;		/* the newest loss metric, if has_loss */
 	int has_loss;
+	double speedup;		/* the newest prefix_speedup metric, or 0 */
 	double hist;		/* median seconds in earlier runs, or -1 */
 	double rts[RATE_N], rdone[RATE_N];
 	int rn, rpos;
@@ -593,15 +956,14 @@ run_final(const char *s)
 }
 
 /* The exit status a run's state gives watch and status: 0 succeeded (or
- * still running, for status), 1 failed or cancelled, 3 rejected (every job
- * worked and the gate said no). */
+ * still running, for status), CTL_FAILED, CTL_CANCELLED, CTL_REJECTED
+ * (every job worked and the gate said no). */
 static int
 run_exit(const char *s)
 {
 	int st = pl_run_state_find(s);
-	if (st == PLR_rejected)
-		return 3;
-	return st == PLR_failed || st == PLR_cancelled ? 1 : 0;
+	return st == PLR_rejected ? CTL_REJECTED : st == PLR_failed ? CTL_FAILED :
+	    st == PLR_cancelled ? CTL_CANCELLED : CTL_OK;
 }
 
 static int
@@ -635,7 +997,7 @@ watch_history(struct watch *w, const char *run)
 
 	for (int i = 0; i < w->njobs; i++)
 		w->jobs[i].hist = -1;
-	if (request(PLV_status, NULL, &runs, 1) == -1)
+	if (request(PLV_status, NULL, &runs, Q_DATA | Q_ERR) == -1)
 		return;
 	memset(nd, 0, sizeof(nd));
 	for (int i = 0; i < nj; i++)
@@ -648,7 +1010,7 @@ watch_history(struct watch *w, const char *run)
 			continue;
 		cJSON *a = cJSON_CreateObject(), *st = NULL;
 		cJSON_AddStringToObject(a, "run", jstr(r, "name"));
-		if (request(PLV_status, a, &st, 1) == -1)
+		if (request(PLV_status, a, &st, Q_DATA | Q_ERR) == -1)
 			continue;
 		int used = 0;
 		const cJSON *x;
@@ -747,18 +1109,6 @@ run_left(const struct watch *w, int *unknown)
 	return sum;
 }
 
-static void
-fmt_secs(char *buf, size_t sz, double s)
-{
-	long t = (long)(s + 0.5);
-	if (t >= 3600)
-		snprintf(buf, sz, "%ldh%02ldm", t / 3600, t / 60 % 60);
-	else if (t >= 60)
-		snprintf(buf, sz, "%ldm%02lds", t / 60, t % 60);
-	else
-		snprintf(buf, sz, "%lds", t);
-}
-
 /* A job's progress words: "120/400 step, loss 1.234, 2.1 step/s, 2m13s left". */
 static void
 job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
@@ -770,6 +1120,8 @@ job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
 	size_t n = (size_t)snprintf(buf, sz, "%.0f/%.0f %s", j->done, j->total, j->unit);
 	if (j->has_loss && n < sz)
 		n += (size_t)snprintf(buf + n, sz - n, ", loss %.4g", j->loss);
+	if (j->speedup > 0 && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", shared prefix %.2fx", j->speedup);
 	double r = rate_get(j);
 	if (r > 0 && pl_job_state_find(j->state) == PLJ_running && n < sz) {
 		fmt_secs(left, sizeof(left), job_left(w, j));
@@ -813,6 +1165,8 @@ eta_json(const struct watch *w, const struct wjob *j)
 	cJSON_AddStringToObject(o, "unit", j->unit);
 	if (j->has_loss)
 		cJSON_AddNumberToObject(o, "loss", j->loss);
+	if (j->speedup > 0)
+		cJSON_AddNumberToObject(o, "prefix_speedup", j->speedup);
 	if (r > 0) {
 		cJSON_AddNumberToObject(o, "per_second", r);
 		cJSON_AddNumberToObject(o, "eta_s", job_left(w, j));
@@ -827,18 +1181,71 @@ eta_json(const struct watch *w, const struct wjob *j)
 	cJSON_Delete(o);
 }
 
+/* One line of the live view, cut to the terminal's cols - 1 characters
+ * so that it never wraps (a wrapped line would break the redraw's count
+ * of lines to go up); the state word, the first after byte skip, coloured. */
 static void
-watch_draw(struct watch *w)
+draw_line(int cols, const char *state, size_t skip, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	size_t n = u8_bytes(line, cols - 1);
+	line[n] = '\0';
+	const char *col = state ? state_color(state) : "";
+	char *at = *col && skip < n ? strstr(line + skip, state) : NULL;
+	if (at == NULL) {
+		printf("\033[2K%s\n", line);
+		return;
+	}
+	size_t sl = strlen(state), pre = (size_t)(at - line);
+	printf("\033[2K%.*s%s%s%s%s\n", (int)pre, line, col, state, color_end(col), at + sl);
+}
+
+/* The failed jobs' messages and the command that shows their logs. */
+static int
+failed_lines(const struct watch *w, const char *run, int cols, int tty)
+{
+	int n = 0;
+	for (int i = 0; i < w->njobs; i++) {
+		const struct wjob *j = &w->jobs[i];
+		if (pl_job_state_find(j->state) != PLJ_failed)
+			continue;
+		if (tty) {
+			draw_line(cols, NULL, 0, "  %s: %s", j->name, *j->msg ? j->msg : "failed");
+			draw_line(cols, NULL, 0, "    pipelinectl logs %s %s", run, j->name);
+		} else {
+			printf("  %s: %s\n    pipelinectl logs %s %s\n", j->name,
+			    *j->msg ? j->msg : "failed", run, j->name);
+		}
+		n += 2;
+	}
+	return n;
+}
+
+static void
+watch_draw(struct watch *w, const char *run)
 {
 	struct winsize ws;
-	int cols = ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 40 ? ws.ws_col : 80;
+	int cols = ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20 ? ws.ws_col : 80;
 	if (w->drawn)
 		printf("\033[%dA", w->drawn);
-	int barw = cols - 16 - 11 - 16;
+	int namew = 0;
+	for (int i = 0; i < w->njobs; i++) {
+		int l = u8_len(w->jobs[i].name, strlen(w->jobs[i].name));
+		if (l > namew)
+			namew = l;
+	}
+	if (namew > 32)
+		namew = 32;
+	int barw = cols - namew - 10 - 5 - 30;
 	if (barw > 40)
 		barw = 40;
-	if (barw < 10)
-		barw = 10;
+	if (barw < 8)
+		barw = 8;
+	int lines = 0;
 	for (int i = 0; i < w->njobs; i++) {
 		struct wjob *j = &w->jobs[i];
 		char bar[64];
@@ -851,15 +1258,31 @@ watch_draw(struct watch *w)
 		for (int k = 0; k < barw; k++)
 			bar[k] = k < fill ? '#' : (k == fill && pl_job_state_find(j->state) == PLJ_running ? '>' : '.');
 		bar[barw] = '\0';
-		char extra[160];
+		char extra[256], name[128];
 		job_words(w, j, extra, sizeof(extra));
-		printf("\033[2K%-16.16s %-10s [%s] %s%s%s\n", j->name, j->state, bar, extra,
+		size_t nb = u8_bytes(j->name, namew);
+		snprintf(name, sizeof(name), "%.*s", (int)nb, j->name);
+		int pad = namew - u8_len(name, strlen(name));
+		draw_line(cols, j->state, strlen(name) + (size_t)pad, "%s%*s %-10s [%s] %s%s%s", name,
+		    pad, "", j->state, bar, extra,
 		    *extra && *j->note ? "; " : "", j->note);
+		lines++;
 	}
 	char rw[160];
 	run_words(w, rw, sizeof(rw));
-	printf("\033[2K run: %s%s%s %s\n", w->run_state, *rw ? ", " : "", rw, w->run_msg);
-	w->drawn = w->njobs + 1;
+	draw_line(cols, w->run_state, strlen(run) + 5, "run %s: %s%s%s%s%s", run, w->run_state,
+	    *rw ? ", " : "", rw,
+	    *w->run_msg ? ": " : "", w->run_msg);
+	lines++;
+	if (run_final(w->run_state))
+		lines += failed_lines(w, run, cols, 1);
+	/* Lines of an earlier, taller draw are cleared. */
+	int extra = w->drawn - lines;
+	for (int k = 0; k < extra; k++)
+		printf("\033[2K\n");
+	if (extra > 0)
+		printf("\033[%dA", extra);
+	w->drawn = lines;
 	fflush(stdout);
 }
 
@@ -883,25 +1306,14 @@ corpus_words(const cJSON *ev, char *buf, size_t len)
 static int
 cmd_watch(int argc, char **argv)
 {
-	int plain = 0;
-	const char *run = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--plain") == 0)
-			plain = 1;
-		else if (run == NULL)
-			run = argv[i];
-		else
-			usage();
-	}
-	if (run == NULL)
-		usage();
+	int plain = opt_val(cmd_find("watch"), "--plain") != NULL;
+	const char *run = A.pos[0];
 	struct watch w = { .tty = !plain && !ctl_json && isatty(1) };
 	/* The job list first (this also says whether the run exists). */
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "run", run);
 	cJSON *r = NULL;
-	if (request(PLV_status, a, &r, 1) == -1)
-		return 1;
+	request(PLV_status, a, &r, Q_DATA);
 	const cJSON *x;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
 		struct wjob *j = wjob_find(&w, jstr(x, "name"));
@@ -911,7 +1323,7 @@ cmd_watch(int argc, char **argv)
 	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
 	watch_history(&w, run);
 
-	struct conn fc = { .fd = sock_connect(feed_path) };
+	struct conn fc = { .fd = sock_connect(feed_path), .path = feed_path };
 	cJSON *req = cJSON_CreateObject();
 	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
 	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
@@ -934,7 +1346,7 @@ cmd_watch(int argc, char **argv)
 					break;
 				close(fc.fd);
 				if (tries > 120)
-					errx(1, "lost the feed of pipelined");
+					ctl_fail(CTL_ENODAEMON, "ENODAEMON", "lost the feed of pipelined");
 			}
 			fc.len = 0;
 			req = cJSON_CreateObject();
@@ -951,11 +1363,13 @@ cmd_watch(int argc, char **argv)
 			free(line);
 			continue;
 		}
+		defang_json(ev, 0);
 		if (cJSON_GetObjectItemCaseSensitive(ev, "status") != NULL) {
 			/* An error from the feed (unknown run, bad request). */
 			const char *e = jstr(ev, "error");
 			if (*e)
-				errx(1, "watch: %s", e);
+				ctl_fail(code_exit(jstr(ev, "code")), *jstr(ev, "code") ? jstr(ev, "code") :
+				    "EINTERNAL", "%s", e);
 			cJSON_Delete(ev);
 			free(line);
 			continue;
@@ -992,6 +1406,9 @@ cmd_watch(int argc, char **argv)
 			struct wjob *j = wjob_find(&w, job);
 			j->loss = jnum(ev, "value");
 			j->has_loss = 1;
+		} else if (strcmp(type, "job.metric") == 0 &&
+		    strcmp(jstr(ev, "name"), "prefix_speedup") == 0) {
+			wjob_find(&w, job)->speedup = jnum(ev, "value");
 		} else if (strcmp(type, "run.state") == 0) {
 			snprintf(w.run_state, sizeof(w.run_state), "%s", jstr(ev, "state"));
 			snprintf(w.run_msg, sizeof(w.run_msg), "%s", jstr(ev, "message"));
@@ -1030,7 +1447,7 @@ cmd_watch(int argc, char **argv)
 			}
 			fflush(stdout);
 		} else if (w.tty) {
-			watch_draw(&w);
+			watch_draw(&w, run);
 		}
 		int done = strcmp(type, "run.state") == 0 && run_final(w.run_state);
 		cJSON_Delete(ev);
@@ -1040,11 +1457,14 @@ cmd_watch(int argc, char **argv)
 	}
 	close(fc.fd);
 	if (w.tty)
-		watch_draw(&w);
+		watch_draw(&w, run);
+	else if (!ctl_json)
+		failed_lines(&w, run, 0, 0);
 	free(w.jobs);
 	/* Only a run that succeeded exits 0; one not seen to end exits 1. */
-	int st = pl_run_state_find(w.run_state);
-	return st == PLR_succeeded ? 0 : st == PLR_rejected ? 3 : 1;
+	if (!run_final(w.run_state))
+		return CTL_ERROR;
+	return run_exit(w.run_state);
 }
 
 /* ---- stage: one stage by hand, in-process --------------------------- */
@@ -1059,7 +1479,7 @@ stage_help(const struct stage_reg *reg)
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
 		printf("  %-22s %s%s%s%s%s%s\n", k->name, k->help ? k->help : "",
-		    k->def ? " [default: " : "", k->def ? k->def : "", k->def ? "]" : "",
+		    k->def ? " (default: " : "", k->def ? k->def : "", k->def ? ")" : "",
 		    (k->flags & PL_KEY_REQUIRED) ? " (required)" : "",
 		    k->artifact ? " (input)" : "");
 	}
@@ -1068,40 +1488,65 @@ stage_help(const struct stage_reg *reg)
 static int
 cmd_stage(int argc, char **argv)
 {
+	const struct cmd *c = cmd_find("stage");
 	load_conf();
 	plugin_load_dir(conf.plugin_dir, &plugin_host);
-	if (argc < 2)
-		usage();
-	if (strcmp(argv[1], "--list") == 0) {
+	if (opt_val(c, "--list") != NULL) {
+		if (ctl_json) {
+			cJSON *o = cJSON_CreateArray();
+			for (int i = 0; i < plugin_nstages(); i++) {
+				const struct stage_reg *r = plugin_stage_at(i);
+				cJSON *x = cJSON_CreateObject();
+				cJSON_AddStringToObject(x, "name", r->st->name);
+				cJSON_AddStringToObject(x, "summary", r->st->summary ? r->st->summary : "");
+				cJSON_AddItemToArray(o, x);
+			}
+			cJSON *top = cJSON_CreateObject();
+			cJSON_AddItemToObject(top, "stages", o);
+			print_json(top);
+			cJSON_Delete(top);
+			return CTL_OK;
+		}
+		struct tab t = { .ncol = 2, .state = -1 };
+		tab_row(&t, "STAGE", "SUMMARY");
 		for (int i = 0; i < plugin_nstages(); i++) {
 			const struct stage_reg *r = plugin_stage_at(i);
-			printf("%-14s %s\n", r->st->name, r->st->summary ? r->st->summary : "");
+			tab_row(&t, r->st->name, r->st->summary ? r->st->summary : "");
 		}
-		return 0;
+		tab_print(&t);
+		return CTL_OK;
 	}
-	const struct stage_reg *reg = plugin_stage(argv[1]);
-	if (reg == NULL)
-		errx(2, "no stage \"%s\" (pipelinectl stage --list shows them)", argv[1]);
-	const char *workdir = NULL;
+	const struct stage_reg *reg = plugin_stage(A.pos[0]);
+	if (reg == NULL) {
+		char hint[256];
+		struct suggest sg = { .word = A.pos[0] };
+		for (int i = 0; i < plugin_nstages(); i++)
+			suggest_try(&sg, plugin_stage_at(i)->st->name);
+		suggest_hint(&sg, hint, sizeof(hint));
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "no stage \"%s\"%s (pipelinectl stage --list shows them)",
+		    A.pos[0], hint);
+	}
+	const char *workdir = opt_val(c, "-w");
 	struct spec_section *sec = xcalloc(1, sizeof(*sec));
-	sec->name = xstrdup(argv[1]);
+	sec->name = xstrdup(A.pos[0]);
 	sec->line = 1;
-	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+	for (int i = 1; i < A.npos; i++) {
+		const char *arg = A.pos[i];
+		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
 			stage_help(reg);
-			return 0;
+			return CTL_OK;
 		}
-		if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
-			workdir = argv[++i];
+		if (strcmp(arg, "-w") == 0 && i + 1 < A.npos) {
+			workdir = A.pos[++i];
 			continue;
 		}
-		char *eq = strchr(argv[i], '=');
-		if (eq == NULL || eq == argv[i])
-			errx(2, "argument %d: \"%s\" is not key=value", i - 1, argv[i]);
+		char *eq = strchr(arg, '=');
+		if (eq == NULL || eq == arg)
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "argument %d: \"%s\" is not key=value", i, arg);
 		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 1) * sizeof(*sec->kv));
-		sec->kv[sec->nkv].key = strndup(argv[i], (size_t)(eq - argv[i]));
+		sec->kv[sec->nkv].key = strndup(arg, (size_t)(eq - arg));
 		sec->kv[sec->nkv].value = xstrdup(eq + 1);
-		sec->kv[sec->nkv].line = i - 1;
+		sec->kv[sec->nkv].line = i;
 		sec->nkv++;
 	}
 	/* A one-job spec named after the command line, so messages read
@@ -1115,10 +1560,8 @@ cmd_stage(int argc, char **argv)
 	spec.jobs = &sec;
 	spec.njobs = 1;
 	char *errs = NULL;
-	if (host_check_section(reg, &spec, sec, &errs) != 0) {
-		fputs(errs ? errs : "invalid keys\n", stderr);
-		return 2;
-	}
+	if (host_check_section(reg, &spec, sec, &errs) != 0)
+		ctl_fail(CTL_EUSAGE, pl_proto_err_name(PLP_EINVAL), "%s", errs ? errs : "invalid keys");
 	struct pl_job *j = job_new(JOB_MODE_RUN, reg, &spec, sec);
 	j->conf = have_conf ? &conf : NULL;
 	j->json_out = ctl_json;
@@ -1126,9 +1569,9 @@ cmd_stage(int argc, char **argv)
 	if (workdir == NULL) {
 		workdir = mkdtemp(tmpl);
 		if (workdir == NULL)
-			err(1, "mkdtemp");
+			ctl_fail(CTL_ERROR, "ELOCAL", "mkdtemp: %s", strerror(errno));
 	} else if (plc_mkdirs(workdir, 0755) == -1) {
-		err(1, "%s", workdir);
+		ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", workdir, strerror(errno));
 	}
 	char *wabs = realpath(workdir, NULL);
 	snprintf(j->workdir, sizeof(j->workdir), "%s", wabs ? wabs : workdir);
@@ -1165,80 +1608,127 @@ cmd_stage(int argc, char **argv)
 static int
 cmd_list(int argc, char **argv)
 {
-	if (argc != 1)
-		usage();
-	return cmd_status(1, argv);
+	return cmd_status(argc, argv);
 }
 
 static int
 cmd_cancel(int argc, char **argv)
 {
-	return cmd_simple(argc, argv, PLV_cancel, 1, 1);
+	return cmd_simple(PLV_cancel);
 }
 
 static int
 cmd_retry(int argc, char **argv)
 {
-	return cmd_simple(argc, argv, PLV_retry, 1, 2);
+	return cmd_simple(PLV_retry);
 }
 
 static int
 cmd_values(int argc, char **argv)
 {
-	return cmd_simple(argc, argv, PLV_values, 1, 2);
+	return cmd_simple(PLV_values);
 }
 
 static int
 cmd_artifacts(int argc, char **argv)
 {
-	return cmd_simple(argc, argv, PLV_artifacts, 1, 1);
+	return cmd_simple(PLV_artifacts);
 }
 
 static int
 cmd_metrics(int argc, char **argv)
 {
-	return cmd_simple(argc, argv, PLV_metrics, 2, 3);
+	return cmd_simple(PLV_metrics);
 }
-
 
 /*
  * pipelinectl's verbs, in the order of its usage. A verb that is a verb of
  * the protocol is named by proto.h's list (verb); one of pipelinectl's own
  * (no daemon, or several requests) has its name here (own) and verb
  * PLV_COUNT. fn NULL: a verb of a file this pipelinectl was built without.
+ * args are the positional arguments (a word in brackets optional, "..."
+ * any number more), opts the options; both are checked before fn runs,
+ * and the usage, the help of each verb and the completion come from here.
  */
+struct copt {
+	const char *name;	/* "-f", "--vs" */
+	const char *arg;	/* its value's name, or NULL for a flag */
+	const char *help;
+	int required;
+};
+
+static const struct copt no_opts[] = { { NULL, NULL, NULL, 0 } };
+static const struct copt submit_opts[] = {
+	{ "--name", "RUN", "the run's name instead of the spec's [run] name", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt watch_opts[] = {
+	{ "--plain", NULL, "a line per event instead of the live view (also when not on a terminal)",
+	    0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt logs_opts[] = {
+	{ "-f", NULL, "follow the log while the job runs", 0 },
+	{ "--raw", NULL, "the log's bytes as they are, control characters too", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt artifacts_opts[] = {
+	{ "--bytes", NULL, "sizes in bytes instead of KiB, MiB, GiB", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt stage_opts[] = {
+	{ "--list", NULL, "the stages the plugins offer", 0 },
+	{ "-w", "DIR", "the work directory (default: a new one under /tmp)", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt report_opts[] = {
+	{ "--vs", "RUN", "a second run side by side", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt plot_opts[] = {
+	{ "-o", "FILE", "the picture to write, FILE.png or FILE.svg", 1 },
+	{ "--vs", "RUN", "a second run on the same axes", 0 },
+	{ "--job", "JOB", "the train job to plot (default: the run's first)", 0 },
+	{ "--size", "WxH", "the picture's size in pixels (default: 1000x600)", 0 },
+	{ NULL, NULL, NULL, 0 } };
+
+static int cmd_help(int, char **);
+static int cmd_complete(int, char **);
+
 static const struct cmd {
 	enum pl_verb verb;
 	const char *own;
 	int (*fn)(int, char **);
 	const char *args, *help;
+	const struct copt *opts;
 	const char *more;       /* a second synopsis, or NULL */
 } cmds[] = {
-	{ PLV_check, NULL, cmd_check, "SPEC", "validate a run spec", NULL },
-	{ PLV_submit, NULL, cmd_submit, "SPEC [--name RUN]", "submit a run; prints its name", NULL },
-	{ PLV_watch, NULL, cmd_watch, "RUN", "follow a run live; exit 0 only if it succeeds", NULL },
-	{ PLV_status, NULL, cmd_status, "[RUN]", "runs, or one run's jobs", NULL },
-	{ PLV_list, NULL, cmd_list, "", "runs, newest first", NULL },
-	{ PLV_logs, NULL, cmd_logs, "RUN JOB [-f]", "a job's log; -f follows it", NULL },
-	{ PLV_cancel, NULL, cmd_cancel, "RUN", "cancel a run", NULL },
-	{ PLV_retry, NULL, cmd_retry, "RUN [JOB]",
-	    "re-run what did not succeed (or JOB and what follows it)", NULL },
-	{ PLV_values, NULL, cmd_values, "RUN [JOB]", "values stored by a run's jobs", NULL },
-	{ PLV_artifacts, NULL, cmd_artifacts, "RUN", "a run's artifacts with size and sha256",
+	{ PLV_check, NULL, cmd_check, "SPEC", "validate a run spec", no_opts, NULL },
+	{ PLV_submit, NULL, cmd_submit, "SPEC", "submit a run; prints its name", submit_opts, NULL },
+	{ PLV_watch, NULL, cmd_watch, "RUN", "follow a run live; exit 0 only if it succeeds",
+	    watch_opts, NULL },
+	{ PLV_status, NULL, cmd_status, "[RUN]", "runs, or one run's jobs", no_opts, NULL },
+	{ PLV_list, NULL, cmd_list, "", "runs, newest first", no_opts, NULL },
+	{ PLV_logs, NULL, cmd_logs, "RUN JOB", "a job's log (control characters escaped)", logs_opts,
 	    NULL },
-	{ PLV_metrics, NULL, cmd_metrics, "RUN JOB [NAME]", "a job's metrics", NULL },
-	{ PLV_COUNT, "stage", cmd_stage, "STAGE key=value ...",
-	    "run one stage by hand, without a daemon", "--list | STAGE --help" },
-	{ PLV_COUNT, "gguf", ctl_gguf, "FILE", "list a GGUF file's keys and tensors", NULL },
-	{ PLV_COUNT, "report", ctl_report, "RUN [--vs RUN]",
-	    "bake results side by side, and the verdict", NULL },
+	{ PLV_cancel, NULL, cmd_cancel, "RUN", "cancel a run", no_opts, NULL },
+	{ PLV_retry, NULL, cmd_retry, "RUN [JOB]",
+	    "re-run what did not succeed (or JOB and what follows it)", no_opts, NULL },
+	{ PLV_values, NULL, cmd_values, "RUN [JOB]", "values stored by a run's jobs", no_opts, NULL },
+	{ PLV_artifacts, NULL, cmd_artifacts, "RUN", "a run's artifacts with size and sha256",
+	    artifacts_opts, NULL },
+	{ PLV_metrics, NULL, cmd_metrics, "RUN JOB [NAME]", "a job's metrics", no_opts, NULL },
+	{ PLV_COUNT, "stage", cmd_stage, "STAGE [key=value ...]",
+	    "run one stage by hand, without a daemon", stage_opts, "--list | STAGE --help" },
+	{ PLV_COUNT, "gguf", ctl_gguf, "FILE", "list a GGUF file's keys and tensors", no_opts, NULL },
+	{ PLV_COUNT, "report", ctl_report, "RUN",
+	    "bake results side by side, and the verdict", report_opts, NULL },
 	{ PLV_web, NULL, cmd_web, "[RUN]",
-	    "the status page's address (a one-time login link off loopback)", NULL },
-	{ PLV_COUNT, "plot", ctl_plot, "RUN [--vs RUN] -o FILE.png|svg",
-	    "a train job's loss and learning rate per step", NULL },
+	    "a one-time login link to the status page (your runs)", no_opts, NULL },
+	{ PLV_COUNT, "plot", ctl_plot, "RUN",
+	    "a train job's loss and learning rate per step", plot_opts, NULL },
 	{ PLV_COUNT, "doctor", ctl_doctor, "[SPEC]",
-	    "may a training run start with its Python stack?", NULL },
+	    "may a training run start with its Python stack?", no_opts, NULL },
+	{ PLV_COUNT, "help", cmd_help, "[VERB]", "this list, or one verb's arguments and options",
+	    no_opts, NULL },
+	/* Not in the usage: the names the shell completion offers. */
+	{ PLV_COUNT, "_complete", cmd_complete, "[WHAT] [ARG ...]", NULL, no_opts, NULL },
 };
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
 static const char *
 cmd_name(const struct cmd *c)
@@ -1249,31 +1739,291 @@ cmd_name(const struct cmd *c)
 static const struct cmd *
 cmd_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+	for (size_t i = 0; i < NCMDS; i++)
 		if (strcmp(name, cmd_name(&cmds[i])) == 0)
 			return &cmds[i];
 	return NULL;
 }
 
+/* A verb's synopsis: "logs RUN JOB [-f]", "plot RUN -o FILE [--vs RUN]". */
+static void
+cmd_synopsis(const struct cmd *c, char *buf, size_t sz)
+{
+	/* Options after fixed arguments, before a list of any length. */
+	int before = strstr(c->args, "...") != NULL;
+	size_t n = (size_t)snprintf(buf, sz, "%s%s%s", cmd_name(c), *c->args && !before ? " " : "",
+	    before ? "" : c->args);
+	for (const struct copt *o = c->opts; o->name && n < sz; o++)
+		n += (size_t)snprintf(buf + n, sz - n, " %s%s%s%s%s", o->required ? "" : "[", o->name,
+		    o->arg ? " " : "", o->arg ? o->arg : "", o->required ? "" : "]");
+	if (before && n < sz)
+		snprintf(buf + n, sz - n, " %s", c->args);
+}
+
 /* The usage, from the table: a synopsis wider than its column puts the
  * help on a line of its own. */
 static void
+usage_to(FILE *f)
+{
+	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
+	    "       pipelinectl -h | --help | --version | help VERB | VERB --help\n"
+	    "verbs:\n");
+	for (size_t i = 0; i < NCMDS; i++) {
+		const struct cmd *c = &cmds[i];
+		char syn[256];
+		if (c->help == NULL)
+			continue;
+		cmd_synopsis(c, syn, sizeof(syn));
+		if (strlen(syn) <= 26)
+			fprintf(f, "  %-26s %s\n", syn, c->help);
+		else
+			fprintf(f, "  %s\n  %-26s %s\n", syn, "", c->help);
+		if (c->more != NULL)
+			fprintf(f, "  %s %s\n", cmd_name(c), c->more);
+	}
+}
+
+static void
 usage(void)
 {
-	fprintf(stderr, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
-	    "verbs:\n");
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		const struct cmd *c = &cmds[i];
-		char syn[128];
-		snprintf(syn, sizeof(syn), "%s%s%s", cmd_name(c), *c->args ? " " : "", c->args);
-		if (strlen(syn) <= 26)
-			fprintf(stderr, "  %-26s %s\n", syn, c->help);
-		else
-			fprintf(stderr, "  %s\n  %-26s %s\n", syn, "", c->help);
-		if (c->more != NULL)
-			fprintf(stderr, "  %s %s\n", cmd_name(c), c->more);
+	usage_to(stderr);
+	exit(CTL_EUSAGE);
+}
+
+/* One verb's help: its synopsis, what it does, its options. */
+static void
+cmd_usage(const struct cmd *c, FILE *f)
+{
+	char syn[256];
+	cmd_synopsis(c, syn, sizeof(syn));
+	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] %s\n", syn);
+	if (c->more != NULL)
+		fprintf(f, "       pipelinectl %s %s\n", cmd_name(c), c->more);
+	fprintf(f, "%s.\noptions:\n", c->help ? c->help : "names for the shell's completion");
+	for (const struct copt *o = c->opts; o->name; o++) {
+		char n[64];
+		snprintf(n, sizeof(n), "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(f, "  %-14s %s\n", n, o->help);
 	}
-	exit(2);
+	fprintf(f, "  %-14s %s\n  %-14s %s\n", "--json", "JSON on standard output, errors too",
+	    "-h, --help", "this help");
+	fprintf(f, "See pipelinectl(1).\n");
+}
+
+static int
+cmd_help(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage_to(stdout);
+		return CTL_OK;
+	}
+	const struct cmd *c = cmd_find(argv[1]);
+	if (c == NULL)
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "no verb \"%s\" (pipelinectl --help lists them)", argv[1]);
+	cmd_usage(c, stdout);
+	return CTL_OK;
+}
+
+static const char *
+opt_val(const struct cmd *c, const char *name)
+{
+	for (int i = 0; c->opts[i].name; i++)
+		if (strcmp(c->opts[i].name, name) == 0)
+			return A.opt[i];
+	return NULL;
+}
+
+/* Names the user may mean, one a line, for a missing argument: the runs,
+ * or the jobs of run. Nothing when the daemon does not answer. */
+static void
+candidates(const char *what, const char *run, char *buf, size_t sz)
+{
+	cJSON *a = NULL, *r = NULL;
+	buf[0] = '\0';
+	if (run != NULL) {
+		a = cJSON_CreateObject();
+		cJSON_AddStringToObject(a, "run", run);
+	}
+	load_conf();
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (ctl_conn.fd == -1) {
+		/* Do not fail on a daemon that is down: only name the missing. */
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", control_path);
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int up = fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (!up) {
+			cJSON_Delete(a);
+			return;
+		}
+	}
+	if (request(PLV_status, a, &r, Q_DATA | Q_ERR) == -1)
+		return;
+	size_t n = (size_t)snprintf(buf, sz, "; %s%s%s: ", what, run ? " of run " : "", run ? run : "");
+	const cJSON *x;
+	int k = 0;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, run ? "jobs" : "runs")) {
+		if (k++ == 12) {
+			n += (size_t)snprintf(buf + n, n < sz ? sz - n : 0, ", ...");
+			break;
+		}
+		if (n < sz)
+			n += (size_t)snprintf(buf + n, sz - n, "%s%s", k > 1 ? ", " : "", jstr(x, "name"));
+	}
+	if (k == 0)
+		buf[0] = '\0';
+	cJSON_Delete(r);
+}
+
+/*
+ * Check a verb's arguments against its table entry into A: an unknown
+ * option, a missing value or argument, or one too many is a usage error
+ * naming it; -h or --help prints the verb's help and exits 0 (for stage,
+ * only in the place of STAGE: "stage train --help" is the stage's own).
+ */
+static void
+parse_args(const struct cmd *c, int argc, char **argv)
+{
+	int minpos = 0, maxpos = 0, nopt = 0;
+	const char *names[16];
+	char words[256];
+
+	snprintf(words, sizeof(words), "%s", c->args);
+	char *save = NULL;
+	for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		if (strstr(w, "...") != NULL) {
+			maxpos = 1 << 20;
+			continue;
+		}
+		if (*w == '[')
+			w++;
+		else
+			minpos++;
+		w[strcspn(w, "]")] = '\0';
+		if (maxpos < 16)
+			names[maxpos] = w;
+		maxpos++;
+	}
+	while (c->opts[nopt].name)
+		nopt++;
+	A.pos = xcalloc((size_t)argc + 1, sizeof(char *));
+	A.npos = 0;
+	int dashdash = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (dashdash || a[0] != '-' || a[1] == '\0') {
+			A.pos[A.npos++] = a;
+			if (strcmp(cmd_name(c), "stage") == 0 && A.npos == 1)
+				dashdash = 1; /* the stage's own arguments follow */
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			dashdash = 1;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			cmd_usage(c, stdout);
+			exit(CTL_OK);
+		}
+		const char *eq = strchr(a, '=');
+		size_t len = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+		int k;
+		for (k = 0; k < nopt; k++)
+			if (strlen(c->opts[k].name) == len && strncmp(c->opts[k].name, a, len) == 0)
+				break;
+		if (k == nopt)
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown option %.*s (pipelinectl %s --help lists them)",
+			    (int)len, a, cmd_name(c));
+		if (c->opts[k].arg == NULL) {
+			if (eq && a[1] == '-')
+				ctl_fail(CTL_EUSAGE, "EUSAGE", "option %s takes no value", c->opts[k].name);
+			A.opt[k] = "";
+		} else if (eq && a[1] == '-') {
+			A.opt[k] = eq + 1;
+		} else if (i + 1 < argc) {
+			A.opt[k] = argv[++i];
+		} else {
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "option %s wants a value: %s %s", a, a, c->opts[k].arg);
+		}
+	}
+	int listing = strcmp(cmd_name(c), "stage") == 0 && opt_val(c, "--list") != NULL;
+	if (A.npos < minpos && !listing) {
+		char cand[1024] = "";
+		const char *miss = names[A.npos];
+		if (strcmp(miss, "RUN") == 0)
+			candidates("runs", NULL, cand, sizeof(cand));
+		else if (strcmp(miss, "JOB") == 0 && A.npos >= 1)
+			candidates("the jobs", A.pos[0], cand, sizeof(cand));
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "missing %s (usage: pipelinectl %s %s)%s", miss, cmd_name(c),
+		    c->args, cand);
+	}
+	if (A.npos > maxpos)
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "unexpected argument \"%s\" (usage: pipelinectl %s %s)",
+		    A.pos[maxpos], cmd_name(c), c->args);
+	for (int k = 0; k < nopt; k++)
+		if (c->opts[k].required && A.opt[k] == NULL && !listing)
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "missing option %s %s", c->opts[k].name,
+			    c->opts[k].arg);
+}
+
+/* The names the shell completion offers: the verbs; the runs; a run's
+ * jobs; a verb's options. One a line. */
+static int
+cmd_complete(int argc, char **argv)
+{
+	if (argc < 2) {
+		for (size_t i = 0; i < NCMDS; i++)
+			if (cmds[i].help != NULL)
+				printf("%s\n", cmd_name(&cmds[i]));
+		return CTL_OK;
+	}
+	if (strcmp(argv[1], "opts") == 0 && argc > 2) {
+		const struct cmd *c = cmd_find(argv[2]);
+		for (int k = 0; c && c->opts[k].name; k++)
+			printf("%s\n", c->opts[k].name);
+		if (c)
+			printf("--json\n--help\n");
+		return CTL_OK;
+	}
+	if (strcmp(argv[1], "pos") == 0 && argc > 3) {
+		/* The name of a verb's Nth argument (from 1): RUN, JOB, SPEC... */
+		const struct cmd *c = cmd_find(argv[2]);
+		char words[256];
+		int n = atoi(argv[3]), k = 0;
+		snprintf(words, sizeof(words), "%s", c ? c->args : "");
+		char *save = NULL, *last = NULL;
+		for (char *w = strtok_r(words, " []", &save); w; w = strtok_r(NULL, " []", &save)) {
+			if (strstr(w, "...") != NULL)
+				break;
+			last = w;
+			if (++k == n)
+				break;
+		}
+		if (last != NULL && (k == n || strstr(c->args, "...") != NULL))
+			printf("%s\n", k == n ? last : "key=value");
+		return CTL_OK;
+	}
+	if (strcmp(argv[1], "stages") == 0) {
+		load_conf();
+		plugin_load_dir(conf.plugin_dir, &plugin_host);
+		for (int i = 0; i < plugin_nstages(); i++)
+			printf("%s\n", plugin_stage_at(i)->st->name);
+		return CTL_OK;
+	}
+	cJSON *a = NULL, *r = NULL;
+	int jobs = strcmp(argv[1], "jobs") == 0 && argc > 2;
+	if (jobs) {
+		a = cJSON_CreateObject();
+		cJSON_AddStringToObject(a, "run", argv[2]);
+	}
+	if (request(PLV_status, a, &r, Q_DATA | Q_ERR) == -1)
+		return CTL_ENOENT;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, jobs ? "jobs" : "runs"))
+		printf("%s\n", jstr(x, "name"));
+	cJSON_Delete(r);
+	return CTL_OK;
 }
 
 int
@@ -1282,26 +2032,46 @@ main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int ch;
 	log_init(1, LOG_LVL_WARN, NULL);
 	plugin_host.host_name = "pipelinectl"; /* plugins may tell by-hand runs apart */
-	while ((ch = getopt_long(argc, argv, "+f:s:F:jh", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "+:f:s:F:jh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f': conf_path = optarg; break;
 		case 's': snprintf(control_path, sizeof(control_path), "%s", optarg); break;
 		case 'F': snprintf(feed_path, sizeof(feed_path), "%s", optarg); break;
 		case 'j': ctl_json = 1; break;
-		default: usage();
+		case 'h':
+			usage_to(stdout);
+			return CTL_OK;
+		case 'V':
+			printf("pipelinectl %s (protocol %d)\n", PL_VERSION, PL_PROTO_VERSION);
+			return CTL_OK;
+		case ':':
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "option %s wants a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown option -%c (pipelinectl --help lists them)",
+				    optopt);
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown option %s (pipelinectl --help lists them)",
+			    argv[optind - 1]);
 		}
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc < 1)
+	if (argc < 1) {
+		if (ctl_json)
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "no verb given (pipelinectl --help lists them)");
 		usage();
+	}
 	/* --json may also follow the verb. */
 	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
 		if (strcmp(argv[i], "--json") == 0) {
 			ctl_json = 1;
 			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(char *));
@@ -1312,10 +2082,19 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	const struct cmd *c = cmd_find(argv[0]);
 	if (c == NULL) {
-		warnx("unknown verb \"%s\"", argv[0]);
-		usage();
+		char hint[128];
+		struct suggest sg = { .word = argv[0] };
+		for (size_t i = 0; i < NCMDS; i++)
+			if (cmds[i].help != NULL)
+				suggest_try(&sg, cmd_name(&cmds[i]));
+		suggest_hint(&sg, hint, sizeof(hint));
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown verb \"%s\"%s (pipelinectl --help lists them)",
+		    argv[0], hint);
 	}
+	ctl_verb = cmd_name(c);
 	if (c->fn == NULL)
-		errx(2, "this pipelinectl was built without the %s verb", cmd_name(c));
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "this pipelinectl was built without the %s verb",
+		    cmd_name(c));
+	parse_args(c, argc, argv);
 	return c->fn(argc, argv);
 }

@@ -10,6 +10,7 @@
  * keeping the old one when the new one does not parse.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,11 +37,21 @@ static struct store *store;
 static int verbose;
 
 
+/* The usage: on standard output and exit 0 when asked for (-h, --help),
+ * else on standard error and exit 2. */
 static void
-usage(void)
+usage(int asked)
 {
-	fprintf(stderr, "usage: pipelined [-dnvV] [-f conf]\n");
-	exit(2);
+	FILE *f = asked ? stdout : stderr;
+	fprintf(f, "usage: pipelined [-dnvV] [-f conf]\n"
+	    "  -d, --foreground   stay in the foreground and log to standard error\n"
+	    "  -f, --config conf  the configuration (default: the tree's or /etc/pipelined.conf)\n"
+	    "  -n, --check        check the configuration and every path it names, then exit\n"
+	    "  -v, --verbose      with -n, print the configuration in effect\n"
+	    "  -V, --version      the version, plugin ABI and protocol\n"
+	    "  -h, --help         this help\n"
+	    "See pipelined(8).\n");
+	exit(asked ? 0 : 2);
 }
 
 static const char *
@@ -251,19 +262,29 @@ main(int argc, char **argv)
 {
 	const char *conf_path = NULL;
 	int foreground = 0, check_only = 0, ch;
-	while ((ch = getopt(argc, argv, "df:nvV")) != -1) {
+	static const struct option longopts[] = {
+		{ "foreground", no_argument, NULL, 'd' },
+		{ "config", required_argument, NULL, 'f' },
+		{ "check", no_argument, NULL, 'n' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	while ((ch = getopt_long(argc, argv, "df:nvVh", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'h': usage(1); break;
 		case 'd': foreground = 1; break;
 		case 'f': conf_path = optarg; break;
 		case 'n': check_only = 1; break;
 		case 'v': verbose = 1; break;
 		case 'V': printf("pipelined %s (plugin ABI %d, protocol %d)\n", PL_VERSION,
 		    PL_ABI_VERSION, PL_PROTO_VERSION); return 0;
-		default: usage();
+		default: usage(0);
 		}
 	}
 	if (optind != argc)
-		usage();
+		usage(0);
 	if (conf_path == NULL)
 		conf_path = default_conf();
 	log_init(1, LOG_LVL_INFO, NULL);

@@ -77,8 +77,37 @@ struct suggest {
 void	suggest_try(struct suggest *s, const char *cand);
 const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
-/* notify.c: [notify], the outbox's delivery thread */
+/* access.c: who may see and act on which run (pipelined(8) SECURITY) */
 struct conf;
+struct sqlite3_stmt;
+struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUPS) */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[64];
+	int ngroups;
+};
+/* A viewer: ACCESS_ALL (root, the daemon's user, admin_group), or the
+ * uid whose runs it sees. */
+#define ACCESS_ALL ((int64_t)-1)
+/* The condition a query on runs r adds, with access_bind()'s :viewer. A
+ * query using it names its other parameters too, or numbers them all
+ * before it: SQLite gives :viewer the slot after the highest number seen
+ * before it, which a later ?N could take again. */
+#define ACCESS_SQL(r) "(:viewer IS NULL OR " r ".submitter = :viewer)"
+/* The credentials of a Unix socket's peer (and its pid, if pid): 0 or -1. */
+int	access_peer_of(int fd, struct access_peer *p, pid_t *pid);
+int	access_in_group(const struct access_peer *p, gid_t g);
+/* May the peer check, submit, cancel and retry at all (group, admin_group)? */
+int	access_may_write(const struct conf *conf, const struct access_peer *p);
+int64_t	access_viewer(const struct conf *conf, const struct access_peer *p);
+/* May viewer see and act on a run submitted by submitter (-1: unknown)? */
+int	access_run(int64_t viewer, int64_t submitter);
+/* Bind :viewer in st, if it has one. */
+void	access_bind(struct sqlite3_stmt *st, int64_t viewer);
+/* The refusal's text, in buf. */
+const char *access_refusal(int64_t viewer, const char *run, char *buf, size_t len);
+
+/* notify.c: [notify], the outbox's delivery thread */
 struct store;
 int	notify_start(const struct conf *conf, struct store *store);
 const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
@@ -87,18 +116,27 @@ void	notify_wake(void);
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
 void	httpd_stop(void);
-/* A one-time login code for the page (32 hex digits into out). */
-int	httpd_login_code(char *out, size_t outsz);
-int	httpd_token_needed(void);
+/* A one-time login code for the page (32 hex digits into out), whose
+ * session sees what viewer may (access.c). */
+int	httpd_login_code(char *out, size_t outsz, int64_t viewer);
+/* Are a and b the same non-empty string? Compared as HMACs: the time says
+ * nothing of where they differ, nor of their lengths. */
+int	httpd_equal(const char *a, const char *b);
+/* Is a Host: header one of names (space-separated, without ports)? */
+int	httpd_host_allowed(const char *host, const char *names);
+/* Where a request's header stands in the first len bytes of a connection. */
+enum { HEAD_MORE, HEAD_DONE, HEAD_URI_LONG, HEAD_TOO_LARGE };
+int	httpd_head_scan(const char *buf, size_t len);
 
 /* web.c: the status page's JSON, files and event stream (HTTP threads) */
 struct sse;
 void	web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
 	    const char *web_dir);
 char	*web_static(const char *url, const char **type, size_t *len);
+/* A JSON document for viewer (access.c); NULL with *status 404, 403 or 503. */
 char	*web_api(const char *url, const char *run, const char *job, const char *off,
-	    size_t *len, int *status);
-struct sse *web_sse_open(const char *run, long long since);
+	    int64_t viewer, size_t *len, int *status);
+struct sse *web_sse_open(const char *run, long long since, int64_t viewer);
 ssize_t	web_sse_read(struct sse *s, char *dst, size_t max);
 void	web_sse_close(struct sse *s);
 /* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
@@ -187,6 +225,8 @@ struct conf {
 	char log_file[PATH_MAX];
 	char group[64];
 	gid_t gid;                    /* (gid_t)-1 when no group is set */
+	char admin_group[64];         /* its members see and act on every run */
+	gid_t admin_gid;              /* (gid_t)-1 when unset */
 	char job_user[64];            /* root's submissions run as this user ("": root) */
 	uid_t job_uid;                /* its uid and primary group, (uid_t)-1 when unset */
 	gid_t job_gid;
@@ -195,7 +235,13 @@ struct conf {
 	double kill_grace;
 	int feed_queue_max;           /* bytes a watcher may have queued */
 	char http_listen[256];        /* ADDRESS:PORT for /metrics and the page, or "" */
-	char http_token[256];         /* needed off loopback */
+	char http_token[256];         /* the bearer token: sees every run, and /metrics */
+	char http_host[512];          /* the Host: names answered ("": the address, localhost) */
+	int http_max_connections;     /* HTTP connections at once */
+	int http_max_per_ip;          /* HTTP connections from one address (0: no limit) */
+	int http_max_streams;         /* status page event streams at once */
+	double http_timeout;          /* seconds a connection may make no progress */
+	double http_header_timeout;   /* seconds to the end of a request's header */
 	char web_dir[PATH_MAX];       /* the page's files */
 	int control_max_clients;      /* control connections open at once */
 	double control_idle_timeout;  /* seconds a control connection may be silent */
@@ -213,6 +259,9 @@ int	conf_load(struct conf *c, const char *path, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);
+/* pipeline-stage, which runs stages as their run's owner: beside the
+ * shim (both are the daemon's helpers). */
+void	conf_stage_path(const struct conf *c, char *buf, size_t len);
 int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
 
 /* conf_check.c: every path the configuration names, checked as the daemon
@@ -254,6 +303,7 @@ struct spec {
 	char *name;        /* run name */
 	char *previous;
 	char *owner;       /* who its jobs run as: "UID:GID[:G1,G2...]" (NULL: the daemon's user) */
+	int64_t submitter; /* the uid that submitted it (SO_PEERCRED); -1: unknown */
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
@@ -316,7 +366,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 4 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 5 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -327,6 +377,7 @@ struct ann {
 	int64_t id;
 	char *run;
 	char *line;
+	int64_t submitter;   /* the run's submitter, filled by the feed when needed */
 	struct ann *next;
 };
 /* Called with each committed event, on the committing thread. */
@@ -394,6 +445,14 @@ int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
 char	*store_value_get(struct store *s, const char *run, const char *job,
 	    const char *key);
 char	*store_value_history(struct store *s, const char *key, int limit);
+/* Run's values and artifacts, newest first, for a stage process's
+ * lookups: {"values":[{job,key,value,ts}],"artifacts":[{job,name,path,
+ * sha256}]}; NULL when there is no such run. */
+cJSON	*store_run_snapshot(struct store *s, const char *run);
+/* The newest limit values of the runs whose owner's uid is uid (NULL:
+ * every run), newest first, as [{run,job,key,value,ts}]: what
+ * value_history() answers from in a stage process. */
+cJSON	*store_values_recent(struct store *s, const char *uid, int limit);
 int	store_artifact_find(struct store *s, const char *run, const char *job,
 	    const char *name, char *path, size_t pathlen, char *sha256);
 /* Procs (spawned processes). */
@@ -419,14 +478,14 @@ int	store_proc_update(struct store *s, struct proc *p, int64_t events_offset);
 int	store_attempt_procs(struct store *s, int64_t attempt_id,
 	    struct proc_row **rows, int *n);
 /* Queries answering control verbs: return JSON (caller frees). */
-cJSON	*store_q_runs(struct store *s);
+cJSON	*store_q_runs(struct store *s, int64_t viewer);
 cJSON	*store_q_run(struct store *s, const char *run);
 cJSON	*store_q_values(struct store *s, const char *run, const char *job);
 cJSON	*store_q_artifacts(struct store *s, const char *run);
 cJSON	*store_q_metrics(struct store *s, const char *run, const char *job,
 	    const char *name);
 /* Events after since (optionally of one run), at most limit, as feed lines. */
-int	store_q_events(struct store *s, int64_t since, const char *run, int limit,
+int	store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, int limit,
 	    void (*fn)(void *arg, int64_t id, const char *line), void *arg);
 /* Runs that are not finished, for restart: id, name, spec path, text. */
 int	store_q_unfinished(struct store *s,
@@ -446,6 +505,8 @@ int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_
 int64_t	store_run_id(struct store *s, const char *name);
 char	*store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
+/* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
+int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
@@ -496,6 +557,15 @@ struct pl_job {
 	struct proc final;
 	int64_t final_offset;
 	int has_final;
+	/* In a stage process (pipeline-stage, stagectx.c): the context the
+	 * daemon handed over (inputs resolved, values and artifacts it may
+	 * look up) and the events file its host functions write to; NULL and
+	 * -1 in the daemon and by hand. */
+	cJSON *ctx;
+	int evfd;
+	/* In the daemon: this job's own spawn is its stage process, whose
+	 * events carry values and digests (stagerun.c, host_spawn.c). */
+	int stage_proc;
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
@@ -516,6 +586,9 @@ void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
+/* Every PATH and INPUT key of j's stage resolved as host->input() would,
+ * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
+cJSON	*host_inputs_resolve(pl_job *j);
 /* The i-th key of a stage's table, read with the stride its plugin was
  * built with (a struct pl_key that grew is larger); NULL past the end. */
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
@@ -528,6 +601,40 @@ void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(prin
  * last whole line. Exposed for the fuzz target of the events file. */
 int64_t	host_events_read(struct pl_job *j, struct proc *p, const struct pl_spawn *spec,
 	    int64_t offset, struct pl_exit *out);
+
+/* stagectx.c: the host's side in a stage process (pipeline-stage), where
+ * the run hook runs as the run's owner: what the daemon handed over in
+ * the context file, and what the host functions report, written to the
+ * events file. Below host.c and host_spawn.c. */
+#define STAGE_PROC_NAME "pl-stage"   /* the spawn name of a job's stage process */
+/* Append {"type":type,...d's members} as one line (takes d); type
+ * without its "job." prefix. 0 or -1. */
+int	stagectx_emit(pl_job *j, const char *type, cJSON *d);
+/* An input key as the daemon resolved it: the path, or NULL with the
+ * reason in *why ("" when already reported). */
+const char *stagectx_input(pl_job *j, const char *key, const char **why);
+/* A value or artifact the stage stored, for its own later lookups. */
+void	stagectx_note_value(pl_job *j, const char *key, const char *value);
+void	stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex);
+char	*stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key);
+char	*stagectx_value_history(pl_job *j, const char *key, int limit);
+int	stagectx_artifact_find(pl_job *j, const char *run, const char *jobname,
+	    const char *name, char *path, size_t pathlen, char *sha256);
+/* host->spawn() in a stage process: the program started directly (the
+ * process already runs as the owner, in the shim's process group), its
+ * events relayed to the stage's events file and handed to on_event. */
+int	stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+
+/* stagerun.c: a job's run hook, in the daemon or in a stage process of
+ * its own as the run's owner (pipeline-plugin(3), "How a stage runs"). */
+/* 1 when j's run hook runs out of the daemon. */
+int	stage_out_of_process(const struct pl_job *j);
+/* Run j's stage: its run hook here, or its stage process through
+ * host->spawn(); the hook's result either way. */
+int	stage_run(struct pl_job *j);
+/* A filtered copy of the configuration for a stage process: every key
+ * but those that hold secrets. */
+cJSON	*stage_conf_copy(const struct conf *c);
 
 /* pipelined.c, sched.c, control.c, feed.c: the daemon itself. pipelined.c
  * owns the loop and its handles and wires the parts together at start:

@@ -240,7 +240,7 @@ job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
-		j->rc = j->reg->st->run(j->pj);
+		j->rc = stage_run(j->pj);
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;
@@ -873,6 +873,17 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 				mark[i] = 1;
 	}
 	int n = 0;
+	for (int i = 0; i < r->njobs; i++)
+		n += mark[i];
+	if (n == 0) {
+		/* Nothing to queue: the run, its finish time and its log stay
+		 * as they are (no second "succeeded", no notification). */
+		free(mark);
+		snprintf(msg, len, "run %s: nothing to retry (every job succeeded); nothing changed",
+		    name);
+		return PLP_OK;
+	}
+	n = 0;
 	if (store_begin(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");

@@ -213,6 +213,7 @@ struct spec *
 spec_parse(const char *path, const char *text, char **errs)
 {
 	struct spec *s = xcalloc(1, sizeof(*s));
+	s->submitter = -1;
 	s->path = xstrdup(path);
 	s->text = xstrdup(text);
 	s->dir = xstrdup(path);

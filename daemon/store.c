@@ -184,6 +184,13 @@ static const char *const migrations[] = {
 	 * that a restarted daemon keeps the job's timeout instead of counting
 	 * it from the restart. */
 	"ALTER TABLE attempts ADD COLUMN deadline REAL;",
+	/* 4 -> 5: who submitted a run (SO_PEERCRED's uid), whose run it is
+	 * (access.c). The runs before take their owner's uid; those without
+	 * an owner were root's or the daemon's user's, and stay NULL: only
+	 * those who see every run see them. */
+	"ALTER TABLE runs ADD COLUMN submitter INTEGER;"
+	"UPDATE runs SET submitter = CAST(substr(owner, 1, instr(owner, ':') - 1) AS INTEGER)"
+	"  WHERE owner IS NOT NULL AND instr(owner, ':') > 1;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -674,7 +681,7 @@ int
 store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 {
 	sqlite3_stmt *st = store_prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
-	    " description, created, owner) VALUES(?, 'running', ?, ?, ?, ?, ?, ?)");
+	    " description, created, owner, submitter) VALUES(?, 'running', ?, ?, ?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, spec->name, -1, SQLITE_TRANSIENT);
@@ -685,6 +692,10 @@ store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 	    SQLITE_TRANSIENT);
 	sqlite3_bind_double(st, 6, now_wall());
 	sqlite3_bind_text(st, 7, spec->owner, -1, SQLITE_TRANSIENT);
+	if (spec->submitter >= 0)
+		sqlite3_bind_int64(st, 8, spec->submitter);
+	else
+		sqlite3_bind_null(st, 8);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);

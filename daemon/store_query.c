@@ -107,6 +107,84 @@ store_value_history(struct store *s, const char *key, int limit)
 	return r;
 }
 
+static const char *
+col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+cJSON *
+store_run_snapshot(struct store *s, const char *run)
+{
+	int64_t id = store_run_id(s, run);
+	if (id <= 0)
+		return NULL;
+	cJSON *o = cJSON_CreateObject(), *va = cJSON_AddArrayToObject(o, "values"),
+	    *aa = cJSON_AddArrayToObject(o, "artifacts");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN jobs j ON j.id = v.job_id WHERE v.run_id = ? ORDER BY v.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *v = cJSON_CreateObject();
+			cJSON_AddStringToObject(v, "job", col_text(st, 0));
+			cJSON_AddStringToObject(v, "key", col_text(st, 1));
+			cJSON_AddStringToObject(v, "value", col_text(st, 2));
+			cJSON_AddNumberToObject(v, "ts", sqlite3_column_double(st, 3));
+			cJSON_AddItemToArray(va, v);
+		}
+		store_unprep(s, st);
+	}
+	st = store_prep(s, "SELECT j.name, a.name, a.path, a.sha256 FROM artifacts a"
+	    " JOIN jobs j ON j.id = a.job_id WHERE a.run_id = ? ORDER BY a.id DESC");
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddStringToObject(a, "job", col_text(st, 0));
+			cJSON_AddStringToObject(a, "name", col_text(st, 1));
+			cJSON_AddStringToObject(a, "path", col_text(st, 2));
+			cJSON_AddStringToObject(a, "sha256", col_text(st, 3));
+			cJSON_AddItemToArray(aa, a);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return o;
+}
+
+cJSON *
+store_values_recent(struct store *s, const char *uid, int limit)
+{
+	cJSON *a = cJSON_CreateArray();
+	char like[32];
+	snprintf(like, sizeof(like), "%s:%%", uid ? uid : "");
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT r.name, j.name, v.key, v.value, v.ts FROM vals v"
+	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
+	    " WHERE ?1 IS NULL OR r.owner LIKE ?2 ORDER BY v.ts DESC, v.id DESC LIMIT ?3");
+	if (st) {
+		if (uid != NULL)
+			sqlite3_bind_int(st, 1, 1);
+		sqlite3_bind_text(st, 2, like, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 3, limit);
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", col_text(st, 0));
+			cJSON_AddStringToObject(o, "job", col_text(st, 1));
+			cJSON_AddStringToObject(o, "key", col_text(st, 2));
+			cJSON_AddStringToObject(o, "value", col_text(st, 3));
+			cJSON_AddNumberToObject(o, "ts", sqlite3_column_double(st, 4));
+			cJSON_AddItemToArray(a, o);
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return a;
+}
+
 int
 store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
     char *path, size_t pathlen, char *sha256)
@@ -207,13 +285,15 @@ store_rows(struct store *s, sqlite3_stmt *st, const struct wire_row *row)
 }
 
 cJSON *
-store_q_runs(struct store *s)
+store_q_runs(struct store *s, int64_t viewer)
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT r.name, r.state, r.previous, r.created, r.finished,"
 	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded"
-	    " FROM runs r ORDER BY r.id DESC");
+	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC");
+	if (st)
+		access_bind(st, viewer);
 	cJSON *a = st ? store_rows(s, st, &wire_run) : NULL;
 	pthread_mutex_unlock(&s->mtx);
 	return a;
@@ -303,17 +383,24 @@ store_q_metrics(struct store *s, const char *run, const char *job, const char *n
 }
 
 int
-store_q_events(struct store *s, int64_t since, const char *run, int limit,
+store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, int limit,
     void (*fn)(void *arg, int64_t id, const char *line), void *arg)
 {
 	pthread_mutex_lock(&s->mtx);
+	/* The daemon's own events (no run) are everyone's. */
 	sqlite3_stmt *st = store_prep(s, "SELECT id, ts, run, job, type, data FROM events"
-	    " WHERE id > ? AND (?2 IS NULL OR run = ?2) ORDER BY id LIMIT ?");
+	    " WHERE id > :since AND (:run IS NULL OR run = :run) AND (:viewer IS NULL OR"
+	    " run IS NULL OR run IN (SELECT r.name FROM runs r WHERE " ACCESS_SQL("r") "))"
+	    " ORDER BY id LIMIT :limit");
 	int n = 0;
 	if (st) {
-		sqlite3_bind_int64(st, 1, since);
-		sqlite3_bind_text(st, 2, run, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(st, 3, limit);
+		/* Named, every one: a name takes the slot after the highest
+		 * number seen before it, so ":viewer ... ?3" would share one. */
+		sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":since"), since);
+		sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":run"), run, -1,
+		    SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":limit"), limit);
+		access_bind(st, viewer);
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			const char *dt = (const char *)sqlite3_column_text(st, 5);
 			cJSON *d = dt ? cJSON_Parse(dt) : NULL;
@@ -421,6 +508,25 @@ char *
 store_run_state_get(struct store *s, const char *name)
 {
 	return run_text(s, "SELECT state FROM runs WHERE name = ?", name);
+}
+
+int
+store_run_submitter(struct store *s, const char *name, int64_t *submitter)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT submitter FROM runs WHERE name = ?");
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			*submitter = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 :
+			    sqlite3_column_int64(st, 0);
+			rc = 0;
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
 }
 
 char *

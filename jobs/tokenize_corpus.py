@@ -34,13 +34,22 @@ up to 5 examples are named, with the total):
     plus a tokenizer's, with add_special_tokens);
   * a prompt longer than num_ctx - num_ctx_margin tokens: the serving context
     would truncate it silently (G01);
+  * a token id at or beyond the model's vocabulary (config.json's
+    vocab_size; both numbers named), e.g. Gemma 3's <image_soft_token>
+    (262144) for a text model of 262144 rows;
+  * an assistant reply that contains the end-of-turn marker as text (it
+    would end the turn there, the rest of the reply out of the labels);
   * a malformed line, a duplicate key, a template that is not
     prefix-stable (the prompt's rendering is not a prefix of the full one).
 
+Special tokens: tokenizer_config.json's added_tokens_decoder gives their
+ids (as transformers), also those that are no piece of tokenizer.model.
+
 Config keys (CONFIG.json):
   base            directory of the base model: tokenizer.model (SentencePiece)
-                  or tokenizer.json (HF tokenizers, when importable), and
-                  tokenizer_config.json with chat_template (required)
+                  or tokenizer.json (HF tokenizers, when importable),
+                  tokenizer_config.json with chat_template, and config.json
+                  (its vocab_size) (required)
   corpus          the corpus JSONL (required)
   output_dir      where tokens.npz and stats.json go (default $PL_WORKDIR)
   max_seq_length  most tokens in one example (default 8192)
@@ -61,9 +70,27 @@ Artifacts:
           concatenated), offsets int64 [n+1] (example i is
           input_ids[offsets[i]:offsets[i+1]]), prompt_len int32 [n],
           response_len int32 [n] (labels: -100 for the first prompt_len
-          positions, the ids after), keys (unicode) [n]
+          positions, the ids after), keys (unicode) [n], prefix_group
+          int32 [n] (the example's shared-prefix group, -1: none) and
+          prefix_len int32 [n] (the tokens it shares with its group, 0:
+          none; see Shared prefixes)
   stats   stats.json: examples, tokens, longest {key, tokens, response_len},
-          response_span {min, median, max}, prompt {min, max}, corpus_keys
+          response_span {min, median, max}, prompt {min, max},
+          shared_prefix_tokens, shared_prefix_share, shared_prefix
+          {groups: [{tokens, examples}], plain}, corpus_keys
+
+Shared prefixes (what train's shared_prefix trains once per step): the
+examples are grouped by their system message (the first message when its
+role is system; the examples without one form a group of their own).  In
+each group the prefix is the longest run of leading tokens shared by the
+most examples, chosen to save the most tokens (length x (examples - 1)):
+an outlier whose tokens part earlier (a different tokenization where the
+system prompt meets the user turn) does not shorten the others' prefix; it
+is trained the plain way (prefix_group -1).  A prefix stops at least one
+token before the shortest of its prompts, so every suffix holds the token
+that predicts the response's first.  shared_prefix_tokens is the longest
+group's prefix, shared_prefix_share the share of all prompt tokens the
+prefixes cover.  The data order of train is unchanged by any of it.
 """
 
 import json
@@ -129,9 +156,6 @@ class Tokenizer:
         for k in ("pad_token", "unk_token"):
             if _tok_str(self.tc.get(k)):
                 specials.add(_tok_str(self.tc.get(k)))
-        for v in (self.tc.get("added_tokens_decoder") or {}).values():
-            if isinstance(v, dict) and v.get("content"):
-                specials.add(v["content"])
         for s in ("<start_of_turn>", "<end_of_turn>"):
             specials.add(s)
         self.special = {}
@@ -139,10 +163,27 @@ class Tokenizer:
             i = self._id(s)
             if i is not None:
                 self.special[s] = i
+        # The added tokens take their ids from added_tokens_decoder, as
+        # transformers does: some are no piece of tokenizer.model at all
+        # (Gemma 3's <image_soft_token> is 262144, past the SentencePiece
+        # model's last id) and would otherwise be tokenized as text.
+        for k, v in (self.tc.get("added_tokens_decoder") or {}).items():
+            if not (isinstance(v, dict) and isinstance(v.get("content"), str) and v["content"]):
+                continue
+            try:
+                i = int(k)
+            except ValueError:
+                raise pljob.BadInput("%s: added_tokens_decoder key %r is not a token id" % (tc_path, k))
+            have = self._id(v["content"])
+            if have is not None and have != i:
+                raise pljob.BadInput("%s: added token %r is id %d in added_tokens_decoder but %d in the %s "
+                                     "tokenizer" % (tc_path, v["content"], i, have, kind))
+            self.special[v["content"]] = i
         self.bos_id = self.special.get(self.bos_token)
         if self.bos_id is None:
             raise pljob.BadInput("%s: BOS token %r is not in the vocabulary" % (tc_path, self.bos_token))
         self.add_bos_token = bool(self.tc.get("add_bos_token", True))
+        self.n_ids = max([self.vocab] + [i + 1 for i in self.special.values()])
         # Gemma 3's tokenizer_config.json lists some 6,400 added tokens; an
         # alternation of all of them would be tried at every character of a
         # 6k-token prompt.  Those of the form <...> are found by one generic
@@ -218,8 +259,31 @@ def make_template(source, where):
         raise pljob.BadInput("%s: chat template line %s: %s" % (where, e.lineno, e.message))
 
 
+def model_vocab(base):
+    """The model's vocabulary size: config.json's vocab_size (text_config's
+    for a multimodal checkpoint)."""
+    path = os.path.join(base, "config.json")
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except OSError as e:
+        raise pljob.BadInput("%s: %s (the model's vocab_size is needed to check the token ids)"
+                             % (path, e.strerror))
+    except ValueError as e:
+        raise pljob.BadInput("%s: not JSON: %s" % (path, e))
+    tc = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    v = tc.get("vocab_size", cfg.get("vocab_size"))
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise pljob.BadInput("%s: vocab_size %r is not a positive integer" % (path, v))
+    return v
+
+
 def read_corpus(path):
     """[(key, messages, line number)] with the format checked."""
+    # The shape every line must have, shown with the errors about it.
+    shape = ('; a line is one JSON object: {"key": "ex1", "messages": [{"role": "system", '
+             '"content": "..."}, {"role": "user", "content": "..."}, {"role": "assistant", '
+             '"content": "..."}]} (the system message optional)')
     out = []
     keys = {}
     with open(path, "rb") as f:
@@ -229,17 +293,17 @@ def read_corpus(path):
             try:
                 ex = json.loads(raw.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as e:
-                raise pljob.BadInput("%s:%d: not a JSON object: %s" % (path, n, e))
+                raise pljob.BadInput("%s:%d: not a JSON object: %s%s" % (path, n, e, shape))
             if not isinstance(ex, dict) or not isinstance(ex.get("key"), str) or not ex["key"]:
-                raise pljob.BadInput("%s:%d: an example needs a non-empty string \"key\"" % (path, n))
+                raise pljob.BadInput("%s:%d: an example needs a non-empty string \"key\"%s" % (path, n, shape))
             key = ex["key"]
             if key in keys:
                 raise pljob.BadInput("%s:%d: example %s: duplicate key (first on line %d)" % (path, n, key, keys[key]))
             keys[key] = n
             msgs = ex.get("messages")
             if not isinstance(msgs, list) or len(msgs) < 2:
-                raise pljob.BadInput("%s:%d: example %s: \"messages\" must list at least a prompt and a response"
-                                     % (path, n, key))
+                raise pljob.BadInput("%s:%d: example %s: \"messages\" must list at least a prompt and a "
+                                     "response%s" % (path, n, key, shape))
             for i, m in enumerate(msgs):
                 if (not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant")
                         or not isinstance(m.get("content"), str)):
@@ -267,10 +331,74 @@ def render_pair(tmpl, tok, msgs, key, eot):
         raise pljob.BadInput("example %s: the chat template is not prefix-stable: the prompt's rendering "
                              "is not a prefix of the whole conversation's" % key)
     resp = full[len(prompt):]
-    cut = resp.find(eot)
+    # The template's own marker is the last one: it closes the reply.  An
+    # earlier one is the reply's own text, which tokenizes as the special
+    # token and would end the turn there (the rest of the reply lost from
+    # the labels, and the model taught to stop early): refused.
+    cut = resp.rfind(eot)
     if cut < 0:
         raise pljob.BadInput("example %s: the rendered response has no end-of-turn marker %r" % (key, eot))
+    first = resp.find(eot)
+    if first < cut:
+        raise pljob.BadInput("example %s: the assistant's reply contains the end-of-turn marker %r as text "
+                             "(at character %d of %d of the rendered reply); it would end the turn there. "
+                             "Remove it from the reply" % (key, eot, first, cut))
     return prompt, resp[:cut + len(eot)]
+
+
+def _lcp(a, b, cap):
+    """How many leading tokens the sequences a and b share, at most cap."""
+    n = min(len(a), len(b), cap)
+    if n <= 0:
+        return 0
+    import numpy as np
+    ne = np.flatnonzero(a[:n] != b[:n])
+    return int(ne[0]) if len(ne) else n
+
+
+def shared_prefixes(ids, plen, system):
+    """(prefix_group [n], prefix_len [n], groups [{tokens, examples}]): the
+    shared prefixes of the prompts (see Shared prefixes above).  ids are
+    the examples' token arrays, plen their prompt lengths, system their
+    system message (None: none)."""
+    n = len(ids)
+    group = [-1] * n
+    length = [0] * n
+    out = []
+    bysys = {}
+    for i, s in enumerate(system):
+        bysys.setdefault(s, []).append(i)
+    for s in sorted(bysys, key=lambda x: (x is not None, x or "")):
+        members = bysys[s]
+        if len(members) < 2:
+            continue
+        # Sorted by their prompt tokens, the examples sharing a prefix of
+        # length L are a contiguous run, whose common prefix is the least
+        # of its neighbours' (capped) common prefixes: the run saving the
+        # most is the largest rectangle under that histogram.
+        order = sorted(members, key=lambda i: tuple(ids[i][:plen[i]].tolist()))
+        h = [_lcp(ids[a][:plen[a]], ids[b][:plen[b]], min(plen[a], plen[b]) - 1)
+             for a, b in zip(order, order[1:])]
+        best = (0, 0, 0)  # (saved tokens, first pair, last pair + 1)
+        stack = []  # (start, height)
+        for j, hj in enumerate(h + [0]):
+            start = j
+            while stack and stack[-1][1] >= hj:
+                st, sh = stack.pop()
+                if sh * (j - st) > best[0]:
+                    best = (sh * (j - st), st, j)
+                start = st
+            stack.append((start, hj))
+        saved, a, b = best
+        if saved <= 0:
+            continue
+        run = order[a:b + 1]
+        L = min(h[a:b])
+        g = len(out)
+        for i in run:
+            group[i], length[i] = g, L
+        out.append({"tokens": L, "examples": len(run)})
+    return group, length, out
 
 
 def body(job):
@@ -303,11 +431,13 @@ def body(job):
         raise pljob.BadInput("end_of_turn %r is not a special token of %s" % (eot, base))
     eot_id = tok.special[eot]
 
+    n_model = model_vocab(base)
     examples = read_corpus(corpus)
     n = len(examples)
     ev.progress(0, n, unit="examples")
-    keys, ids_all, plen, rlen = [], [], [], []
-    bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": []}
+    keys, ids_all, plen, rlen, system = [], [], [], [], []
+    bad = {"over_length": [], "empty_response": [], "double_bos": [], "prompt_over_ctx": [],
+           "over_vocab": []}
     limit_ctx = num_ctx - margin
     batch = 64
     for b0 in range(0, n, batch):
@@ -338,14 +468,22 @@ def body(job):
             if len(p_ids) > limit_ctx:
                 bad["prompt_over_ctx"].append("%s (prompt %d tokens > num_ctx %d - num_ctx_margin %d = %d; G01)"
                                               % (key, len(p_ids), num_ctx, margin, limit_ctx))
+            top = max(ids)
+            if top >= n_model:
+                j = ids.index(top)
+                bad["over_vocab"].append("%s (token id %d at position %d, %s; the model's vocab_size is %d)"
+                                         % (key, top, j, "prompt" if j < len(p_ids) else "response", n_model))
             keys.append(key)
+            system.append(msgs[0]["content"] if msgs[0]["role"] == "system" else None)
             ids_all.append(np.asarray(ids, dtype=np.int32))
             plen.append(len(p_ids))
             rlen.append(len(r_ids))
         ev.progress(min(b0 + batch, n), n, unit="examples")
     msgs = []
     what = {"over_length": "over max_seq_length", "empty_response": "with an empty response span",
-            "double_bos": "with a double BOS", "prompt_over_ctx": "with a prompt over num_ctx minus num_ctx_margin"}
+            "double_bos": "with a double BOS", "prompt_over_ctx": "with a prompt over num_ctx minus num_ctx_margin",
+            "over_vocab": "with a token id at or beyond the model's vocabulary (%d, config.json's vocab_size; "
+                          "the tokenizer has %d ids)" % (n_model, tok.n_ids)}
     for k, lst in bad.items():
         if lst:
             more = "" if len(lst) <= MAX_NAMED else ", and %d more" % (len(lst) - MAX_NAMED)
@@ -359,6 +497,7 @@ def body(job):
     np.cumsum(lengths, out=offsets[1:])
     longest = int(np.argmax(lengths))
     resp = np.array(rlen, dtype=np.int64)
+    pgroup, plens, pgroups = shared_prefixes(ids_all, plen, system)
     stats = {
         "examples": n,
         "tokens": int(offsets[-1]),
@@ -366,6 +505,9 @@ def body(job):
                     "response_len": int(rlen[longest]), "prompt_len": int(plen[longest])},
         "response_span": {"min": int(resp.min()), "median": float(np.median(resp)), "max": int(resp.max())},
         "prompt": {"min": int(min(plen)), "max": int(max(plen))},
+        "shared_prefix_tokens": max([g["tokens"] for g in pgroups] or [0]),
+        "shared_prefix_share": round(sum(plens) / float(max(1, sum(plen))), 6),
+        "shared_prefix": {"groups": pgroups, "plain": sum(1 for g in pgroup if g < 0)},
         "max_seq_length": max_len, "num_ctx": num_ctx, "num_ctx_margin": margin,
         "tokenizer": tok.kind, "vocab_size": tok.vocab,
         "corpus_keys": keys,
@@ -375,7 +517,8 @@ def body(job):
     tmp = "%s.tmp-%d.npz" % (tok_path[:-4], os.getpid())
     np.savez(tmp, input_ids=np.concatenate(ids_all), offsets=offsets,
              prompt_len=np.asarray(plen, dtype=np.int32), response_len=np.asarray(rlen, dtype=np.int32),
-             keys=np.asarray(keys, dtype=str))
+             keys=np.asarray(keys, dtype=str), prefix_group=np.asarray(pgroup, dtype=np.int32),
+             prefix_len=np.asarray(plens, dtype=np.int32))
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, tok_path)

@@ -37,7 +37,10 @@ COMPLETE, last.
 Events: started; loop_started {step} just before the first optimizer step of
 this process (the daemon treats a death before it as a launch failure and
 after it as a mid-run death to resume); per optimizer step, metrics loss,
-lr, grad_norm and peak_mb, and progress {step, total}; checkpoint {step,
+lr, grad_norm, peak_mb, step_cpu_s and step_wall_s (the process's CPU
+seconds and the wall seconds of the step's forwards and backwards) and, with shared prefixes, prefix_speedup (the
+step's predicted speed-up from its token counts); shared_prefix {on, why,
+predicted_ratio, predicted_speedup} before the loop; and progress {step, total}; checkpoint {step,
 path}; at the end memory {peak_mb, pre_step_mb} (the run's real peak, for
 the probe calibration), artifact adapter, done.  An out-of-memory is an oom
 event {phase, mb, capacity_mb} and exit status 3.
@@ -61,6 +64,9 @@ Config keys (CONFIG.json):
   save_steps      25
   lora_r          112; lora_alpha: lora_r; lora_dropout: 0; use_rslora: false
   threads         torch CPU threads (default 1; part of the determinism)
+  shared_prefix   hf only: auto | yes | no (auto): train a step's shared
+                  prompt prefix once (jobs/engines/prefix.py); not part of
+                  the configuration digest, so a run resumes across it
   gpu_capacity_mb tiny only: the GPU-memory stand-in's card size (0: none)
   oom_at_step     tiny only, test-only: fail like a CUDA OOM at this step
   test_stall_at_step  test-only: after this step's events, sleep forever
@@ -187,6 +193,7 @@ def body(job):
     pljob.seed_everything(seed)
     eng = engines.get(engine_name)(cfg, ev)
     eng.load()
+    shared = shared_prefix_setup(eng, examples, plan, ev)
     params = eng.parameters()
     opt = eng.make_optimizer()
     start = 0
@@ -207,11 +214,17 @@ def body(job):
         for g in opt.param_groups:
             g["lr"] = lr
         total_loss = 0.0
+        t0, w0 = time.process_time(), time.monotonic()
         with eng.train_context():
-            for i in idx:
-                loss = eng.loss(examples[i]) / len(idx)
-                eng.backward(loss)
-                total_loss += float(loss.detach())
+            got = eng.accumulate([examples[i] for i in idx], len(idx)) if shared else None
+            if got is not None:
+                total_loss = sum(float(x) / len(idx) for x in got)
+            else:
+                for i in idx:
+                    loss = eng.loss(examples[i]) / len(idx)
+                    eng.backward(loss)
+                    total_loss += float(loss.detach())
+        cpu_s, wall_s = time.process_time() - t0, time.monotonic() - w0
         if max_grad_norm > 0:
             gn = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
         else:
@@ -227,6 +240,10 @@ def body(job):
         ev.metric("lr", s, lr)
         ev.metric("grad_norm", s, gn)
         ev.metric("peak_mb", s, peak)
+        ev.metric("step_cpu_s", s, cpu_s)
+        ev.metric("step_wall_s", s, wall_s)
+        if shared:
+            ev.metric("prefix_speedup", s, shared[s])
         ev.progress(s, plan.total, epoch=epoch)
         if save_steps and s % save_steps == 0 and s < plan.total:
             path = save(root, s, eng, opt, sched, plan, digest, digest_keys, losses)
@@ -252,6 +269,38 @@ def body(job):
     # The mean over every step of every segment (G30: not only this
     # process's), from the losses carried in the checkpoints.
     ev.done(steps=plan.total, train_loss=sum(losses.values()) / max(1, len(losses)))
+
+
+def shared_prefix_setup(eng, examples, plan, ev):
+    """{step: predicted speed-up} when the engine trains shared prefixes
+    once per step (engine hf, key shared_prefix), else None.  The speed-up
+    is the step's tokens as the plain loop runs them over the tokens run
+    with the prefixes shared: a prediction from token counts (attention's
+    quadratic part and the per-call overheads aside), printed and sent as
+    the metric prefix_speedup of each step."""
+    from engines import prefix
+    if not hasattr(eng, "shared_setup"):
+        return None
+    on, why = eng.shared_setup(examples)
+    if not on:
+        print("train: shared prefix: off: %s" % why, file=sys.stderr)
+        ev.emit("shared_prefix", on=False, why=why)
+        return None
+    out = {}
+    plain = run = 0
+    for s in range(1, plan.total + 1):
+        _, idx = plan.batch(s)
+        p, r = prefix.step_tokens([examples[i] for i in idx])
+        out[s] = p / float(max(1, r))
+        plain += p
+        run += r
+    ratio = run / float(max(1, plain))
+    msg = ("train: shared prefix: on: %s; per step the run forwards %.3fx of the plain loop's tokens "
+           "(predicted speed-up %.2fx)" % (why, ratio, 1.0 / max(ratio, 1e-9)))
+    print(msg, file=sys.stderr)
+    ev.emit("shared_prefix", on=True, why=why, predicted_ratio=round(ratio, 4),
+            predicted_speedup=round(1.0 / max(ratio, 1e-9), 3))
+    return out
 
 
 def save(root, step, eng, opt, sched, plan, digest, digest_keys, losses):

@@ -326,6 +326,20 @@ corpus_prompt(const char *path, const char *key, char *err, size_t errlen)
  * first user turn counts more tokens: the skew that took a release from
  * 19/20 to 7/20. The model is unloaded again afterwards.
  */
+/* tokens = no (or off, false, 0) would be read as a path named "no": the
+ * word that skips the served template's check is none. */
+static int
+register_check(pl_job *job)
+{
+	static const char *const words[] = { "no", "off", "false", "0", "skip", NULL };
+	const char *tv = host->get(job, "tokens");
+	for (int i = 0; tv != NULL && words[i]; i++)
+		if (strcmp(tv, words[i]) == 0)
+			host->check_error(job, "tokens", "\"%s\" would be read as a path; to skip "
+			    "the served template's check write tokens = none", tv);
+	return PL_OK;
+}
+
 /* The tokens and corpus of the template check, resolved before anything is
  * uploaded; *tpath NULL with tokens = none. */
 static int
@@ -738,7 +752,7 @@ static const struct pl_stage register_stage = {
 	.name = "register",
 	.summary = "create the Ollama tag from the GGUF and prove what it serves",
 	.keys = register_keys,
-	.check = NULL,
+	.check = register_check,
 	.run = register_run,
 };
 

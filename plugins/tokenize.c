@@ -137,6 +137,12 @@ store_stats(pl_job *job, const char *path)
 	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "examples");
 	if (cJSON_IsNumber(ex))
 		host->metric(job, "examples", 0, ex->valuedouble);
+	const cJSON *sp = cJSON_GetObjectItemCaseSensitive(st, "shared_prefix_tokens");
+	if (cJSON_IsNumber(sp))
+		host->metric(job, "shared_prefix_tokens", 0, sp->valuedouble);
+	sp = cJSON_GetObjectItemCaseSensitive(st, "shared_prefix_share");
+	if (cJSON_IsNumber(sp))
+		host->metric(job, "shared_prefix_share", 0, sp->valuedouble);
 	char *summary = cJSON_PrintUnformatted(st);
 	cJSON_Delete(st);
 	int rc = host->value_set(job, "stats", summary);

@@ -447,6 +447,15 @@ train_event(void *arg, const char *type, const char *line)
 		double step = pyjob_event_num(line, "step", -1);
 		if (step >= 0)
 			host->metric(t->job, "resumed", (int64_t)step, step);
+	} else if (strcmp(type, "shared_prefix") == 0) {
+		char why[256] = "?";
+		pyjob_event_str(line, "why", why, sizeof(why));
+		if (strstr(line, "\"on\":true") != NULL)
+			host->log(t->job, PL_LOG_INFO, "train: shared prefix on: %s; predicted "
+			    "speed-up %.2fx (the step's tokens, plain over shared)", why,
+			    pyjob_event_num(line, "predicted_speedup", 0));
+		else
+			host->log(t->job, PL_LOG_INFO, "train: shared prefix off: %s", why);
 	} else if (strcmp(type, "oom") == 0) {
 		char phase[32] = "?";
 		pyjob_event_str(line, "phase", phase, sizeof(phase));

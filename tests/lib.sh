@@ -32,6 +32,10 @@ pl_conf() {
 		# PL_PYTHON=$(tests/tools/pyenv.sh --python); others keep the
 		# built-in default, Debian's python3 (numpy, torch 1.13).
 		[ -n "${PL_PYTHON:-}" ] && echo "python = $PL_PYTHON"
+		# PL_STAGE_PROCESS=all runs every stage of every run in a stage
+		# process (pipelined.conf(5) stage_process), to run the suite
+		# through them.
+		[ -n "${PL_STAGE_PROCESS:-}" ] && echo "stage_process = $PL_STAGE_PROCESS"
 		for l in "$@"; do echo "$l"; done
 		echo "[resources]"
 		echo "${PL_RESOURCES:-gpu = 1}"

@@ -23,7 +23,13 @@ function svg(tag, attrs, text) {
   if (text !== undefined) e.textContent = String(text);
   return e;
 }
-function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : ""; }
+// Local time in ISO 8601 order, as pipelinectl prints it: 2026-12-03 20:16:46.
+function fmtTime(t) {
+  if (!t) return "";
+  const d = new Date(t * 1000), p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
 function fmtSecs(s) {
   if (s === null || s === undefined || !isFinite(s) || s < 0) return "";
   s = Math.round(s);
@@ -31,11 +37,12 @@ function fmtSecs(s) {
   if (s >= 60) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
   return s + "s";
 }
+// Binary units, one word, as pipelinectl artifacts: 5B, 4.0KiB, 12MiB.
 function fmtSize(n) {
-  if (n >= 1 << 30) return (n / (1 << 30)).toFixed(2) + " GiB";
-  if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MiB";
-  if (n >= 1 << 10) return (n / 1024).toFixed(1) + " KiB";
-  return n + " B";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return i === 0 ? Math.round(n) + u[0] : n.toFixed(n < 10 ? 1 : 0) + u[i];
 }
 function pct(x) { return x === undefined || x === null ? "" : (x * 100).toFixed(1) + "%"; }
 function stateBadge(s) { return el("span", s, "state " + s); }
@@ -48,9 +55,45 @@ function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
 
 // ---- the runs --------------------------------------------------------------
 
+// The index is live: every run's events, from the newest the table was
+// built from, redraw it (at most twice a second).
+let runsEs = null;
+let runsPending = false;
+function liveIndex(since) {
+  if (runsEs) return;
+  runsEs = new EventSource("/api/events?since=" + since);
+  runsEs.onmessage = (ev) => {
+    const id = Number(ev.lastEventId);
+    if (id && id <= stats.lastId) { stats.duplicates++; return; }
+    if (id) stats.lastId = id;
+    stats.events++;
+    if (runsPending) return;
+    runsPending = true;
+    setTimeout(() => { runsPending = false; if (runsEs) drawRuns().catch(() => {}); }, 500);
+  };
+  runsEs.onopen = liveOn;
+  runsEs.onerror = liveOff;
+}
+function stopIndex() { if (runsEs) { runsEs.close(); runsEs = null; } }
+// An open of a stream; a second open of the same one is a reconnect.
+function liveOn(ev) {
+  stats.opens++;
+  if (ev.target.plOpened) stats.reconnects++;
+  ev.target.plOpened = true;
+  $("live").textContent = "live";
+  $("live").className = "live on";
+}
+function liveOff() { $("live").textContent = "reconnecting"; $("live").className = "live off"; }
+
 async function showRuns() {
   $("run-view").hidden = true;
   $("runs-view").hidden = false;
+  const d = await drawRuns();
+  if (!runsEs) stats.lastId = d.last_event;
+  liveIndex(d.last_event);
+}
+
+async function drawRuns() {
   const d = await getJSON("/api/runs");
   const tb = $("runs").tBodies[0];
   clear(tb);
@@ -72,6 +115,7 @@ async function showRuns() {
     tr.appendChild(el("td", v && v.verdict ? v.verdict + (v.reason ? ": " + v.reason : "") : ""));
     tb.appendChild(tr);
   }
+  return d;
 }
 
 // ---- one run ---------------------------------------------------------------
@@ -154,7 +198,7 @@ function drawDag() {
     }
     const t = svg("title", {}, j.message || "");
     box.appendChild(t);
-    box.addEventListener("click", () => { $("log-job").value = n; followLog(true); });
+    box.addEventListener("click", () => { $("log-job").value = n; cur.logChosen = true; followLog(true); });
     g.appendChild(box);
   }
 }
@@ -318,6 +362,11 @@ function onEvent(ev) {
       j.state = e.state; j.message = e.message || "";
       if (e.attempt) j.attempts = e.attempt;
     }
+    // A job that fails opens its log, unless the reader chose one.
+    if (j && e.state === "failed" && !cur.logChosen && $("log-job").value !== e.job) {
+      $("log-job").value = e.job;
+      followLog(true);
+    }
     drawDag();
     break;
   case "job.progress":
@@ -454,6 +503,10 @@ async function showRun(name) {
   const lj = $("log-job");
   clear(lj);
   for (const n of cur.jobs.keys()) lj.add(new Option(n, n));
+  // The log that says most: the first failed job's, else a running one's.
+  const pick = (st) => [...cur.jobs].find(([, j]) => j.state === st);
+  const shown = pick("failed") || pick("running") || pick("retrying");
+  if (shown) lj.value = shown[0];
   followLog(true);
   // Live from the snapshot on: the stream starts after the newest event
   // the page was built from.
@@ -461,20 +514,20 @@ async function showRun(name) {
   es = new EventSource("/api/events?run=" + encodeURIComponent(name) + "&since=" + d.last_event);
   es.onmessage = onEvent;
   es.addEventListener("feed", () => { /* dropped: the browser reconnects with its last id */ });
-  es.onopen = () => { stats.opens++; if (stats.opens > 1) stats.reconnects++; $("live").textContent = "live"; $("live").className = "live on"; };
-  es.onerror = () => { $("live").textContent = "reconnecting"; $("live").className = "live off"; };
+  es.onopen = liveOn;
+  es.onerror = liveOff;
 }
 
 function route() {
   const m = location.hash.match(/^#run=(.+)$/);
-  if (m) showRun(decodeURIComponent(m[1])).catch((e) => { $("run-msg").textContent = String(e); });
+  if (m) { stopIndex(); showRun(decodeURIComponent(m[1])).catch((e) => { $("run-msg").textContent = String(e); }); }
   else { if (es) { es.close(); es = null; } cur = null; showRuns().catch(() => {}); }
 }
 
 window.addEventListener("hashchange", route);
 document.addEventListener("DOMContentLoaded", () => {
   $("vs").addEventListener("change", pickVs);
-  $("log-job").addEventListener("change", () => followLog(true));
+  $("log-job").addEventListener("change", () => { if (cur) cur.logChosen = true; followLog(true); });
   logTimer = setInterval(() => followLog(false), 2000);
   route();
 });

@@ -10,7 +10,9 @@
  *
  * Threading: a stage's check hook runs on the daemon's loop thread and must
  * not block. Its run hook runs on a job thread of its own and may block
- * (spawn and wait, HTTP, hashing, quantizing). Every host function below is
+ * (spawn and wait, HTTP, hashing, quantizing); for a run of another user
+ * than the daemon's it runs in a stage process of its own as that user
+ * (pipeline-stage, with the same table: see PL_STAGE_SPAWN_ONLY). Every host function below is
  * safe to call from a job thread. Strings returned by the host stay valid
  * until the run (or check) hook returns unless stated otherwise.
  *
@@ -125,6 +127,12 @@ typedef struct pl_job pl_job;
                                   restart: its work is in spawned children that
                                   host->spawn() re-adopts by name, and its own
                                   progress lives in job values */
+#define PL_STAGE_SPAWN_ONLY 0x2 /* the run hook opens no path of the spec
+                                  itself: all its work is done by the programs
+                                  it spawns, which run as the run's owner, so
+                                  the daemon may run it in its own process for
+                                  any owner (without: a stage of another user's
+                                  run runs in a stage process as that user) */
 struct pl_stage {
 	uint32_t abi;          /* PL_ABI_VERSION */
 	uint32_t size;         /* sizeof(struct pl_stage) */

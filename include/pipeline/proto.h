@@ -23,6 +23,10 @@
 
 #define PL_PROTO_VERSION   1
 #define PL_PROTO_MAX_LINE  (4 * 1024 * 1024)
+/* The longest line a client reads from either socket: pipelinectl stops
+ * with an error at a line this long without its newline, so a socket
+ * that is not pipelined's costs it bounded memory. */
+#define PL_PROTO_MAX_REPLY (32 * 1024 * 1024)
 
 #include <string.h>
 

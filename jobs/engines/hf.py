@@ -10,12 +10,17 @@ transformers + peft + bitsandbytes QLoRA:
     down_proj, r 112, alpha = r, dropout 0 (G17: any dropout above 0 costs a
     saved mask per call), no rsLoRA, bias none;
   * lm_head cast from fp32 to bf16 after get_peft_model (2.68 GB -> half;
-    pre-training memory 4502 -> 3221 MB on the reference card);
+    pre-training memory 4502 -> 3221 MB on the reference card); not when
+    the head is tied to the input embeddings and the model computes in
+    another dtype than bf16 without 4-bit (Gemma 3 270M in fp32), where
+    the cast would feed bf16 embeddings to fp32 layers;
   * Gemma3MLP.forward patched to run over 2048-token slices of the sequence
     (G14: gate_proj(x) and up_proj(x) over the whole sequence was the OOM);
   * torch.autograd.graph.save_on_cpu(pin_memory=True) around forward and
     backward (checkpoint-boundary tensors of every layer off the GPU);
-  * logits only for the response span: logits_to_keep = response_len + 1;
+  * logits only for the response span: logits_to_keep = response_len + 1
+    (checked: a model that returns more positions fails the step, as the
+    262144-entry vocabulary makes whole-sequence logits the peak);
   * token_type_ids all zeros (G12: Gemma 3 requires them in training);
   * paged_adamw_8bit (bitsandbytes PagedAdamW8bit), weight decay 0.01; the
     linear schedule with warmup and the seed are train.py's.
@@ -43,7 +48,8 @@ Every recipe value is a config key with the recipe's default:
   learning_rate 0.0002, weight_decay 0.01, adam_beta1 0.9, adam_beta2 0.999,
   adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
   setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
-  device cuda (or cpu), threads 1 (CPU threads).
+  device cuda (or cpu), threads 1 (CPU threads), shared_prefix auto (or
+  yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py).
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),
@@ -63,6 +69,7 @@ if _JOBS not in sys.path:
     sys.path.append(_JOBS)
 
 import pljob  # noqa: E402
+from engines import prefix  # noqa: E402
 
 REQUIRED = ("torch", "transformers", "peft", "bitsandbytes", "accelerate")
 MB = 1024.0 * 1024.0
@@ -120,6 +127,8 @@ class HfEngine:
         self.device = cfg.int("cuda_device", 0, min=0)
         self.cpu = cfg.choice("device", ("cuda", "cpu"), "cuda") == "cpu"
         self.threads = cfg.int("threads", 1, min=1)
+        self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES, "auto")
+        self.shared = None
         if cfg.bool("expandable_segments", False):
             # Read by the CUDA caching allocator at its first use.
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
@@ -197,7 +206,15 @@ class HfEngine:
             model = peft.get_peft_model(model, lcfg)
             if self.lm_head_bf16:
                 head = model.get_output_embeddings()
-                if head is not None:
+                emb = model.get_input_embeddings()
+                tied = head is not None and emb is not None and head.weight is emb.weight
+                if tied and not self.load_in_4bit and dt != torch.bfloat16:
+                    # Tied (Gemma 3's 262144 x hidden table is both): the
+                    # cast would make the embeddings' output bf16 too, into
+                    # layers that compute in another dtype.
+                    print("hf: lm_head_bf16 not applied: lm_head is tied to the input embeddings "
+                          "and the model computes in %s" % self.compute_dtype, file=sys.stderr)
+                elif head is not None:
                     head.to(torch.bfloat16)
         if self.mlp_chunk:
             _patch_mlp(self.mlp_chunk)
@@ -241,8 +258,42 @@ class HfEngine:
         with self._oom("forward"):
             out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **kw)
             logits = out.logits
+            if self.logits_response_only and logits.shape[1] != n + 1:
+                # At Gemma 3's 262144 entries the whole sequence's logits
+                # are T MB a position in float32: never for the prompt.
+                raise RuntimeError("hf: the model returned logits for %d positions, not the %d of "
+                                   "logits_to_keep" % (logits.shape[1], n + 1))
             pred = logits[0, -(n + 1):-1, :].float()
             return F.cross_entropy(pred, ids[0, T - n:])
+
+    def shared_setup(self, examples):
+        """(on, why): whether accumulate() trains shared prefixes once per
+        step (prefix.decide); call after load()."""
+        on, why = prefix.decide(self.shared_prefix, examples, self.dropout, self.model, self.attn)
+        self.shared = prefix.Shared(self) if on else None
+        return on, why
+
+    def accumulate(self, exs, div):
+        """One step's forward and backward over exs, the gradients of
+        sum(loss) / div: with shared prefixes when shared_setup() turned
+        them on.  The per-example losses, or None when the plain loop
+        should run."""
+        if self.shared is None:
+            return None
+        return self.shared.accumulate(exs, div)
+
+    def probe_step(self, ex):
+        """The probe's forward and backward of ex as train runs it: with
+        its shared prefix when shared_setup() turned them on and ex has
+        one (the prefix's kept state and keys/values plus one suffix, the
+        peak of a shared-prefix step), else the plain way.  (loss,
+        prefix tokens)."""
+        P = ex.get("prefix_len", 0) if ex.get("prefix_group", -1) >= 0 else 0
+        if self.shared is None or P <= 0:
+            loss = self.loss(ex)
+            self.backward(loss)
+            return float(loss.detach()), 0
+        return self.shared.group(P, [ex], 1)[0], P
 
     def backward(self, loss):
         with self._oom("backward"):

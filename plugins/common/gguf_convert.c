@@ -14,7 +14,9 @@
  *     AutoConfig, so it sees those defaults);
  *   - the SentencePiece vocabulary padded with [PAD<id>] to vocab_size,
  *     token types and scores, added tokens, special ids, add_bos/add_eos,
- *     add_space_prefix = false and the chat template.
+ *     add_sep (tokenizer_config.json's, else read from tokenizer.json's
+ *     post-processor as the reference does), add_space_prefix = false and
+ *     the chat template.
  *
  * Two places deliberately do more than the reference, because what it
  * would write loads but is wrong for Gemma: special ids it cannot resolve
@@ -415,6 +417,109 @@ is_int(cJSON *j)
 {
 	return cJSON_IsNumber(j) && j->valuedouble == floor(j->valuedouble) &&
 	    fabs(j->valuedouble) < 2147483648.0;
+}
+
+/* The id of a post-processor template entry's special token, or NULL. */
+static const char *
+tmpl_special(cJSON *entry)
+{
+	cJSON *st = cJSON_GetObjectItemCaseSensitive(entry, "SpecialToken");
+	cJSON *id = st ? cJSON_GetObjectItemCaseSensitive(st, "id") : NULL;
+	return cJSON_IsString(id) ? id->valuestring : NULL;
+}
+
+static int
+str_in(const char *s, const char *a, const char *b)
+{
+	return s && ((a && !strcmp(s, a)) || (b && !strcmp(s, b)));
+}
+
+/* Whether tokenizer.json's post-processor puts a separator between the two
+ * sequences of a pair: 1 or 0, -1 when it does not say (no tokenizer.json,
+ * no template with a middle part). The reference's reading (gguf-py's
+ * SpecialVocab): RobertaProcessing adds one; a TemplateProcessing pair
+ * "A [x] [y] B", less the single template's leading and trailing special
+ * tokens, adds one when x (with no trailing special token in the single
+ * template) or y is the tokenizer_config's sep or eos token. Only plain
+ * string tokens of tokenizer_config.json count, as there. */
+static int
+template_add_sep(struct conv *c)
+{
+	cJSON *pp = c->tok_json ? cJSON_GetObjectItemCaseSensitive(c->tok_json, "post_processor") : NULL;
+	if (!cJSON_IsObject(pp))
+		return -1;
+	const char *bos = NULL, *cls = NULL, *eos = NULL, *sep = NULL;
+	cJSON *tc = c->tok_config;
+	const char *names[4] = { "bos_token", "cls_token", "eos_token", "sep_token" };
+	const char **dst[4] = { &bos, &cls, &eos, &sep };
+	for (int i = 0; i < 4 && tc; i++) {
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(tc, names[i]);
+		if (cJSON_IsString(v) && *v->valuestring)
+			*dst[i] = v->valuestring;
+	}
+	if (!bos && cls && tc)
+		bos = cls;
+	if (!eos && sep && tc)
+		eos = sep;
+	cJSON *procs = cJSON_GetObjectItemCaseSensitive(pp, "processors");
+	int n = cJSON_IsArray(procs) ? cJSON_GetArraySize(procs) : 1;
+	int add = -1;
+	for (int p = 0; p < n; p++) {
+		cJSON *pr = cJSON_IsArray(procs) ? cJSON_GetArrayItem(procs, p) : pp;
+		cJSON *ty = cJSON_GetObjectItemCaseSensitive(pr, "type");
+		if (!cJSON_IsString(ty))
+			continue;
+		if (!strcmp(ty->valuestring, "RobertaProcessing")) {
+			add = 1;
+			continue;
+		}
+		if (strcmp(ty->valuestring, "TemplateProcessing"))
+			continue;
+		cJSON *single = cJSON_GetObjectItemCaseSensitive(pr, "single");
+		cJSON *pair = cJSON_GetObjectItemCaseSensitive(pr, "pair");
+		int ns = cJSON_IsArray(single) ? cJSON_GetArraySize(single) : 0;
+		int np = cJSON_IsArray(pair) ? cJSON_GetArraySize(pair) : 0;
+		const char *first = NULL, *last = NULL;
+		if (ns > 1) {
+			first = tmpl_special(cJSON_GetArrayItem(single, 0));
+			if (first && !tc)
+				bos = first;
+			else if (first && !str_in(first, bos, cls)) {
+				if (!bos)
+					bos = first;
+				if (!cls)
+					cls = first;
+			}
+			last = tmpl_special(cJSON_GetArrayItem(single, ns - 1));
+			if (last)
+				eos = last;
+		}
+		if (np == 0)
+			continue;
+		int lo = 0, hi = np;
+		const char *p0 = tmpl_special(cJSON_GetArrayItem(pair, 0));
+		const char *pn = tmpl_special(cJSON_GetArrayItem(pair, np - 1));
+		if (first && p0 && !strcmp(p0, first))
+			lo = 1;
+		if (last && pn && !strcmp(pn, last))
+			hi = np - 1;
+		if (hi - lo < 3)
+			continue;	/* no middle part: "A B" or less */
+		cJSON *sa = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pair, lo), "Sequence");
+		cJSON *sb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pair, hi - 1), "Sequence");
+		cJSON *ia = sa ? cJSON_GetObjectItemCaseSensitive(sa, "id") : NULL;
+		cJSON *ib = sb ? cJSON_GetObjectItemCaseSensitive(sb, "id") : NULL;
+		if (!cJSON_IsString(ia) || strcmp(ia->valuestring, "A") ||
+		    !cJSON_IsString(ib) || strcmp(ib->valuestring, "B"))
+			continue;
+		const char *m0 = tmpl_special(cJSON_GetArrayItem(pair, lo + 1));
+		add = 0;
+		if (str_in(m0, sep, eos) && !last)
+			add = 1;
+		if (hi - lo == 4 && str_in(tmpl_special(cJSON_GetArrayItem(pair, lo + 2)), sep, eos))
+			add = 1;
+	}
+	return add;
 }
 
 static void
@@ -1241,17 +1346,22 @@ add_tokenizer_kvs(struct conv *c, struct gguf_writer *w, struct gguf_cstats *st)
 		}
 	}
 	/* add_bos/add_eos (and add_sep) from tokenizer_config.json; Gemma's
-	 * tokenizer adds BOS and not EOS when the file does not say. */
+	 * tokenizer adds BOS and not EOS when the file does not say; add_sep
+	 * otherwise from tokenizer.json's post-processor, as the reference
+	 * does (Gemma 3's pair template gives false). */
 	static const char *const adds[] = { "bos", "eos", "sep" };
 	for (int i = 0; i < 3; i++) {
 		char k[64], key[64];
 		snprintf(k, sizeof(k), "add_%s_token", adds[i]);
 		snprintf(key, sizeof(key), "tokenizer.ggml.add_%s_token", adds[i]);
 		cJSON *v = c->tok_config ? cJSON_GetObjectItemCaseSensitive(c->tok_config, k) : NULL;
+		int sep;
 		if (cJSON_IsBool(v))
 			rc |= gguf_set_bool(w, key, cJSON_IsTrue(v));
 		else if (i < 2)
 			rc |= gguf_set_bool(w, key, i == 0);
+		else if ((sep = template_add_sep(c)) >= 0)
+			rc |= gguf_set_bool(w, key, sep);
 	}
 
 	/* The chat template: tokenizer_config.json's, else chat_template.jinja,

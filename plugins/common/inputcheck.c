@@ -91,11 +91,16 @@ plc_check_corpus(const struct pl_host *host, pl_job *job, const char *key, int n
 			continue;
 		cJSON *o = cJSON_Parse(line);
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "messages");
+		/* The shape a line must have goes with each error about it. */
+		static const char shape[] = "; a line is one JSON object: {\"key\": \"ex1\", "
+		    "\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, "
+		    "{\"role\": \"assistant\", \"content\": \"...\"}]} (a system message "
+		    "may come first)";
 		if (!cJSON_IsObject(o))
-			host->check_error(job, key, "%s:%d: not a JSON object", path, lineno);
+			host->check_error(job, key, "%s:%d: not a JSON object%s", path, lineno, shape);
 		else if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) < 2)
 			host->check_error(job, key, "%s:%d: \"messages\" must list at least a "
-			    "prompt and a response", path, lineno);
+			    "prompt and a response%s", path, lineno, shape);
 		cJSON_Delete(o);
 	}
 }

@@ -76,6 +76,8 @@
 	  "hf: cuda, or cpu (the same recipe on the CPU, deterministic)" },    \
 	{ "expandable_segments", PL_KEY_BOOL, "no", 0, NULL,                   \
 	  "hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" },            \
+	{ "shared_prefix", PL_KEY_STRING, "auto", 0, NULL,                     \
+	  "hf: train a step's shared prompt prefix once: auto, yes or no" },   \
 	{ "oom_at_step", PL_KEY_INT, "0", PL_KEY_HIDDEN, NULL,                 \
 	  "test only: the tiny engine fails like a CUDA OOM at this step" },   \
 	{ "python", PL_KEY_STRING, NULL, 0, NULL,                              \
@@ -91,6 +93,10 @@ trainkeys_check(const struct pl_host *h, pl_job *job)
 
 	if (d != NULL && strcmp(d, "cuda") != 0 && strcmp(d, "cpu") != 0)
 		h->check_error(job, "device", "\"%s\" is not cuda or cpu", d);
+	d = h->get(job, "shared_prefix");
+	if (d != NULL && strcmp(d, "auto") != 0 && strcmp(d, "yes") != 0 &&
+	    strcmp(d, "no") != 0)
+		h->check_error(job, "shared_prefix", "\"%s\" is not auto, yes or no", d);
 	if (h->get_int(job, "lora_r", 112) < 1)
 		h->check_error(job, "lora_r", "must be at least 1");
 	if (h->get_int(job, "threads", 1) < 1)

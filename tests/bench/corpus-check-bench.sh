@@ -11,9 +11,11 @@
 # tokenize on the whole corpus would take hours on 2 cores). Asserts
 # nothing but that the stage succeeds.
 #
-# Measured on the shared 2-core machine at a load of 9 to 12: 100,000
-# examples (1,171 MiB): 64.7 s wall, peak RSS 100 MiB; on a 300-example
-# slice (1.75M tokens) corpus_check took 6.8% of tokenize's time. Every
+# Measured on the quiet 2-core machine (load 0.04 at the start): 100,000
+# examples (1,171 MiB): 8.53 s wall, peak RSS 100 MiB (137 MiB/s); on a
+# 300-example slice (1.75M tokens) corpus_check took 0.05 s against
+# tokenize's 1.09 s, 4.59%. (At a load of 9 to 12, with other work on the
+# machine: 64.7 s, 100 MiB, 6.8%.) Every
 # check was on: the templated requests make nearly every example a near
 # duplicate of others, the search's worst case (bounded by its 32
 # candidates per band).

@@ -17,7 +17,10 @@
 #
 # Environment: BENCH_TMP (default: a fresh directory under /tmp, removed
 # after), FILLER (words of system prompt per example, default 150),
-# SAVE_STEPS (default 5).
+# SAVE_STEPS (default 5), BENCH_BASE (tiny, the default: the fixture in
+# nf4 with the 8-bit AdamW; real: Gemma 3 270M from tests/tools/realbase.sh
+# in float32 with AdamW, as the router demo trains it; a directory: that
+# checkpoint with the real base's settings).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
@@ -25,15 +28,25 @@ STEPS=${1:-12}
 T=${BENCH_TMP:-$(mktemp -d /tmp/hfbench.XXXXXX)}
 [ -n "${BENCH_TMP:-}" ] || trap 'rm -rf "$T"' EXIT
 cd "$T"
-/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
+if [ "${BENCH_BASE:-tiny}" != tiny ]; then
+	# The real base (Gemma 3 270M), as the router demo trains it: float32,
+	# unquantized, LoRA r16 on the seven projections, AdamW.
+	base=$BENCH_BASE
+	[ "$base" != real ] || base=$("$TOP/tests/tools/realbase.sh" --path)
+	extra='"load_in_4bit": false, "bnb_4bit_compute_dtype": "float32", "optim": "adamw_torch", "learning_rate": 0.0005'
+else
+	/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
+	base=$T/base
+	extra='"optim": "paged_adamw_8bit", "learning_rate": 0.0002'
+fi
 /usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 16 --filler "${FILLER:-150}" >/dev/null
-"$TOP/daemon/pipelinectl" stage tokenize -w tok base="$T/base" corpus="$T/corpus.jsonl" >tok.out 2>&1 ||
+"$TOP/daemon/pipelinectl" stage tokenize -w tok base="$base" corpus="$T/corpus.jsonl" >tok.out 2>&1 ||
     { cat tok.out; exit 1; }
 cat >cfg.json <<JSON
-{"engine": "hf", "device": "cpu", "base": "$T/base", "tokens": "$T/tok/tokens.npz",
+{"engine": "hf", "device": "cpu", "base": "$base", "tokens": "$T/tok/tokens.npz",
  "output_dir": "$T/out", "max_steps": $STEPS, "save_steps": ${SAVE_STEPS:-5},
- "gradient_accumulation_steps": 2, "warmup_steps": 2, "learning_rate": 0.0002, "seed": 3407,
- "lora_r": 16, "lora_alpha": 16, "optim": "paged_adamw_8bit", "threads": 1}
+ "gradient_accumulation_steps": 2, "warmup_steps": 2, "seed": 3407,
+ "lora_r": 16, "lora_alpha": 16, "threads": 1, $extra}
 JSON
 "$PY" - "$TOP" "$T" <<'PY'
 import json, os, statistics, subprocess, sys, time
@@ -79,7 +92,9 @@ def peer(*flags):
     if r.returncode != 0:
         sys.exit("hf_minimal_loop.py failed: %s" % r.stderr[-2000:])
     o = json.loads(r.stdout.strip().splitlines()[-1])
+    peaks.append(o["peak_rss_mb"])
     return o["step_s"][1:], o["cpu_s"][1:]
+peaks = []
 def show(what, v, c):
     print("%-48s wall median %.3f s/step (min %.3f, max %.3f), CPU median %.3f s/step"
           % (what, statistics.median(v), min(v), max(v), statistics.median(c)))
@@ -90,5 +105,9 @@ show("the same, use_deterministic_algorithms:", *det)
 m = statistics.median
 print("ratio ours / minimal: wall %.3f, CPU %.3f (target <= 1.05); ours / minimal deterministic: wall %.3f, CPU %.3f"
       % (m(ours) / m(plain[0]), m(ours_cpu) / m(plain[1]), m(ours) / m(det[0]), m(ours_cpu) / m(det[1])))
+ours_peak = max([json.loads(l).get("peak_mb", 0) for l in open(ev) if '"memory"' in l] or [0])
+print("peak RSS: hf engine %.0f MB (its memory event: the training steps, the peak reset after loading), "
+      "minimal loop %.0f MB, deterministic %.0f MB (whole process, loading included)"
+      % (ours_peak, peaks[0], peaks[1]))
 PY
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -17,7 +17,8 @@ export TEST_TMP=$(mktemp -d /tmp/metricsbench.XXXXXX)
 SCRAPER=
 trap '[ -n "$SCRAPER" ] && kill $SCRAPER 2>/dev/null; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT
 PORT=$(free_port)
-pl_conf "max_jobs = 2" "log_level = warn" "metrics_listen = 127.0.0.1:$PORT"
+export PL_TOKEN=metrics-bench-token-0123
+pl_conf "max_jobs = 2" "log_level = warn" "metrics_listen = 127.0.0.1:$PORT" "http_token = $PL_TOKEN"
 pl_start
 spec() { dag_spec fanout "$1" "sleep 0.1" "$N" >"$TEST_TMP/$1.ini"; }
 now() { date +%s.%N; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """scrape.py URL INTERVAL OUT: GET URL every INTERVAL seconds until SIGTERM,
 then write one latency (seconds) per line to OUT. A failed GET is a line
-"error". For tests/bench/metrics-bench.sh."""
-import signal, sys, time, urllib.request
+"error". The bearer token is $PL_TOKEN. For tests/bench/metrics-bench.sh."""
+import os, signal, sys, time, urllib.request
 
 url, interval, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 lat, stop = [], False
@@ -18,7 +18,8 @@ nxt = time.monotonic()
 while not stop:
     t0 = time.monotonic()
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["PL_TOKEN"]})
+        with urllib.request.urlopen(req, timeout=5) as r:
             r.read()
         lat.append("%.6f" % (time.monotonic() - t0))
     except Exception:

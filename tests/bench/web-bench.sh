@@ -20,12 +20,13 @@ CLIENTS=()
 stop_clients() { for c in "${CLIENTS[@]}"; do kill "$c" 2>/dev/null || true; done; CLIENTS=(); }
 trap 'stop_clients; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT
 PORT=$(free_port)
-pl_conf "max_jobs = 2" "log_level = warn" "http_listen = 127.0.0.1:$PORT"
+TOKEN=web-bench-token-0123456
+pl_conf "max_jobs = 2" "log_level = warn" "http_listen = 127.0.0.1:$PORT" "http_token = $TOKEN"
 pl_start
 spec() { dag_spec fanout "$1" "true" "$N" >"$TEST_TMP/$1.ini"; }
 pages() {	# pages RUN: P event streams on RUN
 	for _ in $(seq "$P"); do
-		curl -sN "http://127.0.0.1:$PORT/api/events?run=$1" >/dev/null 2>&1 &
+		curl -sN -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/api/events?run=$1" >/dev/null 2>&1 &
 		CLIENTS+=($!)
 	done
 	sleep 1

@@ -1,6 +1,7 @@
 # tests/e2e/lib.sh: what the tiny lifecycle (etc/examples/tiny.ini and
-# tiny/v1.ini) needs around a daemon, for tests/integration/7x and
-# `make demo`.  Needs TOP; sourced after tests/lib.sh or on its own.
+# tiny/v1.ini) and the real router's (etc/examples/router/, router_prepare
+# below) need around a daemon, for tests/integration/7x and `make demo`.
+# Needs TOP; sourced after tests/lib.sh or on its own.
 #
 #   e2e_prepare DIR   copies the two specs, their data and etc/Modelfile.tmpl
 #                     (with OLLAMA_TEST_PARAMS, tests/lib.sh) to DIR/spec (so nothing is written into the tree),
@@ -42,3 +43,29 @@ e2e_prepare() {
 }
 
 e2e_stop() { ollama_stop; }
+
+# router_prepare DIR: what the real router's lifecycle (etc/examples/router/:
+# v0.ini, v1.ini, v2.ini) needs, for `DEMO=router make demo` and real-release-bench: the
+# specs and their data copied to DIR/spec/router (nothing is written into
+# the tree) with `base` a link to the real Gemma 3 270M checkpoint
+# (tests/tools/realbase.sh --path, built once into the cache),
+# etc/Modelfile.tmpl (with OLLAMA_TEST_PARAMS) as DIR/Modelfile.tmpl, the
+# REAL Ollama started (ollama_start) and the specs pointed at it.
+# Sets ROUTER_DIR (the specs' directory), ROUTER_BASE, ROUTER_PY (the ML
+# environment's interpreter, tests/tools/pyenv.sh) and OURL.
+router_prepare() {
+	local dir=$1 f
+	ROUTER_PY=$("$TOP/tests/tools/pyenv.sh" --python) || e2e_die "tests/tools/pyenv.sh"
+	ROUTER_BASE=$("$TOP/tests/tools/realbase.sh" --path) || e2e_die "tests/tools/realbase.sh --path"
+	ROUTER_DIR=$dir/spec/router
+	rm -rf "$ROUTER_DIR"
+	mkdir -p "$ROUTER_DIR"
+	for f in "$TOP"/etc/examples/router/*.ini "$TOP"/etc/examples/router/*.jsonl \
+	    "$TOP"/etc/examples/router/*.txt; do
+		cp "$f" "$ROUTER_DIR/"
+	done
+	ln -s "$ROUTER_BASE" "$ROUTER_DIR/base"
+	ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
+	ollama_start
+	sed -i "s#http://127.0.0.1:11434#$OURL#" "$ROUTER_DIR"/*.ini
+}

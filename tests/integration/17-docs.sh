@@ -108,7 +108,8 @@ done
 nspec=$(echo "$spec_keys" | wc -w)
 
 # ---- stages and their keys --------------------------------------------
-stages=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>"$TEST_TMP/list.err" | awk '{ print $1 }')
+# (stage --list: its first line is the header, STAGE SUMMARY)
+stages=$(PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>"$TEST_TMP/list.err" | awk 'NR > 1 { print $1 }')
 # A plugin that is not loaded cannot have its keys checked: say so.
 if grep -q "refused" "$TEST_TMP/list.err"; then
 	cat "$TEST_TMP/list.err"

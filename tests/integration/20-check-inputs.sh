@@ -71,7 +71,7 @@ want "$spec:6: base: $D/nosuch: No such file or directory"
 want "$spec:7: corpus: $D: a directory, not a file"
 want "$spec:11: base: $D/llama/config.json: architecture LlamaForCausalLM is not one convert supports"
 want "$spec:12: corpus: $D/bad.jsonl:2: not a JSON object"
-want "$spec:12: corpus: $D/bad.jsonl:3: \"messages\" must list at least a prompt and a response"
+want "$spec:12: corpus: $D/bad.jsonl:3: \"messages\" must list at least a prompt and a response; a line is one JSON object: {\"key\": \"ex1\", \"messages\": [{\"role\": \"user\""
 want "$spec:16: base: $D/broken/config.json:3: not a JSON object"
 want "$spec:21: base: $D/good.jsonl: not a directory"
 want "$spec:26: adapter: $D/noadapter: No such file or directory"
@@ -81,6 +81,13 @@ want "$spec:33: capabilities: $D/nocaps.txt: No such file or directory"
 want "$spec:38: modelfile: $D/nomodelfile: No such file or directory"
 echo "$out" | grep -q "tok-good\|:43:\|:44:" && fail "the good section was refused"
 [ "$(echo "$out" | wc -l)" -eq 12 ] || fail "expected exactly 12 problems"
+# tokens = no would be read as a path named "no": refused, naming the word
+# that skips register's served-template check.
+printf '[register]\ntag = t:1\nmodelfile = %s/Modelfile\ntokens = no\n' "$D" > "$D/tokno.ini"
+touch "$D/Modelfile"
+out=$(pctl check "$D/tokno.ini" 2>&1) && fail "tokens = no passed check"
+echo "$out" | grep -qF "tokno.ini:4: tokens: \"no\" would be read as a path; to skip the served template's check write tokens = none" ||
+	fail "tokens = no: $out"
 # The daemon's submit says the same, and starts nothing.
 pl_start
 out2=$(pctl submit "$spec" 2>&1) && fail "the daemon accepted bad inputs"

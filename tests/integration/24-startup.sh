@@ -87,7 +87,7 @@ kill "$holder"; wait "$holder" 2>/dev/null
 # and its exit status is the parent's.
 mkdir -p "$TEST_TMP/state/pipelined.db"
 c=$TEST_TMP/good.conf
-conf "$c" "log_file = $TEST_TMP/x.log" "http_listen = 127.0.0.1:$port"
+conf "$c" "log_file = $TEST_TMP/x.log" "http_listen = 127.0.0.1:$port" "http_token = startup-token-0123456"
 out=$("$PIPELINED" -f "$c" 2>&1) && fail "a start whose store cannot open exited 0"
 echo "$out" | grep -qF "pipelined: cannot open the store $TEST_TMP/state/pipelined.db" || fail "start: $out"
 rmdir "$TEST_TMP/state/pipelined.db"
@@ -96,7 +96,7 @@ rmdir "$TEST_TMP/state/pipelined.db"
 # control socket and the page answer at once, with no polling.
 "$PIPELINED" -f "$c" || fail "a good detached start failed"
 "$PIPELINECTL" -s "$TEST_TMP/run/control.sock" status >/dev/null || fail "not serving when the start returned"
-curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" || fail "http not serving when the start returned"
+curl -sf -o /dev/null -H "Authorization: Bearer startup-token-0123456" "http://127.0.0.1:$port/metrics" || fail "http not serving when the start returned"
 first=$(daemon_pid)
 kill -0 "$first" || fail "no daemon at the pid file's pid $first"
 

@@ -36,9 +36,13 @@ echo "$out" | grep -q "bad.conf:3: metrics_listen: .*not a numeric IPv4 or IPv6 
 	fail "-n's message: $out"
 
 MPORT=$(free_port)
-pl_conf "metrics_listen = 127.0.0.1:$MPORT"
+MTOKEN=metrics-token-0123456789
+pl_conf "metrics_listen = 127.0.0.1:$MPORT" "http_token = $MTOKEN"
 pl_start
 M=http://127.0.0.1:$MPORT/metrics
+# /metrics shows every run: the bearer token, on loopback too.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 401 ] || fail "/metrics without the token: not 401"
+curl() { command curl -H "Authorization: Bearer $MTOKEN" "$@"; }
 curl -sf "$M" >"$TEST_TMP/m0.txt" || fail "GET /metrics failed"
 promtool check metrics <"$TEST_TMP/m0.txt" || fail "promtool rejects the exposition"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$M")" = 405 ] || fail "POST was not 405"
@@ -54,6 +58,8 @@ global:
 scrape_configs:
   - job_name: pipelined
     honor_labels: true
+    authorization:
+      credentials: $MTOKEN
     static_configs:
       - targets: ['127.0.0.1:$MPORT']
 EOF

@@ -12,9 +12,12 @@
 #  - the daemon killed -9 while a page follows a run: the page reconnects
 #    and resumes after its last event, without a duplicate;
 #  - every response carries the content security policy; a POST is 405;
+#  - every request needs a credential, on loopback too: without one 401;
+#    a Host: name the listener is not configured for 421 (DNS rebinding);
 #  - off loopback: no start without a token; without the token 401; with a
 #    bearer token, or the cookie of pipelinectl web's one-time link, 200;
-#    the link works once.
+#    the link works once; the cookie is a session id, not the token, and
+#    expires (Max-Age, HttpOnly, SameSite=Strict).
 # Screenshots go to tests/out/web-*.png.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/gpu_stages_lib.sh"
@@ -33,16 +36,32 @@ cp "$TOP/tests/web/page-test.mjs" "$TEST_TMP/web/"
 node_test() { node "$TEST_TMP/web/page-test.mjs" "$@"; }
 
 PORT=$(free_port)
-pl_conf "http_listen = 127.0.0.1:$PORT" "max_jobs = 2"
+export PL_TOKEN=loopback-token-0123456789
+pl_conf "http_listen = 127.0.0.1:$PORT" "max_jobs = 2" "http_token = $PL_TOKEN"
 pl_start
 U=http://127.0.0.1:$PORT
+AUTH="Authorization: Bearer $PL_TOKEN"
 
-# Security headers on every response; nothing but GET.
-for p in / /app.js /api/runs /metrics /nope; do
-	curl -s -D - -o /dev/null "$U$p" | grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" ||
-		fail "$p has no content security policy"
+# A credential on loopback too; only the configured Host: names.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$U/api/runs")" = 401 ] || fail "loopback without a credential: not 401"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" -H "Host: rebound.example:$PORT" "$U/api/runs")" = 421 ] ||
+	fail "a foreign Host: name was answered"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" -H "Host: localhost:$PORT" "$U/api/runs")" = 200 ] ||
+	fail "Host: localhost was not answered"
+# Security headers on every response, ours and the header limits' (414,
+# 431: answered before libmicrohttpd sees the request); nothing but GET.
+long=$(head -c 9000 /dev/zero | tr '\0' a)
+big=$(head -c 20000 /dev/zero | tr '\0' b)
+for p in / /app.js /api/runs /metrics /nope "/$long"; do
+	curl -s -D - -o /dev/null -H "$AUTH" "$U$p" | grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" ||
+		fail "${p:0:20} has no content security policy"
 done
-[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$U/api/runs")" = 405 ] || fail "POST was not 405"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" "$U/$long")" = 414 ] || fail "a 9000-byte URI: not 414"
+h=$(curl -s -D - -o /dev/null -H "$AUTH" -H "X-Big: $big" "$U/api/runs")
+echo "$h" | head -1 | grep -q " 431 " || fail "a 20 kB header: not 431: $(echo "$h" | head -1)"
+echo "$h" | grep -qi "^x-content-type-options: nosniff" || fail "the 431 answer has no nosniff"
+echo "$h" | grep -qi "^content-security-policy: default-src 'none'" || fail "the 431 answer has no CSP"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" -X POST "$U/api/runs")" = 405 ] || fail "POST was not 405"
 
 # Recorded bakes for the gate: 24 cases both corpora lack (the fair
 # slice), the incumbent passing every one, the candidate half: rejected.
@@ -85,7 +104,8 @@ wait_run w1 rejected 60
 printf '[run]\nname = w2\n[a]\nstage = exec\ncommand = sleep 12\n[b]\nstage = exec\nafter = a\ncommand = sleep 4\n' \
     >"$TEST_TMP/specs/w2.ini"
 pctl submit "$TEST_TMP/specs/w2.ini" >/dev/null || fail "submit w2"
-echo "$PIPELINED -d -f $PL_CONF >>$TEST_TMP/pipelined.out 2>&1 &" >"$TEST_TMP/restart.sh"
+# The restart waits for the killed daemon to be gone (its lock goes with it).
+echo "while kill -0 $PL_PID 2>/dev/null; do sleep 0.05; done; $PIPELINED -d -f $PL_CONF >>$TEST_TMP/pipelined.out 2>&1 &" >"$TEST_TMP/restart.sh"
 out=$(node_test reconnect "$U" w2 "$SHOTS" "kill -9 $PL_PID" "bash $TEST_TMP/restart.sh") ||
 	{ echo "$out"; fail "the reconnect test failed"; }
 note "reconnect: $out"
@@ -96,11 +116,15 @@ want=$(db "SELECT max(id) FROM events WHERE run = 'w2'")
 pl_kill9
 PL_PID=$(pgrep -f "pipelined -d -f $PL_CONF" | head -1)
 [ -n "$PL_PID" ] && kill -9 "$PL_PID"
+# Not this shell's child: wait until it is gone, or the next start finds
+# its lock (pipelined.pid) still held and names it.
+for _ in $(seq 1 100); do [ -n "$PL_PID" ] && kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
 PL_PID=
 
 # Off loopback: a token is needed.
 P2=$(free_port)
 pl_conf "http_listen = 0.0.0.0:$P2"
+unset PL_TOKEN
 out=$("$PIPELINED" -d -f "$PL_CONF" 2>&1) && fail "the daemon started off loopback without a token"
 echo "$out" | grep -q "needs an http_token" || fail "no start without a token, but: $out"
 TOKEN=0123456789abcdef-token
@@ -119,6 +143,12 @@ code=${link##*code=}
 [ "$(curl -s -o /dev/null -w '%{http_code}' -c "$TEST_TMP/jar" "$U2/login?code=$code")" = 303 ] ||
 	fail "the login link was not accepted"
 grep -q "pl_session" "$TEST_TMP/jar" || fail "no session cookie"
+grep "pl_session" "$TEST_TMP/jar" | grep -q "$TOKEN" && fail "the session cookie is the token"
+code2=$(pctl web 2>/dev/null) && code2=${code2##*code=}
+sc=$(curl -s -D - -o /dev/null "$U2/login?code=$code2" | grep -i "^set-cookie:")
+for a in "Max-Age=" HttpOnly "SameSite=Strict"; do
+	echo "$sc" | grep -q "$a" || fail "the session cookie lacks $a: $sc"
+done
 [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$TEST_TMP/jar" "$U2/api/runs")" = 200 ] ||
 	fail "the session cookie: not 200"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$U2/login?code=$code")" = 401 ] || fail "the link worked twice"

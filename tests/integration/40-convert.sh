@@ -51,6 +51,24 @@ open(p, "wb").write(struct.pack("<Q", len(j)) + j + b"".join(out))
 PY
 done
 
+# A tokenizer.json beside tokenizer.model: its post-processor decides
+# tokenizer.ggml.add_sep_token, which the reference writes from it. tj has
+# Gemma 3's real templates (a pair is "<bos> A <bos> B": no separator,
+# false); tjsep puts the EOS token between the two (true).
+for v in tj tjsep; do
+	cp -r causal $v
+	/usr/bin/python3 - $v/tokenizer.json $v <<'PY'
+import json, sys
+bos = {"SpecialToken": {"id": "<bos>", "type_id": 0}}
+mid = {"SpecialToken": {"id": "<bos>" if sys.argv[2] == "tj" else "<eos>", "type_id": 1}}
+seq = lambda s, t: {"Sequence": {"id": s, "type_id": t}}
+pp = {"type": "TemplateProcessing", "single": [bos, seq("A", 0)],
+      "pair": [bos, seq("A", 0), mid, seq("B", 1)],
+      "special_tokens": {"<bos>": {"id": "<bos>", "ids": [2], "tokens": ["<bos>"]}}}
+json.dump({"version": "1.0", "added_tokens": [], "post_processor": pp}, open(sys.argv[1], "w"))
+PY
+done
+
 # Linear rope scaling, as gemma-3-4b has it.
 cp -r causal rope
 sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "linear", "factor": 8.0}/' rope/config.json
@@ -59,7 +77,7 @@ grep -q '"factor": 8.0' rope/config.json || fail "rope: config edit"
 # The differences from the reference, as the manual lists them.
 gtool listed "$TOP/man/pipeline.ini.5" >listed
 [ "$(wc -l <listed)" -ge 1 ] || fail "pipeline.ini(5) lists no convert differences"
-for c in cond causal sharded causal-F16 causal-F32 rope medium; do
+for c in cond causal sharded causal-F16 causal-F32 rope medium tj tjsep; do
 	for t in f16 bf16 f32; do
 		case $c:$t in cond:*|*:f16|medium:bf16) ;; *) continue ;; esac
 		stage convert input=$c output=$TEST_TMP/$c-$t.gguf outtype=$t ||
@@ -85,6 +103,12 @@ done
 stage convert input=cond output=$TEST_TMP/cond-again.gguf || { cat convert.out; fail "convert again"; }
 grep -q '\\"skipped\\":39' convert.out || { cat convert.out; fail "vision tensors not skipped"; }
 cmp -s cond-f16.gguf cond-again.gguf || fail "convert is not deterministic"
+"$PCTL" gguf tj-f16.gguf | grep -q 'tokenizer.ggml.add_sep_token = false$' ||
+    fail "tj: add_sep_token = false not written (Gemma 3's pair template)"
+"$PCTL" gguf tjsep-f16.gguf | grep -q 'tokenizer.ggml.add_sep_token = true$' ||
+    fail "tjsep: add_sep_token = true not written (EOS between the pair)"
+"$PCTL" gguf causal-f16.gguf | grep -q 'add_sep_token' &&
+    fail "causal: add_sep_token written with no tokenizer.json to take it from"
 "$PCTL" gguf rope-f16.gguf >list.out || fail "pipelinectl gguf rope"
 grep -q "gemma3.rope.scaling.type = 'linear'" list.out && grep -q 'gemma3.rope.scaling.factor = 8$' list.out ||
     { grep rope list.out; fail "rope scaling not written"; }

@@ -25,31 +25,19 @@ for c in cond causal; do
 		kill -0 $SERVER_PID 2>/dev/null || { tail -20 server-$c.log; fail "llama-server died"; }
 		sleep 0.1
 	done
-	/usr/bin/python3 - "http://127.0.0.1:$port" $c <<'PY' || fail "$c: tokenizers disagree"
+	/usr/bin/python3 - "http://127.0.0.1:$port" $c "$TOP/tests/fixtures" <<'PY' || fail "$c: tokenizers disagree"
 import json, random, sys, urllib.request
 import sentencepiece as spm
 url, ckpt = sys.argv[1], sys.argv[2]
 sp = spm.SentencePieceProcessor(model_file=f"{ckpt}/tokenizer.model")
 tc = json.load(open(f"{ckpt}/tokenizer_config.json"))
-special = sorted((d["content"] for i, d in tc["added_tokens_decoder"].items()
-                  if d.get("special") and int(i) < sp.vocab_size()), key=len, reverse=True)
-ids = {d["content"]: int(i) for i, d in tc["added_tokens_decoder"].items()}
+sys.path.insert(0, sys.argv[3])
+from real_base import sp_encode
+special = {d["content"]: int(i) for i, d in tc["added_tokens_decoder"].items()
+           if d.get("special") and int(i) < sp.vocab_size()}
 
 def reference(s):
-    out, i, seg = [], 0, 0
-    while i < len(s):
-        m = next((t for t in special if s.startswith(t, i)), None)
-        if m is None:
-            i += 1
-            continue
-        if seg < i:
-            out += sp.encode(s[seg:i])
-        out.append(ids[m])
-        i += len(m)
-        seg = i
-    if seg < len(s):
-        out += sp.encode(s[seg:])
-    return out
+    return sp_encode(sp, special, s)
 
 def server(s, add_special=False):
     req = urllib.request.Request(url + "/tokenize", data=json.dumps(

@@ -99,10 +99,10 @@ spec v2 v1 a
 pctl submit v2.ini >/dev/null || fail "submit v2"
 wait_run v2 failed 120
 [ "$(job_state v2 verify)" = failed ] || fail "v2: verify did not fail"
-# status of a failed run exits 1 (pipelinectl(1)), and still prints it.
+# status of a failed run exits 6 (pipelinectl(1) EXIT STATUS), and still prints it.
 rc=0
 pctl --json status v2 >v2.json || rc=$?
-[ "$rc" = 1 ] || fail "status of the failed run v2 exited $rc, not 1"
+[ "$rc" = 6 ] || fail "status of the failed run v2 exited $rc, not 6"
 grep -q "has the same sha256 $sha_a as .*/model-q8_0.gguf (v1).*(G24)" v2.json ||
     { cat v2.json; fail "v2: failure does not name v1 and G24"; }
 grep -q "(v2) has the same sha256" v2.json || fail "v2: failure does not name v2"

@@ -4,7 +4,10 @@
 # BOS, prompt masked, response ends in <end_of_turn>, keys, longest), and
 # each refusal names the example's key and counts and leaves no artifact:
 # over max_seq_length, an empty response span, a double BOS (in content and
-# from add_special_tokens), a prompt over num_ctx - num_ctx_margin (G01).
+# from add_special_tokens), a prompt over num_ctx - num_ctx_margin (G01), a
+# reply holding <end_of_turn> as text, a token id at or beyond config.json's
+# vocab_size; an added token that is no SentencePiece piece
+# (<image_soft_token>) gets its id from added_tokens_decoder.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PY=/usr/bin/python3
@@ -161,6 +164,75 @@ assert sp.piece_to_id("<b>") == sp.unk_id(), "fixture has a <b> piece"
 assert "make <b>this</b> bold" in sp.decode(ids), sp.decode(ids)
 print("brackets OK")
 PY
+
+# An assistant reply holding the end-of-turn marker as text is refused by
+# key: cut there, the rest of the reply would silently leave the labels.
+$PY - <<'PY'
+import json
+rows = [json.loads(l) for l in open("corpus.jsonl")][:3]
+rows[1]["key"] = "eot-in-reply"
+rows[1]["messages"][-1]["content"] = "first part <end_of_turn> and the rest of the reply"
+with open("eotreply.jsonl", "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+PY
+conf eotreply eotreply.jsonl
+run eotreply
+refused eotreply "example eot-in-reply: the assistant's reply contains the end-of-turn marker '<end_of_turn>' as text"
+
+# An added token that is no piece of tokenizer.model (the fixture's
+# <image_soft_token>, id 768 past the 768 pieces, as Gemma 3's 262144)
+# takes its id from added_tokens_decoder with tokenizer = sentencepiece.
+$PY - <<'PY'
+import json
+rows = [json.loads(l) for l in open("corpus.jsonl")][:3]
+rows[2]["key"] = "image-token"
+rows[2]["messages"][1]["content"] = "look at <image_soft_token> this"
+with open("imgtok.jsonl", "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+PY
+conf imgtok imgtok.jsonl '"tokenizer":"sentencepiece"'
+run imgtok
+[ $rc -eq 0 ] || { cat imgtok.ev imgtok.err; fail "imgtok: exit $rc"; }
+$PY - "$TEST_TMP" <<'PY'
+import json, os, sys
+sys.path.append(os.environ["TOP"] + "/jobs")
+import pljob
+import sentencepiece as spm
+t = sys.argv[1]
+sp = spm.SentencePieceProcessor(model_file=t + "/base/tokenizer.model")
+tc = json.load(open(t + "/base/tokenizer_config.json"))
+img = [int(k) for k, v in tc["added_tokens_decoder"].items() if v["content"] == "<image_soft_token>"]
+assert img == [sp.get_piece_size()], (img, sp.get_piece_size())
+e = pljob.load_tokens(t + "/out-imgtok/tokens.npz")[2]
+ids = [int(x) for x in e["input_ids"]]
+assert ids.count(img[0]) == 1, "<image_soft_token> is not the one token %d: %s" % (img[0], ids)
+text = sp.decode([i for i in ids if i < sp.get_piece_size()])
+assert "image_soft" not in text, text
+print("image token OK")
+PY
+
+# A token id at or beyond the model's vocabulary (config.json's vocab_size)
+# is refused naming both numbers: the image token with vocab_size 768
+# (what Gemma 3 270M is to its tokenizer), any text with vocab_size 432.
+for v in 768 432; do
+	rm -rf base$v; cp -r base base$v
+	$PY - base$v/config.json $v <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["text_config"]["vocab_size"] = int(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+done
+printf '{"base":"%s/base768","corpus":"imgtok.jsonl","output_dir":"%s/out-vocab768"}\n' "$TEST_TMP" "$TEST_TMP" >vocab768.json
+run vocab768
+refused vocab768 "1 example with a token id at or beyond the model's vocabulary (768, config.json's vocab_size; the tokenizer has 769 ids)" \
+    "image-token (token id 768 at position [0-9]*, prompt; the model's vocab_size is 768)"
+printf '{"base":"%s/base432","corpus":"corpus.jsonl","output_dir":"%s/out-vocab432"}\n' "$TEST_TMP" "$TEST_TMP" >vocab432.json
+run vocab432
+refused vocab432 "examples with a token id at or beyond the model's vocabulary (432, config.json's vocab_size; the tokenizer has 769 ids)" \
+    "ex0000 (token id [0-9]* at position [0-9]*, [a-z]*; the model's vocab_size is 432)"
 
 # A malformed corpus line names the file and line.
 { head -n 2 corpus.jsonl; echo '{"key": "x", "messages": [{"role": "user", "content": "hi"}]}'; } >bad.jsonl

@@ -25,12 +25,6 @@
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
 trap reap EXIT
 set +e +o pipefail
-loss_steps() {
-	sed -n 's/.*"type":"metric","name":"loss","step":\([0-9]*\),"value":\([^,}]*\).*/\1 \2/p' "$1"
-}
-adapter_sha() {
-	sed -n 's/^job.artifact {"name":"adapter".*"sha256":"\([0-9a-f]*\)".*/\1/p' "$1"
-}
 
 BASE=$TEST_TMP/base
 CORPUS=$TEST_TMP/corpus.jsonl
@@ -63,51 +57,12 @@ pl_start
 pctl submit "$TEST_TMP/specs/v1.ini" >/dev/null || die "submitting v1"
 wait_run v1 succeeded 900
 [ -e "$STANDIN_KILL_ONCE" ] || die "the trainer was not killed"
-R=$TEST_TMP/state/runs/v1/train
 pctl logs v1 train >"$TEST_TMP/train.log"
 pctl logs v1 probe >"$TEST_TMP/probe.log"
 grep -v '^job.metric\|^job.progress' "$TEST_TMP/train.log"
 grep -q 'info: probe: {"gpu":"cpu","recipe":"hf:base","probe_mb":[1-9]' "$TEST_TMP/probe.log" ||
     die "the probe reported no memory"
-grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP/train.log" ||
-    die "the train log does not report the kill inside the loop"
-
-# The newest checkpoint whole at the kill is where launch-2 starts.
-newest=$(sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' "$STANDIN_KILL_ONCE" | sort -n | tail -1)
-note "checkpoints at the kill: $(tr '\n' ' ' <"$STANDIN_KILL_ONCE")"
-if [ -n "$newest" ]; then
-	grep -q "launch-2 resumes from $R/work/checkpoints/checkpoint-$newest (step $newest)" "$TEST_TMP/train.log" ||
-	    die "launch-2 did not resume from checkpoint-$newest"
-	first=$((newest + 1))
-else
-	grep -q "launch-2 starts from step 0: no complete checkpoint" "$TEST_TMP/train.log" ||
-	    die "launch-2 did not start over"
-	first=1
-fi
-loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
-loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
-[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$first" ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = $STEPS ] ||
-    die "launch-2's losses are not steps $first..$STEPS"
-replayed=$(awk 'NR == FNR { a[$1] = $2; next }
-    ($1 in a) { n++; if (a[$1] != $2) { print "step " $1 ": " a[$1] " vs " $2 > "/dev/stderr"; bad++ } }
-    END { print (bad ? -1 : n + 0) }' "$TEST_TMP/l1" "$TEST_TMP/l2")
-[ "$replayed" -ge 0 ] || die "a replayed step's loss differs between the segments"
-[ "$replayed" -ge $((KILL - first + 1)) ] || die "only $replayed replayed steps compared"
-set -- $(db "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
-    JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
-    WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
-[ "$*" = "$STEPS $STEPS 1 $STEPS" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
-
-# Bit-identical to an uninterrupted run on the same tokens.
-TOK=$(db "SELECT a.path FROM artifacts a JOIN runs r ON r.id = a.run_id
-    WHERE r.name = 'v1' AND a.name = 'tokens'")
-"$CTL" stage train -w "$TEST_TMP/ref" python="$PY" base="$BASE" tokens="$TOK" "${hf[@]}" save_steps=2 \
-    >"$TEST_TMP/ref.out" 2>&1 || { cat "$TEST_TMP/ref.out"; die "the uninterrupted run failed"; }
-ref=$(adapter_sha "$TEST_TMP/ref.out")
-got=$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id
-    WHERE r.name = 'v1' AND a.name = 'adapter'")
-[ -n "$ref" ] && [ "$got" = "$ref" ] || die "resumed adapter $got differs from the uninterrupted run's $ref"
-note "adapter $got, resumed and uninterrupted"
+hf_killed_resume_checks 2
 
 # The causal layout, by hand, two steps; then both adapters through PEFT.
 "$PYD" "$TOP/tests/fixtures/gen_gemma3.py" "$TEST_TMP/text" --layout causal >/dev/null || die "gen_gemma3 causal"

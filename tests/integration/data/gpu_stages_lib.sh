@@ -1,6 +1,7 @@
 # gpu_stages_lib.sh: sourced by tests/integration/55-59 (the tokenize,
 # probe and train stages run by hand with `pipelinectl stage`).
-# Provides: CTL, PYD (Debian's python3), die, reap, setup_tokens (a tiny Gemma 3
+# Provides: CTL, PYD (Debian's python3), die, reap, hf_killed_resume_checks,
+# hf_loss_steps, setup_tokens (a tiny Gemma 3
 # base, a 40-example corpus, its tokens), start_standin (the Ollama API
 # stand-in; sets URL and STANDIN_LOG), log_count.
 set -euo pipefail
@@ -107,4 +108,59 @@ run_train() {
 	    >"$TEST_TMP/$out.out" 2>&1
 	rc=$?
 	set -e
+}
+
+# hf_killed_resume_checks SAVE_STEPS: after a run v1 whose train job was
+# killed once by standin_gpu_contention.sh (STANDIN_KILL_ONCE) after step
+# KILL's loss, of STEPS steps, with PY, BASE and the hf=(...) settings:
+# launch-2 resumed from the newest checkpoint whole at the kill, the
+# replayed steps' losses equal the first segment's, the store holds every
+# loss step once, and the adapter is bit-identical to an uninterrupted run's
+# on the same tokens (run by hand with SAVE_STEPS). Sets TOK (the tokens)
+# and R (the train job's directory). 5a-hf-train.sh and 5e-hf-real.sh.
+hf_killed_resume_checks() {
+	local save=$1 newest first replayed ref got
+	R=$TEST_TMP/state/runs/v1/train
+	grep -q 'launch-1 died inside the training loop (killed by signal 9' "$TEST_TMP/train.log" ||
+	    die "the train log does not report the kill inside the loop"
+	# The newest checkpoint whole at the kill is where launch-2 starts.
+	newest=$(sed -n 's/^checkpoint-\([0-9]*\)$/\1/p' "$STANDIN_KILL_ONCE" | sort -n | tail -1)
+	note "checkpoints at the kill: $(tr '\n' ' ' <"$STANDIN_KILL_ONCE")"
+	if [ -n "$newest" ]; then
+		grep -q "launch-2 resumes from $R/work/checkpoints/checkpoint-$newest (step $newest)" "$TEST_TMP/train.log" ||
+		    die "launch-2 did not resume from checkpoint-$newest"
+		first=$((newest + 1))
+	else
+		grep -q "launch-2 starts from step 0: no complete checkpoint" "$TEST_TMP/train.log" ||
+		    die "launch-2 did not start over"
+		first=1
+	fi
+	hf_loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
+	hf_loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
+	[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$first" ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$STEPS" ] ||
+	    die "launch-2's losses are not steps $first..$STEPS"
+	replayed=$(awk 'NR == FNR { a[$1] = $2; next }
+	    ($1 in a) { n++; if (a[$1] != $2) { print "step " $1 ": " a[$1] " vs " $2 > "/dev/stderr"; bad++ } }
+	    END { print (bad ? -1 : n + 0) }' "$TEST_TMP/l1" "$TEST_TMP/l2")
+	[ "$replayed" -ge 0 ] || die "a replayed step's loss differs between the segments"
+	[ "$replayed" -ge $((KILL - first + 1)) ] || die "only $replayed replayed steps compared"
+	set -- $(db "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FROM metrics m
+	    JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
+	    WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'loss'" | tr '|' ' ')
+	[ "$*" = "$STEPS $STEPS 1 $STEPS" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
+	# Bit-identical to an uninterrupted run on the same tokens.
+	TOK=$(db "SELECT a.path FROM artifacts a JOIN runs r ON r.id = a.run_id
+	    WHERE r.name = 'v1' AND a.name = 'tokens'")
+	"$CTL" stage train -w "$TEST_TMP/ref" python="$PY" base="$BASE" tokens="$TOK" "${hf[@]}" save_steps="$save" \
+	    >"$TEST_TMP/ref.out" 2>&1 || { cat "$TEST_TMP/ref.out"; die "the uninterrupted run failed"; }
+	ref=$(sed -n 's/^job.artifact {"name":"adapter".*"sha256":"\([0-9a-f]*\)".*/\1/p' "$TEST_TMP/ref.out")
+	got=$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id
+	    WHERE r.name = 'v1' AND a.name = 'adapter'")
+	[ -n "$ref" ] && [ "$got" = "$ref" ] || die "resumed adapter $got differs from the uninterrupted run's $ref"
+	note "adapter $got, resumed and uninterrupted"
+}
+
+# hf_loss_steps EVENTS: "STEP LOSS" per loss metric of an events file.
+hf_loss_steps() {
+	sed -n 's/.*"type":"metric","name":"loss","step":\([0-9]*\),"value":\([^,}]*\).*/\1 \2/p' "$1"
 }

@@ -6,7 +6,8 @@ environment), on the CPU.
     PYENV_PYTHON hf_adapter_check.py TOKENS.npz CONFIG.json ADAPTER_DIR [CONFIG ADAPTER]...
 
 For each pair: the trainer's model is rebuilt by the engine itself
-(jobs/engines/hf.py, from the train job's CONFIG.json: the same 4-bit load,
+(jobs/engines/hf.py, from the train job's CONFIG.json: the same 4-bit load
+or, with load_in_4bit false, the same dtype,
 prepare_model_for_kbit_training, LoRA, bf16 lm_head), the adapter's tensors
 put in as a resume puts them; PEFT's is
 AutoModelForCausalLM.from_pretrained(base, the same BitsAndBytesConfig) +
@@ -62,15 +63,21 @@ def check(tokens, config, adapter):
         bare = logprobs(eng.model, examples)
     del eng
 
-    q = transformers.BitsAndBytesConfig(
-        load_in_4bit=True, bnb_4bit_quant_type=c["bnb_4bit_quant_type"],
-        bnb_4bit_use_double_quant=c["bnb_4bit_use_double_quant"],
-        bnb_4bit_compute_dtype=getattr(torch, c["bnb_4bit_compute_dtype"]))
+    four = c.get("load_in_4bit", True)
+    dt = getattr(torch, c.get("bnb_4bit_compute_dtype", "bfloat16"))
+    kw = {}
+    if four:
+        kw["quantization_config"] = transformers.BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type=c["bnb_4bit_quant_type"],
+            bnb_4bit_use_double_quant=c["bnb_4bit_use_double_quant"], bnb_4bit_compute_dtype=dt)
     base = transformers.AutoModelForCausalLM.from_pretrained(
-        c["base"], quantization_config=q, dtype=torch.float32, device_map={"": "cpu"})
-    if c.get("lm_head_bf16", True):
-        # As the recipe runs it (and the embedding, tied to it).
-        base.get_output_embeddings().to(torch.bfloat16)
+        c["base"], dtype=torch.float32 if four else dt, device_map={"": "cpu"}, **kw)
+    head, emb = base.get_output_embeddings(), base.get_input_embeddings()
+    tied = head.weight is emb.weight
+    if c.get("lm_head_bf16", True) and not (tied and not four and dt != torch.bfloat16):
+        # As the recipe runs it (and the embedding, tied to it); not for
+        # a tied head of a model that computes in another dtype.
+        head.to(torch.bfloat16)
     model = peft.PeftModel.from_pretrained(base, adapter)
     model.eval()
     theirs = logprobs(model, examples)

@@ -1,0 +1,115 @@
+/*
+ * access.c: who may see and act on which run, one rule for every door
+ * (the control socket, the status feed, the HTTP listener; pipelined(8)
+ * SECURITY).
+ *
+ * A run belongs to the uid that submitted it (SO_PEERCRED at submit,
+ * runs.submitter). Root, the daemon's own user and the members of
+ * admin_group see and act on every run; anyone else sees and acts on the
+ * runs it submitted, and no other: a member of the daemon's group who did
+ * not submit a run does not see it in list or status, cannot read its
+ * logs, values, artifacts or metrics, does not get its lines from the
+ * feed, and cannot cancel or retry it. A viewer is reduced to one number:
+ * ACCESS_ALL, or the uid whose runs it sees; the store's queries take it
+ * as the :viewer parameter of ACCESS_SQL.
+ */
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "pipelined.h"
+
+int
+access_peer_of(int fd, struct access_peer *p, pid_t *pid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	memset(p, 0, sizeof(*p));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		log_warn("access_peer_of: SO_PEERCRED");
+		return -1;
+	}
+	p->uid = cred.uid;
+	p->gid = cred.gid;
+	if (pid != NULL)
+		*pid = cred.pid;
+#ifdef SO_PEERGROUPS
+	socklen_t glen = sizeof(p->groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, p->groups, &glen) == 0)
+		p->ngroups = (int)(glen / sizeof(gid_t));
+#endif
+	return 0;
+}
+
+/* Is the peer in group g: its primary group, the supplementary groups it
+ * connected with, or the groups of its user in the group database (a
+ * member added since it logged in)? */
+int
+access_in_group(const struct access_peer *p, gid_t g)
+{
+	if (g == (gid_t)-1)
+		return 0;
+	if (p->gid == g)
+		return 1;
+	for (int i = 0; i < p->ngroups; i++)
+		if (p->groups[i] == g)
+			return 1;
+	struct passwd *pw = getpwuid(p->uid);
+	if (pw == NULL)
+		return 0;
+	gid_t groups[256];
+	int n = 256;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) == -1)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == g)
+			return 1;
+	return 0;
+}
+
+int
+access_may_write(const struct conf *conf, const struct access_peer *p)
+{
+	return p->uid == 0 || p->uid == geteuid() || access_in_group(p, conf->gid) ||
+	    access_in_group(p, conf->admin_gid);
+}
+
+int64_t
+access_viewer(const struct conf *conf, const struct access_peer *p)
+{
+	if (p->uid == 0 || p->uid == geteuid() || access_in_group(p, conf->admin_gid))
+		return ACCESS_ALL;
+	return (int64_t)p->uid;
+}
+
+int
+access_run(int64_t viewer, int64_t submitter)
+{
+	return viewer == ACCESS_ALL || (submitter >= 0 && submitter == viewer);
+}
+
+void
+access_bind(sqlite3_stmt *st, int64_t viewer)
+{
+	int i = sqlite3_bind_parameter_index(st, ":viewer");
+	if (i == 0)
+		return;
+	if (viewer == ACCESS_ALL)
+		sqlite3_bind_null(st, i);
+	else
+		sqlite3_bind_int64(st, i, viewer);
+}
+
+const char *
+access_refusal(int64_t viewer, const char *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "run %s was not submitted by uid %lld: a user sees and acts on its "
+	    "own runs only (root, the daemon's user and admin_group on all)", run,
+	    (long long)viewer);
+	return buf;
+}

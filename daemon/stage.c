@@ -1,0 +1,139 @@
+/* pipeline-stage: one job's run hook in a process of its own, as the run's
+ * owner. pipelined starts it through host->spawn() (under the run's shim,
+ * like a job program: it survives a daemon restart and is killed with the
+ * shim's process group) as
+ *
+ *     pipeline-stage CONTEXT.json
+ *
+ * where the context file, written by the daemon (stagerun.c), holds the
+ * stage's plugin, its section and the [run] section, its inputs
+ * resolved, the values and artifacts it may look up and the
+ * configuration without secrets. The plugin is loaded here and handed
+ * the host's table (host.c) with the job's context: what it reports goes
+ * to the events file ($PL_EVENTS, stagectx.c), its log to standard error
+ * (the job log). Exit status: 0 when the run hook returned PL_OK, else
+ * the negated code (1 for PL_EINVAL ... 14 for PL_EREJECTED), after an
+ * error event with the failure message. */
+#include <err.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+static struct pl_job *job;
+
+/* The shim's SIGTERM (cancel, timeout): host->cancelled() says 1; the
+ * programs the stage spawned got it too (one process group). */
+static void
+on_term(int sig)
+{
+	(void)sig;
+	if (job != NULL)
+		job->cancel = 1;
+}
+
+static struct spec_section *
+section_of(const char *name, const cJSON *kv)
+{
+	struct spec_section *s = xcalloc(1, sizeof(*s));
+	s->name = xstrdup(name);
+	s->line = 1;
+	s->nkv = cJSON_GetArraySize(kv);
+	s->kv = xcalloc((size_t)s->nkv + 1, sizeof(*s->kv));
+	int i = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, kv) {
+		const cJSON *k = cJSON_GetArrayItem(p, 0), *v = cJSON_GetArrayItem(p, 1);
+		if (!cJSON_IsString(k) || !cJSON_IsString(v) || i >= s->nkv)
+			errx(125, "context: a malformed key of [%s]", name);
+		s->kv[i].key = xstrdup(k->valuestring);
+		s->kv[i].value = xstrdup(v->valuestring);
+		s->kv[i].line = i + 1;
+		i++;
+	}
+	return s;
+}
+
+static const char *
+ctx_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!cJSON_IsString(v))
+		errx(125, "context: no %s", k);
+	return v->valuestring;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc != 2)
+		errx(125, "usage: pipeline-stage CONTEXT.json");
+	signal(SIGPIPE, SIG_IGN);
+	char *text = plc_read_file(argv[1], NULL, 64u << 20);
+	if (text == NULL)
+		err(125, "%s", argv[1]);
+	cJSON *ctx = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(ctx))
+		errx(125, "%s: not a JSON object", argv[1]);
+	const char *events = getenv("PL_EVENTS");
+	if (events == NULL)
+		errx(125, "PL_EVENTS is not set");
+
+	char why[512];
+	plugin_host.host_name = "pipelined";
+	if (plugin_load(ctx_str(ctx, "plugin"), &plugin_host, why, sizeof(why)) == -1)
+		errx(125, "%s: %s", ctx_str(ctx, "plugin"), why);
+	const struct stage_reg *reg = plugin_stage(ctx_str(ctx, "stage"));
+	if (reg == NULL)
+		errx(125, "%s: no stage %s", ctx_str(ctx, "plugin"), ctx_str(ctx, "stage"));
+
+	static struct conf conf;
+	conf.all = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ctx, "conf"), 1);
+	struct spec spec;
+	memset(&spec, 0, sizeof(spec));
+	spec.path = xstrdup(ctx_str(ctx, "spec_path"));
+	spec.dir = xstrdup(ctx_str(ctx, "spec_dir"));
+	spec.name = xstrdup(ctx_str(ctx, "run"));
+	const cJSON *prev = cJSON_GetObjectItemCaseSensitive(ctx, "previous");
+	spec.previous = cJSON_IsString(prev) ? xstrdup(prev->valuestring) : NULL;
+	spec.run = section_of("run", cJSON_GetObjectItemCaseSensitive(ctx, "run_section"));
+	struct spec_section *sec = section_of(ctx_str(ctx, "job"),
+	    cJSON_GetObjectItemCaseSensitive(ctx, "section"));
+	spec.jobs = &sec;
+	spec.njobs = 1;
+
+	struct pl_job *j = job_new(JOB_MODE_RUN, reg, &spec, sec);
+	j->conf = &conf;
+	const cJSON *at = cJSON_GetObjectItemCaseSensitive(ctx, "attempt");
+	j->attempt = cJSON_IsNumber(at) ? at->valueint : 1;
+	snprintf(j->workdir, sizeof(j->workdir), "%s", ctx_str(ctx, "workdir"));
+	const cJSON *left = cJSON_GetObjectItemCaseSensitive(ctx, "seconds_left");
+	if (cJSON_IsNumber(left))
+		j->deadline = now_mono() + left->valuedouble;
+	/* The log: standard error, which the shim appends to the job log. */
+	snprintf(j->logpath, sizeof(j->logpath), "(standard error)");
+	j->logfd = dup(2);
+	j->evfd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (j->evfd == -1)
+		err(125, "%s", events);
+	j->ctx = ctx;
+	job = j;
+	struct sigaction sa = { .sa_handler = on_term };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	int rc = reg->st->run(j);
+	if (rc != PL_OK) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddStringToObject(d, "message", j->failmsg[0] ? j->failmsg :
+		    plugin_host.strerror(rc));
+		stagectx_emit(j, "error", d);
+	}
+	return rc == PL_OK ? 0 : rc < 0 && rc >= PL_EREJECTED ? -rc : -PL_EFAIL;
+}

@@ -1,0 +1,394 @@
+/* stagectx.c: the host's side in a stage process. A job whose stage
+ * runs out of the daemon (stagerun.c) runs its run hook in
+ * pipeline-stage, as the run's owner, under the run's shim; the host
+ * table there is the daemon's (host.c), and what the daemon would have
+ * looked up or stored goes through here instead: inputs, values and
+ * artifacts from the context file the daemon wrote before the start,
+ * and everything the stage reports appended to the process's events
+ * file, which the daemon reads and stores as it does a job program's
+ * (host_spawn.c). Programs the stage spawns are started directly: the
+ * process already is the owner, in the shim's process group. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+extern char **environ;
+
+static int
+emit_line(pl_job *j, const char *type, cJSON *d, int own)
+{
+	if (strncmp(type, "job.", 4) == 0)
+		type += 4;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", type);
+	for (cJSON *c = d ? d->child : NULL; c; c = c->next)
+		if (strcmp(c->string, "type") != 0 && strcmp(c->string, "pl_stage") != 0)
+			cJSON_AddItemToObject(o, c->string, cJSON_Duplicate(c, 1));
+	cJSON_Delete(d);
+	/* The mark of the stage's own lines (host_spawn.c takes values and
+	 * digests only from them); relayed lines lose theirs above. */
+	if (own)
+		cJSON_AddTrueToObject(o, "pl_stage");
+	char *t = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (t == NULL)
+		return -1;
+	/* One write of one whole line (pipeline-job(7)). */
+	size_t n = strlen(t);
+	t[n] = '\n';
+	int rc = plc_write_all(j->evfd, t, n + 1);
+	free(t);
+	return rc;
+}
+
+int
+stagectx_emit(pl_job *j, const char *type, cJSON *d)
+{
+	return emit_line(j, type, d, 1);
+}
+
+const char *
+stagectx_input(pl_job *j, const char *key, const char **why)
+{
+	const cJSON *in = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->ctx, "inputs"), key);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(in, "path");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(in, "error");
+	if (cJSON_IsString(p))
+		return p->valuestring;
+	*why = cJSON_IsString(e) ? e->valuestring : in ? "" : "not a path or input key";
+	return NULL;
+}
+
+/* What the stage stores itself is found by its own later lookups, as in
+ * the daemon: put first (newest) in this run's snapshot. */
+static cJSON *
+own_list(pl_job *j, const char *list)
+{
+	cJSON *runs = cJSON_GetObjectItemCaseSensitive(j->ctx, "runs");
+	if (runs == NULL)
+		runs = cJSON_AddObjectToObject(j->ctx, "runs");
+	cJSON *r = cJSON_GetObjectItemCaseSensitive(runs, j->run);
+	if (r == NULL)
+		r = cJSON_AddObjectToObject(runs, j->run);
+	cJSON *l = cJSON_GetObjectItemCaseSensitive(r, list);
+	if (l == NULL)
+		l = cJSON_AddArrayToObject(r, list);
+	return l;
+}
+
+void
+stagectx_note_value(pl_job *j, const char *key, const char *value)
+{
+	cJSON *v = cJSON_CreateObject();
+	cJSON_AddStringToObject(v, "job", j->name);
+	cJSON_AddStringToObject(v, "key", key);
+	cJSON_AddStringToObject(v, "value", value ? value : "");
+	cJSON_AddNumberToObject(v, "ts", now_wall());
+	cJSON_AddTrueToObject(v, "new");
+	cJSON_InsertItemInArray(own_list(j, "values"), 0, v);
+}
+
+void
+stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex)
+{
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "job", j->name);
+	cJSON_AddStringToObject(a, "name", name);
+	cJSON_AddStringToObject(a, "path", path);
+	cJSON_AddStringToObject(a, "sha256", hex);
+	cJSON_InsertItemInArray(own_list(j, "artifacts"), 0, a);
+}
+
+/* The snapshot of run (NULL: this one), or NULL when the daemon handed
+ * none over. */
+static const cJSON *
+ctx_run(pl_job *j, const char *run)
+{
+	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j->ctx,
+	    "runs"), run ? run : j->run);
+}
+
+static const char *
+str_of(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+char *
+stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
+{
+	const cJSON *v;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(ctx_run(j, run), "values"))
+		if (strcmp(str_of(v, "key"), key) == 0 &&
+		    (jobname == NULL || strcmp(str_of(v, "job"), jobname) == 0))
+			return xstrdup(str_of(v, "value"));
+	return NULL;
+}
+
+/* From the history the daemon handed over (the newest values of the
+ * runs of the same owner) and what the stage stored since, newest first. */
+char *
+stagectx_value_history(pl_job *j, const char *key, int limit)
+{
+	cJSON *a = cJSON_CreateArray();
+	const cJSON *v;
+	int n = 0;
+	cJSON_ArrayForEach(v, own_list(j, "values"))
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "new")) &&
+		    strcmp(str_of(v, "key"), key) == 0 && (limit <= 0 || n < limit)) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "run", j->run);
+			cJSON_AddStringToObject(o, "job", str_of(v, "job"));
+			cJSON_AddStringToObject(o, "value", str_of(v, "value"));
+			cJSON_AddItemToObject(o, "ts", cJSON_Duplicate(
+			    cJSON_GetObjectItemCaseSensitive(v, "ts"), 1));
+			cJSON_AddItemToArray(a, o);
+			n++;
+		}
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(j->ctx, "history"))
+		if (strcmp(str_of(v, "key"), key) == 0 && (limit <= 0 || n < limit)) {
+			cJSON *o = cJSON_Duplicate(v, 1);
+			cJSON_DeleteItemFromObject(o, "key");
+			cJSON_AddItemToArray(a, o);
+			n++;
+		}
+	char *t = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return t;
+}
+
+int
+stagectx_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
+    char *path, size_t pathlen, char *sha256)
+{
+	const cJSON *a;
+	cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(ctx_run(j, run), "artifacts"))
+		if (strcmp(str_of(a, "name"), name) == 0 &&
+		    (jobname == NULL || strcmp(str_of(a, "job"), jobname) == 0)) {
+			snprintf(path, pathlen, "%s", str_of(a, "path"));
+			if (sha256)
+				snprintf(sha256, 65, "%s", str_of(a, "sha256"));
+			return PL_OK;
+		}
+	return PL_ENOENT;
+}
+
+/* ---- spawn: a program of the stage, started directly ------------------ */
+
+struct relay {
+	pl_job *j;
+	const struct pl_spawn *spec;
+	struct pl_exit *out;
+	char events[PATH_MAX];
+	char cwd[PATH_MAX];
+	off_t offset;
+	int stop;
+};
+
+/* The child's complete new lines: artifacts hashed here, their paths
+ * made absolute (they are relative to its cwd), appended to the stage's
+ * events file, then handed to on_event. */
+static void
+relay_read(struct relay *r)
+{
+	int fd = open(r->events, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		return;
+	for (;;) {
+		char buf[65536];
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, r->offset);
+		if (n <= 0)
+			break;
+		buf[n] = '\0';
+		char *last = memrchr(buf, '\n', (size_t)n);
+		if (last == NULL) {
+			if (n == sizeof(buf) - 1)
+				r->offset += n;   /* a line over 64 KiB: skipped, as the daemon does */
+			else
+				break;
+			continue;
+		}
+		*last = '\0';
+		r->offset += (last - buf) + 1;
+		for (char *save = NULL, *ln = strtok_r(buf, "\n", &save); ln;
+		    ln = strtok_r(NULL, "\n", &save)) {
+			cJSON *o = cJSON_Parse(ln);
+			const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+			if (!cJSON_IsObject(o) || !cJSON_IsString(t)) {
+				/* Passed on as it is: the daemon logs it as malformed. */
+				char *line;
+				if (asprintf(&line, "%s\n", ln) >= 0) {
+					plc_write_all(r->j->evfd, line, strlen(line));
+					free(line);
+				}
+				cJSON_Delete(o);
+				continue;
+			}
+			char type[128];
+			snprintf(type, sizeof(type), "%s", t->valuestring);
+			const cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "path");
+			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+			int own = 0;
+			if (strcmp(type, "artifact") == 0 && cJSON_IsString(pa) && cJSON_IsString(nm)) {
+				/* Hashed here, as the owner, and passed on with its
+				 * digest as the stage's own: the daemon never reads a
+				 * path a program names with its own rights. */
+				char *jp = path_resolve(r->cwd, pa->valuestring), hex[65];
+				char *abs = realpath(jp, NULL);
+				uint64_t size;
+				free(jp);
+				if (abs == NULL || job_digest(abs, hex, &size) == -1) {
+					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
+					    pa->valuestring, strerror(errno));
+					free(abs);
+					cJSON_Delete(o);
+					continue;
+				}
+				cJSON_ReplaceItemInObject(o, "path", cJSON_CreateString(abs));
+				cJSON_DeleteItemFromObject(o, "sha256");
+				cJSON_AddStringToObject(o, "sha256", hex);
+				free(abs);
+				own = 1;
+			}
+			if (strcmp(type, "error") == 0) {
+				const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "message");
+				if (cJSON_IsString(m))
+					snprintf(r->out->error, sizeof(r->out->error), "%s",
+					    m->valuestring);
+			}
+			cJSON_DeleteItemFromObject(o, "type");
+			emit_line(r->j, type, o, own);
+			if (r->spec->on_event && !r->stop &&
+			    r->spec->on_event(r->spec->arg, type, ln) != 0)
+				r->stop = 1;
+		}
+	}
+	close(fd);
+}
+
+static char **
+child_env(pl_job *j, const struct pl_spawn *spec, const char *dir)
+{
+	int n = 0, k = 0;
+	for (char **e = environ; *e; e++)
+		n++;
+	for (const char *const *e = spec->env; e && *e; e++)
+		n++;
+	char **env = xcalloc((size_t)n + 8, sizeof(char *));
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "PL_EVENTS=", 10) != 0 && strncmp(*e, "PL_JOB_DIR=", 11) != 0 &&
+		    strncmp(*e, "PL_RESUME_FROM=", 15) != 0)
+			env[k++] = xstrdup(*e);
+	if (asprintf(&env[k++], "PL_EVENTS=%s/events", dir) < 0 ||
+	    asprintf(&env[k++], "PL_JOB_DIR=%s", dir) < 0 ||
+	    (spec->resume_from && asprintf(&env[k++], "PL_RESUME_FROM=%s", spec->resume_from) < 0))
+		fatal("child_env");
+	for (const char *const *e = spec->env; e && *e; e++)
+		env[k++] = xstrdup(*e);
+	env[k] = NULL;
+	(void)j;
+	return env;
+}
+
+int
+stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+{
+	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
+		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
+		return PL_EINVAL;
+	}
+	if (job_cancelled(j))
+		return PL_ECANCELED;
+	/* The program's directory below the stage process's own (the
+	 * owner's), emptied of an earlier spawn's events. */
+	const char *pdir = getenv("PL_JOB_DIR");
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/%s", pdir ? pdir : j->workdir, spec->name);
+	if (mkdir(dir, 0750) == -1 && errno != EEXIST) {
+		job_log(j, PL_LOG_ERROR, "spawn %s: cannot make %s: %s", spec->name, dir,
+		    strerror(errno));
+		return PL_EIO;
+	}
+	struct relay r = { .j = j, .spec = spec, .out = out };
+	snprintf(r.events, sizeof(r.events), "%s/events", dir);
+	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
+	unlink(r.events);
+	char **env = child_env(j, spec, dir);
+	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
+	    spec->resume_from ? " (resuming)" : "");
+	double t0 = now_mono();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* In the stage process's group: the shim's signals reach it. */
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		if (chdir(r.cwd) == -1) {
+			dprintf(2, "spawn %s: chdir %s: %s\n", spec->name, r.cwd, strerror(errno));
+			_exit(126);
+		}
+		environ = env;
+		execvp(spec->argv[0], (char *const *)spec->argv);
+		dprintf(2, "spawn %s: %s: %s\n", spec->name, spec->argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	for (char **e = env; *e; e++)
+		free(*e);
+	free(env);
+	if (pid == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn %s: fork: %s", spec->name, strerror(errno));
+		return PL_ECHILD;
+	}
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), status = 0;
+	double own = spec->timeout > 0 ? t0 + spec->timeout : 0, term_at = 0;
+	double grace = 10;
+	for (;;) {
+		if (pfd >= 0) {
+			struct pollfd pf = { .fd = pfd, .events = POLLIN };
+			poll(&pf, 1, 100);
+		} else {
+			struct timespec ts = { 0, 100000000 };
+			nanosleep(&ts, NULL);
+		}
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		relay_read(&r);
+		if (w == pid)
+			break;
+		int stop = job_cancelled(j) || r.stop || (own > 0 && now_mono() > own);
+		if (stop && term_at == 0) {
+			job_logf(j, "stopping %s (SIGTERM)", spec->name);
+			kill(pid, SIGTERM);
+			term_at = now_mono();
+		} else if (stop && term_at > 0 && now_mono() - term_at > grace) {
+			job_logf(j, "killing %s (SIGKILL after %gs)", spec->name, grace);
+			kill(pid, SIGKILL);
+			term_at = now_mono() + 1e9;
+		}
+	}
+	if (pfd >= 0)
+		close(pfd);
+	out->exited = WIFEXITED(status);
+	out->status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	out->adopted = 0;
+	out->seconds = now_mono() - t0;
+	if (own > 0 && term_at > 0 && now_mono() > own)
+		return PL_ETIMEDOUT;
+	if (job_cancelled(j) && term_at > 0)
+		return PL_ECANCELED;
+	return PL_OK;
+}

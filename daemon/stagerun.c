@@ -1,0 +1,234 @@
+/* stagerun.c: where a job's run hook runs. For a run of the daemon's own
+ * user it runs here, on the job thread. For anyone else's run a stage
+ * runs in a process of its own as the run's owner (pipeline-stage under
+ * the run's shim, like a job program): the daemon writes what the stage
+ * may read (its section, the [run] section, its inputs resolved, the
+ * values and artifacts of the runs it may look up, the configuration
+ * without secrets) to a context file, starts the stage process with
+ * host->spawn() and stores what it reports through the events file. So
+ * no stage opens a submitter's paths with the daemon's rights, and a
+ * native stage that crashes on a hostile file fails its job, not the
+ * daemon. A stage whose run hook only spawns programs (PL_STAGE_SPAWN_ONLY)
+ * stays in the daemon: the programs already run as the owner. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plcommon.h"
+
+int
+stage_out_of_process(const struct pl_job *j)
+{
+	uid_t uid;
+	gid_t gid;
+	const char *mode = j->conf ? conf_get(j->conf, "daemon.stage_process") : NULL;
+
+	if (j->store == NULL || j->mode != JOB_MODE_RUN)
+		return 0;
+	if (mode != NULL && strcmp(mode, "all") == 0)
+		return 1;
+	if (j->reg->st->flags & PL_STAGE_SPAWN_ONLY)
+		return 0;
+	return j->owner != NULL && owner_ids(j->owner, &uid, &gid) == 0 && uid != geteuid();
+}
+
+/* Keys of the configuration a stage process is not given: the secrets. */
+static int
+conf_secret(const char *k)
+{
+	return strncmp(k, "http.", 5) == 0 || strncmp(k, "notify.", 7) == 0 ||
+	    strstr(k, "token") != NULL || strstr(k, "secret") != NULL ||
+	    strstr(k, "password") != NULL;
+}
+
+cJSON *
+stage_conf_copy(const struct conf *c)
+{
+	cJSON *o = cJSON_CreateObject();
+	const cJSON *e, *all = c != NULL ? c->all : NULL;
+	cJSON_ArrayForEach(e, all)
+		if (e->string != NULL && !conf_secret(e->string))
+			cJSON_AddItemToObject(o, e->string, cJSON_Duplicate(e, 1));
+	return o;
+}
+
+static cJSON *
+kv_array(const struct spec_section *sec)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; sec && i < sec->nkv; i++) {
+		cJSON *p = cJSON_CreateArray();
+		cJSON_AddItemToArray(p, cJSON_CreateString(sec->kv[i].key));
+		cJSON_AddItemToArray(p, cJSON_CreateString(sec->kv[i].value));
+		cJSON_AddItemToArray(a, p);
+	}
+	return a;
+}
+
+/* Whether j's stage may look into run name: its own run; another only
+ * when both have the same owner, or j's owner is the daemon's user (a
+ * submitter sees its own runs, as on the control socket). */
+static int
+run_visible(pl_job *j, const char *name)
+{
+	uid_t mine, theirs;
+	gid_t g;
+	if (strcmp(name, j->run) == 0 || owner_ids(j->owner, &mine, &g) == -1 ||
+	    mine == geteuid())
+		return 1;
+	char *o = store_run_owner_get(j->store, name);
+	int ok = owner_ids(o, &theirs, &g) == 0 ? theirs == mine : geteuid() == mine;
+	free(o);
+	return ok;
+}
+
+/* A run's snapshot into runs, once, when there is such a run and the
+ * stage may see it. */
+static void
+add_run(pl_job *j, cJSON *runs, const char *name)
+{
+	if (name == NULL || *name == '\0' || strlen(name) > 127 ||
+	    cJSON_HasObjectItem(runs, name) || !run_visible(j, name))
+		return;
+	cJSON *s = store_run_snapshot(j->store, name);
+	if (s != NULL)
+		cJSON_AddItemToObject(runs, name, s);
+}
+
+/* The runs a stage may look values and artifacts up in: this one, its
+ * previous, and those a value of its section names (RUN or RUN/JOB), of
+ * the same owner. */
+static cJSON *
+runs_snapshot(pl_job *j)
+{
+	cJSON *runs = cJSON_CreateObject();
+	add_run(j, runs, j->run);
+	add_run(j, runs, j->spec->previous);
+	for (int i = 0; i < j->sec->nkv; i++) {
+		const char *v = j->sec->kv[i].value, *slash = strchr(v, '/');
+		char name[128];
+		if (slash != NULL && slash != v && slash - v < (int)sizeof(name)) {
+			snprintf(name, sizeof(name), "%.*s", (int)(slash - v), v);
+			add_run(j, runs, name);
+		} else if (slash == NULL) {
+			add_run(j, runs, v);
+		}
+	}
+	return runs;
+}
+
+/* What value_history() may see: the newest values of every run the
+ * stage may look into (the owner's; every run for the daemon's user). */
+#define HISTORY_MAX 10000
+static cJSON *
+history(pl_job *j)
+{
+	uid_t uid;
+	gid_t gid;
+	char u[16];
+	if (owner_ids(j->owner, &uid, &gid) == -1 || uid == geteuid())
+		return store_values_recent(j->store, NULL, HISTORY_MAX);
+	snprintf(u, sizeof(u), "%u", (unsigned)uid);
+	return store_values_recent(j->store, u, HISTORY_MAX);
+}
+
+/* The context file, attempt-N.stage.json in the job's directory: the
+ * owner's to read, written whole under its final name. */
+static int
+context_write(pl_job *j, char *path, size_t len)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "stage", j->reg->st->name);
+	cJSON_AddStringToObject(o, "plugin", j->reg->plugin ? j->reg->plugin->path : "");
+	cJSON_AddStringToObject(o, "run", j->run);
+	cJSON_AddStringToObject(o, "job", j->name);
+	cJSON_AddNumberToObject(o, "attempt", j->attempt);
+	cJSON_AddStringToObject(o, "workdir", j->workdir);
+	cJSON_AddStringToObject(o, "spec_path", j->spec->path ? j->spec->path : "-");
+	cJSON_AddStringToObject(o, "spec_dir", j->spec->dir ? j->spec->dir : "/");
+	if (j->spec->previous)
+		cJSON_AddStringToObject(o, "previous", j->spec->previous);
+	cJSON_AddItemToObject(o, "section", kv_array(j->sec));
+	cJSON_AddItemToObject(o, "run_section", kv_array(j->spec->run));
+	cJSON_AddItemToObject(o, "inputs", host_inputs_resolve(j));
+	cJSON_AddItemToObject(o, "conf", stage_conf_copy(j->conf));
+	cJSON_AddItemToObject(o, "runs", runs_snapshot(j));
+	cJSON_AddItemToObject(o, "history", history(j));
+	if (j->deadline > 0)
+		cJSON_AddNumberToObject(o, "seconds_left", j->deadline - now_mono());
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	char name[64], tmp[80];
+	snprintf(name, sizeof(name), "attempt-%d.stage.json", j->attempt);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	snprintf(path, len, "%s/%s", j->jobdir, name);
+	unlinkat(j->jobdirfd, tmp, 0);
+	int fd = file_open_at(j->jobdirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600), rc = -1;
+	uid_t uid;
+	gid_t gid;
+	if (fd >= 0 && text != NULL && owner_ids(j->owner, &uid, &gid) == 0 &&
+	    fchown(fd, uid, gid) == -1)
+		job_log(j, PL_LOG_ERROR, "stage process: chown %s: %s", path, strerror(errno));
+	else if (fd >= 0 && text != NULL && plc_write_all(fd, text, strlen(text)) == 0 &&
+	    renameat(j->jobdirfd, tmp, j->jobdirfd, name) == 0)
+		rc = 0;
+	else
+		job_log(j, PL_LOG_ERROR, "stage process: cannot write %s: %s", path,
+		    strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (rc == -1)
+		unlinkat(j->jobdirfd, tmp, 0);
+	free(text);
+	return rc;
+}
+
+static int
+run_out_of_process(pl_job *j)
+{
+	char ctx[PATH_MAX], bin[PATH_MAX];
+	if (context_write(j, ctx, sizeof(ctx)) == -1)
+		return plugin_host.fail(j, "stage process: cannot write its context file");
+	conf_stage_path(j->conf, bin, sizeof(bin));
+	const char *argv[] = { bin, ctx, NULL };
+	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp),
+		.name = STAGE_PROC_NAME, .argv = argv };
+	struct pl_exit ex = PL_EXIT_INIT;
+	/* The stage process runs here whatever the job's executor: the
+	 * programs it spawns run beside it. */
+	const struct executor *saved = j->ex;
+	char *opts = j->ex_opts;
+	j->ex = &exec_local;
+	j->ex_opts = NULL;
+	j->stage_proc = 1;
+	int rc = host_spawn(j, &sp, &ex);
+	j->stage_proc = 0;
+	j->ex = saved;
+	j->ex_opts = opts;
+	if (rc != PL_OK)
+		return rc;   /* lost, cancelled, timed out: host_spawn said why */
+	if (ex.exited && ex.status == 0)
+		return PL_OK;
+	if (ex.error[0])
+		snprintf(j->failmsg, sizeof(j->failmsg), "%s", ex.error);
+	if (!ex.exited)
+		return plugin_host.fail(j, "stage %s: its process was killed by signal %d%s%s",
+		    j->reg->st->name, ex.signal, ex.error[0] ? "; " : "", ex.error);
+	/* pipeline-stage exits with the run hook's code, negated. */
+	if (ex.status >= 1 && ex.status <= -PL_EREJECTED)
+		return -ex.status;
+	return plugin_host.fail(j, "stage %s: its process exited with status %d%s%s",
+	    j->reg->st->name, ex.status, ex.error[0] ? ": " : "", ex.error);
+}
+
+int
+stage_run(struct pl_job *j)
+{
+	if (!stage_out_of_process(j))
+		return j->reg->st->run(j);
+	return run_out_of_process(j);
+}
