@@ -42,8 +42,10 @@ enum chat_status {
 	CHAT_SERVER,		/* the server failed: a bake error */
 	CHAT_TRANSPORT,		/* no answer at all: a bake error */
 	CHAT_UNPARSED		/* the server refused the model's output as not
-				   matching the schema/format: the model's fault,
-				   scored unparseable (content is "") */
+				   matching the schema/format, or (Ollama 0.30
+				   and later) stopped it unfinished: the model's
+				   fault, scored unparseable (content is "" or
+				   what came before the refusal) */
 };
 const char	*chat_status_name(int status);
 
