@@ -119,6 +119,10 @@ cmp -s jinja.gguf "$mended" && fail "the mended GGUF is the input"
 # 3. The server setting instead: OLLAMA_GO_TEMPLATE=1 keeps the Modelfile's.
 ollama_stop
 ollama_start OLLAMA_GO_TEMPLATE=1
+# ollama_start picks a new free port: the register arguments must name the
+# new server's URL, not the stopped one's.
+reg=(modelfile="$TEST_TMP/Modelfile.etc" "url=$OURL" num_ctx=1024 tokens="$TEST_TMP/tok/tokens.npz"
+    corpus="$TEST_TMP/corpus.jsonl")
 stage register gguf="$TEST_TMP/jinja.gguf" tag=router:g "${reg[@]}" template_fix=none >go.out 2>&1 ||
     { cat go.out; fail "register with OLLAMA_GO_TEMPLATE=1"; }
 [ "$(value go.out register.served_template)" = modelfile ] || { cat go.out; fail "served template"; }
