@@ -62,6 +62,7 @@ ROUNDS=${ROUNDS:-7}
 PASSES=${PASSES:-5}
 NP=${BENCH_PARALLEL:-2}
 cd "$TEST_TMP"
+top_tmp=$TEST_TMP
 tiny_gguf "$TEST_TMP/tiny.gguf"
 now() { date +%s.%N; }
 args=(backend=ollama model=router:bench "cases=$BAKE_DATA/cases.jsonl"
@@ -140,7 +141,7 @@ bench() {
 	local np=$1 r
 	ollama_start OLLAMA_NUM_PARALLEL="$np"
 	ollama_modelfile "$TOP/etc/Modelfile.tmpl" Modelfile.tmpl
-	stage register gguf="$TEST_TMP/tiny.gguf" tag=router:bench modelfile="$TEST_TMP/Modelfile.tmpl" \
+	stage register gguf="$top_tmp/tiny.gguf" tag=router:bench modelfile="$TEST_TMP/Modelfile.tmpl" \
 	    "url=$OURL" num_ctx=1024 tokens=none >reg.$np.out 2>&1 || { cat reg.$np.out; fail "register"; }
 	# Warm: the model loaded, both clients' code paged in.
 	PASSES=1 side_bake "$np" warm.$np
@@ -159,6 +160,15 @@ bench() {
 	/usr/bin/python3 "$TOP/tests/bench/ollama_bake_figures.py" "$np" "$n" "$PASSES" "$(getconf CLK_TCK)" "$(nproc)"
 	ollama_stop
 }
-echo "== bake through real Ollama $("$TOP/tests/tools/ollama.sh" --version) vs a curl loop: $ROUNDS rounds (order swapped each round) of $PASSES passes of $n cases per side; load average $(cut -d' ' -f1-3 /proc/loadavg), nice $(nice)"
-bench 1
-bench "$NP"
+# Every server profile in the same run (BENCH_OLLAMA_VERSIONS, default all
+# that tests/tools/ollama.sh builds: 0.34.2 then 0.24.0), each in a
+# directory of its own (its server's models and log, its rounds).
+for v in ${BENCH_OLLAMA_VERSIONS:-$("$TOP/tests/tools/ollama.sh" --versions)}; do
+	export OLLAMA_VERSION=$v TEST_TMP=$top_tmp/$v
+	mkdir -p "$TEST_TMP"
+	cd "$TEST_TMP"
+	ln -sfn "$top_tmp/req" req
+	echo "== bake through real Ollama $("$TOP/tests/tools/ollama.sh" --version) vs a curl loop: $ROUNDS rounds (order swapped each round) of $PASSES passes of $n cases per side; load average $(cut -d' ' -f1-3 /proc/loadavg), nice $(nice)"
+	bench 1
+	bench "$NP"
+done

@@ -72,10 +72,15 @@ cat "$TEST_TMP/ctx.race"
 [ "$(reloads ctx)" -eq 3 ] || die "real Ollama reloaded gemma3:4b $(reloads ctx) times with num_ctx 512, want 3"
 [ "$(wc -l <"$TEST_TMP/ctx.launches")" -eq 4 ] || die "expected 4 launches with num_ctx 512"
 [ "$(evictions ctx nomic-embed-text:latest)" -eq 0 ] || die "the embedding model was evicted"
-curl -s "$URL/api/ps" | /usr/bin/python3 -c '
+# Each reload put gemma3:4b back at the client's context (read from
+# /api/ps by the client right after it): the evictions raced a client with
+# another num_ctx. (After the fourth launch's eviction the client, done
+# with its three rounds, leaves it unloaded, as in 1.)
+/usr/bin/python3 - "$TEST_TMP/ctx.race" <<'PY' || die "the client's reloads were not at num_ctx 512"
 import json, sys
-m = [m for m in json.load(sys.stdin)["models"] if m["name"] == "gemma3:4b"]
-assert m and m[0]["context_length"] == 512, m' || die "the client's gemma3:4b is not loaded at num_ctx 512"
+r = [json.loads(l) for l in open(sys.argv[1]) if '"reload"' in l]
+assert len(r) == 3 and all(x["context_length"] == 512 for x in r), r
+PY
 race_stop
 
 # --- 3: traffic that never stops: launch_retries relaunches, then a clear failure.

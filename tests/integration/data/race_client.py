@@ -13,7 +13,8 @@ the model again: the reload. After ROUNDS reloads it stops reloading
 first time it writes {"t", "event": "ready", "model", "loaded"} to LOG
 (whoever starts it waits for that line); every reload is a JSON line
 {"t": UNIX_TIME, "event": "reload", "model": MODEL, "round": N,
-"load_s": SECONDS_THE_REQUEST_TOOK}. With --num-ctx N every reload asks
+"load_s": SECONDS_THE_REQUEST_TOOK, "context_length": the context /api/ps
+shows the reloaded runner at, read right after}. With --num-ctx N every reload asks
 for a context of N tokens: a client whose num_ctx differs from the one the
 model was loaded with, which from Ollama 0.30 on makes the scheduler
 reload a runner that is still loaded (server/sched.go: needsReload).
@@ -39,6 +40,18 @@ def loaded(url, model):
     except OSError:
         return None
     return model in names
+
+
+def context_length(url, model):
+    """The context the model's runner was loaded with (/api/ps), None when
+    it is not listed."""
+    try:
+        for m in call(url, "/api/ps", timeout=5)["models"]:
+            if m["name"] == model:
+                return m.get("context_length")
+    except OSError:
+        pass
+    return None
 
 
 def main():
@@ -79,7 +92,8 @@ def main():
                                             "keep_alive": -1, "options": opts})
                 done += 1
                 f.write(json.dumps({"t": time.time(), "event": "reload", "model": model,
-                                    "round": done, "load_s": round(time.time() - t0, 3)}) + "\n")
+                                    "round": done, "load_s": round(time.time() - t0, 3),
+                                    "context_length": context_length(url, model)}) + "\n")
                 now = True
             was = now
             time.sleep(poll)
