@@ -22,7 +22,10 @@
 #   - a prompt longer than num_ctx: what this Ollama does with it (with
 #     truncate:false, an HTTP 400 "the input length exceeds the context
 #     length"; without it, the runner cuts the prompt and crashes: HTTP
-#     500) is a bake error naming the case, never a miss (G01);
+#     500) is a bake error naming the case, never a miss (G01); so is, on
+#     0.30 and later, the 200 with the prompt cut that a request without
+#     truncate:false gets (drop_truncate_proxy.py forwards the bake's
+#     requests to the real server in that shape);
 #   - gate with promote = yes copies v2 to the alias through /api/copy and
 #     reads its digest back, equal to v2's, after unloading the alias.
 # What only the stand-in can show (a server that picks the GGUF's template,
@@ -243,6 +246,45 @@ assert s["complete"] is False and s["errors"] == 1, s
 assert json.loads(v["case/open-1"])["passes"][0]["outcome"] != "error"
 PY
 grep -q "case long-1.*truncated" cut.out || { tail -3 cut.out; fail "the over-long prompt not reported as truncated"; }
+# 4a. The other G01 answer, from a live client's request shape: without
+# truncate:false, Ollama 0.30 and later cut the prompt in the runner (its
+# context shift is on unless the request says shift:false) and answer 200
+# with prompt_eval_count about num_ctx/2 (515 of 1024 here, measured). The
+# bake meets it through drop_truncate_proxy.py, which forwards its
+# requests to this real server without the truncate field and passes the
+# server's answers back unchanged: a bake error naming the case as well,
+# caught by the prompt's bytes per token. (0.24.0's runner dies of such a
+# prompt instead; measured below.)
+case $version in
+0.24.*) ;;
+*)
+	/usr/bin/python3 "$TOP/tests/integration/data/bake/drop_truncate_proxy.py" "$OURL" \
+	    "$TEST_TMP/proxy.port" &
+	PROXY_PID=$!
+	trap 'kill $PROXY_PID 2>/dev/null || true; ollama_stop' EXIT
+	for _ in $(seq 1 100); do [ -s proxy.port ] && break; sleep 0.1; done
+	[ -s proxy.port ] || fail "drop_truncate_proxy.py did not start"
+	short=("${cut[@]/url=*/url=http://127.0.0.1:$(cat proxy.port)}")
+	if stage bake "${short[@]/passes=2/passes=1}" >short.out 2>&1; then
+		cat short.out; fail "a prompt the server cut (200) was scored"
+	fi
+	kill $PROXY_PID 2>/dev/null || true
+	wait $PROXY_PID 2>/dev/null || true
+	trap 'ollama_stop' EXIT
+	grep -q '^/api/chat$' proxy.port.dropped || fail "the proxy dropped no truncate field"
+	values short.out >short.json
+	/usr/bin/python3 - short.json <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+p = json.loads(v["case/long-1"])["passes"][0]
+assert p["outcome"] == "error" and 0 < p["prompt_tokens"] < 1024, p
+assert "counted as %d tokens" % p["prompt_tokens"] in p["why"] and "(G01)" in p["why"], p
+print("# G01 on real Ollama, a 200 with the prompt cut:", p["why"])
+s = json.loads(v["bake.summary"])
+assert s["complete"] is False and s["errors"] == 1, s
+PY
+	grep -q "case long-1.*truncated" short.out || { tail -3 short.out; fail "the cut prompt not reported as truncated"; } ;;
+esac
 # Why the stage sends truncate:false: without it Ollama 0.24.0 truncates
 # the prompt in its runner ("truncating input prompt" in its log), and on
 # this Gemma 3 model the runner then dies of a SIGSEGV: the request answers
