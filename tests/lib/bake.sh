@@ -1,12 +1,13 @@
-# tests/integration/data/bake/lib.sh: sourced by the bake/gate/register
-# integration tests (60-69). Builds the tiny Gemma 3 GGUF fixture and
+# tests/lib/bake.sh: sourced by the bake/gate/register
+# integration tests (tests/integration/bake/, ollama/). Builds the tiny Gemma 3 GGUF fixture and
 # starts a real llama-server (the oracle build, tests/tools/llama-oracle.sh)
-# serving it. Needs TOP and TEST_TMP.
+# serving it. Needs TOP and TEST_TMP; sources tests/lib.sh when the caller
+# has not.
 
 BAKE_DATA=$TOP/tests/integration/data/bake
 PCTL=$TOP/daemon/pipelinectl
 
-declare -F fail >/dev/null || fail() { echo "FAIL: $*" >&2; exit 1; }
+declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 
 # stage STAGE key=value...: pipelinectl stage by hand, its work directory
 # under TEST_TMP (not a new /tmp/pipelinectl-stage.* per call).
@@ -28,7 +29,7 @@ tiny_gguf() {
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh failed"
 	/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$d" --layout causal \
 	    --seed "$seed" >"$d.gen.log" 2>&1 || { cat "$d.gen.log"; fail "gen_gemma3.py"; }
-	PYTHONPATH=$LLAMA_SRC:$GGUF_PY /usr/bin/python3 -B "$BAKE_DATA/convert_stubbed.py" \
+	PYTHONPATH=$LLAMA_SRC:$GGUF_PY /usr/bin/python3 -B "$TOP/tests/standins/convert_stubbed.py" \
 	    "$LLAMA_SRC/convert_hf_to_gguf.py" "$d" --outtype f16 --outfile "$d.f16.gguf" \
 	    >"$d.conv.log" 2>&1 || { tail -20 "$d.conv.log"; fail "convert_hf_to_gguf.py"; }
 	"$LLAMA_BIN/llama-quantize" "$d.f16.gguf" "$out" Q8_0 >"$d.quant.log" 2>&1 ||

@@ -1,4 +1,4 @@
-# tests/bench/dag-lib.sh: sourced by the DAG benchmarks (dag-bench.sh,
+# tests/lib/dag_bench.sh: sourced by the DAG benchmarks (dag-bench.sh,
 # metrics-bench.sh, web-bench.sh).
 #
 # dag_spec SHAPE NAME COMMAND N: a run spec on standard output, run NAME,

@@ -1,6 +1,6 @@
-# tests/e2e/lib.sh: what the tiny lifecycle (etc/examples/tiny.ini and
+# tests/lib/e2e.sh: what the tiny lifecycle (etc/examples/tiny.ini and
 # tiny/v1.ini) and the real router's (etc/examples/router/, router_prepare
-# below) need around a daemon, for tests/integration/7x and `make demo`.
+# below) need around a daemon, for tests/integration/e2e/ and `make demo`.
 # Needs TOP; sourced after tests/lib.sh or on its own.
 #
 #   e2e_prepare DIR   copies the two specs, their data and etc/Modelfile.tmpl

@@ -1,5 +1,5 @@
-# evict_lib.sh: sourced (after tests/lib.sh, gpu_stages_lib.sh and
-# bake/lib.sh) by 55-train-evict-retry.sh and tests/bench/evict-race-bench.sh:
+# tests/lib/evict.sh: sourced (after tests/lib.sh, tests/lib/gpu_stages.sh and
+# tests/lib/bake.sh) by train/evict-retry.sh and tests/bench/evict-race-bench.sh:
 # the G21 reload race on the REAL Ollama.
 #   evict_setup      starts Ollama (4 models may be loaded) and creates
 #                    gemma3:4b, router:v17, nomic-embed-text and keeper from
@@ -10,9 +10,10 @@
 #                    production traffic (data/race_client.py) reloading
 #                    gemma3:4b 0.5 s after each eviction; logs to NAME.race
 #   race_stop
-# and sets the load window of gpu_stages_lib.sh's run_train to 8 s and its
+# and sets the load window of tests/lib/gpu_stages.sh's run_train to 8 s and its
 # unload wait to 30 s: a CPU server loads and unloads slower than the
 # stand-in.
+declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 RACE_PID=
 LOAD_S=${LOAD_S:-8}
 UNLOAD_WAIT=${UNLOAD_WAIT:-30}

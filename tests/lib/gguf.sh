@@ -1,5 +1,6 @@
-# tests/integration/data/gguf/lib.sh: helpers for the GGUF stage tests
-# (40-49). Source it after setting TOP and TEST_TMP; it gets llama.cpp
+# tests/lib/gguf.sh: helpers for the GGUF stage tests
+# (tests/integration/gguf/). Source it after tests/lib.sh (or with TOP and
+# TEST_TMP set: it sources tests/lib.sh then); it gets llama.cpp
 # (tests/tools/llama-oracle.sh builds it on first use) and gives:
 #   fixture DIR ARGS...    a tiny Gemma 3 checkpoint (gen_gemma3.py ARGS)
 #   stage NAME key=val...  pipelinectl stage NAME, output in $TEST_TMP/NAME.out
@@ -11,8 +12,7 @@ set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PCTL=$TOP/daemon/pipelinectl
 GGUF_DATA=$TOP/tests/integration/data/gguf
-fail() { echo "FAIL: $*" >&2; exit 1; }
-note() { echo "# $*"; }
+declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh failed"
 PL_PY=$("$TOP/tests/tools/pyenv.sh" --python) || fail "tests/tools/pyenv.sh failed"

@@ -1,4 +1,4 @@
-# tests/bench/gguf-bench-lib.sh: shared by the convert, quantize and verify
+# tests/lib/gguf_bench.sh: shared by the convert, quantize and verify
 # benchmarks. large_fixture makes $B/gemma3-large once; best N CMD... runs
 # CMD N times and sets W (wall seconds) and C (user + system seconds) of
 # the fastest run; a failing CMD ends the benchmark with its log.

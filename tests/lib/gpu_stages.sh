@@ -1,4 +1,4 @@
-# gpu_stages_lib.sh: sourced by tests/integration/55-59 (the tokenize,
+# tests/lib/gpu_stages.sh: sourced by the tests of tests/integration/{corpus,probe,train} (the tokenize,
 # probe and train stages run by hand with `pipelinectl stage`).
 # Provides: CTL, PYD (Debian's python3), die, reap, hf_killed_resume_checks,
 # hf_loss_steps, setup_tokens (a tiny Gemma 3
@@ -7,6 +7,7 @@
 set -euo pipefail
 : "${TOP:?TOP is the repository root}"
 : "${TEST_TMP:?TEST_TMP is a private temporary directory}"
+declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 CTL="$TOP/daemon/pipelinectl"
 PYD=/usr/bin/python3
 STANDIN_PID=
@@ -25,10 +26,8 @@ python = ${PL_PYTHON:-$PYD}
 CONF
 export PIPELINED_CONF=$TEST_TMP/byhand/pipelined.conf
 
-die() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+# die: tests/lib.sh's fail, by the name these tests use.
+die() { fail "$@"; }
 
 for f in "$CTL" "$TOP/plugins/tokenize.so" "$TOP/plugins/probe.so" "$TOP/plugins/train.so"; do
 	[ -e "$f" ] || die "$f is not built (make tests)"
@@ -89,8 +88,8 @@ log_count() {
 }
 
 # run_train NAME [key=value...]: the train stage by hand for the G21 race
-# tests (55-train-evict-*): the tiny engine behind the GPU-contention
-# stand-in (data/standin_gpu_contention.sh), whose load window is LOAD_S
+# tests (train/evict-*): the tiny engine behind the GPU-contention
+# stand-in (tests/standins/gpu_contention_standin.sh), whose load window is LOAD_S
 # seconds (default 2.5), against the Ollama at URL, evicting all but the
 # embedding model and keeper (waiting up to UNLOAD_WAIT seconds, default
 # 5). Output in NAME.out, a line per launch in NAME.launches, the exit
@@ -102,7 +101,7 @@ run_train() {
 	STANDIN_LOAD_S=${LOAD_S:-2.5} STANDIN_LAUNCHES=$TEST_TMP/$out.launches \
 	"$CTL" stage train -w "$TEST_TMP/$out" engine=tiny base="$BASE" tokens="$TOKENS" \
 	    max_steps=4 gradient_accumulation_steps=1 lora_r=4 \
-	    python="$TOP/tests/integration/data/standin_gpu_contention.sh" \
+	    python="$TOP/tests/standins/gpu_contention_standin.sh" \
 	    ollama_url="$URL" embedding_model=nomic-embed-text keep_loaded=keeper \
 	    launch_backoff=0.2 launch_backoff_max=1 unload_wait="${UNLOAD_WAIT:-5}" "$@" \
 	    >"$TEST_TMP/$out.out" 2>&1
@@ -111,13 +110,13 @@ run_train() {
 }
 
 # hf_killed_resume_checks SAVE_STEPS: after a run v1 whose train job was
-# killed once by standin_gpu_contention.sh (STANDIN_KILL_ONCE) after step
+# killed once by tests/standins/gpu_contention_standin.sh (STANDIN_KILL_ONCE) after step
 # KILL's loss, of STEPS steps, with PY, BASE and the hf=(...) settings:
 # launch-2 resumed from the newest checkpoint whole at the kill, the
 # replayed steps' losses equal the first segment's, the store holds every
 # loss step once, and the adapter is bit-identical to an uninterrupted run's
 # on the same tokens (run by hand with SAVE_STEPS). Sets TOK (the tokens)
-# and R (the train job's directory). 5a-hf-train.sh and 5e-hf-real.sh.
+# and R (the train job's directory). train/hf-train.sh and train/hf-real.sh.
 hf_killed_resume_checks() {
 	local save=$1 newest first replayed ref got
 	R=$TEST_TMP/state/runs/v1/train

@@ -1,7 +1,8 @@
-# slurm_lib.sh: sourced by tests/integration/8x-slurm-*.sh after tests/lib.sh
-# (or gpu_stages_lib.sh). Starts the single-node cluster
+# tests/lib/slurm.sh: sourced by tests/integration/slurm/*.sh after tests/lib.sh
+# (and tests/lib/gpu_stages.sh, for the train stage). Starts the single-node cluster
 # (tests/tools/slurm-cluster.sh) and exports SLURM_CONF for the daemon and
 # the Slurm commands; the caller's EXIT trap must run slurm_stop.
+declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 CLUSTER="$TOP/tests/tools/slurm-cluster.sh"
 if [ "$(id -u)" -ne 0 ]; then
 	echo "needs root for munged and slurmd"

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""convert_stubbed.py: run llama.cpp's convert_hf_to_gguf.py on this machine's
-Debian Python, which has torch 1.13 and numpy but no transformers or tqdm.
+"""tests/standins/convert_stubbed.py: a STAND-IN for the `transformers` and
+`tqdm` packages (not them), for tests only: runs llama.cpp's
+convert_hf_to_gguf.py on this machine's Debian Python, which has torch 1.13
+and numpy but no transformers or tqdm.
 
 For the tiny Gemma 3 fixture (tests/fixtures/gen_gemma3.py) the converter
 needs neither: it reads config.json when AutoConfig fails and the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# standin_gpu_contention.sh: a STAND-IN, for tests only, for a training GPU
+# tests/standins/gpu_contention_standin.sh: a STAND-IN, for tests only, for a training GPU
 # shared with a live Ollama server (G21). The train stage runs it as its
 # `python` interpreter; it behaves like the trainer's start on such a card,
 # then runs the real job program with Debian's python3:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ollama_standin.py: a STAND-IN for the Ollama HTTP API, for tests only.
+"""tests/standins/ollama_standin.py: a STAND-IN for the Ollama HTTP API, for tests only.
 
 This is not Ollama. It serves the part of Ollama's API that the pipeline's
 lifecycle stages use, from a model table, with the behaviours documented in

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""vllm_standin.py: a STAND-IN for vLLM's OpenAI-compatible server, for the
+"""tests/standins/vllm_standin.py: a STAND-IN for vLLM's OpenAI-compatible server, for the
 bake tests only (vLLM needs a GPU and cannot be installed here).
 
 Serves what the bake reads from vLLM (HACKING.md: llama-server and

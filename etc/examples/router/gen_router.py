@@ -8,7 +8,7 @@ committed beside this file.
 Writes system.txt, capabilities.txt, corpus-v1.jsonl, corpus-v2.jsonl,
 corpus-check.jsonl and cases.jsonl.  Everything is a function of the tables
 below and of one seeded random.Random (SEED), so running it again gives the
-same bytes (tests/integration/74-router-data.sh checks the committed files
+same bytes (tests/integration/e2e/router-data.sh checks the committed files
 against a fresh run).  Only the standard library is used: Debian's
 /usr/bin/python3 runs it.
 

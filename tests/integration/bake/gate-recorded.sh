@@ -1,5 +1,5 @@
 #!/bin/bash
-# 61-gate-recorded.sh: the gate stage on recorded bake results (results
+# bake/gate-recorded.sh: the gate stage on recorded bake results (results
 # files as the bake writes them), by hand (`pipelinectl stage gate`, no
 # server): a guard veto, a fair-slice win, a fair-slice tie broken by
 # overall accuracy (both ways), a fair-slice loss, two bakes whose held-out
@@ -9,7 +9,8 @@
 # its numbers (the paired comparison too) are stored.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 cd "$TEST_TMP"
 
 # mk NAME CASESET COMPLETE ROWS...: a results file. A row is
@@ -154,4 +155,4 @@ assert d["candidate"]["held_out_cases"] == 35 and d["incumbent"]["held_out_cases
 assert abs(d["d_held_out_pp"] - (24/35 - 22/25) * 100) < 1e-9, d["d_held_out_pp"]
 assert abs(d["d_fair_pp"] - 8) < 1e-9 and d["pass"] is True, d
 PY
-echo "61-gate-recorded: ok"
+echo "bake/gate-recorded: ok"

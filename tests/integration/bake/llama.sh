@@ -1,5 +1,5 @@
 #!/bin/bash
-# 60-bake-llama.sh: the bake stage end to end through the openai backend
+# bake/llama.sh: the bake stage end to end through the openai backend
 # against a real llama-server serving the tiny fixture GGUF: every pass of
 # every case stored, aggregates that agree with the per-case values, the
 # case-set digest stable, a disabled capability not runnable, the server's
@@ -7,7 +7,8 @@
 # context reported as a bake error naming the case, never as a miss (G01).
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 VLLM_PID=
 trap 'stop_llama; [ -n "$VLLM_PID" ] && kill "$VLLM_PID" 2>/dev/null' EXIT
 
@@ -130,7 +131,7 @@ assert json.loads(v["case/open-1"])["passes"][0]["outcome"] != "error"
 PY
 # 5. vLLM's way: no /props, the context from /v1/models max_model_len,
 # and its flat error envelope for an over-long prompt.
-/usr/bin/python3 "$BAKE_DATA/vllm_standin.py" --upstream "$LLAMA_URL" --max-model-len 1024 \
+/usr/bin/python3 "$TOP/tests/standins/vllm_standin.py" --upstream "$LLAMA_URL" --max-model-len 1024 \
     --port-file "$TEST_TMP/vllm.port" &
 VLLM_PID=$!
 for _ in $(seq 1 100); do [ -s vllm.port ] && break; sleep 0.05; done
@@ -146,4 +147,4 @@ if stage bake "${v[@]/cases=*/cases=$TEST_TMP/long.jsonl}" passes=1 >vllm-long.o
 fi
 grep -q "case long-1.*truncated: HTTP 400: This model's maximum context length is 1024" vllm-long.out ||
     { tail -3 vllm-long.out; fail "vLLM's refusal not reported as truncation"; }
-echo "60-bake-llama: ok"
+echo "bake/llama: ok"

@@ -1,13 +1,13 @@
 #!/bin/bash
-# 63-report-daemon.sh: bake, bake-incumbent and gate as jobs of a real
+# bake/report-daemon.sh: bake, bake-incumbent and gate as jobs of a real
 # daemon against a real llama-server: the gate reads both bakes from the
 # store, the verdict lands in the store, `pipelinectl report` shows them
 # side by side (and --json), and /metrics serves the bakes' accuracy, guard
 # breaches and the verdict as the store holds them; the incumbent's held-out set comes from
 # another run's tokenize stats (stats_run); a run whose incumbent was baked
 # on another case set is refused by the gate, and report --vs warns.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 trap 'stop_llama; pl_stop' EXIT
 cd "$TEST_TMP"
 
@@ -156,4 +156,4 @@ assert m['pipelined_gate_verdict{run="rel1",job="gate",stage="gate",verdict="%s"
 assert m['pipelined_gate_verdicts_total{verdict="%s"}' % v["verdict"]] == 1
 assert 'pipelined_fair_slice_accuracy{run="rel1",job="gate",stage="gate",side="candidate"}' in m
 PY
-echo "63-report-daemon: ok"
+echo "bake/report-daemon: ok"

@@ -1,11 +1,12 @@
 #!/bin/bash
-# 64-bake-spec-check.sh: `pipelinectl check` refuses bake and gate
+# bake/spec-check.sh: `pipelinectl check` refuses bake and gate
 # sections with every error named by file, line and key, the case file and
 # capability list included (a typo in a case is found at submit, not after
 # the training run); a good spec passes.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 cd "$TEST_TMP"
 printf '%s\n' '{"id":"a","kind":"route","user":"x","expect":{"capability":"search"}}' \
     '{"id":"b","kind":"route","channel":"ops","user":"y","expect":{"capability":"serch"}}' >typo.jsonl
@@ -60,4 +61,4 @@ stats = none
 after = bake, bake-incumbent
 INI
 "$PCTL" check good.ini >good.out 2>&1 || { cat good.out; fail "a good spec was refused"; }
-echo "64-bake-spec-check: ok"
+echo "bake/spec-check: ok"

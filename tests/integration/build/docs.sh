@@ -27,7 +27,7 @@
 #     has no ".Ss CODE:" entry in pipeline-gotchas.7, or an entry lacks one
 #     of Symptom, Cause, Caught by, Test.
 # Every missing item is listed before the test fails.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 M=$TOP/man
 missing=0
 miss() { echo "MISSING: $*"; missing=$((missing + 1)); }
@@ -182,7 +182,7 @@ else
 	    -o -name '*.[1-8]' -o -name '*.tmpl' -o -name '*.txt' -o -name '*.conf' \
 	    -o -name Makefile \) -print | sed 's|^\./||') >"$TEST_TMP/files"
 fi
-grep -v -e '^tests/fuzz/corpus/' -e '^tests/integration/17-docs\.sh$' "$TEST_TMP/files" |
+grep -v -e '^tests/fuzz/corpus/' -e '^tests/integration/build/docs\.sh$' "$TEST_TMP/files" |
     while read -r f; do [ -f "$TOP/$f" ] && printf '%s\n' "$f"; done >"$TEST_TMP/cited"
 nfiles=$(wc -l <"$TEST_TMP/cited")
 [ "$nfiles" -gt 100 ] || fail "only $nfiles files found to check for citations"

@@ -2,7 +2,7 @@
 # make install PREFIX= DESTDIR= puts every binary, plugin, job program,
 # header and man page in place, the installed daemon runs a job with its
 # defaults found relative to PREFIX, and make uninstall removes it all.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 D=$TEST_TMP/dest
 make -s -C "$TOP" install PREFIX=/opt/pl DESTDIR="$D" >/dev/null || fail "make install"
 for f in sbin/pipelined bin/pipelinectl lib/pipelined/pipeline-shim lib/pipelined/pipeline-stage lib/pipelined/plugins/exec.so \

@@ -13,7 +13,7 @@
 #     pipelinectl.c's ctl_request).
 # Runs against the real objects of the build (nm) and the compiler; no
 # daemon is started.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 CHECK=$TOP/tests/tools/check-layers.sh
 
 out=$("$CHECK" "$TOP" 2>&1) || { echo "$out"; fail "check-layers fails on the tree"; }

@@ -17,7 +17,7 @@
 #   - colour only on a terminal, never with NO_COLOR or when piped;
 #   - the bash completion offers verbs, runs and a run's jobs.
 # Runs against the real daemon and CLI of this tree.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 G=$TOP/tests/golden/help
 cd "$TEST_TMP"
 

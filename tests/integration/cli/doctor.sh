@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5b-doctor.sh: pipelinectl doctor [SPEC] runs jobs/doctor.py with the
+# cli/doctor.sh: pipelinectl doctor [SPEC] runs jobs/doctor.py with the
 # interpreter the jobs would use, against the real packages there:
 #  - the pinned environment (tests/tools/pyenv.sh) passes for a spec whose
 #    probe and train run on the CPU (one check covering both jobs); without a

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 29-ctl-escapes.sh: pipelinectl prints only what is safe for a terminal.
+# cli/escapes.sh: pipelinectl prints only what is safe for a terminal.
 #  - A job's events carry terminal escapes (an error message setting the
 #    window title and clearing the screen, a progress unit in red), its
 #    log holds them too, and the run's description: status, list, watch,
@@ -8,7 +8,7 @@
 #  - A socket that sends a line without a newline, forever: pipelinectl
 #    stops at PL_PROTO_MAX_REPLY (32 MiB) with one error line, in bounded
 #    memory and time.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; [ -n "$HPID" ] && kill "$HPID" 2>/dev/null' EXIT
 pl_conf
 pl_start

@@ -9,7 +9,7 @@
 # the states coloured, and not with NO_COLOR.
 # tmux's capture-pane reads the screen as the terminal shows it. Runs
 # against the real daemon and CLI of this tree and Debian's tmux.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 command -v tmux >/dev/null || fail "tmux is not installed (etc/deps.sh installs it)"
 cd "$TEST_TMP"
 pl_start

@@ -6,7 +6,7 @@
 # corpus whose first lines parse; every problem at once, as
 # file:line: key: message. Runs against the real stage plugins; the bases
 # are fixtures of tests/fixtures/gen_gemma3.py, edited.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf
 D=$TEST_TMP/in
 mkdir -p "$D"

@@ -4,7 +4,7 @@
 # SIGHUP reloads and keeps the old configuration when the new one fails;
 # lines over inih's 200 bytes (a deep state directory, long sbatch
 # options) are read whole, as in run specs, and their errors name their line.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf "max_jobs = 3" "kill_grace = 5s"
 out=$("$PIPELINED" -n -f "$PL_CONF") || fail "-n on a good config: $out"
 [ "$out" = "configuration OK" ] || fail "-n said: $out"
@@ -52,7 +52,7 @@ kill -HUP "$PL_PID"; sleep 0.5
 grep -q "does not parse; keeping the running configuration" "$TEST_TMP/pipelined.out" || fail "bad reload not refused"
 "$PIPELINECTL" -s "$TEST_TMP/run/control.sock" status >/dev/null || fail "daemon not serving after a bad reload"
 # A second daemon on the same configuration refuses to start, naming the
-# first (24-startup tests the detached form and the lock after kill -9).
+# first (config/startup tests the detached form and the lock after kill -9).
 sed -i '/^max_jobs = zero/d' "$PL_CONF"
 "$PIPELINED" -d -f "$PL_CONF" > "$TEST_TMP/second.out" 2>&1 && fail "a second daemon started"
 grep -q "another pipelined runs (pid $PL_PID)" "$TEST_TMP/second.out" || fail "second daemon: $(cat "$TEST_TMP/second.out")"

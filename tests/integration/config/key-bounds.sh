@@ -5,7 +5,7 @@
 # tensor_fix), and accept the values at the bounds; a plugin built with
 # the first layout (tests/plugins/old_layout.c: no min, max or
 # key_size) is still read with its own stride.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 P=$TEST_TMP/plugins
 mkdir -p "$P"
 for s in bake gate merge train tensor_fix exec; do cp "$TOP/plugins/$s.so" "$P/"; done

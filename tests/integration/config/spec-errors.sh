@@ -5,7 +5,7 @@
 # name taken from the file name names no line. A count past any capacity
 # does not wrap; a NUL byte is refused at its line; 40,000 errors are
 # answered at once, the first 100 listed and "... and N more errors".
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf
 spec=$TEST_TMP/broken.ini
 cat > "$spec" <<'INI'

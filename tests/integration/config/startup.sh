@@ -6,7 +6,7 @@
 # does not exist, a store that cannot be opened, a port in use); a second
 # daemon on the same state directory says which pid runs there; a daemon
 # killed with SIGKILL leaves no lock behind.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 
 conf() {	# conf FILE [extra [daemon] lines]: a minimal configuration
 	local f=$1; shift

@@ -3,7 +3,7 @@
 # no hello, a wrong protocol version, 200 concurrent connections, and a
 # watcher that stops reading while 20,000 events are published. The daemon
 # answers each with an error (or drops the watcher) and keeps serving.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf "feed_queue_max = 65536"
 pl_start
 python3 - "$TEST_TMP/run/control.sock" "$TEST_TMP/run/feed.sock" <<'PY' || fail "abuse checks"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 28-access.sh: one rule for every door (pipelined(8) SECURITY). With the
+# control/access.sh: one rule for every door (pipelined(8) SECURITY). With the
 # daemon as root, a group, an admin_group and the HTTP listener on:
 #  - a member of the group sees and acts on its own runs only: another
 #    member's run is not in its list, and its status, logs, values,
@@ -13,7 +13,7 @@
 #    and spec text, nothing of them in /api/runs or the event stream);
 #  - /metrics (every run's labels) is refused to a user's session.
 # Users: pl-alice, pl-bob (members), pl-carol (admin_group), nobody.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 trap 'pl_kill9 2>/dev/null' EXIT
 getent group plsubmit >/dev/null || groupadd -r plsubmit

@@ -4,7 +4,7 @@
 # (root) checks a spec with the peer's file-system credentials: a file the
 # peer cannot read is not read, its lines are never quoted, and a missing
 # path and an unreadable one answer alike for a read-only peer.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 getent group plsubmit >/dev/null || groupadd -r plsubmit
 pl_conf "group = plsubmit"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5c-corpus-check.sh: the corpus_check stage. A clean corpus passes with no
+# corpus/check.sh: the corpus_check stage. A clean corpus passes with no
 # finding; corpora that each plant one defect are caught by that check and
 # name the example's key and line: a label conflict (F14), a near conflict,
 # exact and near duplicates with their counts, a capability of the enum
@@ -13,7 +13,7 @@
 # daemon, two runs: the values, `pipelinectl report` with the changes since
 # the previous run per capability and the cases added, and the event that
 # watch prints.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_stop' EXIT
 cd "$TEST_TMP"
 D=$TOP/etc/examples/tiny

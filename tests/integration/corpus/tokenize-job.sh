@@ -1,5 +1,5 @@
 #!/bin/bash
-# 50-job-tokenize: jobs/tokenize_corpus.py on a tiny Gemma 3 base (tests/fixtures)
+# corpus/tokenize-job: jobs/tokenize_corpus.py on a tiny Gemma 3 base (tests/fixtures)
 # and a generated routing corpus: the token file and stats are right (one
 # BOS, prompt masked, response ends in <end_of_turn>, keys, longest), and
 # each refusal names the example's key and counts and leaves no artifact:
@@ -13,7 +13,7 @@ set -eu
 PY=/usr/bin/python3
 J=$TOP/jobs
 cd "$TEST_TMP"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
 $PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 40 --filler 30
@@ -239,4 +239,4 @@ refused vocab432 "examples with a token id at or beyond the model's vocabulary (
 conf badline bad.jsonl
 run badline
 refused badline "bad.jsonl:3: example x"
-echo "50-job-tokenize: OK"
+echo "corpus/tokenize-job: OK"

@@ -1,10 +1,11 @@
 #!/bin/bash
-# 59-tokenize.sh: the tokenize stage with the real jobs/tokenize_corpus.py: the
+# corpus/tokenize-stage.sh: the tokenize stage with the real jobs/tokenize_corpus.py: the
 # stats value it stores (corpus keys as a count and a digest), and the job's
 # refusals passed on as the stage's failure, naming the example and its
 # counts: an example over max_seq_length, a prompt over num_ctx minus the
 # margin (G01), a double BOS; and the stage's own key checks.
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 setup_tokens 40
 
 tok() {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 72-kill.sh: kill -9 the daemon at three random moments of the tiny-v2 run
+# e2e/kill.sh: kill -9 the daemon at three random moments of the tiny-v2 run
 # (issue 7, item 6): twice during train (at random steps, one in each half
 # of the steps that remain after the first 10%), once at a random moment
 # up to a second after train ended (the chain after it, merge .. gate,
@@ -9,8 +9,8 @@
 # byte-identical final GGUF (the quantize artifact), with the store whole
 # (integrity_check) and the event ids gapless.
 # KILL_SEED=N repeats a choice of moments (the seed is printed).
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/e2e/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 SEED=${KILL_SEED:-$(( $(date +%s) % 32768 ))}
@@ -104,4 +104,4 @@ for j in json.load(sys.stdin)["jobs"]:
 integrity_ok
 events_gapless
 pl_stop
-echo "72-kill: ok"
+echo "e2e/kill: ok"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 70-e2e.sh: the whole release lifecycle on a real daemon, twice, back to
+# e2e/lifecycle.sh: the whole release lifecycle on a real daemon, twice, back to
 # back (issue 7): etc/examples/tiny/v1.ini (tiny-v1, no previous version)
 # then etc/examples/tiny.ini (tiny-v2, previous = tiny-v1, 36 training
 # examples instead of 24), each
@@ -7,7 +7,7 @@
 #   -> convert -> quantize -> verify -> register -> bake [-> bake-incumbent]
 #   -> gate
 # against the Gemma3ForConditionalGeneration fixture base; register, bake
-# and gate run against the REAL Ollama (tests/e2e/lib.sh: ollama_start),
+# and gate run against the REAL Ollama (tests/lib/e2e.sh: ollama_start),
 # which serves each tag through etc/Modelfile.tmpl's TEMPLATE, and register
 # checks that template against tokenize's prompt tokens.
 # Checks: every job up to the gate succeeds in both runs; verify passes
@@ -20,8 +20,8 @@
 # and agrees with the PyTorch model (tiny engine, merged weights) on the
 # top-1 token at >= 99% of the positions of every training example (each
 # distinct prefix once), for v1 and v2.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/e2e/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 # The committed data is what its generator writes.
@@ -135,4 +135,4 @@ for a in d.get("artifacts", d if isinstance(d, list) else []):
 done
 integrity_ok
 pl_stop
-echo "70-e2e: ok"
+echo "e2e/lifecycle: ok"

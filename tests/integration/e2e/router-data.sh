@@ -1,5 +1,5 @@
 #!/bin/bash
-# 74-router-data.sh: the real router's task (etc/examples/router/, written
+# e2e/router-data.sh: the real router's task (etc/examples/router/, written
 # by its gen_router.py) is what its generator writes, byte for byte, and has
 # the shape its specs and the gate rely on:
 #   - every training example's system turn is system.txt ({{channel}} made
@@ -19,7 +19,7 @@
 # generator itself, naming the case.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 cd "$TEST_TMP"
 R=$TOP/etc/examples/router
 /usr/bin/python3 "$R/gen_router.py" gen || fail "gen_router.py"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 71-v18-check.sh: etc/examples/v18.ini, the reference setup's release spec,
+# e2e/v18-check.sh: etc/examples/v18.ini, the reference setup's release spec,
 # passes `pipelinectl check` with its paths pointed at fixtures (a
 # Gemma3ForConditionalGeneration base from gen_gemma3.py, the tiny
 # lifecycle's corpus and case set, etc/Modelfile.tmpl); the recipe's values
@@ -7,7 +7,7 @@
 # naming the file, line and key.
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 cd "$TEST_TMP"
 PCTL=$TOP/daemon/pipelinectl
 /usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base --seed 1234 >/dev/null || fail "gen_gemma3.py"
@@ -61,4 +61,4 @@ sed 's/^lora_alpha = 112$/lora_alhpa = 112/' v18.ini >typo.ini
 line=$(grep -n '^lora_alhpa' typo.ini | head -n 1 | cut -d: -f1)
 if "$PCTL" check typo.ini >typo.out 2>&1; then cat typo.out; fail "a misspelt key passed"; fi
 grep -q "typo.ini:$line: lora_alhpa: unknown key" typo.out || { cat typo.out; fail "the refusal does not name file:line:key"; }
-echo "71-v18-check: ok"
+echo "e2e/v18-check: ok"

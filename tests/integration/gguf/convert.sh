@@ -1,5 +1,5 @@
 #!/bin/bash
-# 40-convert.sh: the native convert stage, by hand, on every layout of the
+# gguf/convert.sh: the native convert stage, by hand, on every layout of the
 # tiny fixture (conditional, causal, sharded; BF16, and F16 and F32 copies)
 # and every outtype. Each file is read back with gguf-py and checked two
 # ways: every KV and tensor against the spec (HACKING.md: Gemma 3 to GGUF,
@@ -11,7 +11,8 @@
 # architecture (named, pointing to tool = llama.cpp), a missing layer, a
 # shape that contradicts config.json, no tokenizer.model, NaN weights; none
 # leaves an output behind.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture cond --layout conditional

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 45-gguf-corrupt.sh: corrupt GGUF inputs are refused with clear errors and
+# gguf/corrupt.sh: corrupt GGUF inputs are refused with clear errors and
 # crash nothing. From a real Q8_0 file: truncations, a huge tensor count, a
 # huge KV count, a string length that lies, a huge array count, a
 # misaligned tensor offset, an offset that overlaps, an unknown type, a bad
@@ -7,7 +7,8 @@
 # stages each refuse every one, naming the problem, and leave no output.
 # Then the reader runs under ASan and UBSan (the fuzz target, built here)
 # on all of them, the fuzz corpus, and 6000 random mutations.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture causal --layout causal

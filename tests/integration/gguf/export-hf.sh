@@ -1,5 +1,5 @@
 #!/bin/bash
-# 46-export-hf.sh: the export against real transformers and real llama.cpp.
+# gguf/export-hf.sh: the export against real transformers and real llama.cpp.
 # The tiny conditional fixture gets a plain LoRA adapter merged by our
 # merge stage; transformers' own Gemma3ForConditionalGeneration (5.5, the
 # pinned environment, float32) runs the merged checkpoint, and llama-server
@@ -16,7 +16,8 @@
 # block's largest weight) moves log-probabilities by a few hundredths of a
 # nat: near-ties flip there. A broken export (a tensor, a norm, the rope,
 # the window) moves them by tenths to whole nats and fails both.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture cond --layout conditional --adapter plain

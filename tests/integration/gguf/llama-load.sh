@@ -1,9 +1,10 @@
 #!/bin/bash
-# 42-llama-load.sh: llama.cpp loads what the native stages write. For both
+# gguf/llama-load.sh: llama.cpp loads what the native stages write. For both
 # fixture layouts, llama-simple loads the F16 file of convert and the Q8_0
 # file of quantize, reads the hyperparameters and special tokens they
 # declare (as its loader prints them), and generates 16 tokens.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture cond --layout conditional

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 41-quantize.sh: the native quantize stage against llama-quantize itself:
+# gguf/quantize.sh: the native quantize stage against llama-quantize itself:
 # from F16, BF16 and F32 inputs of the tiny fixtures, with one thread and
 # with several, our Q8_0 must be byte-identical to llama-quantize's (same
 # rounding, same tensors left unquantized, same KV updates, same tensor
@@ -8,7 +8,8 @@
 # stage. A Q8_0 input is copied as llama-quantize copies it. Refused: another
 # quantized type, NaN weights; neither leaves
 # an output.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture cond --layout conditional

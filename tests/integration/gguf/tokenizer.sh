@@ -1,5 +1,5 @@
 #!/bin/bash
-# 43-tokenizer.sh: the vocabulary convert writes tokenizes as the
+# gguf/tokenizer.sh: the vocabulary convert writes tokenizes as the
 # checkpoint's own SentencePiece model does. llama-server serves the Q8_0
 # file; its /tokenize (special tokens parsed, none added) and the
 # SentencePiece model (after splitting out the special tokens named in
@@ -7,7 +7,8 @@
 # few hundred varied strings: words, digits, punctuation, runs of spaces,
 # tabs and newlines, accents, CJK, emoji (byte fallback), and chat turns
 # with their control tokens. Both fixture layouts; BOS is added on request.
-. "$TOP/tests/integration/data/gguf/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 SERVER_PID=""
 trap '[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null; wait 2>/dev/null' EXIT

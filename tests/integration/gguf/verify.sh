@@ -1,5 +1,5 @@
 #!/bin/bash
-# 44-verify.sh: the verify stage. By hand: the same digest as the previous
+# gguf/verify.sh: the verify stage. By hand: the same digest as the previous
 # version fails naming both files (G24), a different one passes with every
 # check listed; a tensor left F16, a missing norm, a missing EOS id and an
 # unquantized file each fail naming what is wrong; identical adapters fail
@@ -7,8 +7,8 @@
 # from the same checkpoint with previous = v1 (fails, naming both runs and
 # paths: the G24 accident), and v3 from another checkpoint (passes); the
 # result is stored as a value and published as a job.verify event.
-. "$TOP/tests/integration/data/gguf/lib.sh"
 . "$TOP/tests/lib.sh"
+. "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
 
 fixture a --layout causal --seed 1

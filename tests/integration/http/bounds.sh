@@ -1,5 +1,5 @@
 #!/bin/bash
-# 27-http-bounds.sh: the HTTP listener stays answerable under load
+# http/bounds.sh: the HTTP listener stays answerable under load
 # (pipelined.conf(5) http_max_connections, http_max_streams, http_timeout,
 # http_header_timeout). On loopback, for 25 s: 500 slow clients, each
 # sending a request header one line every 2 s and never finishing it (and
@@ -9,7 +9,7 @@
 # are dropped at the header deadline; the streams over http_max_streams
 # get 503 with Retry-After. The load generator is tests/tools/http-flood.py
 # (bounded loops; it stops by itself).
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 PORT=$(free_port)
 TOKEN=bounds-token-0123456789

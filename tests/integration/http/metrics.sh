@@ -1,5 +1,5 @@
 #!/bin/bash
-# 25-metrics.sh: GET /metrics (metrics_listen) scraped by the real
+# http/metrics.sh: GET /metrics (metrics_listen) scraped by the real
 # Prometheus server from Debian, during a run and after it, through a real
 # daemon:
 #  - promtool (Prometheus' own checker) accepts the exposition;
@@ -12,8 +12,8 @@
 #  - the figures equal the store's;
 #  - a bad metrics_listen is refused by -n with file:line, a POST with 405,
 #    an unknown path with 404; without the key nothing listens.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 set +e +o pipefail
 PROM_PID=
 stop_all() {

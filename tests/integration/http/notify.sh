@@ -1,5 +1,5 @@
 #!/bin/bash
-# 26-notify.sh: [notify] through a real daemon and a webhook receiver on
+# http/notify.sh: [notify] through a real daemon and a webhook receiver on
 # loopback (tests/integration/data/hook_receiver.py, which checks the
 # HMAC-SHA256 signature with its own secret, as a receiver would):
 #  - a receiver answering 500 for a while: job.failed and run.end are
@@ -12,7 +12,7 @@
 #  - a wrong secret: the receiver's check fails (401), nothing is
 #    accepted, the outbox row is given up after its retries;
 #  - -n refuses an unknown event and prints no secret.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 set +e +o pipefail
 RPID=
 trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null; pl_kill9 2>/dev/null' EXIT

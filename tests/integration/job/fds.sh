@@ -5,7 +5,7 @@
 # own, pipeline-shim -d) and pipeline-shim -d started with descriptors of
 # its own open, as a batch script may start it: each job lists
 # /proc/self/fd (through a shell that opens none of its own first).
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 O=$TEST_TMP/out; mkdir -p "$O"
 # lister FILE: a job command that writes the shell's descriptors to FILE:
 # those still open after the glob (its own directory descriptor is closed

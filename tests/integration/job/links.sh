@@ -5,7 +5,7 @@
 # a job directory that cannot be made fails its job with the real cause
 # in the job's log and its status message. Against a real pipelined, then
 # pipeline-shim on its own.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf
 pl_start
 R=$TEST_TMP/state/runs/links

@@ -24,7 +24,7 @@
 # in a stage process as in the daemon (tests/plugins/hostprobe.c); and
 # pipelined -n wants pipeline-stage beside the shim. Against a real
 # pipelined running as root.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; exec 7>&- 2>/dev/null' EXIT
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 getent group plsubmit >/dev/null || groupadd -r plsubmit

@@ -6,7 +6,7 @@
 # reads what they wrote (events). Root's submissions stay root unless
 # job_user is set. The owner is kept across a daemon restart. Against a
 # real pipelined running as root.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; rm -f /etc/pl-member /etc/pl-rootrun /etc/pl-jobuser' EXIT
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 getent group plsubmit >/dev/null || groupadd -r plsubmit

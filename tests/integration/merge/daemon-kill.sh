@@ -3,7 +3,7 @@
 # directory is there, the final one is not): after the restart the job is
 # retried, the merged checkpoint is byte-identical to an uninterrupted run
 # by hand, no temporary is left, and tensor_fix after it sees the output.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 G=$TOP/tests/fixtures/gen_gemma3.py
 F=$TEST_TMP/fx
 # The medium size (about 130 MB) so that the merge lasts long enough to be

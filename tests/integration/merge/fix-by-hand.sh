@@ -9,7 +9,7 @@
 # outcome: a wrong count, a collision and an adapter whose recorded base
 # identity (pipeline-base.json) is another base's fail with their message,
 # and leave nothing behind.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap - EXIT
 G=$TOP/tests/fixtures/gen_gemma3.py
 F=$TEST_TMP/fx

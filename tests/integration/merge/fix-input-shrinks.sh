@@ -23,7 +23,7 @@
 # In the daemon, a convert job in between installs its plugin's SIGBUS
 # handler over tensor_fix's (each plugin has its own copy of the guard):
 # the second truncated run checks that the handlers chain.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 G=$TOP/tests/fixtures/gen_gemma3.py
 /usr/bin/python3 "$G" "$TEST_TMP/orig" --layout causal || fail "fixture"
 cp "$TEST_TMP/orig/config.json" "$TEST_TMP/config.saved"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 33-merge-peft.sh: the merge stage against real PEFT (peft 0.20 from the
+# merge/peft.sh: the merge stage against real PEFT (peft 0.20 from the
 # project's pinned environment, tests/tools/pyenv.sh), on the tiny
 # conditional fixture. PEFT itself makes each adapter (get_peft_model on
 # the base loaded with real transformers, seeded random LoRA weights,
@@ -11,7 +11,7 @@
 # rsLoRA with BF16 LoRA weights, rank_pattern and alpha_pattern,
 # modules_to_save (embed_tokens), and a regex targeting the vision tower's
 # attention (out_proj included).
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap - EXIT
 PY=$("$TOP/tests/tools/pyenv.sh" --python) || fail "tests/tools/pyenv.sh failed"
 O=$TOP/tests/fixtures/peft_oracle.py

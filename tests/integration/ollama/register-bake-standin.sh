@@ -1,8 +1,8 @@
 #!/bin/bash
-# 66-register-bake-standin.sh: what only the Ollama STAND-IN
+# ollama/register-bake-standin.sh: what only the Ollama STAND-IN
 # (tests/standins/ollama_standin.py, not Ollama; its /api/chat forwards to
 # a real llama-server serving the tiny fixture GGUF) can show to register
-# and bake; the rest runs against the real Ollama in 62-register-promote.sh:
+# and bake; the rest runs against the real Ollama in ollama/register-promote.sh:
 #   - a server that picks its own template (the GGUF's) instead of the one
 #     given: register refuses it (newer Ollama releases can do this; the
 #     pinned one does not);
@@ -13,7 +13,8 @@
 #     prompt and answers 200 (the pinned release refuses it with HTTP 400).
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 STANDIN_PID=
 cleanup() {
 	[ -n "$STANDIN_PID" ] && kill "$STANDIN_PID" 2>/dev/null
@@ -117,4 +118,4 @@ if stage bake "${cut[@]/passes=2/passes=1}" >cut.out 2>&1; then
 fi
 grep -q "case long-1.*the server cut it (G01)" cut.out || { tail -3 cut.out; fail "silent cut not detected"; }
 
-echo "66-register-bake-standin: ok"
+echo "ollama/register-bake-standin: ok"

@@ -1,11 +1,11 @@
 #!/bin/bash
-# 65-register-daemon.sh: register as a daemon job, against the REAL Ollama
+# ollama/register-daemon.sh: register as a daemon job, against the REAL Ollama
 # (tests/lib.sh: ollama_start): without previous_tag, the weights the previous run ([run]
 # previous) registered are what the new tag must differ from, read from the
 # store. The same GGUF again is refused; a new one is registered. (The
-# train/serve template check is in 62-register-promote.sh and 70-e2e.sh.)
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
+# train/serve template check is in ollama/register-promote.sh and e2e/lifecycle.sh.)
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 trap 'pl_stop; ollama_stop' EXIT
 cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/a.gguf" 1234
@@ -48,4 +48,4 @@ spec r3 r1 "$TEST_TMP/b.gguf" router:r3 >r3.ini
 pctl submit r3.ini >/dev/null || fail "submit r3"
 wait_run r3 succeeded 60
 curl -s "$OURL/api/tags" | grep -q '"name":"router:r3"' || fail "router:r3 is not on the server"
-echo "65-register-daemon: ok"
+echo "ollama/register-daemon: ok"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 62-register-promote.sh: register, bake and promote against the REAL
+# ollama/register-promote.sh: register, bake and promote against the REAL
 # Ollama server (tests/tools/ollama.sh, the pinned release, started by
 # tests/lib.sh: ollama_start) serving the tiny Gemma 3 fixture GGUF:
 #   - register v1 from a GGUF: the blob uploaded, the tag created from
@@ -27,9 +27,9 @@
 #     reads its digest back, equal to v2's, after unloading the alias.
 # What only the stand-in can show (a server that picks the GGUF's template,
 # a model half in VRAM, a server that cuts a prompt and answers 200) is in
-# 66-register-bake-standin.sh.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
+# ollama/register-bake-standin.sh.
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/bake.sh"
 set -e
 trap 'ollama_stop' EXIT
 cd "$TEST_TMP"
@@ -242,4 +242,4 @@ v2d=$(tag_digest router:v2)
 pd=$(tag_digest router:prod)
 [ -n "$ad" ] && [ "$ad" = "$v2d" ] && [ "$pd" = "$v2d" ] || fail "alias digest $ad / $pd is not v2's $v2d"
 loaded router:prod && fail "the alias was not unloaded before the copy"
-echo "62-register-promote: ok"
+echo "ollama/register-promote: ok"

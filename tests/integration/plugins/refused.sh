@@ -6,7 +6,7 @@
 # struct pl_exit (tests/plugins/old_spawn.c) works, the host reading
 # nothing past their sizes, and one of a size the host does not know gets
 # an error naming the plugin. Runs against the real daemon and shim.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 P=$TEST_TMP/plugins; mkdir -p "$P"
 cp "$TOP/plugins/exec.so" "$P/"
 for b in bad_abi no_symbol init_fails host_abi big_stage old_spawn; do cp "$TOP/tests/plugins/$b.so" "$P/"; done

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 54-job-probe-oom: jobs/probe.py (tiny engine) reports the memory of one
+# probe/job-oom: jobs/probe.py (tiny engine) reports the memory of one
 # forward and backward on the longest example, growing with the LoRA rank;
 # the tiny engine's GPU-memory stand-in fails like a CUDA OOM (oom event,
 # exit 3) in the phase where the card would fill: load, forward, or (train,
@@ -10,7 +10,7 @@ set -eu
 PY=/usr/bin/python3
 J=$TOP/jobs
 cd "$TEST_TMP"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
 $PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 12 --filler 20
@@ -80,4 +80,4 @@ run train fits
 real=$(field fits.ev memory peak_mb)
 echo "train real peak $real MB (probe $p4 MB)"
 awk -v a="$p4" -v r="$real" 'BEGIN { exit !(r > 0 && r < 2 * a) }' || fail "real peak $real"
-echo "54-job-probe-oom: OK"
+echo "probe/job-oom: OK"

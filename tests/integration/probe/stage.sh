@@ -1,5 +1,5 @@
 #!/bin/bash
-# 58-probe.sh: the probe stage with the real jobs/probe.py (tiny engine and
+# probe/stage.sh: the probe stage with the real jobs/probe.py (tiny engine and
 # its GPU-memory stand-in):
 #  1. a probe that fits stores its value, the prediction being probe x
 #     (1 - 4.7%) rounded up (no calibration pairs yet);
@@ -11,7 +11,8 @@
 #     to run uncapped unless host_mem_cap = off;
 #  5. train stores its real peak with the probe's figure as a calibration
 #     pair.
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 setup_tokens 40
 common=(engine=tiny base="$BASE" tokens="$TOKENS" lora_r=8)
 

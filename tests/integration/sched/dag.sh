@@ -2,7 +2,7 @@
 # DAG semantics on a real daemon: a diamond, a 100-way fan-out, failure
 # propagation, retries with backoff, a timeout, cancel, and resource
 # exclusivity checked from the jobs' own timestamps.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf "max_jobs = 8"
 pl_start
 S=$TEST_TMP/specs; mkdir -p "$S"; O=$TEST_TMP/out; mkdir -p "$O"

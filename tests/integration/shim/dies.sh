@@ -6,7 +6,7 @@
 # -9 too and restarted. Against a real pipelined; the job is a shell
 # program that records its pid and, in a later attempt, whether an
 # earlier attempt's program still lives.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 pl_conf
 pl_start
 O=$TEST_TMP/out; mkdir -p "$O"

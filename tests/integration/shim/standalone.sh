@@ -5,7 +5,7 @@
 # what the child gets (its own process group, stdin from /dev/null, the
 # log, no ignored or blocked signal), and what is recorded when it cannot
 # start (127 not found, 126 otherwise, a line in the log naming why).
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 SHIM="$TOP/daemon/pipeline-shim"
 T=$TEST_TMP
 mkdir -p "$T/noexec" "$T/work/bin" "$T/shadow"

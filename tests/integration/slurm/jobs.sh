@@ -7,8 +7,8 @@
 # `pipelinectl status`; a submission sbatch refuses fails with sbatch's message;
 # `pipelinectl cancel` scancels queued and running jobs; a slurm job holds no
 # local resource; a job over its memory limit ends with the class oom.
-. "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 printf '[slurm]\npartition = debug\n' >> "$PL_CONF"
@@ -134,4 +134,4 @@ note "memory limit ok"
 integrity_ok
 events_gapless
 pl_stop
-echo "80-slurm-jobs: ok"
+echo "slurm/jobs: ok"

@@ -1,13 +1,13 @@
 #!/bin/bash
-# Preemption: a training job (the stand-in of data/slurm_fake_train.py)
+# Preemption: a training job (the stand-in of tests/standins/slurm_train_standin.py)
 # holds every CPU of the node in the default partition when a job of the
 # higher-priority "urgent" partition arrives; Slurm preempts the training
 # and requeues it (PreemptMode=REQUEUE). When it runs again, in the same
 # Slurm job and attempt, it resumes from its newest complete checkpoint;
 # the feed shows it queued again with Slurm's reason, and the run succeeds.
 # Then the same for a node failure (the node set DOWN under the job).
-. "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
@@ -19,7 +19,7 @@ stage = exec
 executor = slurm
 sbatch_options = --cpus-per-task=$ncpu
 env = PLJOB_DIR=$TOP/jobs TRAIN_OUT=$O/train
-command = /usr/bin/python3 $TOP/tests/integration/data/slurm_fake_train.py
+command = /usr/bin/python3 $TOP/tests/standins/slurm_train_standin.py
 INI
 pctl submit "$S/pre.ini" >/dev/null || fail "submit"
 ck=$TEST_TMP/state/runs/pre/train/work/checkpoints
@@ -77,4 +77,4 @@ note "node failure ok (resumed from step $step)"
 integrity_ok
 events_gapless
 pl_stop
-echo "85-slurm-preempt: ok"
+echo "slurm/preempt: ok"

@@ -6,9 +6,9 @@
 # starting over. The daemon follows the job through CANCELLED, PENDING
 # (requeued) and RUNNING to its end in the same attempt, and the feed shows
 # the requeue. The trainer is a small stand-in that speaks pipeline-job(7)
-# and writes its checkpoints with jobs/pljob.py (data/slurm_fake_train.py).
-. "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+# and writes its checkpoints with jobs/pljob.py (tests/standins/slurm_train_standin.py).
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
@@ -21,7 +21,7 @@ stage = exec
 executor = slurm
 time = 10
 env = PLJOB_DIR=$TOP/jobs TRAIN_OUT=$O/train
-command = /usr/bin/python3 $TOP/tests/integration/data/slurm_fake_train.py
+command = /usr/bin/python3 $TOP/tests/standins/slurm_train_standin.py
 INI
 pctl submit "$S/tr.ini" >/dev/null || fail "submit"
 ck=$TEST_TMP/state/runs/tr/train/work/checkpoints
@@ -70,4 +70,4 @@ db "SELECT data FROM events WHERE type='job.proc'" | grep -q 'requeued, restart 
 integrity_ok
 events_gapless
 pl_stop
-echo "82-slurm-requeue: ok (resumed from step $step)"
+echo "slurm/requeue: ok (resumed from step $step)"

@@ -5,8 +5,8 @@
 # ids: the one that ended meanwhile gets its real outcome, the queued one
 # runs exactly once and succeeds; nothing is submitted twice, events stay
 # gapless and the store passes integrity_check.
-. "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
@@ -67,4 +67,4 @@ pctl status busy | grep -q "exited with status 3" || fail "busy's status does no
 integrity_ok
 events_gapless
 pl_stop
-echo "81-slurm-restart: ok"
+echo "slurm/restart: ok"

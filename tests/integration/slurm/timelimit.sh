@@ -6,8 +6,8 @@
 # with the end class "timeout" and the job's own exit record (killed by
 # SIGTERM). Takes about 1.5 minutes: Slurm's limits are in minutes and
 # checked every 30 seconds or so.
-. "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 pl_conf "max_jobs = 8"
 pl_start
@@ -52,4 +52,4 @@ grep -q "Slurm job $id TIMEOUT" "$TEST_TMP/state/runs/tl/slow/job.log" || fail "
 integrity_ok
 events_gapless
 pl_stop
-echo "84-slurm-timelimit: ok"
+echo "slurm/timelimit: ok"

@@ -7,8 +7,8 @@
 # and the adapter is bit-identical to an uninterrupted run's, so the
 # training was resumed, not started over.
 . "$TOP/tests/lib.sh"
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
-. "$(dirname "$0")/data/slurm_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'cleanup; pl_kill9 2>/dev/null || true; slurm_stop || true' EXIT
 setup_tokens 40
 common=(engine=tiny base="$BASE" tokens="$TOKENS" max_steps=45 save_steps=25
@@ -58,4 +58,4 @@ got=$(db "SELECT sha256 FROM artifacts WHERE name = 'adapter'")
 integrity_ok
 events_gapless
 pl_stop
-echo "83-slurm-train: ok"
+echo "slurm/train: ok"

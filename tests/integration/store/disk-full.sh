@@ -7,7 +7,7 @@
 # serve a memory the store does not hold; once space is freed a restart
 # finds the store whole and the run ends as the store says (the lost
 # attempt retried), with no job shown running.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "not root: cannot mount a tmpfs"; exit 77; }
 mkdir -p "$TEST_TMP/state"
 mount -t tmpfs -o size=2m tmpfs "$TEST_TMP/state" || { echo "cannot mount a tmpfs"; exit 77; }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 55-train-evict-retry.sh: the train stage against the G21 reload race on
+# train/evict-retry.sh: the train stage against the G21 reload race on
 # the REAL Ollama (tests/tools/ollama.sh; tests/lib.sh: ollama_start)
 # serving four tiny Gemma 3 models (the fixture GGUF at four seeds, so four
 # runners): gemma3:4b, router:v17, nomic-embed-text (the embedding model)
@@ -7,18 +7,18 @@
 # (data/race_client.py) that requests gemma3:4b again 0.5 s after each time
 # it is evicted, and real Ollama's scheduler reloads it. The trainer is the
 # real jobs/train.py (tiny engine) behind the GPU-contention STAND-IN
-# (data/standin_gpu_contention.sh: this machine has no GPU), which dies
+# (tests/standins/gpu_contention_standin.sh: this machine has no GPU), which dies
 # like a CUDA OOM when a model other than the kept two is in /api/ps during
 # its load. The stage must
 #  1. evict (keep_alive 0, then wait for /api/ps), relaunch and succeed
 #     within launch_retries while the race lasts three reloads, never
 #     evicting the embedding model or keep_loaded;
 #  2. fail clearly after launch_retries when the traffic never stops.
-# The same race at stand-in speed (instant reloads): 55-train-evict-standin.sh.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/gpu_stages_lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
-. "$TOP/tests/integration/data/evict_lib.sh"
+# The same race at stand-in speed (instant reloads): train/evict-standin.sh.
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
+. "$TOP/tests/lib/bake.sh"
+. "$TOP/tests/lib/evict.sh"
 trap 'race_stop; ollama_stop' EXIT
 setup_tokens 40
 evict_setup

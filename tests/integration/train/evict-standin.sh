@@ -1,15 +1,16 @@
 #!/bin/bash
-# 55-train-evict-standin.sh: the train stage against the G21 reload race
+# train/evict-standin.sh: the train stage against the G21 reload race
 # on the Ollama STAND-IN (tests/standins/ollama_standin.py, not Ollama),
 # whose reloads are instant, a speed a CPU server cannot reach (the same
-# race against the real Ollama is 55-train-evict-retry.sh). It reloads an
+# race against the real Ollama is train/evict-retry.sh). It reloads an
 # evicted model onto the GPU 1.5 s after each eviction; the trainer (the
 # real jobs/train.py, tiny engine, behind the GPU-contention stand-in) dies
 # like a CUDA OOM when a foreign model is resident during its load. The stage must
 #  1. evict, relaunch and succeed within launch_retries while the race
 #     lasts three rounds, never evicting the embedding model or keep_loaded;
 #  2. fail clearly after launch_retries when the race never stops.
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 setup_tokens 40
 models=(--model gemma3:4b=4000 --model router:v17=4200 --model nomic-embed-text=300
     --model keeper=100 --loaded gemma3:4b --loaded router:v17

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 53-job-hf-missing: the hf engine imports cleanly under an interpreter
+# train/hf-missing: the hf engine imports cleanly under an interpreter
 # without transformers/peft/bitsandbytes/accelerate, and train.py and
 # probe.py with engine = hf fail with exit 2 and an error event naming
 # exactly the missing packages (train: the engine's own check; probe:
@@ -11,7 +11,7 @@ set -eu
 PY=/usr/bin/python3
 J=$TOP/jobs
 cd "$TEST_TMP"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 
 # What this interpreter lacks, by its own account.
 missing=$($PY - <<'PY'
@@ -76,4 +76,4 @@ if $PY -c 'import torch, sys; sys.exit(1 if torch.cuda.is_available() else 0)'; 
 	[ $rc -eq 2 ] || { cat nocuda.ev; fail "without CUDA: exit $rc"; }
 	grep '"type":"error"' nocuda.ev | grep -q "engine hf: torch .* sees no CUDA device" || { cat nocuda.ev; fail "no CUDA message"; }
 fi
-echo "53-job-hf-missing: OK"
+echo "train/hf-missing: OK"

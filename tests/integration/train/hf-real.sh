@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5e-hf-real.sh: engine = hf at real scale, on the real base (Gemma 3 270M
+# train/hf-real.sh: engine = hf at real scale, on the real base (Gemma 3 270M
 # from tests/tools/realbase.sh: 262144-token vocabulary with tied
 # embeddings, 18 layers of which 15 slide over a 512-token window, Gemma 3's
 # real chat template), trained on the CPU in float32 (no 4-bit: LoRA on the
@@ -17,7 +17,7 @@
 # Short on purpose: 4 examples of about 560 tokens (past the window), one
 # per optimizer step; the response's logits only.
 . "$TOP/tests/lib.sh"
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
 	echo "SKIP: the pinned environment is not built (make pyenv)"
 	exit 77
@@ -47,7 +47,7 @@ mkdir -p "$TEST_TMP/specs"
 	printf 'budget_mb = 100000\nhost_mem_cap = off\ngpu = cpu\n'
 	printf '%s\n' "${hf[@]/=/ = }"
 	printf '[train]\nafter = probe\npython = %s\nbase = %s\nlaunch_backoff = 0.1\nsave_steps = 1\n' \
-	    "$TOP/tests/integration/data/standin_gpu_contention.sh" "$BASE"
+	    "$TOP/tests/standins/gpu_contention_standin.sh" "$BASE"
 	printf '%s\n' "${hf[@]/=/ = }"
 } >"$TEST_TMP/specs/v1.ini"
 export STANDIN_PY=$PY STANDIN_KILL_AT_STEP=$KILL STANDIN_KILL_NOSTALL=1

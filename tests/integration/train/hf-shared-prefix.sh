@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5d-hf-shared-prefix.sh: train's shared_prefix (jobs/engines/prefix.py) on
+# train/hf-shared-prefix.sh: train's shared_prefix (jobs/engines/prefix.py) on
 # the hf engine, the CPU, the pinned environment's real transformers Gemma 3,
 # PEFT LoRA and bitsandbytes, against the plain loop:
 #  1. tokenize (pipelinectl stage, Debian's python3) finds the shared
@@ -32,7 +32,7 @@
 #     and said why; the probe reports shared_prefix_tokens; train's log
 #     line and the metric prefix_speedup; a bad value is refused by check.
 . "$TOP/tests/lib.sh"
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
 	echo "SKIP: the pinned environment is not built (make pyenv)"
 	exit 77

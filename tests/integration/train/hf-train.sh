@@ -1,5 +1,5 @@
 #!/bin/bash
-# 5a-hf-train.sh: engine = hf, the recipe itself, trained on the CPU with
+# train/hf-train.sh: engine = hf, the recipe itself, trained on the CPU with
 # the real libraries of the pinned environment (transformers' own Gemma 3,
 # PEFT LoRA on the seven targets, bitsandbytes nf4 with double quantization
 # and its 8-bit AdamW, non-reentrant gradient checkpointing, the chunked
@@ -17,7 +17,7 @@
 #    hf_adapter_check.py), for this Gemma3ForConditionalGeneration base and
 #    for a Gemma3ForCausalLM one trained by hand.
 . "$TOP/tests/lib.sh"
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
 	echo "SKIP: the pinned environment is not built (make pyenv)"
 	exit 77
@@ -46,7 +46,7 @@ mkdir -p "$TEST_TMP/specs"
 	printf 'budget_mb = 100000\nhost_mem_cap = off\ngpu = cpu\n'
 	printf '%s\n' "${hf[@]/=/ = }"
 	printf '[train]\nafter = probe\npython = %s\nbase = %s\nlaunch_backoff = 0.1\nsave_steps = 2\n' \
-	    "$TOP/tests/integration/data/standin_gpu_contention.sh" "$BASE"
+	    "$TOP/tests/standins/gpu_contention_standin.sh" "$BASE"
 	printf '%s\n' "${hf[@]/=/ = }"
 } >"$TEST_TMP/specs/v1.ini"
 export STANDIN_PY=$PY STANDIN_KILL_AT_STEP=$KILL STANDIN_KILL_NOSTALL=1

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 56-train-resume.sh: the train stage's resume and adoption, through a real
+# train/resume.sh: the train stage's resume and adoption, through a real
 # pipelined running tokenize -> probe -> train:
 #  - run v1's trainer (the real jobs/train.py, tiny engine) is killed with
 #    SIGKILL at step 37, inside the training loop: the stage relaunches it
@@ -20,10 +20,10 @@
 #  - pipelinectl watch, replaying v2, gives the train job's rate, loss and
 #    time left, and the run's expected end from v1's job durations.
 . "$TOP/tests/lib.sh"
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 trap reap EXIT
 setup_tokens 40
-WRAP=$TOP/tests/integration/data/standin_gpu_contention.sh
+WRAP=$TOP/tests/standins/gpu_contention_standin.sh
 # loss_steps EVENTS: "step value" per loss metric line.
 loss_steps() {
 	sed -n 's/.*"type":"metric","name":"loss","step":\([0-9]*\),"value":\([^,}]*\).*/\1 \2/p' "$1"
@@ -195,7 +195,7 @@ grep -q '<svg' "$TEST_TMP/loss.svg" && grep -q 'width="640"' "$TEST_TMP/loss.svg
     grep -q "must end in .png or .svg" "$TEST_TMP/plot.err" || die "plot took a .gif"
 [ ! -e "$TEST_TMP/loss.gif" ] || die "plot left a file for a refused name"
 ! ls "$TEST_TMP"/loss.png.tmp.* >/dev/null 2>&1 || die "plot left a temporary file"
-cp "$TEST_TMP/loss.png" "$TOP/tests/out/56-train-resume-loss.png" 2>/dev/null || true
+cp "$TEST_TMP/loss.png" "$TOP/tests/out/train-resume-loss.png" 2>/dev/null || true
 
 # ---- watch's estimates: v2 replayed, v1's durations as history ----------
 pctl --json watch v2 >"$TEST_TMP/watch.json" 2>&1 || die "watch --json v2 failed"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 52-job-train-resume: kill -9 the tiny trainer at step 37, resume it from
+# train/tiny-job-resume: kill -9 the tiny trainer at step 37, resume it from
 # checkpoint 25 (the newest complete one) through PL_RESUME_FROM, and the
 # final adapter is bit-identical to an uninterrupted run's; every step
 # 1..48 appears in the union of the two segments' loss metrics, and the
@@ -14,7 +14,7 @@ set -eu
 PY=/usr/bin/python3
 J=$TOP/jobs
 cd "$TEST_TMP"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
 $PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 24
@@ -108,4 +108,4 @@ done = [e for e in b if e["type"] == "done"][-1]
 assert abs(done["train_loss"] - sum(la.values()) / 48) < 1e-9, "train_loss covers every segment (G30)"
 print("steps 1..48 each present; 26..37 repeated with identical losses; train_loss spans both segments")
 PY
-echo "52-job-train-resume: OK"
+echo "train/tiny-job-resume: OK"

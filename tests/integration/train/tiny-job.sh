@@ -1,5 +1,5 @@
 #!/bin/bash
-# 51-job-train-tiny: the tiny engine is the real Gemma 3 forward, and it
+# train/tiny-job: the tiny engine is the real Gemma 3 forward, and it
 # really trains.  Its forward agrees with llama.cpp (llama-server on an F32
 # GGUF made by llama.cpp's own converter, tests/tools/llama-oracle.sh) on
 # the top-1 token at 99% or more of the positions and on the log-probabilities,
@@ -17,7 +17,7 @@ set -eu
 PY=/usr/bin/python3
 J=$TOP/jobs
 cd "$TEST_TMP"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$TOP/tests/lib.sh"
 
 $PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
 $PY "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 24
@@ -150,7 +150,7 @@ $PY "$TOP/tests/fixtures/gen_corpus.py" fwd.jsonl --n 3 --filler 20
 LLAMA_PID=
 trap '[ -n "$LLAMA_PID" ] && kill $LLAMA_PID 2>/dev/null; true' EXIT
 for m in fx six; do
-	PYTHONPATH=$LLAMA_SRC:$GGUF_PY $PY -B "$TOP/tests/integration/data/bake/convert_stubbed.py" \
+	PYTHONPATH=$LLAMA_SRC:$GGUF_PY $PY -B "$TOP/tests/standins/convert_stubbed.py" \
 	    "$LLAMA_SRC/convert_hf_to_gguf.py" $m --outtype f32 --outfile $m.gguf >$m.conv.log 2>&1 \
 	    || { tail -n 20 $m.conv.log; fail "convert $m"; }
 	printf '{"base":"%s/%s","corpus":"%s/fwd.jsonl","output_dir":"%s/tok-%s"}\n' \
@@ -171,4 +171,4 @@ for m in fx six; do
 	kill $LLAMA_PID; wait $LLAMA_PID 2>/dev/null || true
 	LLAMA_PID=
 done
-echo "51-job-train-tiny: OK"
+echo "train/tiny-job: OK"

@@ -1,9 +1,10 @@
 #!/bin/bash
-# 57-train-watcher.sh: with evict_during_training, a model that another
+# train/watcher.sh: with evict_during_training, a model that another
 # client loads onto the GPU while the trainer runs is evicted by the train
 # stage's watcher; the embedding model is left alone. Without the watcher
 # the same load stays resident (so it is the watcher that evicted it).
-. "$(dirname "$0")/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 setup_tokens 40
 start_standin --model router:v17=4200 --model nomic-embed-text=300 \
     --loaded nomic-embed-text --unload-delay 0.2

@@ -1,12 +1,12 @@
 #!/bin/bash
-# 27-web-index.sh: the status page's index in a real browser (Debian's
-# Chromium driven by playwright-core, as 27-web.sh), against a real daemon:
+# web/index.sh: the status page's index in a real browser (Debian's
+# Chromium driven by playwright-core, as web/page.sh), against a real daemon:
 # the index says live (not "connecting" for ever) and follows every run
 # without a reload (a run submitted while it is open appears, then turns
 # failed), its dates are ISO 8601 as pipelinectl prints them, and a failed
 # run's page opens its log panel on the failed job. Light: exec jobs only.
 # Screenshots go to tests/out/web-index.png and web-failed-run.png.
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 command -v /usr/bin/chromium >/dev/null || fail "chromium is not installed (etc/deps.sh installs it)"
 NODE_MODULES=$("$TOP/tests/tools/playwright.sh") || fail "playwright-core could not be installed"

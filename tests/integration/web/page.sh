@@ -1,5 +1,5 @@
 #!/bin/bash
-# 27-web.sh: the status page, in a real browser: Debian's Chromium driven
+# web/page.sh: the status page, in a real browser: Debian's Chromium driven
 # by playwright-core (tests/tools/playwright.sh; no browser download),
 # against a real daemon serving it (http_listen):
 #  - during a tiny run (an exec job, the real jobs/train.py with the tiny
@@ -19,8 +19,8 @@
 #    the link works once; the cookie is a session id, not the token, and
 #    expires (Max-Age, HttpOnly, SameSite=Strict).
 # Screenshots go to tests/out/web-*.png.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/integration/data/gpu_stages_lib.sh"
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
 set +e +o pipefail
 trap 'pl_kill9 2>/dev/null' EXIT
 command -v /usr/bin/chromium >/dev/null || fail "chromium is not installed (etc/deps.sh installs it)"
