@@ -17,7 +17,7 @@
 
 #include "pipelined.h"
 #include "wire.h"
-#include "check.h"
+#include "runner.h"
 
 static int64_t announced, last_announced;
 static int out_of_order;
@@ -83,42 +83,72 @@ txn(struct store *s, int nevents)
 	return store_commit(s);
 }
 
-int
-main(void)
+/* The directory of the cases' stores (made in main). */
+static char dir[] = "/tmp/test_store.XXXXXX";
+
+/* A new store of the case's own, dir/NAME.db, announcing to on_announce;
+ * its path in path. */
+static struct store *
+open_store(const char *name, char *path, size_t len)
 {
-	char dir[] = "/tmp/test_store.XXXXXX";
-	if (mkdtemp(dir) == NULL)
-		return 1;
-	char path[256];
-	snprintf(path, sizeof(path), "%s/pipelined.db", dir);
-
-	sqlite3_mem_methods m;
-	sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real);
-	m = real;
-	m.xMalloc = c_malloc;
-	m.xRealloc = c_realloc;
-	CHECK(sqlite3_config(SQLITE_CONFIG_MALLOC, &m) == SQLITE_OK);
-	log_init(1, LOG_LVL_ERR, NULL);
-
 	struct store *s;
-	CHECK(store_open(&s, path) == 0);
+
+	snprintf(path, len, "%s/%s.db", dir, name);
+	if (store_open(&s, path) != 0)
+		return NULL;
 	store_set_announce(s, on_announce);
+	return s;
+}
+
+/* A new store is migrated to the schema this build writes. */
+static void
+case_migrations(void)
+{
+	char path[256];
+	struct store *s = open_store("migrations", path, sizeof(path));
 	sqlite3_stmt *st;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
 	sqlite3_step(st);
 	CHECK(sqlite3_column_int(st, 0) == STORE_SCHEMA_VERSION);
 	sqlite3_finalize(st);
+	store_close(s);
+}
 
+/* Event ids are gapless and announced once; a rolled-back transaction
+ * gives its ids back. */
+static void
+case_event_ids(void)
+{
+	char path[256];
+	struct store *s = open_store("event_ids", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	CHECK(txn(s, 3) == 0);
 	CHECK(store_last_event(s) == 3 && announced == 3);
-	/* A rolled-back transaction gives its ids back. */
 	store_begin(s);
 	store_event(s, "r", "j", "job.test", NULL);
 	store_event(s, "r", "j", "job.test", NULL);
 	store_rollback(s);
 	CHECK(store_last_event(s) == 3 && announced == 3);
 	CHECK(txn(s, 1) == 0 && store_last_event(s) == 4);
+	store_close(s);
+}
 
+static void
+case_alloc_faults(void)
+{
+	char path[256];
+	struct store *s = open_store("alloc_faults", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* Allocation failures at every point of a transaction. */
 	int failures = 0, successes = 0;
 	for (long n = 0; n < 400; n++) {
@@ -148,7 +178,18 @@ main(void)
 	CHECK(failures > 0 && successes > 0);
 	CHECK(store_integrity_ok(s));
 	CHECK(out_of_order == 0);
+	store_close(s);
+}
 
+static void
+case_checkpoints(void)
+{
+	char path[256];
+	struct store *s = open_store("checkpoints", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* Checkpoints: the checkpointer thread copies the WAL into the
 	 * database file once the WAL passes its threshold (4000 pages), long
 	 * before the writer would do it itself (20000): the file grows while
@@ -182,7 +223,18 @@ main(void)
 	CHECK(grew);
 	CHECK(wb.st_size < 20000LL * 4200);
 	CHECK(store_integrity_ok(s));
+	store_close(s);
+}
 
+static void
+case_full_disk(void)
+{
+	char path[256];
+	struct store *s = open_store("full_disk", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* A "full disk": the file-size limit stops writes (SIGXFSZ ignored,
 	 * so write() fails with EFBIG). */
 	signal(SIGXFSZ, SIG_IGN);
@@ -226,32 +278,67 @@ main(void)
 	CHECK(store_open(&s, path) == 0);
 	CHECK(store_last_event(s) == last);
 	CHECK(store_integrity_ok(s));
-	/* A value row: the job's column (job_name) is "job" on the wire; a
-	 * column its row type does not name is left out, not put on the wire
-	 * under its SQL name. */
-	{
-		sqlite3 *db = NULL;
-		sqlite3_stmt *wst = NULL;
-		CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
-		CHECK(sqlite3_prepare_v2(db, "SELECT 'train' AS job_name, 'k' AS key, 7 AS value,"
-		    " 1.5 AS ts, 'x' AS spec_secret", -1, &wst, NULL) == SQLITE_OK);
-		cJSON *a = wire_rows(wst, &wire_value);
-		sqlite3_finalize(wst);
-		cJSON *o = cJSON_GetArrayItem(a, 0);
-		CHECK(cJSON_GetArraySize(a) == 1);
-		CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "job")),
-		    "train") == 0);
-		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "value")) == 7);
-		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ts")) == 1.5);
-		CHECK(!cJSON_HasObjectItem(o, "job_name") && !cJSON_HasObjectItem(o, "spec_secret"));
-		CHECK(cJSON_GetArraySize(o) == 4);
-		cJSON_Delete(a);
-		sqlite3_close(db);
-	}
 	store_close(s);
+}
+
+/* A value row: the job's column (job_name) is "job" on the wire; a
+ * column its row type does not name is left out, not put on the wire
+ * under its SQL name. */
+static void
+case_wire_rows(void)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *wst = NULL;
+	CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+	CHECK(sqlite3_prepare_v2(db, "SELECT 'train' AS job_name, 'k' AS key, 7 AS value,"
+	    " 1.5 AS ts, 'x' AS spec_secret", -1, &wst, NULL) == SQLITE_OK);
+	cJSON *a = wire_rows(wst, &wire_value);
+	sqlite3_finalize(wst);
+	cJSON *o = cJSON_GetArrayItem(a, 0);
+	CHECK(cJSON_GetArraySize(a) == 1);
+	CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "job")),
+	    "train") == 0);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "value")) == 7);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ts")) == 1.5);
+	CHECK(!cJSON_HasObjectItem(o, "job_name") && !cJSON_HasObjectItem(o, "spec_secret"));
+	CHECK(cJSON_GetArraySize(o) == 4);
+	cJSON_Delete(a);
+	sqlite3_close(db);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(migrations),
+	UNIT_CASE(event_ids),
+	UNIT_CASE(alloc_faults),
+	UNIT_CASE(checkpoints),
+	UNIT_CASE(full_disk),
+	UNIT_CASE(wire_rows),
+	UNIT_END
+};
+
+/* SQLite's allocator is replaced before its first use, so every case
+ * inherits the countdown allocator. */
+int
+main(int argc, char **argv)
+{
+	sqlite3_mem_methods m;
 	char cmd[300];
+	int rc;
+
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real);
+	m = real;
+	m.xMalloc = c_malloc;
+	m.xRealloc = c_realloc;
+	if (sqlite3_config(SQLITE_CONFIG_MALLOC, &m) != SQLITE_OK) {
+		fprintf(stderr, "test_core_store: cannot replace SQLite's allocator\n");
+		return 1;
+	}
+	log_init(1, LOG_LVL_ERR, NULL);
+	rc = unit_main(argc, argv, cases);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 1;
-	CHECK_DONE();
+	return rc;
 }
