@@ -5,4 +5,4 @@
 # first goal figure). The server is the one tests/lib/e2e.sh sets up (the
 # Ollama stand-in today). tests/soak/kill-lifecycle.sh does the work; run
 # it alone for the 20-kill version.
-KILLS=5 RUNS=1 exec "$(dirname "$0")/../soak/kill-lifecycle.sh"
+KILLS=5 RUNS=1 exec "$(dirname "$0")/../../soak/kill-lifecycle.sh"
