@@ -13,7 +13,8 @@
 # A PATTERN that is a test's whole name selects that test alone
 # (sched/crash, unit/core_store); unit/NAME/CASE runs one case of a unit
 # test (test_NAME --case CASE); any other PATTERN selects every test whose
-# name or path contains it (sched/, train, unit/).
+# name or path contains it (sched/, train, unit/). A PATTERN that selects
+# nothing stops the run before anything runs (exit 2).
 #
 # A test exits 0 (pass), 77 (skipped: a precondition is missing; counted
 # as a failure when CI=true, since CI installs everything) or anything else
@@ -63,22 +64,6 @@ done < <(find tests/integration -mindepth 2 -name '*.sh' ! -path 'tests/integrat
 add tests/tools/lint-man.sh tools/lint-man
 
 PATTERNS=("$@")
-# want I: whether test I is selected; sets CASE when a pattern names one
-# of a unit test's cases.
-want() {
-	local t=${tests[$1]} n=${names[$1]} p
-	CASE=
-	[ ${#PATTERNS[@]} -eq 0 ] && return 0
-	for p in "${PATTERNS[@]}"; do
-		[ "$p" = "$n" ] && return 0
-		case "$n" in unit/*) [ "${p%/*}" = "$n" ] && { CASE=${p##*/}; return 0; };; esac
-	done
-	for p in "${PATTERNS[@]}"; do
-		exact "$p" && continue
-		case "$n $t" in *"$p"*) return 0;; esac
-	done
-	return 1
-}
 # exact P: whether P is a test's whole name, or a unit test's case.
 exact() {
 	local n
@@ -88,6 +73,36 @@ exact() {
 	done
 	return 1
 }
+EXACT=()
+for k in "${!PATTERNS[@]}"; do
+	if exact "${PATTERNS[$k]}"; then EXACT[$k]=1; else EXACT[$k]=; fi
+done
+# selects K I: whether pattern K selects test I; sets CASE when the pattern
+# names one of a unit test's cases.
+selects() {
+	local p=${PATTERNS[$1]} t=${tests[$2]} n=${names[$2]}
+	CASE=
+	[ "$p" = "$n" ] && return 0
+	case "$n" in unit/*) [ "${p%/*}" = "$n" ] && { CASE=${p##*/}; return 0; };; esac
+	[ -n "${EXACT[$1]}" ] && return 1
+	case "$n $t" in *"$p"*) return 0;; esac
+	return 1
+}
+# want I: whether test I is selected (every test when there is no pattern).
+want() {
+	local k
+	CASE=
+	[ ${#PATTERNS[@]} -eq 0 ] && return 0
+	for k in "${!PATTERNS[@]}"; do selects "$k" "$1" && return 0; done
+	return 1
+}
+# A pattern that selects no test is a typing error, said before anything runs.
+for k in "${!PATTERNS[@]}"; do
+	hit=
+	for i in "${!tests[@]}"; do selects "$k" "$i" && { hit=1; break; }; done
+	[ -n "$hit" ] || { echo "run.sh: no test is named or matches ${PATTERNS[$k]} (tests/run.sh --list lists them)" >&2; bad=1; }
+done
+[ $bad -eq 0 ] || exit 2
 
 pass=0; fail=0; skip=0; failed=()
 for i in "${!tests[@]}"; do
