@@ -57,9 +57,13 @@ while read -r n; do
 done <"$ORDER"
 while read -r t; do
 	n=${t#tests/integration/}; n=${n%.sh}
+	case "$n" in */*) ;; *)
+		echo "run.sh: $t: an integration test goes into the directory of its subsystem (tests/integration/DIR/NAME.sh)" >&2
+		bad=1; continue;;
+	esac
 	grep -qxF -- "$n" "$ORDER" || { echo "run.sh: $t is not listed in $ORDER" >&2; bad=1; }
 	[ "$(grep -cxF -- "$n" "$ORDER")" -le 1 ] || { echo "run.sh: $ORDER lists $n twice" >&2; bad=1; }
-done < <(find tests/integration -mindepth 2 -name '*.sh' ! -path 'tests/integration/data/*' | sort)
+done < <(find tests/integration -name '*.sh' ! -path 'tests/integration/data/*' | sort)
 [ $bad -eq 0 ] || exit 2
 add tests/tools/lint-man.sh tools/lint-man
 
