@@ -25,7 +25,10 @@
 #     them): a citation points to a man page or HACKING.md instead;
 #   - a gotcha code (G01, ...) or finding code (F17, ...) cited in the tree
 #     has no ".Ss CODE:" entry in pipeline-gotchas.7, or an entry lacks one
-#     of Symptom, Cause, Caught by, Test.
+#     of Symptom, Cause, Caught by, Test;
+#   - a file cites a test, a helper of tests/lib/ or a stand-in that does
+#     not exist, or a test by the number it had before the tests were
+#     named by subsystem (NN-name.sh).
 # Every missing item is listed before the test fails.
 . "$(dirname "$0")/../../lib.sh"
 M=$TOP/man
@@ -217,6 +220,27 @@ for c in $entries; do
 done
 ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
 
-note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries"
+# ---- tests cited by their names ------------------------------------------
+# Every tests/ path the tree cites (tests/integration/DIR/NAME.sh, a helper
+# of tests/lib/, a stand-in) exists, and no test is cited by a number it had
+# before the tests were named by subsystem (NN-name.sh): after a merge of a
+# branch from before the move, what still says the old name shows here.
+(cd "$TOP" && tr '\n' '\0' <"$TEST_TMP/cited" |
+    xargs -0 grep -IonE 'tests/(integration|lib|standins)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(sh|py)') \
+    >"$TEST_TMP/testcites" || true
+ntestcites=$(wc -l <"$TEST_TMP/testcites")
+[ "$ntestcites" -gt 50 ] || fail "only $ntestcites citations of tests found"
+while IFS= read -r l; do
+	p=${l#*:*:}
+	case "$p" in *'*'*|*DIR/*|*NAME*) continue;; esac   # patterns and placeholders
+	[ -e "$TOP/$p" ] || miss "a citation of a test that does not exist: $l"
+done <"$TEST_TMP/testcites"
+(cd "$TOP" && tr '\n' '\0' <"$TEST_TMP/cited" |
+    xargs -0 grep -IonE '(^|[^[:alnum:]_/.-])[0-9][0-9a-f]-[a-z][a-z0-9-]*\.sh') >"$TEST_TMP/oldnames" || true
+while IFS= read -r l; do
+	miss "a test cited by its old number (tests/integration/ORDER has the names): $l"
+done <"$TEST_TMP/oldnames"
+
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries, $ntestcites tests cited"
 [ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
 echo ok
