@@ -1,6 +1,11 @@
-# tests/lib.sh: helpers for integration tests that drive a real pipelined.
-# Source it from a test script: it sets TOP, makes a private state tree in
-# $TEST_TMP, and gives pl_start / pl_stop / pl_kill9 / pctl / wait_run.
+# tests/lib.sh: the tests' helper library, for integration tests that drive
+# a real pipelined. Source it first from a test script: it sets TOP, makes a
+# private state tree in $TEST_TMP, and gives fail / note, pl_start /
+# pl_stop / pl_kill9 / pctl / wait_run, the real Ollama (ollama_start) and
+# free_port. The helpers of one subject are files of tests/lib/ that a test
+# sources after this one: gguf.sh, bake.sh, gpu_stages.sh, evict.sh,
+# slurm.sh and e2e.sh (each sources this one when the caller has not), and
+# the benchmarks' dag_bench.sh and gguf_bench.sh (functions only).
 set -u
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/pltest.XXXXXX)}

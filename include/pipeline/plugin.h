@@ -18,7 +18,8 @@
  *
  * Errors: ABI functions return PL_OK (0) or a negative PL_E* code;
  * host->strerror() names it. pipeline-plugin(3) documents every symbol
- * defined here, and 17-docs checks that it names each and no other.
+ * defined here, and tests/integration/build/docs.sh checks that it names
+ * each and no other.
  */
 #ifndef PIPELINE_PLUGIN_H
 #define PIPELINE_PLUGIN_H

@@ -14,7 +14,7 @@ set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-bake.XXXXXX)}
 export TOP TEST_TMP
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$TOP/tests/lib/bake.sh"
 trap stop_llama EXIT
 REPS=${REPS:-10}
 export LLAMA_THREADS=${LLAMA_THREADS:-1}

@@ -39,7 +39,7 @@ B=${PL_BENCH_DIR:-/var/tmp/pipelined-bench}
 RUNS=${RUNS:-5}
 REF_RUNS=${REF_RUNS:-1}	# the converter takes minutes: its first RUNS only
 PCTL=$TOP/daemon/pipelinectl
-. "$TOP/tests/bench/gguf-bench-lib.sh"
+. "$TOP/tests/lib/gguf_bench.sh"
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
 large_fixture

@@ -94,7 +94,7 @@
 #   N=1000 tests/bench/dag-bench.sh
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
-. "$TOP/tests/bench/dag-lib.sh"
+. "$TOP/tests/lib/dag_bench.sh"
 N=${N:-1000}
 R=${R:-5}       # runs of each side, alternated; medians reported
 GEN=$(mktemp -d /tmp/dagbench-gen.XXXXXX)

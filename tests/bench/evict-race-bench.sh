@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/evict-race-bench.sh: the train stage's evict-retry against
 # the G21 reload race on the REAL Ollama (tests/integration/data/
-# evict_lib.sh, as 55-train-evict-retry.sh): four tiny models loaded,
+# tests/lib/evict.sh, as train/evict-retry.sh): four tiny models loaded,
 # production traffic reloading gemma3:4b 0.5 s after each eviction for
 # ROUNDS reloads (default 3), the trainer (jobs/train.py, tiny engine)
 # behind the GPU-contention stand-in with a LOAD_S-second load window
@@ -32,9 +32,9 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-evict.XXXXXX)}
 export TOP TEST_TMP
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/integration/data/gpu_stages_lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
-. "$TOP/tests/integration/data/evict_lib.sh"
+. "$TOP/tests/lib/gpu_stages.sh"
+. "$TOP/tests/lib/bake.sh"
+. "$TOP/tests/lib/evict.sh"
 trap 'race_stop; ollama_stop' EXIT
 RUNS=${RUNS:-10}
 ROUNDS=${ROUNDS:-3}

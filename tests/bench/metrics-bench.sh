@@ -13,7 +13,7 @@ N=${N:-1000}
 R=${R:-3}
 export TEST_TMP=$(mktemp -d /tmp/metricsbench.XXXXXX)
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/bench/dag-lib.sh"
+. "$TOP/tests/lib/dag_bench.sh"
 SCRAPER=
 trap '[ -n "$SCRAPER" ] && kill $SCRAPER 2>/dev/null; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT
 PORT=$(free_port)

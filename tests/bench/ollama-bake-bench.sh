@@ -71,7 +71,7 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-ollama.XXXXXX)}
 export TOP TEST_TMP
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/integration/data/bake/lib.sh"
+. "$TOP/tests/lib/bake.sh"
 trap ollama_stop EXIT	# no daemon here: lib.sh's trap would fail on its kill under set -e
 ROUNDS=${ROUNDS:-7}
 PASSES=${PASSES:-5}

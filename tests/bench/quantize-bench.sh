@@ -9,7 +9,7 @@ set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 B=${PL_BENCH_DIR:-/var/tmp/pipelined-bench}
 PCTL=$TOP/daemon/pipelinectl
-. "$TOP/tests/bench/gguf-bench-lib.sh"
+. "$TOP/tests/lib/gguf_bench.sh"
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
 [ -f "$B/large-f16.gguf" ] || "$TOP/tests/bench/convert-bench.sh" >/dev/null
 F=$B/large-f16.gguf

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/real-release-bench.sh: the real model's release as a table
 # (issue 25): Gemma 3 270M (tests/tools/realbase.sh) through the router's
-# lifecycle on a private daemon and the REAL Ollama (tests/e2e/lib.sh:
+# lifecycle on a private daemon and the REAL Ollama (tests/lib/e2e.sh:
 # router_prepare), as `make demo` runs it: router-v0 (etc/examples/router/
 # v0.ini: convert, quantize, verify, register, bake), then router-v1 (v1.ini:
 # tokenize, probe, train on the CPU, merge, tensor_fix, convert, quantize,
@@ -26,7 +26,7 @@ export TOP
 TEST_TMP=$(mktemp -d /tmp/real-release-bench.XXXXXX)
 export TEST_TMP
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/e2e/lib.sh"
+. "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 CORPUS=${BENCH_CORPUS:-corpus-v1.jsonl}

@@ -12,7 +12,7 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 TEST_TMP=${TEST_TMP:-$(mktemp -d /tmp/bench-slurm.XXXXXX)}
 export TOP TEST_TMP
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/integration/data/slurm_lib.sh"
+. "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 N=${BENCH_N:-10}
 pl_conf "max_jobs = 32"

@@ -8,7 +8,7 @@ set -eu
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 B=${PL_BENCH_DIR:-/var/tmp/pipelined-bench}
 PCTL=$TOP/daemon/pipelinectl
-. "$TOP/tests/bench/gguf-bench-lib.sh"
+. "$TOP/tests/lib/gguf_bench.sh"
 [ -f "$B/large-q8.gguf" ] || "$TOP/tests/bench/quantize-bench.sh" >/dev/null
 F=$B/large-q8.gguf
 P=$B/large-f16.gguf

@@ -15,7 +15,7 @@ TOP=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-1000}; R=${R:-3}; P=${P:-20}; SOAK=${SOAK:-600}
 export TEST_TMP=$(mktemp -d /tmp/webbench.XXXXXX)
 . "$TOP/tests/lib.sh"
-. "$TOP/tests/bench/dag-lib.sh"
+. "$TOP/tests/lib/dag_bench.sh"
 CLIENTS=()
 stop_clients() { for c in "${CLIENTS[@]}"; do kill "$c" 2>/dev/null || true; done; CLIENTS=(); }
 trap 'stop_clients; pl_kill9 2>/dev/null || true; rm -rf "$TEST_TMP"' EXIT

@@ -2,7 +2,7 @@
 # kill-lifecycle.sh: the tiny lifecycle (etc/examples/tiny.ini: tokenize
 # through gate, a real tiny Gemma 3 trained, merged, converted, quantized,
 # registered and baked; the inference server is whatever e2e_prepare in
-# tests/e2e/lib.sh sets up, today the Ollama STAND-IN serving real
+# tests/lib/e2e.sh sets up, today the Ollama STAND-IN serving real
 # llama-server runners) with the daemon killed -9 at random moments.
 #
 #   KILLS=N   kills in all (default 20)
@@ -25,9 +25,9 @@
 # (per case, and s_per_case), which no two runs share: they are compared
 # with those fields taken out, everything else byte for byte. Figures:
 # each run's duration and what each kill interrupted.
-# tests/integration/73-kill-random.sh runs it with KILLS=5 RUNS=1.
-. "$(dirname "$0")/../lib.sh"
-. "$TOP/tests/e2e/lib.sh"
+# tests/integration/e2e/kill-random.sh runs it with KILLS=5 RUNS=1.
+. "$(dirname "$0")/../../lib.sh"
+. "$TOP/tests/lib/e2e.sh"
 KILLS=${KILLS:-20}
 RUNS=${RUNS:-$KILLS}
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ollama_standin.py: a STAND-IN for the Ollama HTTP API, for tests only.
+"""tests/standins/ollama_standin.py: a STAND-IN for the Ollama HTTP API, for tests only.
 
 This is not Ollama. It serves the part of Ollama's API that the pipeline's
 lifecycle stages use, from a model table, with the behaviours documented in
@@ -271,7 +271,7 @@ class AdminHandlers:
     manifest's bytes, so identical inputs give identical digests and copy
     gives the destination the same digest. (Which template Ollama 0.30 and
     later serve is shown by the real 0.34.2 server in
-    62-register-template.sh, not here.) Chat forwards to --upstream
+    ollama/register-template, not here.) Chat forwards to --upstream
     (llama-server); its 400 for an over-long prompt comes back as Ollama's
     400 with the upstream body in "error"; --cut-prompts instead answers
     200 with prompt_eval_count cut to num_ctx/2 + 2 (G01, issue #17427).

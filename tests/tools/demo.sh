@@ -42,7 +42,7 @@ DIR=$(mktemp -d /tmp/pipelined-demo.XXXXXX)
 mkdir -p "$DIR/state" "$DIR/run"
 TEST_TMP=$DIR
 export TEST_TMP
-. "$TOP/tests/e2e/lib.sh"
+. "$TOP/tests/lib/e2e.sh"
 T0=$(date +%s)
 # The job programs' interpreter: the ML environment for the real model
 # (transformers, PEFT), Debian's python3 for the tiny engine.

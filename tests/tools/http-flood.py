@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """http-flood.py: hold a pipelined HTTP listener under the load of
-tests/integration/27-http-bounds.sh, on loopback, for a fixed time, and
+tests/integration/http/bounds.sh, on loopback, for a fixed time, and
 say how it went (one JSON line).
 
     http-flood.py HOST PORT TOKEN SECONDS SLOW STREAMS

@@ -264,7 +264,7 @@ trap smoke_end EXIT
 say "smoke test: serving the tiny Gemma 3 fixture (under a minute)"
 /usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$work/base" --layout causal >>"$log" 2>&1 ||
     die "step smoke: gen_gemma3.py failed; see $log"
-PYTHONPATH=$LLAMA_SRC:$GGUF_PY /usr/bin/python3 -B "$TOP/tests/integration/data/bake/convert_stubbed.py" \
+PYTHONPATH=$LLAMA_SRC:$GGUF_PY /usr/bin/python3 -B "$TOP/tests/standins/convert_stubbed.py" \
     "$LLAMA_SRC/convert_hf_to_gguf.py" "$work/base" --outtype f16 --outfile "$work/tiny.gguf" >>"$log" 2>&1 ||
     die "step smoke: convert_hf_to_gguf.py failed; see $log"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -6,8 +6,9 @@
  *
  * counts a check; when cond is false it prints "file:line: check failed:
  * cond" (and ": " and the message, when one is given) and counts a
- * failure. CHECK_DONE() prints the counts and returns from main 1 when a
- * check failed, 0 otherwise; a test that reports otherwise reads
+ * failure. The counts are the process's: runner.h runs each case in a
+ * process of its own and fails the case when check_failures is not 0 at
+ * its end; a helper that reports a failure of its own counts it in
  * check_failures.
  */
 #ifndef CHECK_H
@@ -40,10 +41,5 @@ check_msg_(const char *fmt, ...)
 		fprintf(stderr, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
 		check_msg_(" " __VA_ARGS__);                                \
 	}                                                                   \
-} while (0)
-
-#define CHECK_DONE() do {                                                   \
-	printf("%d checks, %d failed\n", check_count, check_failures);     \
-	return check_failures ? 1 : 0;                                      \
 } while (0)
 #endif

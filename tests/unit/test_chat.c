@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "chat.h"
-#include "check.h"
+#include "runner.h"
 
 static int
 classify(struct chat_client *c, long http, const char *body, size_t pbytes,
@@ -36,7 +36,7 @@ messages(void)
 }
 
 static void
-test_requests(void)
+case_requests(void)
 {
 	struct chat_client c;
 	char err[256];
@@ -84,7 +84,7 @@ test_requests(void)
 }
 
 static void
-test_ollama_replies(void)
+case_ollama_replies(void)
 {
 	struct chat_client c;
 	struct chat_reply r;
@@ -149,7 +149,7 @@ test_ollama_replies(void)
 }
 
 static void
-test_openai_replies(void)
+case_openai_replies(void)
 {
 	struct chat_client c;
 	struct chat_reply r;
@@ -198,16 +198,15 @@ test_openai_replies(void)
 	chat_reply_free(&r);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(requests),
+	UNIT_CASE(ollama_replies),
+	UNIT_CASE(openai_replies),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
-	test_requests();
-	test_ollama_replies();
-	test_openai_replies();
-	if (check_failures) {
-		fprintf(stderr, "%d checks failed\n", check_failures);
-		return 1;
-	}
-	printf("test_chat: all checks passed\n");
-	return 0;
+	return unit_main(argc, argv, cases);
 }

@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "ollama_admin.h"
-#include "check.h"
+#include "runner.h"
 
-int
-main(void)
+/* The weights' digest from /api/show's modelfile. */
+static void
+case_modelfile_weights(void)
 {
 	char hex[80];
 	const char *h = "09431dd1d7a920b207aea078de6a9b9648696620017b3fadf3e0788580f95761";
@@ -34,10 +35,15 @@ main(void)
 	    "017B3FADF3E0788580F95761\n", hex, sizeof(hex)) == -1);
 	CHECK(ollama_modelfile_weights("", hex, sizeof(hex)) == -1);
 	CHECK(ollama_modelfile_weights("TEMPLATE x\n", hex, sizeof(hex)) == -1);
-	if (check_failures) {
-		fprintf(stderr, "%d checks failed\n", check_failures);
-		return 1;
-	}
-	printf("test_chat_admin: all checks passed\n");
-	return 0;
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(modelfile_weights),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

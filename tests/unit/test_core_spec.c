@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "pipelined.h"
-#include "check.h"
+#include "runner.h"
 
-int
-main(void)
+static void
+case_parse(void)
 {
 	char *errs = NULL;
 	char longcmd[3000];
@@ -22,7 +22,7 @@ main(void)
 	struct spec *s = spec_parse("/specs/v18.ini", text, &errs);
 	CHECK(s != NULL && errs == NULL);
 	if (s == NULL)
-		CHECK_DONE();
+		return;
 	CHECK(strcmp(s->name, "v18") == 0);             /* from the file name */
 	CHECK(strcmp(s->previous, "v17") == 0);
 	CHECK(strcmp(s->dir, "/specs") == 0);
@@ -34,7 +34,18 @@ main(void)
 	CHECK(strcmp(spec_get(s->jobs[1], "x"), "a ; inline comment") == 0);
 	CHECK(spec_find(s->jobs[1], "after")->line == 9);
 	spec_free(s);
+}
 
+static void
+case_comments(void)
+{
+	char *errs = NULL;
+	char longcmd[3000];
+	char text[8192];
+	struct spec *s;
+
+	memset(longcmd, 'x', sizeof(longcmd) - 1);
+	longcmd[sizeof(longcmd) - 1] = '\0';
 	/* Long lines with ';' keep it too; comment lines are still comments. */
 	snprintf(text, sizeof(text), "[a]\n; a comment\n# another\nk = %s ; tail\nc = make ; make install\n", longcmd);
 	s = spec_parse("t.ini", text, &errs);
@@ -44,6 +55,13 @@ main(void)
 	CHECK(s && strcmp(spec_get(s->jobs[0], "c"), "make ; make install") == 0);
 	CHECK(s && s->jobs[0]->nkv == 2);
 	spec_free(s);
+}
+
+static void
+case_errors(void)
+{
+	char *errs = NULL;
+	struct spec *s;
 
 	/* Errors: duplicate key and section, with both lines. */
 	s = spec_parse("d.ini", "[a]\nk = 1\nk = 2\n[a]\n", &errs);
@@ -56,6 +74,14 @@ main(void)
 	CHECK(s == NULL && errs && strstr(errs, "e.ini:2: -: syntax error"));
 	free(errs);
 	errs = NULL;
+}
+
+static void
+case_bad_lines(void)
+{
+	char *errs = NULL;
+	char text[8192];
+	struct spec *s;
 
 	/* Lines that are no key, long, holding a ';' or neither, each reported
 	 * on its own line with its own text (a long one cut): the reader once
@@ -83,11 +109,26 @@ main(void)
 		fprintf(stderr, "got:\n%swant:\n%s", errs, want_errs);
 	free(errs);
 	errs = NULL;
+}
+
+static void
+case_no_dir(void)
+{
+	char *errs = NULL;
+	struct spec *s;
+
 	/* A path without a directory: the spec's directory is ".", also for
 	 * an empty path (whose copy had no room for it). */
 	s = spec_parse("", "[a]\nk = v\n", &errs);
 	CHECK(s != NULL && strcmp(s->dir, ".") == 0);
 	spec_free(s);
+}
+
+static void
+case_check(void)
+{
+	char *errs = NULL;
+	struct spec *s;
 
 	/* The check without plugins: every stage is unknown, cycles found. */
 	s = spec_parse("c.ini", "[run]\nname = bad name\n[a]\nafter = b\n[b]\nafter = a\n", &errs);
@@ -98,6 +139,12 @@ main(void)
 	CHECK(errs && strstr(errs, "dependency cycle: a -> b -> a"));
 	spec_free(s);
 	free(errs);
+}
+
+static void
+case_errs_cap(void)
+{
+	char *errs;
 
 	/* Past 100 errors only their number is kept; appending is linear. */
 	errs = NULL;
@@ -116,6 +163,14 @@ main(void)
 	CHECK(strstr(errs, "... and 39901 more errors\n") != NULL);
 	free(other);
 	free(errs);
+}
+
+static void
+case_chain(void)
+{
+	char *errs;
+	struct spec *s;
+
 	/* A chain of 100,000 jobs is checked without recursion. */
 	size_t cap = 100000 * 40;
 	char *big = malloc(cap), *w = big;
@@ -129,5 +184,22 @@ main(void)
 	spec_free(s);
 	free(errs);
 	free(big);
-	CHECK_DONE();
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(parse),
+	UNIT_CASE(comments),
+	UNIT_CASE(errors),
+	UNIT_CASE(bad_lines),
+	UNIT_CASE(no_dir),
+	UNIT_CASE(check),
+	UNIT_CASE(errs_cap),
+	UNIT_CASE(chain),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

@@ -17,7 +17,7 @@
 
 #include "pipelined.h"
 #include "wire.h"
-#include "check.h"
+#include "runner.h"
 
 static int64_t announced, last_announced;
 static int out_of_order;
@@ -85,42 +85,72 @@ txn(struct store *s, int nevents)
 	return store_commit(s);
 }
 
-int
-main(void)
+/* The directory of the cases' stores (made in main). */
+static char dir[] = "/tmp/test_store.XXXXXX";
+
+/* A new store of the case's own, dir/NAME.db, announcing to on_announce;
+ * its path in path. */
+static struct store *
+open_store(const char *name, char *path, size_t len)
 {
-	char dir[] = "/tmp/test_store.XXXXXX";
-	if (mkdtemp(dir) == NULL)
-		return 1;
-	char path[256];
-	snprintf(path, sizeof(path), "%s/pipelined.db", dir);
-
-	sqlite3_mem_methods m;
-	sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real);
-	m = real;
-	m.xMalloc = c_malloc;
-	m.xRealloc = c_realloc;
-	CHECK(sqlite3_config(SQLITE_CONFIG_MALLOC, &m) == SQLITE_OK);
-	log_init(1, LOG_LVL_ERR, NULL);
-
 	struct store *s;
-	CHECK(store_open(&s, path) == 0);
+
+	snprintf(path, len, "%s/%s.db", dir, name);
+	if (store_open(&s, path) != 0)
+		return NULL;
 	store_set_announce(s, on_announce);
+	return s;
+}
+
+/* A new store is migrated to the schema this build writes. */
+static void
+case_migrations(void)
+{
+	char path[256];
+	struct store *s = open_store("migrations", path, sizeof(path));
 	sqlite3_stmt *st;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
 	sqlite3_step(st);
 	CHECK(sqlite3_column_int(st, 0) == STORE_SCHEMA_VERSION);
 	sqlite3_finalize(st);
+	store_close(s);
+}
 
+/* Event ids are gapless and announced once; a rolled-back transaction
+ * gives its ids back. */
+static void
+case_event_ids(void)
+{
+	char path[256];
+	struct store *s = open_store("event_ids", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	CHECK(txn(s, 3) == 0);
 	CHECK(store_last_event(s) == 3 && announced == 3);
-	/* A rolled-back transaction gives its ids back. */
 	store_begin(s);
 	store_event(s, "r", "j", "job.test", NULL);
 	store_event(s, "r", "j", "job.test", NULL);
 	store_rollback(s);
 	CHECK(store_last_event(s) == 3 && announced == 3);
 	CHECK(txn(s, 1) == 0 && store_last_event(s) == 4);
+	store_close(s);
+}
 
+static void
+case_alloc_faults(void)
+{
+	char path[256];
+	struct store *s = open_store("alloc_faults", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* Allocation failures at every point of a transaction. */
 	int failures = 0, successes = 0;
 	for (long n = 0; n < 400; n++) {
@@ -150,7 +180,18 @@ main(void)
 	CHECK(failures > 0 && successes > 0);
 	CHECK(store_integrity_ok(s));
 	CHECK(out_of_order == 0);
+	store_close(s);
+}
 
+static void
+case_checkpoints(void)
+{
+	char path[256];
+	struct store *s = open_store("checkpoints", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* Checkpoints: the checkpointer thread copies the WAL into the
 	 * database file once the WAL passes its threshold (4000 pages), long
 	 * before the writer would do it itself (20000): the file grows while
@@ -184,7 +225,18 @@ main(void)
 	CHECK(grew);
 	CHECK(wb.st_size < 20000LL * 4200);
 	CHECK(store_integrity_ok(s));
+	store_close(s);
+}
 
+static void
+case_full_disk(void)
+{
+	char path[256];
+	struct store *s = open_store("full_disk", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
 	/* A "full disk": the file-size limit stops writes (SIGXFSZ ignored,
 	 * so write() fails with EFBIG). */
 	signal(SIGXFSZ, SIG_IGN);
@@ -228,71 +280,117 @@ main(void)
 	CHECK(store_open(&s, path) == 0);
 	CHECK(store_last_event(s) == last);
 	CHECK(store_integrity_ok(s));
-	/* A value row: the job's column (job_name) is "job" on the wire; a
-	 * column its row type does not name is left out, not put on the wire
-	 * under its SQL name. */
-	{
-		sqlite3 *db = NULL;
-		sqlite3_stmt *wst = NULL;
-		CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
-		CHECK(sqlite3_prepare_v2(db, "SELECT 'train' AS job_name, 'k' AS key, 7 AS value,"
-		    " 1.5 AS ts, 'x' AS spec_secret", -1, &wst, NULL) == SQLITE_OK);
-		cJSON *a = wire_rows(wst, &wire_value);
-		sqlite3_finalize(wst);
-		cJSON *o = cJSON_GetArrayItem(a, 0);
-		CHECK(cJSON_GetArraySize(a) == 1);
-		CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "job")),
-		    "train") == 0);
-		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "value")) == 7);
-		CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ts")) == 1.5);
-		CHECK(!cJSON_HasObjectItem(o, "job_name") && !cJSON_HasObjectItem(o, "spec_secret"));
-		CHECK(cJSON_GetArraySize(o) == 4);
-		cJSON_Delete(a);
-		sqlite3_close(db);
-	}
-	/* States cross the store's boundary as proto.h's enums: spelled in
-	 * the rows and the feed lines, read back, a stored word of neither
-	 * list refused. A rejected run has ended: the metrics' count of runs
-	 * not yet ended follows the list's finality. */
-	{
-		sqlite3 *db = store_db(s);
-		store_set_announce(s, on_announce);
-		CHECK(sqlite3_exec(db, "INSERT INTO runs(name, state) VALUES('vocab', 'running');"
-		    " INSERT INTO jobs(run_id, name, stage, state) SELECT id, 'j', 'exec', 'pending'"
-		    " FROM runs WHERE name = 'vocab'", NULL, NULL, NULL) == SQLITE_OK);
-		int64_t rid = store_run_id(s, "vocab");
-		struct job_row jr;
-		CHECK(rid > 0 && store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_pending);
-		CHECK(store_run_state_get(s, "vocab") == PLR_running);
-		CHECK(metrics_init(path) == 0);
-		size_t len;
-		char *text = metrics_render(&len);
-		CHECK(text != NULL && strstr(text, "\npipelined_open_runs 1\n") != NULL);
-		free(text);
-		CHECK(store_begin(s) == 0);
-		CHECK(store_job_state(s, jr.id, "vocab", "j", PLJ_skipped, 0, "dependency a failed") == 0);
-		CHECK(store_commit(s) == 0);
-		CHECK(strstr(last_line, "\"job\":\"j\",\"type\":\"job.state\",\"state\":\"skipped\"") != NULL);
-		CHECK(store_begin(s) == 0);
-		CHECK(store_run_state(s, rid, "vocab", PLR_rejected, NULL) == 0);
-		CHECK(store_commit(s) == 0);
-		CHECK(strstr(last_line, "\"type\":\"run.state\",\"state\":\"rejected\"") != NULL);
-		CHECK(store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_skipped);
-		CHECK(store_run_state_get(s, "vocab") == PLR_rejected);
-		text = metrics_render(&len);
-		CHECK(text != NULL && strstr(text, "\npipelined_open_runs 0\n") != NULL &&
-		    strstr(text, "pipelined_runs{state=\"rejected\"} 1\n") != NULL);
-		free(text);
-		CHECK(sqlite3_exec(db, "UPDATE runs SET state = 'paused' WHERE name = 'vocab';"
-		    " UPDATE jobs SET state = 'paused' WHERE name = 'j'", NULL, NULL, NULL) == SQLITE_OK);
-		CHECK(store_run_state_get(s, "vocab") == -1);
-		CHECK(store_job_get(s, rid, "j", &jr) == -1);
-		CHECK(store_run_state_get(s, "nosuch") == -1);
-	}
 	store_close(s);
+}
+
+/* A value row: the job's column (job_name) is "job" on the wire; a
+ * column its row type does not name is left out, not put on the wire
+ * under its SQL name. */
+static void
+case_wire_rows(void)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *wst = NULL;
+	CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+	CHECK(sqlite3_prepare_v2(db, "SELECT 'train' AS job_name, 'k' AS key, 7 AS value,"
+	    " 1.5 AS ts, 'x' AS spec_secret", -1, &wst, NULL) == SQLITE_OK);
+	cJSON *a = wire_rows(wst, &wire_value);
+	sqlite3_finalize(wst);
+	cJSON *o = cJSON_GetArrayItem(a, 0);
+	CHECK(cJSON_GetArraySize(a) == 1);
+	CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "job")),
+	    "train") == 0);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "value")) == 7);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "ts")) == 1.5);
+	CHECK(!cJSON_HasObjectItem(o, "job_name") && !cJSON_HasObjectItem(o, "spec_secret"));
+	CHECK(cJSON_GetArraySize(o) == 4);
+	cJSON_Delete(a);
+	sqlite3_close(db);
+}
+
+/* States cross the store's boundary as proto.h's enums: spelled in
+  * the rows and the feed lines, read back, a stored word of neither
+  * list refused. A rejected run has ended: the metrics' count of runs
+  * not yet ended follows the list's finality. */
+static void
+case_states(void)
+{
+	char path[256];
+	struct store *s = open_store("states", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	sqlite3 *db = store_db(s);
+	store_set_announce(s, on_announce);
+	CHECK(sqlite3_exec(db, "INSERT INTO runs(name, state) VALUES('vocab', 'running');"
+	    " INSERT INTO jobs(run_id, name, stage, state) SELECT id, 'j', 'exec', 'pending'"
+	    " FROM runs WHERE name = 'vocab'", NULL, NULL, NULL) == SQLITE_OK);
+	int64_t rid = store_run_id(s, "vocab");
+	struct job_row jr;
+	CHECK(rid > 0 && store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_pending);
+	CHECK(store_run_state_get(s, "vocab") == PLR_running);
+	CHECK(metrics_init(path) == 0);
+	size_t len;
+	char *text = metrics_render(&len);
+	CHECK(text != NULL && strstr(text, "\npipelined_open_runs 1\n") != NULL);
+	free(text);
+	CHECK(store_begin(s) == 0);
+	CHECK(store_job_state(s, jr.id, "vocab", "j", PLJ_skipped, 0, "dependency a failed") == 0);
+	CHECK(store_commit(s) == 0);
+	CHECK(strstr(last_line, "\"job\":\"j\",\"type\":\"job.state\",\"state\":\"skipped\"") != NULL);
+	CHECK(store_begin(s) == 0);
+	CHECK(store_run_state(s, rid, "vocab", PLR_rejected, NULL) == 0);
+	CHECK(store_commit(s) == 0);
+	CHECK(strstr(last_line, "\"type\":\"run.state\",\"state\":\"rejected\"") != NULL);
+	CHECK(store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_skipped);
+	CHECK(store_run_state_get(s, "vocab") == PLR_rejected);
+	text = metrics_render(&len);
+	CHECK(text != NULL && strstr(text, "\npipelined_open_runs 0\n") != NULL &&
+	    strstr(text, "pipelined_runs{state=\"rejected\"} 1\n") != NULL);
+	free(text);
+	CHECK(sqlite3_exec(db, "UPDATE runs SET state = 'paused' WHERE name = 'vocab';"
+	    " UPDATE jobs SET state = 'paused' WHERE name = 'j'", NULL, NULL, NULL) == SQLITE_OK);
+	CHECK(store_run_state_get(s, "vocab") == -1);
+	CHECK(store_job_get(s, rid, "j", &jr) == -1);
+	CHECK(store_run_state_get(s, "nosuch") == -1);
+	store_close(s);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(migrations),
+	UNIT_CASE(event_ids),
+	UNIT_CASE(alloc_faults),
+	UNIT_CASE(checkpoints),
+	UNIT_CASE(full_disk),
+	UNIT_CASE(wire_rows),
+	UNIT_CASE(states),
+	UNIT_END
+};
+
+/* SQLite's allocator is replaced before its first use, so every case
+ * inherits the countdown allocator. */
+int
+main(int argc, char **argv)
+{
+	sqlite3_mem_methods m;
 	char cmd[300];
+	int rc;
+
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real);
+	m = real;
+	m.xMalloc = c_malloc;
+	m.xRealloc = c_realloc;
+	if (sqlite3_config(SQLITE_CONFIG_MALLOC, &m) != SQLITE_OK) {
+		fprintf(stderr, "test_core_store: cannot replace SQLite's allocator\n");
+		return 1;
+	}
+	log_init(1, LOG_LVL_ERR, NULL);
+	rc = unit_main(argc, argv, cases);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		return 1;
-	CHECK_DONE();
+	return rc;
 }

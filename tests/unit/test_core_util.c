@@ -10,7 +10,7 @@
 
 #include "pipelined.h"
 #include "plcommon.h"
-#include "check.h"
+#include "runner.h"
 
 /* Another thread's view while the main thread holds an owner's rights:
  * it still opens a root-only file (the switch is the calling thread's). */
@@ -39,10 +39,10 @@ other_thread(void *arg)
 /* owner_fs_enter/leave (as root): a root-only file is refused to the
  * owner's rights on this thread only, and readable again after. */
 static void
-owner_fs_check(void)
+case_owner_fs(void)
 {
 	if (geteuid() != 0)
-		return;
+		UNIT_SKIP("owner_fs_enter needs root");
 	char path[] = "/tmp/test_core_util.XXXXXX";
 	int fd = mkstemp(path);
 	CHECK(fd >= 0 && fchmod(fd, 0600) == 0);
@@ -72,8 +72,8 @@ owner_fs_check(void)
 	unlink(path);
 }
 
-int
-main(void)
+static void
+case_parsers(void)
 {
 	double d;
 	int64_t i;
@@ -104,15 +104,27 @@ main(void)
 	CHECK(parse_int("4x", &i) == -1);
 	CHECK(parse_double("1e3", &d) == 0 && d == 1000);
 	CHECK(parse_double("nan", &d) == -1);
+}
+
+static void
+case_names(void)
+{
+	int n;
+	char **v;
+
 	CHECK(valid_name("v18") && valid_name("bake-incumbent") && valid_name("a.b_c"));
 	CHECK(!valid_name("") && !valid_name(".hidden") && !valid_name("a b") && !valid_name("a/b"));
-	int n;
-	char **v = split_list(" a, b  c,,d ", &n);
+	v = split_list(" a, b  c,,d ", &n);
 	CHECK(n == 4 && strcmp(v[0], "a") == 0 && strcmp(v[3], "d") == 0 && v[4] == NULL);
 	strv_free(v);
 	v = split_list(NULL, &n);
 	CHECK(n == 0 && v[0] == NULL);
 	strv_free(v);
+}
+
+static void
+case_paths(void)
+{
 	char *p = path_resolve("/a/b/../c", "./d/../e");
 	CHECK(strcmp(p, "/a/c/e") == 0);
 	free(p);
@@ -122,8 +134,18 @@ main(void)
 	p = path_resolve("rel", "../../up");
 	CHECK(strcmp(p, "../up") == 0);
 	free(p);
+}
+
+static void
+case_proc_starttime(void)
+{
 	CHECK(proc_starttime(getpid()) > 0);
 	CHECK(proc_starttime(999999999) == 0);
+}
+
+static void
+case_mkdirs_and_conf(void)
+{
 	/* plc_mkdirs: mkdir -p from the leaf up. */
 	char tmpl[] = "/tmp/test_core_util.XXXXXX", d2[PATH_MAX];
 	CHECK(mkdtemp(tmpl) != NULL);
@@ -166,7 +188,11 @@ main(void)
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
 	CHECK(system(cmd) == 0);
+}
 
+static void
+case_utf8_clean(void)
+{
 	/* utf8_clean: valid text is left alone; each bad byte (a lone
 	 * continuation, an overlong form, a surrogate, a cut sequence)
 	 * becomes U+FFFD. */
@@ -175,11 +201,32 @@ main(void)
 	CHECK(u && strcmp(u, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c"
 	    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "d\xef\xbf\xbd\xef\xbf\xbd") == 0);
 	free(u);
+}
+
+static void
+case_nul(void)
+{
 	/* nul_line and json_has_nul. */
 	CHECK(nul_line("a\nb\nc\0d", 7) == 3 && nul_line("abc", 3) == 0);
 	CHECK(json_has_nul("{\"t\":\"x\\u0000y\"}") == 1);
 	CHECK(json_has_nul("{\"t\":\"x\\\\u0000y\"}") == 0);   /* an escaped backslash */
 	CHECK(json_has_nul("{\"t\":\"\\n\\u00001\"}") == 1);
-	owner_fs_check();
-	CHECK_DONE();
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(parsers),
+	UNIT_CASE(names),
+	UNIT_CASE(paths),
+	UNIT_CASE(proc_starttime),
+	UNIT_CASE(mkdirs_and_conf),
+	UNIT_CASE(utf8_clean),
+	UNIT_CASE(nul),
+	UNIT_CASE(owner_fs),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

@@ -11,10 +11,12 @@
 
 #include "pipelined.h"
 #include "exec.h"
-#include "check.h"
+#include "runner.h"
 
-int
-main(void)
+/* Every descriptor taken (the rlimit lowered: the case's process is its
+ * own), the records are still read. */
+static void
+case_out_of_descriptors(void)
 {
 	char dir[] = "/tmp/test_exec_records.XXXXXX";
 	CHECK(mkdtemp(dir) != NULL);
@@ -53,5 +55,15 @@ main(void)
 		close(fds[--n]);
 	unlink(path);
 	rmdir(dir);
-	CHECK_DONE();
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(out_of_descriptors),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

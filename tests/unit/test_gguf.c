@@ -18,9 +18,11 @@
 #include <unistd.h>
 
 #include "gguf.h"
-#include "check.h"
+#include "runner.h"
 
 static char tmpdir[4096];
+/* The sample file the roundtrip writes and the corruptions start from. */
+static char sample[4200];
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t
@@ -41,7 +43,7 @@ fbits(uint32_t u)
 }
 
 static void
-test_fp16(void)
+case_fp16(void)
 {
 	/* Every half converts to float exactly (compare with the compiler's
 	 * conversion) and back to the same bits. */
@@ -170,7 +172,7 @@ ref_q8_0(const float *x, uint8_t *y, int64_t k)
 }
 
 static void
-test_q8_0(void)
+case_q8_0(void)
 {
 	enum { K = 32 * 4096 };
 	float *x = malloc(K * sizeof(float));
@@ -613,7 +615,7 @@ test_corrupt(const char *path)
 }
 
 static void
-test_open_errors(void)
+case_open_errors(void)
 {
 	struct gguf g;
 	char p[4200];
@@ -679,7 +681,7 @@ shrink_progress(void *arg, uint64_t done, uint64_t total)
 }
 
 static void
-test_shrinking(void)
+case_shrinking(void)
 {
 	char in[4200], out[4200], err[512];
 	struct gguf g;
@@ -723,25 +725,57 @@ test_shrinking(void)
 	unlink(out);
 }
 
+static void
+case_roundtrip(void)
+{
+	test_roundtrip(sample);
+}
+
+/* Corruptions of the sample, written afresh so that the case runs alone. */
+static void
+case_corrupt(void)
+{
+	char err[512];
+
+	if (write_sample(sample, err, sizeof(err)) != 0) {
+		fprintf(stderr, "write_sample: %s\n", err);
+		check_failures++;
+		return;
+	}
+	test_corrupt(sample);
+}
+
+/* copy-without on the sample, written afresh so that the case runs alone. */
+static void
+case_copy_without(void)
+{
+	char err[512];
+
+	if (write_sample(sample, err, sizeof(err)) != 0) {
+		fprintf(stderr, "write_sample: %s\n", err);
+		check_failures++;
+		return;
+	}
+	test_copy_without(sample);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(fp16),
+	UNIT_CASE(q8_0),
+	UNIT_CASE(roundtrip),
+	UNIT_CASE(copy_without),
+	UNIT_CASE(corrupt),
+	UNIT_CASE(open_errors),
+	UNIT_CASE(shrinking),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	const char *t = getenv("TEST_TMP");
-	snprintf(tmpdir, sizeof(tmpdir), "%s", t ? t : "/tmp");
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/sample.gguf", tmpdir);
 
-	test_fp16();
-	test_q8_0();
-	test_roundtrip(path);
-	test_copy_without(path);
-	test_corrupt(path);
-	test_open_errors();
-	test_shrinking();
-	if (check_failures) {
-		fprintf(stderr, "test_gguf: %d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("test_gguf: ok\n");
-	return 0;
+	snprintf(tmpdir, sizeof(tmpdir), "%s", t ? t : "/tmp");
+	snprintf(sample, sizeof(sample), "%s/sample.gguf", tmpdir);
+	return unit_main(argc, argv, cases);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sp_model.h"
-#include "check.h"
+#include "runner.h"
 
 struct buf {
 	unsigned char b[4096];
@@ -106,8 +106,9 @@ parse_copy(const unsigned char *p, size_t n, struct sp_model *m)
 	return rc;
 }
 
-int
-main(void)
+/* A model of five pieces, read whole. */
+static void
+case_parse(void)
 {
 	struct buf m;
 	struct sp_model sp;
@@ -125,7 +126,15 @@ main(void)
 	CHECK(sp.unk_id == 1 && sp.bos_id == 5 && sp.eos_id == 6 && sp.pad_id == -1);
 	CHECK(sp.add_dummy_prefix == 0);
 	sp_model_free(&sp);
+}
 
+static void
+case_truncations(void)
+{
+	struct buf m;
+	struct sp_model sp;
+
+	build(&m);
 	/* Every truncation either parses (a cut between fields leaves a
 	 * shorter valid message) or fails with a message; none crashes. */
 	int refused = 0;
@@ -141,7 +150,16 @@ main(void)
 		}
 	}
 	CHECK(refused > (int)m.n / 2);
+}
 
+/* Malformed models, each refused with what is wrong. */
+static void
+case_malformed(void)
+{
+	struct buf m;
+	struct sp_model sp;
+
+	build(&m);
 	/* A piece length that lies. */
 	unsigned char bad[4096];
 	memcpy(bad, m.b, m.n);
@@ -161,10 +179,17 @@ main(void)
 	/* An overlong varint. */
 	memset(bad, 0xff, 16);
 	CHECK(parse_copy(bad, 16, &sp) == -1 && strstr(sp.err, "varint"));
-	if (check_failures) {
-		fprintf(stderr, "test_gguf_sp: %d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("test_gguf_sp: ok\n");
-	return 0;
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(parse),
+	UNIT_CASE(truncations),
+	UNIT_CASE(malformed),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

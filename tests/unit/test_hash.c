@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "check.h"
+#include "runner.h"
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -174,19 +174,40 @@ directory(void)
 	fprintf(stderr, "ok   directory digests\n");
 }
 
-int
-main(void)
+/* The contexts with SHA-NI where the CPU has it (else EVP, said so), and
+ * with EVP. */
+static void
+case_shani(void)
 {
 	int shani = plc_sha256_use_shani(1);
+
 	contexts(shani ? "SHA-NI" : "EVP, no SHA-NI on this CPU");
+}
+
+static void
+case_evp(void)
+{
 	CHECK(plc_sha256_use_shani(0) == 0);
 	contexts("EVP");
+}
+
+/* The directory digests, SHA-NI on where the CPU has it. */
+static void
+case_directory(void)
+{
 	plc_sha256_use_shani(1);
 	directory();
-	if (check_failures) {
-		fprintf(stderr, "%d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("hash: all checks passed\n");
-	return 0;
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(shani),
+	UNIT_CASE(evp),
+	UNIT_CASE(directory),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "check.h"
+#include "runner.h"
 
 enum { KEEP, CLOSE_SAID, CLOSE_SILENT };
 
@@ -109,13 +109,15 @@ requests(struct plc_http_conn *k, const char *url, int n)
 	}
 }
 
-int
-main(void)
+/* This case's server: a loopback listener and the thread that serves it
+ * (a thread does not survive the fork, so each case starts its own); the
+ * URL to post to. 0, or -1 when there is no socket. */
+static int
+start_server(char *url, size_t len)
 {
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
 	pthread_t th;
-	char url[64];
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
@@ -123,12 +125,29 @@ main(void)
 	if ((lfd = socket(AF_INET, SOCK_STREAM, 0)) == -1 ||
 	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || listen(lfd, 8) == -1 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) == -1) {
-		perror("test_http_conn: loopback socket");
-		return 1;
+		perror("start_server: loopback socket");
+		return -1;
 	}
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/chat", ntohs(sa.sin_port));
+	snprintf(url, len, "http://127.0.0.1:%d/api/chat", ntohs(sa.sin_port));
 	pthread_create(&th, NULL, server, NULL);
+	return 0;
+}
 
+static void
+stop_server(void)
+{
+	shutdown(lfd, SHUT_RDWR);
+	close(lfd);
+}
+
+static void
+case_kept(void)
+{
+	char url[64];
+
+	CHECK(start_server(url, sizeof(url)) == 0);
+	if (check_failures)
+		return;
 	/* One kept handle: five requests, one connection. */
 	struct plc_http_conn *k = plc_http_conn_new();
 	CHECK(k != NULL);
@@ -162,19 +181,45 @@ main(void)
 	requests(k, url, 2);	/* one new connection, kept again */
 	CHECK(count(&accepts) == 1 + 2 + 3 + 1);
 	plc_http_conn_free(k);
+	stop_server();
+}
 
-	/* plc_http: a connection per request. */
+/* plc_http: a connection per request. */
+static void
+case_per_request(void)
+{
+	char url[64];
+
+	CHECK(start_server(url, sizeof(url)) == 0);
+	if (check_failures)
+		return;
 	requests(NULL, url, 3);
-	CHECK(count(&accepts) == 1 + 2 + 3 + 1 + 3);
+	CHECK(count(&accepts) == 3);
+	stop_server();
+}
 
-	/* A refused connection is an error with curl's words, not a crash. */
-	k = plc_http_conn_new();
+/* A refused connection is an error with curl's words, not a crash. */
+static void
+case_refused(void)
+{
+	struct plc_http_resp r;
+	struct plc_http_conn *k = plc_http_conn_new();
+
 	CHECK(plc_http_conn_do(k, "GET", "http://127.0.0.1:1/", NULL, 0, NULL, 5, &r) == -1);
 	CHECK(r.status == 0 && r.error[0] != '\0');
 	plc_http_free(&r);
 	plc_http_conn_free(k);
+}
 
-	shutdown(lfd, SHUT_RDWR);
-	close(lfd);
-	CHECK_DONE();
+static const struct unit_case cases[] = {
+	UNIT_CASE(kept),
+	UNIT_CASE(per_request),
+	UNIT_CASE(refused),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
 }

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "pipelined.h"
-#include "check.h"
+#include "runner.h"
 
 static double
 now_ns(void)
@@ -52,7 +52,7 @@ time_guesses(const char *tok, const char *const *g, int ng, double *med)
 }
 
 static void
-test_equal(void)
+case_equal(void)
 {
 	const char *tok = "0123456789abcdef-token!!";	/* 24 characters */
 	CHECK(httpd_equal(tok, "0123456789abcdef-token!!") == 1);
@@ -85,7 +85,7 @@ scan(const char *s)
 }
 
 static void
-test_head_scan(void)
+case_head_scan(void)
 {
 	CHECK(scan("") == HEAD_MORE);
 	CHECK(scan("GET / HTTP/1.1\r\nHost: a\r\n") == HEAD_MORE);
@@ -111,7 +111,7 @@ test_head_scan(void)
 }
 
 static void
-test_hosts(void)
+case_hosts(void)
 {
 	const char *names = "127.0.0.1 localhost";
 	CHECK(httpd_host_allowed("127.0.0.1:9464", names));
@@ -127,16 +127,15 @@ test_hosts(void)
 	CHECK(!httpd_host_allowed("[::1", "::1 localhost"));
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(equal),
+	UNIT_CASE(head_scan),
+	UNIT_CASE(hosts),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
-	test_equal();
-	test_head_scan();
-	test_hosts();
-	if (check_failures) {
-		fprintf(stderr, "%d checks failed\n", check_failures);
-		return 1;
-	}
-	printf("test_httpd: all checks passed\n");
-	return 0;
+	return unit_main(argc, argv, cases);
 }

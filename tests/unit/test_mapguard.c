@@ -27,12 +27,13 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "check.h"
+#include "runner.h"
 
 static char path[4200];
 static size_t page;
 static volatile unsigned char *map;   /* four pages; only the first is in the file */
 static volatile unsigned sink;
+static int mapfd;                     /* the mapped file, truncated to one page */
 
 /* Read one byte of the mapping under a guard: 0, or -1 on SIGBUS. */
 static int
@@ -184,8 +185,88 @@ child_chained(void)
 	_exit(3);
 }
 
+/* A handler set before the first guard: each case is a process that has
+ * used no guard yet, and the child inherits that. */
+static void
+case_chained(void)
+{
+	int st = in_child(child_chained);
+
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+}
+
+/* Under a guard, again and again. */
+static void
+case_repeated(void)
+{
+	int bad = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		if (touch(page + (size_t)i, i & 1) != -1 || touch((size_t)i, 1) != 0)
+			bad++;
+		if (bus_blocked())
+			bad++;
+	}
+	CHECK(bad == 0);
+	CHECK(touch(page - 1, 0) == 0);     /* the last byte still in the file */
+}
+
+/* Two threads faulting at once, and one that blocks every signal. */
+static void
+case_threads(void)
+{
+	pthread_t t1, t2, t3;
+	int bad1 = 0, bad2 = 0, bad3 = 0;
+
+	pthread_create(&t1, NULL, faulter, &bad1);
+	pthread_create(&t2, NULL, faulter, &bad2);
+	pthread_create(&t3, NULL, blocked_faulter, &bad3);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	pthread_join(t3, NULL);
+	CHECK(bad1 == 0 && bad2 == 0 && bad3 == 0);
+}
+
+/* What is not guarded crashes as before. */
+static void
+case_unguarded(void)
+{
+	CHECK(crashed(in_child(child_unguarded)));
+	CHECK(crashed(in_child(child_other_thread)));
+	CHECK(crashed(in_child(child_sent)));
+}
+
+/* The kernel's own reads of the lost pages fail instead of raising
+ * SIGBUS; a copy of the file comes back short. */
+static void
+case_kernel_reads(void)
+{
+	char cpath[4300];
+	int cfd;
+
+	snprintf(cpath, sizeof(cpath), "%s.copy", path);
+	cfd = open(cpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	errno = 0;
+	CHECK(write(cfd, (const void *)(map + 2 * page), page) == -1 && errno == EFAULT);
+	errno = 0;
+	CHECK(plc_copy_range(mapfd, 0, cfd, 0, 4 * page) == -1 && errno == EIO);
+	close(cfd);
+	unlink(cpath);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(chained),
+	UNIT_CASE(repeated),
+	UNIT_CASE(threads),
+	UNIT_CASE(unguarded),
+	UNIT_CASE(kernel_reads),
+	UNIT_END
+};
+
+/* The file of four pages, mapped, then truncated to one; every case
+ * inherits the mapping. */
 int
-main(void)
+main(int argc, char **argv)
 {
 	const char *t = getenv("TEST_TMP");
 	snprintf(path, sizeof(path), "%s/mapped", t ? t : "/tmp");
@@ -195,61 +276,28 @@ main(void)
 	bus_default = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL;
 
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	CHECK(fd != -1);
 	unsigned char *buf = malloc(4 * page);
 	memset(buf, 'x', 4 * page);
-	CHECK(write(fd, buf, 4 * page) == (ssize_t)(4 * page));
-	map = mmap(NULL, 4 * page, PROT_READ, MAP_SHARED, fd, 0);
-	CHECK(map != MAP_FAILED);
-	sink += map[3 * page];
-	CHECK(ftruncate(fd, (off_t)page) == 0);
-	/* A handler set before the first guard (in a child forked before this
-	 * process used one: the later children inherit the guard's handler). */
-	int st = in_child(child_chained);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
-
-	/* Under a guard, again and again. */
-	int bad = 0;
-	for (int i = 0; i < 1000; i++) {
-		if (touch(page + (size_t)i, i & 1) != -1 || touch((size_t)i, 1) != 0)
-			bad++;
-		if (bus_blocked())
-			bad++;
+	if (fd == -1 || write(fd, buf, 4 * page) != (ssize_t)(4 * page)) {
+		perror(path);
+		return 1;
 	}
-	CHECK(bad == 0);
-	CHECK(touch(page - 1, 0) == 0);     /* the last byte still in the file */
-
-	/* Two threads faulting at once, and one that blocks every signal. */
-	pthread_t t1, t2, t3;
-	int bad1 = 0, bad2 = 0, bad3 = 0;
-	pthread_create(&t1, NULL, faulter, &bad1);
-	pthread_create(&t2, NULL, faulter, &bad2);
-	pthread_create(&t3, NULL, blocked_faulter, &bad3);
-	pthread_join(t1, NULL);
-	pthread_join(t2, NULL);
-	pthread_join(t3, NULL);
-	CHECK(bad1 == 0 && bad2 == 0 && bad3 == 0);
-
-	/* What is not guarded crashes as before. */
-	CHECK(crashed(in_child(child_unguarded)));
-	CHECK(crashed(in_child(child_other_thread)));
-	CHECK(crashed(in_child(child_sent)));
-
-	/* The kernel's own reads of the lost pages fail instead of raising
-	 * SIGBUS; a copy of the file comes back short. */
-	char cpath[4300];
-	snprintf(cpath, sizeof(cpath), "%s.copy", path);
-	int cfd = open(cpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	errno = 0;
-	CHECK(write(cfd, (const void *)(map + 2 * page), page) == -1 && errno == EFAULT);
-	errno = 0;
-	CHECK(plc_copy_range(fd, 0, cfd, 0, 4 * page) == -1 && errno == EIO);
-	close(cfd);
-	unlink(cpath);
+	map = mmap(NULL, 4 * page, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	sink += map[3 * page];
+	if (ftruncate(fd, (off_t)page) != 0) {
+		perror("ftruncate");
+		return 1;
+	}
+	mapfd = fd;
+	int rc = unit_main(argc, argv, cases);
 
 	munmap((void *)map, 4 * page);
 	close(fd);
 	unlink(path);
 	free(buf);
-	CHECK_DONE();
+	return rc;
 }

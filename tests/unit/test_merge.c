@@ -19,7 +19,7 @@
 #include "minihost.h"
 #include "plcommon.h"
 #include "safetensors.h"
-#include "check.h"
+#include "runner.h"
 
 static char tmp[PATH_MAX], top[PATH_MAX];
 static const struct pl_stage *merge;
@@ -194,46 +194,35 @@ identity_cases(const char *base, const char *other, const char *src)
 	    NULL);
 }
 
-int
-main(void)
+/* Every kind of adapter on both layouts; lora_bias only on the
+ * conditional base (only the vision tower has biases); an F16 base merged
+ * in f32, rounded to F16 (one f16 ulp). */
+static void
+case_kinds(void)
 {
-	const char *t = getenv("TEST_TMP"), *tp = getenv("TOP");
-	snprintf(top, sizeof(top), "%s", tp ? tp : ".");
-	snprintf(tmp, sizeof(tmp), "%s/merge.XXXXXX", t ? t : "/tmp");
-	if (mkdtemp(tmp) == NULL || access("/usr/bin/python3", X_OK) != 0) {
-		perror(tmp);
-		return 1;
-	}
-	if ((merge = mh_load("merge")) == NULL) {
-		fprintf(stderr, "cannot load the merge stage\n");
-		return 1;
-	}
-	if (sh("cd %s && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/conditional "
-	    "--adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/causal --layout "
-	    "causal --shards 3 --adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py "
-	    "%s/f16 --layout causal --dtype f16 --adapter plain --adapter dora", top, tmp, tmp, tmp) != 0) {
-		fprintf(stderr, "fixture generation failed\n");
-		return 1;
-	}
 	static const char *kinds[] = { "plain", "rslora", "patterns", "modules_to_save",
 	    "vision", "dora", "fifo", NULL };
 	for (int i = 0; kinds[i]; i++) {
 		good_kind("conditional", kinds[i]);
 		good_kind("causal", kinds[i]);
 	}
-	/* lora_bias: only the vision tower has biases, so the conditional base. */
 	good_kind("conditional", "lora-bias");
-	/* An F16 base: merged in f32, rounded to F16 (one f16 ulp). */
 	good_kind("f16", "plain");
 	good_kind("f16", "dora");
+}
 
-	/* The same inputs give byte-identical outputs. */
+/* The same inputs give byte-identical outputs. */
+static void
+case_identical(void)
+{
 	char a[PATH_MAX + 64], b[PATH_MAX + 64], base[PATH_MAX + 64], ad[PATH_MAX + 64];
 	static pl_job j;
 	snprintf(base, sizeof(base), "%s/conditional", tmp);
 	snprintf(ad, sizeof(ad), "%s/conditional/adapters/plain", tmp);
 	snprintf(a, sizeof(a), "%s/out/conditional-plain", tmp);
 	snprintf(b, sizeof(b), "%s/out/again", tmp);
+	/* The first output, as case_kinds makes it, so that this case runs alone. */
+	good_kind("conditional", "plain");
 	CHECK(run_merge(&j, base, ad, b, -1, "threads=1") == PL_OK);
 	CHECK(sh("cmp %s/model.safetensors %s/model.safetensors", a, b) == 0);
 	/* Merging over an existing output replaces it whole. */
@@ -245,8 +234,16 @@ main(void)
 	snprintf(cout, sizeof(cout), "%s/merged", cdir);
 	CHECK(run_merge(&j, base, ad, cout, 5, NULL) == PL_ECANCELED);
 	CHECK(entries(cdir) == 0);
+}
 
-	/* Errors. */
+static void
+case_errors(void)
+{
+	char base[PATH_MAX + 64], b[PATH_MAX + 64];
+	static pl_job j;
+
+	snprintf(base, sizeof(base), "%s/conditional", tmp);
+	snprintf(b, sizeof(b), "%s/out/again", tmp);
 	char x[PATH_MAX + 64], causal[PATH_MAX + 64];
 	snprintf(causal, sizeof(causal), "%s/causal", tmp);
 	snprintf(x, sizeof(x), "%s/conditional/adapters/other-base", tmp);
@@ -301,8 +298,15 @@ main(void)
 	identity_cases(base, causal, src);
 	snprintf(x, sizeof(x), "%s/ad-missing", tmp);
 	bad("no adapter directory", base, x, NULL, "ad-missing/adapter_config.json", NULL);
+}
 
-	/* Corrupt bases: each names the file and what is wrong with it. */
+/* Corrupt bases: each names the file and what is wrong with it. */
+static void
+case_corrupt_bases(void)
+{
+	char x[PATH_MAX + 64], src[PATH_MAX + 64];
+
+	snprintf(src, sizeof(src), "%s/conditional/adapters/plain", tmp);
 	snprintf(x, sizeof(x), "%s/badbase", tmp);
 	sh("cp -r %s/conditional %s && truncate -s -100 %s/model.safetensors", tmp, x, x);
 	bad("truncated base", x, src, NULL, "badbase/model.safetensors", "truncated");
@@ -311,12 +315,41 @@ main(void)
 	    "f.write(struct.pack(\"<Q\", 5*10**6))' %s/model-00002-of-00003.safetensors", tmp, x, x, x);
 	bad("lying header length in a shard", x, src, NULL,
 	    "model-00002-of-00003.safetensors", "past the end");
+}
 
-	if (!getenv("KEEP")) st_rmtree(tmp);
-	if (check_failures) {
-		fprintf(stderr, "%d failure(s)\n", check_failures);
+static const struct unit_case cases[] = {
+	UNIT_CASE(kinds),
+	UNIT_CASE(identical),
+	UNIT_CASE(errors),
+	UNIT_CASE(corrupt_bases),
+	UNIT_END
+};
+
+/* The fixtures are made once, before the cases. */
+int
+main(int argc, char **argv)
+{
+	const char *t = getenv("TEST_TMP"), *tp = getenv("TOP");
+	snprintf(top, sizeof(top), "%s", tp ? tp : ".");
+	snprintf(tmp, sizeof(tmp), "%s/merge.XXXXXX", t ? t : "/tmp");
+	if (mkdtemp(tmp) == NULL || access("/usr/bin/python3", X_OK) != 0) {
+		perror(tmp);
 		return 1;
 	}
-	printf("merge: all checks passed\n");
-	return 0;
+	if ((merge = mh_load("merge")) == NULL) {
+		fprintf(stderr, "cannot load the merge stage\n");
+		return 1;
+	}
+	if (sh("cd %s && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/conditional "
+	    "--adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py %s/causal --layout "
+	    "causal --shards 3 --adapter all && /usr/bin/python3 tests/fixtures/gen_gemma3.py "
+	    "%s/f16 --layout causal --dtype f16 --adapter plain --adapter dora", top, tmp, tmp, tmp) != 0) {
+		fprintf(stderr, "fixture generation failed\n");
+		return 1;
+	}
+	int rc = unit_main(argc, argv, cases);
+
+	if (!getenv("KEEP"))
+		st_rmtree(tmp);
+	return rc;
 }

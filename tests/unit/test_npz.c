@@ -11,14 +11,62 @@
 #include <unistd.h>
 
 #include "plcommon.h"
-#include "check.h"
+#include "runner.h"
 
-int
-main(void)
+/* The archives numpy writes (in main, before the cases). */
+static char dir[] = "/tmp/test_npz.XXXXXX", p[4200], pz[4200], bad[4200];
+
+static void
+case_read(void)
 {
-	char dir[] = "/tmp/test_npz.XXXXXX", cmd[4096], p[4200], pz[4200], bad[4200];
 	char err[512], s[64];
 	struct npz_array a;
+
+	CHECK(npz_read(p, "prompt_len", &a, err, sizeof(err)) == 0);
+	CHECK(a.n == 3 && strcmp(a.descr, "<i4") == 0);
+	CHECK(npz_int(&a, 0) == 7 && npz_int(&a, 1) == -3 && npz_int(&a, 2) == 70000);
+	npz_free(&a);
+	CHECK(npz_read(p, "keys", &a, err, sizeof(err)) == 0);
+	CHECK(a.n == 3 && strncmp(a.descr, "<U", 2) == 0);
+	CHECK(npz_str(&a, 0, s, sizeof(s)) == 6 && strcmp(s, "ex0001") == 0);
+	CHECK(npz_str(&a, 1, s, sizeof(s)) > 0 && strcmp(s, "k-\xc3\xa9t\xc3\xa9") == 0);
+	CHECK(npz_str(&a, 2, s, sizeof(s)) > 0 && strcmp(s, "long-key-number-three") == 0);
+	CHECK(npz_str(&a, 2, s, 8) == -1);
+	npz_free(&a);
+	CHECK(npz_read(p, "input_ids", &a, err, sizeof(err)) == 0 && a.n == 10 &&
+	    npz_int(&a, 9) == 9);
+	npz_free(&a);
+}
+
+/* Refusals, each naming the file. */
+static void
+case_refusals(void)
+{
+	char err[512];
+	struct npz_array a;
+
+	CHECK(npz_read(p, "offsets", &a, err, sizeof(err)) == -1 && strstr(err, p) &&
+	    strstr(err, "no array offsets"));
+	CHECK(npz_read(p, "f", &a, err, sizeof(err)) == -1 && strstr(err, "<f8"));
+	CHECK(npz_read(pz, "keys", &a, err, sizeof(err)) == -1 && strstr(err, "compressed"));
+	FILE *f = fopen(bad, "w");
+	fputs("not a zip at all, but long enough to look for an end record", f);
+	fclose(f);
+	CHECK(npz_read(bad, "keys", &a, err, sizeof(err)) == -1 && strstr(err, "not a zip"));
+	CHECK(npz_read("/nonexistent/x.npz", "keys", &a, err, sizeof(err)) == -1);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(read),
+	UNIT_CASE(refusals),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	char cmd[4096];
+	int rc;
 
 	if (mkdtemp(dir) == NULL)
 		return 1;
@@ -36,33 +84,10 @@ main(void)
 		fprintf(stderr, "numpy could not write the archives\n");
 		return 1;
 	}
-	CHECK(npz_read(p, "prompt_len", &a, err, sizeof(err)) == 0);
-	CHECK(a.n == 3 && strcmp(a.descr, "<i4") == 0);
-	CHECK(npz_int(&a, 0) == 7 && npz_int(&a, 1) == -3 && npz_int(&a, 2) == 70000);
-	npz_free(&a);
-	CHECK(npz_read(p, "keys", &a, err, sizeof(err)) == 0);
-	CHECK(a.n == 3 && strncmp(a.descr, "<U", 2) == 0);
-	CHECK(npz_str(&a, 0, s, sizeof(s)) == 6 && strcmp(s, "ex0001") == 0);
-	CHECK(npz_str(&a, 1, s, sizeof(s)) > 0 && strcmp(s, "k-\xc3\xa9t\xc3\xa9") == 0);
-	CHECK(npz_str(&a, 2, s, sizeof(s)) > 0 && strcmp(s, "long-key-number-three") == 0);
-	CHECK(npz_str(&a, 2, s, 8) == -1);
-	npz_free(&a);
-	CHECK(npz_read(p, "input_ids", &a, err, sizeof(err)) == 0 && a.n == 10 &&
-	    npz_int(&a, 9) == 9);
-	npz_free(&a);
-	/* Refusals, each naming the file. */
-	CHECK(npz_read(p, "offsets", &a, err, sizeof(err)) == -1 && strstr(err, p) &&
-	    strstr(err, "no array offsets"));
-	CHECK(npz_read(p, "f", &a, err, sizeof(err)) == -1 && strstr(err, "<f8"));
-	CHECK(npz_read(pz, "keys", &a, err, sizeof(err)) == -1 && strstr(err, "compressed"));
-	FILE *f = fopen(bad, "w");
-	fputs("not a zip at all, but long enough to look for an end record", f);
-	fclose(f);
-	CHECK(npz_read(bad, "keys", &a, err, sizeof(err)) == -1 && strstr(err, "not a zip"));
-	CHECK(npz_read("/nonexistent/x.npz", "keys", &a, err, sizeof(err)) == -1);
+	rc = unit_main(argc, argv, cases);
 	unlink(p);
 	unlink(pz);
 	unlink(bad);
 	rmdir(dir);
-	CHECK_DONE();
+	return rc;
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ollama.h"
-#include "check.h"
+#include "runner.h"
 
 static pid_t standin_pid = -1;
 static char tmpdir[PATH_MAX];
@@ -119,7 +119,7 @@ ps_has(struct ollama *c, const char *name)
 }
 
 static void
-test_names(void)
+case_names(void)
 {
 	char out[512];
 	CHECK(ollama_name_norm("gemma3", out, sizeof(out)) == 0 &&
@@ -143,7 +143,7 @@ test_names(void)
 /* The server profiles: the cgo engine before 0.30, llama-server after;
  * only the releases in OLLAMA_TESTED are tested ones. */
 static void
-test_profile(void)
+case_profile(void)
 {
 	int tested = -1;
 	CHECK(ollama_profile("0.24.0", &tested) == OLLAMA_PROFILE_CGO && tested == 1, "0.24.0");
@@ -169,7 +169,7 @@ test_profile(void)
 }
 
 static void
-test_basic(void)
+case_basic(void)
 {
 	char url[256], ver[64];
 	struct ollama c;
@@ -241,7 +241,7 @@ test_basic(void)
 }
 
 static void
-test_race(void)
+case_race(void)
 {
 	char url[256];
 	struct ollama c;
@@ -268,8 +268,16 @@ test_race(void)
 	stop_standin();
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(names),
+	UNIT_CASE(profile),
+	UNIT_CASE(basic),
+	UNIT_CASE(race),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "%s", getenv("TEST_TMP") ? getenv("TEST_TMP") : "/tmp");
 	if (getenv("TEST_TMP") == NULL) {
@@ -277,15 +285,8 @@ main(void)
 		if (mkdtemp(tmpdir) == NULL)
 			return 1;
 	}
-	test_names();
-	test_profile();
-	test_basic();
-	test_race();
+	int rc = unit_main(argc, argv, cases);
+
 	stop_standin();
-	if (check_failures) {
-		fprintf(stderr, "test_ollama: %d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("test_ollama: ok\n");
-	return 0;
+	return rc;
 }

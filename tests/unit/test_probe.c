@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "vramcal.h"
-#include "check.h"
+#include "runner.h"
 
 static void
-test_seed(void)
+case_seed(void)
 {
 	struct vramcal_pair anchor = { 6980.0, 6653.0 };
 	double raw = vramcal_pair_over(&anchor);
@@ -39,7 +39,7 @@ test_seed(void)
 }
 
 static void
-test_mean_and_skip(void)
+case_mean_and_skip(void)
 {
 	struct vramcal_pair p[] = {
 		{ 7000.0, 6650.0 },   /* 5.0% */
@@ -58,7 +58,7 @@ test_mean_and_skip(void)
 }
 
 static void
-test_max_rank(void)
+case_max_rank(void)
 {
 	/* r96 at 7127.6 MB predicts 6793: fits 6800, not 6700. */
 	CHECK(vramcal_max_rank(7127.6, 0.047, 96, 15.0, 6800.0) == 96, "fits");
@@ -73,7 +73,7 @@ test_max_rank(void)
 }
 
 static void
-test_history(void)
+case_history(void)
 {
 	const char *h =
 	    "[{\"run\":\"v18\",\"job\":\"train\",\"ts\":3,"
@@ -101,7 +101,7 @@ test_history(void)
 }
 
 static void
-test_recipe_name(void)
+case_recipe_name(void)
 {
 	char b[256];
 	vramcal_recipe_name("tiny", "/srv/models/gemma-3-4b-it/", b, sizeof(b));
@@ -112,18 +112,17 @@ test_recipe_name(void)
 	CHECK(strcmp(b, "hf:?") == 0, "%s", b);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(seed),
+	UNIT_CASE(mean_and_skip),
+	UNIT_CASE(max_rank),
+	UNIT_CASE(history),
+	UNIT_CASE(recipe_name),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
-	test_seed();
-	test_mean_and_skip();
-	test_max_rank();
-	test_history();
-	test_recipe_name();
-	if (check_failures) {
-		fprintf(stderr, "test_probe: %d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("test_probe: ok\n");
-	return 0;
+	return unit_main(argc, argv, cases);
 }

@@ -16,7 +16,7 @@
 
 #include "plcommon.h"
 #include "pyjob.h"
-#include "check.h"
+#include "runner.h"
 
 static char root[PATH_MAX];
 
@@ -48,7 +48,7 @@ make_ckpt(char *dir, size_t len, long step)
 }
 
 static void
-test_verify(void)
+case_verify(void)
 {
 	char d[PATH_MAX], why[512], p[PATH_MAX];
 
@@ -110,7 +110,7 @@ on_skip(void *arg, const char *dir, const char *why)
 }
 
 static void
-test_newest(void)
+case_newest(void)
 {
 	char d[PATH_MAX], got[PATH_MAX], croot[PATH_MAX], p[PATH_MAX];
 	long step = -1;
@@ -146,7 +146,7 @@ test_newest(void)
 }
 
 static void
-test_events(void)
+case_events(void)
 {
 	char b[64];
 	const char *l = "{\"type\":\"memory\",\"peak_mb\":6653.5,\"gpu\":\"RTX\",\"s\":\"12.5\"}";
@@ -159,7 +159,7 @@ test_events(void)
 }
 
 static void
-test_exit_str(void)
+case_exit_str(void)
 {
 	struct pl_exit e;
 	char b[512];
@@ -180,8 +180,16 @@ test_exit_str(void)
 	CHECK(strcmp(b, "exited with status 42") == 0, "%s", b);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(verify),
+	UNIT_CASE(newest),
+	UNIT_CASE(events),
+	UNIT_CASE(exit_str),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	const char *t = getenv("TEST_TMP");
 	snprintf(root, sizeof(root), "%s/test_pyjob.XXXXXX", t ? t : "/tmp");
@@ -189,14 +197,6 @@ main(void)
 		perror(root);
 		return 1;
 	}
-	test_verify();
-	test_newest();
-	test_events();
-	test_exit_str();
-	if (check_failures) {
-		fprintf(stderr, "test_pyjob: %d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("test_pyjob: ok\n");
-	return 0;
+	int rc = unit_main(argc, argv, cases);
+	return rc;
 }

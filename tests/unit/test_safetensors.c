@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "safetensors.h"
-#include "check.h"
+#include "runner.h"
 
 static char tmpdir[4096];
 
@@ -80,7 +80,7 @@ bad_case(const char *name, uint64_t lenval, int lie, const char *hdr, size_t nda
 }
 
 static void
-test_corrupt(void)
+case_corrupt(void)
 {
 	const char *good = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
 	    "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[8,16]}}";
@@ -192,7 +192,7 @@ test_corrupt(void)
 }
 
 static void
-test_write_read(void)
+case_write_read(void)
 {
 	char p[4096], err[ST_ERRLEN];
 	struct st_writer w;
@@ -296,7 +296,7 @@ write_shard(const char *name, const char *const *names, int n)
 }
 
 static void
-test_sharded(void)
+case_sharded(void)
 {
 	char p[4096], err[ST_ERRLEN];
 	const char *s1[] = { "x.0", "x.1" }, *s2[] = { "y.0" };
@@ -347,7 +347,7 @@ test_sharded(void)
 }
 
 static void
-test_outdir(void)
+case_outdir(void)
 {
 	char final[4096], err[ST_ERRLEN], f[4200];
 	struct st_outdir o;
@@ -389,7 +389,7 @@ test_outdir(void)
 /* bf16 rounding checked against a double-precision choice between the two
  * neighbours; f16 against the compiler's _Float16 conversion. */
 static void
-test_convert(void)
+case_convert(void)
 {
 	uint32_t x = 12345;
 	int bad_bf = 0, bad_f16 = 0;
@@ -463,8 +463,17 @@ test_convert(void)
 	CHECK(st_from_f32(ST_I32, in, buf, 3) == -1);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(corrupt),
+	UNIT_CASE(write_read),
+	UNIT_CASE(sharded),
+	UNIT_CASE(outdir),
+	UNIT_CASE(convert),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	const char *t = getenv("TEST_TMP");
 	snprintf(tmpdir, sizeof(tmpdir), "%s/st.XXXXXX", t ? t : "/tmp");
@@ -472,16 +481,8 @@ main(void)
 		perror(tmpdir);
 		return 1;
 	}
-	test_corrupt();
-	test_write_read();
-	test_sharded();
-	test_outdir();
-	test_convert();
+	int rc = unit_main(argc, argv, cases);
+
 	st_rmtree(tmpdir);
-	if (check_failures) {
-		fprintf(stderr, "%d check(s) failed\n", check_failures);
-		return 1;
-	}
-	printf("all safetensors checks passed\n");
-	return 0;
+	return rc;
 }

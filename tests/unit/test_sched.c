@@ -23,7 +23,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-#include "check.h"
+#include "runner.h"
 
 /* One call of a fake stage's run hook. */
 struct launch {
@@ -226,7 +226,7 @@ row(const char *run, const char *job)
  * fan-out (a -> b, c) and a fan-in (b, c -> d); a failure skips what
  * follows and fails the run. */
 static void
-case_dag(void)
+dag(void)
 {
 	start("max_jobs = 8\n");
 	CHECK(sched_init(loop, store, &conf) == 0);
@@ -275,7 +275,7 @@ case_dag(void)
  * retry_backoff_max; attempts are counted; after `retries` retries the
  * job fails for good. */
 static void
-case_retry(void)
+retry(void)
 {
 	start("max_jobs = 4\n");
 	CHECK(sched_init(loop, store, &conf) == 0);
@@ -318,7 +318,7 @@ case_retry(void)
 
 /* Jobs needing a resource beyond what is free wait; max_jobs holds. */
 static void
-case_resources(void)
+resources(void)
 {
 	start("max_jobs = 3\n[resources]\ngpu = 2\n");
 	CHECK(sched_init(loop, store, &conf) == 0);
@@ -367,7 +367,7 @@ case_resources(void)
  * pending ones never start; the run ends cancelled. Cancelling a run
  * that is not running is refused. */
 static void
-case_cancel(void)
+cancel(void)
 {
 	char msg[256];
 	start("max_jobs = 4\n");
@@ -420,7 +420,7 @@ restart_first(int fd)
 }
 
 static void
-case_restart(void)
+restart(void)
 {
 	int p[2];
 	if (pipe(p) == -1)
@@ -475,7 +475,6 @@ case_restart(void)
 	CHECK(count("old", NULL) == 0);            /* a finished run does not run again */
 }
 
-/* Run fn in a child with a store directory of its own: 0 when it passed. */
 /* A pass starts the jobs whose dependencies succeeded, and only those
  * (sched.c keeps them as ready bits, updated as states change, instead of
  * looking at every open job): a chain longer than a word of bits runs in
@@ -483,7 +482,7 @@ case_restart(void)
  * holds back what follows it again; a job whose directory cannot be made
  * fails at once with the reason, and what follows is skipped. */
 static void
-case_ready(void)
+ready(void)
 {
 	start("max_jobs = 2\n");
 	CHECK(sched_init(loop, store, &conf) == 0);
@@ -541,34 +540,49 @@ case_ready(void)
 	CHECK(r.state == PLJ_failed && r.attempts == 1); /* the attempt started, and failed */
 }
 
+/* The case's store directory, made empty: 0, or -1 when it cannot be. */
 static int
-in_child(const char *name, void (*fn)(void))
+fresh_dir(const char *name)
 {
+	char cmd[PATH_MAX + 16];
+
 	snprintf(dir, sizeof(dir), "%s/%s", getenv("TEST_TMP") ? getenv("TEST_TMP") : "/tmp",
 	    name);
-	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0 || mkdir(dir, 0700) == -1)
-		return -1;
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		check_count = check_failures = 0;
-		fn();
-		printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
-		fflush(NULL);
-		_exit(check_failures ? 1 : 0);
-	}
-	int st;
-	if (waitpid(pid, &st, 0) == -1 || !WIFEXITED(st)) {
-		fprintf(stderr, "%s: the child died\n", name);
+	if (system(cmd) != 0 || mkdir(dir, 0700) == -1) {
+		fprintf(stderr, "fresh_dir: cannot make %s\n", dir);
 		return -1;
 	}
-	return WEXITSTATUS(st);
+	return 0;
 }
 
+/* Each case: the scheduler of its own process, on a store of its own. */
+#define SCHED_CASE(name)                                                    \
+	static void case_##name(void)                                       \
+	{                                                                   \
+		CHECK(fresh_dir(#name) == 0);                               \
+		if (check_failures == 0)                                    \
+			name();                                             \
+	}
+SCHED_CASE(dag)
+SCHED_CASE(retry)
+SCHED_CASE(resources)
+SCHED_CASE(cancel)
+SCHED_CASE(restart)
+SCHED_CASE(ready)
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(dag),
+	UNIT_CASE(retry),
+	UNIT_CASE(resources),
+	UNIT_CASE(cancel),
+	UNIT_CASE(restart),
+	UNIT_CASE(ready),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	static struct plugin self = { .path = "test_sched" };
 	log_init(1, LOG_LVL_WARN, NULL);
@@ -577,11 +591,5 @@ main(void)
 		fprintf(stderr, "cannot register the fake stages\n");
 		return 1;
 	}
-	CHECK(in_child("dag", case_dag) == 0);
-	CHECK(in_child("retry", case_retry) == 0);
-	CHECK(in_child("resources", case_resources) == 0);
-	CHECK(in_child("cancel", case_cancel) == 0);
-	CHECK(in_child("restart", case_restart) == 0);
-	CHECK(in_child("ready", case_ready) == 0);
-	CHECK_DONE();
+	return unit_main(argc, argv, cases);
 }

@@ -11,7 +11,7 @@
 
 #include "plcommon.h"
 #include "score.h"
-#include "check.h"
+#include "runner.h"
 
 #define NEAR(a, b, eps) CHECK(fabs((double)(a) - (double)(b)) <= (eps))
 
@@ -54,7 +54,7 @@ load_caps(void)
 }
 
 static void
-test_caps_errors(void)
+case_caps_errors(void)
 {
 	struct sc_caps c;
 	char err[256];
@@ -67,7 +67,7 @@ test_caps_errors(void)
 }
 
 static void
-test_schema(void)
+case_schema(void)
 {
 	cJSON *s = sc_schema(&caps);
 	char *t = cJSON_PrintUnformatted(s);
@@ -81,7 +81,7 @@ test_schema(void)
 }
 
 static void
-test_parse_hostile(void)
+case_parse_hostile(void)
 {
 	struct sc_answer a;
 	char why[128];
@@ -168,7 +168,7 @@ score(const struct sc_case *c, const char *out)
 }
 
 static void
-test_score_cases(void)
+case_score_cases(void)
 {
 	struct sc_case r = mkcase("{\"id\":\"r1\",\"kind\":\"route\",\"user\":\"open docs\","
 	    "\"expect\":{\"capability\":\"open_folder\",\"args\":{\"path\":\"docs\",\"n\":2,"
@@ -221,7 +221,7 @@ test_score_cases(void)
 }
 
 static void
-test_case_errors(void)
+case_case_errors(void)
 {
 	struct sc_case c;
 	char err[256];
@@ -268,7 +268,7 @@ test_case_errors(void)
 }
 
 static void
-test_digest(void)
+case_digest(void)
 {
 	struct sc_case *a, *b;
 	int na, nb;
@@ -295,7 +295,7 @@ test_digest(void)
 }
 
 static void
-test_wilson(void)
+case_wilson(void)
 {
 	double lo, hi;
 
@@ -334,7 +334,7 @@ row(const char *id, int kind, int held, int runnable, int runs, uint32_t mask, c
 }
 
 static void
-test_aggregate(void)
+case_aggregate(void)
 {
 	struct sc_row rows[6];
 	struct sc_agg agg;
@@ -380,7 +380,7 @@ test_aggregate(void)
 
 /* The release rule on recorded results. */
 static void
-test_release_rule(void)
+case_release_rule(void)
 {
 	struct sc_row inc[10], cand[10];
 	struct sc_agg ia, ca;
@@ -508,7 +508,7 @@ test_release_rule(void)
  * fair slice says +10 points.
  */
 static void
-test_fair_slice_rule(void)
+case_fair_slice_rule(void)
 {
 	struct sc_row cand[40], inc[40];
 	struct sc_agg ca, ia;
@@ -574,7 +574,7 @@ test_fair_slice_rule(void)
 
 /* McNemar's exact test against tables worked by hand. */
 static void
-test_mcnemar(void)
+case_mcnemar(void)
 {
 	NEAR(sc_mcnemar_exact(1, 7), 2 * 9 / 256.0, 1e-12);
 	NEAR(sc_mcnemar_exact(7, 1), 2 * 9 / 256.0, 1e-12);
@@ -590,8 +590,23 @@ test_mcnemar(void)
 	NEAR(sc_mcnemar_exact(950, 1050), 0.0268241462, 1e-9);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(caps_errors),
+	UNIT_CASE(schema),
+	UNIT_CASE(parse_hostile),
+	UNIT_CASE(score_cases),
+	UNIT_CASE(case_errors),
+	UNIT_CASE(digest),
+	UNIT_CASE(wilson),
+	UNIT_CASE(aggregate),
+	UNIT_CASE(release_rule),
+	UNIT_CASE(fair_slice_rule),
+	UNIT_CASE(mcnemar),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	const char *t = getenv("TEST_TMP");
 
@@ -601,22 +616,8 @@ main(void)
 		plc_mkdirs(tmpdir, 0700);
 	}
 	load_caps();
-	test_caps_errors();
-	test_schema();
-	test_parse_hostile();
-	test_score_cases();
-	test_case_errors();
-	test_digest();
-	test_wilson();
-	test_aggregate();
-	test_release_rule();
-	test_fair_slice_rule();
-	test_mcnemar();
+	int rc = unit_main(argc, argv, cases);
+
 	sc_caps_free(&caps);
-	if (check_failures) {
-		fprintf(stderr, "%d checks failed\n", check_failures);
-		return 1;
-	}
-	printf("test_score: all checks passed\n");
-	return 0;
+	return rc;
 }

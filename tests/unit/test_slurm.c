@@ -21,7 +21,7 @@
 
 #include "plcommon.h"
 #include "slurm.h"
-#include "check.h"
+#include "runner.h"
 
 /* Captured with `scontrol show job -o ID` on the test cluster. */
 static const char *sc_pending =
@@ -55,7 +55,7 @@ static const char *jobcomp_text =
     "JobId=12 UserId=root(0) GroupId=root(0) Name=long.sh JobState=COMPLETED Partition=debug TimeLimit=UNLIMITED StartTime=2026-11-29T23:11:02 EndTime=2026-11-29T23:11:32 NodeList=vm NodeCnt=1 ProcCnt=1 WorkDir=/tmp/sx ReservationName= Tres=cpu=1,mem=256M,node=1,billing=1 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-11-29T23:08:55 EligibleTime=2026-11-29T23:11:01 DerivedExitCode=0:0 ExitCode=0:0 \n";
 
 static void
-test_states(void)
+case_states(void)
 {
 	CHECK(slurm_state_parse("PENDING") == SLURM_PENDING, "PENDING");
 	CHECK(slurm_state_parse("CANCELLED by 0") == SLURM_CANCELLED, "sacct form");
@@ -95,7 +95,7 @@ test_states(void)
 }
 
 static void
-test_scontrol(void)
+case_scontrol(void)
 {
 	struct slurm_job j;
 	CHECK(slurm_parse_scontrol(sc_pending, &j) == 0, "pending");
@@ -146,7 +146,7 @@ test_scontrol(void)
 }
 
 static void
-test_others(void)
+case_others(void)
 {
 	struct slurm_job j;
 	/* squeue -h -j 17 -o '%i|%T|%r|%N' (captured). */
@@ -197,7 +197,7 @@ test_others(void)
 }
 
 static void
-test_opts(void)
+case_opts(void)
 {
 	struct slurm_opts o;
 	char err[256] = "";
@@ -306,7 +306,7 @@ run_script(const char *script, const char *dir, const char *log, int restart, in
 }
 
 static void
-test_script(void)
+case_script(void)
 {
 	const char *top = getenv("TOP") ? getenv("TOP") : ".";
 	char shim[PATH_MAX + 32];
@@ -437,7 +437,7 @@ put_exec(const char *dir, const char *name, const char *body)
  * or fail on purpose).
  */
 static void
-test_commands(void)
+case_commands(void)
 {
 	char bin[PATH_MAX + 16], args[PATH_MAX + 16], jc[PATH_MAX + 16], mode[PATH_MAX + 16];
 	snprintf(bin, sizeof(bin), "%s/bin", tmp);
@@ -512,27 +512,33 @@ test_commands(void)
 	slurm_set_bin_dir(NULL);
 }
 
+static const struct unit_case cases[] = {
+	UNIT_CASE(states),
+	UNIT_CASE(scontrol),
+	UNIT_CASE(others),
+	UNIT_CASE(opts),
+	UNIT_CASE(script),
+	UNIT_CASE(commands),
+	UNIT_END
+};
+
 int
-main(void)
+main(int argc, char **argv)
 {
+	int rc;
+
 	snprintf(tmp, sizeof(tmp), "%s/test_slurm.XXXXXX", getenv("TEST_TMP") ? getenv("TEST_TMP") : "/tmp");
 	if (mkdtemp(tmp) == NULL) {
 		perror("mkdtemp");
 		return 1;
 	}
-	test_states();
-	test_scontrol();
-	test_others();
-	test_opts();
-	test_script();
-	test_commands();
-	if (check_failures == 0) {
+	rc = unit_main(argc, argv, cases);
+	if (rc == 0) {
 		char cmd[PATH_MAX + 16];
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", tmp);
-		printf("test_slurm: all passed\n");
 	} else
-		fprintf(stderr, "test_slurm: %d failures (files kept in %s)\n", check_failures, tmp);
-	return check_failures ? 1 : 0;
+		fprintf(stderr, "test_slurm: files kept in %s\n", tmp);
+	return rc;
 }

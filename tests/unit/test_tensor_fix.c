@@ -23,7 +23,7 @@
 #include "minihost.h"
 #include "plcommon.h"
 #include "safetensors.h"
-#include "check.h"
+#include "runner.h"
 
 static char tmp[PATH_MAX], top[PATH_MAX];
 static const struct pl_stage *fix;
@@ -223,33 +223,12 @@ make_4b_names(const char *dir)
 	st_writer_free(&w);
 }
 
-int
-main(void)
-{
-	const char *t = getenv("TEST_TMP"), *tp = getenv("TOP");
-	snprintf(top, sizeof(top), "%s", tp ? tp : ".");
-	snprintf(tmp, sizeof(tmp), "%s/fix.XXXXXX", t ? t : "/tmp");
-	if (mkdtemp(tmp) == NULL) {
-		perror(tmp);
-		return 1;
-	}
-	if ((fix = mh_load("tensor_fix")) == NULL) {
-		fprintf(stderr, "cannot load the tensor_fix stage\n");
-		return 1;
-	}
-	if (sh("cd %s && G=tests/fixtures/gen_gemma3.py && /usr/bin/python3 $G %s/cond && "
-	    "/usr/bin/python3 $G %s/cond4 --shards 4 && "
-	    "/usr/bin/python3 $G %s/causal --layout causal --shards 3", top, tmp, tmp, tmp) != 0) {
-		fprintf(stderr, "fixture generation failed\n");
-		return 1;
-	}
-	char cond[PATH_MAX + 16], cond4[PATH_MAX + 16], causal[PATH_MAX + 16], b4[PATH_MAX + 16];
-	snprintf(cond, sizeof(cond), "%s/cond", tmp);
-	snprintf(cond4, sizeof(cond4), "%s/cond4", tmp);
-	snprintf(causal, sizeof(causal), "%s/causal", tmp);
-	snprintf(b4, sizeof(b4), "%s/names4b", tmp);
-	make_4b_names(b4);
+/* The fixtures (made in main, before the cases). */
+static char cond[PATH_MAX + 16], cond4[PATH_MAX + 16], causal[PATH_MAX + 16], b4[PATH_MAX + 16];
 
+static void
+case_good(void)
+{
 	good("tiny conditional, Gemma 3 defaults", cond, "cond", 54, 39, "model.", NULL, NULL, NULL);
 	good("tiny conditional, 4 shards", cond4, "cond4", 54, 39, "model.", NULL, NULL, NULL);
 	char ip[PATH_MAX + 64];
@@ -270,7 +249,11 @@ main(void)
 	    "for n in names), names' %s/out/cond.manifest.json", tmp) == 0);
 	/* Running again over the same output replaces it. */
 	good("again over the same output", cond, "cond", 54, 39, "model.", NULL, NULL, NULL);
+}
 
+static void
+case_bad(void)
+{
 	bad("wrong expected count", b4, "439 of 883 tensors dropped and 444 kept",
 	    "expected 439 dropped and 443 kept (from the spec)", "expect_kept=443",
 	    "expect_dropped=439", NULL);
@@ -305,7 +288,12 @@ main(void)
 	    "f.write(b\"[\")' %s/model-00002-of-00004.safetensors", cond4, tr, tr);
 	bad("corrupt header", tr, "model-00002-of-00004.safetensors", "not valid JSON", NULL, NULL, NULL);
 	bad("bad rename rule", cond, "not FROM=TO", NULL, "rename=model.language_model.", NULL, NULL);
-	/* Corrupt headers through the stage: each its own message, nothing left. */
+}
+
+/* Corrupt headers through the stage: each its own message, nothing left. */
+static void
+case_corrupt_headers(void)
+{
 	static const struct { const char *what, *py, *want1, *want2; } corrupt[] = {
 		{ "overlapping offsets",
 		  "t = [k for k in h if k != \"__metadata__\"]; t.sort(key=lambda k: h[k][\"data_offsets\"][0]); "
@@ -334,8 +322,12 @@ main(void)
 		bad(what, cd, corrupt[i].want1, corrupt[i].want2 ? corrupt[i].want2 : "model.safetensors",
 		    NULL, NULL, NULL);
 	}
+}
 
-	/* Cancellation between tensors. */
+/* Cancellation between tensors. */
+static void
+case_cancel(void)
+{
 	static pl_job j;
 	char cdir[PATH_MAX + 32], cout[PATH_MAX + 64];
 	snprintf(cdir, sizeof(cdir), "%s/cancel", tmp);
@@ -360,13 +352,44 @@ main(void)
 		CHECK(run_fix(&j, cond4, cout, after, NULL, NULL, NULL) == PL_ECANCELED);
 		CHECK(j.ncancelled == after + 1 && entries(cdir) == 0 && j.nartifacts == 0);
 	}
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(good),
+	UNIT_CASE(bad),
+	UNIT_CASE(corrupt_headers),
+	UNIT_CASE(cancel),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	const char *t = getenv("TEST_TMP"), *tp = getenv("TOP");
+	snprintf(top, sizeof(top), "%s", tp ? tp : ".");
+	snprintf(tmp, sizeof(tmp), "%s/fix.XXXXXX", t ? t : "/tmp");
+	if (mkdtemp(tmp) == NULL) {
+		perror(tmp);
+		return 1;
+	}
+	if ((fix = mh_load("tensor_fix")) == NULL) {
+		fprintf(stderr, "cannot load the tensor_fix stage\n");
+		return 1;
+	}
+	if (sh("cd %s && G=tests/fixtures/gen_gemma3.py && /usr/bin/python3 $G %s/cond && "
+	    "/usr/bin/python3 $G %s/cond4 --shards 4 && "
+	    "/usr/bin/python3 $G %s/causal --layout causal --shards 3", top, tmp, tmp, tmp) != 0) {
+		fprintf(stderr, "fixture generation failed\n");
+		return 1;
+	}
+	snprintf(cond, sizeof(cond), "%s/cond", tmp);
+	snprintf(cond4, sizeof(cond4), "%s/cond4", tmp);
+	snprintf(causal, sizeof(causal), "%s/causal", tmp);
+	snprintf(b4, sizeof(b4), "%s/names4b", tmp);
+	make_4b_names(b4);
+	int rc = unit_main(argc, argv, cases);
 
 	if (!getenv("KEEP"))
 		st_rmtree(tmp);
-	if (check_failures) {
-		fprintf(stderr, "%d failure(s)\n", check_failures);
-		return 1;
-	}
-	printf("tensor_fix: all checks passed\n");
-	return 0;
+	return rc;
 }

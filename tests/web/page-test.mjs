@@ -1,5 +1,5 @@
 // page-test.mjs: the status page in a real browser (Debian's Chromium,
-// driven by playwright-core), for tests/integration/27-web.sh.
+// driven by playwright-core), for tests/integration/web/page.sh.
 //
 //   node page-test.mjs live URL RUN SHOTDIR
 //     during RUN: jobs change state without a reload, the loss curve gains
@@ -12,7 +12,7 @@
 //     the runs index is live (says so, not "connecting"), its dates are
 //     ISO 8601; SUBMITCMD submits RUN, whose job "broken" fails: its row
 //     appears and turns failed without a reload, and RUN's page opens its
-//     log panel on the failed job. (tests/integration/27-web-index.sh)
+//     log panel on the failed job. (tests/integration/web/index.sh)
 // Prints one JSON line of figures; exits non-zero on a failed check.
 import { chromium } from "playwright-core";
 import { execSync } from "node:child_process";

@@ -8,7 +8,7 @@ committed beside this file.
 Writes system.txt, capabilities.txt, corpus-v1.jsonl, corpus-v2.jsonl,
 corpus-check.jsonl and cases.jsonl.  Everything is a function of the tables
 below and of one seeded random.Random (SEED), so running it again gives the
-same bytes (tests/integration/74-router-data.sh checks the committed files
+same bytes (tests/integration/e2e/router-data.sh checks the committed files
 against a fresh run).  Only the standard library is used: Debian's
 /usr/bin/python3 runs it.
 
@@ -30,8 +30,8 @@ learn on two CPU cores in minutes:
   - two corpora: v1 (15 capabilities, single-turn) and v2 (v1's examples
     plus three capabilities v1 never saw, F27, follow-up requests that need
     the turns before them, and more guards and counterweights);
-  - corpus-check.jsonl, a slice of v1 for `make check`'s shortened
-    lifecycle (tests/integration/75-router-real.sh).
+  - corpus-check.jsonl, a slice of v1 for a shortened lifecycle
+    (tests/bench/real-release-bench.sh BENCH_CORPUS=corpus-check.jsonl).
 
 The case file is deliberately harder than the corpora: a templated corpus
 of this size teaches a 270M model its own templates completely, so cases

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hook_receiver.py: a webhook receiver on loopback for tests (26-notify).
+"""hook_receiver.py: a webhook receiver on loopback for tests (http/notify).
 
   hook_receiver.py --port-file F --log L --secret S [--fail-file X] [--hang-file H] [--hang S]
                    [--fail-first-every N]

@@ -1,0 +1,71 @@
+# tests/lib/e2e.sh: what the tiny lifecycle (etc/examples/tiny.ini and
+# tiny/v1.ini) and the real router's (etc/examples/router/, router_prepare
+# below) need around a daemon, for tests/integration/e2e/ and `make demo`.
+# Needs TOP; sourced after tests/lib.sh or on its own.
+#
+#   e2e_prepare DIR   copies the two specs, their data and etc/Modelfile.tmpl
+#                     (with OLLAMA_TEST_PARAMS, tests/lib.sh) to DIR/spec (so nothing is written into the tree),
+#                     generates the fixture base there (gen_gemma3.py, seed
+#                     1234, then tests/e2e/tweak_base.py and
+#                     tests/e2e/pretrain_base.py), gets the llama.cpp
+#                     oracle build (cached), starts the REAL Ollama
+#                     (tests/lib.sh: ollama_start; tests/tools/ollama.sh
+#                     builds the pinned release, cached) on a free loopback
+#                     port with its own OLLAMA_MODELS under $TEST_TMP, and
+#                     points the specs at it.
+#                     Sets E2E_V1 and E2E_V2 (the spec paths), OURL.
+#   e2e_stop          stops the server and its runners.
+E2E_PY=/usr/bin/python3
+declare -F ollama_start >/dev/null || . "$TOP/tests/lib.sh"
+
+e2e_die() { echo "FAIL: $*" >&2; e2e_stop; exit 1; }
+
+e2e_prepare() {
+	local dir=$1 i
+	mkdir -p "$dir/spec"
+	ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
+	cp "$TOP/etc/examples/tiny.ini" "$dir/spec/tiny.ini"
+	rm -rf "$dir/spec/tiny"
+	mkdir -p "$dir/spec/tiny"
+	for i in v1.ini system.txt capabilities.txt cases.jsonl corpus-v1.jsonl corpus-v2.jsonl; do
+		cp "$TOP/etc/examples/tiny/$i" "$dir/spec/tiny/$i"
+	done
+	$E2E_PY "$TOP/tests/fixtures/gen_gemma3.py" "$dir/spec/tiny/base" --seed 1234 \
+	    >"$dir/gen.log" 2>&1 || { cat "$dir/gen.log"; e2e_die "gen_gemma3.py"; }
+	$E2E_PY "$TOP/tests/e2e/tweak_base.py" "$dir/spec/tiny/base" || e2e_die "tweak_base.py"
+	$E2E_PY "$TOP/tests/e2e/pretrain_base.py" "$dir/spec/tiny/base" "$TOP/etc/examples/tiny" \
+	    >"$dir/pretrain.log" 2>&1 || { cat "$dir/pretrain.log"; e2e_die "pretrain_base.py"; }
+	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || e2e_die "llama-oracle.sh"
+	ollama_start
+	E2E_V1=$dir/spec/tiny/v1.ini
+	E2E_V2=$dir/spec/tiny.ini
+	sed -i "s#http://127.0.0.1:11434#$OURL#" "$E2E_V1" "$E2E_V2"
+}
+
+e2e_stop() { ollama_stop; }
+
+# router_prepare DIR: what the real router's lifecycle (etc/examples/router/:
+# v0.ini, v1.ini, v2.ini) needs, for `DEMO=router make demo` and real-release-bench: the
+# specs and their data copied to DIR/spec/router (nothing is written into
+# the tree) with `base` a link to the real Gemma 3 270M checkpoint
+# (tests/tools/realbase.sh --path, built once into the cache),
+# etc/Modelfile.tmpl (with OLLAMA_TEST_PARAMS) as DIR/Modelfile.tmpl, the
+# REAL Ollama started (ollama_start) and the specs pointed at it.
+# Sets ROUTER_DIR (the specs' directory), ROUTER_BASE, ROUTER_PY (the ML
+# environment's interpreter, tests/tools/pyenv.sh) and OURL.
+router_prepare() {
+	local dir=$1 f
+	ROUTER_PY=$("$TOP/tests/tools/pyenv.sh" --python) || e2e_die "tests/tools/pyenv.sh"
+	ROUTER_BASE=$("$TOP/tests/tools/realbase.sh" --path) || e2e_die "tests/tools/realbase.sh --path"
+	ROUTER_DIR=$dir/spec/router
+	rm -rf "$ROUTER_DIR"
+	mkdir -p "$ROUTER_DIR"
+	for f in "$TOP"/etc/examples/router/*.ini "$TOP"/etc/examples/router/*.jsonl \
+	    "$TOP"/etc/examples/router/*.txt; do
+		cp "$f" "$ROUTER_DIR/"
+	done
+	ln -s "$ROUTER_BASE" "$ROUTER_DIR/base"
+	ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
+	ollama_start
+	sed -i "s#http://127.0.0.1:11434#$OURL#" "$ROUTER_DIR"/*.ini
+}
