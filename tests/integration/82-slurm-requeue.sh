@@ -6,7 +6,7 @@
 # starting over. The daemon follows the job through CANCELLED, PENDING
 # (requeued) and RUNNING to its end in the same attempt, and the feed shows
 # the requeue. The trainer is a small stand-in that speaks pipeline-job(7)
-# and writes its checkpoints with jobs/pljob.py (data/slurm_fake_train.py).
+# and writes its checkpoints with jobs/pljob/ (data/slurm_fake_train.py).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/data/slurm_lib.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

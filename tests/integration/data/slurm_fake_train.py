@@ -1,6 +1,6 @@
 """slurm_fake_train.py: a stand-in trainer for tests/integration/8x-slurm-*.sh
 that speaks pipeline-job(7): progress events, a checkpoint every 4 steps
-written with jobs/pljob.py (COMPLETE marker last, renamed into place), and
+written with jobs/pljob/ (COMPLETE marker last, renamed into place), and
 a resume from $PL_RESUME_FROM. Each start appends "start STEP restart N"
 to $TRAIN_OUT, the end "done TOTAL"; PLJOB_DIR is jobs/.
 """
