@@ -34,7 +34,8 @@ every failed check.
 Config keys: engine (tiny|hf, default hf), base, tokens (required),
 example_key (probe this example instead of the longest), and the engine's
 model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
-tiny gpu_capacity_mb; see train.py and jobs/engines/).
+tiny gpu_capacity_mb; see train.py and jobs/engines/), each read through
+the probe stage's key table (jobs/pljob/keys.py), which gives its default.
 """
 
 import sys

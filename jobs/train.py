@@ -45,7 +45,8 @@ path}; at the end memory {peak_mb, pre_step_mb} (the run's real peak, for
 the probe calibration), artifact adapter, done.  An out-of-memory is an oom
 event {phase, mb, capacity_mb} and exit status 3.
 
-Config keys (CONFIG.json):
+Config keys (CONFIG.json; each default is the train stage's key table's,
+jobs/pljob/keys.py, generated from the plugin's C table):
   engine          tiny | hf (default hf)
   base            the base model directory (required)
   tokens          tokens.npz from tokenize (required)

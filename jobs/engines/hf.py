@@ -38,7 +38,8 @@ threads torch threads), as train.py's bit-identical resume needs; memory
 figures are the process's resident set (peak: VmHWM, reset through
 /proc/self/clear_refs) against the host's memory.
 
-Every recipe value is a config key with the recipe's default:
+Every recipe value is a config key with the recipe's default (the stage's
+key table's, jobs/pljob/keys.py, from the plugin's C table):
   load_in_4bit true, bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
   bnb_4bit_compute_dtype bfloat16, gradient_checkpointing true,
   attn_implementation sdpa, lora_r 112, lora_alpha (= lora_r), lora_dropout 0,
