@@ -84,45 +84,6 @@ host_find_key(const struct stage_reg *reg, const char *key, int *index)
 	return NULL;
 }
 
-int
-host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
-{
-	int64_t iv = 0;
-	double dv = 0;
-	int bv;
-	const char *what = NULL;
-
-	switch (k->type) {
-	case PL_KEY_INT: if (parse_int(v, &iv) == -1) what = "an integer"; break;
-	case PL_KEY_FLOAT: if (parse_double(v, &dv) == -1) what = "a number"; break;
-	case PL_KEY_BOOL: if (parse_bool(v, &bv) == -1) what = "yes or no"; break;
-	case PL_KEY_DURATION: if (parse_duration(v, &dv) == -1) what = "a duration (30s, 5m, 2h)"; break;
-	case PL_KEY_SIZE: if (parse_size(v, &iv) == -1) what = "a size (512, 8M, 2G)"; break;
-	case PL_KEY_PATH: case PL_KEY_INPUT: if (*v == '\0') what = "a path"; break;
-	default: break;
-	}
-	if (what) {
-		snprintf(why, whylen, "bad value \"%s\": expected %s", v, what);
-		return 1;
-	}
-	/* The key's bounds (pl_key min and max), on the value as parsed. */
-	int64_t lo = k->min, hi = k->max;
-	unsigned b = k->flags & (PL_KEY_MIN | PL_KEY_MAX);
-	double x = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ? (double)iv : dv;
-	int num = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ||
-	    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
-	if (!num || !(((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi)))
-		return 0;
-	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
-		snprintf(why, whylen, "%s is out of range: must be between %lld and %lld", v,
-		    (long long)lo, (long long)hi);
-	else if (b & PL_KEY_MIN)
-		snprintf(why, whylen, "%s is out of range: must be %lld or more", v, (long long)lo);
-	else
-		snprintf(why, whylen, "%s is out of range: must be %lld or less", v, (long long)hi);
-	return 2;
-}
-
 static const char *
 h_get(pl_job *j, const char *key)
 {
@@ -467,41 +428,30 @@ h_artifact(pl_job *j, const char *name, const char *path)
 {
 	char hex[65];
 	uint64_t size = 0;
-	char *abs = realpath(path, NULL);
-	if (abs == NULL || job_digest(abs, hex, &size) == -1) {
+	char *abs;
+	if (job_artifact_as(j, NULL, path, &abs, &size, hex) == -1) {
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		free(abs);
 		return PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, hex);
 }
 
-/* An artifact whose job_digest the stage computed over what it wrote: the
- * host only checks the path and the job_digest's form and takes the size. */
+/* An artifact whose digest the stage computed over what it wrote: the
+ * host only checks the path (as the run's owner) and the digest's form
+ * and takes the size. */
 static int
 h_artifact_digest(pl_job *j, const char *name, const char *path, const char *sha256_hex)
 {
 	size_t n = sha256_hex ? strspn(sha256_hex, "0123456789abcdef") : 0;
 	if (n != 64 || sha256_hex[64] != '\0') {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: \"%.80s\" is not a sha256 job_digest "
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s: \"%.80s\" is not a sha256 digest "
 		    "(64 lowercase hex digits)", name, path, sha256_hex ? sha256_hex : "(null)");
 		return PL_EINVAL;
 	}
-	struct stat st;
 	uint64_t size = 0;
-	char *abs = realpath(path, NULL);
-	int ok = abs != NULL && stat(abs, &st) == 0;
-	if (ok && S_ISDIR(st.st_mode))
-		ok = plc_tree_bytes(abs, &size) == 0;
-	else if (ok && S_ISREG(st.st_mode))
-		size = (uint64_t)st.st_size;
-	else if (ok) {
-		errno = EINVAL;   /* neither a file nor a directory */
-		ok = 0;
-	}
-	if (!ok) {
+	char *abs;
+	if (job_artifact_as(j, NULL, path, &abs, &size, NULL) == -1) {
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		free(abs);
 		return PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, sha256_hex);
@@ -683,7 +633,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		/* A value of another syntax holds the stage's own checks back;
 		 * like a bad path, an out-of-range one does not. */
 		char why[512];
-		int bad = host_key_value(k, kv->value, why, sizeof(why));
+		int bad = plugin_key_value(k, kv->value, why, sizeof(why));
 		if (bad)
 			errs_add(errs, file, kv->line, kv->key, "%s", why);
 		if (bad == 1) {

@@ -31,13 +31,6 @@ struct evreader {
 	char cwd[PATH_MAX];
 };
 
-/* Resolve an artifact path written by a job: relative to its cwd. */
-static char *
-job_path(struct evreader *r, const char *path)
-{
-	return path_resolve(r->cwd, path);
-}
-
 /* Store one batch of complete event lines, then hand them to the
  * plugin. The store's copy comes first: on_event may block or fail. */
 static void
@@ -92,17 +85,13 @@ events_read(struct evreader *r)
 			    strlen(sh->valuestring) == 64 &&
 			    strspn(sh->valuestring, "0123456789abcdef") == 64) {
 				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
-				struct stat sb;
-				L->apath = cJSON_IsString(pa) ? realpath(pa->valuestring, NULL) : NULL;
-				if (L->apath == NULL || stat(L->apath, &sb) == -1 ||
-				    (S_ISDIR(sb.st_mode) && plc_tree_bytes(L->apath, &L->size) == -1)) {
+				if (!cJSON_IsString(pa) || job_artifact_as(r->j, NULL, pa->valuestring,
+				    &L->apath, &L->size, NULL) == -1) {
 					job_log(r->j, PL_LOG_ERROR, "artifact: %s: %s", cJSON_IsString(pa) ?
 					    pa->valuestring : "(no path)", strerror(errno));
 					L->bad = 1;
 					continue;
 				}
-				if (!S_ISDIR(sb.st_mode))
-					L->size = (uint64_t)sb.st_size;
 				snprintf(L->hex, sizeof(L->hex), "%s", sh->valuestring);
 				continue;
 			}
@@ -113,10 +102,10 @@ events_read(struct evreader *r)
 					L->bad = 1;
 					continue;
 				}
-				char *jp = job_path(r, pa->valuestring);
-				L->apath = realpath(jp, NULL);
-				free(jp);
-				if (L->apath == NULL || job_digest(L->apath, L->hex, &L->size) == -1) {
+				/* Resolved and hashed with the owner's rights: the
+				 * daemon reads nothing for a job its owner could not. */
+				if (job_artifact_as(r->j, r->cwd, pa->valuestring, &L->apath,
+				    &L->size, L->hex) == -1) {
 					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
 					    pa->valuestring, strerror(errno));
 					L->bad = 1;
@@ -456,7 +445,7 @@ proc_announce_state(pl_job *j, const struct pl_spawn *spec, struct proc *p, stru
 	store_begin(j->store);
 	store_proc_update(j->store, p, r->offset);
 	store_event(j->store, j->run, j->name, "job.proc", d);
-	store_job_state(j->store, j->job_id, j->run, j->name, pl_job_state_name(PLJ_running), j->attempt, m);
+	store_job_state(j->store, j->job_id, j->run, j->name, PLJ_running, j->attempt, m);
 	store_commit(j->store);
 }
 

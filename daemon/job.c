@@ -155,3 +155,40 @@ job_digest(const char *path, char hex[65], uint64_t *size)
 	*size = (uint64_t)st.st_size;
 	return plc_sha256_file(path, hex);
 }
+
+int
+job_artifact_as(const pl_job *j, const char *cwd, const char *path, char **abs,
+    uint64_t *size, char hex[65])
+{
+	struct owner_fs save;
+	struct stat st;
+	int as = owner_fs_enter(j->owner, &save), rc = -1;
+	*abs = NULL;
+	if (as == -1)
+		return -1;
+	char *p = cwd != NULL ? path_resolve(cwd, path) : xstrdup(path);
+	*abs = realpath(p, NULL);
+	free(p);
+	if (*abs == NULL)
+		;
+	else if (hex != NULL)
+		rc = job_digest(*abs, hex, size);
+	else if (stat(*abs, &st) == -1)
+		;
+	else if (S_ISDIR(st.st_mode))
+		rc = plc_tree_bytes(*abs, size);
+	else if (S_ISREG(st.st_mode)) {
+		*size = (uint64_t)st.st_size;
+		rc = 0;
+	} else
+		errno = EINVAL;   /* neither a file nor a directory */
+	int e = errno;
+	if (as == 1)
+		owner_fs_leave(&save);
+	if (rc == -1) {
+		free(*abs);
+		*abs = NULL;
+	}
+	errno = e;
+	return rc;
+}

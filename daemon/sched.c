@@ -9,8 +9,7 @@
  * The scheduler's state (S below) is its own. It is given the loop, the
  * store and the configuration at sched_init() and calls nothing of the
  * sockets: what it commits reaches the feed through the store's announce
- * hook, and control.c reaches it through the functions pipelined.c hands
- * it (struct control_ops).
+ * hook. control.c, the layer above, calls its sched_* entry points.
  *
  * Job states: pending -> running -> succeeded | failed | cancelled, with
  * retrying (a failed attempt waiting out its backoff) and skipped (a
@@ -58,8 +57,7 @@ struct sjob {
 	const struct stage_reg *reg;
 	int64_t id;
 	int seq;
-	char state[16];          /* as stored; set with set_state() only */
-	int st;                  /* state as its index in PL_JOB_STATES (-1: another word) */
+	enum pl_job_state st;    /* set with set_state() only */
 	int attempts, lost, retry_base;
 	double next_at;          /* wall clock, for retrying */
 	int64_t attempt_id;
@@ -69,16 +67,18 @@ struct sjob {
 	int rc;                  /* the run hook's result */
 	int *deps;               /* indices of the jobs in `after` */
 	int ndeps;
+	int *rdeps;              /* indices of the jobs whose `after` names this one */
+	int nrdeps;
+	int unmet;               /* deps not succeeded (see ready_note) */
 	struct sjob *done_next;  /* link in the handoff list or the pool's queue */
-	char logpath[PATH_MAX];
-	char launch_err[PATH_MAX + 64]; /* why job_launch() failed, for the job's message */
+	char *launch_err;        /* why the launch failed, for the job's message, or NULL */
 };
 
 struct srun {
 	int64_t id;
 	char *name;
 	struct spec *spec;
-	char state[16];
+	enum pl_run_state state;
 	int cancel;
 	struct sjob *jobs;
 	int njobs;
@@ -87,6 +87,10 @@ struct srun {
 	 * how many have a thread; failed: a job failed, was cancelled or
 	 * skipped since the last pass (skips may propagate). */
 	int first_open, nretrying, nrunning, failed;
+	/* Bit i: job i is pending or retrying and every job it comes after
+	 * succeeded (ready_note), so a pass visits the jobs that may start,
+	 * not every open one (a chain has all of them open). */
+	uint64_t *ready;
 	/* runs/NAME below the state directory, opened (O_NOFOLLOW, as
 	 * job_dirs opens every directory below it) at the run's first job
 	 * and held until the run ends, not walked again for every job. */
@@ -94,39 +98,71 @@ struct srun {
 	struct srun *next;
 };
 
-/* The states' words come from proto.h's lists (PL_JOB_STATES,
- * PL_RUN_STATES): a misspelt one does not compile. */
-#define JOB_ST(s) pl_job_state_name(PLJ_##s)
-#define RUN_ST(s) pl_run_state_name(PLR_##s)
-
-/* A job's state as its index in PL_JOB_STATES, or -1 for a word outside
- * it. The list is ordered so that the final states come last, from
- * succeeded on (js_final). */
-_Static_assert(PLJ_pending < PLJ_succeeded && PLJ_running < PLJ_succeeded &&
-    PLJ_retrying < PLJ_succeeded && PLJ_succeeded < PLJ_failed &&
-    PLJ_succeeded < PLJ_cancelled && PLJ_succeeded < PLJ_skipped &&
-    PLJ_succeeded < PLJ_rejected, "the final job states come last in PL_JOB_STATES");
-
-static void
-set_state(struct sjob *j, const char *state)
+static int
+open_job(const struct sjob *j)
 {
-	int was = j->st;
-	snprintf(j->state, sizeof(j->state), "%s", state);
-	j->st = pl_job_state_find(state);
+	return j->st == PLJ_pending || j->st == PLJ_retrying;
+}
+
+/* j's ready bit from its state and its count of unmet dependencies. */
+static void
+ready_set(struct sjob *j)
+{
+	struct srun *r = j->run;
+	uint64_t bit = UINT64_C(1) << (j->seq % 64);
+	if (r->ready == NULL)
+		return; /* being built: run_build counts once the deps are known */
+	if (open_job(j) && j->unmet == 0)
+		r->ready[j->seq / 64] |= bit;
+	else
+		r->ready[j->seq / 64] &= ~bit;
+}
+
+/* Keep the run's ready bits right after j went from state was to its
+ * own: j's bit, and, when j's success came or went, its dependents'
+ * counts of unmet dependencies and their bits. */
+static void
+ready_note(struct sjob *j, enum pl_job_state was)
+{
+	struct srun *r = j->run;
+	int d = (was == PLJ_succeeded) - (j->st == PLJ_succeeded);
+	if (r->ready == NULL)
+		return;
+	for (int k = 0; d != 0 && k < j->nrdeps; k++) {
+		struct sjob *n = &r->jobs[j->rdeps[k]];
+		n->unmet += d;
+		ready_set(n);
+	}
+	ready_set(j);
+}
+
+/* The first ready job at or after i, or njobs. */
+static int
+ready_next(const struct srun *r, int i)
+{
+	while (i < r->njobs) {
+		uint64_t w = r->ready[i / 64] >> (i % 64);
+		if (w != 0)
+			return i + __builtin_ctzll(w);
+		i = (i / 64 + 1) * 64;
+	}
+	return r->njobs;
+}
+
+/* The states are proto.h's enums (PL_JOB_STATES, PL_RUN_STATES), which
+ * also say which are final; the store spells them. */
+static void
+set_state(struct sjob *j, enum pl_job_state st)
+{
+	enum pl_job_state was = j->st;
+	j->st = st;
+	ready_note(j, was);
 	struct srun *r = j->run;
 	r->nretrying += (j->st == PLJ_retrying) - (was == PLJ_retrying);
 	if ((j->st == PLJ_pending || j->st == PLJ_retrying) && j->seq < r->first_open)
 		r->first_open = j->seq;
-	if (j->st == PLJ_failed || j->st == PLJ_cancelled || j->st == PLJ_skipped ||
-	    j->st == PLJ_rejected)
+	if (pl_job_state_final(j->st) && j->st != PLJ_succeeded)
 		r->failed = 1;
-}
-
-/* Final: nothing more will happen to the job in this run. */
-static int
-js_final(int st)
-{
-	return st >= PLJ_succeeded;
 }
 
 /* The scheduler's lock: runs, jobs, resources, the counters. Recursive:
@@ -166,12 +202,12 @@ run_add(struct srun *r)
 
 /* Set a job's state in the store (announced after commit) and in memory. */
 static int
-job_set(struct sjob *j, const char *state, const char *msg)
+job_set(struct sjob *j, enum pl_job_state state, const char *msg)
 {
 	if (store_begin(S.store) == -1)
 		return -1;
 	if (store_job_state(S.store, j->id, j->run->name, j->sec->name, state,
-	    strcmp(state, JOB_ST(running)) == 0 ? j->attempts : 0, msg) == -1) {
+	    state == PLJ_running ? j->attempts : 0, msg) == -1) {
 		store_rollback(S.store);
 		return -1;
 	}
@@ -234,13 +270,15 @@ static __thread struct sjob *self_next;
 static __thread int self_taking;
 
 static void job_end_pass(struct sjob *j);
+static int job_open(struct sjob *j);
 
 static void *
 job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
-		j->rc = stage_run(j->pj);
+		if (job_open(j) == 0)
+			j->rc = stage_run(j->pj);
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;
@@ -295,6 +333,9 @@ job_thread_start(struct sjob *j)
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	int rc = pthread_create(&thr, &at, job_thread, j);
 	pthread_attr_destroy(&at);
+	if (rc != 0)
+		log_warnx("%s: %s/%s: pthread_create: %s", __func__, j->run->name, j->sec->name,
+		    strerror(rc));
 	return rc == 0 ? 0 : -1;
 }
 
@@ -329,11 +370,11 @@ executor_opts(struct sjob *j)
 static int handoff_hold;
 static struct sjob *handoff, **handoff_tail = &handoff;
 
-/* Undo job_launch's bookkeeping for a job whose thread did not start. */
+/* Undo job_launch's bookkeeping for a job whose stage did not run (its
+ * thread did not start, or job_open failed). */
 static void
 launch_undo(struct sjob *j)
 {
-	log_warn("%s: %s/%s: pthread_create", __func__, j->run->name, j->sec->name);
 	set_running(j, 0);
 	res_take(j, -1);
 	job_free(j->pj);
@@ -345,11 +386,13 @@ static void
 start_failed(struct sjob *j)
 {
 	store_begin(S.store);
-	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
-	store_attempt_end(S.store, j->attempt_id, JOB_ST(failed), PL_EIO, why);
-	store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(failed), 0, why);
+	const char *why = j->launch_err ? j->launch_err : "could not start the job thread";
+	store_attempt_end(S.store, j->attempt_id, PLJ_failed, PL_EIO, why);
+	store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_failed, 0, why);
 	store_commit(S.store);
-	set_state(j, JOB_ST(failed));
+	set_state(j, PLJ_failed);
+	free(j->launch_err);
+	j->launch_err = NULL;
 }
 
 /* Hand the held jobs to their threads (after the commit). */
@@ -372,29 +415,41 @@ handoff_release(void)
 		sched_kick();
 }
 
+/* The run's directory, runs/NAME, made or opened without following a
+ * link (jobs write below the state directory) at its first job, under
+ * smtx: r->dirfd. 0, or -1 with why naming the path. */
+static int
+run_dir(struct srun *r, char *why, size_t len)
+{
+	if (r->dirfd >= 0)
+		return 0;
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "runs/%s", r->name);
+	int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = errno;
+	if (sfd >= 0) {
+		r->dirfd = dirs_make_at(sfd, rel, 0711);
+		e = errno;
+		close(sfd);
+	}
+	if (r->dirfd >= 0)
+		return 0;
+	snprintf(why, len, "cannot %s %s%s%s: %s", sfd >= 0 ? "make" : "open",
+	    S.conf->state_dir, sfd >= 0 ? "/" : "", sfd >= 0 ? rel : "", strerror(e));
+	return -1;
+}
+
 /* The job's directory, its work directory and its log, made or opened
- * without following a link (jobs write below the state directory):
- * pj->jobdirfd and pj->logfd. 0, or -1 with why naming the path. */
+ * below the run's (r->dirfd, open while the job runs) without following
+ * a link: pj->jobdirfd and pj->logfd. On the job's thread, without smtx
+ * or the store: two jobs' directories are made at once. 0, or -1 with
+ * why naming the path. */
 static int
 job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 {
 	struct srun *r = j->run;
-	const char *what = S.conf->state_dir, *verb = "make";
+	const char *what = pj->jobdir, *verb = "make";
 	int wfd = -1;
-	if (r->dirfd < 0) {
-		char rel[PATH_MAX];
-		snprintf(rel, sizeof(rel), "runs/%s", r->name);
-		int sfd = open(S.conf->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (sfd >= 0) {
-			what = pj->jobdir;
-			r->dirfd = dirs_make_at(sfd, rel, 0711);
-			close(sfd);
-		}
-	}
-	if (r->dirfd >= 0) {
-		what = pj->jobdir;
-		pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
-	}
+	pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
 		wfd = dirs_make_owned(pj->jobdirfd, "work", pj->owner);
@@ -414,8 +469,32 @@ job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 	return -1;
 }
 
-/* Build the job's pl_job and start its thread. adopt: re-enter the
- * attempt that was running when the daemon stopped. */
+/* On the job's thread, before its stage runs: the job's directories
+ * and the attempt's first log line. -1: the launch failed, with
+ * j->launch_err saying why; job_end_pass records it. */
+static int
+job_open(struct sjob *j)
+{
+	struct pl_job *pj = j->pj;
+	struct srun *r = j->run;
+	char why[PATH_MAX + 64];
+	if (job_dirs(pj, j, why, sizeof(why)) == -1) {
+		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, why);
+		if (pj->jobdirfd >= 0) /* else there is no log to write to */
+			job_logf(pj, "=== %s attempt %d of job %s: %s ===", r->name, j->attempts,
+			    j->sec->name, why);
+		j->launch_err = xstrdup(why);
+		return -1;
+	}
+	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
+	    j->sec->name, j->reg->st->name, pj->adopted ? ", re-entered after a daemon restart" :
+	    "");
+	return 0;
+}
+
+/* Build the job's pl_job and start its thread (which makes the job's
+ * directories: job_open). adopt: re-enter the attempt that was running
+ * when the daemon stopped. */
 static int
 job_launch(struct sjob *j, int adopt)
 {
@@ -433,13 +512,12 @@ job_launch(struct sjob *j, int adopt)
 	    j->sec->name);
 	snprintf(pj->workdir, sizeof(pj->workdir), "%s/work", pj->jobdir);
 	snprintf(pj->logpath, sizeof(pj->logpath), "%s/job.log", pj->jobdir);
-	snprintf(j->logpath, sizeof(j->logpath), "%s", pj->logpath);
-	j->launch_err[0] = '\0';
-	if (job_dirs(pj, j, j->launch_err, sizeof(j->launch_err)) == -1) {
-		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, j->launch_err);
-		if (pj->jobdirfd >= 0) /* else there is no log to write to */
-			job_logf(pj, "=== %s attempt %d of job %s: %s ===", r->name, j->attempts,
-			    j->sec->name, j->launch_err);
+	free(j->launch_err);
+	j->launch_err = NULL;
+	char why[PATH_MAX + 64];
+	if (run_dir(r, why, sizeof(why)) == -1) {
+		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, why);
+		j->launch_err = xstrdup(why);
 		job_free(pj);
 		return -1;
 	}
@@ -456,8 +534,6 @@ job_launch(struct sjob *j, int adopt)
 		pj->deadline = now_mono() + fmax(dl - now_wall(), 0.001);
 	else if (j->sec->timeout > 0)
 		pj->deadline = now_mono() + j->sec->timeout;
-	job_logf(pj, "=== %s attempt %d of job %s (stage %s)%s ===", r->name, j->attempts,
-	    j->sec->name, j->reg->st->name, adopt ? ", re-entered after a daemon restart" : "");
 	j->pj = pj;
 	set_running(j, 1);
 	if (!j->holds_res)
@@ -481,11 +557,10 @@ job_start(struct sjob *j)
 	j->attempts++;
 	if (store_begin(S.store) == -1)
 		return;
-	if (store_attempt_start(S.store, j->id, j->attempts, &j->attempt_id) == -1 ||
-	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
-	    now_wall() + j->sec->timeout : 0) == -1 ||
+	if (store_attempt_start(S.store, j->id, j->attempts, j->sec->timeout > 0 ?
+	    now_wall() + j->sec->timeout : 0, &j->attempt_id) == -1 ||
 	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
-	    store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(running),
+	    store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_running,
 	    j->attempts, NULL) == -1) {
 		store_rollback(S.store);
 		j->attempts--;
@@ -495,7 +570,7 @@ job_start(struct sjob *j)
 		j->attempts--;
 		return;
 	}
-	set_state(j, JOB_ST(running));
+	set_state(j, PLJ_running);
 	if (job_launch(j, 0) == -1)
 		start_failed(j);
 }
@@ -517,32 +592,32 @@ job_finished(struct sjob *j)
 	struct pl_job *pj = j->pj;
 	int rc = j->rc;
 	char msg[600];
-	const char *astate, *jstate;
+	enum pl_job_state astate, jstate;
 	if (rc == PL_OK) {
-		astate = jstate = JOB_ST(succeeded);
+		astate = jstate = PLJ_succeeded;
 		msg[0] = '\0';
 	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
-		astate = JOB_ST(failed);
-		jstate = JOB_ST(failed);
+		astate = PLJ_failed;
+		jstate = PLJ_failed;
 		snprintf(msg, sizeof(msg), "timed out after %gs", j->sec->timeout);
 	} else if (pj->cancel || j->run->cancel || rc == PL_ECANCELED) {
-		astate = jstate = JOB_ST(cancelled);
+		astate = jstate = PLJ_cancelled;
 		snprintf(msg, sizeof(msg), "cancelled");
 	} else if (rc == PL_EREJECTED) {
 		/* The stage did its work and judged it (the gate's verdict):
 		 * not a failure to retry. */
-		astate = jstate = JOB_ST(rejected);
+		astate = jstate = PLJ_rejected;
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	} else {
-		astate = jstate = JOB_ST(failed);
+		astate = jstate = PLJ_failed;
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	}
-	int retry = strcmp(jstate, JOB_ST(failed)) == 0 && !j->run->cancel &&
+	int retry = jstate == PLJ_failed && !j->run->cancel &&
 	    j->attempts - j->lost - j->retry_base <= j->sec->retries;
 	if (retry) {
-		jstate = JOB_ST(retrying);
+		jstate = PLJ_retrying;
 		j->next_at = now_wall() + backoff(j);
 	}
 	if (store_begin(S.store) == 0) {
@@ -555,7 +630,8 @@ job_finished(struct sjob *j)
 		store_commit(S.store);
 	}
 	set_state(j, jstate);
-	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, astate, msg[0] ? ": " : "", msg);
+	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, pl_job_state_name(astate),
+	    msg[0] ? ": " : "", msg);
 	job_free(pj);
 	j->pj = NULL;
 }
@@ -569,7 +645,11 @@ job_end_pass(struct sjob *j)
 {
 	int txn = store_begin(S.store) == 0;
 	handoff_hold = txn;
-	job_finished(j);
+	if (j->launch_err != NULL) { /* job_open failed: the stage did not run */
+		launch_undo(j);
+		start_failed(j);
+	} else
+		job_finished(j);
 	sched_kick();
 	if (txn)
 		store_commit(S.store);
@@ -594,12 +674,6 @@ timer_cb(uv_timer_t *t)
 	sched_kick();
 }
 
-static int
-open_job(const struct sjob *j)
-{
-	return j->st == PLJ_pending || j->st == PLJ_retrying;
-}
-
 /* Move first_open past the jobs that are no longer pending or retrying. */
 static void
 advance_open(struct srun *r)
@@ -615,7 +689,7 @@ run_finish_check(struct srun *r)
 		return; /* a job runs or waits (first_open was just advanced) */
 	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
-		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
+		all_final &= pl_job_state_final(r->jobs[i].st) && !r->jobs[i].running;
 		all_ok &= r->jobs[i].st == PLJ_succeeded;
 		nfailed += r->jobs[i].st == PLJ_failed || r->jobs[i].st == PLJ_cancelled;
 		nrejected += r->jobs[i].st == PLJ_rejected;
@@ -624,14 +698,14 @@ run_finish_check(struct srun *r)
 		return;
 	/* Rejected: every job worked, and one judged the result not good
 	 * enough (the gate said no); the jobs after it were skipped. */
-	const char *st = all_ok ? RUN_ST(succeeded) : r->cancel ? RUN_ST(cancelled) :
-	    nfailed == 0 && nrejected > 0 ? RUN_ST(rejected) : RUN_ST(failed);
+	enum pl_run_state st = all_ok ? PLR_succeeded : r->cancel ? PLR_cancelled :
+	    nfailed == 0 && nrejected > 0 ? PLR_rejected : PLR_failed;
 	char msg[512] = "";
 	if (!all_ok && !r->cancel) {
 		for (int i = 0; i < r->njobs; i++)
 			if (r->jobs[i].st == (nfailed ? PLJ_failed : PLJ_rejected)) {
 				snprintf(msg, sizeof(msg), "job %s %s", r->jobs[i].sec->name,
-				    nfailed ? "failed" : "rejected");
+				    pl_job_state_name(r->jobs[i].st));
 				break;
 			}
 	}
@@ -639,12 +713,12 @@ run_finish_check(struct srun *r)
 		return;
 	store_run_state(S.store, r->id, r->name, st, msg[0] ? msg : NULL);
 	if (store_commit(S.store) == 0) {
-		snprintf(r->state, sizeof(r->state), "%s", st);
+		r->state = st;
 		if (r->dirfd >= 0) {
 			close(r->dirfd);
 			r->dirfd = -1;
 		}
-		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
+		log_info("run %s %s%s%s", r->name, pl_run_state_name(st), msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
 	}
 }
@@ -655,7 +729,7 @@ sched_kick(void)
 	pthread_mutex_lock(&smtx);
 	double now = now_wall(), next = 0;
 	for (struct srun *r = S.runs; r; r = r->next) {
-		if (strcmp(r->state, RUN_ST(running)) != 0)
+		if (r->state != PLR_running)
 			continue;
 again:
 		advance_open(r);
@@ -669,16 +743,17 @@ again:
 				if (!open_job(j))
 					continue;
 				if (r->cancel) {
-					job_set(j, JOB_ST(cancelled), "run cancelled");
+					job_set(j, PLJ_cancelled, "run cancelled");
 					changed = 1;
 					continue;
 				}
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
-					if (js_final(d->st) && d->st != PLJ_succeeded) {
+					if (pl_job_state_final(d->st) && d->st != PLJ_succeeded) {
 						char m[256];
-						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
-						job_set(j, JOB_ST(skipped), m);
+						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name,
+						    pl_job_state_name(d->st));
+						job_set(j, PLJ_skipped, m);
 						changed = 1;
 						break;
 					}
@@ -686,10 +761,9 @@ again:
 			}
 		}
 		advance_open(r);
-		for (int i = r->first_open; i < r->njobs && !S.stopping; i++) {
+		for (int i = ready_next(r, r->first_open); i < r->njobs && !S.stopping;
+		    i = ready_next(r, i + 1)) {
 			struct sjob *j = &r->jobs[i];
-			if (!open_job(j))
-				continue;
 			/* Full, and no retry whose time the timer must know. */
 			if (S.running >= S.conf->max_jobs && r->nretrying == 0)
 				break;
@@ -698,10 +772,7 @@ again:
 					next = j->next_at;
 				continue;
 			}
-			int ready = 1;
-			for (int k = 0; k < j->ndeps && ready; k++)
-				ready = r->jobs[j->deps[k]].st == PLJ_succeeded;
-			if (!ready || S.running >= S.conf->max_jobs || !res_available(j))
+			if (S.running >= S.conf->max_jobs || !res_available(j))
 				continue;
 			job_start(j);
 		}
@@ -726,14 +797,14 @@ again:
 }
 
 static struct srun *
-run_build(int64_t id, struct spec *spec, const char *state)
+run_build(int64_t id, struct spec *spec, enum pl_run_state state)
 {
 	struct srun *r = xcalloc(1, sizeof(*r));
 	r->id = id;
 	r->name = xstrdup(spec->name);
 	r->spec = spec;
 	r->dirfd = -1;
-	snprintf(r->state, sizeof(r->state), "%s", state);
+	r->state = state;
 	r->njobs = spec->njobs;
 	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
 	for (int i = 0; i < spec->njobs; i++) {
@@ -742,18 +813,40 @@ run_build(int64_t id, struct spec *spec, const char *state)
 		j->sec = spec->jobs[i];
 		j->reg = plugin_stage(j->sec->stage);
 		j->seq = i;
-		set_state(j, JOB_ST(pending));
+		set_state(j, PLJ_pending);
 	}
-	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
+	/* Resolve `after` once, both ways: a job's end then touches its
+	 * dependents only, and a pass the jobs that may start. */
+	int **dep = xcalloc((size_t)spec->njobs + 1, sizeof(*dep));
+	for (int i = 0; i < spec->njobs; i++)
+		dep[i] = xcalloc((size_t)spec->jobs[i]->nafter + 1, sizeof(int));
+	spec_after_index(spec, dep);
 	for (int i = 0; i < spec->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		j->deps = xcalloc((size_t)j->sec->nafter + 1, sizeof(int));
-		for (int k = 0; k < j->sec->nafter; k++) {
-			struct sjob *d = job_find(r, j->sec->after[k]);
-			if (d != NULL)
-				j->deps[j->ndeps++] = (int)(d - r->jobs);
+		j->deps = dep[i];
+		for (int k = 0; k < j->sec->nafter; k++)
+			if (dep[i][k] >= 0) {
+				j->deps[j->ndeps++] = dep[i][k];
+				r->jobs[dep[i][k]].nrdeps++;
+			}
+	}
+	free(dep);
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->rdeps = xcalloc((size_t)j->nrdeps + 1, sizeof(int));
+		j->nrdeps = 0;
+	}
+	for (int i = 0; i < spec->njobs; i++) {
+		struct sjob *j = &r->jobs[i];
+		j->unmet = j->ndeps; /* every job is pending yet */
+		for (int k = 0; k < j->ndeps; k++) {
+			struct sjob *d = &r->jobs[j->deps[k]];
+			d->rdeps[d->nrdeps++] = i;
 		}
 	}
+	r->ready = xcalloc((size_t)spec->njobs / 64 + 1, sizeof(uint64_t));
+	for (int i = 0; i < spec->njobs; i++)
+		ready_set(&r->jobs[i]);
 	return r;
 }
 
@@ -766,7 +859,7 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 		    spec->name);
 		return PLP_EEXIST;
 	}
-	struct srun *r = run_build(0, spec, RUN_ST(running));
+	struct srun *r = run_build(0, spec, PLR_running);
 	if (store_begin(S.store) == -1)
 		goto fail;
 	store_undoable(S.store);   /* nothing is in memory before the commit */
@@ -789,6 +882,11 @@ fail:;
 	char why[256];
 	int e = store_error(S.store, why, sizeof(why));
 	snprintf(err, errlen, "the store refused the run: %s", why);
+	for (int i = 0; i < r->njobs; i++) {
+		free(r->jobs[i].deps);
+		free(r->jobs[i].rdeps);
+	}
+	free(r->ready);
 	free(r->jobs);
 	free(r->name);
 	free(r);
@@ -809,8 +907,8 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, RUN_ST(running)) != 0) {
-		snprintf(msg, len, "run %s is %s, not running", name, r->state);
+	if (r->state != PLR_running) {
+		snprintf(msg, len, "run %s is %s, not running", name, pl_run_state_name(r->state));
 		return PLP_ESTATE;
 	}
 	r->cancel = 1;
@@ -854,7 +952,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, RUN_ST(running)) == 0) {
+	if (r->state == PLR_running) {
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
 		return PLP_ESTATE;
 	}
@@ -869,7 +967,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		mark_downstream(r, j, mark);
 	} else {
 		for (int i = 0; i < r->njobs; i++)
-			if (strcmp(r->jobs[i].state, JOB_ST(succeeded)) != 0)
+			if (r->jobs[i].st != PLJ_succeeded)
 				mark[i] = 1;
 	}
 	int n = 0;
@@ -895,11 +993,11 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		struct sjob *j = &r->jobs[i];
 		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, r->name, j->sec->name, JOB_ST(pending), 0, "retry requested");
-		set_state(j, JOB_ST(pending));
+		store_job_state(S.store, j->id, r->name, j->sec->name, PLJ_pending, 0, "retry requested");
+		set_state(j, PLJ_pending);
 		n++;
 	}
-	store_run_state(S.store, r->id, r->name, RUN_ST(running), NULL);
+	store_run_state(S.store, r->id, r->name, PLR_running, NULL);
 	if (store_commit(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
@@ -907,7 +1005,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	}
 	free(mark);
 	r->cancel = 0;
-	snprintf(r->state, sizeof(r->state), "%s", RUN_ST(running));
+	r->state = PLR_running;
 	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
 	sched_kick();
 	return PLP_OK;
@@ -919,18 +1017,15 @@ sched_retry(const char *name, const char *job, char *msg, size_t len)
 	return WITH_SMTX(sched_retry_locked(name, job, msg, len));
 }
 
-/* Loop thread: a copy, job threads change the state under smtx. */
-const char *
+int
 sched_job_state(const char *run, const char *job)
 {
-	static char state[16];
 	pthread_mutex_lock(&smtx);
 	struct srun *r = run_find(run);
 	struct sjob *j = r ? job_find(r, job) : NULL;
-	if (j != NULL)
-		snprintf(state, sizeof(state), "%s", j->state);
+	int st = j != NULL ? (int)j->st : -1;
 	pthread_mutex_unlock(&smtx);
-	return j ? state : NULL;
+	return st;
 }
 
 const char *
@@ -986,18 +1081,18 @@ struct load_ctx {
 
 static void
 load_run(void *arg, int64_t id, const char *name, const char *path, const char *text,
-    const char *state)
+    enum pl_run_state state)
 {
 	struct load_ctx *lc = arg;
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
 	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
-		if (strcmp(state, RUN_ST(running)) == 0) {
+		if (state == PLR_running) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
 			store_begin(S.store);
-			store_run_state(S.store, id, name, RUN_ST(failed),
+			store_run_state(S.store, id, name, PLR_failed,
 			    "spec no longer valid after a restart (a plugin is missing?)");
 			store_commit(S.store);
 		}
@@ -1016,8 +1111,8 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		struct sjob *j = &r->jobs[i];
 		struct job_row row;
 		if (store_job_get(S.store, id, j->sec->name, &row) == -1) {
-			log_warnx("%s: run %s: job %s missing from the store", __func__, name,
-			    j->sec->name);
+			log_warnx("%s: run %s: job %s cannot be read from the store", __func__,
+			    name, j->sec->name);
 			continue;
 		}
 		j->id = row.id;
@@ -1030,30 +1125,30 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	}
 	run_add(r);
 	lc->n++;
-	if (strcmp(state, RUN_ST(running)) != 0)
+	if (state != PLR_running)
 		return;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		if (strcmp(j->state, JOB_ST(running)) != 0)
+		if (j->st != PLJ_running)
 			continue;
 		if (j->reg->st->flags & PL_STAGE_ADOPTABLE) {
 			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
 			    j->attempts);
 			if (job_launch(j, 1) == -1)
-				job_set(j, JOB_ST(failed), j->launch_err[0] ? j->launch_err :
+				job_set(j, PLJ_failed, j->launch_err ? j->launch_err :
 				    "could not re-enter after a restart");
 			continue;
 		}
 		kill_leftovers(j, j->attempt_id);
 		j->lost++;
 		store_begin(S.store);
-		store_attempt_end(S.store, j->attempt_id, "lost", PL_ELOST,
+		store_attempt_lost(S.store, j->attempt_id, PL_ELOST,
 		    "the daemon stopped during an in-process stage");
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, name, j->sec->name, JOB_ST(pending),
+		store_job_state(S.store, j->id, name, j->sec->name, PLJ_pending,
 		    0, "queued again: the daemon stopped while it ran");
 		store_commit(S.store);
-		set_state(j, JOB_ST(pending));
+		set_state(j, PLJ_pending);
 		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
 	}
 }
@@ -1110,12 +1205,3 @@ sched_running(void)
 {
 	return __atomic_load_n(&S.running, __ATOMIC_RELAXED);
 }
-
-const struct control_ops sched_control_ops = {
-	.submit = sched_submit,
-	.cancel = sched_cancel,
-	.retry = sched_retry,
-	.job_state = sched_job_state,
-	.job_log = sched_job_log,
-	.running = sched_running,
-};

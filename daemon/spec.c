@@ -330,6 +330,18 @@ find_job(const struct smap *jobs, const char *name)
 	return i ? *i : -1;
 }
 
+void
+spec_after_index(const struct spec *s, int **dep)
+{
+	struct smap jobs = { 0 };
+	for (int j = 0; j < s->njobs; j++)
+		smap_put(&jobs, s->jobs[j]->name, j);
+	for (int j = 0; j < s->njobs; j++)
+		for (int k = 0; k < s->jobs[j]->nafter; k++)
+			dep[j][k] = find_job(&jobs, s->jobs[j]->after[k]);
+	smap_free(&jobs);
+}
+
 /* Depth-first search for a cycle through the after edges, without
  * recursion (a chain of 100,000 jobs would overflow the loop thread's
  * stack); color 0 white, 1 grey, 2 black. The first cycle found is

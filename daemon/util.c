@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -376,6 +378,67 @@ owner_ids(const char *owner, uid_t *uid, gid_t *gid)
 	*uid = (uid_t)u;
 	*gid = (gid_t)g;
 	return 0;
+}
+
+/* The groups of an owner string (after "UID:GID:"): their count, at most max. */
+static int
+owner_groups(const char *owner, gid_t *g, int max)
+{
+	const char *p = strchr(owner, ':');
+	p = p != NULL ? strchr(p + 1, ':') : NULL;
+	int n = 0;
+	while (p != NULL && n < max) {
+		char *end;
+		unsigned long x = strtoul(p + 1, &end, 10);
+		if (end == p + 1)
+			break;
+		g[n++] = (gid_t)x;
+		p = *end == ',' ? end : NULL;
+	}
+	return n;
+}
+
+int
+owner_fs_enter(const char *owner, struct owner_fs *save)
+{
+	uid_t uid;
+	gid_t gid, groups[256];
+	if (geteuid() != 0 || owner_ids(owner, &uid, &gid) == -1 || uid == geteuid())
+		return 0;
+	int ng = owner_groups(owner, groups, 256);
+	long n = syscall(SYS_getgroups, 256, save->groups);
+	if (n < 0) {
+		log_warn("owner_fs_enter: getgroups");
+		return -1;
+	}
+	save->ngroups = (int)n;
+	/* setfsuid() reports the previous id, not an error: read back. */
+	if (syscall(SYS_setgroups, (size_t)ng, groups) == -1) {
+		log_warn("owner_fs_enter: setgroups for %s", owner);
+		return -1;
+	}
+	syscall(SYS_setfsgid, gid);
+	syscall(SYS_setfsuid, uid);
+	if ((uid_t)syscall(SYS_setfsuid, (uid_t)-1) != uid ||
+	    (gid_t)syscall(SYS_setfsgid, (gid_t)-1) != gid) {
+		owner_fs_leave(save);
+		log_warnx("owner_fs_enter: cannot take the file-system ids of %s", owner);
+		errno = EPERM;
+		return -1;
+	}
+	return 1;
+}
+
+void
+owner_fs_leave(const struct owner_fs *save)
+{
+	int e = errno;
+	syscall(SYS_setfsuid, geteuid());
+	syscall(SYS_setfsgid, getegid());
+	if (syscall(SYS_setgroups, (size_t)save->ngroups, save->groups) == -1 ||
+	    (uid_t)syscall(SYS_setfsuid, (uid_t)-1) != geteuid())
+		fatal("owner_fs_leave: cannot take the daemon's rights back");
+	errno = e;
 }
 
 /* The length of the valid UTF-8 sequence at p (1 to 4), or 0: overlong

@@ -54,8 +54,11 @@ static const struct pl_key bake_keys[] = {
 	    .help = "take the stats artifact of this run instead (the incumbent's corpus)"),
 	PL_KEY_INT(.name = "passes", .def = "3", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 1, .max = SC_MAX_PASSES,
 	    .help = "passes over every case (1-32)"),
-	PL_KEY_INT(.name = "num_ctx", .def = "9216", .flags = PL_KEY_MIN, .min = 256,
-	    .help = "context every request needs; sent to Ollama, checked on llama-server"),
+	PL_KEY_INT(.name = "num_ctx", .flags = PL_KEY_MIN, .min = 256,
+	    .help = "context every request needs; sent to Ollama, checked on llama-server "
+	    "(default: the Ollama tag's PARAMETER num_ctx, which register set; else 9216)"),
+	PL_KEY_BOOL(.name = "shift",
+	    .help = "Ollama shift as the live clients send it (default: not sent)"),
 	PL_KEY_INT(.name = "seed", .def = "3407", .help = "sampling seed (temperature is 0)"),
 	PL_KEY_INT(.name = "max_tokens", .def = "256", .flags = PL_KEY_MIN, .min = 1,
 	    .help = "token cap of one answer"),
@@ -65,7 +68,7 @@ static const struct pl_key bake_keys[] = {
 	PL_KEY_FLOAT(.name = "max_bytes_per_token", .def = "8",
 	    .help = "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off"),
 	PL_KEY_STRING(.name = "keep_alive", .def = "30m",
-	    .help = "Ollama keep_alive of the model during the bake"),
+	    .help = "Ollama keep_alive of the model during the bake, as the live clients send it"),
 	PL_KEY_BOOL(.name = "evict", .def = "yes",
 	    .help = "Ollama: unload every other model before timing (G22)"),
 	PL_KEY_INT(.name = "max_errors", .def = "0",
@@ -330,8 +333,24 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 		}
 		ollama_list_free(&l);
 	}
+	/* A runner loaded at another context is reloaded by the bake's first
+	 * request (0.30 and later also for another shift: needsReload), and
+	 * by the live clients' next one after it: say so. */
+	if (ollama_ps(&o, &l) == 0) {
+		for (size_t i = 0; i < l.n; i++)
+			if (ollama_model_is(&l.v[i], b->chat.model) && l.v[i].context_length > 0 &&
+			    l.v[i].context_length != b->chat.num_ctx) {
+				host->log(b->job, PL_LOG_WARN, "%s is loaded with a %ld-token "
+				    "context, the bake's num_ctx is %d: the bake reloads it, and a "
+				    "client that keeps asking with %ld reloads it back", l.v[i].name,
+				    l.v[i].context_length, b->chat.num_ctx, l.v[i].context_length);
+				host->value_set(b->job, "bake.reload", "yes");
+			}
+		ollama_list_free(&l);
+	}
 	keep_alive_json(keep_alive, ka, sizeof(ka));
-	if (ollama_load(&o, b->chat.model, ka[0] ? ka : NULL, b->chat.num_ctx) == -1) {
+	if (ollama_load_opts(&o, b->chat.model, ka[0] ? ka : NULL, b->chat.num_ctx,
+	    b->chat.shift) == -1) {
 		snprintf(note, notelen, "load failed: %s", o.error);
 		return 0;
 	}
@@ -363,6 +382,36 @@ ollama_placement(struct bake *b, int evict, const char *keep_alive, char *note,
 		comparable = 0;
 	}
 	return comparable;
+}
+
+/*
+ * The context of every request: the spec's num_ctx, else (Ollama) the
+ * tag's own PARAMETER num_ctx, the one register set and the live clients
+ * that send none get, so that the bake does not reload their runner at
+ * another size; else 9216. The key has no table default: which one
+ * applies depends on the backend and the tag. -1 when the tag cannot be
+ * read.
+ */
+static int
+bake_num_ctx(struct bake *b)
+{
+	struct ollama o;
+	struct ollama_show sh;
+	const char *p;
+	long n = 9216;
+
+	if (host->get(b->job, "num_ctx") != NULL || b->chat.backend != CHAT_OLLAMA)
+		return (int)host->get_int(b->job, "num_ctx", 9216);
+	if (ollama_init(&o, b->chat.url, 60) == -1 || ollama_show(&o, b->chat.model, &sh) == -1)
+		return host->fail(b->job, "num_ctx: reading the PARAMETER num_ctx of %s: %s",
+		    b->chat.model, o.error), -1;
+	for (p = sh.parameters; p && (p = strstr(p, "num_ctx")) != NULL; p += 7)
+		if ((p == sh.parameters || p[-1] == '\n') && sscanf(p + 7, "%ld", &n) == 1)
+			break;
+	host->log(b->job, PL_LOG_INFO, "num_ctx %ld: %s", n, p ? "the tag's PARAMETER num_ctx" :
+	    "the tag has no PARAMETER num_ctx; the default");
+	ollama_show_free(&sh);
+	return (int)n;
 }
 
 static int
@@ -511,7 +560,12 @@ bake_run(pl_job *job)
 		rc = host->fail(job, "%s", err);
 		goto out;
 	}
-	b.chat.num_ctx = (int)host->get_int(job, "num_ctx", 0);
+	if ((b.chat.num_ctx = bake_num_ctx(&b)) < 0) {
+		rc = PL_EFAIL;
+		goto out;
+	}
+	if (host->get(job, "shift") != NULL)
+		b.chat.shift = host->get_bool(job, "shift", 0);
 	b.chat.seed = host->get_int(job, "seed", 0);
 	b.chat.max_tokens = (int)host->get_int(job, "max_tokens", 0);
 	b.chat.timeout = host->get_duration(job, "case_timeout", 0);

@@ -406,7 +406,7 @@ add_example(struct cc *cc, const struct cx_example *x, int line, int bad,
 static int
 read_corpus(struct cc *cc)
 {
-	FILE *f = fopen(cc->corpus, "r");
+	FILE *f = plc_fopen_in(cc->corpus);
 	char *line = NULL;
 	size_t lcap = 0;
 	ssize_t n;
@@ -415,7 +415,8 @@ read_corpus(struct cc *cc)
 	off_t done = 0;
 
 	if (f == NULL)
-		return host->fail(cc->job, "corpus_check: %s: %s", cc->corpus, strerror(errno)),
+		return host->fail(cc->job, "corpus_check: %s: %s", cc->corpus,
+		    plc_open_strerror(errno)),
 		    -1;
 	if (fstat(fileno(f), &st) == -1)
 		st.st_size = 0;
@@ -1026,14 +1027,14 @@ cmp_prev(const void *a, const void *b)
 static int
 prev_load(const char *path, struct prev_ent **out, int *nout, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = plc_fopen_in(path);
 	char *line = NULL;
 	size_t lcap = 0;
 	int n = 0, cap = 0, lineno = 0;
 	struct prev_ent *p = NULL;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, plc_open_strerror(errno));
 		return -1;
 	}
 	while (getline(&line, &lcap, f) != -1) {

@@ -8,8 +8,14 @@
  * weights are the previous version's (a sed once built v3's tag from v2's
  * GGUF: G24) or if the server chose another template than the one given
  * (HACKING.md: Ollama). It records the uploaded sha256, the weights layer
- * digest and the manifest digest. Last it checks that the template that
- * serves is the template that trained (template_check()).
+ * digest and the manifest digest. It reads the server's version and names
+ * the profile it matched (ollama.h: ollama_profile). On Ollama 0.30 and
+ * later it finds out which template the server applies to the tag, the
+ * Modelfile TEMPLATE or the GGUF's own tokenizer.chat_template
+ * (template_served()), and when it is the GGUF's, mends it (template_fix:
+ * the chat template taken out of a copy of the GGUF, which is registered
+ * instead) or fails. Last it checks that the template that serves is the
+ * template that trained (template_check()).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -23,6 +29,7 @@
 
 #include "pipeline/plugin.h"
 #include "plcommon.h"
+#include "gguf.h"
 #include "ollama.h"
 #include "ollama_admin.h"
 
@@ -48,6 +55,10 @@ static const struct pl_key register_keys[] = {
 	PL_KEY_INT(.name = "template_examples", .def = "4",
 	    .help = "training examples rendered through the tag: the longest prompt and "
 	    "evenly spaced others"),
+	PL_KEY_STRING(.name = "template_fix", .def = "gguf",
+	    .help = "when Ollama >= 0.30 serves the GGUF's own chat template instead of the "
+	    "Modelfile TEMPLATE: gguf (register a copy of the GGUF without it) or "
+	    "none (fail)"),
 	PL_KEY_END
 };
 
@@ -262,33 +273,19 @@ same_text(const char *a, const char *b)
 	return la == lb && memcmp(a, b, la) == 0;
 }
 
-/* Ollama >= 0.30 rewrites a text GGUF at create time, so its weights layer
- * digest may differ from the upload; older servers store it as is. */
-static int
-version_before_030(const char *v)
-{
-	int maj = 0, min = 0;
-
-	if (sscanf(v, "%d.%d", &maj, &min) != 2)
-		return 0;
-	if (maj == 0 && min == 0)
-		return 0;	/* a dev build: unknown */
-	return maj == 0 && min < 30;
-}
-
 /* The messages of the corpus example KEY without its last (the answer),
  * as a JSON array; NULL with err set when it is not there. */
 static cJSON *
 corpus_prompt(const char *path, const char *key, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = plc_fopen_in(path);
 	char *line = NULL;
 	size_t cap = 0;
 	int lineno = 0;
 	cJSON *out = NULL;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, plc_open_strerror(errno));
 		return NULL;
 	}
 	while (out == NULL && getline(&line, &cap, f) != -1) {
@@ -464,6 +461,125 @@ out:
 	return rc;
 }
 
+/* The create request of tag: the blob digest under the GGUF's file name,
+ * the template given, the Modelfile's SYSTEM and parameters. */
+static char *
+create_request(const char *tag, const char *gguf, const char *sha, const char *tmpl,
+    const struct modelfile *mf)
+{
+	char fname[512], gcopy[4096], dig[80];
+	cJSON *req = cJSON_CreateObject();
+	char *text;
+
+	cJSON_AddStringToObject(req, "model", tag);
+	snprintf(gcopy, sizeof(gcopy), "%s", gguf);
+	snprintf(fname, sizeof(fname), "%s", basename(gcopy));
+	snprintf(dig, sizeof(dig), "sha256:%s", sha);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "files"), fname, dig);
+	cJSON_AddStringToObject(req, "template", tmpl);
+	if (mf->system)
+		cJSON_AddStringToObject(req, "system", mf->system);
+	cJSON_AddItemToObject(req, "parameters", cJSON_Duplicate(mf->params, 1));
+	cJSON_AddBoolToObject(req, "stream", 0);
+	text = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	return text;
+}
+
+/* Which template the server applies to a tag. */
+enum served_template { SERVED_MODELFILE, SERVED_GGUF, SERVED_OTHER };
+
+/*
+ * Ollama 0.30 and later serve the GGUF's own tokenizer.chat_template
+ * (rendered by llama-server's Jinja) instead of the Modelfile TEMPLATE
+ * when the Jinja one has more capabilities (tools, thinking) and
+ * OLLAMA_GO_TEMPLATE is not set on the server (server/images.go:
+ * shouldPreferChatTemplate). /api/show's template is the one the chat
+ * path selected (server/routes.go: selectedModelTemplate, the same
+ * choice), so the shown template is compared with both: the Modelfile's,
+ * and the GGUF's own, read from the file.
+ */
+static int
+template_served(pl_job *job, const char *gguf, const char *shown, const char *mftmpl,
+    enum served_template *out)
+{
+	struct gguf g;
+	const char *ct;
+	size_t len;
+
+	if (same_text(shown, mftmpl)) {
+		*out = SERVED_MODELFILE;
+		return PL_OK;
+	}
+	*out = SERVED_OTHER;
+	if (gguf_open(&g, gguf) == -1)
+		return host->fail(job, "gguf: %s", g.err);
+	if (gguf_get_str(&g, "tokenizer.chat_template", &ct, &len) == 0) {
+		char *t = strndup(ct, len);
+		if (t != NULL && same_text(shown, t))
+			*out = SERVED_GGUF;
+		free(t);
+	}
+	gguf_close(&g);
+	return PL_OK;
+}
+
+/*
+ * The fix of a tag that serves the GGUF's chat template: a copy of the GGUF
+ * without tokenizer.chat_template (and its named variants) in the job's
+ * directory, so that the server has only the Modelfile TEMPLATE to serve.
+ * *path receives the copy; its sha256 goes to sha.
+ */
+static int
+template_mend(pl_job *job, const char *gguf, char *path, size_t pathlen, char *sha)
+{
+	static const char *const drop[] = { "tokenizer.chat_template", NULL };
+	char err[1024], gcopy[4096];
+	int dropped;
+
+	snprintf(gcopy, sizeof(gcopy), "%s", gguf);
+	snprintf(path, pathlen, "%s/%s", host->workdir(job), basename(gcopy));
+	if (strcmp(path, gguf) == 0)
+		return host->fail(job, "template fix: %s is in the job's own directory", gguf);
+	if (gguf_copy_without(gguf, path, drop, &dropped, err, sizeof(err)) == -1)
+		return host->fail(job, "template fix: %s", err);
+	if (plc_sha256_file(path, sha) == -1)
+		return host->fail(job, "template fix: %s: %s", path, strerror(errno));
+	host->log(job, PL_LOG_INFO, "template fix: %s written without its %d "
+	    "tokenizer.chat_template key%s (sha256:%.12s): the server then has only the "
+	    "Modelfile TEMPLATE to serve", path, dropped, dropped == 1 ? "" : "s", sha);
+	return PL_OK;
+}
+
+/* Upload the GGUF (unless the server has it), create the tag, and read back
+ * what it serves and its manifest digest. */
+static int
+upload_create(pl_job *job, struct ollama *o, const char *tag, const char *gguf,
+    const char *sha, const struct modelfile *mf, struct ollama_show *sh, char *manifest,
+    size_t mlen)
+{
+	int uploaded, crc;
+	char *reqtext;
+
+	o->timeout = host->get_duration(job, "upload_timeout", 0);
+	if (ollama_blob_push(o, gguf, sha, &uploaded) == -1) {
+		o->timeout = 300;
+		return host->fail(job, "upload: %s", o->error);
+	}
+	host->log(job, PL_LOG_INFO, "blob sha256:%.12s %s", sha,
+	    uploaded ? "uploaded" : "already on the server");
+	reqtext = create_request(tag, gguf, sha, mf->template, mf);
+	crc = ollama_create(o, reqtext);
+	o->timeout = 300;
+	free(reqtext);
+	if (crc == -1)
+		return host->fail(job, "create %s: %s", tag, o->error);
+	if (ollama_show(o, tag, sh) == -1 ||
+	    ollama_manifest_digest(o, tag, manifest, mlen) == -1)
+		return host->fail(job, "reading back %s: %s", tag, o->error);
+	return PL_OK;
+}
+
 static int
 register_run(pl_job *job)
 {
@@ -471,13 +587,13 @@ register_run(pl_job *job)
 	struct ollama o;
 	struct ollama_show sh;
 	char err[1024], sha[65], version[64] = "", prev_w[80] = "", old_w[80] = "";
-	char manifest[80], *reqtext;
+	char manifest[80];
 	const char *gguf, *tag = host->get(job, "tag"), *prev = host->get(job, "previous_tag");
 	const char *mfpath = host->input(job, "modelfile");
 	int64_t num_ctx = host->get_int(job, "num_ctx", 0);
 	const char *tpath, *cpath;
-	int uploaded, rc = PL_EFAIL;
-	cJSON *req;
+	enum ollama_profile profile;
+	int tested, rc = PL_EFAIL;
 
 	memset(&sh, 0, sizeof(sh));
 	if ((gguf = host->input(job, "gguf")) == NULL)
@@ -502,6 +618,14 @@ register_run(pl_job *job)
 		rc = host->fail(job, "ollama: %s", o.error);
 		goto out;
 	}
+	profile = ollama_profile(version, &tested);
+	if (tested)
+		host->log(job, PL_LOG_INFO, "Ollama %s at %s: profile %s, a tested version",
+		    version, o.url, ollama_profile_name(profile));
+	else
+		host->log(job, PL_LOG_WARN, "Ollama %s at %s has not been tested with this "
+		    "pipeline (tested: %s); using the profile %s", version, o.url, OLLAMA_TESTED,
+		    ollama_profile_name(profile));
 
 	/* The previous version's weights: named, or recorded by the previous
 	 * run's register job. */
@@ -533,71 +657,79 @@ register_run(pl_job *job)
 		}
 	}
 
-	o.timeout = host->get_duration(job, "upload_timeout", 0);
-	if (ollama_blob_push(&o, gguf, sha, &uploaded) == -1) {
-		rc = host->fail(job, "upload: %s", o.error);
+	if ((rc = upload_create(job, &o, tag, gguf, sha, &mf, &sh, manifest,
+	    sizeof(manifest))) != PL_OK)
 		goto out;
-	}
-	o.timeout = 300;
-	host->log(job, PL_LOG_INFO, "blob sha256:%.12s %s", sha,
-	    uploaded ? "uploaded" : "already on the server");
-
-	req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "model", tag);
-	char fname[512], gcopy[4096];
-	snprintf(gcopy, sizeof(gcopy), "%s", gguf);
-	snprintf(fname, sizeof(fname), "%s", basename(gcopy));
-	char dig[80];
-	snprintf(dig, sizeof(dig), "sha256:%s", sha);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "files"), fname, dig);
-	cJSON_AddStringToObject(req, "template", mf.template);
-	if (mf.system)
-		cJSON_AddStringToObject(req, "system", mf.system);
-	cJSON_AddItemToObject(req, "parameters", cJSON_Duplicate(mf.params, 1));
-	cJSON_AddBoolToObject(req, "stream", 0);
-	reqtext = cJSON_PrintUnformatted(req);
-	cJSON_Delete(req);
-	o.timeout = host->get_duration(job, "upload_timeout", 0);
-	int crc = ollama_create(&o, reqtext);
-	o.timeout = 300;
-	free(reqtext);
-	if (crc == -1) {
-		rc = host->fail(job, "create %s: %s", tag, o.error);
-		goto out;
-	}
-
-	/* Read back what the server serves under the tag. */
-	if (ollama_show(&o, tag, &sh) == -1) {
-		rc = host->fail(job, "reading back %s: %s", tag, o.error);
-		goto out;
-	}
-	if (ollama_manifest_digest(&o, tag, manifest, sizeof(manifest)) == -1) {
-		rc = host->fail(job, "reading back %s: %s", tag, o.error);
-		goto out;
-	}
-	host->value_set(job, "register.tag", tag);
-	host->value_set(job, "register.uploaded", sha);
-	host->value_set(job, "register.weights", sh.weights);
-	host->value_set(job, "register.manifest", manifest);
-	host->value_set(job, "register.server_version", version);
+	rc = PL_EFAIL;
 	if (prev_w[0] && strcmp(prev_w, sh.weights) == 0) {
 		rc = host->fail(job, "%s serves weights sha256:%.12s, the previous version's "
 		    "(%s): nothing identical is released", tag, sh.weights,
 		    prev && *prev ? prev : "previous run");
 		goto out;
 	}
-	if (version_before_030(version) && strcmp(sh.weights, sha) != 0) {
+	if (profile == OLLAMA_PROFILE_CGO && strcmp(sh.weights, sha) != 0) {
 		rc = host->fail(job, "%s serves weights sha256:%.12s, not the uploaded "
 		    "sha256:%.12s (Ollama %s stores GGUFs as uploaded)", tag, sh.weights, sha,
 		    version);
 		goto out;
 	}
-	if (!same_text(sh.template, mf.template)) {
-		rc = host->fail(job, "%s: the server chose a template other than the one in %s "
-		    "(Ollama >= 0.30 may prefer the GGUF's own; set OLLAMA_GO_TEMPLATE on the "
-		    "server)", tag, mfpath);
+	/* Which template serves: the Modelfile's, or (0.30 and later) the
+	 * GGUF's own, which is then taken out of the GGUF or refused. */
+	enum served_template served;
+	if ((rc = template_served(job, gguf, sh.template, mf.template, &served)) != PL_OK)
+		goto out;
+	rc = PL_EFAIL;
+	if (served == SERVED_OTHER) {
+		rc = host->fail(job, "%s: the server chose a template other than the TEMPLATE "
+		    "of %s and other than the GGUF's own", tag, mfpath);
 		goto out;
 	}
+	if (served == SERVED_GGUF) {
+		const char *fix = host->get(job, "template_fix");
+		char mended[4200], msha[65];
+		if (fix == NULL)
+			fix = "gguf";
+		host->log(job, PL_LOG_WARN, "%s: Ollama %s serves the GGUF's own "
+		    "tokenizer.chat_template (%s), not the TEMPLATE of %s: it prefers the "
+		    "Jinja template when that one has more capabilities", tag, version, gguf,
+		    mfpath);
+		if (strcmp(fix, "gguf") != 0) {
+			rc = host->fail(job, "%s: the GGUF's own chat template serves, not the "
+			    "Modelfile's; set template_fix = gguf (register takes it out of a copy "
+			    "of the GGUF), or OLLAMA_GO_TEMPLATE=1 in the server's environment", tag);
+			goto out;
+		}
+		host->log(job, PL_LOG_INFO, "template_fix = gguf: registering a copy of %s "
+		    "without its chat template", gguf);
+		if ((rc = template_mend(job, gguf, mended, sizeof(mended), msha)) != PL_OK)
+			goto out;
+		ollama_show_free(&sh);
+		if ((rc = upload_create(job, &o, tag, mended, msha, &mf, &sh, manifest,
+		    sizeof(manifest))) != PL_OK)
+			goto out;
+		if ((rc = template_served(job, mended, sh.template, mf.template,
+		    &served)) != PL_OK)
+			goto out;
+		rc = PL_EFAIL;
+		if (served != SERVED_MODELFILE) {
+			rc = host->fail(job, "%s: still not the TEMPLATE of %s after the GGUF's "
+			    "chat template was taken out; set OLLAMA_GO_TEMPLATE=1 in the "
+			    "server's environment", tag, mfpath);
+			goto out;
+		}
+		host->log(job, PL_LOG_INFO, "%s now serves the TEMPLATE of %s", tag, mfpath);
+		snprintf(sha, sizeof(sha), "%s", msha);
+		host->value_set(job, "register.template_fix", "the GGUF's tokenizer.chat_template "
+		    "taken out");
+		host->artifact(job, "gguf", mended);
+	}
+	host->value_set(job, "register.served_template", "modelfile");
+	host->value_set(job, "register.tag", tag);
+	host->value_set(job, "register.uploaded", sha);
+	host->value_set(job, "register.weights", sh.weights);
+	host->value_set(job, "register.manifest", manifest);
+	host->value_set(job, "register.server_version", version);
+	host->value_set(job, "register.server_profile", ollama_profile_name(profile));
 	if (sh.context_length > 0 && sh.context_length < num_ctx)
 		host->log(job, PL_LOG_WARN, "num_ctx %lld exceeds the model's trained context "
 		    "%ld: the server caps it", (long long)num_ctx, sh.context_length);

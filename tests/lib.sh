@@ -146,7 +146,8 @@ else:
 
 
 # The real Ollama server (tests/tools/ollama.sh builds the pinned release,
-# cached): ollama_start [VAR=VALUE...] starts `ollama serve` on a free
+# cached: 0.34.2 with its llama-server runner, or 0.24.0 when
+# OLLAMA_VERSION=0.24.0 is in the environment): ollama_start [VAR=VALUE...] starts `ollama serve` on a free
 # loopback port with its own OLLAMA_MODELS and HOME under
 # $TEST_TMP/ollama, the arguments added to its environment (OLLAMA_* knobs
 # such as OLLAMA_NUM_PARALLEL=2); it sets OURL, OLLAMA_PID and OLLAMA_BIN,

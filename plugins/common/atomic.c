@@ -26,6 +26,46 @@ plc_fsync_dir(const char *dir)
 	return rc;
 }
 
+int
+plc_open_in(const char *path, int flags)
+{
+	int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd != -1 || errno != ELOOP)
+		return fd;
+	/* The last component is a link. What it points at is opened, then
+	 * the link looked at and the name resolved again: a link swapped in
+	 * between is caught by the second resolution. */
+	struct stat t, l, again;
+	if ((fd = open(path, flags | O_CLOEXEC)) == -1)
+		return -1;
+	if (fstat(fd, &t) == 0 && lstat(path, &l) == 0 && S_ISLNK(l.st_mode) &&
+	    (l.st_uid == t.st_uid || l.st_uid == geteuid()) && stat(path, &again) == 0 &&
+	    again.st_dev == t.st_dev && again.st_ino == t.st_ino)
+		return fd;
+	close(fd);
+	errno = ELOOP;
+	return -1;
+}
+
+FILE *
+plc_fopen_in(const char *path)
+{
+	int fd = plc_open_in(path, O_RDONLY);
+	FILE *f = fd == -1 ? NULL : fdopen(fd, "r");
+	if (f == NULL && fd != -1) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
+}
+
+const char *
+plc_open_strerror(int e)
+{
+	return e == ELOOP ? PLC_LINK_REFUSED : strerror(e);
+}
+
 /* mkdir -p, from the leaf up: the common case (the parent exists) is one
  * mkdir, not one per component of the path. */
 int
@@ -71,7 +111,8 @@ plc_atomic_open(struct plc_atomic *a, const char *path, mode_t mode)
 	snprintf(dcopy, sizeof(dcopy), "%s", path);
 	char *dir = dirname(dcopy);
 	snprintf(a->tmp, sizeof(a->tmp), "%s/.%s.tmp.%ld", dir, base, (long)getpid());
-	a->fd = open(a->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	unlink(a->tmp);
+	a->fd = open(a->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	return a->fd == -1 ? -1 : 0;
 }
 
@@ -183,7 +224,7 @@ plc_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode
 char *
 plc_read_file(const char *path, size_t *lenp, size_t max)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = plc_open_in(path, O_RDONLY);
 	if (fd == -1)
 		return NULL;
 	char *buf = plc_read_fd(fd, lenp, max);

@@ -66,6 +66,7 @@ chat_init(struct chat_client *c, const char *backend, const char *url,
 	c->max_tokens = 256;
 	c->timeout = 300;
 	c->max_bytes_per_token = 8;
+	c->shift = -1;
 	return 0;
 }
 
@@ -111,6 +112,10 @@ chat_request_json(const struct chat_client *c, const cJSON *messages,
 		cJSON_AddNumberToObject(o, "seed", (double)c->seed);
 		cJSON_AddNumberToObject(o, "num_predict", c->max_tokens);
 		cJSON_AddBoolToObject(r, "truncate", 0);
+		/* shift is a load-time option from 0.30 on: a value other
+		 * than the live clients' reloads their runner. */
+		if (c->shift >= 0)
+			cJSON_AddBoolToObject(r, "shift", c->shift);
 		if (c->keep_alive[0]) {
 			cJSON *ka = cJSON_Parse(c->keep_alive);
 			if (ka)
@@ -238,6 +243,27 @@ chat_classify(const struct chat_client *c, long http, const char *body,
 		/* Metric fields are omitempty: absent means 0, not unknown. */
 		r->prompt_tokens = num(j, "prompt_eval_count", 0);
 		r->completion_tokens = num(j, "eval_count", 0);
+		/*
+		 * A finished answer says done:true with done_reason "stop" or
+		 * "length", streamed or not (0.34.2 as 0.24.0). done:false is
+		 * an answer the runner stopped: from 0.30, llama-server sends
+		 * its refusal of the model's output (its chat parser fails on
+		 * a token that leaves invalid UTF-8, llama.cpp before #29161)
+		 * as an error event inside the stream, which Ollama's
+		 * /completion client drops, ending the answer with what came
+		 * before it and no reason. That is the answer the live
+		 * clients get for this prompt: scored unparseable, as the
+		 * same refusal is on the openai backend (HTTP 500).
+		 */
+		if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "done"))) {
+			set_content(r, content);
+			r->status = CHAT_UNPARSED;
+			snprintf(r->error, sizeof(r->error), "the answer stopped unfinished "
+			    "after %zu bytes (done false, no done_reason): the runner "
+			    "refused the model's output and Ollama did not pass on why "
+			    "(its log names it: common_chat_peg_parse)", r->len);
+			goto out;
+		}
 	} else {
 		const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
 		const cJSON *c0 = cJSON_GetArrayItem(ch, 0);

@@ -31,6 +31,7 @@ struct chat_client {
 	double timeout;		/* seconds per request */
 	double max_bytes_per_token; /* truncation heuristic, 0: off */
 	char keep_alive[32];	/* Ollama keep_alive JSON value, "" for none */
+	int shift;		/* Ollama shift: -1 not sent, 0 false, 1 true */
 };
 
 /* How a reply is to be counted. */
@@ -41,8 +42,10 @@ enum chat_status {
 	CHAT_SERVER,		/* the server failed: a bake error */
 	CHAT_TRANSPORT,		/* no answer at all: a bake error */
 	CHAT_UNPARSED		/* the server refused the model's output as not
-				   matching the schema/format: the model's fault,
-				   scored unparseable (content is "") */
+				   matching the schema/format, or (Ollama 0.30
+				   and later) stopped it unfinished: the model's
+				   fault, scored unparseable (content is "" or
+				   what came before the refusal) */
 };
 const char	*chat_status_name(int status);
 

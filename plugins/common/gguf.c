@@ -596,12 +596,12 @@ int
 gguf_open(struct gguf *g, const char *path)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = plc_open_in(path, O_RDONLY);
 
 	memset(g, 0, sizeof(*g));
 	snprintf(g->path, sizeof(g->path), "%s", path);
 	if (fd == -1)
-		return gerr(g, "%s", strerror(errno));
+		return gerr(g, "%s", plc_open_strerror(errno));
 	if (fstat(fd, &st) == -1) {
 		int e = errno;
 		close(fd);
@@ -1563,4 +1563,76 @@ gguf_quantize_q8_0(const float *restrict x, uint8_t *restrict y, int64_t k)
 #endif
 		q8_0_block(x, y);
 	}
+}
+
+int
+gguf_copy_without(const char *in, const char *out, const char *const *drop,
+    int *dropped, char *err, size_t errlen)
+{
+	struct gguf g;
+	struct gguf_writer *w = NULL;
+	uint64_t align = GGUF_DEFAULT_ALIGNMENT;
+	int fd = -1, rc = -1;
+
+	*dropped = 0;
+	if (gguf_open(&g, in) == -1) {
+		snprintf(err, errlen, "%s", g.err);
+		return -1;
+	}
+	/* The writer lays tensors out at the default alignment: a file with
+	 * another would have its tensors moved under a KV that says otherwise. */
+	if (gguf_get_uint(&g, "general.alignment", &align) == 0 &&
+	    align != GGUF_DEFAULT_ALIGNMENT) {
+		snprintf(err, errlen, "%s: general.alignment %" PRIu64 ", only %d is copied",
+		    in, align, GGUF_DEFAULT_ALIGNMENT);
+		goto out;
+	}
+	if ((fd = open(in, O_RDONLY | O_CLOEXEC)) == -1) {
+		snprintf(err, errlen, "%s: %s", in, strerror(errno));
+		goto out;
+	}
+	if ((w = gguf_writer_new()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (uint64_t i = 0; i < g.n_kv; i++) {
+		int skip = 0;
+		for (size_t d = 0; drop[d] != NULL; d++)
+			skip |= strncmp(g.kv[i].key, drop[d], strlen(drop[d])) == 0;
+		if (skip) {
+			(*dropped)++;
+			continue;
+		}
+		if (gguf_copy_kv(w, &g, i) == -1)
+			goto werr;
+	}
+	for (uint64_t i = 0; i < g.n_tensors; i++)
+		if (gguf_add_tensor(w, g.t[i].name, g.t[i].n_dims, g.t[i].ne, g.t[i].type) == -1)
+			goto werr;
+	if (gguf_writer_begin(w, out) == -1)
+		goto werr;
+	for (uint64_t i = 0; i < g.n_tensors; i++) {
+		if (plc_copy_range(fd, (off_t)(g.data_off + g.t[i].offset), gguf_writer_fd(w),
+		    (off_t)gguf_writer_tensor_pos(w, (int64_t)i), g.t[i].nbytes) == -1) {
+			snprintf(err, errlen, "%s: copying tensor %s: %s", out, g.t[i].name,
+			    strerror(errno));
+			gguf_writer_abort(w);
+			goto out;
+		}
+		gguf_writer_account(w, (int64_t)i, g.t[i].nbytes);
+	}
+	if (gguf_writer_commit(w) == -1)
+		goto werr;
+	rc = 0;
+	goto out;
+werr:
+	snprintf(err, errlen, "%s: %s", out, gguf_writer_error(w));
+	gguf_writer_abort(w);
+out:
+	if (w != NULL)
+		gguf_writer_free(w);
+	if (fd != -1)
+		close(fd);
+	gguf_close(&g);
+	return rc;
 }

@@ -189,6 +189,15 @@ int	gguf_writer_commit(struct gguf_writer *w);
 void	gguf_writer_abort(struct gguf_writer *w);
 
 /*
+ * Copy the GGUF in to out (temporary name, fsync, rename) without the KVs
+ * whose key starts with one of the NULL-terminated drop[]: the other KVs
+ * in their order, the tensors as they are. *dropped counts the KVs left
+ * out. 0, or -1 with the reason, naming the file, in err.
+ */
+int	gguf_copy_without(const char *in, const char *out, const char *const *drop,
+	    int *dropped, char *err, size_t errlen);
+
+/*
  * gguf_quant.c: a F32/F16/BF16 file to Q8_0 exactly as llama-quantize
  * writes it (KVs, tensor order, which tensors stay unquantized, rounding).
  */

@@ -331,7 +331,7 @@ plc_sha256_buf(const void *buf, size_t len, char hex[65])
 int
 plc_sha256_file(const char *path, char hex[65])
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = plc_open_in(path, O_RDONLY);
 	if (fd == -1)
 		return -1;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);

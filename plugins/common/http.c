@@ -141,9 +141,9 @@ plc_http_post_file(const char *url, const char *path, double timeout,
 {
 	pthread_once(&curl_once, curl_init_once);
 	memset(r, 0, sizeof(*r));
-	FILE *f = fopen(path, "rb");
+	FILE *f = plc_fopen_in(path);
 	if (f == NULL) {
-		snprintf(r->error, sizeof(r->error), "%s: %s", path, strerror(errno));
+		snprintf(r->error, sizeof(r->error), "%s: %s", path, plc_open_strerror(errno));
 		return -1;
 	}
 	struct stat st;

@@ -155,8 +155,8 @@ npz_read(const char *path, const char *array, struct npz_array *a, char *err, si
 
 	memset(a, 0, sizeof(*a));
 	snprintf(member, sizeof(member), "%s.npy", array);
-	if ((f = fopen(path, "rb")) == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if ((f = plc_fopen_in(path)) == NULL) {
+		snprintf(err, errlen, "%s: %s", path, plc_open_strerror(errno));
 		return -1;
 	}
 	if (find_member(f, path, member, &off, &size, err, errlen) == -1)

@@ -92,6 +92,42 @@ ollama_version(struct ollama *c, char *buf, size_t len)
 	return 0;
 }
 
+enum ollama_profile
+ollama_profile(const char *version, int *tested)
+{
+	int maj = 0, min = 0, patch = 0;
+	char want[32];
+	const char *p = OLLAMA_TESTED;
+
+	*tested = 0;
+	if (sscanf(version, "%d.%d.%d", &maj, &min, &patch) < 2 || (maj == 0 && min == 0))
+		return OLLAMA_PROFILE_UNKNOWN;
+	/* The list is "a.b.c, d.e.f": compare each item whole. */
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		snprintf(want, sizeof(want), "%.*s", (int)n, p);
+		if (strcmp(want, version) == 0)
+			*tested = 1;
+		p += n;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	return maj == 0 && min < 30 ? OLLAMA_PROFILE_CGO : OLLAMA_PROFILE_LLAMA_SERVER;
+}
+
+const char *
+ollama_profile_name(enum ollama_profile p)
+{
+	switch (p) {
+	case OLLAMA_PROFILE_CGO:
+		return "cgo engine (before 0.30)";
+	case OLLAMA_PROFILE_LLAMA_SERVER:
+		return "llama-server runner (0.30 and later)";
+	default:
+		return "unknown (a development build?)";
+	}
+}
+
 static void
 copy_str(char *dst, size_t len, const cJSON *o, const char *key)
 {
@@ -153,6 +189,7 @@ ollama_parse_list(const char *body, size_t len, struct ollama_list *out,
 		copy_str(d->expires_at, sizeof(d->expires_at), m, "expires_at");
 		d->size = get_u64(m, "size");
 		d->size_vram = get_u64(m, "size_vram");
+		d->context_length = (long)get_u64(m, "context_length");
 		if (d->name[0] == '\0' && d->model[0] == '\0')
 			continue;
 		if (d->name[0] == '\0')
@@ -219,7 +256,7 @@ ollama_list_free(struct ollama_list *l)
  * keep_alive decides which (HACKING.md: Ollama). */
 static int
 generate_empty(struct ollama *c, const char *name, const char *keep_alive,
-    int num_ctx, const char *want_reason)
+    int num_ctx, int shift, const char *want_reason)
 {
 	cJSON *req = cJSON_CreateObject();
 	cJSON_AddStringToObject(req, "model", name);
@@ -240,6 +277,8 @@ generate_empty(struct ollama *c, const char *name, const char *keep_alive,
 		cJSON *o = cJSON_AddObjectToObject(req, "options");
 		cJSON_AddNumberToObject(o, "num_ctx", num_ctx);
 	}
+	if (shift >= 0)
+		cJSON_AddBoolToObject(req, "shift", shift);
 	char *body = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);
 	cJSON *j = ollama_request(c, "POST", "/api/generate", body);
@@ -265,13 +304,20 @@ int
 ollama_load(struct ollama *c, const char *name, const char *keep_alive,
     int num_ctx)
 {
-	return generate_empty(c, name, keep_alive, num_ctx, "load");
+	return generate_empty(c, name, keep_alive, num_ctx, -1, "load");
+}
+
+int
+ollama_load_opts(struct ollama *c, const char *name, const char *keep_alive,
+    int num_ctx, int shift)
+{
+	return generate_empty(c, name, keep_alive, num_ctx, shift, "load");
 }
 
 int
 ollama_unload(struct ollama *c, const char *name)
 {
-	return generate_empty(c, name, "0", 0, "unload");
+	return generate_empty(c, name, "0", 0, -1, "unload");
 }
 
 int

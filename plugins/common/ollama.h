@@ -46,6 +46,7 @@ struct ollama_model {
 	uint64_t size;                 /* bytes */
 	uint64_t size_vram;            /* ps: bytes on the GPU */
 	char expires_at[64];           /* ps: RFC 3339; in the past = "Stopping..." */
+	long context_length;           /* ps: the runner's context, 0 when absent */
 };
 
 struct ollama_list {
@@ -60,6 +61,25 @@ int	ollama_init(struct ollama *c, const char *url, double timeout);
 /* GET /api/version into buf ("0.12.6"). */
 int	ollama_version(struct ollama *c, char *buf, size_t len);
 
+/*
+ * The server profiles the project is tested with (pipeline.ini(5):
+ * register): Ollama before 0.30 runs GGUFs in its own cgo engine and
+ * serves the Modelfile TEMPLATE; from 0.30 it runs an upstream
+ * llama-server, may serve the GGUF's own tokenizer.chat_template instead,
+ * and rewrites a GGUF at create time. OLLAMA_TESTED lists the releases
+ * the tests ran against, the default first.
+ */
+#define OLLAMA_TESTED "0.34.2, 0.24.0"
+enum ollama_profile {
+	OLLAMA_PROFILE_UNKNOWN,		/* a dev build ("0.0.0") or unparsed */
+	OLLAMA_PROFILE_CGO,		/* before 0.30 */
+	OLLAMA_PROFILE_LLAMA_SERVER,	/* 0.30 and later */
+};
+/* The profile of a version string; *tested is 1 when the version is one
+ * of OLLAMA_TESTED. */
+enum ollama_profile ollama_profile(const char *version, int *tested);
+const char *ollama_profile_name(enum ollama_profile p);
+
 /* GET /api/tags (models on disk) or /api/ps (models loaded). The list is
  * malloc'd; free it with ollama_list_free. */
 int	ollama_tags(struct ollama *c, struct ollama_list *out);
@@ -72,6 +92,11 @@ void	ollama_list_free(struct ollama_list *l);
  * option: a different value reloads the runner). */
 int	ollama_load(struct ollama *c, const char *name, const char *keep_alive,
 	    int num_ctx);
+
+/* ollama_load with shift (-1: not sent; 0 or 1: the request's shift, a
+ * load-time option from 0.30 on). */
+int	ollama_load_opts(struct ollama *c, const char *name, const char *keep_alive,
+	    int num_ctx, int shift);
 
 /* Ask the server to unload a model (/api/generate, empty prompt,
  * keep_alive 0). Returns when the server answered, which is before the

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -71,7 +72,10 @@ int	plc_sha256_use_shani(int on);
 
 /* atomic.c */
 /* An output file that appears under its final name only when whole:
- * written to "<dir>/.<name>.tmp.<pid>", fsync'd, renamed, directory fsync'd. */
+ * written to "<dir>/.<name>.tmp.<pid>" (a leftover of that name removed,
+ * then made anew with O_EXCL and O_NOFOLLOW: a link planted there is not
+ * written through), fsync'd, renamed over the final name (a link there
+ * is replaced, not followed), directory fsync'd. */
 struct plc_atomic {
 	int fd;
 	char path[4096];
@@ -111,6 +115,20 @@ struct plc_wbthread {
 int	plc_wbthread_start(struct plc_wbthread *wb);   /* -1: none, add() writes back itself */
 void	plc_wbthread_add(struct plc_wbthread *wb, int fd, uint64_t off, uint64_t len);
 void	plc_wbthread_stop(struct plc_wbthread *wb);   /* after the queued ranges */
+/* Open a path a spec names for reading (flags: O_RDONLY, with
+ * O_DIRECTORY or O_NONBLOCK as wanted) without following a link planted
+ * in its last component: a symbolic link there is followed only when its
+ * owner owns what it points at (who could copy that file anyway) or is
+ * the caller's own (root's links for root; Apache's SymLinksIfOwnerMatch,
+ * the kernel's protected_symlinks). A link of one user to another's file
+ * (notes.txt -> /etc/shadow) fails with ELOOP, which plc_open_strerror()
+ * words. The descriptor is O_CLOEXEC. */
+int	plc_open_in(const char *path, int flags);
+/* plc_open_in() as a stdio stream for reading; NULL with errno set. */
+FILE	*plc_fopen_in(const char *path);
+/* strerror(e), with ELOOP as plc_open_in() means it. */
+const char *plc_open_strerror(int e);
+#define PLC_LINK_REFUSED "a symbolic link to a file of another owner, not followed"
 /* fsync a directory. */
 int	plc_fsync_dir(const char *dir);
 /* mkdir -p */

@@ -419,8 +419,8 @@ st_open(struct st_file *f, const char *path, char *err, size_t errlen)
 		plc_seterr(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
-	if ((f->fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
+	if ((f->fd = plc_open_in(path, O_RDONLY)) == -1) {
+		plc_seterr(err, errlen, "%s: %s", path, plc_open_strerror(errno));
 		goto fail;
 	}
 	if (fstat(f->fd, &st) == -1) {
@@ -701,10 +701,14 @@ st_set_open(struct st_set *s, const char *path, char *err, size_t errlen)
 	char p[PATH_MAX];
 
 	memset(s, 0, sizeof(*s));
-	if (stat(path, &st) == -1) {
-		plc_seterr(err, errlen, "%s: %s", path, strerror(errno));
+	int fd = plc_open_in(path, O_RDONLY | O_NONBLOCK);
+	if (fd == -1 || fstat(fd, &st) == -1) {
+		plc_seterr(err, errlen, "%s: %s", path, plc_open_strerror(errno));
+		if (fd != -1)
+			close(fd);
 		return -1;
 	}
+	close(fd);
 	if (S_ISREG(st.st_mode)) {
 		/* A single file named directly. */
 		char d[PATH_MAX];
@@ -1116,35 +1120,40 @@ st_writer_free(struct st_writer *w)
 
 /* ------------------------------------------------------------ directories */
 
+/* Remove name in dfd and, when it is a directory, everything below it,
+ * through descriptors: a directory swapped for a link meanwhile is not
+ * followed (O_NOFOLLOW), so nothing outside the tree is removed. */
+static int
+rmtree_at(int dfd, const char *name)
+{
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -1;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return -1;
+	}
+	struct dirent *de;
+	int rc = 0;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+		    rmtree_at(fd, de->d_name) == -1)
+			rc = -1;
+	closedir(d);
+	if (unlinkat(dfd, name, AT_REMOVEDIR) == -1)
+		rc = -1;
+	return rc;
+}
+
 int
 st_rmtree(const char *path)
 {
-	struct stat st;
-	if (lstat(path, &st) == -1)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path);
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return -1;
-	struct dirent *de;
-	int rc = 0;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		char p[PATH_MAX];
-		if (snprintf(p, sizeof(p), "%s/%s", path, de->d_name) >= (int)sizeof(p)) {
-			errno = ENAMETOOLONG;
-			rc = -1;
-			continue;
-		}
-		if (st_rmtree(p) == -1)
-			rc = -1;
-	}
-	closedir(d);
-	if (rmdir(path) == -1)
-		rc = -1;
-	return rc;
+	return rmtree_at(AT_FDCWD, path);
 }
 
 static int
@@ -1179,6 +1188,15 @@ st_outdir_begin(struct st_outdir *o, const char *final, char *err, size_t errlen
 	}
 	if (plc_mkdirs(dir, 0755) == -1) {
 		plc_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	/* A link where the output goes is refused, not replaced: it may
+	 * have been planted to point the stage elsewhere. */
+	struct stat ls;
+	if (lstat(final, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+		plc_seterr(err, errlen, "%s: the output is a symbolic link; not replaced "
+		    "(name the directory itself)", final);
+		errno = ELOOP;
 		return -1;
 	}
 	/* Temporaries of earlier attempts (a killed daemon, a crash) go first. */
@@ -1279,13 +1297,20 @@ st_copy_aux_files(const char *src, const char *dst, int *ncopied, char *err, siz
 		struct stat st;
 		snprintf(sp, sizeof(sp), "%s/%s", src, de->d_name);
 		snprintf(dp, sizeof(dp), "%s/%s", dst, de->d_name);
-		if (stat(sp, &st) == -1 || !S_ISREG(st.st_mode))
+		/* Opened first (without waiting on a FIFO, a link followed
+		 * only as plc_open_in() allows), then looked at: what is
+		 * copied is what was checked. */
+		int in = plc_open_in(sp, O_RDONLY | O_NONBLOCK);
+		if (in == -1 && errno == ENOENT)
 			continue;
-		int in = open(sp, O_RDONLY | O_CLOEXEC);
 		if (in == -1) {
-			plc_seterr(err, errlen, "%s: %s", sp, strerror(errno));
+			plc_seterr(err, errlen, "%s: %s", sp, plc_open_strerror(errno));
 			rc = -1;
 			break;
+		}
+		if (fstat(in, &st) == -1 || !S_ISREG(st.st_mode)) {
+			close(in);
+			continue;
 		}
 		struct plc_atomic a;
 		if (plc_atomic_open(&a, dp, 0644) == -1) {

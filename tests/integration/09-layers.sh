@@ -10,7 +10,11 @@
 #   - a call circle between daemon modules: util.o made to call the store
 #     (store.o calls util.o);
 #   - a module of libpld.a calling a program's function (web.o calling
-#     pipelinectl.c's ctl_request).
+#     pipelinectl.c's ctl_request);
+#   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
+#     and a module of libpld.a on no line of it;
+#   - control.c's direct calls of the scheduler, seen once control is put
+#     in the scheduler's layer (a copy of the check with that list).
 # Runs against the real objects of the build (nm) and the compiler; no
 # daemon is started.
 . "$(dirname "$0")/../lib.sh"
@@ -69,25 +73,53 @@ expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/exec.h)" \
     "plugins/layer_probe.so: needs sched_cancel, defined in daemon/sched.o"
 rm -f "$T"/plugins/layer_probe.*
 
+# call_in OBJ DECL CALL: the copy's OBJ made to make CALL too (DECL
+# declares it); uncall OBJ puts the original back.
+call_in() {
+	printf '%s\n' "$2" 'int layer_probe(void);' "int layer_probe(void) { $3; return 0; }" \
+	    >"$TEST_TMP/probe.c"
+	cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+	cp "$T/$1" "$TEST_TMP/orig.o"
+	ld -r -o "$T/$1" "$TEST_TMP/orig.o" "$TEST_TMP/probe.o" || fail "ld -r"
+}
+uncall() { cp "$TEST_TMP/orig.o" "$T/$1"; }
+
 # 4. A circle: util.o calling the store, which calls util.o.
-printf '%s\n' 'struct store; int store_commit(struct store *);' 'int layer_probe(void);' \
-    'int layer_probe(void) { return store_commit((void *)0); }' >"$TEST_TMP/probe.c"
-cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
-cp "$T/daemon/util.o" "$TEST_TMP/util.o"
-ld -r -o "$T/daemon/util.o" "$TEST_TMP/util.o" "$TEST_TMP/probe.o" || fail "ld -r"
-expect "circle" "a call circle between daemon modules:" "util -> store: store_commit" "store -> util:"
+call_in daemon/util.o 'struct store; int store_commit(struct store *);' 'store_commit((void *)0)'
+expect "circle" "a call circle between daemon modules:" "util -> store: store_commit" "store -> util:" \
+    "daemon/util.o: refers to store_commit, defined in daemon/store.o (store is in a higher layer"
 grep -q "circle between daemon modules:.* store .*util" "$TEST_TMP/bad.out" ||
     fail "circle: its members are not named"
-cp "$TEST_TMP/util.o" "$T/daemon/util.o"
+uncall daemon/util.o
 
 # 5. The library calling a program.
-printf '%s\n' 'int ctl_request(const char *, void *, void **);' 'int layer_probe(void);' \
-    'int layer_probe(void) { return ctl_request("x", 0, 0); }' >"$TEST_TMP/probe.c"
-cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
-cp "$T/daemon/web.o" "$TEST_TMP/web.o"
-ld -r -o "$T/daemon/web.o" "$TEST_TMP/web.o" "$TEST_TMP/probe.o" || fail "ld -r"
+call_in daemon/web.o 'int ctl_request(const char *, void *, void **);' 'ctl_request("x", 0, 0)'
 expect "program" "daemon/web.o: refers to ctl_request, defined in daemon/pipelinectl.o"
-cp "$TEST_TMP/web.o" "$T/daemon/web.o"
+uncall daemon/web.o
+
+# 6. A call within a layer: the feed calling the scheduler.
+call_in daemon/feed.o 'void sched_kick(void);' 'sched_kick()'
+expect "same layer" "daemon/feed.o: refers to sched_kick, defined in daemon/sched.o (sched is in feed's own layer"
+uncall daemon/feed.o
+
+# 7. A module of libpld.a that no layer names.
+printf '%s\n' 'void log_warnx(const char *, ...);' 'void layer_probe(void);' \
+    'void layer_probe(void) { log_warnx("x"); }' >"$T/daemon/layer_probe.c"
+cc -c -o "$T/daemon/layer_probe.o" "$T/daemon/layer_probe.c" || fail "cc"
+expect "no layer" "daemon/layer_probe.o: a module of libpld.a in no layer"
+rm -f "$T"/daemon/layer_probe.*
+
+# 8. control.c calls the scheduler directly: with control in the
+# scheduler's layer, the check names those calls.
+sed '/^feed sched$/{N; s/^feed sched\ncontrol$/feed sched control/}' "$CHECK" >"$TEST_TMP/check-flat.sh"
+grep -qx "feed sched control" "$TEST_TMP/check-flat.sh" || fail "LIBPLD_LAYERS: no \"feed sched\" then \"control\" line"
+if bash "$TEST_TMP/check-flat.sh" "$T" >"$TEST_TMP/bad.out" 2>&1; then
+	cat "$TEST_TMP/bad.out"
+	fail "control in the scheduler's layer: check-layers passed"
+fi
+grep -q "^LAYERS: daemon/control.o: refers to sched_[a-z_]*, defined in daemon/sched.o (sched is in control's own layer" \
+    "$TEST_TMP/bad.out" || { cat "$TEST_TMP/bad.out"; fail "control's calls of the scheduler are not seen"; }
+grep "^LAYERS" "$TEST_TMP/bad.out" | sed "s/^/# control beside sched: /"
 
 "$CHECK" "$T" >/dev/null 2>&1 || fail "the copy, restored, fails"
 echo "ok: check-layers passes the tree and names each violation put in"

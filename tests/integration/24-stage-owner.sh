@@ -26,39 +26,11 @@
 # pipelined running as root.
 . "$(dirname "$0")/../lib.sh"
 trap 'pl_kill9 2>/dev/null; exec 7>&- 2>/dev/null' EXIT
-[ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
-gid=$(getent group plsubmit | cut -d: -f3)
-nobody=$(id -u nobody)
-as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
-chmod 0755 "$TEST_TMP"
-cd "$TEST_TMP" || exit 1
-G=$TOP/tests/fixtures/gen_gemma3.py
-/usr/bin/python3 "$G" "$TEST_TMP/orig" --layout causal >/dev/null || fail "fixture"
-chmod -R a+rX "$TEST_TMP/orig"
-O=$TEST_TMP/out; mkdir -p "$O" specs; chmod 0777 "$O"; chmod 0755 specs
-# The plugins: tensor_fix, and the test stage that asks the host table
-# everything (tests/plugins/hostprobe.c).
-mkdir -p plugins && cp "$TOP/plugins/tensor_fix.so" "$TOP/tests/plugins/hostprobe.so" plugins/ &&
-	chmod 0755 plugins plugins/*.so || fail "plugins"
-export PL_PLUGIN_DIR=$TEST_TMP/plugins
+. "$TOP/tests/lib-member.sh"
+# The plugins: tensor_fix, exec, and the test stage that asks the host
+# table everything (tests/plugins/hostprobe.c).
+member_setup "$TOP/plugins/tensor_fix.so" "$TOP/plugins/exec.so" "$TOP/tests/plugins/hostprobe.so"
 
-pl_conf "group = plsubmit"
-pl_start
-chmod 0755 "$TEST_TMP/run"; chmod 0666 "$TEST_TMP/run/control.sock"
-
-# spec NAME KEY=VALUE...: a one-job tensor_fix run.
-spec() {
-	local n=$1; shift
-	{ echo "[tensor_fix]"; echo "drop ="; echo "rename ="; printf '%s\n' "$@"; } > "specs/$n.ini"
-	chmod 0644 "specs/$n.ini"
-}
-# member_run NAME STATE: the member submits specs/NAME.ini; the run ends STATE.
-member_run() {
-	as_member "$PIPELINECTL" -f "$PL_CONF" submit "specs/$1.ini" >/dev/null || fail "$1: the member could not submit"
-	wait_run "$1" "$2" 60
-}
-jobmsg() { db "SELECT message FROM jobs WHERE run_id = (SELECT id FROM runs WHERE name = '$1')"; }
 # in_stage_process NAME: the run's job ran in a stage process (its row).
 in_stage_process() {
 	[ "$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
@@ -129,6 +101,43 @@ wait_run rootrun succeeded 60
 [ "$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
 	JOIN runs r ON r.id = j.run_id WHERE r.name = 'rootrun'")" = 0 ] || fail "rootrun: ran in a process"
 note "root's own run: in the daemon"
+
+# 6b. exec stays in the daemon (PL_STAGE_SPAWN_ONLY), its program runs as
+# the member; the artifacts the program names are resolved and hashed
+# with the member's rights: a root-only file, by its path or through a
+# link in the work directory, is not registered (before, the daemon
+# hashed it as root and stored its digest), the member's own file is.
+echo "exec secret $RANDOM$RANDOM" > "$TEST_TMP/xsecret"; chmod 0600 "$TEST_TMP/xsecret"
+cat > specs/art.sh <<SH
+ln -sf "$TEST_TMP/xsecret" link
+echo mine > own.txt
+for a in "secret $TEST_TMP/xsecret" "vialink link" "own own.txt"; do
+	set -- \$a
+	printf '{"type":"artifact","name":"%s","path":"%s"}\n' "\$1" "\$2" >> "\$PL_EVENTS"
+done
+SH
+chmod 0644 specs/art.sh
+printf '[run]\n[x]\nstage = exec\ncommand = /bin/sh %s\n' "$TEST_TMP/specs/art.sh" > specs/xart.ini
+cp specs/xart.ini specs/xartroot.ini; chmod 0644 specs/*.ini
+member_run xart succeeded
+# xart_count RUN NAME: how many artifacts NAME the run registered.
+xart_count() {
+	db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = '$1' AND a.name = '$2'"
+}
+for a in secret vialink; do
+	[ "$(xart_count xart $a)" = 0 ] || fail "xart: the member's program registered $a (a root-only file), hashed as root"
+done
+xlog=$TEST_TMP/state/runs/xart/x/job.log
+grep -q "artifact secret: $TEST_TMP/xsecret: Permission denied" "$xlog" &&
+	grep -q "artifact vialink: link: Permission denied" "$xlog" ||
+	fail "xart: the job log does not say why: $(grep artifact "$xlog")"
+[ "$(db "SELECT sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'xart' AND a.name = 'own'")" = \
+	"$(echo mine | sha256sum | cut -d' ' -f1)" ] || fail "xart: the member's own artifact"
+pctl submit specs/xartroot.ini >/dev/null || fail "xartroot: submit"
+wait_run xartroot succeeded 60
+[ "$(xart_count xartroot secret)" = 1 ] && [ "$(xart_count xartroot vialink)" = 1 ] ||
+	fail "xartroot: root's program's artifacts were not registered"
+note "exec: a member's program naming a root-only file (or a link to one) gets Permission denied, root's run registers it"
 
 # 7. a stage process killed by a signal fails its job, not the daemon.
 # Its config.json is a FIFO, so the stage blocks reading it.

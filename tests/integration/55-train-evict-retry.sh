@@ -13,7 +13,10 @@
 #  1. evict (keep_alive 0, then wait for /api/ps), relaunch and succeed
 #     within launch_retries while the race lasts three reloads, never
 #     evicting the embedding model or keep_loaded;
-#  2. fail clearly after launch_retries when the traffic never stops.
+#  2. the same with a client that asks for another num_ctx (512) than the
+#     model was loaded with (Ollama 0.30 and later reload a runner for
+#     that alone: server/sched.go, needsReload);
+#  3. fail clearly after launch_retries when the traffic never stops.
 # The same race at stand-in speed (instant reloads): 55-train-evict-standin.sh.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/tests/integration/data/gpu_stages_lib.sh"
@@ -60,7 +63,27 @@ grep -q 'keeping nomic-embed-text:latest loaded' "$TEST_TMP/ok.out" || die "no l
 grep -qF '\"launches\":4' "$TEST_TMP/ok.out" || die "the train value does not count 4 launches"
 race_stop
 
-# --- 2: traffic that never stops: launch_retries relaunches, then a clear failure.
+# --- 2: the race again, the client asking for num_ctx 512 each time.
+load_all
+race_start ctx 3 512
+run_train ctx
+cat "$TEST_TMP/ctx.race"
+[ "$rc" -eq 0 ] || { cat "$TEST_TMP/ctx.out"; die "train failed (exit $rc) against a client with another num_ctx"; }
+[ "$(reloads ctx)" -eq 3 ] || die "real Ollama reloaded gemma3:4b $(reloads ctx) times with num_ctx 512, want 3"
+[ "$(wc -l <"$TEST_TMP/ctx.launches")" -eq 4 ] || die "expected 4 launches with num_ctx 512"
+[ "$(evictions ctx nomic-embed-text:latest)" -eq 0 ] || die "the embedding model was evicted"
+# Each reload put gemma3:4b back at the client's context (read from
+# /api/ps by the client right after it): the evictions raced a client with
+# another num_ctx. (After the fourth launch's eviction the client, done
+# with its three rounds, leaves it unloaded, as in 1.)
+/usr/bin/python3 - "$TEST_TMP/ctx.race" <<'PY' || die "the client's reloads were not at num_ctx 512"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"reload"' in l]
+assert len(r) == 3 and all(x["context_length"] == 512 for x in r), r
+PY
+race_stop
+
+# --- 3: traffic that never stops: launch_retries relaunches, then a clear failure.
 load_all
 race_start never forever
 run_train never launch_retries=2

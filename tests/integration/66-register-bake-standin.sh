@@ -2,10 +2,8 @@
 # 66-register-bake-standin.sh: what only the Ollama STAND-IN
 # (tests/standins/ollama_standin.py, not Ollama; its /api/chat forwards to
 # a real llama-server serving the tiny fixture GGUF) can show to register
-# and bake; the rest runs against the real Ollama in 62-register-promote.sh:
-#   - a server that picks its own template (the GGUF's) instead of the one
-#     given: register refuses it (newer Ollama releases can do this; the
-#     pinned one does not);
+# and bake; the rest runs against the real Ollama in 62-register-promote.sh
+# and 62-register-template.sh (which template the server applies):
 #   - G22: another model loaded beside ours, and our model only partly in
 #     VRAM (size_vram < size): the speed is not comparable (a CPU server has
 #     no VRAM at all);
@@ -54,16 +52,6 @@ reg=(modelfile="$TOP/etc/Modelfile.tmpl" "url=$OURL" num_ctx=1024 tokens=none)
 bake=(backend=ollama "url=$OURL" model=router:v2 "cases=$BAKE_DATA/cases.jsonl"
     "system=$BAKE_DATA/system.txt" "capabilities=$BAKE_DATA/capabilities.txt"
     "stats=$BAKE_DATA/stats.json" num_ctx=1024 max_tokens=64 passes=2)
-
-# 1. A server that picks its own template: refused.
-stop_standin
-start_standin --prefer-gguf-template
-if stage register gguf="$TEST_TMP/v2.gguf" tag=router:v3 "${reg[@]/url=*/url=$OURL}" \
-    >reg4.out 2>&1; then
-	cat reg4.out; fail "a template other than the given one was accepted"
-fi
-grep -q "chose a template other than" reg4.out || { cat reg4.out; fail "template refusal not explained"; }
-stop_standin
 
 # 2. G22: another model loaded beside ours makes the speed not comparable;
 # with evict = yes (the default) the bake unloads it first.

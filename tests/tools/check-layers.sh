@@ -8,16 +8,18 @@
 #   plugins/*.c        the stages: include the ABI and the common library;
 #                      a plugin .so needs no symbol daemon/ defines (it
 #                      reaches the daemon only through struct pl_host)
-#   daemon/            the modules of libpld.a call each other without a
-#                      circle and call nothing of the programs above them
-#                      (the mains, pipelinectl's ctl_*.c)
+#   daemon/            the modules of libpld.a call only the modules of
+#                      the layers below their own (LIBPLD_LAYERS), so
+#                      without a circle, and nothing of the programs above
+#                      them (the mains, pipelinectl's ctl_*.c)
 #
 # Includes are read from the sources ("..." includes, resolved as the
 # compiler does: the file's directory, then the layer's -I paths); calls
 # from the built objects with nm(1): daemon/*.o, plugins/common/*.o,
 # plugins/*.so (run `make` first). Every violation is printed with its
 # file and line or object and symbol, each circle with its members and the
-# calls that close it; the exit status is 1 if there is any, 0 if none
+# calls that close it, each call against LIBPLD_LAYERS with the symbol that
+# makes it; the exit status is 1 if there is any, 0 if none
 # (2 when the tree is not built).
 set -u
 export LC_ALL=C
@@ -29,6 +31,29 @@ cd "$TREE" || exit 2
 # one of these. None is left (control, feed and sched no longer reach
 # each other: pipelined.c wires them).
 ALLOWED_CIRCLES=""
+
+# The modules of libpld.a in layers, bottom up, one layer a line
+# (HACKING.md: Layers, which lists them so): a module calls only modules of
+# the lines above its own, none of its own line. A module of libpld.a on no
+# line, or a name here without an object, is a violation: a new module is
+# placed here, in HACKING.md and in its Files table.
+LIBPLD_LAYERS="
+log slurm
+errs sock util wire
+access exec_common ini metrics plugin
+web exec_local exec_slurm
+httpd exec job
+conf
+conf_check spec
+store
+store_query
+stagectx
+host_spawn notify
+host
+stagerun
+feed sched
+control
+"
 
 for d in daemon plugins/common; do
 	ls "$d"/*.o >/dev/null 2>&1 || { echo "check-layers: $TREE/$d: no objects (run make)"; exit 2; }
@@ -94,12 +119,26 @@ syms=$(mktemp); trap 'rm -f "$syms"' EXIT
 # refers to (weakly too) and B's defines. The modules are libpld.a's
 # (every daemon/*.c but the mains and ctl_*.c); the programs may call
 # them, they call nothing of the programs.
-awk -v allowed="$ALLOWED_CIRCLES" '
+awk -v allowed="$ALLOWED_CIRCLES" -v layers="$LIBPLD_LAYERS" '
 function mod(o) { sub(/^daemon\//, "", o); sub(/\.o$/, "", o); return o }
-function prog(m) { return m == "pipelined" || m == "pipelinectl" || m == "shim" || m ~ /^ctl_/ }
-$1 == "D" { if (!($2 in def)) def[$2] = $3; next }
+function prog(m) { return m == "pipelined" || m == "pipelinectl" || m == "shim" || m == "stage" ||
+	m ~ /^ctl_/ }
+$1 == "D" { if (!($2 in def)) def[$2] = $3; if (!prog(mod($3))) lib[mod($3)] = 1; next }
 { ref[++nref] = $0 }
 END {
+	nl = split(layers, ll, "\n")
+	for (x = 1; x <= nl; x++) {
+		nw = split(ll[x], w, " ")
+		for (y = 1; y <= nw; y++) { rank[w[y]] = x; named[w[y]] = 1 }
+	}
+	for (a in lib) if (!(a in rank)) {
+		printf "LAYERS: daemon/%s.o: a module of libpld.a in no layer (place it in LIBPLD_LAYERS, tests/tools/check-layers.sh, and HACKING.md: Layers)\n", a
+		bad++
+	}
+	for (a in named) if (!(a in lib)) {
+		printf "LAYERS: LIBPLD_LAYERS names %s, which has no object daemon/%s.o of libpld.a (delete it there and in HACKING.md: Layers)\n", a, a
+		bad++
+	}
 	for (k = 1; k <= nref; k++) {
 		split(ref[k], f, " ")
 		s = f[2]; o = f[3]
@@ -125,6 +164,12 @@ END {
 			continue
 		m[a] = 1; m[b] = 1
 		if (!((a, b) in r)) { r[a, b] = 1; why[a, b] = s } else if (length(why[a, b]) < 60) why[a, b] = why[a, b] " " s
+		if ((a in rank) && (b in rank) && rank[a] <= rank[b] && !((a, b) in up)) {
+			up[a, b] = 1
+			printf "LAYERS: daemon/%s.o: refers to %s, defined in daemon/%s.o (%s is in %s layer; HACKING.md: Layers)\n", a, s, b, b,
+			    (rank[a] == rank[b] ? a "'"'"'s own" : "a higher")
+			bad++
+		}
 	}
 	# Reachability (the modules are a few dozen): A and B are in one
 	# circle when each reaches the other.

@@ -106,7 +106,7 @@ if r["finished"]:
 
 first_ollama() {
 	"$TOP/tests/tools/ollama.sh" --check ||
-	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) with go install (~15-25 minutes of 2 cores, cached after)"
+	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~15-25 minutes of 2 cores, cached after)"
 }
 case "$DEMO" in
 router)

@@ -135,6 +135,17 @@ test_ollama_replies(void)
 	CHECK(classify(&c, 200, "{\"message\":{\"content\":\"{}\"},\"done_reason\":\"stop\"}",
 	    25000, &r) == CHAT_OK);
 	chat_reply_free(&r);
+	/* Ollama 0.34.2's answer when its llama-server runner refused the
+	 * model's output mid-stream (measured on the tiny fixture: the whole
+	 * body, no done_reason, no metrics): the model's, scored
+	 * unparseable, with what came before the refusal kept. */
+	CHECK(classify(&c, 200, "{\"model\":\"router:v2\",\"created_at\":"
+	    "\"2026-12-04T02:02:11.373990966Z\",\"message\":{\"role\":\"assistant\","
+	    "\"content\":\"{ \\\"capability\\\" :\\\"search\\\",\\\"args\\\" :{\\\" "
+	    "shailClose every everyStop\"},\"done\":false}", 1000, &r) == CHAT_UNPARSED);
+	CHECK(strncmp(r.content, "{ \"capability\"", 14) == 0);
+	CHECK(strstr(r.error, "done false") != NULL);
+	chat_reply_free(&r);
 }
 
 static void

@@ -1,5 +1,8 @@
-/* test_core_util.c: the daemon's small parsers (util.c). */
+/* test_core_util.c: the daemon's small parsers and helpers (util.c), owner_fs_enter()
+ * among them. */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,6 +11,66 @@
 #include "pipelined.h"
 #include "plcommon.h"
 #include "check.h"
+
+/* Another thread's view while the main thread holds an owner's rights:
+ * it still opens a root-only file (the switch is the calling thread's). */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int phase, other_ok;
+static const char *secret_path;
+
+static void *
+other_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	while (phase != 1)
+		pthread_cond_wait(&cv, &mu);
+	int fd = open(secret_path, O_RDONLY | O_CLOEXEC);
+	other_ok = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	phase = 2;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+/* owner_fs_enter/leave (as root): a root-only file is refused to the
+ * owner's rights on this thread only, and readable again after. */
+static void
+owner_fs_check(void)
+{
+	if (geteuid() != 0)
+		return;
+	char path[] = "/tmp/test_core_util.XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && fchmod(fd, 0600) == 0);
+	close(fd);
+	secret_path = path;
+	struct owner_fs save;
+	CHECK(owner_fs_enter(NULL, &save) == 0);
+	CHECK(owner_fs_enter("0:0", &save) == 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0);
+	CHECK(owner_fs_enter("65534:65534:65534", &save) == 1);
+	errno = 0;
+	CHECK(open(path, O_RDONLY) == -1 && errno == EACCES);
+	pthread_mutex_lock(&mu);
+	phase = 1;
+	pthread_cond_broadcast(&cv);
+	while (phase != 2)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	CHECK(other_ok == 1);
+	owner_fs_leave(&save);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	pthread_join(t, NULL);
+	unlink(path);
+}
 
 int
 main(void)
@@ -117,5 +180,6 @@ main(void)
 	CHECK(json_has_nul("{\"t\":\"x\\u0000y\"}") == 1);
 	CHECK(json_has_nul("{\"t\":\"x\\\\u0000y\"}") == 0);   /* an escaped backslash */
 	CHECK(json_has_nul("{\"t\":\"\\n\\u00001\"}") == 1);
+	owner_fs_check();
 	CHECK_DONE();
 }

@@ -354,6 +354,48 @@ test_roundtrip(const char *path)
 	gguf_close(&g);
 }
 
+/* gguf_copy_without (register's template fix): the sample without its
+ * tokenizer.* KVs, every other KV and every tensor's bytes as they were. */
+static void
+test_copy_without(const char *path)
+{
+	static const char *const drop[] = { "tokenizer.", NULL };
+	char out[4300], err[512];
+	struct gguf a, b;
+	int dropped = -1;
+
+	snprintf(out, sizeof(out), "%s.copy", path);
+	CHECK(gguf_copy_without(path, out, drop, &dropped, err, sizeof(err)) == 0);
+	if (gguf_open(&a, path) != 0 || gguf_open(&b, out) != 0) {
+		fprintf(stderr, "open: %s %s\n", a.err, b.err);
+		check_failures++;
+		return;
+	}
+	uint64_t kept = 0;
+	for (uint64_t i = 0; i < a.n_kv; i++)
+		if (strncmp(a.kv[i].key, "tokenizer.", 10) != 0) {
+			int64_t j = gguf_find_kv(&b, a.kv[i].key);
+			CHECK(j == (int64_t)kept && b.kv[j].val_len == a.kv[i].val_len &&
+			    memcmp(b.kv[j].val, a.kv[i].val, a.kv[i].val_len) == 0, "%s", a.kv[i].key);
+			kept++;
+		}
+	CHECK(dropped == 4 && b.n_kv == kept && kept + 4 == a.n_kv, "%d %llu", dropped,
+	    (unsigned long long)b.n_kv);
+	CHECK(gguf_find_kv(&b, "tokenizer.ggml.tokens") == -1);
+	CHECK(b.n_tensors == a.n_tensors);
+	for (uint64_t i = 0; i < a.n_tensors && i < b.n_tensors; i++)
+		CHECK(strcmp(a.t[i].name, b.t[i].name) == 0 && a.t[i].type == b.t[i].type &&
+		    a.t[i].nbytes == b.t[i].nbytes &&
+		    memcmp(a.t[i].data, b.t[i].data, a.t[i].nbytes) == 0, "%s", a.t[i].name);
+	gguf_close(&a);
+	gguf_close(&b);
+	unlink(out);
+	/* A missing input names the file and leaves nothing behind. */
+	snprintf(out, sizeof(out), "%s/none.copy", tmpdir);
+	CHECK(gguf_copy_without("/nonexistent.gguf", out, drop, &dropped, err, sizeof(err)) == -1 &&
+	    strstr(err, "/nonexistent.gguf") != NULL && access(out, F_OK) == -1, "%s", err);
+}
+
 /* Parse a mutated copy; it must fail and its message contain want. */
 static void
 expect_bad(const uint8_t *buf, size_t len, const char *want, int line)
@@ -692,6 +734,7 @@ main(void)
 	test_fp16();
 	test_q8_0();
 	test_roundtrip(path);
+	test_copy_without(path);
 	test_corrupt(path);
 	test_open_errors();
 	test_shrinking();

@@ -140,6 +140,34 @@ test_names(void)
 	CHECK(ollama_name_norm("abcdefgh", tiny, sizeof(tiny)) == -1, "too long");
 }
 
+/* The server profiles: the cgo engine before 0.30, llama-server after;
+ * only the releases in OLLAMA_TESTED are tested ones. */
+static void
+test_profile(void)
+{
+	int tested = -1;
+	CHECK(ollama_profile("0.24.0", &tested) == OLLAMA_PROFILE_CGO && tested == 1, "0.24.0");
+	CHECK(ollama_profile("0.34.2", &tested) == OLLAMA_PROFILE_LLAMA_SERVER && tested == 1,
+	    "0.34.2");
+	CHECK(ollama_profile("0.29.9", &tested) == OLLAMA_PROFILE_CGO && tested == 0, "0.29.9");
+	CHECK(ollama_profile("0.30.0", &tested) == OLLAMA_PROFILE_LLAMA_SERVER && tested == 0,
+	    "0.30.0");
+	CHECK(ollama_profile("0.34.21", &tested) == OLLAMA_PROFILE_LLAMA_SERVER && tested == 0,
+	    "0.34.21 is not 0.34.2");
+	CHECK(ollama_profile("1.2.0", &tested) == OLLAMA_PROFILE_LLAMA_SERVER && tested == 0,
+	    "1.2.0");
+	CHECK(ollama_profile("0.0.0", &tested) == OLLAMA_PROFILE_UNKNOWN && tested == 0, "dev");
+	CHECK(ollama_profile("dev", &tested) == OLLAMA_PROFILE_UNKNOWN, "unparsed");
+	/* /api/ps of 0.30 and later: context_length per runner. */
+	struct ollama_list l;
+	char err[128];
+	const char *ps = "{\"models\":[{\"name\":\"a:latest\",\"model\":\"a:latest\","
+	    "\"size\":10,\"context_length\":1024},{\"name\":\"b:latest\"}]}";
+	CHECK(ollama_parse_list(ps, strlen(ps), &l, err, sizeof(err)) == 0 && l.n == 2 &&
+	    l.v[0].context_length == 1024 && l.v[1].context_length == 0, "ps context_length");
+	ollama_list_free(&l);
+}
+
 static void
 test_basic(void)
 {
@@ -250,6 +278,7 @@ main(void)
 			return 1;
 	}
 	test_names();
+	test_profile();
 	test_basic();
 	test_race();
 	stop_standin();

@@ -11,6 +11,7 @@
  * case kills its first child with SIGKILL while jobs run, as a daemon
  * dies, and starts a second scheduler over the same store file: it must
  * find the truth the first one committed. */
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "pipelined.h"
 #include "check.h"
@@ -177,11 +180,12 @@ state_is(const char *run, const char *job, const char *state, double secs)
 {
 	double until = now_mono() + secs;
 	for (;;) {
-		const char *st = sched_job_state(run, job);
-		if (st != NULL && strcmp(st, state) == 0)
+		int st = sched_job_state(run, job);
+		if (st != -1 && st == pl_job_state_find(state))
 			return 1;
 		if (now_mono() >= until) {
-			fprintf(stderr, "%s/%s is %s, not %s\n", run, job, st ? st : "unknown", state);
+			fprintf(stderr, "%s/%s is %s, not %s\n", run, job,
+			    st != -1 ? pl_job_state_name(st) : "unknown", state);
 			return 0;
 		}
 		uv_run(loop, UV_RUN_NOWAIT);
@@ -195,15 +199,14 @@ run_is(const char *run, const char *state, double secs)
 {
 	double until = now_mono() + secs;
 	for (;;) {
-		char *st = store_run_state_get(store, run);
-		int ok = st != NULL && strcmp(st, state) == 0;
+		int st = store_run_state_get(store, run);
+		int ok = st != -1 && st == pl_run_state_find(state);
 		if (ok || now_mono() >= until) {
 			if (!ok)
-				fprintf(stderr, "run %s is %s, not %s\n", run, st ? st : "unknown", state);
-			free(st);
+				fprintf(stderr, "run %s is %s, not %s\n", run,
+				    st != -1 ? pl_run_state_name(st) : "unknown", state);
 			return ok;
 		}
-		free(st);
 		uv_run(loop, UV_RUN_NOWAIT);
 		usleep(2000);
 	}
@@ -265,7 +268,7 @@ case_dag(void)
 	finish(side, PL_OK);
 	CHECK(run_is("broken", "failed", 5));
 	CHECK(count("broken", NULL) == 2);
-	CHECK(strcmp(row("broken", "c").state, "skipped") == 0);
+	CHECK(row("broken", "c").state == PLJ_skipped);
 }
 
 /* A failed attempt is retried after its backoff, doubling up to
@@ -383,7 +386,7 @@ case_cancel(void)
 	CHECK(run_is("stop", "cancelled", 5));
 	pump(0.2);
 	CHECK(count("stop", NULL) == 2);           /* b never started */
-	CHECK(strcmp(row("stop", "b").state, "cancelled") == 0);
+	CHECK(row("stop", "b").state == PLJ_cancelled);
 	CHECK(sched_cancel("stop", msg, sizeof(msg)) == PLP_ESTATE); /* not running now */
 	CHECK(sched_cancel("nosuch", msg, sizeof(msg)) == PLP_ENOENT);
 	CHECK(sched_running() == 0);
@@ -447,6 +450,16 @@ case_restart(void)
 	CHECK(plain != NULL && plain->adopted == 0);
 	struct job_row pr = row("live", "plain");
 	CHECK(pr.attempts == 2 && pr.lost == 1);
+	/* Its first attempt is stored as lost (the store's word for it). */
+	{
+		sqlite3_stmt *st = NULL;
+		CHECK(sqlite3_prepare_v2(store_db(store), "SELECT state FROM attempts WHERE"
+		    " job_id = ? AND n = 1", -1, &st, NULL) == SQLITE_OK);
+		sqlite3_bind_int64(st, 1, pr.id);
+		CHECK(sqlite3_step(st) == SQLITE_ROW &&
+		    strcmp((const char *)sqlite3_column_text(st, 0), "lost") == 0);
+		sqlite3_finalize(st);
+	}
 	CHECK(launched("live", "later", 1, 0) == NULL);
 	/* The backoff committed before the death is kept: the retry comes no
 	 * sooner than 1.5 s after the failure. */
@@ -463,6 +476,71 @@ case_restart(void)
 }
 
 /* Run fn in a child with a store directory of its own: 0 when it passed. */
+/* A pass starts the jobs whose dependencies succeeded, and only those
+ * (sched.c keeps them as ready bits, updated as states change, instead of
+ * looking at every open job): a chain longer than a word of bits runs in
+ * order, one job at a time; a job that succeeded and is queued again
+ * holds back what follows it again; a job whose directory cannot be made
+ * fails at once with the reason, and what follows is skipped. */
+static void
+case_ready(void)
+{
+	start("max_jobs = 2\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	char text[8192], name[16];
+	int n = snprintf(text, sizeof(text), "[c0]\nstage = fake\n");
+	for (int i = 1; i < 150; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+		    "[c%d]\nstage = fake\nafter = c%d\n", i, i - 1);
+	CHECK(n < (int)sizeof(text));
+	submit("chain", text);
+	for (int i = 0; i < 150; i++) {
+		snprintf(name, sizeof(name), "c%d", i);
+		struct launch *l = launched("chain", name, 1, 5);
+		int running;
+		CHECK(l != NULL && count("chain", &running) == i + 1 && running == 1);
+		finish(l, PL_OK);
+	}
+	CHECK(run_is("chain", "succeeded", 5));
+
+	submit("again", "[a]\nstage = fake\n[b]\nstage = fake\nafter = a\n");
+	finish(launched("again", "a", 1, 5), PL_OK);
+	finish(launched("again", "b", 1, 5), PL_OK);
+	CHECK(run_is("again", "succeeded", 5));
+	char msg[256];
+	CHECK(sched_retry("again", "a", msg, sizeof(msg)) == PLP_OK);
+	struct launch *a2 = launched("again", "a", 2, 5);
+	CHECK(a2 != NULL);
+	pump(0.2);
+	CHECK(launched("again", "b", 2, 0) == NULL); /* b waits for a's new attempt */
+	CHECK(state_is("again", "b", "pending", 0));
+	finish(a2, PL_OK);
+	struct launch *b2 = launched("again", "b", 2, 5);
+	CHECK(b2 != NULL && b2->at >= a2->at);
+	finish(b2, PL_OK);
+	CHECK(run_is("again", "succeeded", 5));
+
+	/* A file where the job's directory goes: the launch fails. */
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/runs", dir);
+	CHECK(mkdir(path, 0711) == 0 || errno == EEXIST); /* the runs before made it */
+	snprintf(path, sizeof(path), "%s/runs/blocked", dir);
+	CHECK(mkdir(path, 0711) == 0);
+	snprintf(path, sizeof(path), "%s/runs/blocked/x", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL && fclose(f) == 0);
+	submit("blocked", "[x]\nstage = fake\n[y]\nstage = fake\nafter = x\n"
+	    "[z]\nstage = fake\n");
+	CHECK(state_is("blocked", "x", "failed", 5));
+	CHECK(state_is("blocked", "y", "skipped", 5));
+	finish(launched("blocked", "z", 1, 5), PL_OK);
+	CHECK(run_is("blocked", "failed", 5));
+	CHECK(launched("blocked", "x", 1, 0) == NULL && launched("blocked", "y", 1, 0) == NULL);
+	struct job_row r = row("blocked", "x");
+	CHECK(strstr(r.message, "cannot make") != NULL && strstr(r.message, "runs/blocked/x") != NULL);
+	CHECK(r.state == PLJ_failed && r.attempts == 1); /* the attempt started, and failed */
+}
+
 static int
 in_child(const char *name, void (*fn)(void))
 {
@@ -504,5 +582,6 @@ main(void)
 	CHECK(in_child("resources", case_resources) == 0);
 	CHECK(in_child("cancel", case_cancel) == 0);
 	CHECK(in_child("restart", case_restart) == 0);
+	CHECK(in_child("ready", case_ready) == 0);
 	CHECK_DONE();
 }

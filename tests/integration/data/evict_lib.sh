@@ -6,9 +6,10 @@
 #                    the tiny fixture GGUF at four seeds (four blobs, so four
 #                    runners); sets URL
 #   load_all         loads the four, keep_alive -1
-#   race_start NAME ROUNDS|forever
+#   race_start NAME ROUNDS|forever [NUM_CTX]
 #                    production traffic (data/race_client.py) reloading
-#                    gemma3:4b 0.5 s after each eviction; logs to NAME.race
+#                    gemma3:4b 0.5 s after each eviction, asking for a
+#                    context of NUM_CTX tokens when given; logs to NAME.race
 #   race_stop
 # and sets the load window of gpu_stages_lib.sh's run_train to 8 s and its
 # unload wait to 30 s: a CPU server loads and unloads slower than the
@@ -41,7 +42,7 @@ load_all() {
 
 race_start() {
 	/usr/bin/python3 "$TOP/tests/integration/data/race_client.py" "$URL" gemma3:4b "$2" \
-	    "$TEST_TMP/$1.race" --delay 0.5 &
+	    "$TEST_TMP/$1.race" --delay 0.5 ${3:+--num-ctx "$3"} &
 	RACE_PID=$!
 	for _ in $(seq 1 100); do
 		grep -q '"event": "ready", "model": "gemma3:4b", "loaded": true' "$TEST_TMP/$1.race" 2>/dev/null && return 0

@@ -3,6 +3,7 @@
 of a REAL Ollama server (tests only).
 
     race_client.py URL MODEL ROUNDS|forever LOG [--delay S] [--poll S]
+                   [--num-ctx N]
 
 It watches /api/ps; each time MODEL, once loaded, is gone from it (someone
 evicted it), it waits --delay seconds and sends MODEL a real /api/generate
@@ -12,7 +13,12 @@ the model again: the reload. After ROUNDS reloads it stops reloading
 first time it writes {"t", "event": "ready", "model", "loaded"} to LOG
 (whoever starts it waits for that line); every reload is a JSON line
 {"t": UNIX_TIME, "event": "reload", "model": MODEL, "round": N,
-"load_s": SECONDS_THE_REQUEST_TOOK}. Debian's python3, standard library.
+"load_s": SECONDS_THE_REQUEST_TOOK, "context_length": the context /api/ps
+shows the reloaded runner at, read right after}. With --num-ctx N every reload asks
+for a context of N tokens: a client whose num_ctx differs from the one the
+model was loaded with, which from Ollama 0.30 on makes the scheduler
+reload a runner that is still loaded (server/sched.go: needsReload).
+Debian's python3, standard library.
 """
 import json
 import sys
@@ -36,9 +42,25 @@ def loaded(url, model):
     return model in names
 
 
+def context_length(url, model):
+    """The context the model's runner was loaded with (/api/ps), None when
+    it is not listed."""
+    try:
+        for m in call(url, "/api/ps", timeout=5)["models"]:
+            if m["name"] == model:
+                return m.get("context_length")
+    except OSError:
+        pass
+    return None
+
+
 def main():
     args = sys.argv[1:]
-    delay, poll = 0.5, 0.1
+    delay, poll, num_ctx = 0.5, 0.1, None
+    while "--num-ctx" in args:
+        i = args.index("--num-ctx")
+        num_ctx = int(args[i + 1])
+        del args[i:i + 2]
     while "--delay" in args:
         i = args.index("--delay")
         delay = float(args[i + 1])
@@ -63,11 +85,15 @@ def main():
             if was and not now:
                 time.sleep(delay)
                 t0 = time.time()
+                opts = {"num_predict": 1}
+                if num_ctx is not None:
+                    opts["num_ctx"] = num_ctx
                 call(url, "/api/generate", {"model": model, "prompt": "hello", "stream": False,
-                                            "keep_alive": -1, "options": {"num_predict": 1}})
+                                            "keep_alive": -1, "options": opts})
                 done += 1
                 f.write(json.dumps({"t": time.time(), "event": "reload", "model": model,
-                                    "round": done, "load_s": round(time.time() - t0, 3)}) + "\n")
+                                    "round": done, "load_s": round(time.time() - t0, 3),
+                                    "context_length": context_length(url, model)}) + "\n")
                 now = True
             was = now
             time.sleep(poll)

@@ -1,0 +1,113 @@
+#!/bin/bash
+# dag-compare.sh TOP [TOP...]: two or more builds of pipelined against
+# make -j2 on the DAG of dag-bench.sh (N `true` jobs, a chain and a
+# fan-out, max_jobs = 2), alternated in the same session: each of R rounds
+# runs make, then every build (the builds' order reversed every other
+# round, so that none always runs right after make). Each TOP is a built
+# tree (daemon/pipelined, daemon/pipeline-shim, plugins/); a build to
+# compare against is made with `git worktree add DIR REV && make -C DIR`.
+# Every daemon keeps its state on one freshly made ext4 with its default
+# journal (root, mkfs.ext4 and a loop device needed), as dag-bench.sh's
+# second run does. Prints, per round, make's time, each build's time and
+# ratio to make, and the CPU its daemon used per job (its own threads,
+# from /proc/PID/stat: what the machine's load moves least), with the
+# load average; then, per shape and build, the median ratio and the range.
+#   R=9 tests/bench/dag-compare.sh /path/to/base "$PWD"
+set -eu
+[ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/dag-lib.sh"
+N=${N:-1000}
+R=${R:-5}
+W=$(mktemp -d /var/tmp/dagcompare.XXXXXX)
+MNT=$W/mnt
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+	mountpoint -q "$MNT" && umount "$MNT"
+	rm -rf "$W"
+}
+trap cleanup EXIT
+mkdir "$MNT"
+truncate -s 2G "$W/img"
+mkfs.ext4 -q -F "$W/img"
+mount -o loop "$W/img" "$MNT"
+
+for shape in chain fanout; do
+	dag_spec "$shape" "$shape" true "$N" >"$W/$shape.ini"
+	dag_makefile "$shape" "$N" >"$W/$shape.mk"
+done
+
+k=0
+for top in "$@"; do
+	k=$((k + 1))
+	T=$MNT/d$k
+	mkdir -p "$T"
+	# The tests' configuration for this build (lib.sh, in a subshell:
+	# its globals and its EXIT trap stay there), as dag-bench.sh has it.
+	(TOP=$top TEST_TMP=$T; . "$HERE/../lib.sh"; trap - EXIT; pl_conf "max_jobs = 2" "log_level = warn")
+	ln -s pipelined.conf "$T/conf"
+	"$top/daemon/pipelined" -d -f "$T/conf" >"$T/out" 2>&1 &
+	PIDS="$PIDS $!"
+	eval "DPID$k=$!"
+	for _ in $(seq 1 100); do
+		[ -S "$T/run/control.sock" ] &&
+		    "$top/daemon/pipelinectl" -f "$T/conf" status >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+done
+
+now() { date +%s.%N; }
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # clock ticks
+tck=$(getconf CLK_TCK)
+: >"$W/ratios"
+for shape in chain fanout; do
+	for r in $(seq 1 "$R"); do
+		t0=$(now); make -s -j2 -f "$W/$shape.mk" >/dev/null; t1=$(now)
+		m=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+		line=$(printf '%-6s round %d  load %s  make %.2fs' "$shape" "$r" \
+		    "$(cut -d' ' -f1 /proc/loadavg)" "$m")
+		order=$(seq 1 $#)
+		[ $((r % 2)) = 0 ] && order=$(seq $# -1 1)
+		for k in $order; do
+			top=${!k}
+			T=$MNT/d$k
+			dp=DPID$k
+			dp=${!dp}
+			c0=$(cpu "$dp")
+			t0=$(now)
+			"$top/daemon/pipelinectl" -f "$T/conf" submit --name "$shape-$r" "$W/$shape.ini" >/dev/null
+			if ! "$top/daemon/pipelinectl" -f "$T/conf" watch "$shape-$r" --plain >/dev/null; then
+				# A run that did not succeed is no figure: say why, go on.
+				echo "$shape round $r build $k: the run did not succeed:"
+				"$top/daemon/pipelinectl" -f "$T/conf" status "$shape-$r" | grep -v succeeded | head -5
+				continue
+			fi
+			t1=$(now)
+			c1=$(cpu "$dp")
+			line="$line$(awk -v k="$k" -v a="$t0" -v b="$t1" -v m="$m" -v c="$((c1 - c0))" \
+			    -v t="$tck" -v n="$N" 'BEGIN { printf "  build %d %.2fs %.2fx (daemon %.2f ms/job)",
+			    k, b - a, (b - a) / m, c * 1000 / t / n }')"
+			awk -v s="$shape" -v k="$k" -v a="$t0" -v b="$t1" -v m="$m" \
+			    'BEGIN { print s, k, (b - a) / m }' >>"$W/ratios"
+		done
+		echo "$line"
+	done
+done
+k=0
+for top in "$@"; do
+	k=$((k + 1))
+	for shape in chain fanout; do
+		awk -v s="$shape" -v k="$k" -v top="$top" '
+		$1 == s && $2 == k { v[++n] = $3 }
+		END {
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+				if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+			printf "%-6s build %d (%s): median %.2fx make -j2, range %.2f-%.2fx, %d rounds\n",
+			    s, k, top, med, v[1], v[n], n
+		}' "$W/ratios"
+	done
+done

@@ -1,0 +1,91 @@
+#!/bin/bash
+# Links planted where a stage reads or writes a spec's paths (issue 24):
+# the common file helpers of plugins/common open an input's last component
+# without following a link unless the link's owner owns what it points at
+# (or is the caller: root's own links), refuse an output directory that is
+# a link, and make their temporaries with O_EXCL and O_NOFOLLOW. Shown
+# with tensor_fix, for root's own run (the stage in the daemon, as root)
+# and for a run of nobody, a member of the daemon's group (the stage in
+# its own process, as nobody); the links are planted by another user
+# (chown -h), as one who can write the directory would:
+#   1. root's run, input directory holding notes.txt -> a root-only file,
+#      the link nobody's: before, the secret was copied into root's
+#      output; now the stage fails naming the link;
+#   2. nobody's run, notes.txt -> a world-readable file of root, the link
+#      another user's (daemon): refused as well, in the stage process;
+#   3. links whose owner owns the target (root's config.json -> root's
+#      file in root's run; nobody's weights -> nobody's blob, as a
+#      Hugging Face cache lays them out) are followed: both runs succeed;
+#   4. root's run, manifest in a directory nobody writes, where nobody
+#      planted the temporary's name (.NAME.tmp.PID) as a link to a
+#      root-owned file: before, root wrote the manifest through it; now
+#      the file is intact and the manifest written;
+#   5. root's run, output naming a link (planted by nobody) to a
+#      directory of root's: refused, the link and the directory intact.
+# Against a real pipelined running as root.
+. "$(dirname "$0")/../lib.sh"
+trap 'pl_kill9 2>/dev/null' EXIT
+. "$TOP/tests/lib-member.sh"
+member_setup "$TOP/plugins/tensor_fix.so"
+
+root_run() { pctl submit "specs/$1.ini" >/dev/null || fail "$1: root could not submit"; wait_run "$1" "$2" 60; }
+# copied NAME SECRETFILE: whether the secret's text is anywhere under out/NAME.
+copied() { [ -e "$O/$1" ] && grep -rqF "$(head -1 "$2")" "$O/$1" 2>/dev/null; }
+
+# 1. root's run, notes.txt -> a root-only file, the link nobody's.
+echo "root secret $RANDOM$RANDOM" > secret; chmod 0600 secret
+cp -r orig in1; ln -s "$TEST_TMP/secret" in1/notes.txt; chown -h nobody in1/notes.txt
+spec r1 "input = $TEST_TMP/in1" "output = $O/r1"
+root_run r1 failed
+copied r1 secret && fail "r1: the root-only file came into root's output through nobody's link"
+case "$(jobmsg r1)" in *"in1/notes.txt: a symbolic link to a file of another owner, not followed"*) ;;
+	*) fail "r1: the message does not name the link: $(jobmsg r1)";; esac
+note "root's run, nobody's link to a root-only file: $(jobmsg r1)"
+
+# 2. nobody's run, notes.txt -> a world-readable file of root, the link daemon's.
+echo "root's public text $RANDOM" > public; chmod 0644 public
+cp -r orig in2; ln -s "$TEST_TMP/public" in2/notes.txt; chown -h daemon in2/notes.txt; chmod -R a+rX in2
+spec m2 "input = $TEST_TMP/in2" "output = $O/m2"
+member_run m2 failed
+copied m2 public && fail "m2: another user's link was followed in nobody's stage process"
+case "$(jobmsg m2)" in *"in2/notes.txt: a symbolic link to a file of another owner, not followed"*) ;;
+	*) fail "m2: the message does not name the link: $(jobmsg m2)";; esac
+note "nobody's run, daemon's link to root's file: $(jobmsg m2)"
+
+# 3. links whose owner owns the target are followed.
+cp -r orig in3; mv in3/config.json config.root.json; ln -s "$TEST_TMP/config.root.json" in3/config.json
+spec r3 "input = $TEST_TMP/in3" "output = $O/r3"
+root_run r3 succeeded
+cmp -s "$O/r3/config.json" config.root.json || fail "r3: root's own link was not followed"
+mkdir -p in4 blobs; cp orig/* in4/; mv in4/model.safetensors blobs/weights
+ln -s "$TEST_TMP/blobs/weights" in4/model.safetensors
+chown -R nobody in4 blobs; chown -h nobody in4/model.safetensors; chmod -R a+rX in4 blobs
+spec m4 "input = $TEST_TMP/in4" "output = $O/m4"
+member_run m4 succeeded
+[ -f "$O/m4/model.safetensors" ] && [ ! -L "$O/m4/model.safetensors" ] || fail "m4: no weights out"
+note "links whose owner owns the target: followed (root's config.json, nobody's weights blob)"
+
+# 4. the manifest's temporary planted as a link by nobody.
+echo intact > victim; chmod 0644 victim
+mkdir -m 0777 common
+as_member ln -s "$TEST_TMP/victim" "common/.r4.manifest.json.tmp.$PL_PID" || fail "r4: plant"
+spec r4 "input = $TEST_TMP/orig" "output = $O/r4" "manifest = $TEST_TMP/common/r4.manifest.json"
+root_run r4 succeeded
+[ "$(cat victim)" = intact ] || fail "r4: root wrote its manifest through nobody's link: $(head -c 80 victim)"
+[ -f common/r4.manifest.json ] && [ ! -L common/r4.manifest.json ] || fail "r4: no manifest"
+note "a temporary's name planted as a link: not written through, the manifest written"
+
+# 5. output naming a link (nobody's) to a directory of root's.
+mkdir -p rootdir; echo keep > rootdir/keep
+ln -s "$TEST_TMP/rootdir" "$O/r5"; chown -h nobody "$O/r5"
+spec r5 "input = $TEST_TMP/orig" "output = $O/r5"
+root_run r5 failed
+[ -L "$O/r5" ] && [ "$(cat rootdir/keep)" = keep ] && [ ! -e rootdir/model.safetensors ] ||
+	fail "r5: the linked output or its target changed: $(ls -la "$O/r5" rootdir)"
+case "$(jobmsg r5)" in *"$O/r5: the output is a symbolic link; not replaced"*) ;;
+	*) fail "r5: the message: $(jobmsg r5)";; esac
+note "output naming a link: $(jobmsg r5)"
+kill -0 "$PL_PID" || fail "the daemon died"
+integrity_ok
+events_gapless
+echo ok

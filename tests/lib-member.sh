@@ -1,0 +1,41 @@
+# tests/lib-member.sh: what the tests of a non-root member's runs share
+# (24-stage-owner, 24-stage-links), sourced after lib.sh: the daemon's
+# group plsubmit with nobody as its member, the tensor_fix fixture, and a
+# daemon running as root with the plugins named. Needs root.
+#
+#   member_setup PLUGIN.so...   (paths), then the helpers below
+[ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
+getent group plsubmit >/dev/null || groupadd -r plsubmit
+gid=$(getent group plsubmit | cut -d: -f3)
+nobody=$(id -u nobody)
+as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
+
+# member_setup PLUGIN...: the fixture in $TEST_TMP/orig, out/ ($O, anyone
+# writes it), specs/, the plugins in a directory of their own, and the
+# daemon started with group = plsubmit and its control socket open to nobody.
+member_setup() {
+	chmod 0755 "$TEST_TMP"
+	cd "$TEST_TMP" || exit 1
+	/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$TEST_TMP/orig" --layout causal >/dev/null ||
+		fail "fixture"
+	chmod -R a+rX "$TEST_TMP/orig"
+	O=$TEST_TMP/out; mkdir -p "$O" specs; chmod 0777 "$O"; chmod 0755 specs
+	mkdir -p plugins && cp "$@" plugins/ && chmod 0755 plugins plugins/*.so || fail "plugins"
+	export PL_PLUGIN_DIR=$TEST_TMP/plugins
+	pl_conf "group = plsubmit"
+	pl_start
+	chmod 0755 "$TEST_TMP/run"; chmod 0666 "$TEST_TMP/run/control.sock"
+}
+
+# spec NAME KEY=VALUE...: a one-job tensor_fix run.
+spec() {
+	local n=$1; shift
+	{ echo "[tensor_fix]"; echo "drop ="; echo "rename ="; printf '%s\n' "$@"; } > "specs/$n.ini"
+	chmod 0644 "specs/$n.ini"
+}
+# member_run NAME STATE: the member submits specs/NAME.ini; the run ends STATE.
+member_run() {
+	as_member "$PIPELINECTL" -f "$PL_CONF" submit "specs/$1.ini" >/dev/null || fail "$1: the member could not submit"
+	wait_run "$1" "$2" 60
+}
+jobmsg() { db "SELECT message FROM jobs WHERE run_id = (SELECT id FROM runs WHERE name = '$1')"; }
