@@ -34,7 +34,8 @@ every failed check.
 Config keys: engine (tiny|hf, default hf), base, tokens (required),
 example_key (probe this example instead of the longest), and the engine's
 model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
-tiny gpu_capacity_mb; see train.py and jobs/engines/).
+tiny gpu_capacity_mb; see train.py and jobs/engines/), each read through
+the probe stage's key table (jobs/pljob/keys.py), which gives its default.
 """
 
 import sys
@@ -54,25 +55,25 @@ def pick(examples, key):
 def body(job):
     import engines
     cfg, ev = job.cfg, job.events
-    engine_name = cfg.choice("engine", engines.ENGINES, "hf")
+    engine_name = cfg.choice("engine", engines.ENGINES)
     tokens = cfg.path_in("tokens")
     want = cfg.str("example_key", None)
     ev.started(engine=engine_name)
     if engine_name == "hf":
         # pipelinectl doctor's checks, before anything is loaded.
         import doctor
-        rep = doctor.run_checks(cfg.choice("device", ("cuda", "cpu"), "cuda"),
-                                cfg.int("cuda_device", 0, min=0))
+        rep = doctor.run_checks(cfg.choice("device", ("cuda", "cpu")),
+                                cfg.int("cuda_device", min=0))
         ev.emit("doctor", ok=rep.ok(), checks=rep.checks)
         if not rep.ok():
             raise pljob.BadInput("doctor: " + rep.summary())
     examples = pljob.load_tokens(tokens)
     ex = pick(examples, want)
-    pljob.seed_everything(cfg.int("seed", 3407))
+    pljob.seed_everything(cfg.int("seed"))
     eng = engines.get(engine_name)(cfg, ev)
     eng.load()
     shared = False
-    if hasattr(eng, "shared_setup"):
+    if eng.SHARED_PREFIX:
         shared, why = eng.shared_setup(examples)
         ev.emit("shared_prefix", on=shared, why=why)
     eng.set_train()
@@ -96,4 +97,4 @@ def body(job):
 
 
 if __name__ == "__main__":
-    sys.exit(pljob.main("One-step memory probe (stage probe).", body))
+    sys.exit(pljob.main("One-step memory probe (stage probe).", body, stage="probe"))

@@ -45,7 +45,8 @@ path}; at the end memory {peak_mb, pre_step_mb} (the run's real peak, for
 the probe calibration), artifact adapter, done.  An out-of-memory is an oom
 event {phase, mb, capacity_mb} and exit status 3.
 
-Config keys (CONFIG.json):
+Config keys (CONFIG.json; each default is the train stage's key table's,
+jobs/pljob/keys.py, generated from the plugin's C table):
   engine          tiny | hf (default hf)
   base            the base model directory (required)
   tokens          tokens.npz from tokenize (required)
@@ -129,32 +130,32 @@ def config_digest(cfg, tokens_sha):
     """A digest of everything that changes the result, as this program
     reads it (typed, defaults applied, so "25" and 25 agree), with the
     token file's sha256."""
-    r = cfg.int("lora_r", 112, min=1)
+    r = cfg.int("lora_r", min=1)
     d = {
-        "engine": cfg.str("engine", "hf"),
-        "num_train_epochs": cfg.int("num_train_epochs", 3),
-        "max_steps": cfg.int("max_steps", 0),
-        "learning_rate": cfg.float("learning_rate", 2e-4),
-        "warmup_steps": cfg.int("warmup_steps", 5),
-        "gradient_accumulation_steps": cfg.int("gradient_accumulation_steps", 8),
-        "weight_decay": cfg.float("weight_decay", 0.01),
-        "max_grad_norm": cfg.float("max_grad_norm", 1.0),
-        "seed": cfg.int("seed", 3407),
+        "engine": cfg.str("engine"),
+        "num_train_epochs": cfg.int("num_train_epochs"),
+        "max_steps": cfg.int("max_steps"),
+        "learning_rate": cfg.float("learning_rate"),
+        "warmup_steps": cfg.int("warmup_steps"),
+        "gradient_accumulation_steps": cfg.int("gradient_accumulation_steps"),
+        "weight_decay": cfg.float("weight_decay"),
+        "max_grad_norm": cfg.float("max_grad_norm"),
+        "seed": cfg.int("seed"),
         "lora_r": r,
         "lora_alpha": cfg.float("lora_alpha", float(r)),
-        "lora_dropout": cfg.float("lora_dropout", 0.0),
-        "use_rslora": cfg.bool("use_rslora", False),
-        "adam_beta1": cfg.float("adam_beta1", 0.9),
-        "adam_beta2": cfg.float("adam_beta2", 0.999),
-        "adam_epsilon": cfg.float("adam_epsilon", 1e-8),
-        "threads": cfg.int("threads", 1),
-        "logits_to_keep": cfg.bool("logits_to_keep", True),
-        "device": cfg.str("device", "cuda"),
-        "optim": cfg.str("optim", "paged_adamw_8bit"),
-        "load_in_4bit": cfg.bool("load_in_4bit", True),
-        "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type", "nf4"),
-        "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant", True),
-        "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype", "bfloat16"),
+        "lora_dropout": cfg.float("lora_dropout"),
+        "use_rslora": cfg.bool("use_rslora"),
+        "adam_beta1": cfg.float("adam_beta1"),
+        "adam_beta2": cfg.float("adam_beta2"),
+        "adam_epsilon": cfg.float("adam_epsilon"),
+        "threads": cfg.int("threads"),
+        "logits_to_keep": cfg.bool("logits_to_keep"),
+        "device": cfg.str("device"),
+        "optim": cfg.str("optim"),
+        "load_in_4bit": cfg.bool("load_in_4bit"),
+        "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type"),
+        "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant"),
+        "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype"),
         "tokens_sha256": tokens_sha,
     }
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
@@ -164,22 +165,22 @@ def body(job):
     import torch
     import engines
     cfg, ev = job.cfg, job.events
-    engine_name = cfg.choice("engine", engines.ENGINES, "hf")
+    engine_name = cfg.choice("engine", engines.ENGINES)
     tokens = cfg.path_in("tokens")
     outdir = cfg.str("output_dir", job.workdir)
-    epochs = cfg.int("num_train_epochs", 3, min=0)
-    max_steps = cfg.int("max_steps", 0, min=0)
-    accum = cfg.int("gradient_accumulation_steps", 8, min=1)
-    bs = cfg.int("per_device_train_batch_size", 1, min=1)
+    epochs = cfg.int("num_train_epochs", min=0)
+    max_steps = cfg.int("max_steps", min=0)
+    accum = cfg.int("gradient_accumulation_steps", min=1)
+    bs = cfg.int("per_device_train_batch_size", min=1)
     if bs != 1:
         raise pljob.BadInput("%s: key per_device_train_batch_size: only 1 is supported "
                              "(use gradient_accumulation_steps)" % cfg.path)
-    cfg.choice("lr_scheduler_type", ("linear",), "linear")
-    warmup = cfg.int("warmup_steps", 5, min=0)
-    max_grad_norm = cfg.float("max_grad_norm", 1.0, min=0)
-    seed = cfg.int("seed", 3407)
-    save_steps = cfg.int("save_steps", 25, min=0)
-    stall_at = cfg.int("test_stall_at_step", 0, min=0)
+    cfg.choice("lr_scheduler_type", ("linear",))
+    warmup = cfg.int("warmup_steps", min=0)
+    max_grad_norm = cfg.float("max_grad_norm", min=0)
+    seed = cfg.int("seed")
+    save_steps = cfg.int("save_steps", min=0)
+    stall_at = cfg.int("test_stall_at_step", min=0)
     if not epochs and not max_steps:
         raise pljob.BadInput("%s: num_train_epochs and max_steps are both 0" % cfg.path)
 
@@ -188,7 +189,7 @@ def body(job):
     tokens_sha = pljob.sha256_file(tokens)
     digest, digest_keys = config_digest(cfg, tokens_sha)
     plan = Plan(len(examples), accum, epochs, max_steps, seed)
-    sched = Schedule(cfg.float("learning_rate", 2e-4, min=0), warmup, plan.total)
+    sched = Schedule(cfg.float("learning_rate", min=0), warmup, plan.total)
 
     pljob.seed_everything(seed)
     eng = engines.get(engine_name)(cfg, ev)
@@ -279,7 +280,7 @@ def shared_prefix_setup(eng, examples, plan, ev):
     quadratic part and the per-call overheads aside), printed and sent as
     the metric prefix_speedup of each step."""
     from engines import prefix
-    if not hasattr(eng, "shared_setup"):
+    if not eng.SHARED_PREFIX:
         return None
     on, why = eng.shared_setup(examples)
     if not on:
@@ -349,4 +350,4 @@ def resume(path, eng, opt, digest, digest_keys, plan):
 
 
 if __name__ == "__main__":
-    sys.exit(pljob.main("LoRA training loop (stage train).", body))
+    sys.exit(pljob.main("LoRA training loop (stage train).", body, stage="train"))

@@ -8,8 +8,10 @@ An engine is chosen by the config key `engine`:
   hf    jobs/engines/hf.py: the recipe itself (transformers + peft +
         bitsandbytes nf4 QLoRA on a CUDA GPU).
 
-Both expose the same interface (see tiny.TinyEngine's docstring), so the
-training loop, checkpoints and resume in train.py are shared.
+Both implement the same interface, the abstract base class
+engines.base.Engine, so the training loop, checkpoints and resume in
+train.py and the probe in probe.py are shared.  An engine reads its keys
+through the stage's key table (pljob.keys): no default is written here.
 """
 
 ENGINES = ("tiny", "hf")

@@ -38,7 +38,8 @@ threads torch threads), as train.py's bit-identical resume needs; memory
 figures are the process's resident set (peak: VmHWM, reset through
 /proc/self/clear_refs) against the host's memory.
 
-Every recipe value is a config key with the recipe's default:
+Every recipe value is a config key with the recipe's default (the stage's
+key table's, jobs/pljob/keys.py, from the plugin's C table):
   load_in_4bit true, bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
   bnb_4bit_compute_dtype bfloat16, gradient_checkpointing true,
   attn_implementation sdpa, lora_r 112, lora_alpha (= lora_r), lora_dropout 0,
@@ -70,6 +71,7 @@ if _JOBS not in sys.path:
 
 import pljob  # noqa: E402
 from engines import prefix  # noqa: E402
+from engines.base import Engine  # noqa: E402
 
 REQUIRED = ("torch", "transformers", "peft", "bitsandbytes", "accelerate")
 MB = 1024.0 * 1024.0
@@ -87,10 +89,12 @@ def missing_packages():
     return out
 
 
-class HfEngine:
-    """The engine interface of tiny.TinyEngine, on transformers/peft/bnb."""
+class HfEngine(Engine):
+    """The engine interface (engines.base.Engine) on transformers, peft and
+    bitsandbytes, with the shared-prefix mode (engines.prefix)."""
 
     name = "hf"
+    SHARED_PREFIX = True
 
     def __init__(self, cfg, events):
         missing = missing_packages()
@@ -99,37 +103,36 @@ class HfEngine:
                 "engine hf: missing Python packages: %s (interpreter %s); install them there, "
                 "or point the stage's python key at an interpreter that has them"
                 % (", ".join(missing), sys.executable))
-        self.cfg = cfg
-        self.ev = events
+        super().__init__(cfg, events)
         self.base = cfg.path_in("base", kind="dir")
-        self.load_in_4bit = cfg.bool("load_in_4bit", True)
-        self.quant_type = cfg.choice("bnb_4bit_quant_type", ("nf4", "fp4"), "nf4")
-        self.double_quant = cfg.bool("bnb_4bit_use_double_quant", True)
-        self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype", ("bfloat16", "float16", "float32"), "bfloat16")
-        self.grad_ckpt = cfg.bool("gradient_checkpointing", True)
-        self.attn = cfg.choice("attn_implementation", ("sdpa", "eager", "flash_attention_2"), "sdpa")
-        self.r = cfg.int("lora_r", 112, min=1)
+        self.load_in_4bit = cfg.bool("load_in_4bit")
+        self.quant_type = cfg.choice("bnb_4bit_quant_type", ("nf4", "fp4"))
+        self.double_quant = cfg.bool("bnb_4bit_use_double_quant")
+        self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype", ("bfloat16", "float16", "float32"))
+        self.grad_ckpt = cfg.bool("gradient_checkpointing")
+        self.attn = cfg.choice("attn_implementation", ("sdpa", "eager", "flash_attention_2"))
+        self.r = cfg.int("lora_r", min=1)
         self.alpha = cfg.float("lora_alpha", float(self.r), min=0)
-        self.dropout = cfg.float("lora_dropout", 0.0, min=0, max=1)
-        self.rslora = cfg.bool("use_rslora", False)
-        self.lm_head_bf16 = cfg.bool("lm_head_bf16", True)
-        self.mlp_chunk = cfg.int("mlp_chunk", 2048, min=0)
-        self.save_on_cpu = cfg.bool("save_on_cpu", True)
-        self.pin_memory = cfg.bool("pin_memory", True)
-        self.logits_response_only = cfg.bool("logits_to_keep", True)
-        self.token_type_ids = cfg.bool("token_type_ids", True)
-        self.optim = cfg.choice("optim", ("paged_adamw_8bit", "adamw_torch"), "paged_adamw_8bit")
-        self.lr = cfg.float("learning_rate", 2e-4, min=0)
-        self.weight_decay = cfg.float("weight_decay", 0.01, min=0)
-        self.betas = (cfg.float("adam_beta1", 0.9, min=0, max=1), cfg.float("adam_beta2", 0.999, min=0, max=1))
-        self.eps = cfg.float("adam_epsilon", 1e-8, min=0)
-        self.seed = cfg.int("seed", 3407)
-        self.device = cfg.int("cuda_device", 0, min=0)
-        self.cpu = cfg.choice("device", ("cuda", "cpu"), "cuda") == "cpu"
-        self.threads = cfg.int("threads", 1, min=1)
-        self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES, "auto")
+        self.dropout = cfg.float("lora_dropout", min=0, max=1)
+        self.rslora = cfg.bool("use_rslora")
+        self.lm_head_bf16 = cfg.bool("lm_head_bf16")
+        self.mlp_chunk = cfg.int("mlp_chunk", min=0)
+        self.save_on_cpu = cfg.bool("save_on_cpu")
+        self.pin_memory = cfg.bool("pin_memory")
+        self.logits_response_only = cfg.bool("logits_to_keep")
+        self.token_type_ids = cfg.bool("token_type_ids")
+        self.optim = cfg.choice("optim", ("paged_adamw_8bit", "adamw_torch"))
+        self.lr = cfg.float("learning_rate", min=0)
+        self.weight_decay = cfg.float("weight_decay", min=0)
+        self.betas = (cfg.float("adam_beta1", min=0, max=1), cfg.float("adam_beta2", min=0, max=1))
+        self.eps = cfg.float("adam_epsilon", min=0)
+        self.seed = cfg.int("seed")
+        self.device = cfg.int("cuda_device", min=0)
+        self.cpu = cfg.choice("device", ("cuda", "cpu")) == "cpu"
+        self.threads = cfg.int("threads", min=1)
+        self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES)
         self.shared = None
-        if cfg.bool("expandable_segments", False):
+        if cfg.bool("expandable_segments"):
             # Read by the CUDA caching allocator at its first use.
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         import torch
@@ -290,9 +293,7 @@ class HfEngine:
         prefix tokens)."""
         P = ex.get("prefix_len", 0) if ex.get("prefix_group", -1) >= 0 else 0
         if self.shared is None or P <= 0:
-            loss = self.loss(ex)
-            self.backward(loss)
-            return float(loss.detach()), 0
+            return super().probe_step(ex)
         return self.shared.group(P, [ex], 1)[0], P
 
     def backward(self, loss):

@@ -64,6 +64,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import pljob
+from engines.base import Engine
 
 MB = 1024.0 * 1024.0
 
@@ -458,44 +459,29 @@ class GpuMemoryStandIn:
 
 # ---------------------------------------------------------------- engine
 
-class TinyEngine:
-    """The engine interface shared with hf.HfEngine:
-
-      load()                    base + LoRA (or raise OutOfMemory / BadInput)
-      parameters()              the trainable parameters, in a fixed order
-      make_optimizer()          AdamW with the config's lr / betas / decay
-      loss(ex)                  forward of one example -> scalar loss tensor
-      backward(loss)            backward (memory accounted)
-      before_step(), after_step() memory accounting around optimizer.step()
-      pre_step_mb(), peak_mb(), reset_peak()
-      adapter_tensors()         PEFT key -> float32 numpy array
-      load_adapter_tensors(d)   the reverse (resume)
-      adapter_config()          adapter_config.json contents
-      save_adapter(dir)         write a PEFT adapter into an empty dir
-
-    Examples are dicts: input_ids (numpy int32), prompt_len, response_len.
-    """
+class TinyEngine(Engine):
+    """The engine interface (engines.base.Engine) on the model above, with
+    the GPU-memory stand-in's accounting around each phase."""
 
     name = "tiny"
 
     def __init__(self, cfg, events):
-        self.cfg = cfg
-        self.ev = events
+        super().__init__(cfg, events)
         self.base = cfg.path_in("base", kind="dir")
-        self.r = cfg.int("lora_r", 16, min=1)
+        self.r = cfg.int("lora_r", min=1)
         self.alpha = cfg.float("lora_alpha", float(self.r), min=0)
-        self.dropout = cfg.float("lora_dropout", 0.0, min=0, max=1)
-        self.rslora = cfg.bool("use_rslora", False)
-        self.lr = cfg.float("learning_rate", 2e-4, min=0)
-        self.weight_decay = cfg.float("weight_decay", 0.01, min=0)
-        self.beta1 = cfg.float("adam_beta1", 0.9, min=0, max=1)
-        self.beta2 = cfg.float("adam_beta2", 0.999, min=0, max=1)
-        self.eps = cfg.float("adam_epsilon", 1e-8, min=0)
-        self.seed = cfg.int("seed", 3407)
-        self.threads = cfg.int("threads", 1, min=1)
-        self.logits_response_only = cfg.bool("logits_to_keep", True)
-        self.mem = GpuMemoryStandIn(cfg.float("gpu_capacity_mb", 0.0, min=0))
-        self.oom_at_step = cfg.int("oom_at_step", 0, min=0)  # test-only failure injection
+        self.dropout = cfg.float("lora_dropout", min=0, max=1)
+        self.rslora = cfg.bool("use_rslora")
+        self.lr = cfg.float("learning_rate", min=0)
+        self.weight_decay = cfg.float("weight_decay", min=0)
+        self.beta1 = cfg.float("adam_beta1", min=0, max=1)
+        self.beta2 = cfg.float("adam_beta2", min=0, max=1)
+        self.eps = cfg.float("adam_epsilon", min=0)
+        self.seed = cfg.int("seed")
+        self.threads = cfg.int("threads", min=1)
+        self.logits_response_only = cfg.bool("logits_to_keep")
+        self.mem = GpuMemoryStandIn(cfg.float("gpu_capacity_mb", min=0))
+        self.oom_at_step = cfg.int("oom_at_step", min=0)  # test-only failure injection
         self.step_no = 0
         torch.set_num_threads(self.threads)
         torch.use_deterministic_algorithms(True)

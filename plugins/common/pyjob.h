@@ -4,7 +4,7 @@
  * table, finding the interpreter and the jobs/ directory, parsing event
  * lines, describing how a process ended, and checking checkpoints.
  *
- * The contract with the job programs (pipeline-job(7), jobs/pljob.py):
+ * The contract with the job programs (pipeline-job(7), jobs/pljob/):
  * the plugin writes WORKDIR/NAME.config.json holding every key of the
  * stage that has a value (numbers, booleans and strings as typed; inputs
  * and paths resolved to absolute paths) and runs
@@ -56,7 +56,7 @@ double	pyjob_event_num(const char *json_line, const char *key, double def);
 int	pyjob_event_str(const char *json_line, const char *key, char *buf,
 	    size_t len);
 
-/* Checkpoints (jobs/pljob.py): ROOT/checkpoint-STEP/ directories, each
+/* Checkpoints (jobs/pljob/): ROOT/checkpoint-STEP/ directories, each
  * complete only when its COMPLETE marker (sha256sum(1) lines, written
  * last) lists exactly the other files present and every hash matches.
  * Verify one: 0 when complete; -1 with the reason in why otherwise. */

@@ -51,9 +51,11 @@ for _ in $(seq 1 "$RUNS"); do
 	run_peft >>"$W/run_peft.times"; sync
 done
 largest=$("$PY" -c '
-import json, struct, sys
-f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); h.pop("__metadata__", None)
-print(max(e["data_offsets"][1] - e["data_offsets"][0] for e in h.values()))' "$IN/model.safetensors")
+import sys
+sys.path.insert(0, sys.argv[2] + "/jobs")
+import pljob
+h = pljob.read_safetensors_header(sys.argv[1])[0]
+print(max(e["data_offsets"][1] - e["data_offsets"][0] for e in h.values()))' "$IN/model.safetensors" "$TOP")
 "$PY" "$O" compare "$W/merged" "$W/peft" "$IN" >"$W/cmp" || true
 m=$(cut -d' ' -f1 "$W/run_merge.times" | median); mr=$(cut -d' ' -f2 "$W/run_merge.times" | median)
 n=$(cut -d' ' -f1 "$W/run_peft.times" | median); nr=$(cut -d' ' -f2 "$W/run_peft.times" | median)

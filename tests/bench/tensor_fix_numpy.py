@@ -16,16 +16,16 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jobs"))
+import pljob  # noqa: E402
+
 DT = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32}
 
 
 def load(path):
     out = {}
+    hdr, _, base = pljob.read_safetensors_header(path)
     with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        hdr.pop("__metadata__", None)
-        base = 8 + n
         for name, e in hdr.items():
             b, end = e["data_offsets"]
             f.seek(base + b)

@@ -24,7 +24,6 @@ over the same tensors, in place.
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -108,12 +107,11 @@ def main():
     # Write every text tensor back over its own bytes (same dtype, shape, offsets).
     named = {n.replace(".base.weight", ".weight"): p for n, p in model.named_parameters() if ".lora_" not in n}
     path = os.path.join(a.base, "model.safetensors")
+    hdr, _, data_at = pljob.read_safetensors_header(path)
     with open(path, "r+b") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
         done = 0
         for name, meta in hdr.items():
-            if name == "__metadata__" or not name.startswith(prefix):
+            if not name.startswith(prefix):
                 continue
             p = named.get(name[len(prefix):])
             if p is None:
@@ -123,7 +121,7 @@ def main():
             b = to_bf16_bytes(p)
             a0, a1 = meta["data_offsets"]
             assert len(b) == a1 - a0
-            f.seek(8 + n + a0)
+            f.seek(data_at + a0)
             f.write(b)
             done += 1
         f.flush()

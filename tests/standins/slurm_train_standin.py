@@ -1,7 +1,7 @@
 """tests/standins/slurm_train_standin.py: a STAND-IN for the trainer
 (jobs/train.py, not it), for tests/integration/slurm/*.sh only, that
 speaks pipeline-job(7): progress events, a checkpoint every 4 steps
-written with jobs/pljob.py (COMPLETE marker last, renamed into place), and
+written with jobs/pljob/ (COMPLETE marker last, renamed into place), and
 a resume from $PL_RESUME_FROM. Each start appends "start STEP restart N"
 to $TRAIN_OUT, the end "done TOTAL"; PLJOB_DIR is jobs/.
 """

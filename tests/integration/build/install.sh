@@ -12,7 +12,7 @@ for f in sbin/pipelined bin/pipelinectl lib/pipelined/pipeline-shim lib/pipeline
     share/bash-completion/completions/pipelinectl share/zsh/site-functions/_pipelinectl; do
 	[ -e "$D/opt/pl/$f" ] || fail "make install did not install $f"
 done
-[ -e "$D/opt/pl/lib/pipelined/jobs/pljob.py" ] || fail "job programs not installed"
+[ -e "$D/opt/pl/lib/pipelined/jobs/pljob/__init__.py" ] || fail "job programs not installed"
 # The installed tree runs (paths given explicitly: PREFIX here is only a
 # prefix inside DESTDIR).
 pl_conf

@@ -28,17 +28,17 @@ fixture medium --size medium --layout causal --shards 2 --seed 5
 for dt in F16 F32; do
 	cp -r causal causal-$dt
 	/usr/bin/python3 - causal-$dt/model.safetensors $dt <<'PY'
-import json, struct, sys
+import json, os, struct, sys
 import numpy as np
+sys.path.insert(0, os.path.join(os.environ["TOP"], "jobs"))
+import pljob
 p, dt = sys.argv[1], sys.argv[2]
 b = open(p, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-meta = h.pop("__metadata__", None)
+h, meta, base = pljob.read_safetensors_header(p)
 out, off, hdr = [], 0, {}
 for k in sorted(h, key=lambda k: h[k]["data_offsets"][0]):
     v = h[k]
-    raw = b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+    raw = b[base + v["data_offsets"][0]:base + v["data_offsets"][1]]
     a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
     a = a.astype(np.float16 if dt == "F16" else np.float32).tobytes()
     hdr[k] = {"dtype": dt, "shape": v["shape"], "data_offsets": [off, off + len(a)]}
@@ -175,12 +175,13 @@ rm notok/tokenizer.model
 refuse notok "no tokenizer.model"
 cp -r causal nan
 /usr/bin/python3 - nan/model.safetensors <<'PY'
-import json, struct, sys
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["TOP"], "jobs"))
+import pljob
 p = sys.argv[1]
 b = bytearray(open(p, "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-o = 8 + n + h["model.layers.1.mlp.up_proj.weight"]["data_offsets"][0]
+h, _, base = pljob.read_safetensors_header(p)
+o = base + h["model.layers.1.mlp.up_proj.weight"]["data_offsets"][0]
 b[o + 6:o + 8] = b"\xc0\x7f"     # element 3 of a BF16 tensor: NaN
 open(p, "wb").write(b)
 PY

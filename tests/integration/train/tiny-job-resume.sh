@@ -48,7 +48,7 @@ wait $pid 2>/dev/null || true
 ! grep -q '"step":38' b.ev || fail "the trainer ran past 37"
 [ ! -e b/adapter ] || fail "a killed run left an adapter"
 
-ck=$($PY "$J/pljob.py" newest-checkpoint b/checkpoints)
+ck=$($PY "$J/pljob" newest-checkpoint b/checkpoints)
 [ "$ck" = b/checkpoints/checkpoint-25 ] || fail "newest complete checkpoint is $ck, want 25"
 
 # Refusals first: a changed configuration, an incomplete checkpoint.
@@ -82,7 +82,7 @@ PL_WORKDIR=$TEST_TMP/b PL_RESUME_FROM=$TEST_TMP/$ck $PY "$J/train.py" --config t
 grep -q '"type":"loop_started","step":26,' b.ev || fail "the resume did not start at step 26"
 left=$(cd b/checkpoints && ls -d *.tmp-* *.old-* 2>/dev/null || true)
 [ -z "$left" ] || fail "leftovers of interrupted saves survived the resume: $left"
-$PY "$J/pljob.py" verify-checkpoint b/checkpoints/checkpoint-10 || fail "checkpoint-10.old-4244 was not restored"
+$PY "$J/pljob" verify-checkpoint b/checkpoints/checkpoint-10 || fail "checkpoint-10.old-4244 was not restored"
 [ ! -e b/checkpoints/checkpoint-11 ] || fail "an incomplete .old copy was restored"
 
 cmp a/adapter/adapter_model.safetensors b/adapter/adapter_model.safetensors \

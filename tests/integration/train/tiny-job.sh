@@ -86,18 +86,18 @@ PY
 # Checkpoint integrity: newest-checkpoint picks 30; tamper with it and it
 # falls back to 20; remove 20's marker and it falls back to 10.
 ck=work/checkpoints
-[ "$($PY "$J/pljob.py" newest-checkpoint $ck)" = "$ck/checkpoint-30" ] || fail "newest is not 30"
+[ "$($PY "$J/pljob" newest-checkpoint $ck)" = "$ck/checkpoint-30" ] || fail "newest is not 30"
 printf 'x' >>$ck/checkpoint-30/optimizer.pt
-[ "$($PY "$J/pljob.py" newest-checkpoint $ck 2>why)" = "$ck/checkpoint-20" ] || fail "tampered 30 not skipped"
+[ "$($PY "$J/pljob" newest-checkpoint $ck 2>why)" = "$ck/checkpoint-20" ] || fail "tampered 30 not skipped"
 grep -q "checkpoint-30: skipped: optimizer.pt: sha256" why || { cat why; fail "no reason for skipping 30"; }
 rm $ck/checkpoint-20/COMPLETE
-[ "$($PY "$J/pljob.py" newest-checkpoint $ck 2>why)" = "$ck/checkpoint-10" ] || fail "unmarked 20 not skipped"
+[ "$($PY "$J/pljob" newest-checkpoint $ck 2>why)" = "$ck/checkpoint-10" ] || fail "unmarked 20 not skipped"
 grep -q "checkpoint-20: skipped: no COMPLETE marker" why || fail "no reason for skipping 20"
 : >$ck/checkpoint-10/unlisted
-$PY "$J/pljob.py" verify-checkpoint $ck/checkpoint-10 2>why && fail "an unlisted file passed"
+$PY "$J/pljob" verify-checkpoint $ck/checkpoint-10 2>why && fail "an unlisted file passed"
 grep -q "unlisted \['unlisted'\]" why || { cat why; fail "no reason for the unlisted file"; }
 rm $ck/checkpoint-10/unlisted
-$PY "$J/pljob.py" verify-checkpoint $ck/checkpoint-10 || fail "checkpoint-10 does not verify"
+$PY "$J/pljob" verify-checkpoint $ck/checkpoint-10 || fail "checkpoint-10 does not verify"
 
 # The adapter loads into the tiny forward (tiny.py top1) and changes the
 # predictions on a training prompt.

@@ -27,11 +27,14 @@ Debian's Python:
                          of a F16/F32 tensor), extra=NAME:NE0:NE1 (a
                          random F32 tensor), setu32=KEY:VALUE, delkv=KEY
 """
-import json, os, re, struct, sys
+import json, os, re, sys
 
 import numpy as np
 import gguf
 from gguf import GGUFReader, GGUFWriter, GGUFValueType, GGMLQuantizationType as Q
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "jobs"))
+import pljob  # noqa: E402
 
 
 def fields(r):
@@ -109,13 +112,11 @@ def st_load(ckpt):
     files = sorted(f for f in os.listdir(ckpt) if f.endswith(".safetensors"))
     out = {}
     for fn in files:
+        hdr, _, base = pljob.read_safetensors_header(os.path.join(ckpt, fn))
         with open(os.path.join(ckpt, fn), "rb") as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            hdr = json.loads(f.read(n))
+            f.seek(base)
             data = f.read()
         for k, v in hdr.items():
-            if k == "__metadata__":
-                continue
             b, e = v["data_offsets"]
             raw = data[b:e]
             dt = v["dtype"]

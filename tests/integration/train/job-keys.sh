@@ -1,0 +1,122 @@
+#!/bin/bash
+# train/job-keys: one definition of every training key.  The train and probe
+# plugins' C key tables (trainkeys.h and their own keys) are the source;
+# jobs/pljob/keys.py is generated from the built plugins
+# (tests/tools/gen-jobkeys.sh) and this test fails when it is stale, or
+# when a changed default would go unnoticed by the check.  The job
+# programs (train.py, probe.py, the engines) read every key through that
+# table: a key the table lacks, a default written in Python, or a read of
+# another type fails here, statically for every call and at run time.
+# lora_r's default is the table's 112 for both engines (tiny.py had 16).
+set -eu
+. "$(dirname "$0")/../../lib.sh"
+PY=/usr/bin/python3
+cd "$TEST_TMP"
+
+"$TOP/tests/tools/gen-jobkeys.sh" --check || fail "jobs/pljob/keys.py is stale"
+# The check must be able to fail: a default changed in the file.
+sed 's/"lora_r": ("int", "112"/"lora_r": ("int", "16"/' "$TOP/jobs/pljob/keys.py" >stale.py
+cmp -s stale.py "$TOP/jobs/pljob/keys.py" && fail "the lora_r entry was not found to change"
+"$TOP/tests/tools/gen-jobkeys.sh" --check stale.py 2>stale.err && fail "a stale keys.py passed the check"
+grep -q 'is stale' stale.err || fail "the stale check does not say so: $(cat stale.err)"
+
+# Every key the programs read, and no default written in Python for a key
+# the table gives one.
+$PY - "$TOP/jobs" <<'PY' || fail "static key check"
+import ast, os, sys
+jobs = sys.argv[1]
+sys.path.insert(0, jobs)
+from pljob import keys
+
+ACCESSORS = {"str", "int", "float", "bool", "choice", "path_in", "has"}
+# choice takes the choices second; the others the default.
+DEFAULT_AT = {"str": 1, "int": 1, "float": 1, "bool": 1, "choice": 2}
+
+
+def reads(path):
+    """(line, accessor, key, explicit default or None) of every cfg read."""
+    out = []
+    for n in ast.walk(ast.parse(open(path).read(), path)):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ACCESSORS):
+            continue
+        v = n.func.value
+        if not ((isinstance(v, ast.Name) and v.id == "cfg") or
+                (isinstance(v, ast.Attribute) and v.attr == "cfg")):
+            continue
+        if not n.args or not isinstance(n.args[0], ast.Constant):
+            sys.exit("%s:%d: a key read whose key is not a literal" % (path, n.lineno))
+        d = None
+        i = DEFAULT_AT.get(n.func.attr)
+        if i is not None and len(n.args) > i:
+            d = n.args[i]
+        for kw in n.keywords:
+            if kw.arg == "default":
+                d = kw.value
+        out.append((n.lineno, n.func.attr, n.args[0].value, d))
+    return out
+
+
+engines = [os.path.join(jobs, "engines", f) for f in ("tiny.py", "hf.py", "prefix.py", "base.py")]
+programs = {"train": [os.path.join(jobs, "train.py")] + engines,
+            "probe": [os.path.join(jobs, "probe.py")] + engines}
+bad, seen = [], set()
+for stage, files in programs.items():
+    table = keys.STAGES[stage]
+    for f in files:
+        for line, acc, key, d in reads(f):
+            seen.add(key)
+            where = "%s:%d" % (os.path.relpath(f, jobs), line)
+            if key not in table:
+                bad.append("%s: reads key %s, which the %s stage's table lacks" % (where, key, stage))
+            elif d is not None and table[key][1] is not None:
+                bad.append("%s: key %s: a default (%s) written beside the table's %r"
+                           % (where, key, ast.unparse(d), table[key][1]))
+# The scan must see the programs' reads, or it proves nothing.
+for k in ("lora_r", "learning_rate", "save_steps", "example_key", "bnb_4bit_quant_type", "gpu_capacity_mb"):
+    if k not in seen:
+        bad.append("the scan did not find the read of %s" % k)
+if bad:
+    sys.exit("\n".join(sorted(set(bad))))
+print("5f: %d keys read by train.py, probe.py and the engines, all in the tables" % len(seen))
+PY
+
+# At run time: the table's defaults, and refusals of what it lacks.
+$PY "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
+$PY - "$TOP/jobs" "$TEST_TMP/base" <<'PY' || fail "run-time key checks"
+import sys
+sys.path.insert(0, sys.argv[1])
+import pljob
+from engines import tiny
+
+c = pljob.Config({"engine": "tiny", "lora_r": ""}, "t.json")
+c.use_keys("train")
+assert c.int("lora_r") == 112, c.int("lora_r")
+assert c.float("learning_rate") == 2e-4 and c.bool("use_rslora") is False
+assert c.float("lora_alpha", 5.0) == 5.0     # no default in the table: the program's
+assert c.int("save_steps") == 25
+p = pljob.Config({}, "p.json")
+p.use_keys("probe")
+b = pljob.Config({"lora_r": 0}, "b.json")
+b.use_keys("train")
+for call, exc, want in (
+        (lambda: c.int("lora_rank"), pljob.JobError, "t.json: key lora_rank is not in the train stage's key table"),
+        (lambda: c.int("lora_r", 16), pljob.JobError, "differs from the train stage's key table's '112'"),
+        (lambda: c.float("lora_r"), pljob.JobError, "read as float, the train stage's key table declares it int"),
+        (lambda: c.bool("engine"), pljob.JobError, "t.json: key engine is read as bool"),
+        (lambda: p.int("save_steps"), pljob.JobError, "p.json: key save_steps is not in the probe stage's"),
+        # Bounds come from the table too (lora_r: PL_KEY_MIN 1).
+        (lambda: b.int("lora_r"), pljob.BadInput, "b.json: key lora_r: 0 is below the minimum 1")):
+    try:
+        call()
+    except exc as e:
+        assert want in str(e), str(e)
+    else:
+        raise AssertionError("no refusal: " + want)
+# Both engines take lora_r's default from the table: the tiny engine run by
+# hand without the key trains rank 112, as the stage (and hf) do.
+e = tiny.TinyEngine(pljob.Config({"engine": "tiny", "base": sys.argv[2]}), None)
+assert e.r == 112 and e.alpha == 112.0 and e.threads == 1, (e.r, e.alpha)
+print("5f: defaults and refusals ok")
+PY
+echo "train/job-keys: ok"
