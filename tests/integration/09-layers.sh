@@ -3,7 +3,7 @@
 # the built tree, and fails, naming the file and line or the object and
 # symbol, on a copy of it with each kind of violation put in:
 #   - include/pipeline/plugin.h including a header of the common library;
-#   - a file of plugins/common including daemon/pipelined.h, and its object
+#   - a file of plugins/common including daemon/lib/pipelined.h, and its object
 #     calling the store (store_begin);
 #   - a plugin including a daemon header, and its .so needing
 #     sched_cancel;
@@ -56,7 +56,7 @@ printf '%s\n' '#include <stddef.h>' '#include "pipelined.h"' 'int layer_probe(vo
 printf '%s\n' 'struct store; int store_begin(struct store *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$TEST_TMP/probe.c"
 cc -c -o "$T/plugins/common/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
-expect "common" "plugins/common/layer_probe.c:2: includes \"pipelined.h\" (daemon/pipelined.h)" \
+expect "common" "plugins/common/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
     "plugins/common/layer_probe.o: refers to store_begin, defined in daemon/store.o"
 rm -f "$T"/plugins/common/layer_probe.*
 
@@ -65,7 +65,7 @@ printf '%s\n' '#include "pipeline/plugin.h"' '#include "exec.h"' >"$T/plugins/la
 printf '%s\n' 'int sched_cancel(const char *, const char *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return sched_cancel("r", "j"); }' >"$TEST_TMP/probe.c"
 cc -shared -o "$T/plugins/layer_probe.so" "$TEST_TMP/probe.c" || fail "cc"
-expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/exec.h)" \
+expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/lib/exec.h)" \
     "plugins/layer_probe.so: needs sched_cancel, defined in daemon/sched.o"
 rm -f "$T"/plugins/layer_probe.*
 

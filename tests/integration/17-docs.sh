@@ -12,7 +12,7 @@
 #   - a pipelined.conf key (from `pipelined -nv` and from conf.c's key
 #     table, [slurm] included) is not in pipelined.conf.5 as ".It Ic KEY";
 #   - a common job key or [run] key (spec_common_keys, spec_run_keys in
-#     daemon/spec.c) is not in pipeline.ini.5 as ".It Ic KEY";
+#     daemon/server/spec.c) is not in pipeline.ini.5 as ".It Ic KEY";
 #   - a stage listed by `pipelinectl stage --list` has no ".Ss STAGE"
 #     subsection in pipeline.ini.5, or a key its `--help` lists is not in
 #     that subsection as ".It Ic KEY";
@@ -66,10 +66,10 @@ done
 # spell a verb of the protocol a second time.
 usage_verbs=$("$PIPELINECTL" -h 2>&1 | sed -n '/^verbs:/,$p' | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' | sort -u)
 [ -n "$usage_verbs" ] || fail "no verbs parsed from pipelinectl -h"
-own_verbs=$(nocomments "$TOP/daemon/pipelinectl.c" | grep -o '{ PLV_COUNT, "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
-echo "$own_verbs" | grep -qx stage || fail "no verbs of pipelinectl's own parsed from daemon/pipelinectl.c"
+own_verbs=$(nocomments "$TOP/daemon/ctl/pipelinectl.c" | grep -o '{ PLV_COUNT, "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
+echo "$own_verbs" | grep -qx stage || fail "no verbs of pipelinectl's own parsed from daemon/ctl/pipelinectl.c"
 for v in $own_verbs; do
-	echo "$proto_verbs" | grep -qx "$v" && miss "daemon/pipelinectl.c: verb $v is spelled there and in proto.h"
+	echo "$proto_verbs" | grep -qx "$v" && miss "daemon/ctl/pipelinectl.c: verb $v is spelled there and in proto.h"
 	echo "$usage_verbs" | grep -qx "$v" || miss "pipelinectl -h: verb $v of the table is not in the usage"
 done
 for v in $usage_verbs; do
@@ -85,7 +85,7 @@ nv_keys=$("$PIPELINED" -nv -f "$PL_CONF" | awk '
 	/^\[/ { sec = $0; next }
 	sec != "[resources]" && /^[a-z_]+ =/ { print $1 }' | sort -u)
 [ -n "$nv_keys" ] || fail "no keys parsed from pipelined -nv"
-table_keys=$(nocomments "$TOP/daemon/conf.c" | grep -o '{ "[a-z]*", "[a-z_]*", ' | sed 's/{ "[a-z]*", "\([a-z_]*\)".*/\1/' | sort -u)
+table_keys=$(nocomments "$TOP/daemon/lib/conf.c" | grep -o '{ "[a-z]*", "[a-z_]*", ' | sed 's/{ "[a-z]*", "\([a-z_]*\)".*/\1/' | sort -u)
 echo "$table_keys" | grep -qx partition || fail "no [slurm] keys parsed from conf.c's table"
 for k in $(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u); do
 	has "$M/pipelined.conf.5" "^\.It Ic $k( |$)" || miss "pipelined.conf.5: key $k (.It Ic $k)"
@@ -94,14 +94,14 @@ nconf=$(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u | wc -l)
 
 # ---- run spec: common and [run] keys ---------------------------------
 c_array() {
-	nocomments "$TOP/daemon/spec.c" | awk -v name="$1" '
+	nocomments "$TOP/daemon/server/spec.c" | awk -v name="$1" '
 		index($0, name "[] = {") { on = 1 }
 		on { print }
 		on && /};/ { exit }' | grep -o '"[a-z_]*"' | tr -d '"'
 }
 spec_keys=$( (c_array spec_common_keys; c_array spec_run_keys) | sort -u)
-echo "$spec_keys" | grep -qx after || fail "no keys parsed from spec_common_keys in daemon/spec.c"
-echo "$spec_keys" | grep -qx previous || fail "no keys parsed from spec_run_keys in daemon/spec.c"
+echo "$spec_keys" | grep -qx after || fail "no keys parsed from spec_common_keys in daemon/server/spec.c"
+echo "$spec_keys" | grep -qx previous || fail "no keys parsed from spec_run_keys in daemon/server/spec.c"
 for k in $spec_keys; do
 	has "$M/pipeline.ini.5" "^\.It Ic $k( |$)" || miss "pipeline.ini.5: spec key $k (.It Ic $k)"
 done
@@ -156,15 +156,15 @@ done
 for w in started progress metric checkpoint artifact done error; do
 	has "$M/pipeline-job.7" "^\.It Li $w( |$)" || miss "pipeline-job.7: event type $w (.It Li $w)"
 done
-for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/host*.c | tr -d '=%' | sort -u); do
+for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/server/host*.c | tr -d '=%' | sort -u); do
 	has "$M/pipeline-job.7" "^\.It Ev $e( |$)" || miss "pipeline-job.7: environment variable $e (.It Ev $e)"
 done
 # The core's own feed types: those it stores, and the drop notice. Other
 # job.TYPE events come from jobs and plugins and are described generically.
-feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*.c |
-    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/feed.c" |
+feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*/*.c |
+    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/server/feed.c" |
     sed 's/.*"//; s/^/"/; s/$/"/') | tr -d '"' | sort -u)
-echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/feed.c"
+echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/server/feed.c"
 echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*.c"
 for t in $feed_types; do
 	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"
