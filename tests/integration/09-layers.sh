@@ -3,14 +3,17 @@
 # the built tree, and fails, naming the file and line or the object and
 # symbol, on a copy of it with each kind of violation put in:
 #   - include/pipeline/plugin.h including a header of the common library;
-#   - a file of plugins/common including daemon/lib/pipelined.h, and its object
-#     calling the store (store_begin);
+#   - a file of plugins/lib/io including daemon/lib/pipelined.h, and its
+#     object calling the store (store_begin);
+#   - plugins/lib/io calling a subject above it (gguf_open of format);
+#   - daemon/lib calling the server (conf.o calling store_commit);
 #   - a plugin including a daemon header, and its .so needing
 #     sched_cancel;
 #   - a call circle between daemon modules: util.o made to call the store
 #     (store.o calls util.o);
-#   - a module of libpld.a calling a program's function (web.o calling
-#     pipelinectl.c's ctl_request).
+#   - a module of the daemon calling a program's function (web.o calling
+#     pipelinectl.c's ctl_request);
+#   - pipelinectl linking the HTTP side (httpd_start).
 # Runs against the real objects of the build (nm) and the compiler; no
 # daemon is started.
 . "$(dirname "$0")/../lib.sh"
@@ -21,11 +24,16 @@ echo "$out"
 
 # A copy of what the check reads: sources, headers, objects, plugins.
 T=$TEST_TMP/tree
-mkdir -p "$T/include/pipeline" "$T/daemon" "$T/plugins/common"
+mkdir -p "$T/include/pipeline" "$T/plugins"
 cp "$TOP"/include/pipeline/*.h "$T/include/pipeline/"
-cp "$TOP"/daemon/*.[cho] "$T/daemon/"
+for d in "$TOP"/daemon/*/ "$TOP"/plugins/lib/*/; do
+	r=${d#"$TOP"/}
+	mkdir -p "$T/$r"
+	cp "$d"*.[ch] "$T/$r"
+	cp "$d"*.o "$T/$r" 2>/dev/null
+done
+cp "$TOP"/daemon/pipelinectl "$T/daemon/"
 cp "$TOP"/plugins/*.c "$TOP"/plugins/*.so "$T/plugins/"
-cp "$TOP"/plugins/common/*.[cho] "$T/plugins/common/"
 "$CHECK" "$T" >"$TEST_TMP/copy.out" 2>&1 || { cat "$TEST_TMP/copy.out"; fail "the copy fails before anything is put in"; }
 
 cc() { command cc -std=gnu11 -D_GNU_SOURCE -fPIC "$@"; }
@@ -52,13 +60,31 @@ cp "$TEST_TMP/plugin.h" "$T/include/pipeline/plugin.h"
 
 # 2. The common library including the daemon's header and calling it.
 printf '%s\n' '#include <stddef.h>' '#include "pipelined.h"' 'int layer_probe(void);' \
-    'int layer_probe(void) { return store_begin((void *)0); }' >"$T/plugins/common/layer_probe.c"
+    'int layer_probe(void) { return store_begin((void *)0); }' >"$T/plugins/lib/io/layer_probe.c"
 printf '%s\n' 'struct store; int store_begin(struct store *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$TEST_TMP/probe.c"
-cc -c -o "$T/plugins/common/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
-expect "common" "plugins/common/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
-    "plugins/common/layer_probe.o: refers to store_begin, defined in daemon/store.o"
-rm -f "$T"/plugins/common/layer_probe.*
+cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
+expect "plugins/lib" "plugins/lib/io/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
+    "plugins/lib/io/layer_probe.o: refers to store_begin, defined in daemon/server/store.o"
+rm -f "$T"/plugins/lib/io/layer_probe.*
+
+# 2b. io, the bottom subject, including and calling the GGUF reader above it.
+printf '%s\n' '#include "gguf.h"' >"$T/plugins/lib/io/layer_probe.c"
+printf '%s\n' 'int gguf_open(void);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return gguf_open(); }' >"$TEST_TMP/probe.c"
+cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
+expect "subject" "plugins/lib/io/layer_probe.c:1: includes \"gguf.h\"" \
+    "plugins/lib/io/layer_probe.o: refers to gguf_open, defined in plugins/lib/format/gguf.o"
+rm -f "$T"/plugins/lib/io/layer_probe.*
+
+# 2c. daemon/lib calling the server's store.
+printf '%s\n' 'struct store; int store_commit(struct store *);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return store_commit((void *)0); }' >"$TEST_TMP/probe.c"
+cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+cp "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o"
+ld -r -o "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "daemon/lib" "daemon/lib/conf.o: refers to store_commit, defined in daemon/server/store.o"
+cp "$TEST_TMP/conf.o" "$T/daemon/lib/conf.o"
 
 # 3. A plugin including a daemon header, its .so needing a daemon symbol.
 printf '%s\n' '#include "pipeline/plugin.h"' '#include "exec.h"' >"$T/plugins/layer_probe.c"
@@ -66,28 +92,35 @@ printf '%s\n' 'int sched_cancel(const char *, const char *);' 'int layer_probe(v
     'int layer_probe(void) { return sched_cancel("r", "j"); }' >"$TEST_TMP/probe.c"
 cc -shared -o "$T/plugins/layer_probe.so" "$TEST_TMP/probe.c" || fail "cc"
 expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/lib/exec.h)" \
-    "plugins/layer_probe.so: needs sched_cancel, defined in daemon/sched.o"
+    "plugins/layer_probe.so: needs sched_cancel, defined in daemon/server/sched.o"
 rm -f "$T"/plugins/layer_probe.*
 
-# 4. A circle: util.o calling the store, which calls util.o.
-printf '%s\n' 'struct store; int store_commit(struct store *);' 'int layer_probe(void);' \
-    'int layer_probe(void) { return store_commit((void *)0); }' >"$TEST_TMP/probe.c"
+# 4. A circle: store_query.o's wire.o calling the store's query side,
+# which calls wire.o.
+printf '%s\n' 'int store_q_runs(void);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return store_q_runs(); }' >"$TEST_TMP/probe.c"
 cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
-cp "$T/daemon/util.o" "$TEST_TMP/util.o"
-ld -r -o "$T/daemon/util.o" "$TEST_TMP/util.o" "$TEST_TMP/probe.o" || fail "ld -r"
-expect "circle" "a call circle between daemon modules:" "util -> store: store_commit" "store -> util:"
-grep -q "circle between daemon modules:.* store .*util" "$TEST_TMP/bad.out" ||
+cp "$T/daemon/server/wire.o" "$TEST_TMP/wire.o"
+ld -r -o "$T/daemon/server/wire.o" "$TEST_TMP/wire.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "circle" "a call circle between daemon modules:" "wire -> store_query: store_q_runs" "store_query -> wire:"
+grep -q "circle between daemon modules:.*store_query wire" "$TEST_TMP/bad.out" ||
     fail "circle: its members are not named"
-cp "$TEST_TMP/util.o" "$T/daemon/util.o"
+cp "$TEST_TMP/wire.o" "$T/daemon/server/wire.o"
 
 # 5. The library calling a program.
 printf '%s\n' 'int ctl_request(const char *, void *, void **);' 'int layer_probe(void);' \
     'int layer_probe(void) { return ctl_request("x", 0, 0); }' >"$TEST_TMP/probe.c"
 cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
-cp "$T/daemon/web.o" "$TEST_TMP/web.o"
-ld -r -o "$T/daemon/web.o" "$TEST_TMP/web.o" "$TEST_TMP/probe.o" || fail "ld -r"
-expect "program" "daemon/web.o: refers to ctl_request, defined in daemon/pipelinectl.o"
-cp "$TEST_TMP/web.o" "$T/daemon/web.o"
+cp "$T/daemon/http/web.o" "$TEST_TMP/web.o"
+ld -r -o "$T/daemon/http/web.o" "$TEST_TMP/web.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "program" "daemon/http/web.o: refers to ctl_request, defined in daemon/ctl/pipelinectl.o"
+cp "$TEST_TMP/web.o" "$T/daemon/http/web.o"
+
+# 6. pipelinectl holding the HTTP server: a program that defines httpd_start.
+printf '%s\n' 'int httpd_start(void);' 'int httpd_start(void) { return 0; }' 'int main(void) { return httpd_start(); }' >"$TEST_TMP/probe.c"
+cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
+expect "pipelinectl" "daemon/pipelinectl: links httpd_start, defined in daemon/http/httpd.o"
+cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
 
 "$CHECK" "$T" >/dev/null 2>&1 || fail "the copy, restored, fails"
 echo "ok: check-layers passes the tree and names each violation put in"
