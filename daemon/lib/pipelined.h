@@ -169,7 +169,7 @@ int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
 int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
 int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
-/* errs.c: error lists */
+/* errlist.c: error lists */
 /* Append "file:line: key: message\n" to *errs (a line of 0 or less:
  * "file: key: message"). The first 100 errors are kept, then "... and N
  * more errors"; appending costs the new line on the thread that wrote the
@@ -694,7 +694,7 @@ void	feed_flush(void);       /* loop thread: deliver announced events */
 int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
 	    uv_connection_cb cb);
 
-/* exec_common.c */
+/* shimfiles.c */
 int	proc_write_json_atomic(const char *path, cJSON *obj);
 
 #endif

@@ -25,7 +25,9 @@
 #     them): a citation points to a man page or HACKING.md instead;
 #   - a gotcha code (G01, ...) or finding code (F17, ...) cited in the tree
 #     has no ".Ss CODE:" entry in pipeline-gotchas.7, or an entry lacks one
-#     of Symptom, Cause, Caught by, Test.
+#     of Symptom, Cause, Caught by, Test;
+#   - a C source file of daemon/, plugins/ or include/ has no row in
+#     HACKING.md's "Files" table, or a row names a file that is gone.
 # Every missing item is listed before the test fails.
 . "$(dirname "$0")/../lib.sh"
 M=$TOP/man
@@ -215,8 +217,19 @@ for c in $entries; do
 		echo "$body" | grep -qx "\.It Em $w" || miss "pipeline-gotchas.7: $c has no \"$w\" item"
 	done
 done
+# HACKING.md's "Files": one row per C source file, no row for a file gone.
+H=$TOP/HACKING.md
+listed=$(awk '/^## Files$/ { on = 1; next } on && /^## / { exit } on' "$H" |
+    sed -n 's/^| `\([^`]*\)` | .*/\1/p' | sort)
+[ -n "$listed" ] || miss "HACKING.md: no \"## Files\" table parsed"
+sources=$(cd "$TOP" && git ls-files 'daemon/*.[ch]' 'plugins/*.[ch]' 'include/*.h' 2>/dev/null ||
+    find daemon plugins include -name '*.[ch]')
+sources=$(echo "$sources" | sort -u)
+for f in $(comm -23 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: $f has no row in \"## Files\""; done
+for f in $(comm -13 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: \"## Files\" names $f, which is gone"; done
+nfilerows=$(echo "$listed" | wc -l)
 ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
 
-note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries"
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries; $nfilerows source files in HACKING.md"
 [ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
 echo ok
