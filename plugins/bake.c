@@ -34,42 +34,43 @@
 static const struct pl_host *host;
 
 static const struct pl_key bake_keys[] = {
-	{ "backend", PL_KEY_STRING, "ollama", 0, NULL,
-	  "ollama (/api/chat) or openai (llama-server, vLLM: /v1/chat/completions)" },
-	{ "url", PL_KEY_STRING, NULL, 0, NULL,
-	  "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)" },
-	{ "model", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
-	  "the served model: an Ollama tag, or the OpenAI model id" },
-	{ "cases", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
-	  "the case file, JSON lines (pipeline-cases(5))" },
-	{ "system", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
-	  "the system prompt file; {{channel}} becomes the case's channel" },
-	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
-	  "the capability list, hidden ones included (pipeline-cases(5))" },
-	{ "disabled", PL_KEY_LIST, NULL, 0, NULL,
-	  "capabilities to disable: their cases are skipped as not runnable" },
-	{ "stats", PL_KEY_INPUT, NULL, 0, "stats",
-	  "the tokenize stage's stats (corpus_keys) for held-out; none: all held out" },
-	{ "stats_run", PL_KEY_STRING, NULL, 0, NULL,
-	  "take the stats artifact of this run instead (the incumbent's corpus)" },
-	{ "passes", PL_KEY_INT, "3", PL_KEY_MIN | PL_KEY_MAX, NULL, "passes over every case (1-32)", 1,
-	  SC_MAX_PASSES },
-	{ "num_ctx", PL_KEY_INT, "9216", PL_KEY_MIN, NULL,
-	  "context every request needs; sent to Ollama, checked on llama-server", 256, 0 },
-	{ "seed", PL_KEY_INT, "3407", 0, NULL, "sampling seed (temperature is 0)" },
-	{ "max_tokens", PL_KEY_INT, "256", PL_KEY_MIN, NULL, "token cap of one answer", 1, 0 },
-	{ "concurrency", PL_KEY_INT, "1", PL_KEY_MIN | PL_KEY_MAX, NULL,
-	  "requests in flight (llama-server -np N); speed then is throughput", 1, 64 },
-	{ "case_timeout", PL_KEY_DURATION, "300", 0, NULL, "limit of one request" },
-	{ "max_bytes_per_token", PL_KEY_FLOAT, "8", 0, NULL,
-	  "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off" },
-	{ "keep_alive", PL_KEY_STRING, "30m", 0, NULL,
-	  "Ollama keep_alive of the model during the bake" },
-	{ "evict", PL_KEY_BOOL, "yes", 0, NULL,
-	  "Ollama: unload every other model before timing (G22)" },
-	{ "max_errors", PL_KEY_INT, "0", 0, NULL,
-	  "bake errors (truncation, server) tolerated before the stage fails" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_STRING(.name = "backend", .def = "ollama",
+	    .help = "ollama (/api/chat) or openai (llama-server, vLLM: /v1/chat/completions)"),
+	PL_KEY_STRING(.name = "url",
+	    .help = "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)"),
+	PL_KEY_STRING(.name = "model", .flags = PL_KEY_REQUIRED,
+	    .help = "the served model: an Ollama tag, or the OpenAI model id"),
+	PL_KEY_PATH(.name = "cases", .flags = PL_KEY_REQUIRED | PL_KEY_FILE,
+	    .help = "the case file, JSON lines (pipeline-cases(5))"),
+	PL_KEY_PATH(.name = "system", .flags = PL_KEY_REQUIRED | PL_KEY_FILE,
+	    .help = "the system prompt file; {{channel}} becomes the case's channel"),
+	PL_KEY_PATH(.name = "capabilities", .flags = PL_KEY_REQUIRED | PL_KEY_FILE,
+	    .help = "the capability list, hidden ones included (pipeline-cases(5))"),
+	PL_KEY_LIST(.name = "disabled",
+	    .help = "capabilities to disable: their cases are skipped as not runnable"),
+	PL_KEY_INPUT(.name = "stats", .artifact = "stats",
+	    .help = "the tokenize stage's stats (corpus_keys) for held-out; none: all held out"),
+	PL_KEY_STRING(.name = "stats_run",
+	    .help = "take the stats artifact of this run instead (the incumbent's corpus)"),
+	PL_KEY_INT(.name = "passes", .def = "3", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 1, .max = SC_MAX_PASSES,
+	    .help = "passes over every case (1-32)"),
+	PL_KEY_INT(.name = "num_ctx", .def = "9216", .flags = PL_KEY_MIN, .min = 256,
+	    .help = "context every request needs; sent to Ollama, checked on llama-server"),
+	PL_KEY_INT(.name = "seed", .def = "3407", .help = "sampling seed (temperature is 0)"),
+	PL_KEY_INT(.name = "max_tokens", .def = "256", .flags = PL_KEY_MIN, .min = 1,
+	    .help = "token cap of one answer"),
+	PL_KEY_INT(.name = "concurrency", .def = "1", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 1, .max = 64,
+	    .help = "requests in flight (llama-server -np N); speed then is throughput"),
+	PL_KEY_DURATION(.name = "case_timeout", .def = "300", .help = "limit of one request"),
+	PL_KEY_FLOAT(.name = "max_bytes_per_token", .def = "8",
+	    .help = "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off"),
+	PL_KEY_STRING(.name = "keep_alive", .def = "30m",
+	    .help = "Ollama keep_alive of the model during the bake"),
+	PL_KEY_BOOL(.name = "evict", .def = "yes",
+	    .help = "Ollama: unload every other model before timing (G22)"),
+	PL_KEY_INT(.name = "max_errors", .def = "0",
+	    .help = "bake errors (truncation, server) tolerated before the stage fails"),
+	PL_KEY_END
 };
 
 /* One pass of one case. */
@@ -455,8 +456,8 @@ bake_run(pl_job *job)
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.cv, NULL);
 
-	b.passes = (int)host->get_int(job, "passes", 3);
-	b.concurrency = (int)host->get_int(job, "concurrency", 1);
+	b.passes = (int)host->get_int(job, "passes", 0);
+	b.concurrency = (int)host->get_int(job, "concurrency", 0);
 	if (b.passes < 1 || b.passes > SC_MAX_PASSES) {
 		rc = host->fail(job, "passes: %d is not between 1 and %d", b.passes, SC_MAX_PASSES);
 		goto out;
@@ -510,11 +511,11 @@ bake_run(pl_job *job)
 		rc = host->fail(job, "%s", err);
 		goto out;
 	}
-	b.chat.num_ctx = (int)host->get_int(job, "num_ctx", 9216);
-	b.chat.seed = host->get_int(job, "seed", 3407);
-	b.chat.max_tokens = (int)host->get_int(job, "max_tokens", 256);
-	b.chat.timeout = host->get_duration(job, "case_timeout", 300);
-	b.chat.max_bytes_per_token = host->get_double(job, "max_bytes_per_token", 8);
+	b.chat.num_ctx = (int)host->get_int(job, "num_ctx", 0);
+	b.chat.seed = host->get_int(job, "seed", 0);
+	b.chat.max_tokens = (int)host->get_int(job, "max_tokens", 0);
+	b.chat.timeout = host->get_duration(job, "case_timeout", 0);
+	b.chat.max_bytes_per_token = host->get_double(job, "max_bytes_per_token", 0);
 	const char *keep = host->get(job, "keep_alive");
 	if (keep == NULL)
 		keep = "";
@@ -538,7 +539,7 @@ bake_run(pl_job *job)
 	int comparable = 0;
 	char served[80] = "", tagd[80] = "";
 	if (b.chat.backend == CHAT_OLLAMA) {
-		comparable = ollama_placement(&b, host->get_bool(job, "evict", 1),
+		comparable = ollama_placement(&b, host->get_bool(job, "evict", 0),
 		    keep, note, sizeof(note), served, sizeof(served));
 		/*
 		 * The runner must be the tag's: a tag overwritten while loaded
@@ -733,15 +734,11 @@ bake_check(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage bake_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage bake_stage = PL_STAGE(
 	.name = "bake",
 	.summary = "score a served model on a case file, every pass stored",
 	.keys = bake_keys,
 	.check = bake_check,
-	.run = bake_run,
-};
+	.run = bake_run);
 
 PL_PLUGIN(&host, &bake_stage)

@@ -31,19 +31,18 @@
 static const struct pl_host *host;
 
 static const struct pl_key convert_keys[] = {
-	{ "input", PL_KEY_INPUT, NULL, 0, "fixed",
-	  "the checkpoint directory (config.json, *.safetensors, tokenizer.model)" },
-	{ "output", PL_KEY_PATH, NULL, 0, NULL,
-	  "the GGUF to write (default: model-OUTTYPE.gguf in the work directory)" },
-	{ "outtype", PL_KEY_STRING, "f16", 0, NULL,
-	  "f16, bf16 or f32: the type of the matrices (norms are always F32)" },
-	{ "tool", PL_KEY_STRING, "native", 0, NULL,
-	  "native, or llama.cpp to run llama_cpp's convert_hf_to_gguf.py" },
-	{ "llama_cpp", PL_KEY_PATH, NULL, 0, NULL,
-	  "a llama.cpp checkout (tool = llama.cpp)" },
-	{ "python", PL_KEY_STRING, NULL, 0, NULL,
-	  "the Python for tool = llama.cpp (default: daemon.python, else python3)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "input", .artifact = "fixed",
+	    .help = "the checkpoint directory (config.json, *.safetensors, tokenizer.model)"),
+	PL_KEY_PATH(.name = "output",
+	    .help = "the GGUF to write (default: model-OUTTYPE.gguf in the work directory)"),
+	PL_KEY_STRING(.name = "outtype", .def = "f16",
+	    .help = "f16, bf16 or f32: the type of the matrices (norms are always F32)"),
+	PL_KEY_STRING(.name = "tool", .def = "native",
+	    .help = "native, or llama.cpp to run llama_cpp's convert_hf_to_gguf.py"),
+	PL_KEY_PATH(.name = "llama_cpp", .help = "a llama.cpp checkout (tool = llama.cpp)"),
+	PL_KEY_STRING(.name = "python",
+	    .help = "the Python for tool = llama.cpp (default: daemon.python, else python3)"),
+	PL_KEY_END
 };
 
 
@@ -235,7 +234,7 @@ convert_run(pl_job *job)
 		free(txt);
 	}
 	/* The native converter hashed the file as it wrote it. */
-	if (digest[0] && PL_HOST_HAS(host, artifact_digest))
+	if (digest[0])
 		rc = host->artifact_digest(job, "gguf", out, digest);
 	else
 		rc = host->artifact(job, "gguf", out);
@@ -244,15 +243,11 @@ convert_run(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage convert_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage convert_stage = PL_STAGE(
 	.name = "convert",
 	.summary = "Gemma 3 checkpoint to GGUF (f16, bf16, f32), natively",
 	.keys = convert_keys,
 	.check = convert_check,
-	.run = convert_run,
-};
+	.run = convert_run);
 
 PL_PLUGIN(&host, &convert_stage)

@@ -73,39 +73,44 @@ static const char *const pol_name[] = { "off", "warn", "fail" };
 #define FINDINGS_MAX	100000
 
 static const struct pl_key cc_keys[] = {
-	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, "corpus",
-	  "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line" },
-	{ "cases", PL_KEY_PATH, NULL, PL_KEY_FILE, NULL,
-	  "the bake's case file (pipeline-cases(5)): leakage, the enum, guard cases" },
-	{ "capabilities", PL_KEY_PATH, NULL, PL_KEY_FILE, NULL,
-	  "the capability list (pipeline-cases(5)): the enum the coverage checks" },
-	{ "min_examples", PL_KEY_INT, "3", PL_KEY_MIN, NULL,
-	  "fewest examples a capability of the enum should have", 1, 0 },
-	{ "near_threshold", PL_KEY_FLOAT, "0.8", 0, NULL,
-	  "word-set Jaccard similarity from which two requests are near-identical" },
-	{ "guard_capabilities", PL_KEY_LIST, "clarify refuse", 0, NULL,
-	  "capabilities whose targets do not act (guard targets)" },
-	{ "max_guard_share", PL_KEY_FLOAT, "0.5", 0, NULL,
-	  "largest share of guard targets before over-refusal is reported (F13)" },
-	{ "min_counterweights", PL_KEY_FLOAT, "0.25", 0, NULL,
-	  "acting examples per guard example of the same surface form (F13)" },
-	{ "vague_words", PL_KEY_INT, "3", PL_KEY_MIN, NULL,
-	  "requests of at most this many words have the vague surface form", 1, 0 },
-	{ "previous", PL_KEY_STRING, NULL, 0, NULL,
-	  "the version to compare with: a run, an index.jsonl, or none (default: [run] previous)" },
-	{ "max_listed", PL_KEY_INT, "20", PL_KEY_MIN, NULL,
-	  "findings per check named in the job's log (all are in findings.jsonl)", 0, 0 },
-	{ "structure", PL_KEY_STRING, "fail", 0, NULL, "policy: fail, warn or off" },
-	{ "system_prompt", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "conflicts", PL_KEY_STRING, "fail", 0, NULL, "policy: fail, warn or off" },
-	{ "near_conflicts", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "duplicates", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "near_duplicates", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "coverage", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "unknown_capability", PL_KEY_STRING, "fail", 0, NULL, "policy: fail, warn or off" },
-	{ "guards", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ "leakage", PL_KEY_STRING, "warn", 0, NULL, "policy: fail, warn or off" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "corpus", .flags = PL_KEY_REQUIRED | PL_KEY_FILE, .artifact = "corpus",
+	    .help = "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line"),
+	PL_KEY_PATH(.name = "cases", .flags = PL_KEY_FILE,
+	    .help = "the bake's case file (pipeline-cases(5)): leakage, the enum, guard cases"),
+	PL_KEY_PATH(.name = "capabilities", .flags = PL_KEY_FILE,
+	    .help = "the capability list (pipeline-cases(5)): the enum the coverage checks"),
+	PL_KEY_INT(.name = "min_examples", .def = "3", .flags = PL_KEY_MIN, .min = 1,
+	    .help = "fewest examples a capability of the enum should have"),
+	PL_KEY_FLOAT(.name = "near_threshold", .def = "0.8",
+	    .help = "word-set Jaccard similarity from which two requests are near-identical"),
+	PL_KEY_LIST(.name = "guard_capabilities", .def = "clarify refuse",
+	    .help = "capabilities whose targets do not act (guard targets)"),
+	PL_KEY_FLOAT(.name = "max_guard_share", .def = "0.5",
+	    .help = "largest share of guard targets before over-refusal is reported (F13)"),
+	PL_KEY_FLOAT(.name = "min_counterweights", .def = "0.25",
+	    .help = "acting examples per guard example of the same surface form (F13)"),
+	PL_KEY_INT(.name = "vague_words", .def = "3", .flags = PL_KEY_MIN, .min = 1,
+	    .help = "requests of at most this many words have the vague surface form"),
+	PL_KEY_STRING(.name = "previous",
+	    .help = "the version to compare with: a run, an index.jsonl, or none (default: "
+	    "[run] previous)"),
+	PL_KEY_INT(.name = "max_listed", .def = "20", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "findings per check named in the job's log (all are in findings.jsonl)"),
+	PL_KEY_STRING(.name = "structure", .def = "fail", .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "system_prompt", .def = "warn",
+	    .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "conflicts", .def = "fail", .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "near_conflicts", .def = "warn",
+	    .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "duplicates", .def = "warn", .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "near_duplicates", .def = "warn",
+	    .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "coverage", .def = "warn", .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "unknown_capability", .def = "fail",
+	    .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "guards", .def = "warn", .help = "policy: fail, warn or off"),
+	PL_KEY_STRING(.name = "leakage", .def = "warn", .help = "policy: fail, warn or off"),
+	PL_KEY_END
 };
 
 /* One example, as much as the checks need and no more (about 200 bytes
@@ -327,9 +332,9 @@ is_guard_cap(const struct cc *cc, const char *cap)
 static int
 cc_check(pl_job *job)
 {
-	double t = host->get_double(job, "near_threshold", 0.8);
-	double s = host->get_double(job, "max_guard_share", 0.5);
-	double w = host->get_double(job, "min_counterweights", 0.25);
+	double t = host->get_double(job, "near_threshold", 0);
+	double s = host->get_double(job, "max_guard_share", 0);
+	double w = host->get_double(job, "min_counterweights", 0);
 
 	for (int i = 0; i < CK_N; i++) {
 		const char *v = host->get(job, ck_name[i]);
@@ -406,7 +411,7 @@ read_corpus(struct cc *cc)
 	size_t lcap = 0;
 	ssize_t n;
 	struct stat st;
-	int vague = (int)host->get_int(cc->job, "vague_words", 3), rc = -1;
+	int vague = (int)host->get_int(cc->job, "vague_words", 0), rc = -1;
 	off_t done = 0;
 
 	if (f == NULL)
@@ -1410,8 +1415,8 @@ cc_run(pl_job *job)
 	cc.job = job;
 	for (int i = 0; i < CK_N; i++)
 		cc.pol[i] = policy(host->get(job, ck_name[i]));
-	cc.max_listed = (int)host->get_int(job, "max_listed", 20);
-	cc.thr = host->get_double(job, "near_threshold", 0.8);
+	cc.max_listed = (int)host->get_int(job, "max_listed", 0);
+	cc.thr = host->get_double(job, "near_threshold", 0);
 	cc.corpus = host->input(job, "corpus");
 	cc.cases_path = host->get(job, "cases") ? host->input(job, "cases") : NULL;
 	if (cc.corpus == NULL)
@@ -1449,10 +1454,10 @@ cc_run(pl_job *job)
 	if (check_near(&cc) == -1)
 		goto abort;
 	check_leakage(&cc, bykey, nkeyed);
-	check_coverage(&cc, (int)host->get_int(job, "min_examples", 3));
+	check_coverage(&cc, (int)host->get_int(job, "min_examples", 0));
 	if (cc.pol[CK_GUARDS] != POL_OFF)
-		check_guards(&cc, host->get_double(job, "max_guard_share", 0.5),
-		    host->get_double(job, "min_counterweights", 0.25));
+		check_guards(&cc, host->get_double(job, "max_guard_share", 0),
+		    host->get_double(job, "min_counterweights", 0));
 	diff = previous(&cc, bykey, nkeyed);
 	if (fclose(cc.findings) != 0) {
 		cc.findings = NULL;
@@ -1522,16 +1527,12 @@ out:
 	return rc;
 }
 
-static const struct pl_stage cc_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage cc_stage = PL_STAGE(
 	.name = "corpus_check",
 	.summary = "check a training corpus as data: conflicts, duplicates, coverage, guards, leakage",
 	.flags = 0,
 	.keys = cc_keys,
 	.check = cc_check,
-	.run = cc_run,
-};
+	.run = cc_run);
 
 PL_PLUGIN(&host, &cc_stage)

@@ -9,13 +9,14 @@
 static const struct pl_host *host;
 
 static const struct pl_key exec_keys[] = {
-	{ "command", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
-	  "the command line, run with /bin/sh -c (plain words not starting with a shell builtin: run directly)" },
-	{ "cwd", PL_KEY_PATH, NULL, 0, NULL,
-	  "the directory to run it in (default: the job's work directory)" },
-	{ "env", PL_KEY_STRING, NULL, 0, NULL,
-	  "extra environment entries, NAME=value, space-separated" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_STRING(.name = "command", .flags = PL_KEY_REQUIRED,
+	    .help = "the command line, run with /bin/sh -c (plain words not starting with a "
+	    "shell builtin: run directly)"),
+	PL_KEY_PATH(.name = "cwd",
+	    .help = "the directory to run it in (default: the job's work directory)"),
+	PL_KEY_STRING(.name = "env",
+	    .help = "extra environment entries, NAME=value, space-separated"),
+	PL_KEY_END
 };
 
 static int
@@ -117,16 +118,12 @@ exec_run(pl_job *job)
 	    ex.error[0] ? ": " : "", ex.error);
 }
 
-static const struct pl_stage exec_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage exec_stage = PL_STAGE(
 	.name = "exec",
 	.summary = "run a command",
 	.flags = PL_STAGE_ADOPTABLE | PL_STAGE_SPAWN_ONLY,
 	.keys = exec_keys,
 	.check = exec_check,
-	.run = exec_run,
-};
+	.run = exec_run);
 
 PL_PLUGIN(&host, &exec_stage)

@@ -26,21 +26,23 @@
 static const struct pl_host *host;
 
 static const struct pl_key gate_keys[] = {
-	{ "candidate", PL_KEY_STRING, "bake", 0, NULL,
-	  "the candidate's bake: JOB of this run, RUN/JOB, or a results file (bake.json)" },
-	{ "incumbent", PL_KEY_STRING, "bake-incumbent", 0, NULL,
-	  "the incumbent's bake, as candidate; none: a first release" },
-	{ "tie_pp", PL_KEY_FLOAT, "0.5", PL_KEY_MIN | PL_KEY_MAX, NULL,
-	  "fair-slice differences within this many points are ties, broken by overall", 0, 100 },
-	{ "min_fair_cases", PL_KEY_INT, "20", PL_KEY_MIN, NULL,
-	  "fewest fair-slice cases (held out for both models) a verdict rests on", 1, 0 },
-	{ "promote", PL_KEY_BOOL, "no", 0, NULL,
-	  "on a passing verdict, copy the candidate's tag to the alias" },
-	{ "alias", PL_KEY_STRING, NULL, 0, NULL, "the production alias (promote = yes)" },
-	{ "tag", PL_KEY_STRING, NULL, 0, NULL,
-	  "the tag to promote (default: the model the candidate bake served)" },
-	{ "url", PL_KEY_STRING, NULL, 0, NULL, "Ollama base URL for promote" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_STRING(.name = "candidate", .def = "bake",
+	    .help = "the candidate's bake: JOB of this run, RUN/JOB, or a results file "
+	    "(bake.json)"),
+	PL_KEY_STRING(.name = "incumbent", .def = "bake-incumbent",
+	    .help = "the incumbent's bake, as candidate; none: a first release"),
+	PL_KEY_FLOAT(.name = "tie_pp", .def = "0.5", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 0, .max = 100,
+	    .help = "fair-slice differences within this many points are ties, broken by "
+	    "overall"),
+	PL_KEY_INT(.name = "min_fair_cases", .def = "20", .flags = PL_KEY_MIN, .min = 1,
+	    .help = "fewest fair-slice cases (held out for both models) a verdict rests on"),
+	PL_KEY_BOOL(.name = "promote", .def = "no",
+	    .help = "on a passing verdict, copy the candidate's tag to the alias"),
+	PL_KEY_STRING(.name = "alias", .help = "the production alias (promote = yes)"),
+	PL_KEY_STRING(.name = "tag",
+	    .help = "the tag to promote (default: the model the candidate bake served)"),
+	PL_KEY_STRING(.name = "url", .help = "Ollama base URL for promote"),
+	PL_KEY_END
 };
 
 struct side {
@@ -178,7 +180,7 @@ gate_run(pl_job *job)
 {
 	struct side cand, inc;
 	struct sc_verdict v;
-	double tie = host->get_double(job, "tie_pp", 0.5);
+	double tie = host->get_double(job, "tie_pp", 0);
 	const char *iv = host->get(job, "incumbent");
 	int first = iv != NULL && strcmp(iv, "none") == 0;
 	int rc;
@@ -214,7 +216,7 @@ gate_run(pl_job *job)
 		    "breach%s", cand.agg.guard_breaches, cand.agg.guard_breaches == 1 ? "" : "es");
 	} else {
 		sc_release_rule(cand.rows, cand.nrows, &cand.agg, inc.rows, inc.nrows, &inc.agg,
-		    tie, (int)host->get_int(job, "min_fair_cases", 20), &v);
+		    tie, (int)host->get_int(job, "min_fair_cases", 0), &v);
 	}
 
 	out = cJSON_CreateObject();
@@ -293,15 +295,11 @@ gate_check(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage gate_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage gate_stage = PL_STAGE(
 	.name = "gate",
 	.summary = "apply the release rule to two bakes; promote the alias",
 	.keys = gate_keys,
 	.check = gate_check,
-	.run = gate_run,
-};
+	.run = gate_run);
 
 PL_PLUGIN(&host, &gate_stage)

@@ -63,15 +63,18 @@ static const struct pl_host *host;
 #define BLOCK_BYTES (16u << 20)
 
 static const struct pl_key merge_keys[] = {
-	{ "base", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
-	  "the base checkpoint directory (config.json, model.safetensors or shards and index)" },
-	{ "adapter", PL_KEY_INPUT, NULL, PL_KEY_DIR, "adapter",
-	  "the PEFT adapter directory (adapter_config.json, adapter_model.safetensors)" },
-	{ "output", PL_KEY_PATH, NULL, 0, NULL,
-	  "the merged checkpoint directory (default: merged in the job's work directory)" },
-	{ "threads", PL_KEY_INT, "0", PL_KEY_MIN, NULL,
-	  "OpenBLAS threads for the products (0: OpenBLAS's default)", 0, 0 },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "base", .flags = PL_KEY_REQUIRED | PL_KEY_DIR,
+	    .help = "the base checkpoint directory (config.json, model.safetensors or shards "
+	    "and index)"),
+	PL_KEY_INPUT(.name = "adapter", .flags = PL_KEY_DIR, .artifact = "adapter",
+	    .help = "the PEFT adapter directory (adapter_config.json, "
+	    "adapter_model.safetensors)"),
+	PL_KEY_PATH(.name = "output",
+	    .help = "the merged checkpoint directory (default: merged in the job's work "
+	    "directory)"),
+	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "OpenBLAS threads for the products (0: OpenBLAS's default)"),
+	PL_KEY_END
 };
 
 enum act_kind { ACT_LORA = 1, ACT_REPLACE, ACT_BIAS };
@@ -1190,16 +1193,12 @@ merge_check(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage merge_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage merge_stage = PL_STAGE(
 	.name = "merge",
 	.summary = "merge a PEFT LoRA adapter into its base checkpoint (streaming, OpenBLAS)",
 	.flags = 0,
 	.keys = merge_keys,
 	.check = merge_check,
-	.run = merge_run,
-};
+	.run = merge_run);
 
 PL_PLUGIN(&host, &merge_stage)

@@ -44,25 +44,26 @@ static const struct pl_host *host;
 
 static const struct pl_key probe_keys[] = {
 	PL_TRAIN_RECIPE_KEYS,
-	{ "example_key", PL_KEY_STRING, NULL, 0, NULL,
-	  "probe this example instead of the longest" },
-	{ "budget_mb", PL_KEY_FLOAT, NULL, 0, NULL,
-	  "GPU memory training may use, MB (default: the capacity the job reports)" },
-	{ "margin_mb", PL_KEY_FLOAT, "256", PL_KEY_MIN, NULL,
-	  "MB kept free below budget_mb", 0, 0 },
-	{ "over_estimate", PL_KEY_FLOAT, "4.7", 0, NULL,
-	  "percent the probe over-estimates a real run by, until calibration pairs exist" },
-	{ "calibration_pairs", PL_KEY_INT, "5", PL_KEY_MIN, NULL,
-	  "how many of the newest probe/real pairs the over-estimate averages", 0, 0 },
-	{ "mb_per_rank", PL_KEY_FLOAT, "15", 0, NULL,
-	  "probe MB per LoRA rank unit, for the suggested rank (F31)" },
-	{ "gpu", PL_KEY_STRING, NULL, 0, NULL,
-	  "the GPU's name for calibration (default: what the job reports)" },
-	{ "recipe", PL_KEY_STRING, NULL, 0, NULL,
-	  "the recipe's name for calibration (default: ENGINE:base directory name)" },
-	{ "host_mem_cap", PL_KEY_STRING, "12G", 0, NULL,
-	  "host-memory cap of the probe process (a size, or off; G20)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_STRING(.name = "example_key",
+	    .help = "probe this example instead of the longest"),
+	PL_KEY_FLOAT(.name = "budget_mb",
+	    .help = "GPU memory training may use, MB (default: the capacity the job reports)"),
+	PL_KEY_FLOAT(.name = "margin_mb", .def = "256", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "MB kept free below budget_mb"),
+	PL_KEY_FLOAT(.name = "over_estimate", .def = "4.7",
+	    .help = "percent the probe over-estimates a real run by, until calibration pairs "
+	    "exist"),
+	PL_KEY_INT(.name = "calibration_pairs", .def = "5", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "how many of the newest probe/real pairs the over-estimate averages"),
+	PL_KEY_FLOAT(.name = "mb_per_rank", .def = "15",
+	    .help = "probe MB per LoRA rank unit, for the suggested rank (F31)"),
+	PL_KEY_STRING(.name = "gpu",
+	    .help = "the GPU's name for calibration (default: what the job reports)"),
+	PL_KEY_STRING(.name = "recipe",
+	    .help = "the recipe's name for calibration (default: ENGINE:base directory name)"),
+	PL_KEY_STRING(.name = "host_mem_cap", .def = "12G",
+	    .help = "host-memory cap of the probe process (a size, or off; G20)"),
+	PL_KEY_END
 };
 
 struct probe_run {
@@ -104,11 +105,11 @@ probe_check(pl_job *job)
 		    "(12G, 512M) or off", cap);
 	if (host->get(job, "budget_mb") != NULL && host->get_double(job, "budget_mb", 0) <= 0)
 		host->check_error(job, "budget_mb", "must be positive");
-	double oe = host->get_double(job, "over_estimate", 4.7);
+	double oe = host->get_double(job, "over_estimate", 0);
 	if (oe <= -100 || oe >= 100)
 		host->check_error(job, "over_estimate", "%g%% is not a percentage "
 		    "strictly between -100 and 100", oe);
-	if (host->get_double(job, "mb_per_rank", 15) <= 0)
+	if (host->get_double(job, "mb_per_rank", 0) <= 0)
 		host->check_error(job, "mb_per_rank", "must be positive");
 	plc_check_base(host, job, "base");
 	trainkeys_check(host, job);
@@ -185,9 +186,9 @@ probe_run(pl_job *job)
 		host->log(job, PL_LOG_INFO, "probe: host memory peak %.1f MB of the %s cap",
 		    (double)host_peak / 1048576.0, capstr);
 
-	int rank = (int)host->get_int(job, "lora_r", 112);
-	double mbpr = host->get_double(job, "mb_per_rank", VRAMCAL_MB_PER_RANK);
-	double margin = host->get_double(job, "margin_mb", 256);
+	int rank = (int)host->get_int(job, "lora_r", 0);
+	double mbpr = host->get_double(job, "mb_per_rank", 0);
+	double margin = host->get_double(job, "margin_mb", 0);
 
 	/* A systemd scope keeps no OOM count we can read: a SIGKILL there is
 	 * taken to be the cap's. */
@@ -233,7 +234,7 @@ probe_run(pl_job *job)
 	const char *g = host->get(job, "gpu");
 	snprintf(gpu, sizeof(gpu), "%s", g && *g ? g : p.gpu[0] ? p.gpu : "unnamed-gpu");
 	recipe_name(job, recipe, sizeof(recipe));
-	int want = (int)host->get_int(job, "calibration_pairs", 5);
+	int want = (int)host->get_int(job, "calibration_pairs", 0);
 	struct vramcal_pair pairs[64];
 	int np = 0;
 	if (want > 64)
@@ -250,7 +251,7 @@ probe_run(pl_job *job)
 			free(hist);
 		}
 	}
-	double def = host->get_double(job, "over_estimate", 4.7) / 100.0;
+	double def = host->get_double(job, "over_estimate", 0) / 100.0;
 	double over = vramcal_over_estimate(pairs, (size_t)np, def);
 	double pred = vramcal_predict(p.peak_mb, over);
 	double budget = host->get(job, "budget_mb") ? host->get_double(job, "budget_mb", 0) :
@@ -314,16 +315,12 @@ probe_run(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage probe_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage probe_stage = PL_STAGE(
 	.name = "probe",
 	.summary = "one-step VRAM probe, calibrated; refuses a config that will not fit",
 	.flags = 0,
 	.keys = probe_keys,
 	.check = probe_check,
-	.run = probe_run,
-};
+	.run = probe_run);
 
 PL_PLUGIN(&host, &probe_stage)

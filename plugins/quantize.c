@@ -28,19 +28,20 @@
 static const struct pl_host *host;
 
 static const struct pl_key quantize_keys[] = {
-	{ "input", PL_KEY_INPUT, NULL, 0, "gguf",
-	  "the F16, BF16 or F32 GGUF to quantize" },
-	{ "output", PL_KEY_PATH, NULL, 0, NULL,
-	  "the Q8_0 GGUF to write (default: model-q8_0.gguf in the work directory)" },
-	{ "type", PL_KEY_STRING, "Q8_0", 0, NULL,
-	  "the target type; natively only Q8_0" },
-	{ "threads", PL_KEY_INT, "0", PL_KEY_MIN, NULL,
-	  "worker threads (0: one per CPU)", 0, 0 },
-	{ "tool", PL_KEY_STRING, "native", 0, NULL,
-	  "native, or llama-quantize to run llama.cpp's quantizer" },
-	{ "llama_quantize", PL_KEY_STRING, "llama-quantize", 0, NULL,
-	  "the llama-quantize program (tool = llama-quantize), a path or a name in PATH" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "input", .artifact = "gguf",
+	    .help = "the F16, BF16 or F32 GGUF to quantize"),
+	PL_KEY_PATH(.name = "output",
+	    .help = "the Q8_0 GGUF to write (default: model-q8_0.gguf in the work directory)"),
+	PL_KEY_STRING(.name = "type", .def = "Q8_0",
+	    .help = "the target type; natively only Q8_0"),
+	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "worker threads (0: one per CPU)"),
+	PL_KEY_STRING(.name = "tool", .def = "native",
+	    .help = "native, or llama-quantize to run llama.cpp's quantizer"),
+	PL_KEY_STRING(.name = "llama_quantize", .def = "llama-quantize",
+	    .help = "the llama-quantize program (tool = llama-quantize), a path or a name in "
+	    "PATH"),
+	PL_KEY_END
 };
 
 
@@ -230,15 +231,11 @@ quantize_run(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage quantize_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage quantize_stage = PL_STAGE(
 	.name = "quantize",
 	.summary = "GGUF F16/BF16/F32 to Q8_0, identical to llama-quantize",
 	.keys = quantize_keys,
 	.check = quantize_check,
-	.run = quantize_run,
-};
+	.run = quantize_run);
 
 PL_PLUGIN(&host, &quantize_stage)

@@ -29,25 +29,26 @@
 static const struct pl_host *host;
 
 static const struct pl_key register_keys[] = {
-	{ "gguf", PL_KEY_INPUT, NULL, 0, "gguf", "the Q8_0 GGUF to register" },
-	{ "tag", PL_KEY_STRING, NULL, PL_KEY_REQUIRED, NULL,
-	  "the Ollama tag to create, e.g. router:v18" },
-	{ "modelfile", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, NULL,
-	  "the Modelfile template (TEMPLATE, PARAMETER, SYSTEM; FROM is replaced)" },
-	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL, "PARAMETER num_ctx of the tag" },
-	{ "previous_tag", PL_KEY_STRING, NULL, 0, NULL,
-	  "the previous version's tag: its weights must differ from these" },
-	{ "url", PL_KEY_STRING, NULL, 0, NULL, "Ollama base URL" },
-	{ "upload_timeout", PL_KEY_DURATION, "1h", 0, NULL, "limit of the blob upload" },
-	{ "tokens", PL_KEY_INPUT, NULL, 0, "tokens",
-	  "tokenize's tokens.npz, whose prompt lengths the served template must "
-	  "reproduce; none: no check" },
-	{ "corpus", PL_KEY_INPUT, NULL, 0, "corpus",
-	  "the corpus those tokens were made from (default: the tokenize job's)" },
-	{ "template_examples", PL_KEY_INT, "4", 0, NULL,
-	  "training examples rendered through the tag: the longest prompt and "
-	  "evenly spaced others" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "gguf", .artifact = "gguf", .help = "the Q8_0 GGUF to register"),
+	PL_KEY_STRING(.name = "tag", .flags = PL_KEY_REQUIRED,
+	    .help = "the Ollama tag to create, e.g. router:v18"),
+	PL_KEY_PATH(.name = "modelfile", .flags = PL_KEY_REQUIRED | PL_KEY_FILE,
+	    .help = "the Modelfile template (TEMPLATE, PARAMETER, SYSTEM; FROM is replaced)"),
+	PL_KEY_INT(.name = "num_ctx", .def = "9216", .help = "PARAMETER num_ctx of the tag"),
+	PL_KEY_STRING(.name = "previous_tag",
+	    .help = "the previous version's tag: its weights must differ from these"),
+	PL_KEY_STRING(.name = "url", .help = "Ollama base URL"),
+	PL_KEY_DURATION(.name = "upload_timeout", .def = "1h",
+	    .help = "limit of the blob upload"),
+	PL_KEY_INPUT(.name = "tokens", .artifact = "tokens",
+	    .help = "tokenize's tokens.npz, whose prompt lengths the served template must "
+	    "reproduce; none: no check"),
+	PL_KEY_INPUT(.name = "corpus", .artifact = "corpus",
+	    .help = "the corpus those tokens were made from (default: the tokenize job's)"),
+	PL_KEY_INT(.name = "template_examples", .def = "4",
+	    .help = "training examples rendered through the tag: the longest prompt and "
+	    "evenly spaced others"),
+	PL_KEY_END
 };
 
 /* What a Modelfile template gives the create request. */
@@ -371,7 +372,7 @@ template_check(pl_job *job, struct ollama *o, const char *tag, const char *mfpat
 {
 	struct npz_array keys, plen;
 	char err[1024] = "", key[256];
-	int64_t want = host->get_int(job, "template_examples", 4);
+	int64_t want = host->get_int(job, "template_examples", 0);
 	size_t pick[64], npick = 0, longest = 0;
 	int rc = PL_EFAIL, loaded = 0;
 
@@ -473,7 +474,7 @@ register_run(pl_job *job)
 	char manifest[80], *reqtext;
 	const char *gguf, *tag = host->get(job, "tag"), *prev = host->get(job, "previous_tag");
 	const char *mfpath = host->input(job, "modelfile");
-	int64_t num_ctx = host->get_int(job, "num_ctx", 9216);
+	int64_t num_ctx = host->get_int(job, "num_ctx", 0);
 	const char *tpath, *cpath;
 	int uploaded, rc = PL_EFAIL;
 	cJSON *req;
@@ -532,7 +533,7 @@ register_run(pl_job *job)
 		}
 	}
 
-	o.timeout = host->get_duration(job, "upload_timeout", 3600);
+	o.timeout = host->get_duration(job, "upload_timeout", 0);
 	if (ollama_blob_push(&o, gguf, sha, &uploaded) == -1) {
 		rc = host->fail(job, "upload: %s", o.error);
 		goto out;
@@ -556,7 +557,7 @@ register_run(pl_job *job)
 	cJSON_AddBoolToObject(req, "stream", 0);
 	reqtext = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);
-	o.timeout = host->get_duration(job, "upload_timeout", 3600);
+	o.timeout = host->get_duration(job, "upload_timeout", 0);
 	int crc = ollama_create(&o, reqtext);
 	o.timeout = 300;
 	free(reqtext);
@@ -613,15 +614,11 @@ out:
 	return rc;
 }
 
-static const struct pl_stage register_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage register_stage = PL_STAGE(
 	.name = "register",
 	.summary = "create the Ollama tag from the GGUF and prove what it serves",
 	.keys = register_keys,
 	.check = register_check,
-	.run = register_run,
-};
+	.run = register_run);
 
 PL_PLUGIN(&host, &register_stage)

@@ -49,21 +49,23 @@ static const struct pl_host *host;
 #define DEFAULT_RENAME "model.language_model.=model."
 
 static const struct pl_key fix_keys[] = {
-	{ "input", PL_KEY_INPUT, NULL, 0, "merged",
-	  "the checkpoint directory to fix (default: the upstream merged artifact)" },
-	{ "output", PL_KEY_PATH, NULL, 0, NULL,
-	  "the fixed checkpoint directory (default: fixed in the job's work directory)" },
-	{ "manifest", PL_KEY_PATH, NULL, 0, NULL,
-	  "the manifest file (default: OUTPUT.manifest.json)" },
-	{ "drop", PL_KEY_LIST, DEFAULT_DROP, 0, NULL,
-	  "tensors to drop: name prefixes, or fnmatch patterns when they hold * ? or [" },
-	{ "rename", PL_KEY_LIST, DEFAULT_RENAME, 0, NULL,
-	  "prefix renames FROM=TO, the first that matches applies (TO may be empty)" },
-	{ "expect_dropped", PL_KEY_INT, NULL, PL_KEY_MIN, NULL,
-	  "how many tensors must be dropped (default: from a Gemma 3 config.json)", 0, 0 },
-	{ "expect_kept", PL_KEY_INT, NULL, PL_KEY_MIN, NULL,
-	  "how many tensors must be kept (default: from a Gemma 3 config.json)", 0, 0 },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "input", .artifact = "merged",
+	    .help = "the checkpoint directory to fix (default: the upstream merged artifact)"),
+	PL_KEY_PATH(.name = "output",
+	    .help = "the fixed checkpoint directory (default: fixed in the job's work "
+	    "directory)"),
+	PL_KEY_PATH(.name = "manifest",
+	    .help = "the manifest file (default: OUTPUT.manifest.json)"),
+	PL_KEY_LIST(.name = "drop", .def = DEFAULT_DROP,
+	    .help = "tensors to drop: name prefixes, or fnmatch patterns when they hold * ? "
+	    "or ["),
+	PL_KEY_LIST(.name = "rename", .def = DEFAULT_RENAME,
+	    .help = "prefix renames FROM=TO, the first that matches applies (TO may be empty)"),
+	PL_KEY_INT(.name = "expect_dropped", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "how many tensors must be dropped (default: from a Gemma 3 config.json)"),
+	PL_KEY_INT(.name = "expect_kept", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "how many tensors must be kept (default: from a Gemma 3 config.json)"),
+	PL_KEY_END
 };
 
 struct rule {
@@ -100,7 +102,6 @@ struct fctx {
 	/* copying and hashing (stcopy.h) */
 	struct st_writer *w;       /* per output file, all started before copying */
 	struct stc_item *items;    /* kept[]'s tensors, for the engine */
-	int want_digest;           /* the host takes digests (artifact_digest) */
 	struct stc_job cp;
 	struct plc_rate rate;
 	char err[ST_ERRLEN];
@@ -444,7 +445,7 @@ copy_and_hash(struct fctx *f, const char *dir)
 	f->cp.first = f->first_kept;
 	f->cp.count = f->count_kept;
 	f->cp.nouts = f->noutfiles;
-	f->cp.file_digest = f->want_digest;
+	f->cp.file_digest = 1;
 	f->cp.cancelled = cp_cancelled;
 	f->cp.progress = cp_progress;
 	f->cp.arg = f;
@@ -627,8 +628,8 @@ fix_run(pl_job *job)
 	int64_t gd = -1, gk = -1;
 	int have_gemma = gemma3_counts(&f, &gd, &gk) == 0;
 	const char *sd = host->get(job, "expect_dropped"), *sk = host->get(job, "expect_kept");
-	f.want_dropped = sd ? host->get_int(job, "expect_dropped", -1) : gd;
-	f.want_kept = sk ? host->get_int(job, "expect_kept", -1) : gk;
+	f.want_dropped = sd ? host->get_int(job, "expect_dropped", 0) : gd;
+	f.want_kept = sk ? host->get_int(job, "expect_kept", 0) : gk;
 	if ((sd == NULL || sk == NULL) && !have_gemma) {
 		snprintf(f.err, sizeof(f.err), "%s: config.json is not a Gemma 3 config, so the "
 		    "expected counts cannot be derived: set expect_dropped and expect_kept "
@@ -646,7 +647,6 @@ fix_run(pl_job *job)
 
 	if (st_outdir_begin(&od, f.output, f.err, sizeof(f.err)) == -1)
 		goto fail;
-	f.want_digest = PL_HOST_HAS(host, artifact_digest);
 	int r = copy_and_hash(&f, od.tmp);
 	if (r == PL_ECANCELED) {
 		rc = PL_ECANCELED;
@@ -686,14 +686,11 @@ fix_run(pl_job *job)
 	if (verify_output(&f, od.tmp) == -1)
 		goto fail;
 	char dsha[65];
-	if (f.want_digest) {
-		f.err[0] = '\0';
-		if (plc_sha256_dir_known(od.tmp, dsha, NULL, known_digest, &f) == -1) {
-			if (f.err[0] == '\0')
-				snprintf(f.err, sizeof(f.err), "%s: digest: %s", od.tmp,
-				    strerror(errno));
-			goto fail;
-		}
+	f.err[0] = '\0';
+	if (plc_sha256_dir_known(od.tmp, dsha, NULL, known_digest, &f) == -1) {
+		if (f.err[0] == '\0')
+			snprintf(f.err, sizeof(f.err), "%s: digest: %s", od.tmp, strerror(errno));
+		goto fail;
 	}
 	/* The manifest describes the output, so it goes first: an output
 	 * never appears without its manifest. */
@@ -706,8 +703,7 @@ fix_run(pl_job *job)
 	host->log(job, PL_LOG_INFO, "tensor_fix: wrote %s (%zu tensors, %llu bytes copied, "
 	    "%d other files) and %s", f.output, f.nkept, (unsigned long long)bytes, naux,
 	    f.manifest);
-	rc = f.want_digest ? host->artifact_digest(job, "fixed", f.output, dsha) :
-	    host->artifact(job, "fixed", f.output);
+	rc = host->artifact_digest(job, "fixed", f.output, dsha);
 	if (rc != PL_OK || (rc = host->artifact(job, "manifest", f.manifest)) != PL_OK) {
 		host->fail(job, "tensor_fix: registering the artifacts: %s", host->strerror(rc));
 		goto cleanup;
@@ -737,16 +733,12 @@ fix_check(pl_job *job)
 	return PL_OK;
 }
 
-static const struct pl_stage fix_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage fix_stage = PL_STAGE(
 	.name = "tensor_fix",
 	.summary = "drop and rename checkpoint tensors for the GGUF converter, counts verified (G23)",
 	.flags = 0,
 	.keys = fix_keys,
 	.check = fix_check,
-	.run = fix_run,
-};
+	.run = fix_run);
 
 PL_PLUGIN(&host, &fix_stage)

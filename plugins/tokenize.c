@@ -32,33 +32,32 @@
 static const struct pl_host *host;
 
 static const struct pl_key tokenize_keys[] = {
-	{ "base", PL_KEY_PATH, NULL, PL_KEY_REQUIRED | PL_KEY_DIR, NULL,
-	  "the base model directory (tokenizer_config.json and its tokenizer)" },
-	{ "corpus", PL_KEY_INPUT, NULL, PL_KEY_REQUIRED | PL_KEY_FILE, "corpus",
-	  "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line" },
-	{ "max_seq_length", PL_KEY_INT, "8192", 0, NULL,
-	  "longest example allowed, in tokens (prompt and response)" },
-	{ "num_ctx", PL_KEY_INT, "9216", 0, NULL,
-	  "the context the served model gets (Ollama num_ctx, G01)" },
-	{ "num_ctx_margin", PL_KEY_INT, "256", PL_KEY_MIN, NULL,
-	  "tokens a prompt must stay below num_ctx by (room for the answer)", 0, 0 },
-	{ "output_dir", PL_KEY_PATH, NULL, 0, NULL,
-	  "where tokens.npz and stats.json go (default: the job's work directory)" },
-	{ "add_special_tokens", PL_KEY_BOOL, "no", 0, NULL,
-	  "also let the tokenizer add its own BOS (as tokenizer(text) does)" },
-	{ "chat_template", PL_KEY_PATH, NULL, 0, NULL,
-	  "a Jinja chat template file instead of the one in tokenizer_config.json" },
-	{ "end_of_turn", PL_KEY_STRING, "<end_of_turn>", 0, NULL,
-	  "the end-of-turn marker that closes the response" },
-	{ "tokenizer", PL_KEY_STRING, "auto", 0, NULL,
-	  "auto, sentencepiece or hf: which tokenizer library to use" },
-	{ "threads", PL_KEY_INT, "2", 0, NULL,
-	  "tokenizer threads" },
-	{ "python", PL_KEY_STRING, NULL, 0, NULL,
-	  "the Python interpreter (default: daemon.python, else /usr/bin/python3)" },
-	{ "jobs_dir", PL_KEY_PATH, NULL, 0, NULL,
-	  "the directory holding tokenize_corpus.py (default: daemon.jobs_dir)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_PATH(.name = "base", .flags = PL_KEY_REQUIRED | PL_KEY_DIR,
+	    .help = "the base model directory (tokenizer_config.json and its tokenizer)"),
+	PL_KEY_INPUT(.name = "corpus", .flags = PL_KEY_REQUIRED | PL_KEY_FILE, .artifact = "corpus",
+	    .help = "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line"),
+	PL_KEY_INT(.name = "max_seq_length", .def = "8192",
+	    .help = "longest example allowed, in tokens (prompt and response)"),
+	PL_KEY_INT(.name = "num_ctx", .def = "9216",
+	    .help = "the context the served model gets (Ollama num_ctx, G01)"),
+	PL_KEY_INT(.name = "num_ctx_margin", .def = "256", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "tokens a prompt must stay below num_ctx by (room for the answer)"),
+	PL_KEY_PATH(.name = "output_dir",
+	    .help = "where tokens.npz and stats.json go (default: the job's work directory)"),
+	PL_KEY_BOOL(.name = "add_special_tokens", .def = "no",
+	    .help = "also let the tokenizer add its own BOS (as tokenizer(text) does)"),
+	PL_KEY_PATH(.name = "chat_template",
+	    .help = "a Jinja chat template file instead of the one in tokenizer_config.json"),
+	PL_KEY_STRING(.name = "end_of_turn", .def = "<end_of_turn>",
+	    .help = "the end-of-turn marker that closes the response"),
+	PL_KEY_STRING(.name = "tokenizer", .def = "auto",
+	    .help = "auto, sentencepiece or hf: which tokenizer library to use"),
+	PL_KEY_INT(.name = "threads", .def = "2", .help = "tokenizer threads"),
+	PL_KEY_STRING(.name = "python",
+	    .help = "the Python interpreter (default: daemon.python, else /usr/bin/python3)"),
+	PL_KEY_PATH(.name = "jobs_dir",
+	    .help = "the directory holding tokenize_corpus.py (default: daemon.jobs_dir)"),
+	PL_KEY_END
 };
 
 struct tok_run {
@@ -86,9 +85,9 @@ tokenize_event(void *arg, const char *type, const char *line)
 static int
 tokenize_check(pl_job *job)
 {
-	int64_t max = host->get_int(job, "max_seq_length", 8192);
-	int64_t ctx = host->get_int(job, "num_ctx", 9216);
-	int64_t margin = host->get_int(job, "num_ctx_margin", 256);
+	int64_t max = host->get_int(job, "max_seq_length", 0);
+	int64_t ctx = host->get_int(job, "num_ctx", 0);
+	int64_t margin = host->get_int(job, "num_ctx_margin", 0);
 	const char *tk = host->get(job, "tokenizer");
 
 	if (max < 2)
@@ -193,16 +192,12 @@ tokenize_run(pl_job *job)
 	return store_stats(job, t.stats);
 }
 
-static const struct pl_stage tokenize_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage tokenize_stage = PL_STAGE(
 	.name = "tokenize",
 	.summary = "pre-tokenize and mask a corpus with the base's chat template",
 	.flags = 0,
 	.keys = tokenize_keys,
 	.check = tokenize_check,
-	.run = tokenize_run,
-};
+	.run = tokenize_run);
 
 PL_PLUGIN(&host, &tokenize_stage)

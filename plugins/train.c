@@ -59,41 +59,40 @@ static const struct pl_host *host;
 
 static const struct pl_key train_keys[] = {
 	PL_TRAIN_RECIPE_KEYS,
-	{ "save_steps", PL_KEY_INT, "25", PL_KEY_MIN, NULL,
-	  "save a checkpoint every this many optimizer steps", 0, 0 },
-	{ "test_stall_at_step", PL_KEY_INT, "0", PL_KEY_HIDDEN, NULL,
-	  "test only: the job sleeps after this step's events" },
-	{ "resume", PL_KEY_BOOL, "yes", 0, NULL,
-	  "start from the newest complete checkpoint already in the work directory" },
-	{ "ollama_url", PL_KEY_STRING, "", 0, NULL,
-	  "Ollama to evict models from before each launch (empty: none)" },
-	{ "keep_loaded", PL_KEY_LIST, "", 0, NULL,
-	  "models never evicted" },
-	{ "embedding_model", PL_KEY_STRING, "", 0, NULL,
-	  "the embedding model: never evicted (G21)" },
-	{ "unload_wait", PL_KEY_DURATION, "30", 0, NULL,
-	  "how long to wait for evicted runners to leave /api/ps" },
-	{ "launch_retries", PL_KEY_INT, "15", PL_KEY_MIN, NULL,
-	  "relaunches allowed when the job dies before its training loop starts", 0, 0 },
-	{ "launch_backoff", PL_KEY_DURATION, "5", 0, NULL,
-	  "delay before the first relaunch; doubles each time" },
-	{ "launch_backoff_max", PL_KEY_DURATION, "60", 0, NULL,
-	  "cap of the relaunch delay" },
-	{ "max_resumes", PL_KEY_INT, "10", PL_KEY_MIN, NULL,
-	  "relaunches from a checkpoint after deaths inside the training loop", 0, 0 },
-	{ "evict_during_training", PL_KEY_BOOL, "no", 0, NULL,
-	  "evict models that reappear while the job runs" },
-	{ "watch_interval", PL_KEY_DURATION, "2", 0, NULL,
-	  "how often that watcher lists /api/ps" },
-	{ "probe_job", PL_KEY_STRING, "probe", 0, NULL,
-	  "the job of this run whose probe value the calibration pair uses" },
-	{ "probe_mb", PL_KEY_FLOAT, NULL, 0, NULL,
-	  "the probe's peak in MB, when no probe job ran (by hand)" },
-	{ "gpu", PL_KEY_STRING, NULL, 0, NULL,
-	  "the GPU's name for calibration (default: the probe's)" },
-	{ "recipe", PL_KEY_STRING, NULL, 0, NULL,
-	  "the recipe's name for calibration (default: the probe's)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INT(.name = "save_steps", .def = "25", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "save a checkpoint every this many optimizer steps"),
+	PL_KEY_INT(.name = "test_stall_at_step", .def = "0", .flags = PL_KEY_HIDDEN,
+	    .help = "test only: the job sleeps after this step's events"),
+	PL_KEY_BOOL(.name = "resume", .def = "yes",
+	    .help = "start from the newest complete checkpoint already in the work directory"),
+	PL_KEY_STRING(.name = "ollama_url", .def = "",
+	    .help = "Ollama to evict models from before each launch (empty: none)"),
+	PL_KEY_LIST(.name = "keep_loaded", .def = "", .help = "models never evicted"),
+	PL_KEY_STRING(.name = "embedding_model", .def = "",
+	    .help = "the embedding model: never evicted (G21)"),
+	PL_KEY_DURATION(.name = "unload_wait", .def = "30",
+	    .help = "how long to wait for evicted runners to leave /api/ps"),
+	PL_KEY_INT(.name = "launch_retries", .def = "15", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "relaunches allowed when the job dies before its training loop starts"),
+	PL_KEY_DURATION(.name = "launch_backoff", .def = "5",
+	    .help = "delay before the first relaunch; doubles each time"),
+	PL_KEY_DURATION(.name = "launch_backoff_max", .def = "60",
+	    .help = "cap of the relaunch delay"),
+	PL_KEY_INT(.name = "max_resumes", .def = "10", .flags = PL_KEY_MIN, .min = 0,
+	    .help = "relaunches from a checkpoint after deaths inside the training loop"),
+	PL_KEY_BOOL(.name = "evict_during_training", .def = "no",
+	    .help = "evict models that reappear while the job runs"),
+	PL_KEY_DURATION(.name = "watch_interval", .def = "2",
+	    .help = "how often that watcher lists /api/ps"),
+	PL_KEY_STRING(.name = "probe_job", .def = "probe",
+	    .help = "the job of this run whose probe value the calibration pair uses"),
+	PL_KEY_FLOAT(.name = "probe_mb",
+	    .help = "the probe's peak in MB, when no probe job ran (by hand)"),
+	PL_KEY_STRING(.name = "gpu",
+	    .help = "the GPU's name for calibration (default: the probe's)"),
+	PL_KEY_STRING(.name = "recipe",
+	    .help = "the recipe's name for calibration (default: the probe's)"),
+	PL_KEY_END
 };
 
 /* Counters kept in the job value "train_state" (see the top comment). */
@@ -337,7 +336,7 @@ watcher_main(void *arg)
 	struct train *t = arg;
 	struct watcher *w = &t->w;
 	struct ollama c;
-	double interval = host->get_duration(t->job, "watch_interval", 2);
+	double interval = host->get_duration(t->job, "watch_interval", 0);
 	int warned = 0;
 
 	if (interval < 0.05)
@@ -515,7 +514,7 @@ add_pair(struct train *t)
 		free(pv);
 	}
 	if (host->get(job, "probe_mb") != NULL)
-		probe_mb = host->get_double(job, "probe_mb", -1);
+		probe_mb = host->get_double(job, "probe_mb", 0);
 	const char *k = host->get(job, "gpu");
 	if (k != NULL && *k != '\0')
 		snprintf(gpu, sizeof(gpu), "%s", k);
@@ -544,7 +543,7 @@ add_pair(struct train *t)
 	cJSON_AddStringToObject(o, "recipe", recipe);
 	cJSON_AddNumberToObject(o, "probe_mb", probe_mb);
 	cJSON_AddNumberToObject(o, "real_mb", t->st.peak_mb);
-	cJSON_AddNumberToObject(o, "lora_r", (double)host->get_int(job, "lora_r", 112));
+	cJSON_AddNumberToObject(o, "lora_r", (double)host->get_int(job, "lora_r", 0));
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	int rc = host->value_set(job, "probe_pair", s);
@@ -592,11 +591,11 @@ static int
 train_loop(struct train *t, struct pyjob *pj)
 {
 	pl_job *job = t->job;
-	int retries = (int)host->get_int(job, "launch_retries", 15);
-	int max_resumes = (int)host->get_int(job, "max_resumes", 10);
-	double backoff = host->get_duration(job, "launch_backoff", 5);
-	double backoff_max = host->get_duration(job, "launch_backoff_max", 60);
-	int want_resume = host->get_bool(job, "resume", 1);
+	int retries = (int)host->get_int(job, "launch_retries", 0);
+	int max_resumes = (int)host->get_int(job, "max_resumes", 0);
+	double backoff = host->get_duration(job, "launch_backoff", 0);
+	double backoff_max = host->get_duration(job, "launch_backoff_max", 0);
+	int want_resume = host->get_bool(job, "resume", 0);
 	int watch = t->use_ollama && host->get_bool(job, "evict_during_training", 0);
 	char ckroot[PATH_MAX], ckpt[PATH_MAX], name[32], how[512];
 
@@ -759,7 +758,7 @@ train_run(pl_job *job)
 		t.use_ollama = 1;
 		snprintf(t.url, sizeof(t.url), "%s", u);
 	}
-	t.unload_wait = host->get_duration(job, "unload_wait", 30);
+	t.unload_wait = host->get_duration(job, "unload_wait", 0);
 	split_keep(&t);
 	state_load(&t);
 
@@ -783,16 +782,12 @@ train_run(pl_job *job)
 	return rc;
 }
 
-static const struct pl_stage train_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage train_stage = PL_STAGE(
 	.name = "train",
 	.summary = "LoRA training with evict-retry launches and checkpoint resume",
 	.flags = PL_STAGE_ADOPTABLE,
 	.keys = train_keys,
 	.check = train_check,
-	.run = train_run,
-};
+	.run = train_run);
 
 PL_PLUGIN(&host, &train_stage)

@@ -39,23 +39,23 @@
 static const struct pl_host *host;
 
 static const struct pl_key verify_keys[] = {
-	{ "input", PL_KEY_INPUT, NULL, 0, "gguf",
-	  "the quantized GGUF to verify" },
-	{ "previous_gguf", PL_KEY_PATH, NULL, 0, NULL,
-	  "the previous version's GGUF (instead of the run spec's previous run)" },
-	{ "adapter", PL_KEY_PATH, NULL, 0, NULL,
-	  "this version's adapter (default: this run's \"adapter\" artifact)" },
-	{ "previous_adapter", PL_KEY_PATH, NULL, 0, NULL,
-	  "the previous version's adapter (default: the previous run's)" },
-	{ "merged", PL_KEY_PATH, NULL, 0, NULL,
-	  "this version's merged weights (default: this run's \"merged\" artifact)" },
-	{ "previous_merged", PL_KEY_PATH, NULL, 0, NULL,
-	  "the previous version's merged weights (default: the previous run's)" },
-	{ "architecture", PL_KEY_STRING, "gemma3", 0, NULL,
-	  "the general.architecture the file must declare" },
-	{ "type", PL_KEY_STRING, "Q8_0", 0, NULL,
-	  "the type every 2-D weight must have (Q8_0, F16, BF16 or F32)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_INPUT(.name = "input", .artifact = "gguf",
+	    .help = "the quantized GGUF to verify"),
+	PL_KEY_PATH(.name = "previous_gguf",
+	    .help = "the previous version's GGUF (instead of the run spec's previous run)"),
+	PL_KEY_PATH(.name = "adapter",
+	    .help = "this version's adapter (default: this run's \"adapter\" artifact)"),
+	PL_KEY_PATH(.name = "previous_adapter",
+	    .help = "the previous version's adapter (default: the previous run's)"),
+	PL_KEY_PATH(.name = "merged",
+	    .help = "this version's merged weights (default: this run's \"merged\" artifact)"),
+	PL_KEY_PATH(.name = "previous_merged",
+	    .help = "the previous version's merged weights (default: the previous run's)"),
+	PL_KEY_STRING(.name = "architecture", .def = "gemma3",
+	    .help = "the general.architecture the file must declare"),
+	PL_KEY_STRING(.name = "type", .def = "Q8_0",
+	    .help = "the type every 2-D weight must have (Q8_0, F16, BF16 or F32)"),
+	PL_KEY_END
 };
 
 /* Per-layer tensors of llama.cpp's gemma3 (all required). */
@@ -453,15 +453,11 @@ verify_run(pl_job *job)
 	return rc;
 }
 
-static const struct pl_stage verify_stage = {
-	.abi = PL_ABI_VERSION,
-	.size = sizeof(struct pl_stage),
-	.key_size = sizeof(struct pl_key),
+static const struct pl_stage verify_stage = PL_STAGE(
 	.name = "verify",
 	.summary = "GGUF structure and digests against the previous version (G24)",
 	.keys = verify_keys,
 	.check = verify_check,
-	.run = verify_run,
-};
+	.run = verify_run);
 
 PL_PLUGIN(&host, &verify_stage)

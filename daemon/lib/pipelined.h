@@ -331,9 +331,8 @@ struct plugin {
 	int nstages;
 };
 struct stage_reg {
-	struct pl_stage *st;    /* the registry's copy, of this host's size */
+	struct pl_stage *st;    /* the registry's copy */
 	struct plugin *plugin;
-	size_t key_size;        /* the stride of st->keys (pl_stage.key_size) */
 };
 /* Load every *.so in dir, handing each the host's function table
  * (&plugin_host: the registry sits below host.c, which registers into it);
@@ -347,12 +346,11 @@ const struct stage_reg *plugin_stage_at(int i);
 void	plugin_unload_all(void);
 /* The table's register_stage (plugin_host, host.c). */
 int	plugin_register_stage(void *plugin, const struct pl_stage *st);
-/* Copy a struct a plugin handed the host (starting with abi and size) into
- * dst, zeroed past the plugin's size: 0, or -1 with why ("WHAT of ABI ..
- * size ..") when its ABI differs or its size is below minsize or above
- * dstsize. */
-int	plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
-	    size_t dstsize, char *why, size_t whylen);
+/* Check a struct a plugin handed the host (starting with abi and size): 0,
+ * or -1 with why ("WHAT of ABI .. size .. (host: ABI .. size ..)") when
+ * its ABI is not the host's or its size is not size. */
+int	plugin_struct_check(const char *what, const void *src, size_t size, char *why,
+	    size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /*
@@ -589,11 +587,15 @@ int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 /* Every PATH and INPUT key of j's stage resolved as host->input() would,
  * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
 cJSON	*host_inputs_resolve(pl_job *j);
-/* The i-th key of a stage's table, read with the stride its plugin was
- * built with (a struct pl_key that grew is larger); NULL past the end. */
+/* The i-th key of a stage's table; NULL past the end. */
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
 /* A key by name; *index (may be NULL) gets its place in the table. */
 const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
+/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
+ * 2 when it is outside the key's bounds, with why ("bad value ...: expected
+ * ...", "... is out of range: ..."). For a spec's values and a table's
+ * defaults. */
+int	host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Read p's events file from offset as spawn() does (one batch per 64 KiB:

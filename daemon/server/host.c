@@ -66,8 +66,7 @@ host_key(const struct stage_reg *reg, int i)
 
 	if (reg->st->keys == NULL)
 		return NULL;
-	k = (const struct pl_key *)(const void *)((const char *)reg->st->keys +
-	    (size_t)i * reg->key_size);
+	k = &reg->st->keys[i];
 	return k->name ? k : NULL;
 }
 
@@ -85,16 +84,43 @@ host_find_key(const struct stage_reg *reg, const char *key, int *index)
 	return NULL;
 }
 
-/* The bounds of an integer-valued key (PL_KEY_MIN, PL_KEY_MAX), read only
- * from a table whose entries hold them. */
-static unsigned
-key_bounds(const struct stage_reg *reg, const struct pl_key *k, int64_t *min, int64_t *max)
+int
+host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
 {
-	if (reg->key_size < offsetof(struct pl_key, max) + sizeof(k->max))
+	int64_t iv = 0;
+	double dv = 0;
+	int bv;
+	const char *what = NULL;
+
+	switch (k->type) {
+	case PL_KEY_INT: if (parse_int(v, &iv) == -1) what = "an integer"; break;
+	case PL_KEY_FLOAT: if (parse_double(v, &dv) == -1) what = "a number"; break;
+	case PL_KEY_BOOL: if (parse_bool(v, &bv) == -1) what = "yes or no"; break;
+	case PL_KEY_DURATION: if (parse_duration(v, &dv) == -1) what = "a duration (30s, 5m, 2h)"; break;
+	case PL_KEY_SIZE: if (parse_size(v, &iv) == -1) what = "a size (512, 8M, 2G)"; break;
+	case PL_KEY_PATH: case PL_KEY_INPUT: if (*v == '\0') what = "a path"; break;
+	default: break;
+	}
+	if (what) {
+		snprintf(why, whylen, "bad value \"%s\": expected %s", v, what);
+		return 1;
+	}
+	/* The key's bounds (pl_key min and max), on the value as parsed. */
+	int64_t lo = k->min, hi = k->max;
+	unsigned b = k->flags & (PL_KEY_MIN | PL_KEY_MAX);
+	double x = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ? (double)iv : dv;
+	int num = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ||
+	    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
+	if (!num || !(((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi)))
 		return 0;
-	*min = k->min;
-	*max = k->max;
-	return k->flags & (PL_KEY_MIN | PL_KEY_MAX);
+	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
+		snprintf(why, whylen, "%s is out of range: must be between %lld and %lld", v,
+		    (long long)lo, (long long)hi);
+	else if (b & PL_KEY_MIN)
+		snprintf(why, whylen, "%s is out of range: must be %lld or more", v, (long long)lo);
+	else
+		snprintf(why, whylen, "%s is out of range: must be %lld or less", v, (long long)hi);
+	return 2;
 }
 
 static const char *
@@ -654,45 +680,17 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 			nerr++;
 			continue;
 		}
-		const char *v = kv->value;
-		int64_t iv;
-		double dv;
-		int bv;
-		const char *what = NULL;
-		switch (k->type) {
-		case PL_KEY_INT: if (parse_int(v, &iv) == -1) what = "an integer"; break;
-		case PL_KEY_FLOAT: if (parse_double(v, &dv) == -1) what = "a number"; break;
-		case PL_KEY_BOOL: if (parse_bool(v, &bv) == -1) what = "yes or no"; break;
-		case PL_KEY_DURATION: if (parse_duration(v, &dv) == -1) what = "a duration (30s, 5m, 2h)"; break;
-		case PL_KEY_SIZE: if (parse_size(v, &iv) == -1) what = "a size (512, 8M, 2G)"; break;
-		case PL_KEY_PATH: case PL_KEY_INPUT: if (*v == '\0') what = "a path"; break;
-		default: break;
-		}
-		if (what) {
-			errs_add(errs, file, kv->line, kv->key, "bad value \"%s\": expected %s", v, what);
+		/* A value of another syntax holds the stage's own checks back;
+		 * like a bad path, an out-of-range one does not. */
+		char why[512];
+		int bad = host_key_value(k, kv->value, why, sizeof(why));
+		if (bad)
+			errs_add(errs, file, kv->line, kv->key, "%s", why);
+		if (bad == 1) {
 			nerr++;
 			continue;
 		}
-		/* The key's bounds (pl_key min and max), on the value as parsed;
-		 * like a bad path, an out-of-range value does not hold the
-		 * stage's own checks back. */
-		int64_t lo = 0, hi = 0;
-		unsigned b = key_bounds(reg, k, &lo, &hi);
-		double x = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ? (double)iv : dv;
-		int num = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ||
-		    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
-		if (num && (((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi))) {
-			if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
-				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
-				    "between %lld and %lld", v, (long long)lo, (long long)hi);
-			else if (b & PL_KEY_MIN)
-				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
-				    "%lld or more", v, (long long)lo);
-			else
-				errs_add(errs, file, kv->line, kv->key, "%s is out of range: must be "
-				    "%lld or less", v, (long long)hi);
-			nbound++;
-		}
+		nbound += bad == 2;
 	}
 	/* Paths do not hold the stage's own checks back (every problem at
 	 * once); a bad one reads as unset to them. */

@@ -655,27 +655,20 @@ job_flush_final(struct pl_job *j)
 	j->has_final = 0;
 }
 
-/* host->spawn(): the plugin's structs copied into this host's (a shorter
- * pl_spawn reads zero past its size), and no more of out written than
- * its size. */
+/* host->spawn(): the plugin's structs must be of this host's ABI and
+ * size. */
 int
-host_spawn(pl_job *j, const struct pl_spawn *pspec, struct pl_exit *pout)
+host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
-	struct pl_spawn spec;
-	struct pl_exit out;
 	char why[256];
 	const char *who = j->reg && j->reg->plugin ? j->reg->plugin->path : "plugin";
 
-	if (plugin_struct_in("struct pl_spawn", pspec, PL_SPAWN_SIZE_MIN, &spec, sizeof(spec),
-	    why, sizeof(why)) == -1 || plugin_struct_in("struct pl_exit", pout, PL_EXIT_SIZE_MIN,
-	    &out, sizeof(out), why, sizeof(why)) == -1) {
+	if (plugin_struct_check("struct pl_spawn", spec, sizeof(*spec), why, sizeof(why)) == -1 ||
+	    plugin_struct_check("struct pl_exit", out, sizeof(*out), why, sizeof(why)) == -1) {
 		job_log(j, PL_LOG_ERROR, "spawn: %s: %s", who, why);
 		return PL_EINVAL;
 	}
 	/* What the host writes starts zeroed, whatever the plugin's struct held. */
-	memset(&out.exited, 0, sizeof(out) - offsetof(struct pl_exit, exited));
-	int rc = j->ctx != NULL ? stagectx_spawn(j, &spec, &out) : spawn_run(j, &spec, &out);
-	memcpy((char *)pout + offsetof(struct pl_exit, exited), &out.exited,
-	    pout->size - offsetof(struct pl_exit, exited));
-	return rc;
+	memset(&out->exited, 0, sizeof(*out) - offsetof(struct pl_exit, exited));
+	return j->ctx != NULL ? stagectx_spawn(j, spec, out) : spawn_run(j, spec, out);
 }

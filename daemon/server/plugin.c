@@ -2,11 +2,13 @@
  *
  * A plugin is refused, with one log line and no harm to the daemon, when
  * its file is group- or world-writable, when dlopen fails, when it lacks
- * pl_plugin_init, or when its init fails (which includes stating another
- * ABI version, or registering a stage struct of another ABI or of a size
- * this host does not know). Every registration a failed init made is
- * undone. The registry keeps its own copy of each struct pl_stage, of
- * this host's size: a shorter one is copied into a zeroed struct. */
+ * pl_plugin_init, when its pl_plugin_abi is another ABI version than the
+ * host's, or when its init fails (which includes refusing the host's ABI,
+ * or registering a stage struct of another ABI or size, a key table of
+ * another stride, or a default that is not a value of its key). Each
+ * refusal names the host's ABI and the plugin's. Every registration a
+ * failed init made is undone. The registry keeps its own copy of each
+ * struct pl_stage. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,12 +30,10 @@ static int nplugins;
 static char reg_error[256];
 
 int
-plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
-    size_t dstsize, char *why, size_t whylen)
+plugin_struct_check(const char *what, const void *src, size_t size, char *why, size_t whylen)
 {
 	uint32_t hdr[2];
 
-	memset(dst, 0, dstsize);
 	if (src == NULL) {
 		snprintf(why, whylen, "no %s", what);
 		return -1;
@@ -43,13 +43,28 @@ plugin_struct_in(const char *what, const void *src, size_t minsize, void *dst,
 		snprintf(why, whylen, "%s of ABI %u (host: ABI %d)", what, hdr[0], PL_ABI_VERSION);
 		return -1;
 	}
-	if (hdr[1] < minsize || hdr[1] > dstsize) {
-		snprintf(why, whylen, "%s of ABI %u size %u (host: ABI %d size %zu to %zu)%s",
-		    what, hdr[0], hdr[1], PL_ABI_VERSION, minsize, dstsize,
-		    hdr[1] > dstsize ? ": built for a newer host" : "");
+	if (hdr[1] != size) {
+		snprintf(why, whylen, "%s of ABI %u size %u (host: ABI %d size %zu)%s",
+		    what, hdr[0], hdr[1], PL_ABI_VERSION, size,
+		    hdr[1] > size ? ": built for a newer host" : "");
 		return -1;
 	}
-	memcpy(dst, src, hdr[1]);
+	return 0;
+}
+
+/* Every default of a stage's key table is a value of its key: the getters
+ * then never fall back to their def argument for a key with a default. */
+static int
+check_defaults(const struct pl_stage *st)
+{
+	char why[256];
+
+	for (const struct pl_key *k = st->keys; k != NULL && k->name != NULL; k++)
+		if (k->def != NULL && host_key_value(k, k->def, why, sizeof(why)) != 0) {
+			snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key %s: default %s",
+			    st->name, k->name, why);
+			return -1;
+		}
 	return 0;
 }
 
@@ -57,11 +72,10 @@ int
 plugin_register_stage(void *plugin, const struct pl_stage *pst)
 {
 	struct plugin *p = plugin;
-	struct pl_stage copy;
-	if (plugin_struct_in("stage struct", pst, PL_STAGE_SIZE_V1, &copy, sizeof(copy),
-	    reg_error, sizeof(reg_error)) == -1)
+	if (plugin_struct_check("stage struct", pst, sizeof(*pst), reg_error,
+	    sizeof(reg_error)) == -1)
 		return PL_EABI;
-	const struct pl_stage *st = &copy;
+	const struct pl_stage *st = pst;
 	if (st->name == NULL || !valid_name(st->name) || st->run == NULL) {
 		snprintf(reg_error, sizeof(reg_error), "stage without a valid name or run hook");
 		return PL_EINVAL;
@@ -74,22 +88,18 @@ plugin_register_stage(void *plugin, const struct pl_stage *pst)
 		snprintf(reg_error, sizeof(reg_error), "too many stages");
 		return PL_ENOMEM;
 	}
-	/* A stage of the first size has the first struct pl_key; one built
-	 * with key_size in its struct and leaving it 0 has the struct pl_key
-	 * of the header that added key_size (with min and max). */
-	int has_ks = st->size >= offsetof(struct pl_stage, key_size) + sizeof(st->key_size);
-	size_t ks = !has_ks ? PL_KEY_SIZE_V1 : st->key_size ? st->key_size :
-	    offsetof(struct pl_key, max) + sizeof(int64_t);
-	if (ks < PL_KEY_SIZE_V1) {
-		snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key_size %zu is smaller "
-		    "than the first struct pl_key (%zu)", st->name, ks, (size_t)PL_KEY_SIZE_V1);
+	if (st->key_size != sizeof(struct pl_key)) {
+		snprintf(reg_error, sizeof(reg_error), "stage \"%s\": struct pl_key of ABI %u "
+		    "size %u (host: ABI %d size %zu)", st->name, st->abi, st->key_size,
+		    PL_ABI_VERSION, sizeof(struct pl_key));
 		return PL_EABI;
 	}
+	if (check_defaults(st) == -1)
+		return PL_EINVAL;
 	struct pl_stage *own = xcalloc(1, sizeof(*own));
-	*own = copy;
+	*own = *st;
 	stages[nstages].st = own;
 	stages[nstages].plugin = p;
-	stages[nstages].key_size = ks;
 	nstages++;
 	p->nstages++;
 	return PL_OK;
@@ -137,15 +147,29 @@ plugin_load(const char *path, const struct pl_host *host, char *why, size_t whyl
 		dlclose(h);
 		return -1;
 	}
+	/* The plugin's ABI, when it says (PL_PLUGIN() does): one of another
+	 * version is refused before its init is handed a table it cannot read. */
+	const uint32_t *abi = dlsym(h, PL_ABI_SYMBOL);
+	if (abi != NULL && *abi != PL_ABI_VERSION) {
+		snprintf(why, whylen, "ABI version mismatch: plugin of ABI %u (host: ABI %d)%s",
+		    *abi, PL_ABI_VERSION, *abi > PL_ABI_VERSION ? ": built for a newer host" :
+		    ": built for an older host");
+		dlclose(h);
+		return -1;
+	}
 	struct plugin *p = xcalloc(1, sizeof(*p));
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->handle = h;
 	reg_error[0] = '\0';
 	int rc = init(host, p);
 	if (rc != PL_OK || p->nstages == 0) {
-		if (rc == PL_EABI && reg_error[0] == '\0')
-			snprintf(why, whylen, "init failed: ABI version mismatch (host speaks ABI %d)",
-			    PL_ABI_VERSION);
+		if (rc == PL_EABI && reg_error[0] == '\0' && abi != NULL)
+			snprintf(why, whylen, "init failed: ABI version mismatch: plugin of ABI %u "
+			    "refused the host (host: ABI %d)", *abi, PL_ABI_VERSION);
+		else if (rc == PL_EABI && reg_error[0] == '\0')
+			snprintf(why, whylen, "init failed: ABI version mismatch: plugin of an ABI "
+			    "it does not state (no %s) refused the host (host: ABI %d)",
+			    PL_ABI_SYMBOL, PL_ABI_VERSION);
 		else if (rc != PL_OK)
 			snprintf(why, whylen, "init failed: %s%s%s", host->strerror(rc),
 			    reg_error[0] ? ": " : "", reg_error);

@@ -2,10 +2,10 @@
  * pipeline/plugin.h: the stage plugin ABI of pipelined.
  *
  * A plugin is a shared object in the daemon's plugin directory. It exports
- * one symbol, pl_plugin_init, which the host calls once with its function
- * table; PL_PLUGIN() (at the end) defines it: it checks the ABI version,
- * keeps the table and registers the plugin's stages with
- * host->register_stage(). The same table is offered by `pipelinectl stage`
+ * pl_plugin_abi, the ABI version it was built for, which the host reads
+ * first, and pl_plugin_init, which the host then calls once with its
+ * function table; PL_PLUGIN() (at the end) defines both: the init keeps
+ * the table and registers the plugin's stages with host->register_stage(). The same table is offered by `pipelinectl stage`
  * so a stage also runs by hand, without a daemon.
  *
  * Threading: a stage's check hook runs on the daemon's loop thread and must
@@ -17,8 +17,8 @@
  * until the run (or check) hook returns unless stated otherwise.
  *
  * Errors: ABI functions return PL_OK (0) or a negative PL_E* code;
- * host->strerror() names it. The comments here are the source of
- * pipeline-plugin(3).
+ * host->strerror() names it. pipeline-plugin(3) documents every symbol
+ * defined here, and 17-docs checks that it names each and no other.
  */
 #ifndef PIPELINE_PLUGIN_H
 #define PIPELINE_PLUGIN_H
@@ -31,13 +31,19 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of the structs or the table layout.
+/* Bumped on any change of the structs, of the table or of what a function
+ * means. The host and its plugins must speak the same version, and every
+ * struct that crosses the boundary must be of exactly the host's size.
  * 2: struct pl_exit starts with abi and size, as every struct that
  * crosses the boundary does. */
 #define PL_ABI_VERSION 2
 
-/* The one symbol a plugin exports. */
+/* The two symbols a plugin exports: its entry point, and the ABI version
+ * it was built for (a const uint32_t the host reads before it calls the
+ * entry point, so that it can refuse a plugin of another version naming
+ * both). */
 #define PL_ENTRY_SYMBOL "pl_plugin_init"
+#define PL_ABI_SYMBOL "pl_plugin_abi"
 
 #if defined(__GNUC__)
 #define PL_EXPORT __attribute__((visibility("default")))
@@ -98,31 +104,49 @@ enum pl_key_type {
 #define PL_KEY_MIN      0x10  /* INT, SIZE, FLOAT, DURATION: refuse a value below min */
 #define PL_KEY_MAX      0x20  /* ... above max */
 
-/* One key a stage accepts; a stage's table ends with a zeroed entry.
+/* One key a stage accepts; a stage's table ends with PL_KEY_END.
  * Keys not in the table (and not common keys) are refused at submit. */
 struct pl_key {
 	const char *name;
 	int type;              /* enum pl_key_type */
-	const char *def;       /* default as text, or NULL for none */
+	const char *def;       /* the default as text, or NULL for none */
 	unsigned flags;        /* PL_KEY_* */
 	const char *artifact;  /* PL_KEY_INPUT: upstream artifact name to default to */
 	const char *help;      /* one line, shown by `pipelinectl stage STAGE --help` */
-	/* Members added after the first struct (the host reads them only
-	 * from a stage whose key_size covers them). */
 	int64_t min;           /* with PL_KEY_MIN: the smallest value accepted */
 	int64_t max;           /* with PL_KEY_MAX: the largest value accepted */
 };
-/* The size of the first struct pl_key, without min and max. */
-#define PL_KEY_SIZE_V1 offsetof(struct pl_key, min)
+
+/* A key table entry of each type, written with designated initializers;
+ * the default is the key's only one:
+ *     static const struct pl_key keys[] = {
+ *         PL_KEY_INT(.name = "lora_r", .help = "LoRA rank", .def = "16",
+ *             .flags = PL_KEY_MIN, .min = 1),
+ *         PL_KEY_END
+ *     };
+ * The host refuses, at registration, a stage whose default does not parse
+ * as its key's type or lies outside its bounds, so that host->get_int()
+ * and its kin return the default of a key left unset and never their def
+ * argument: a stage reads a key with a default through the table, passing
+ * 0 as def. */
+#define PL_KEY_STRING(...)   { .type = PL_KEY_STRING, __VA_ARGS__ }
+#define PL_KEY_INT(...)      { .type = PL_KEY_INT, __VA_ARGS__ }
+#define PL_KEY_FLOAT(...)    { .type = PL_KEY_FLOAT, __VA_ARGS__ }
+#define PL_KEY_BOOL(...)     { .type = PL_KEY_BOOL, __VA_ARGS__ }
+#define PL_KEY_DURATION(...) { .type = PL_KEY_DURATION, __VA_ARGS__ }
+#define PL_KEY_SIZE(...)     { .type = PL_KEY_SIZE, __VA_ARGS__ }
+#define PL_KEY_PATH(...)     { .type = PL_KEY_PATH, __VA_ARGS__ }
+#define PL_KEY_LIST(...)     { .type = PL_KEY_LIST, __VA_ARGS__ }
+#define PL_KEY_INPUT(...)    { .type = PL_KEY_INPUT, __VA_ARGS__ }
+/* The entry that ends a key table. */
+#define PL_KEY_END           { .name = NULL }
 
 /* Opaque handle to one job (or to one check of a spec section). */
 typedef struct pl_job pl_job;
 
 /* A stage. Structs that cross the boundary start with abi and size: the
- * host takes one of any size from the first of its ABI (PL_*_SIZE_V1,
- * PL_*_SIZE_MIN) up to its own, reading the members past a shorter
- * struct's size as zero, and refuses a larger one (of a newer header)
- * or a smaller one, naming the plugin. */
+ * host refuses one of another ABI or of another size than its own,
+ * naming the plugin and both ABIs. */
 #define PL_STAGE_ADOPTABLE 0x1 /* the run hook may be re-entered after a daemon
                                   restart: its work is in spawned children that
                                   host->spawn() re-adopts by name, and its own
@@ -147,16 +171,18 @@ struct pl_stage {
 	/* Do the work. Return PL_OK on success, a negative code on failure
 	 * after logging why (host->fail() sets the message operators see). */
 	int (*run)(pl_job *job);
-	/* Members added after the first struct; size says which are there. */
-	uint32_t key_size;     /* sizeof(struct pl_key) of the key table; 0 (or a
-	                          stage of the first size): PL_KEY_SIZE_V1 */
+	uint32_t key_size;     /* sizeof(struct pl_key) */
 };
-/* The size of the first struct pl_stage, without key_size. */
-#define PL_STAGE_SIZE_V1 offsetof(struct pl_stage, key_size)
+/* A struct pl_stage with abi, size and key_size set, and the members
+ * given as designated initializers:
+ *     static const struct pl_stage st = PL_STAGE(.name = "exec",
+ *         .summary = "runs a command", .keys = keys, .run = run);
+ */
+#define PL_STAGE(...) { .abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), \
+	.key_size = sizeof(struct pl_key), __VA_ARGS__ }
 
-/* How host->spawn() starts a process. Zero-initialise, set abi/size.
- * Every member past argv may be left out (a struct of PL_SPAWN_SIZE_MIN):
- * zero is its default. */
+/* How host->spawn() starts a process. Zero-initialise, set abi and size;
+ * zero is every other member's default. */
 struct pl_spawn {
 	uint32_t abi;
 	uint32_t size;
@@ -173,11 +199,9 @@ struct pl_spawn {
 	int (*on_event)(void *arg, const char *type, const char *json_line);
 	void *arg;
 };
-/* The shortest struct pl_spawn the host takes: abi, size, name and argv. */
-#define PL_SPAWN_SIZE_MIN offsetof(struct pl_spawn, env)
 
 /* How a spawned process ended. The caller sets abi and size (PL_EXIT_INIT);
- * the host writes the rest and nothing past size. */
+ * the host writes the rest. */
 struct pl_exit {
 	uint32_t abi;     /* PL_ABI_VERSION */
 	uint32_t size;    /* sizeof(struct pl_exit) */
@@ -188,11 +212,9 @@ struct pl_exit {
 	double seconds;   /* wall time */
 	char error[256];  /* the last "error" event's message, if any */
 };
-/* The shortest struct pl_exit the host fills: through adopted. */
-#define PL_EXIT_SIZE_MIN offsetof(struct pl_exit, seconds)
 #define PL_EXIT_INIT { .abi = PL_ABI_VERSION, .size = sizeof(struct pl_exit) }
 
-/* The host's function table. A function this host lacks is NULL. */
+/* The host's function table: every function is set. */
 struct pl_host {
 	uint32_t abi;      /* PL_ABI_VERSION of the host */
 	uint32_t size;     /* sizeof(struct pl_host) */
@@ -210,7 +232,9 @@ struct pl_host {
 	int (*fail)(pl_job *job, const char *fmt, ...) PL_PRINTF(2, 3);
 
 	/* Spec values, resolved: the section's value or the key's default.
-	 * get() returns NULL when the key is unset and has no default. */
+	 * get() returns NULL when the key is unset and has no default; the
+	 * others return def then, which a stage passes as 0 for a key its
+	 * table gives a default (see PL_KEY_INT()). */
 	const char *(*get)(pl_job *job, const char *key);
 	int64_t (*get_int)(pl_job *job, const char *key, int64_t def);
 	double (*get_double)(pl_job *job, const char *key, double def);
@@ -251,7 +275,7 @@ struct pl_host {
 	 * re-entered attempt, re-adopts the process still running (or returns
 	 * the exit it recorded) instead of starting another. spec and out
 	 * carry abi and size; PL_EINVAL (logged, naming the plugin) for a
-	 * struct of another ABI or of a size the host does not know. */
+	 * struct of another ABI or of another size than the host's. */
 	int (*spawn)(pl_job *job, const struct pl_spawn *spec, struct pl_exit *out);
 
 	/* Register a finished file (or directory) as an artifact. The host
@@ -278,11 +302,6 @@ struct pl_host {
 	 * array of {"run","job","value","ts"}; malloc'd; NULL on error. */
 	char *(*value_history)(pl_job *job, const char *key, int limit);
 
-	/* Members added after the first table (ABI 1). A plugin may be loaded
-	 * by an older host whose table ends earlier: test PL_HOST_HAS(host,
-	 * member) before calling one. New members only ever go here, at the
-	 * end, so the layout above never changes within an ABI version. */
-
 	/* As artifact(), with the sha256 (64 lowercase hex digits) that the
 	 * stage computed over the bytes it wrote itself, instead of the host
 	 * reading the artifact again; for a directory, by exactly the host's
@@ -293,25 +312,24 @@ struct pl_host {
 	    const char *sha256_hex);
 };
 
-/* 1 when the host's table is long enough to hold member and sets it. */
-#define PL_HOST_HAS(host, member)                                           \
-	((host)->size >= offsetof(struct pl_host, member) +                 \
-	    sizeof((host)->member) && (host)->member != NULL)
-
 /* The entry point every plugin exports; PL_PLUGIN() below defines it.
  * It returns PL_EABI for a host of another ABI, registers stages and
  * returns PL_OK. On failure the host undoes every registration this
- * plugin made and unloads it. */
+ * plugin made and unloads it. The host calls it only when pl_plugin_abi
+ * is its own ABI version. */
 typedef int (*pl_plugin_init_fn)(const struct pl_host *host, void *plugin);
 
 /* Declares a plugin, once, at file scope after its stages:
  *     static const struct pl_host *host;
  *     ...
  *     PL_PLUGIN(&host, &stage_a, &stage_b)
- * defines the exported pl_plugin_init, which refuses a host of another
- * ABI (PL_EABI), keeps the host's table in *hostp (hostp may be NULL)
- * and registers the stages in order, returning the first refusal. */
+ * defines the exported pl_plugin_abi (PL_ABI_VERSION) and pl_plugin_init,
+ * which refuses a host of another ABI (PL_EABI), keeps the host's table
+ * in *hostp (hostp may be NULL) and registers the stages in order,
+ * returning the first refusal. */
 #define PL_PLUGIN(hostp, ...)                                               \
+	PL_EXPORT extern const uint32_t pl_plugin_abi;                      \
+	PL_EXPORT const uint32_t pl_plugin_abi = PL_ABI_VERSION;            \
 	PL_EXPORT int pl_plugin_init(const struct pl_host *, void *);       \
 	PL_EXPORT int                                                       \
 	pl_plugin_init(const struct pl_host *pl_host_, void *pl_plugin_)    \

@@ -18,6 +18,10 @@
 #     that subsection as ".It Ic KEY";
 #   - a function of the host table (struct pl_host in plugin.h) is not in
 #     pipeline-plugin.3 as ".It Fn NAME", or a PL_E* code is not named;
+#   - a symbol of plugin.h (macro, enum constant, type, host function,
+#     exported symbol) is not named in pipeline-plugin.3 by .Dv, .Fn, .Vt,
+#     .Va or .Ft, or the page so names a PL_* or pl_* symbol plugin.h
+#     lacks, or an ".It Fn NAME" that is not a host function;
 #   - a word of the job event vocabulary, a PL_* environment variable the
 #     host exports, or a feed event type is missing from pipeline-job.7.
 #   - a file of the tree cites something outside the repository (the
@@ -150,6 +154,35 @@ done
 for w in PL_ABI_VERSION PL_STAGE_ADOPTABLE PL_KEY_REQUIRED PL_KEY_HIDDEN pl_plugin_init; do
 	has "$M/pipeline-plugin.3" "$w" || miss "pipeline-plugin.3: $w"
 done
+# Every symbol plugin.h offers (its macros, enum constants, types, the
+# host table's functions, the symbols PL_PLUGIN exports) is named in
+# pipeline-plugin.3 by an mdoc macro (.Dv, .Fn, .Vt, .Va, .Ft), and every
+# PL_*, pl_* or host function the page names so is in plugin.h.
+hdr=$(perl -0777 -pe 's|/\*.*?\*/||gs' "$TOP/include/pipeline/plugin.h")
+abi_syms=$( {
+	echo "$hdr" | sed -n 's/^#define \(PL_[A-Z0-9_]*\).*/\1/p' | grep -v '^PL_X_'
+	echo "$hdr" | perl -0777 -ne 'while (/\benum\s+pl_\w+\s*\{(.*?)\}/gs) { my $b = $1; print "$1\n" while $b =~ /\b(PL_[A-Z0-9_]+)\b/g }' |
+	    grep -v '^PL_X_\|^PL_ERRORS$'
+	echo "$hdr" | grep -o 'X(PL_E[A-Z]*,\|X(PL_OK,' | sed 's/X(\(.*\),/\1/'
+	echo "$hdr" | grep -o '\b\(struct\|enum\) pl_[a-z_]*' | sed 's/.* //'
+	echo "$hdr" | perl -ne 'print "$1\n" if /^typedef\s.*?\(\*(pl_\w+)\)/ || /^typedef\s+struct\s+\w+\s+(pl_\w+);/'
+	echo "$hdr" | grep -o '\bpl_plugin_[a-z][a-z]*\b'
+	echo "$host_fns"
+} | sort -u)
+echo "$abi_syms" | grep -qx pl_plugin_abi || fail "no symbols parsed from include/pipeline/plugin.h"
+page_syms=$(perl -ne 'next unless /^\./; s/host->//g;
+	print "$1\n" while /\b(?:Dv|Fn|Fo|Va)\s+(?:\(\s+)?([A-Za-z_]\w*)(?![\w*])/g;
+	print "$1\n" while /\b(?:Vt|Ft)\s+(?:PL_EXPORT\s+)?(?:const\s+)?(?:(?:struct|enum)\s+)?([A-Za-z_]\w*)/g' "$M/pipeline-plugin.3" | sort -u)
+for s in $abi_syms; do
+	echo "$page_syms" | grep -qx "$s" || miss "pipeline-plugin.3: $s of plugin.h is not named (.Dv, .Fn, .Vt, .Va or .Ft $s)"
+done
+for s in $(echo "$page_syms" | grep '^PL_\|^pl_'); do
+	echo "$abi_syms" | grep -qx "$s" || miss "pipeline-plugin.3: names $s, which plugin.h does not define"
+done
+for f in $(sed -n 's/^\.It Fn \([a-z_]*\).*/\1/p' "$M/pipeline-plugin.3"); do
+	echo "$host_fns" | grep -qx "$f" || miss "pipeline-plugin.3: .It Fn $f is not a function of struct pl_host"
+done
+nabi=$(echo "$abi_syms" | wc -l)
 for t in $(grep -o 'PL_KEY_[A-Z]* *=\{0,1\} *[0-9]*,\{0,1\} */\*' "$TOP/include/pipeline/plugin.h" | grep -o 'PL_KEY_[A-Z]*'); do
 	has "$M/pipeline-plugin.3" "Dv $t( |$)" || miss "pipeline-plugin.3: key type $t"
 done
@@ -230,6 +263,6 @@ for f in $(comm -13 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: 
 nfilerows=$(echo "$listed" | wc -l)
 ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
 
-note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys checked; $nfiles files for citations, $ncodes codes cited, $nentries entries; $nfilerows source files in HACKING.md"
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys, $nabi plugin.h symbols checked; $nfiles files for citations, $ncodes codes cited, $nentries entries; $nfilerows source files in HACKING.md"
 [ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
 echo ok

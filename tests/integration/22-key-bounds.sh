@@ -2,14 +2,11 @@
 # Key bounds in the ABI (struct pl_key min and max, PL_KEY_MIN/PL_KEY_MAX):
 # pipelinectl check and the daemon's submit refuse a value outside them as
 # file:line: key, for the real stage plugins (bake, gate, merge, train,
-# tensor_fix), and accept the values at the bounds; a plugin built with
-# the first layout (tests/plugins/old_layout.c: no min, max or
-# key_size) is still read with its own stride.
+# tensor_fix), and accept the values at the bounds.
 . "$(dirname "$0")/../lib.sh"
 P=$TEST_TMP/plugins
 mkdir -p "$P"
 for s in bake gate merge train tensor_fix exec; do cp "$TOP/plugins/$s.so" "$P/"; done
-cp "$TOP/tests/plugins/old_layout.so" "$P/"
 chmod 0755 "$P"/*.so
 PL_PLUGIN_DIR=$P pl_conf
 D=$TEST_TMP/d
@@ -43,13 +40,6 @@ threads = -1
 [tensor_fix]
 after = merge
 expect_kept = -2
-
-[old]
-stage = old_layout
-after = tensor_fix
-word = w
-count = -5
-last = 3
 INI
 out=$(pctl check "$bad" 2>&1) && fail "out-of-range values passed check"
 echo "$out"
@@ -61,7 +51,7 @@ want "bounds.ini:12: tie_pp: 100.5 is out of range: must be between 0 and 100"
 want "bounds.ini:13: min_fair_cases: 0 is out of range: must be 1 or more"
 want "bounds.ini:20: threads: -1 is out of range: must be 0 or more"
 want "bounds.ini:24: expect_kept: -2 is out of range: must be 0 or more"
-[ "$(echo "$out" | wc -l)" -eq 7 ] || fail "expected exactly 7 problems (the old-layout stage has no bounds)"
+[ "$(echo "$out" | wc -l)" -eq 7 ] || fail "expected exactly 7 problems"
 # The same through the daemon.
 pl_start
 out2=$(pctl submit "$bad" 2>&1) && fail "the daemon accepted out-of-range values"
@@ -72,8 +62,5 @@ sed -i 's/^passes = 33/passes = 32/; s/^concurrency = 0/concurrency = 64/; s/^nu
     s/^tie_pp = 100.5/tie_pp = 100/; s/^min_fair_cases = 0/min_fair_cases = 1/; s/^threads = -1/threads = 0/;
     s/^expect_kept = -2/expect_kept = 0/' "$bad"
 pctl check "$bad" || fail "values at their bounds were refused"
-# The old layout: every key read (a wrong stride loses "last" or "word").
-pctl stage old_layout --help >"$TEST_TMP/help.out" 2>&1 || { cat "$TEST_TMP/help.out"; fail "old_layout --help"; }
-for k in count word last; do grep -q "^  $k " "$TEST_TMP/help.out" || { cat "$TEST_TMP/help.out"; fail "old_layout lost key $k"; }; done
 pl_stop
 echo ok

@@ -3,5 +3,5 @@
 static int run(pl_job *j) { return PL_OK; }
 /* A stage struct of a future ABI: the host must refuse it. */
 static const struct pl_stage st = { .abi = PL_ABI_VERSION + 40, .size = sizeof(struct pl_stage),
-	.name = "bad_abi", .run = run };
+	.key_size = sizeof(struct pl_key), .name = "bad_abi", .run = run };
 PL_PLUGIN(NULL, &st)

@@ -133,16 +133,14 @@ run(pl_job *job)
 }
 
 static const struct pl_key keys[] = {
-	{ "report", PL_KEY_PATH, NULL, PL_KEY_REQUIRED, NULL, "where the answers go" },
-	{ "peer", PL_KEY_STRING, NULL, 0, NULL, "another run to look values up in" },
-	{ "in", PL_KEY_INPUT, NULL, 0, "probed", "an input (default: the upstream probed)" },
-	{ NULL, 0, NULL, 0, NULL, NULL }
+	PL_KEY_PATH(.name = "report", .flags = PL_KEY_REQUIRED, .help = "where the answers go"),
+	PL_KEY_STRING(.name = "peer", .help = "another run to look values up in"),
+	PL_KEY_INPUT(.name = "in", .artifact = "probed",
+	    .help = "an input (default: the upstream probed)"),
+	PL_KEY_END
 };
 
-static const struct pl_stage stage = {
-	.abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), .key_size = sizeof(struct pl_key),
-	.name = "hostprobe", .summary = "asks the host table everything (tests)",
-	.keys = keys, .run = run,
-};
+static const struct pl_stage stage = PL_STAGE(.name = "hostprobe",
+	.summary = "asks the host table everything (tests)", .keys = keys, .run = run);
 
 PL_PLUGIN(&host, &stage)

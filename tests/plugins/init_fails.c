@@ -3,8 +3,7 @@
 #include "pipeline/plugin.h"
 PL_EXPORT int pl_plugin_init(const struct pl_host *h, void *plugin);
 static int run(pl_job *j) { return PL_OK; }
-static const struct pl_stage st = { .abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage),
-	.name = "half_registered", .run = run };
+static const struct pl_stage st = PL_STAGE(.name = "half_registered", .run = run);
 PL_EXPORT int
 pl_plugin_init(const struct pl_host *h, void *plugin)
 {

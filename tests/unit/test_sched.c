@@ -65,15 +65,11 @@ fake_run(struct pl_job *pj)
 	return rc;
 }
 
-static const struct pl_stage fake = {
-	.abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), .name = "fake",
-	.summary = "the test's stand-in", .run = fake_run,
-};
-static const struct pl_stage fake_adopt = {
-	.abi = PL_ABI_VERSION, .size = sizeof(struct pl_stage), .name = "fake_adopt",
+static const struct pl_stage fake = PL_STAGE(.name = "fake",
+	.summary = "the test's stand-in", .run = fake_run);
+static const struct pl_stage fake_adopt = PL_STAGE(.name = "fake_adopt",
 	.summary = "the test's stand-in, re-entered after a restart",
-	.flags = PL_STAGE_ADOPTABLE, .run = fake_run,
-};
+	.flags = PL_STAGE_ADOPTABLE, .run = fake_run);
 
 static uv_loop_t *loop;
 static struct store *store;

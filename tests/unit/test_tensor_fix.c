@@ -6,7 +6,7 @@
  * copy of the causal layout; every kept tensor byte-identical under its
  * new name and its manifest digest right, and the output directory's
  * digest that the stage hands the host (artifact_digest) equal to the one
- * the host computes by reading it (and with an older host's table, none);
+ * the host computes by reading it;
  * then a wrong count, a rename collision, a rule that
  * matches nothing, a corrupt input, cancellation, each leaving no output
  * and no manifest.
@@ -125,17 +125,14 @@ good(const char *what, const char *in, const char *outname, size_t kept, size_t 
 	CHECK(j.last_done == (double)kept && j.last_total == (double)kept);
 	check_output(in, out, kept, dropped, prefix);
 	/* The output's digest, computed while copying, is the one the host
-	 * computes by reading the directory (an older host: no digest). */
+	 * computes by reading the directory. */
 	char hex[65] = "";
 	CHECK(plc_sha256_dir(out, hex, NULL) == 0);
-	if (mh_host.size > offsetof(struct pl_host, artifact_digest) &&
-	    strcmp(j.digests[0], hex) != 0) {
+	if (strcmp(j.digests[0], hex) != 0) {
 		fprintf(stderr, "FAIL %s: stage's digest %s, the directory's %s\n", what,
 		    j.digests[0], hex);
 		check_failures++;
 	}
-	if (mh_host.size <= offsetof(struct pl_host, artifact_digest))
-		CHECK(j.digests[0][0] == '\0');
 	CHECK(j.digests[1][0] == '\0');
 	fprintf(stderr, "ok   %s\n", what);
 }
@@ -273,11 +270,6 @@ main(void)
 	    "for n in names), names' %s/out/cond.manifest.json", tmp) == 0);
 	/* Running again over the same output replaces it. */
 	good("again over the same output", cond, "cond", 54, 39, "model.", NULL, NULL, NULL);
-	/* A host whose table ends before artifact_digest: the host hashes. */
-	mh_host.size = offsetof(struct pl_host, artifact_digest);
-	good("older host (no artifact_digest), 4 shards", cond4, "cond4old", 54, 39, "model.",
-	    NULL, NULL, NULL);
-	mh_host.size = sizeof(struct pl_host);
 
 	bad("wrong expected count", b4, "439 of 883 tensors dropped and 444 kept",
 	    "expected 439 dropped and 443 kept (from the spec)", "expect_kept=443",
