@@ -45,6 +45,13 @@
 # (/tmp drifted from 2.8x to 4.7x over the four runs on both builds, the
 # recently-deleted inode effect above.) Both builds are above the 2x of
 # the earlier measurement on this day's machine.
+# Why exec stays in the daemon (moved here from HACKING.md): with
+# stage_process = all (PL_STAGE_PROCESS=all tests/bench/dag-bench.sh) a
+# 1,000-job DAG of `true` pays an extra exec per job, at load 15 14-21x
+# make -j2 against about 2x in the daemon, and 427 system calls a job
+# against 148. Why one shim per run: an exec costs ~1 ms here (ld.so
+# start-up, cpuid traps in a VM), and a shim per job cost more than the
+# 1,000 jobs of `true` themselves.
 #   N=1000 tests/bench/dag-bench.sh
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)

@@ -31,7 +31,9 @@
 #     has no ".Ss CODE:" entry in pipeline-gotchas.7, or an entry lacks one
 #     of Symptom, Cause, Caught by, Test;
 #   - a C source file of daemon/, plugins/ or include/ has no row in
-#     HACKING.md's "Files" table, or a row names a file that is gone.
+#     HACKING.md's "Files" table, or a row names a file that is gone;
+#   - a paragraph or list item of HACKING.md is longer than a screen (40
+#     lines; tables and indented blocks are not paragraphs).
 # Every missing item is listed before the test fails.
 . "$(dirname "$0")/../lib.sh"
 M=$TOP/man
@@ -200,7 +202,7 @@ feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*/*.c 
     grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/server/feed.c" |
     sed 's/.*"//; s/^/"/; s/$/"/') | tr -d '"' | sort -u)
 echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/server/feed.c"
-echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*.c"
+echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*/*.c"
 for t in $feed_types; do
 	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"
 done
@@ -261,6 +263,11 @@ sources=$(echo "$sources" | sort -u)
 for f in $(comm -23 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: $f has no row in \"## Files\""; done
 for f in $(comm -13 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: \"## Files\" names $f, which is gone"; done
 nfilerows=$(echo "$listed" | wc -l)
+long=$(awk 'function end() { if (n > 40) printf "%d (%d lines) ", s, n; n = 0 }
+	/^- |^[0-9]+\. / { end(); s = NR }
+	/^#|^$|^\||^    [^ ]/ { end(); next }
+	{ if (n == 0 && s < NR - 1) s = NR; n++ } END { end() }' "$H")
+[ -z "$long" ] || miss "HACKING.md: paragraphs longer than a screen (40 lines) at line $long"
 ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
 
 note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys, $nabi plugin.h symbols checked; $nfiles files for citations, $ncodes codes cited, $nentries entries; $nfilerows source files in HACKING.md"
