@@ -84,45 +84,6 @@ host_find_key(const struct stage_reg *reg, const char *key, int *index)
 	return NULL;
 }
 
-int
-host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
-{
-	int64_t iv = 0;
-	double dv = 0;
-	int bv;
-	const char *what = NULL;
-
-	switch (k->type) {
-	case PL_KEY_INT: if (parse_int(v, &iv) == -1) what = "an integer"; break;
-	case PL_KEY_FLOAT: if (parse_double(v, &dv) == -1) what = "a number"; break;
-	case PL_KEY_BOOL: if (parse_bool(v, &bv) == -1) what = "yes or no"; break;
-	case PL_KEY_DURATION: if (parse_duration(v, &dv) == -1) what = "a duration (30s, 5m, 2h)"; break;
-	case PL_KEY_SIZE: if (parse_size(v, &iv) == -1) what = "a size (512, 8M, 2G)"; break;
-	case PL_KEY_PATH: case PL_KEY_INPUT: if (*v == '\0') what = "a path"; break;
-	default: break;
-	}
-	if (what) {
-		snprintf(why, whylen, "bad value \"%s\": expected %s", v, what);
-		return 1;
-	}
-	/* The key's bounds (pl_key min and max), on the value as parsed. */
-	int64_t lo = k->min, hi = k->max;
-	unsigned b = k->flags & (PL_KEY_MIN | PL_KEY_MAX);
-	double x = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ? (double)iv : dv;
-	int num = k->type == PL_KEY_INT || k->type == PL_KEY_SIZE ||
-	    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
-	if (!num || !(((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi)))
-		return 0;
-	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
-		snprintf(why, whylen, "%s is out of range: must be between %lld and %lld", v,
-		    (long long)lo, (long long)hi);
-	else if (b & PL_KEY_MIN)
-		snprintf(why, whylen, "%s is out of range: must be %lld or more", v, (long long)lo);
-	else
-		snprintf(why, whylen, "%s is out of range: must be %lld or less", v, (long long)hi);
-	return 2;
-}
-
 static const char *
 h_get(pl_job *j, const char *key)
 {
