@@ -72,6 +72,12 @@ HTTP_LIB     := daemon/http/libplhttp.a
 CTL_SRCS     := $(wildcard daemon/ctl/*.c)
 CORE_OBJS    := $(DLIB_SRCS:.c=.o) $(SERVER_SRCS:.c=.o) $(HTTP_SRCS:.c=.o)
 
+# A source left where the old layout had it would be built into nothing.
+STRAY_SRCS   := $(wildcard daemon/*.c daemon/*.h plugins/common/*.c plugins/common/*.h)
+ifneq ($(STRAY_SRCS),)
+$(error $(STRAY_SRCS): move into daemon/{lib,server,http,ctl,stage,shim}/ or plugins/lib/SUBJECT/ (daemon/README, plugins/lib/README))
+endif
+
 PLIB_SRCS    := $(wildcard plugins/lib/*/*.c)
 COMMON_OBJS  := $(PLIB_SRCS:.c=.o)
 COMMON_LIB   := plugins/lib/libpl.a
