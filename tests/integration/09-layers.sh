@@ -64,7 +64,7 @@ printf '%s\n' '#include <stddef.h>' '#include "pipelined.h"' 'int layer_probe(vo
 printf '%s\n' 'struct store; int store_begin(struct store *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$TEST_TMP/probe.c"
 cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
-expect "plugins/lib" "plugins/lib/io/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
+expect "plugins lib" "plugins/lib/io/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
     "plugins/lib/io/layer_probe.o: refers to store_begin, defined in daemon/server/store.o"
 rm -f "$T"/plugins/lib/io/layer_probe.*
 
@@ -83,7 +83,7 @@ printf '%s\n' 'struct store; int store_commit(struct store *);' 'int layer_probe
 cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
 cp "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o"
 ld -r -o "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o" "$TEST_TMP/probe.o" || fail "ld -r"
-expect "daemon/lib" "daemon/lib/conf.o: refers to store_commit, defined in daemon/server/store.o"
+expect "daemon lib" "daemon/lib/conf.o: refers to store_commit, defined in daemon/server/store.o"
 cp "$TEST_TMP/conf.o" "$T/daemon/lib/conf.o"
 
 # 3. A plugin including a daemon header, its .so needing a daemon symbol.
