@@ -948,11 +948,12 @@ wjob_find(struct watch *w, const char *name)
 	return j;
 }
 
+/* Final (proto.h's lists say which states are): nothing more happens to
+ * the run or job. A word of neither list is not final. */
 static int
 run_final(const char *s)
 {
-	int st = pl_run_state_find(s);
-	return st != -1 && st != PLR_running;
+	return pl_run_state_final(pl_run_state_find(s));
 }
 
 /* The exit status a run's state gives watch and status: 0 succeeded (or
@@ -969,9 +970,7 @@ run_exit(const char *s)
 static int
 job_final(const char *s)
 {
-	int st = pl_job_state_find(s);
-	return st == PLJ_succeeded || st == PLJ_failed || st == PLJ_cancelled ||
-	    st == PLJ_skipped || st == PLJ_rejected;
+	return pl_job_state_final(pl_job_state_find(s));
 }
 
 static int

@@ -351,6 +351,11 @@ int	plugin_register_stage(void *plugin, const struct pl_stage *st);
  * its ABI is not the host's or its size is not size. */
 int	plugin_struct_check(const char *what, const void *src, size_t size, char *why,
 	    size_t whylen);
+/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
+ * 2 when it is outside the key's bounds, with why ("bad value ...: expected
+ * ...", "... is out of range: ..."). For a spec's values (host.c) and a
+ * table's defaults (at registration). */
+int	plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
 
 /*
@@ -415,20 +420,26 @@ int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
 
 int	store_run_create(struct store *s, const struct spec *spec, int64_t *id);
+/* The states are proto.h's enums; the store spells them in its rows and
+ * events, and reads them back (a word it does not know is an error). */
 int	store_run_state(struct store *s, int64_t run_id, const char *run,
-	    const char *state, const char *message);
+	    enum pl_run_state state, const char *message);
 int	store_job_create(struct store *s, int64_t run_id, const char *name,
 	    const char *stage, int seq, int64_t *id);
 int	store_job_state(struct store *s, int64_t job_id, const char *run,
-	    const char *job, const char *state, int attempt, const char *message);
+	    const char *job, enum pl_job_state state, int attempt, const char *message);
 int	store_job_progress(struct store *s, int64_t job_id, double done,
 	    double total, const char *unit);
 int	store_job_next_at(struct store *s, int64_t job_id, double at);
 int	store_job_counters(struct store *s, int64_t job_id, int attempts, int lost,
 	    int retry_base);
 int	store_attempt_start(struct store *s, int64_t job_id, int n, int64_t *id);
-int	store_attempt_end(struct store *s, int64_t attempt_id, const char *state,
+int	store_attempt_end(struct store *s, int64_t attempt_id, enum pl_job_state state,
 	    int result, const char *message);
+/* An attempt the daemon's restart found running and could not re-enter:
+ * its state is "lost", a word of the store's attempts only. */
+int	store_attempt_lost(struct store *s, int64_t attempt_id, int result,
+	    const char *message);
 /* An attempt's deadline (wall clock; 0: none): set when it starts, read
  * back (0 when none was stored) when a restarted daemon re-enters it. */
 int	store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline);
@@ -485,23 +496,26 @@ cJSON	*store_q_metrics(struct store *s, const char *run, const char *job,
 /* Events after since (optionally of one run), at most limit, as feed lines. */
 int	store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, int limit,
 	    void (*fn)(void *arg, int64_t id, const char *line), void *arg);
-/* Runs that are not finished, for restart: id, name, spec path, text. */
+/* Every run, for restart: id, name, spec path, text, state (a run whose
+ * stored state is not a word of PL_RUN_STATES is logged and left out). */
 int	store_q_unfinished(struct store *s,
 	    void (*fn)(void *arg, int64_t id, const char *name, const char *path,
-	    const char *text, const char *state), void *arg);
-/* A job's stored state, attempt count, lost count, latest attempt id/state. */
+	    const char *text, enum pl_run_state state), void *arg);
+/* A job's stored state, attempt count, lost count, latest attempt id. */
 struct job_row {
 	int64_t id;
-	char state[16];
+	enum pl_job_state state;
 	int attempts, lost, retry_base;
 	double next_at;
 	int64_t attempt_id;
-	char attempt_state[16];
 	char message[512];
 };
+/* 0, or -1 when there is no such job or its stored state is not a word
+ * of PL_JOB_STATES (logged). */
 int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
 int64_t	store_run_id(struct store *s, const char *name);
-char	*store_run_state_get(struct store *s, const char *name);
+/* The run's state, or -1: no such run, or a word not of PL_RUN_STATES. */
+int	store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
 /* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
 int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
@@ -591,11 +605,6 @@ cJSON	*host_inputs_resolve(pl_job *j);
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
 /* A key by name; *index (may be NULL) gets its place in the table. */
 const struct pl_key *host_find_key(const struct stage_reg *reg, const char *key, int *index);
-/* Whether v is a value of key k: 0; 1 when it is not of the key's syntax,
- * 2 when it is outside the key's bounds, with why ("bad value ...: expected
- * ...", "... is out of range: ..."). For a spec's values and a table's
- * defaults. */
-int	host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen);
 /* Open the job log and write a line to it (host and daemon). */
 void	job_logf(struct pl_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Read p's events file from offset as spawn() does (one batch per 64 KiB:
@@ -640,10 +649,10 @@ cJSON	*stage_conf_copy(const struct conf *c);
 
 /* pipelined.c, sched.c, control.c, feed.c: the daemon itself. pipelined.c
  * owns the loop and its handles and wires the parts together at start:
- * each is given what it needs, none reaches into another's state, and
- * none of the three below calls another (sched.c's events reach the feed
- * through the store's announce hook; control.c reaches the scheduler
- * through the struct control_ops it is given). */
+ * each is given what it needs and none reaches into another's state.
+ * control.c, the layer above the scheduler, calls its sched_* functions;
+ * the scheduler calls neither listener (its events reach the feed through
+ * the store's announce hook). */
 #include <uv.h>
 /* sched.c: the DAG scheduler; its state is static in sched.c. sched_init
  * on the loop thread, once: loads the unfinished runs (re-adopting their
@@ -664,7 +673,8 @@ enum pl_proto_err sched_submit(struct spec *spec, char *err, size_t errlen);
  * that is; PLP_EIO: the store refused the change), the reason in msg. */
 enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
 enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
-const char *sched_job_state(const char *run, const char *job);
+/* The job's state (enum pl_job_state), or -1 when the run has no such job. */
+int	sched_job_state(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* What control.c and feed.c are given when they start listening: the
  * loop, the store, and where the configuration is (a reload replaces it). */
@@ -673,20 +683,8 @@ struct listen_ctx {
 	struct store *store;
 	struct conf *const *conf;
 };
-/* control.c: the scheduler's side of the control verbs, given to
- * control_listen() (the daemon passes sched_control_ops). */
-struct control_ops {
-	enum pl_proto_err (*submit)(struct spec *spec, char *err, size_t errlen);
-	enum pl_proto_err (*cancel)(const char *run, char *msg, size_t len);
-	enum pl_proto_err (*retry)(const char *run, const char *job, char *msg, size_t len);
-	const char *(*job_state)(const char *run, const char *job);
-	const char *(*job_log)(const char *run, const char *job);
-	int (*running)(void);
-};
-/* sched.c's functions in that table, for control_listen(). */
-extern const struct control_ops sched_control_ops;
-int	control_listen(const struct listen_ctx *ctx, const struct control_ops *ops,
-	    const char *path);
+/* control.c: the control socket at path; its verbs call the scheduler. */
+int	control_listen(const struct listen_ctx *ctx, const char *path);
 /* feed.c */
 int	feed_listen(const struct listen_ctx *ctx, const char *path);
 void	feed_announce(int64_t id, const char *run, const char *line); /* any thread */

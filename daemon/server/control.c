@@ -45,7 +45,6 @@ struct client {
 
 /* What control_listen() was given. */
 static struct listen_ctx ctx;
-static struct control_ops ops;
 #define CONF (*ctx.conf)
 
 static uv_pipe_t ctl_server;
@@ -310,7 +309,7 @@ check_submit(struct client *c, const cJSON *req, int submit)
 	char err[512];
 	spec->owner = run_owner(c);
 	spec->submitter = (int64_t)c->peer.uid;
-	enum pl_proto_err rc = ops.submit(spec, err, sizeof(err));
+	enum pl_proto_err rc = sched_submit(spec, err, sizeof(err));
 	if (rc != PLP_OK) {
 		cJSON_Delete(r);
 		reply_err(c, rc, "%s", err);
@@ -363,7 +362,7 @@ v_logs(struct client *c, const cJSON *req)
 	}
 	if (known_run(c, req) == NULL)
 		return;
-	const char *path = ops.job_log(run, job);
+	const char *path = sched_job_log(run, job);
 	if (path == NULL) {
 		reply_err(c, PLP_ENOENT, "no job %s in run %s", job, run);
 		return;
@@ -391,7 +390,7 @@ v_logs(struct client *c, const cJSON *req)
 	cJSON_AddStringToObject(r, "data", buf);
 	cJSON_AddNumberToObject(r, "offset", (double)(o + n));
 	cJSON_AddBoolToObject(r, "more", more);
-	cJSON_AddStringToObject(r, "state", ops.job_state(run, job));
+	cJSON_AddStringToObject(r, "state", pl_job_state_name(sched_job_state(run, job)));
 	reply_ok(c, r);
 }
 
@@ -435,7 +434,7 @@ v_status(struct client *c, const cJSON *req)
 	}
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddItemToObject(r, "runs", store_q_runs(ctx.store, c->viewer));
-	cJSON_AddNumberToObject(r, "running_jobs", ops.running());
+	cJSON_AddNumberToObject(r, "running_jobs", sched_running());
 	cJSON_AddNumberToObject(r, "last_event", (double)store_last_event(ctx.store));
 	reply_ok(c, r);
 }
@@ -461,8 +460,8 @@ cancel_retry(struct client *c, const cJSON *req, int cancel)
 	 * act on the run. */
 	if (known_run(c, req) == NULL)
 		return;
-	enum pl_proto_err e = cancel ? ops.cancel(run, msg, sizeof(msg)) :
-	    ops.retry(run, job, msg, sizeof(msg));
+	enum pl_proto_err e = cancel ? sched_cancel(run, msg, sizeof(msg)) :
+	    sched_retry(run, job, msg, sizeof(msg));
 	if (e != PLP_OK) {
 		reply_err(c, e, "%s", msg);
 		return;
@@ -716,10 +715,9 @@ on_sweep(uv_timer_t *t)
 }
 
 int
-control_listen(const struct listen_ctx *c, const struct control_ops *o, const char *path)
+control_listen(const struct listen_ctx *c, const char *path)
 {
 	ctx = *c;
-	ops = *o;
 	if (sock_listen(ctx.loop, &ctl_server, path, 0660, CONF->gid, on_connection) == -1)
 		return -1;
 	uv_timer_init(ctx.loop, &ctl_sweep);

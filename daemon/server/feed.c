@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "pipelined.h"
+#include "wire.h"
 
 #define REPLAY_BATCH 256
 #define REPLAY_HIGH (256 * 1024)
@@ -104,10 +105,7 @@ on_shutdown(uv_shutdown_t *req, int status)
 static void
 w_drop(struct watcher *w, size_t qs)
 {
-	char *notice;
-	if (asprintf(&notice, "{\"type\":\"feed.dropped\",\"reason\":\"watcher too slow:"
-	    " %zu bytes queued\",\"resume_since\":%lld}\n", qs, (long long)w->cursor) == -1)
-		fatal("w_drop");
+	char *notice = wire_feed_dropped(qs, w->cursor);
 	log_info("feed: dropped a watcher with %zu bytes queued", qs);
 	metrics_count(MC_FEED_DROPPED, 1);
 	w->dropping = 1;

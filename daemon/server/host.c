@@ -644,7 +644,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		/* A value of another syntax holds the stage's own checks back;
 		 * like a bad path, an out-of-range one does not. */
 		char why[512];
-		int bad = host_key_value(k, kv->value, why, sizeof(why));
+		int bad = plugin_key_value(k, kv->value, why, sizeof(why));
 		if (bad)
 			errs_add(errs, file, kv->line, kv->key, "%s", why);
 		if (bad == 1) {

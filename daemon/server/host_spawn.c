@@ -456,7 +456,7 @@ proc_announce_state(pl_job *j, const struct pl_spawn *spec, struct proc *p, stru
 	store_begin(j->store);
 	store_proc_update(j->store, p, r->offset);
 	store_event(j->store, j->run, j->name, "job.proc", d);
-	store_job_state(j->store, j->job_id, j->run, j->name, pl_job_state_name(PLJ_running), j->attempt, m);
+	store_job_state(j->store, j->job_id, j->run, j->name, PLJ_running, j->attempt, m);
 	store_commit(j->store);
 }
 

@@ -186,10 +186,11 @@ series(FILE *f, sqlite3 *db, const char *name, const char *type, const char *hel
 }
 
 /* A state of every known name, 0 when none is in it, so a dashboard's
- * series do not come and go. */
+ * series do not come and go. The counts, in the order of known, go to
+ * counts too (16 at the most) when it is not NULL. */
 static void
 states(FILE *f, sqlite3 *db, const char *name, const char *help, const char *const *known,
-    int nk, const char *sql)
+    int nk, const char *sql, long *counts)
 {
 	long n[16] = { 0 };
 	sqlite3_stmt *st = q(db, sql);
@@ -203,6 +204,8 @@ states(FILE *f, sqlite3 *db, const char *name, const char *help, const char *con
 	head(f, name, "gauge", help);
 	for (int i = 0; i < nk && i < 16; i++)
 		fprintf(f, "%s{state=\"%s\"} %ld\n", name, known[i], n[i]);
+	if (counts != NULL)
+		memcpy(counts, n, sizeof(n));
 }
 
 /* The running train jobs: step, loss, learning rate, peak memory and the
@@ -400,6 +403,8 @@ metrics_render(size_t *len)
 	return b;
 }
 
+_Static_assert(PLR_COUNT <= 16, "states() counts at most 16 states");
+
 static char *
 render(size_t *len)
 {
@@ -418,11 +423,16 @@ render(size_t *len)
 		return NULL;
 	/* One read transaction: every figure of a scrape from one snapshot. */
 	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	long nruns[16];
 	states(f, db, "pipelined_runs", "runs by state", run_states,
 	    (int)(sizeof(run_states) / sizeof(run_states[0])),
-	    "SELECT state, count(*) FROM runs GROUP BY state");
-	series(f, db, "pipelined_open_runs", "gauge", "runs not yet ended", NULL, 0,
-	    "SELECT count(*) FROM runs WHERE state NOT IN ('succeeded', 'failed', 'cancelled')");
+	    "SELECT state, count(*) FROM runs GROUP BY state", nruns);
+	/* Not yet ended: in a state proto.h's list does not call final. */
+	long open = 0;
+	for (int i = 0; i < PLR_COUNT; i++)
+		open += pl_run_state_final(i) ? 0 : nruns[i];
+	head(f, "pipelined_open_runs", "gauge", "runs not yet ended");
+	fprintf(f, "pipelined_open_runs %ld\n", open);
 	head(f, "pipelined_jobs", "gauge", "jobs by stage and state");
 	{
 		sqlite3_stmt *st = q(db, "SELECT DISTINCT stage FROM jobs ORDER BY stage");
@@ -474,7 +484,7 @@ render(size_t *len)
 	verdicts(f, db);
 	static const char *const outbox_states[] = { "pending", "delivered", "failed" };
 	states(f, db, "pipelined_notifications", "notifications in the outbox by state",
-	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state");
+	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state", NULL);
 	series(f, db, "pipelined_events_total", "counter",
 	    "events published on the status feed (the newest event id)", NULL, 0,
 	    "SELECT coalesce(max(id), 0) FROM events");

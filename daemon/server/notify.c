@@ -81,9 +81,9 @@ kind_of(const char *type, const cJSON *data)
 	const char *state = cJSON_IsString(st) ? st->valuestring : "";
 	if (strcmp(type, "run.submitted") == 0)
 		return "run.start";
-	if (strcmp(type, "run.state") == 0 && strcmp(state, pl_run_state_name(PLR_running)) != 0)
+	if (strcmp(type, "run.state") == 0 && pl_run_state_find(state) != PLR_running)
 		return "run.end";
-	if (strcmp(type, "job.state") == 0 && strcmp(state, pl_job_state_name(PLJ_failed)) == 0)
+	if (strcmp(type, "job.state") == 0 && pl_job_state_find(state) == PLJ_failed)
 		return "job.failed";
 	if (strcmp(type, "job.verdict") == 0)
 		return "gate.verdict";

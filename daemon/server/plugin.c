@@ -52,14 +52,8 @@ plugin_struct_check(const char *what, const void *src, size_t size, char *why, s
 	return 0;
 }
 
-/*
- * A value checked against its key's type and bounds (pl_key min and max):
- * 0 if it fits, 1 if it does not parse, 2 if out of range, with the reason
- * in why. The registry checks each key's default with it, host.c each
- * value a section gives.
- */
 int
-host_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
+plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
 {
 	int64_t iv = 0;
 	double dv = 0;
@@ -105,7 +99,7 @@ check_defaults(const struct pl_stage *st)
 	char why[256];
 
 	for (const struct pl_key *k = st->keys; k != NULL && k->name != NULL; k++)
-		if (k->def != NULL && host_key_value(k, k->def, why, sizeof(why)) != 0) {
+		if (k->def != NULL && plugin_key_value(k, k->def, why, sizeof(why)) != 0) {
 			snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key %s: default %s",
 			    st->name, k->name, why);
 			return -1;

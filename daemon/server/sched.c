@@ -9,8 +9,7 @@
  * The scheduler's state (S below) is its own. It is given the loop, the
  * store and the configuration at sched_init() and calls nothing of the
  * sockets: what it commits reaches the feed through the store's announce
- * hook, and control.c reaches it through the functions pipelined.c hands
- * it (struct control_ops).
+ * hook. control.c, the layer above, calls its sched_* entry points.
  *
  * Job states: pending -> running -> succeeded | failed | cancelled, with
  * retrying (a failed attempt waiting out its backoff) and skipped (a
@@ -58,8 +57,7 @@ struct sjob {
 	const struct stage_reg *reg;
 	int64_t id;
 	int seq;
-	char state[16];          /* as stored; set with set_state() only */
-	int st;                  /* state as its index in PL_JOB_STATES (-1: another word) */
+	enum pl_job_state st;    /* set with set_state() only */
 	int attempts, lost, retry_base;
 	double next_at;          /* wall clock, for retrying */
 	int64_t attempt_id;
@@ -78,7 +76,7 @@ struct srun {
 	int64_t id;
 	char *name;
 	struct spec *spec;
-	char state[16];
+	enum pl_run_state state;
 	int cancel;
 	struct sjob *jobs;
 	int njobs;
@@ -94,39 +92,19 @@ struct srun {
 	struct srun *next;
 };
 
-/* The states' words come from proto.h's lists (PL_JOB_STATES,
- * PL_RUN_STATES): a misspelt one does not compile. */
-#define JOB_ST(s) pl_job_state_name(PLJ_##s)
-#define RUN_ST(s) pl_run_state_name(PLR_##s)
-
-/* A job's state as its index in PL_JOB_STATES, or -1 for a word outside
- * it. The list is ordered so that the final states come last, from
- * succeeded on (js_final). */
-_Static_assert(PLJ_pending < PLJ_succeeded && PLJ_running < PLJ_succeeded &&
-    PLJ_retrying < PLJ_succeeded && PLJ_succeeded < PLJ_failed &&
-    PLJ_succeeded < PLJ_cancelled && PLJ_succeeded < PLJ_skipped &&
-    PLJ_succeeded < PLJ_rejected, "the final job states come last in PL_JOB_STATES");
-
+/* The states are proto.h's enums (PL_JOB_STATES, PL_RUN_STATES), which
+ * also say which are final; the store spells them. */
 static void
-set_state(struct sjob *j, const char *state)
+set_state(struct sjob *j, enum pl_job_state st)
 {
-	int was = j->st;
-	snprintf(j->state, sizeof(j->state), "%s", state);
-	j->st = pl_job_state_find(state);
+	enum pl_job_state was = j->st;
+	j->st = st;
 	struct srun *r = j->run;
 	r->nretrying += (j->st == PLJ_retrying) - (was == PLJ_retrying);
 	if ((j->st == PLJ_pending || j->st == PLJ_retrying) && j->seq < r->first_open)
 		r->first_open = j->seq;
-	if (j->st == PLJ_failed || j->st == PLJ_cancelled || j->st == PLJ_skipped ||
-	    j->st == PLJ_rejected)
+	if (pl_job_state_final(j->st) && j->st != PLJ_succeeded)
 		r->failed = 1;
-}
-
-/* Final: nothing more will happen to the job in this run. */
-static int
-js_final(int st)
-{
-	return st >= PLJ_succeeded;
 }
 
 /* The scheduler's lock: runs, jobs, resources, the counters. Recursive:
@@ -166,12 +144,12 @@ run_add(struct srun *r)
 
 /* Set a job's state in the store (announced after commit) and in memory. */
 static int
-job_set(struct sjob *j, const char *state, const char *msg)
+job_set(struct sjob *j, enum pl_job_state state, const char *msg)
 {
 	if (store_begin(S.store) == -1)
 		return -1;
 	if (store_job_state(S.store, j->id, j->run->name, j->sec->name, state,
-	    strcmp(state, JOB_ST(running)) == 0 ? j->attempts : 0, msg) == -1) {
+	    state == PLJ_running ? j->attempts : 0, msg) == -1) {
 		store_rollback(S.store);
 		return -1;
 	}
@@ -346,10 +324,10 @@ start_failed(struct sjob *j)
 {
 	store_begin(S.store);
 	const char *why = j->launch_err[0] ? j->launch_err : "could not start the job thread";
-	store_attempt_end(S.store, j->attempt_id, JOB_ST(failed), PL_EIO, why);
-	store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(failed), 0, why);
+	store_attempt_end(S.store, j->attempt_id, PLJ_failed, PL_EIO, why);
+	store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_failed, 0, why);
 	store_commit(S.store);
-	set_state(j, JOB_ST(failed));
+	set_state(j, PLJ_failed);
 }
 
 /* Hand the held jobs to their threads (after the commit). */
@@ -485,7 +463,7 @@ job_start(struct sjob *j)
 	    store_attempt_deadline_set(S.store, j->attempt_id, j->sec->timeout > 0 ?
 	    now_wall() + j->sec->timeout : 0) == -1 ||
 	    store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base) == -1 ||
-	    store_job_state(S.store, j->id, j->run->name, j->sec->name, JOB_ST(running),
+	    store_job_state(S.store, j->id, j->run->name, j->sec->name, PLJ_running,
 	    j->attempts, NULL) == -1) {
 		store_rollback(S.store);
 		j->attempts--;
@@ -495,7 +473,7 @@ job_start(struct sjob *j)
 		j->attempts--;
 		return;
 	}
-	set_state(j, JOB_ST(running));
+	set_state(j, PLJ_running);
 	if (job_launch(j, 0) == -1)
 		start_failed(j);
 }
@@ -517,32 +495,32 @@ job_finished(struct sjob *j)
 	struct pl_job *pj = j->pj;
 	int rc = j->rc;
 	char msg[600];
-	const char *astate, *jstate;
+	enum pl_job_state astate, jstate;
 	if (rc == PL_OK) {
-		astate = jstate = JOB_ST(succeeded);
+		astate = jstate = PLJ_succeeded;
 		msg[0] = '\0';
 	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
-		astate = JOB_ST(failed);
-		jstate = JOB_ST(failed);
+		astate = PLJ_failed;
+		jstate = PLJ_failed;
 		snprintf(msg, sizeof(msg), "timed out after %gs", j->sec->timeout);
 	} else if (pj->cancel || j->run->cancel || rc == PL_ECANCELED) {
-		astate = jstate = JOB_ST(cancelled);
+		astate = jstate = PLJ_cancelled;
 		snprintf(msg, sizeof(msg), "cancelled");
 	} else if (rc == PL_EREJECTED) {
 		/* The stage did its work and judged it (the gate's verdict):
 		 * not a failure to retry. */
-		astate = jstate = JOB_ST(rejected);
+		astate = jstate = PLJ_rejected;
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	} else {
-		astate = jstate = JOB_ST(failed);
+		astate = jstate = PLJ_failed;
 		snprintf(msg, sizeof(msg), "%s", pj->failmsg[0] ? pj->failmsg :
 		    plugin_host.strerror(rc));
 	}
-	int retry = strcmp(jstate, JOB_ST(failed)) == 0 && !j->run->cancel &&
+	int retry = jstate == PLJ_failed && !j->run->cancel &&
 	    j->attempts - j->lost - j->retry_base <= j->sec->retries;
 	if (retry) {
-		jstate = JOB_ST(retrying);
+		jstate = PLJ_retrying;
 		j->next_at = now_wall() + backoff(j);
 	}
 	if (store_begin(S.store) == 0) {
@@ -555,7 +533,8 @@ job_finished(struct sjob *j)
 		store_commit(S.store);
 	}
 	set_state(j, jstate);
-	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, astate, msg[0] ? ": " : "", msg);
+	job_logf(pj, "=== attempt %d %s%s%s ===", j->attempts, pl_job_state_name(astate),
+	    msg[0] ? ": " : "", msg);
 	job_free(pj);
 	j->pj = NULL;
 }
@@ -615,7 +594,7 @@ run_finish_check(struct srun *r)
 		return; /* a job runs or waits (first_open was just advanced) */
 	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
-		all_final &= js_final(r->jobs[i].st) && !r->jobs[i].running;
+		all_final &= pl_job_state_final(r->jobs[i].st) && !r->jobs[i].running;
 		all_ok &= r->jobs[i].st == PLJ_succeeded;
 		nfailed += r->jobs[i].st == PLJ_failed || r->jobs[i].st == PLJ_cancelled;
 		nrejected += r->jobs[i].st == PLJ_rejected;
@@ -624,14 +603,14 @@ run_finish_check(struct srun *r)
 		return;
 	/* Rejected: every job worked, and one judged the result not good
 	 * enough (the gate said no); the jobs after it were skipped. */
-	const char *st = all_ok ? RUN_ST(succeeded) : r->cancel ? RUN_ST(cancelled) :
-	    nfailed == 0 && nrejected > 0 ? RUN_ST(rejected) : RUN_ST(failed);
+	enum pl_run_state st = all_ok ? PLR_succeeded : r->cancel ? PLR_cancelled :
+	    nfailed == 0 && nrejected > 0 ? PLR_rejected : PLR_failed;
 	char msg[512] = "";
 	if (!all_ok && !r->cancel) {
 		for (int i = 0; i < r->njobs; i++)
 			if (r->jobs[i].st == (nfailed ? PLJ_failed : PLJ_rejected)) {
 				snprintf(msg, sizeof(msg), "job %s %s", r->jobs[i].sec->name,
-				    nfailed ? "failed" : "rejected");
+				    pl_job_state_name(r->jobs[i].st));
 				break;
 			}
 	}
@@ -639,12 +618,12 @@ run_finish_check(struct srun *r)
 		return;
 	store_run_state(S.store, r->id, r->name, st, msg[0] ? msg : NULL);
 	if (store_commit(S.store) == 0) {
-		snprintf(r->state, sizeof(r->state), "%s", st);
+		r->state = st;
 		if (r->dirfd >= 0) {
 			close(r->dirfd);
 			r->dirfd = -1;
 		}
-		log_info("run %s %s%s%s", r->name, st, msg[0] ? ": " : "", msg);
+		log_info("run %s %s%s%s", r->name, pl_run_state_name(st), msg[0] ? ": " : "", msg);
 		exec_local_run_done(r->name);
 	}
 }
@@ -655,7 +634,7 @@ sched_kick(void)
 	pthread_mutex_lock(&smtx);
 	double now = now_wall(), next = 0;
 	for (struct srun *r = S.runs; r; r = r->next) {
-		if (strcmp(r->state, RUN_ST(running)) != 0)
+		if (r->state != PLR_running)
 			continue;
 again:
 		advance_open(r);
@@ -669,16 +648,17 @@ again:
 				if (!open_job(j))
 					continue;
 				if (r->cancel) {
-					job_set(j, JOB_ST(cancelled), "run cancelled");
+					job_set(j, PLJ_cancelled, "run cancelled");
 					changed = 1;
 					continue;
 				}
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
-					if (js_final(d->st) && d->st != PLJ_succeeded) {
+					if (pl_job_state_final(d->st) && d->st != PLJ_succeeded) {
 						char m[256];
-						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name, d->state);
-						job_set(j, JOB_ST(skipped), m);
+						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name,
+						    pl_job_state_name(d->st));
+						job_set(j, PLJ_skipped, m);
 						changed = 1;
 						break;
 					}
@@ -726,14 +706,14 @@ again:
 }
 
 static struct srun *
-run_build(int64_t id, struct spec *spec, const char *state)
+run_build(int64_t id, struct spec *spec, enum pl_run_state state)
 {
 	struct srun *r = xcalloc(1, sizeof(*r));
 	r->id = id;
 	r->name = xstrdup(spec->name);
 	r->spec = spec;
 	r->dirfd = -1;
-	snprintf(r->state, sizeof(r->state), "%s", state);
+	r->state = state;
 	r->njobs = spec->njobs;
 	r->jobs = xcalloc((size_t)spec->njobs, sizeof(*r->jobs));
 	for (int i = 0; i < spec->njobs; i++) {
@@ -742,7 +722,7 @@ run_build(int64_t id, struct spec *spec, const char *state)
 		j->sec = spec->jobs[i];
 		j->reg = plugin_stage(j->sec->stage);
 		j->seq = i;
-		set_state(j, JOB_ST(pending));
+		set_state(j, PLJ_pending);
 	}
 	/* Resolve `after` once: a scheduling pass is then linear in jobs. */
 	for (int i = 0; i < spec->njobs; i++) {
@@ -766,7 +746,7 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 		    spec->name);
 		return PLP_EEXIST;
 	}
-	struct srun *r = run_build(0, spec, RUN_ST(running));
+	struct srun *r = run_build(0, spec, PLR_running);
 	if (store_begin(S.store) == -1)
 		goto fail;
 	store_undoable(S.store);   /* nothing is in memory before the commit */
@@ -809,8 +789,8 @@ sched_cancel_locked(const char *name, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, RUN_ST(running)) != 0) {
-		snprintf(msg, len, "run %s is %s, not running", name, r->state);
+	if (r->state != PLR_running) {
+		snprintf(msg, len, "run %s is %s, not running", name, pl_run_state_name(r->state));
 		return PLP_ESTATE;
 	}
 	r->cancel = 1;
@@ -854,7 +834,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		snprintf(msg, len, "no run %s", name);
 		return PLP_ENOENT;
 	}
-	if (strcmp(r->state, RUN_ST(running)) == 0) {
+	if (r->state == PLR_running) {
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
 		return PLP_ESTATE;
 	}
@@ -869,7 +849,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		mark_downstream(r, j, mark);
 	} else {
 		for (int i = 0; i < r->njobs; i++)
-			if (strcmp(r->jobs[i].state, JOB_ST(succeeded)) != 0)
+			if (r->jobs[i].st != PLJ_succeeded)
 				mark[i] = 1;
 	}
 	int n = 0;
@@ -895,11 +875,11 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		struct sjob *j = &r->jobs[i];
 		j->retry_base = j->attempts - j->lost; /* a fresh retry budget */
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, r->name, j->sec->name, JOB_ST(pending), 0, "retry requested");
-		set_state(j, JOB_ST(pending));
+		store_job_state(S.store, j->id, r->name, j->sec->name, PLJ_pending, 0, "retry requested");
+		set_state(j, PLJ_pending);
 		n++;
 	}
-	store_run_state(S.store, r->id, r->name, RUN_ST(running), NULL);
+	store_run_state(S.store, r->id, r->name, PLR_running, NULL);
 	if (store_commit(S.store) == -1) {
 		free(mark);
 		snprintf(msg, len, "store error");
@@ -907,7 +887,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	}
 	free(mark);
 	r->cancel = 0;
-	snprintf(r->state, sizeof(r->state), "%s", RUN_ST(running));
+	r->state = PLR_running;
 	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
 	sched_kick();
 	return PLP_OK;
@@ -919,18 +899,15 @@ sched_retry(const char *name, const char *job, char *msg, size_t len)
 	return WITH_SMTX(sched_retry_locked(name, job, msg, len));
 }
 
-/* Loop thread: a copy, job threads change the state under smtx. */
-const char *
+int
 sched_job_state(const char *run, const char *job)
 {
-	static char state[16];
 	pthread_mutex_lock(&smtx);
 	struct srun *r = run_find(run);
 	struct sjob *j = r ? job_find(r, job) : NULL;
-	if (j != NULL)
-		snprintf(state, sizeof(state), "%s", j->state);
+	int st = j != NULL ? (int)j->st : -1;
 	pthread_mutex_unlock(&smtx);
-	return j ? state : NULL;
+	return st;
 }
 
 const char *
@@ -986,18 +963,18 @@ struct load_ctx {
 
 static void
 load_run(void *arg, int64_t id, const char *name, const char *path, const char *text,
-    const char *state)
+    enum pl_run_state state)
 {
 	struct load_ctx *lc = arg;
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
 	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
-		if (strcmp(state, RUN_ST(running)) == 0) {
+		if (state == PLR_running) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");
 			store_begin(S.store);
-			store_run_state(S.store, id, name, RUN_ST(failed),
+			store_run_state(S.store, id, name, PLR_failed,
 			    "spec no longer valid after a restart (a plugin is missing?)");
 			store_commit(S.store);
 		}
@@ -1016,8 +993,8 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		struct sjob *j = &r->jobs[i];
 		struct job_row row;
 		if (store_job_get(S.store, id, j->sec->name, &row) == -1) {
-			log_warnx("%s: run %s: job %s missing from the store", __func__, name,
-			    j->sec->name);
+			log_warnx("%s: run %s: job %s cannot be read from the store", __func__,
+			    name, j->sec->name);
 			continue;
 		}
 		j->id = row.id;
@@ -1030,30 +1007,30 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	}
 	run_add(r);
 	lc->n++;
-	if (strcmp(state, RUN_ST(running)) != 0)
+	if (state != PLR_running)
 		return;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		if (strcmp(j->state, JOB_ST(running)) != 0)
+		if (j->st != PLJ_running)
 			continue;
 		if (j->reg->st->flags & PL_STAGE_ADOPTABLE) {
 			log_info("run %s: re-entering job %s (attempt %d)", name, j->sec->name,
 			    j->attempts);
 			if (job_launch(j, 1) == -1)
-				job_set(j, JOB_ST(failed), j->launch_err[0] ? j->launch_err :
+				job_set(j, PLJ_failed, j->launch_err[0] ? j->launch_err :
 				    "could not re-enter after a restart");
 			continue;
 		}
 		kill_leftovers(j, j->attempt_id);
 		j->lost++;
 		store_begin(S.store);
-		store_attempt_end(S.store, j->attempt_id, "lost", PL_ELOST,
+		store_attempt_lost(S.store, j->attempt_id, PL_ELOST,
 		    "the daemon stopped during an in-process stage");
 		store_job_counters(S.store, j->id, j->attempts, j->lost, j->retry_base);
-		store_job_state(S.store, j->id, name, j->sec->name, JOB_ST(pending),
+		store_job_state(S.store, j->id, name, j->sec->name, PLJ_pending,
 		    0, "queued again: the daemon stopped while it ran");
 		store_commit(S.store);
-		set_state(j, JOB_ST(pending));
+		set_state(j, PLJ_pending);
 		log_info("run %s: job %s queued again after a restart", name, j->sec->name);
 	}
 }
@@ -1110,12 +1087,3 @@ sched_running(void)
 {
 	return __atomic_load_n(&S.running, __ATOMIC_RELAXED);
 }
-
-const struct control_ops sched_control_ops = {
-	.submit = sched_submit,
-	.cancel = sched_cancel,
-	.retry = sched_retry,
-	.job_state = sched_job_state,
-	.job_log = sched_job_log,
-	.running = sched_running,
-};

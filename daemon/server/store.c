@@ -502,35 +502,11 @@ store_rollback(struct store *s)
 	pthread_mutex_unlock(&s->mtx);
 }
 
-/* The feed line of an event: id, ts, run, job, type, then data's fields. */
-char *
-store_event_line(int64_t id, double ts, const char *run, const char *job, const char *type,
-    const cJSON *data)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "id", (double)id);
-	cJSON_AddNumberToObject(o, "ts", ts);
-	if (run)
-		cJSON_AddStringToObject(o, "run", run);
-	if (job)
-		cJSON_AddStringToObject(o, "job", job);
-	cJSON_AddStringToObject(o, "type", type);
-	if (data != NULL) {
-		for (const cJSON *c = data->child; c; c = c->next) {
-			if (c->string == NULL || cJSON_HasObjectItem(o, c->string))
-				continue;
-			cJSON_AddItemToObject(o, c->string, cJSON_Duplicate(c, 1));
-		}
-	}
-	char *line = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return line;
-}
-
 /*
  * The outbox rows of one event, one per target, in the event's
- * transaction. The body is what a receiver gets; the key, the store's
- * instance, the event id and the target's index, is the same on every try.
+ * transaction. The body is what a receiver gets (wire.c builds it); the
+ * key, the store's instance, the event id and the target's index, is the
+ * same on every try.
  */
 static int
 outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char *run,
@@ -544,18 +520,7 @@ outbox_add(struct store *s, int64_t id, double ts, const char *kind, const char 
 	for (int i = 0; targets && targets[i] && rc == 0; i++) {
 		char key[96];
 		snprintf(key, sizeof(key), "%s-%lld-%d", s->instance, (long long)id, i);
-		cJSON *b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "event", kind);
-		cJSON_AddStringToObject(b, "key", key);
-		cJSON_AddNumberToObject(b, "event_id", (double)id);
-		cJSON_AddNumberToObject(b, "ts", ts);
-		if (run)
-			cJSON_AddStringToObject(b, "run", run);
-		if (job)
-			cJSON_AddStringToObject(b, "job", job);
-		cJSON_AddItemToObject(b, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateObject());
-		char *body = cJSON_PrintUnformatted(b);
-		cJSON_Delete(b);
+		char *body = wire_outbox_body(kind, key, id, ts, run, job, data);
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 3, run, -1, SQLITE_TRANSIENT);
@@ -653,7 +618,7 @@ store_event(struct store *s, const char *run, const char *job, const char *type,
 		struct ann *a = xcalloc(1, sizeof(*a));
 		a->id = id;
 		a->run = run ? xstrdup(run) : NULL;
-		a->line = store_event_line(id, ts, run, job, type, data);
+		a->line = wire_event_line(id, ts, run, job, type, data);
 		*s->pending_tail = a;
 		s->pending_tail = &a->next;
 	}
@@ -708,10 +673,11 @@ store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 }
 
 int
-store_run_state(struct store *s, int64_t run_id, const char *run, const char *state,
+store_run_state(struct store *s, int64_t run_id, const char *run, enum pl_run_state rs,
     const char *message)
 {
-	int final = pl_run_state_find(state) != PLR_running;
+	const char *state = pl_run_state_name(rs);
+	int final = pl_run_state_final(rs);
 	sqlite3_stmt *st = store_prep(s, "UPDATE runs SET state = ?, message = ?, finished = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
@@ -751,10 +717,9 @@ store_job_create(struct store *s, int64_t run_id, const char *name, const char *
 
 int
 store_job_state(struct store *s, int64_t job_id, const char *run, const char *job,
-    const char *state, int attempt, const char *message)
+    enum pl_job_state js, int attempt, const char *message)
 {
-	const char *sql;
-	int js = pl_job_state_find(state);
+	const char *sql, *state = pl_job_state_name(js);
 	if (js == PLJ_running)
 		sql = "UPDATE jobs SET state = ?, message = ?, started = coalesce(started, ?),"
 		    " finished = NULL WHERE id = ?";
@@ -848,20 +813,34 @@ store_attempt_deadline_set(struct store *s, int64_t attempt_id, double deadline)
 	return step_done(s, st);
 }
 
-int
-store_attempt_end(struct store *s, int64_t attempt_id, const char *state, int result,
+/* An attempt's end under the word state. */
+static int
+attempt_end(struct store *s, int64_t attempt_id, const char *state, int result,
     const char *message)
 {
 	sqlite3_stmt *st = store_prep(s, "UPDATE attempts SET state = ?, result = ?, message = ?,"
 	    " finished = ? WHERE id = ?");
 	if (st == NULL)
 		return -1;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, result);
 	sqlite3_bind_text(st, 3, message, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_double(st, 4, now_wall());
 	sqlite3_bind_int64(st, 5, attempt_id);
 	return step_done(s, st);
+}
+
+int
+store_attempt_end(struct store *s, int64_t attempt_id, enum pl_job_state state, int result,
+    const char *message)
+{
+	return attempt_end(s, attempt_id, pl_job_state_name(state), result, message);
+}
+
+int
+store_attempt_lost(struct store *s, int64_t attempt_id, int result, const char *message)
+{
+	return attempt_end(s, attempt_id, "lost", result, message);
 }
 
 int

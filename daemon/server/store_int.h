@@ -47,9 +47,6 @@ struct store {
  * back with store_unprep(). Callers hold s->mtx. */
 sqlite3_stmt *store_prep(struct store *s, const char *sql);
 void	store_unprep(struct store *s, sqlite3_stmt *st);
-/* The feed line of an event: id, ts, run, job, type, then data's fields. */
-char	*store_event_line(int64_t id, double ts, const char *run, const char *job,
-	    const char *type, const cJSON *data);
 /* The rows of st as JSON, named by row (wire.c); gives st back. */
 cJSON	*store_rows(struct store *s, sqlite3_stmt *st, const struct wire_row *row);
 

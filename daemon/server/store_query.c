@@ -405,7 +405,7 @@ store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, 
 			const char *dt = (const char *)sqlite3_column_text(st, 5);
 			cJSON *d = dt ? cJSON_Parse(dt) : NULL;
 			int64_t id = sqlite3_column_int64(st, 0);
-			char *line = store_event_line(id, sqlite3_column_double(st, 1),
+			char *line = wire_event_line(id, sqlite3_column_double(st, 1),
 			    (const char *)sqlite3_column_text(st, 2),
 			    (const char *)sqlite3_column_text(st, 3),
 			    (const char *)sqlite3_column_text(st, 4), d);
@@ -422,17 +422,25 @@ store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, 
 
 int
 store_q_unfinished(struct store *s, void (*fn)(void *arg, int64_t id, const char *name,
-    const char *path, const char *text, const char *state), void *arg)
+    const char *path, const char *text, enum pl_run_state state), void *arg)
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT id, name, spec_path, spec_text, state FROM runs"
 	    " ORDER BY id");
 	if (st) {
-		while (sqlite3_step(st) == SQLITE_ROW)
-			fn(arg, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *name = (const char *)sqlite3_column_text(st, 1);
+			const char *word = (const char *)sqlite3_column_text(st, 4);
+			int rs = pl_run_state_find(word);
+			if (rs == -1) {
+				log_warnx("%s: run %s: state \"%s\" in the store is not a run's"
+				    " state; left out", __func__, name, word ? word : "(null)");
+				continue;
+			}
+			fn(arg, sqlite3_column_int64(st, 0), name,
 			    (const char *)sqlite3_column_text(st, 2),
-			    (const char *)sqlite3_column_text(st, 3),
-			    (const char *)sqlite3_column_text(st, 4));
+			    (const char *)sqlite3_column_text(st, 3), (enum pl_run_state)rs);
+		}
 		store_unprep(s, st);
 	}
 	pthread_mutex_unlock(&s->mtx);
@@ -444,25 +452,28 @@ store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row 
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT j.id, j.state, j.attempts, j.lost, coalesce(j.next_at, 0), j.retry_base,"
-	    " coalesce(a.id, 0), coalesce(a.state, ''), coalesce(j.message, '') FROM jobs j"
+	    " coalesce(a.id, 0), coalesce(j.message, '') FROM jobs j"
 	    " LEFT JOIN attempts a ON a.job_id = j.id AND a.n = (SELECT max(n) FROM attempts"
 	    " WHERE job_id = j.id) WHERE j.run_id = ? AND j.name = ?");
 	int rc = -1;
 	if (st) {
 		sqlite3_bind_int64(st, 1, run_id);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_ROW) {
+		int js = -1;
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    (js = pl_job_state_find((const char *)sqlite3_column_text(st, 1))) == -1)
+			log_warnx("%s: job %s: state \"%s\" in the store is not a job's state",
+			    __func__, name, col_text(st, 1));
+		if (js != -1) {
 			memset(r, 0, sizeof(*r));
 			r->id = sqlite3_column_int64(st, 0);
-			snprintf(r->state, sizeof(r->state), "%s", sqlite3_column_text(st, 1));
+			r->state = (enum pl_job_state)js;
 			r->attempts = sqlite3_column_int(st, 2);
 			r->lost = sqlite3_column_int(st, 3);
 			r->next_at = sqlite3_column_double(st, 4);
 			r->retry_base = sqlite3_column_int(st, 5);
 			r->attempt_id = sqlite3_column_int64(st, 6);
-			snprintf(r->attempt_state, sizeof(r->attempt_state), "%s",
-			    sqlite3_column_text(st, 7));
-			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 8));
+			snprintf(r->message, sizeof(r->message), "%s", sqlite3_column_text(st, 7));
 			rc = 0;
 		}
 		store_unprep(s, st);
@@ -504,10 +515,16 @@ run_text(struct store *s, const char *sql, const char *name)
 	return r;
 }
 
-char *
+int
 store_run_state_get(struct store *s, const char *name)
 {
-	return run_text(s, "SELECT state FROM runs WHERE name = ?", name);
+	char *word = run_text(s, "SELECT state FROM runs WHERE name = ?", name);
+	int rs = pl_run_state_find(word);
+	if (word != NULL && rs == -1)
+		log_warnx("%s: run %s: state \"%s\" in the store is not a run's state", __func__,
+		    name, word);
+	free(word);
+	return rs;
 }
 
 int

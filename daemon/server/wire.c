@@ -4,8 +4,10 @@
  * status page's etc/web/app.js and the notifications read them); the
  * columns are the schema's (store.c's migrations). A row type lists every
  * column its queries may select, by the name SQLite reports for it, with
- * its name on the wire.
+ * its name on the wire. The lines that are not rows, an event's feed line
+ * and a notification's body, are built here too.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "pipelined.h"
@@ -143,4 +145,61 @@ wire_rows(sqlite3_stmt *st, const struct wire_row *row)
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
+}
+
+/* An event's id (named idname), time, run and job (when given), in that
+ * order: the feed line and the notification body share them. */
+static void
+add_event(cJSON *o, const char *idname, int64_t id, double ts, const char *run,
+    const char *job)
+{
+	cJSON_AddNumberToObject(o, idname, (double)id);
+	cJSON_AddNumberToObject(o, "ts", ts);
+	if (run)
+		cJSON_AddStringToObject(o, "run", run);
+	if (job)
+		cJSON_AddStringToObject(o, "job", job);
+}
+
+char *
+wire_event_line(int64_t id, double ts, const char *run, const char *job, const char *type,
+    const cJSON *data)
+{
+	cJSON *o = cJSON_CreateObject();
+	add_event(o, "id", id, ts, run, job);
+	cJSON_AddStringToObject(o, "type", type);
+	if (data != NULL) {
+		for (const cJSON *c = data->child; c; c = c->next) {
+			if (c->string == NULL || cJSON_HasObjectItem(o, c->string))
+				continue;
+			cJSON_AddItemToObject(o, c->string, cJSON_Duplicate(c, 1));
+		}
+	}
+	char *line = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return line;
+}
+
+char *
+wire_outbox_body(const char *kind, const char *key, int64_t id, double ts, const char *run,
+    const char *job, const cJSON *data)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "event", kind);
+	cJSON_AddStringToObject(b, "key", key);
+	add_event(b, "event_id", id, ts, run, job);
+	cJSON_AddItemToObject(b, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateObject());
+	char *body = cJSON_PrintUnformatted(b);
+	cJSON_Delete(b);
+	return body;
+}
+
+char *
+wire_feed_dropped(size_t queued, int64_t resume_since)
+{
+	char *notice;
+	if (asprintf(&notice, "{\"type\":\"feed.dropped\",\"reason\":\"watcher too slow:"
+	    " %zu bytes queued\",\"resume_since\":%lld}\n", queued, (long long)resume_since) == -1)
+		fatal("wire_feed_dropped");
+	return notice;
 }

@@ -9,6 +9,9 @@
 #ifndef PL_WIRE_H
 #define PL_WIRE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <sqlite3.h>
 #include <cjson/cJSON.h>
 
@@ -24,6 +27,20 @@ struct wire_row {
 
 extern const struct wire_row wire_run, wire_job, wire_value, wire_artifact, wire_metric,
     wire_outbox, wire_last_event;
+
+/* An event's feed line (pipelined(8), proto.h): id, ts, run and job
+ * (when given), type, then data's fields (those not named so already);
+ * malloc'd, without a newline. */
+char	*wire_event_line(int64_t id, double ts, const char *run, const char *job,
+	    const char *type, const cJSON *data);
+/* A notification's body, what a webhook receives and a command reads
+ * (pipelined.conf(5) [notify]): event (its kind), key, event_id, ts, run
+ * and job (when given), data (a copy; {} when NULL); malloc'd. */
+char	*wire_outbox_body(const char *kind, const char *key, int64_t id, double ts,
+	    const char *run, const char *job, const cJSON *data);
+/* The notice a watcher gets when it is dropped (feed.c): the bytes it
+ * left queued and the id to resume after; malloc'd, with its newline. */
+char	*wire_feed_dropped(size_t queued, int64_t resume_since);
 
 /* The rows st gives, stepped to the end (the caller resets or finalizes
  * it), as an array of objects named by row. A column row does not name is

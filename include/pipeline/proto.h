@@ -114,26 +114,33 @@ pl_proto_err_name(enum pl_proto_err e)
 }
 
 /*
- * Run and job states (the store, the feed, status and watch use these
- * words): X(state). PLR_running, PLJ_pending, ...; pl_run_state_name()
- * and pl_job_state_name() spell them, pl_run_state_find() and
- * pl_job_state_find() read one back (-1: not a state of the list).
+ * Run and job states (the store's rows, the feed, status and watch use
+ * these words): X(state, final). final: nothing more happens to a run or
+ * job in that state (a retry may start it again). PLR_running,
+ * PLJ_pending, ...; pl_run_state_name() and pl_job_state_name() spell
+ * them, pl_run_state_find() and pl_job_state_find() read one back (-1: not
+ * a state of the list), pl_run_state_final() and pl_job_state_final() say
+ * whether it is final. The daemon keeps the enums; the words are spelled
+ * only in SQL and on the wire (its store converts at its boundary).
  */
-#define PL_RUN_STATES(X) X(running) X(succeeded) X(failed) X(cancelled) X(rejected)
-#define PL_JOB_STATES(X) X(pending) X(running) X(retrying) X(succeeded) X(failed) \
-	X(cancelled) X(skipped) X(rejected)
+#define PL_RUN_STATES(X) X(running, 0) X(succeeded, 1) X(failed, 1) X(cancelled, 1) \
+	X(rejected, 1)
+#define PL_JOB_STATES(X) X(pending, 0) X(running, 0) X(retrying, 0) X(succeeded, 1) \
+	X(failed, 1) X(cancelled, 1) X(skipped, 1) X(rejected, 1)
 /* The words of a list as string literals: { PL_RUN_STATES(PL_X_WORD) }. */
-#define PL_X_WORD(s) #s,
+#define PL_X_WORD(s, final) #s,
+/* Whether each is final, in the list's order. */
+#define PL_X_FINAL(s, final) final,
 
 enum pl_run_state {
-#define PL_X_RS(s) PLR_##s,
+#define PL_X_RS(s, final) PLR_##s,
 	PL_RUN_STATES(PL_X_RS)
 #undef PL_X_RS
 	PLR_COUNT
 };
 
 enum pl_job_state {
-#define PL_X_JS(s) PLJ_##s,
+#define PL_X_JS(s, final) PLJ_##s,
 	PL_JOB_STATES(PL_X_JS)
 #undef PL_X_JS
 	PLJ_COUNT
@@ -141,12 +148,14 @@ enum pl_job_state {
 
 static const char *const pl_run_states_[] = { PL_RUN_STATES(PL_X_WORD) };
 static const char *const pl_job_states_[] = { PL_JOB_STATES(PL_X_WORD) };
+static const unsigned char pl_run_final_[] = { PL_RUN_STATES(PL_X_FINAL) };
+static const unsigned char pl_job_final_[] = { PL_JOB_STATES(PL_X_FINAL) };
 
 /* The index of s in a list of n words, or -1. */
 static inline int
 pl_word_find(const char *const *words, int n, const char *s)
 {
-	for (int i = 0; i < n; i++)
+	for (int i = 0; s != NULL && i < n; i++)
 		if (strcmp(s, words[i]) == 0)
 			return i;
 	return -1;
@@ -174,6 +183,19 @@ static inline int
 pl_job_state_find(const char *s)
 {
 	return pl_word_find(pl_job_states_, PLJ_COUNT, s);
+}
+
+/* 1 when s (an enum, or -1 for a word outside the list) is final. */
+static inline int
+pl_run_state_final(int s)
+{
+	return (unsigned)s < PLR_COUNT && pl_run_final_[s];
+}
+
+static inline int
+pl_job_state_final(int s)
+{
+	return (unsigned)s < PLJ_COUNT && pl_job_final_[s];
 }
 
 #endif

@@ -47,7 +47,7 @@ setup(void)
 		abort();
 	loop = uv_default_loop();
 	const struct listen_ctx ctx = { .loop = loop, .store = store, .conf = &confp };
-	if (control_listen(&ctx, &sched_control_ops, conf.control_socket) == -1 ||
+	if (control_listen(&ctx, conf.control_socket) == -1 ||
 	    sched_init(loop, store, &conf) < 0)
 		abort();
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", conf.control_socket);

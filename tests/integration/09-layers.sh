@@ -13,7 +13,11 @@
 #     (store.o calls util.o);
 #   - a module of the daemon calling a program's function (web.o calling
 #     pipelinectl.c's ctl_request);
-#   - pipelinectl linking the HTTP side (httpd_start).
+#   - pipelinectl linking the HTTP side (httpd_start);
+#   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
+#     and a module of the daemon on no line of it;
+#   - control.c's direct calls of the scheduler, seen once control is put
+#     in the scheduler's layer (a copy of the check with that list).
 # Runs against the real objects of the build (nm) and the compiler; no
 # daemon is started.
 . "$(dirname "$0")/../lib.sh"
@@ -121,6 +125,39 @@ printf '%s\n' 'int httpd_start(void);' 'int httpd_start(void) { return 0; }' 'in
 cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
 expect "pipelinectl" "daemon/pipelinectl: links httpd_start, defined in daemon/http/httpd.o"
 cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
+
+call_in() {  # call_in OBJ DECL CALL: the copy's OBJ made to make CALL too
+	printf '%s\n' "$2" 'int layer_probe(void);' "int layer_probe(void) { $3; return 0; }" \
+	    >"$TEST_TMP/probe.c"
+	cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+	cp "$T/$1" "$TEST_TMP/orig.o"
+	ld -r -o "$T/$1" "$TEST_TMP/orig.o" "$TEST_TMP/probe.o" || fail "ld -r"
+}
+uncall() { cp "$TEST_TMP/orig.o" "$T/$1"; }
+
+# 7. A call within a layer of LIBPLD_LAYERS: the feed calling the scheduler.
+call_in daemon/server/feed.o 'void sched_kick(void);' 'sched_kick()'
+expect "same layer" "daemon/server/feed.o: refers to sched_kick, defined in daemon/server/sched.o (sched is in feed's own layer"
+uncall daemon/server/feed.o
+
+# 8. A module of the daemon that no layer names.
+printf '%s\n' 'void log_warnx(const char *, ...);' 'void layer_probe(void);' \
+    'void layer_probe(void) { log_warnx("x"); }' >"$T/daemon/server/layer_probe.c"
+cc -c -o "$T/daemon/server/layer_probe.o" "$T/daemon/server/layer_probe.c" || fail "cc"
+expect "no layer" "daemon/server/layer_probe.o: a module of the daemon in no layer"
+rm -f "$T"/daemon/server/layer_probe.*
+
+# 9. control.c calls the scheduler directly: with control in the
+# scheduler's layer, the check names those calls.
+sed '/^feed sched$/{N; s/^feed sched\ncontrol$/feed sched control/}' "$CHECK" >"$TEST_TMP/check-flat.sh"
+grep -qx "feed sched control" "$TEST_TMP/check-flat.sh" || fail "LIBPLD_LAYERS: no \"feed sched\" then \"control\" line"
+if bash "$TEST_TMP/check-flat.sh" "$T" >"$TEST_TMP/bad.out" 2>&1; then
+	cat "$TEST_TMP/bad.out"
+	fail "control in the scheduler's layer: check-layers passed"
+fi
+grep -q "^LAYERS: daemon/server/control.o: refers to sched_[a-z_]*, defined in daemon/server/sched.o (sched is in control's own layer" \
+    "$TEST_TMP/bad.out" || { cat "$TEST_TMP/bad.out"; fail "control's calls of the scheduler are not seen"; }
+grep "^LAYERS" "$TEST_TMP/bad.out" | sed "s/^/# control beside sched: /"
 
 "$CHECK" "$T" >/dev/null 2>&1 || fail "the copy, restored, fails"
 echo "ok: check-layers passes the tree and names each violation put in"

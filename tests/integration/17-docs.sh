@@ -199,9 +199,9 @@ done
 # The core's own feed types: those it stores, and the drop notice. Other
 # job.TYPE events come from jobs and plugins and are described generically.
 feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*/*.c |
-    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/server/feed.c" |
+    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/server/wire.c" |
     sed 's/.*"//; s/^/"/; s/$/"/') | tr -d '"' | sort -u)
-echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/server/feed.c"
+echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/server/wire.c"
 echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*/*.c"
 for t in $feed_types; do
 	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"

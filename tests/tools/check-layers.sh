@@ -40,6 +40,30 @@ cd "$TREE" || exit 2
 # each other: pipelined.c wires them).
 ALLOWED_CIRCLES=""
 
+# The modules of daemon/lib, daemon/server and daemon/http in layers,
+# bottom up, one layer a line (HACKING.md: Layers, which lists them so): a
+# module calls only modules of the lines above its own, none of its own
+# line. A module on no line, or a name here without an object, is a
+# violation: a new module is placed here, in HACKING.md and in its Files
+# table.
+LIBPLD_LAYERS="
+log slurm
+errlist sock util wire addr
+access shimfiles ini metrics plugin
+web exec_local exec_slurm
+httpd exec job
+conf
+conf_check spec
+store
+store_query
+stagectx
+host_spawn notify
+host
+stagerun
+feed sched
+control
+"
+
 for d in daemon/lib daemon/server daemon/http plugins/lib/io; do
 	ls "$d"/*.o >/dev/null 2>&1 || { echo "check-layers: $TREE/$d: no objects (run make)"; exit 2; }
 done
@@ -135,7 +159,7 @@ syms=$(mktemp); trap 'rm -f "$syms"' EXIT
 # the programs may call them, they call nothing of the programs.
 below_list=""
 for k in "${!SUBJECT_BELOW[@]}"; do below_list="$below_list$k:${SUBJECT_BELOW[$k]};"; done
-awk -v allowed="$ALLOWED_CIRCLES" -v belowlist="$below_list" '
+awk -v allowed="$ALLOWED_CIRCLES" -v belowlist="$below_list" -v layers="$LIBPLD_LAYERS" '
 function mod(o) { sub(/^daemon\/[a-z]*\//, "", o); sub(/\.o$/, "", o); return o }
 function dir(o) { n = split(o, p, "/"); return p[n - 1] }
 function prog(o) { return o == "daemon/server/pipelined.o" || o ~ /^daemon\/(ctl|stage|shim)\// }
@@ -147,10 +171,23 @@ BEGIN {
 		for (j = 1; j <= m2; j++) may[kv[1], ss[j]] = 1
 	}
 }
-$1 == "D" { if (!($2 in def)) def[$2] = $3; next }
+$1 == "D" { if (!($2 in def)) def[$2] = $3; if ($3 ~ /^daemon\// && !prog($3)) { lib[mod($3)] = 1; libo[mod($3)] = $3 }; next }
 $1 == "P" { inctl[$2] = 1; next }
 { ref[++nref] = $0 }
 END {
+	nl = split(layers, ll, "\n")
+	for (x = 1; x <= nl; x++) {
+		nw = split(ll[x], w, " ")
+		for (y = 1; y <= nw; y++) { rank[w[y]] = x; named[w[y]] = 1 }
+	}
+	for (a in lib) if (!(a in rank)) {
+		printf "LAYERS: %s: a module of the daemon in no layer (place it in LIBPLD_LAYERS, tests/tools/check-layers.sh, and HACKING.md: Layers)\n", libo[a]
+		bad++
+	}
+	for (a in named) if (!(a in lib)) {
+		printf "LAYERS: LIBPLD_LAYERS names %s, which has no object in daemon/lib, daemon/server or daemon/http (delete it there and in HACKING.md: Layers)\n", a
+		bad++
+	}
 	for (s in inctl) if ((s in def) && def[s] ~ /^daemon\/http\//) {
 		printf "LAYERS: daemon/pipelinectl: links %s, defined in %s (pipelinectl links no HTTP server)\n", s, def[s]
 		bad++
@@ -195,6 +232,12 @@ END {
 			continue
 		m[a] = 1; m[b] = 1
 		if (!((a, b) in r)) { r[a, b] = 1; why[a, b] = s } else if (length(why[a, b]) < 60) why[a, b] = why[a, b] " " s
+		if ((a in rank) && (b in rank) && rank[a] <= rank[b] && !((a, b) in up)) {
+			up[a, b] = 1
+			printf "LAYERS: %s: refers to %s, defined in %s (%s is in %s layer; HACKING.md: Layers)\n", o, s, d, b,
+			    (rank[a] == rank[b] ? a "'"'"'s own" : "a higher")
+			bad++
+		}
 	}
 	# Reachability (the modules are a few dozen): A and B are in one
 	# circle when each reaches the other.

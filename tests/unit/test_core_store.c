@@ -5,7 +5,7 @@
  * failure the store must be consistent: integrity_check ok, event ids
  * 1..N without a gap, and every committed event announced exactly once.
  * The wire layer (wire.c): a row's fields are named by its row type, not
- * by its columns. */
+ * by its columns. States cross the store's boundary as proto.h's enums. */
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -21,6 +21,7 @@
 
 static int64_t announced, last_announced;
 static int out_of_order;
+static char last_line[1024];    /* the newest feed line announced */
 
 static void
 on_announce(int64_t id, const char *run, const char *line)
@@ -29,6 +30,7 @@ on_announce(int64_t id, const char *run, const char *line)
 		out_of_order++;
 	last_announced = id;
 	announced++;
+	snprintf(last_line, sizeof(last_line), "%s", line);
 }
 
 /* The countdown allocator: after `countdown` allocations, fail. */
@@ -247,6 +249,45 @@ main(void)
 		CHECK(cJSON_GetArraySize(o) == 4);
 		cJSON_Delete(a);
 		sqlite3_close(db);
+	}
+	/* States cross the store's boundary as proto.h's enums: spelled in
+	 * the rows and the feed lines, read back, a stored word of neither
+	 * list refused. A rejected run has ended: the metrics' count of runs
+	 * not yet ended follows the list's finality. */
+	{
+		sqlite3 *db = store_db(s);
+		store_set_announce(s, on_announce);
+		CHECK(sqlite3_exec(db, "INSERT INTO runs(name, state) VALUES('vocab', 'running');"
+		    " INSERT INTO jobs(run_id, name, stage, state) SELECT id, 'j', 'exec', 'pending'"
+		    " FROM runs WHERE name = 'vocab'", NULL, NULL, NULL) == SQLITE_OK);
+		int64_t rid = store_run_id(s, "vocab");
+		struct job_row jr;
+		CHECK(rid > 0 && store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_pending);
+		CHECK(store_run_state_get(s, "vocab") == PLR_running);
+		CHECK(metrics_init(path) == 0);
+		size_t len;
+		char *text = metrics_render(&len);
+		CHECK(text != NULL && strstr(text, "\npipelined_open_runs 1\n") != NULL);
+		free(text);
+		CHECK(store_begin(s) == 0);
+		CHECK(store_job_state(s, jr.id, "vocab", "j", PLJ_skipped, 0, "dependency a failed") == 0);
+		CHECK(store_commit(s) == 0);
+		CHECK(strstr(last_line, "\"job\":\"j\",\"type\":\"job.state\",\"state\":\"skipped\"") != NULL);
+		CHECK(store_begin(s) == 0);
+		CHECK(store_run_state(s, rid, "vocab", PLR_rejected, NULL) == 0);
+		CHECK(store_commit(s) == 0);
+		CHECK(strstr(last_line, "\"type\":\"run.state\",\"state\":\"rejected\"") != NULL);
+		CHECK(store_job_get(s, rid, "j", &jr) == 0 && jr.state == PLJ_skipped);
+		CHECK(store_run_state_get(s, "vocab") == PLR_rejected);
+		text = metrics_render(&len);
+		CHECK(text != NULL && strstr(text, "\npipelined_open_runs 0\n") != NULL &&
+		    strstr(text, "pipelined_runs{state=\"rejected\"} 1\n") != NULL);
+		free(text);
+		CHECK(sqlite3_exec(db, "UPDATE runs SET state = 'paused' WHERE name = 'vocab';"
+		    " UPDATE jobs SET state = 'paused' WHERE name = 'j'", NULL, NULL, NULL) == SQLITE_OK);
+		CHECK(store_run_state_get(s, "vocab") == -1);
+		CHECK(store_job_get(s, rid, "j", &jr) == -1);
+		CHECK(store_run_state_get(s, "nosuch") == -1);
 	}
 	store_close(s);
 	char cmd[300];

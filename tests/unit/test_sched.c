@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "pipelined.h"
 #include "check.h"
 
@@ -177,11 +179,12 @@ state_is(const char *run, const char *job, const char *state, double secs)
 {
 	double until = now_mono() + secs;
 	for (;;) {
-		const char *st = sched_job_state(run, job);
-		if (st != NULL && strcmp(st, state) == 0)
+		int st = sched_job_state(run, job);
+		if (st != -1 && st == pl_job_state_find(state))
 			return 1;
 		if (now_mono() >= until) {
-			fprintf(stderr, "%s/%s is %s, not %s\n", run, job, st ? st : "unknown", state);
+			fprintf(stderr, "%s/%s is %s, not %s\n", run, job,
+			    st != -1 ? pl_job_state_name(st) : "unknown", state);
 			return 0;
 		}
 		uv_run(loop, UV_RUN_NOWAIT);
@@ -195,15 +198,14 @@ run_is(const char *run, const char *state, double secs)
 {
 	double until = now_mono() + secs;
 	for (;;) {
-		char *st = store_run_state_get(store, run);
-		int ok = st != NULL && strcmp(st, state) == 0;
+		int st = store_run_state_get(store, run);
+		int ok = st != -1 && st == pl_run_state_find(state);
 		if (ok || now_mono() >= until) {
 			if (!ok)
-				fprintf(stderr, "run %s is %s, not %s\n", run, st ? st : "unknown", state);
-			free(st);
+				fprintf(stderr, "run %s is %s, not %s\n", run,
+				    st != -1 ? pl_run_state_name(st) : "unknown", state);
 			return ok;
 		}
-		free(st);
 		uv_run(loop, UV_RUN_NOWAIT);
 		usleep(2000);
 	}
@@ -265,7 +267,7 @@ case_dag(void)
 	finish(side, PL_OK);
 	CHECK(run_is("broken", "failed", 5));
 	CHECK(count("broken", NULL) == 2);
-	CHECK(strcmp(row("broken", "c").state, "skipped") == 0);
+	CHECK(row("broken", "c").state == PLJ_skipped);
 }
 
 /* A failed attempt is retried after its backoff, doubling up to
@@ -383,7 +385,7 @@ case_cancel(void)
 	CHECK(run_is("stop", "cancelled", 5));
 	pump(0.2);
 	CHECK(count("stop", NULL) == 2);           /* b never started */
-	CHECK(strcmp(row("stop", "b").state, "cancelled") == 0);
+	CHECK(row("stop", "b").state == PLJ_cancelled);
 	CHECK(sched_cancel("stop", msg, sizeof(msg)) == PLP_ESTATE); /* not running now */
 	CHECK(sched_cancel("nosuch", msg, sizeof(msg)) == PLP_ENOENT);
 	CHECK(sched_running() == 0);
@@ -447,6 +449,16 @@ case_restart(void)
 	CHECK(plain != NULL && plain->adopted == 0);
 	struct job_row pr = row("live", "plain");
 	CHECK(pr.attempts == 2 && pr.lost == 1);
+	/* Its first attempt is stored as lost (the store's word for it). */
+	{
+		sqlite3_stmt *st = NULL;
+		CHECK(sqlite3_prepare_v2(store_db(store), "SELECT state FROM attempts WHERE"
+		    " job_id = ? AND n = 1", -1, &st, NULL) == SQLITE_OK);
+		sqlite3_bind_int64(st, 1, pr.id);
+		CHECK(sqlite3_step(st) == SQLITE_ROW &&
+		    strcmp((const char *)sqlite3_column_text(st, 0), "lost") == 0);
+		sqlite3_finalize(st);
+	}
 	CHECK(launched("live", "later", 1, 0) == NULL);
 	/* The backoff committed before the death is kept: the retry comes no
 	 * sooner than 1.5 s after the failure. */
