@@ -8,10 +8,13 @@
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #   make asan | fuzz | lint-man | bench
 #
-# Sources are picked up by pattern, so adding a stage or a test needs no
-# change here: plugins/NAME.c becomes plugins/NAME.so, plugins/common/*.c
-# goes into the plugins' static library, tests/unit/test_NAME.c becomes a
-# test binary, tests/fuzz/fuzz_NAME.c a fuzz target.
+# Sources are picked up by pattern, so adding a stage, a module or a test
+# needs no change here: plugins/NAME.c becomes plugins/NAME.so,
+# plugins/lib/*/*.c goes into the plugins' library, daemon/DIR/*.c into
+# DIR's archive, tests/unit/test_NAME.c becomes a test binary,
+# tests/fuzz/fuzz_NAME.c a fuzz target. The programs are built in daemon/
+# (daemon/pipelined, daemon/pipelinectl, daemon/pipeline-shim,
+# daemon/pipeline-stage), where the tests and scripts run them from.
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -33,15 +36,21 @@ endif
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
 # The layers (HACKING.md: Layers): include/pipeline, the ABI, sees nothing
-# else; plugins/common, the common library, sees the ABI (and its own
-# headers, beside its files); the plugins see both; the daemon, the tests
-# and the fuzz targets see all three.
+# else; plugins/lib, the plugins' library, sees the ABI and its own
+# subjects' headers; the plugins see both; the daemon's directories see
+# those and daemon/lib, the daemon (daemon/server, daemon/http) sees its
+# own two; the tests and the fuzz targets see everything.
+PLIB_DIRS  := $(sort $(dir $(wildcard plugins/lib/*/*.[ch])))
 INC_ABI    := -Iinclude
-INC_COMMON := -Iinclude -Iplugins/common
-INC_DAEMON := -Iinclude -Iplugins/common -Idaemon
-LAYER_INC   = $(INC_DAEMON)
-plugins/%.o: LAYER_INC = $(INC_COMMON)
-plugins/common/%.o: LAYER_INC = $(INC_ABI)
+INC_PLIB   := -Iinclude $(patsubst %/,-I%,$(PLIB_DIRS))
+INC_DLIB   := $(INC_PLIB) -Idaemon/lib
+INC_SERVER := $(INC_DLIB) -Idaemon/server -Idaemon/http
+INC_ALL    := $(INC_SERVER) -Idaemon/ctl
+LAYER_INC   = $(INC_ALL)
+plugins/%.o: LAYER_INC = $(INC_PLIB)
+plugins/lib/%.o: LAYER_INC = $(INC_PLIB)
+daemon/lib/%.o daemon/shim/%.o: LAYER_INC = $(INC_DLIB)
+daemon/server/%.o daemon/http/%.o daemon/stage/%.o daemon/ctl/%.o: LAYER_INC = $(INC_SERVER)
 tests/plugins/%.o: LAYER_INC = $(INC_ABI)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(WERROR) $(CFLAGS) -D_GNU_SOURCE $(LAYER_INC) \
            -DPL_PREFIX='"$(PREFIX)"' -MMD -MP
@@ -49,17 +58,29 @@ PKG_CFLAGS  = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PLUG_PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 PLUG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PLUG_PKGS) 2>/dev/null) -lm -lpthread
 
-# Daemon core library: every daemon/*.c but the four mains and the
-# pipelinectl-only ctl_*.c files.
-DAEMON_MAINS := daemon/pipelined.c daemon/pipelinectl.c daemon/shim.c daemon/stage.c
-CTL_SRCS     := $(wildcard daemon/ctl_*.c)
-CORE_SRCS    := $(filter-out $(DAEMON_MAINS) $(CTL_SRCS),$(wildcard daemon/*.c))
-CORE_OBJS    := $(CORE_SRCS:.c=.o)
-CORE_LIB     := daemon/libpld.a
+# The daemon's archives (daemon/README): daemon/lib, what every program
+# of the daemon's side shares; daemon/server, the daemon's subsystems
+# (all but its main, pipelined.c); daemon/http, the HTTP side. A program
+# links the archives it calls into, and takes from each only the members
+# it uses: pipelinectl links no HTTP server.
+DLIB_SRCS    := $(wildcard daemon/lib/*.c)
+DLIB_LIB     := daemon/lib/libpldlib.a
+SERVER_SRCS  := $(filter-out daemon/server/pipelined.c,$(wildcard daemon/server/*.c))
+SERVER_LIB   := daemon/server/libpld.a
+HTTP_SRCS    := $(wildcard daemon/http/*.c)
+HTTP_LIB     := daemon/http/libplhttp.a
+CTL_SRCS     := $(wildcard daemon/ctl/*.c)
+CORE_OBJS    := $(DLIB_SRCS:.c=.o) $(SERVER_SRCS:.c=.o) $(HTTP_SRCS:.c=.o)
 
-COMMON_SRCS  := $(wildcard plugins/common/*.c)
-COMMON_OBJS  := $(COMMON_SRCS:.c=.o)
-COMMON_LIB   := plugins/common/libplcommon.a
+# A source left where the old layout had it would be built into nothing.
+STRAY_SRCS   := $(wildcard daemon/*.c daemon/*.h plugins/common/*.c plugins/common/*.h)
+ifneq ($(STRAY_SRCS),)
+$(error $(STRAY_SRCS): move into daemon/{lib,server,http,ctl,stage,shim}/ or plugins/lib/SUBJECT/ (daemon/README, plugins/lib/README))
+endif
+
+PLIB_SRCS    := $(wildcard plugins/lib/*/*.c)
+COMMON_OBJS  := $(PLIB_SRCS:.c=.o)
+COMMON_LIB   := plugins/lib/libpl.a
 
 PLUGIN_SRCS  := $(wildcard plugins/*.c)
 PLUGINS      := $(PLUGIN_SRCS:.c=.so)
@@ -89,30 +110,42 @@ pyenv: deps
 %.o: %.c
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
-$(CORE_LIB): $(CORE_OBJS)
+$(DLIB_LIB): $(DLIB_SRCS:.c=.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(SERVER_LIB): $(SERVER_SRCS:.c=.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(HTTP_LIB): $(HTTP_SRCS:.c=.o)
 	rm -f $@ && ar rcs $@ $^
 
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-# The core refers to exec_slurm weakly (exec.h), and a weak reference does
+# The server refers to exec_slurm weakly (exec.h), and a weak reference does
 # not pull a member out of an archive: name it so the linker takes
-# exec_slurm.o from libpld.a.
+# exec_slurm.o from libpld.a. The archives refer to each other (the HTTP
+# side reads through the server's wire.c and access.c; the server's
+# control.c asks httpd.c for a login code): one group.
 EXEC_LDFLAGS := -Wl,--undefined=exec_slurm
+group = -Wl,--start-group $(1) -Wl,--end-group
 
-daemon/pipelined: daemon/pipelined.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+daemon/pipelined: daemon/server/pipelined.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
-daemon/pipelinectl: daemon/pipelinectl.o $(CTL_SRCS:.c=.o) $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+# pipelinectl: its verbs, and of the server only what `check` and `stage`
+# run (the plugin host, the spec); no HTTP side, so no libmicrohttpd
+# (--as-needed).
+daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # A stage's run hook as the run's owner (stagerun.c): the host table of
 # libpld.a, a plugin loaded at run time; only the libraries it calls
 # (--as-needed: each one more is loaded at every stage's start).
-daemon/pipeline-stage: daemon/stage.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+daemon/pipeline-stage: daemon/stage/stage.o $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
-daemon/pipeline-shim: daemon/shim.o
+daemon/pipeline-shim: daemon/shim/shim.o
 	$(CC) $(CFLAGS) -o $@ $^
 
 # Plugins: hidden visibility, only pl_plugin_init exported (PL_EXPORT).
@@ -123,8 +156,8 @@ plugins/%.so: plugins/%.o $(COMMON_LIB)
 tests/plugins/%.so: tests/plugins/%.o
 	$(CC) $(CFLAGS) -shared -o $@ $<
 
-tests/unit/test_%: tests/unit/test_%.o $(CORE_LIB) $(COMMON_LIB)
-	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+tests/unit/test_%: tests/unit/test_%.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 tests: all $(UNIT_TESTS) $(TEST_PLUGINS) $(FUZZ_REPLAYS)
 
@@ -140,7 +173,7 @@ FUZZ_CFLAGS  = -std=gnu11 $(filter-out -Wno-format-truncation,$(WARN)) $(WERROR)
 FUZZ_BINS   := $(FUZZ_SRCS:.c=)
 .SECONDARY: $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/tests/fuzz/replay_main.o
 
-$(FUZZ_DIR)/plugins/common/%.o: LAYER_INC = $(INC_ABI)
+$(FUZZ_DIR)/%.o: LAYER_INC = $(INC_ALL)
 $(FUZZ_DIR)/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
@@ -152,14 +185,14 @@ $(FUZZ_DIR)/libplcommon.a: $(addprefix $(FUZZ_DIR)/,$(COMMON_OBJS))
 	rm -f $@ && ar rcs $@ $^
 
 tests/fuzz/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
-	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # Every fuzz target is also built with a plain main that replays its
 # corpus under the same sanitizers, without libFuzzer's runtime:
 # tests/run.sh runs them, so a finding added to a corpus stays fixed.
 tests/fuzz/replay_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/tests/fuzz/replay_main.o \
     $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
-	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $^ $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 fuzz: $(FUZZ_BINS)
 
@@ -218,10 +251,10 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl
 
 clean:
-	rm -f daemon/*.o daemon/*.d plugins/*.o plugins/*.d plugins/*.so \
-	    plugins/common/*.o plugins/common/*.d $(CORE_LIB) $(COMMON_LIB) $(BINS) \
+	rm -f daemon/*/*.o daemon/*/*.d daemon/*/*.a plugins/*.o plugins/*.d plugins/*.so \
+	    plugins/lib/*/*.o plugins/lib/*/*.d $(COMMON_LIB) $(BINS) \
 	    tests/unit/*.o tests/unit/*.d $(UNIT_TESTS) tests/fuzz/*.o tests/fuzz/*.d $(FUZZ_REPLAYS) $(FUZZ_BINS) tests/plugins/*.o tests/plugins/*.d tests/plugins/*.so
 	rm -rf $(FUZZ_DIR)
 
--include $(wildcard daemon/*.d plugins/*.d plugins/common/*.d tests/unit/*.d tests/plugins/*.d tests/fuzz/*.d \
+-include $(wildcard daemon/*/*.d plugins/*.d plugins/lib/*/*.d tests/unit/*.d tests/plugins/*.d tests/fuzz/*.d \
     $(FUZZ_DIR)/*/*.d $(FUZZ_DIR)/*/*/*.d)

@@ -36,7 +36,7 @@ enum pl_access { PL_READ, PL_WRITE };
 
 /*
  * Control verbs: X(verb, access, description). The daemon's dispatch
- * (daemon/control.c) is generated from this list, a handler v_VERB each;
+ * (daemon/server/control.c) is generated from this list, a handler v_VERB each;
  * pipelinectl names the verbs it sends from it; tests/integration/build/docs.sh
  * reads it to check that each is documented. check is PL_WRITE although
  * it changes nothing: it opens the files a spec names.

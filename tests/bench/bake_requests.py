@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bake_requests.py: the request bodies the bake stage sends for each case
-of a case file (plugins/common/chat.c: chat_request_json), one JSON file
+of a case file (plugins/lib/serve/chat.c: chat_request_json), one JSON file
 per case in OUTDIR (00.json, 01.json, ... in case order), for the
 benchmarks' plain curl loops.
 

@@ -91,6 +91,13 @@
 # creations, four of them directories) and the hops between processes
 # (job thread -> shim -> job -> shim -> job thread, against make's
 # make -> job -> make), each a wake-up that waits for a CPU under load.
+# Why exec stays in the daemon (moved here from HACKING.md): with
+# stage_process = all (PL_STAGE_PROCESS=all tests/bench/dag-bench.sh) a
+# 1,000-job DAG of `true` pays an extra exec per job, at load 15 14-21x
+# make -j2 against about 2x in the daemon, and 427 system calls a job
+# against 148. Why one shim per run: an exec costs ~1 ms here (ld.so
+# start-up, cpuid traps in a VM), and a shim per job cost more than the
+# 1,000 jobs of `true` themselves.
 #   N=1000 tests/bench/dag-bench.sh
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)

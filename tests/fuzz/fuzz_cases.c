@@ -1,5 +1,5 @@
 /*
- * fuzz_cases.c: the bake's two operator files (plugins/common/score_cases.c) on
+ * fuzz_cases.c: the bake's two operator files (plugins/lib/score/score_cases.c) on
  * arbitrary bytes: the input as a case file (pipeline-cases(5)) against a
  * fixed capability list, and as a capability list. A loaded case file's
  * every case has an id, a line within the file and a user turn, and a

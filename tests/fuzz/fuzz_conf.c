@@ -1,5 +1,5 @@
 /*
- * fuzz_conf.c: pipelined.conf(5) (daemon/conf.c: inih and its handler)
+ * fuzz_conf.c: pipelined.conf(5) (daemon/lib/conf.c: inih and its handler)
  * on arbitrary bytes, written as the configuration file: it loads or is
  * refused with messages, every one a line naming the file and a line of
  * it; a loaded configuration prints (pipelined -nv) and its values are

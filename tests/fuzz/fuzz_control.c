@@ -1,5 +1,5 @@
 /*
- * fuzz_control.c: control request lines (daemon/control.c) through the
+ * fuzz_control.c: control request lines (daemon/server/control.c) through the
  * daemon's own socket. A daemon's control socket, store, configuration
  * and scheduler are set up once in a temporary directory (no plugins:
  * every stage is unknown, so no spec is accepted and nothing runs); each

@@ -1,5 +1,5 @@
 /*
- * fuzz_corpus.c: the corpus_check stage's reader (plugins/common/corpus.c)
+ * fuzz_corpus.c: the corpus_check stage's reader (plugins/lib/corpus/corpus.c)
  * on arbitrary bytes: the input as one corpus line, its target as a
  * routing call, its text normalised, sketched and compared. A parsed
  * example has a request, a user turn and a target (possibly empty), and a

@@ -1,5 +1,5 @@
 /*
- * fuzz_events.c: the events-file reader (daemon/host.c: events_read, the
+ * fuzz_events.c: the events-file reader (daemon/server/host.c: events_read, the
  * job event lines of pipeline-job(7)) on arbitrary bytes, with a real
  * store in a temporary directory holding a run, a job and an attempt:
  * each input is written as the process's events file and read from

@@ -1,6 +1,6 @@
 /*
  * fuzz_hf_config.c: the native GGUF converter's reading of a checkpoint's
- * config.json (plugins/common/gguf_convert.c: the architecture check and
+ * config.json (plugins/lib/convert/gguf_convert.c: the architecture check and
  * the hyperparameters, text_config or the root) on arbitrary bytes
  * written as that file, in a directory with nothing else: whatever the
  * config says, the conversion is refused (at the config, or at the

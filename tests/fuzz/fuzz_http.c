@@ -1,5 +1,5 @@
 /*
- * fuzz_http.c: the HTTP listener's own request parsing (daemon/httpd.c)
+ * fuzz_http.c: the HTTP listener's own request parsing (daemon/http/httpd.c)
  * on arbitrary bytes: the acceptor's scan of a request's header as it
  * arrives (httpd_head_scan), fed the input and each of its prefixes as a
  * client sending it slowly would, and the Host: check

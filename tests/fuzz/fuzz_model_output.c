@@ -1,6 +1,6 @@
 /*
  * fuzz_model_output.c: the bake's model-output parser and scorer
- * (plugins/common/score_cases.c) on arbitrary bytes. Whatever a model or a
+ * (plugins/lib/score/score_cases.c) on arbitrary bytes. Whatever a model or a
  * misbehaving server returns is scored as some outcome; it never crashes,
  * leaks or reads outside the buffer. The same bytes are also tried as a
  * case-file line, which comes from an operator but is parsed by the same

@@ -1,4 +1,4 @@
-/* fuzz_slurm.c: the parsers of Slurm's output (daemon/slurm.c) and the
+/* fuzz_slurm.c: the parsers of Slurm's output (daemon/server/slurm.c) and the
  * executor-options parser on arbitrary text: scontrol, squeue, sacct,
  * jobcomp and sbatch output never crash a parser, a parsed job always
  * has an id and a known state, and a parsed option set always yields a

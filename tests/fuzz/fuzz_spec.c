@@ -1,4 +1,4 @@
-/* fuzz_spec.c: the run-spec parser and checker (daemon/spec.c) on
+/* fuzz_spec.c: the run-spec parser and checker (daemon/server/spec.c) on
  * arbitrary text: every input is either refused with messages or parsed
  * into a spec whose every job has a name, and every parse error is a
  * line of its own naming a line of the text; nothing crashes or leaks. */

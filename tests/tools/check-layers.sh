@@ -1,26 +1,34 @@
 #!/bin/bash
 # tests/tools/check-layers.sh [TREE]: check that the tree's includes and
-# calls follow the layers (HACKING.md: Layers), bottom up:
+# calls follow the layers (HACKING.md: Layers; each directory's README),
+# bottom up:
 #
-#   include/pipeline   the ABI: includes only its own headers
-#   plugins/common     the common library: includes only itself and the ABI,
-#                      and calls nothing daemon/ defines
-#   plugins/*.c        the stages: include the ABI and the common library;
-#                      a plugin .so needs no symbol daemon/ defines (it
-#                      reaches the daemon only through struct pl_host)
-#   daemon/            the modules of libpld.a call only the modules of
-#                      the layers below their own (LIBPLD_LAYERS), so
-#                      without a circle, and nothing of the programs above
-#                      them (the mains, pipelinectl's ctl_*.c)
+#   include/pipeline    the ABI: includes only its own headers
+#   plugins/lib/SUBJECT the plugins' library, one directory a subject: io
+#                       sees only the ABI; every other subject io and the
+#                       subjects below it (SUBJECT_BELOW here); none calls
+#                       anything daemon/ defines
+#   plugins/*.c         the stages: include the ABI and plugins/lib; a
+#                       plugin .so needs no symbol daemon/ defines (it
+#                       reaches the daemon only through struct pl_host)
+#   daemon/lib          what the daemon's programs share: includes the ABI
+#                       and plugins/lib, calls nothing of the daemon's
+#                       other directories
+#   daemon/server, daemon/http
+#                       the daemon's subsystems and its HTTP side: their
+#                       modules call each other without a circle and call
+#                       nothing of the programs (daemon/server/pipelined.c,
+#                       daemon/ctl, daemon/stage, daemon/shim)
+#   daemon/shim         pipeline-shim: includes daemon/lib's exec.h only
+#   daemon/pipelinectl  links nothing of daemon/http (no HTTP server)
 #
 # Includes are read from the sources ("..." includes, resolved as the
 # compiler does: the file's directory, then the layer's -I paths); calls
-# from the built objects with nm(1): daemon/*.o, plugins/common/*.o,
-# plugins/*.so (run `make` first). Every violation is printed with its
-# file and line or object and symbol, each circle with its members and the
-# calls that close it, each call against LIBPLD_LAYERS with the symbol that
-# makes it; the exit status is 1 if there is any, 0 if none
-# (2 when the tree is not built).
+# from the built objects with nm(1): daemon/*/*.o, plugins/lib/*/*.o,
+# plugins/*.so, daemon/pipelinectl (run `make` first). Every violation is
+# printed with its file and line or object and symbol, each circle with
+# its members and the calls that close it; the exit status is 1 if there
+# is any, 0 if none (2 when the tree is not built).
 set -u
 export LC_ALL=C
 TREE=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -32,15 +40,16 @@ cd "$TREE" || exit 2
 # each other: pipelined.c wires them).
 ALLOWED_CIRCLES=""
 
-# The modules of libpld.a in layers, bottom up, one layer a line
-# (HACKING.md: Layers, which lists them so): a module calls only modules of
-# the lines above its own, none of its own line. A module of libpld.a on no
-# line, or a name here without an object, is a violation: a new module is
-# placed here, in HACKING.md and in its Files table.
+# The modules of daemon/lib, daemon/server and daemon/http in layers,
+# bottom up, one layer a line (HACKING.md: Layers, which lists them so): a
+# module calls only modules of the lines above its own, none of its own
+# line. A module on no line, or a name here without an object, is a
+# violation: a new module is placed here, in HACKING.md and in its Files
+# table.
 LIBPLD_LAYERS="
 log slurm
-errs sock util wire
-access exec_common ini metrics plugin
+errlist sock util wire addr
+access shimfiles ini metrics plugin
 web exec_local exec_slurm
 httpd exec job
 conf
@@ -55,8 +64,26 @@ feed sched
 control
 "
 
-for d in daemon plugins/common; do
+for d in daemon/lib daemon/server daemon/http plugins/lib/io; do
 	ls "$d"/*.o >/dev/null 2>&1 || { echo "check-layers: $TREE/$d: no objects (run make)"; exit 2; }
+done
+
+# The subjects of plugins/lib and those each may include and call, below it.
+declare -A SUBJECT_BELOW=(
+	[io]=""
+	[format]="io"
+	[convert]="io format"
+	[check]="io format convert"
+	[score]="io"
+	[corpus]="io score"
+	[serve]="io"
+	[job]="io"
+)
+PLIB_DIRS=""
+for d in plugins/lib/*/; do
+	d=${d%/}
+	[ -n "${SUBJECT_BELOW[${d##*/}]+set}" ] || { echo "LAYERS: $d: a subject of plugins/lib this check does not know (add it to SUBJECT_BELOW)"; exit 1; }
+	PLIB_DIRS="$PLIB_DIRS $d"
 done
 
 bad=0
@@ -81,7 +108,7 @@ check_includes() {
 		done
 		if [ -z "$hit" ]; then
 			# Not found where the layer may look: name where it is.
-			for p in daemon plugins/common include plugins; do
+			for p in daemon/lib daemon/server daemon/http daemon/ctl $PLIB_DIRS include plugins; do
 				[ -f "$p/$inc" ] && { hit="$p/$inc"; break; }
 			done
 			viol "$f:$n: includes \"$inc\"${hit:+ ($hit)}, not of its layer or below"
@@ -96,34 +123,56 @@ check_includes() {
 	    sed 'N; s/\n/:/' | awk -F: '{ print $2 ":" $1 }')
 }
 
+below() { local s; for s in ${SUBJECT_BELOW[$1]}; do echo "plugins/lib/$s"; done; }
 for f in include/pipeline/*.h; do check_includes "$f" include; done
-for f in plugins/common/*.[ch]; do [ -f "$f" ] && check_includes "$f" include; done
-for f in plugins/*.[ch]; do [ -f "$f" ] && check_includes "$f" include plugins/common; done
+for d in $PLIB_DIRS; do
+	for f in "$d"/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $(below "${d##*/}"); done
+done
+for f in plugins/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
+for f in daemon/lib/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
+for f in daemon/shim/*.[ch]; do [ -f "$f" ] && check_includes "$f" daemon/lib; done
+for f in daemon/server/*.[ch] daemon/http/*.[ch] daemon/stage/*.[ch] daemon/ctl/*.[ch]; do
+	[ -f "$f" ] && check_includes "$f" include $PLIB_DIRS daemon/lib daemon/server daemon/http
+done
 
 # Symbols, from one nm(1) per kind of file: "D SYMBOL OBJECT" for each
-# global definition of daemon/, "U SYMBOL OBJECT" for each reference
-# (weak ones too) of daemon/ and plugins/common, "N SYMBOL PLUGIN" for each
-# symbol a plugin needs from the process.
+# global definition of daemon/ and plugins/lib, "U SYMBOL OBJECT" for each
+# reference (weak ones too) of theirs, "N SYMBOL PLUGIN" for each symbol a
+# plugin needs from the process, "P SYMBOL daemon/pipelinectl" for each
+# function pipelinectl holds.
 objs() { local o; for o in "$@"; do [ -f "${o%.o}.c" ] && echo "$o"; done; }  # not stale ones
 syms=$(mktemp); trap 'rm -f "$syms"' EXIT
 {
-	objs daemon/*.o plugins/common/*.o | xargs nm -A -P 2>/dev/null |
+	objs daemon/*/*.o plugins/lib/*/*.o | xargs nm -A -P 2>/dev/null |
 	    awk '{ sub(/:$/, "", $1); t = $3
-		if (t ~ /^[TDBRCVWGSI]$/ && $1 ~ /^daemon\//) print "D", $2, $1
+		if (t ~ /^[TDBRCVWGSI]$/) print "D", $2, $1
 		else if (t == "U" || t == "w" || t == "v") print "U", $2, $1 }'
 	ls plugins/*.so >/dev/null 2>&1 && nm -D -A -P --undefined-only plugins/*.so 2>/dev/null |
 	    awk '{ sub(/:$/, "", $1); sub(/@.*/, "", $2); print "N", $2, $1 }'
+	[ -f daemon/pipelinectl ] && nm -P daemon/pipelinectl 2>/dev/null |
+	    awk '$2 ~ /^[Tt]$/ { print "P", $1, "daemon/pipelinectl" }'
 } >"$syms"
 
 # The daemon's module graph: an edge A -> B for each symbol A's object
-# refers to (weakly too) and B's defines. The modules are libpld.a's
-# (every daemon/*.c but the mains and ctl_*.c); the programs may call
-# them, they call nothing of the programs.
-awk -v allowed="$ALLOWED_CIRCLES" -v layers="$LIBPLD_LAYERS" '
-function mod(o) { sub(/^daemon\//, "", o); sub(/\.o$/, "", o); return o }
-function prog(m) { return m == "pipelined" || m == "pipelinectl" || m == "shim" || m == "stage" ||
-	m ~ /^ctl_/ }
-$1 == "D" { if (!($2 in def)) def[$2] = $3; if (!prog(mod($3))) lib[mod($3)] = 1; next }
+# refers to (weakly too) and B's defines. The modules are those of
+# daemon/lib, daemon/server and daemon/http (every file but the mains);
+# the programs may call them, they call nothing of the programs.
+below_list=""
+for k in "${!SUBJECT_BELOW[@]}"; do below_list="$below_list$k:${SUBJECT_BELOW[$k]};"; done
+awk -v allowed="$ALLOWED_CIRCLES" -v belowlist="$below_list" -v layers="$LIBPLD_LAYERS" '
+function mod(o) { sub(/^daemon\/[a-z]*\//, "", o); sub(/\.o$/, "", o); return o }
+function dir(o) { n = split(o, p, "/"); return p[n - 1] }
+function prog(o) { return o == "daemon/server/pipelined.o" || o ~ /^daemon\/(ctl|stage|shim)\// }
+BEGIN {
+	n = split(belowlist, bl, ";")
+	for (i = 1; i <= n; i++) if (bl[i] != "") {
+		split(bl[i], kv, ":"); m2 = split(kv[2], ss, " ")
+		known[kv[1]] = 1
+		for (j = 1; j <= m2; j++) may[kv[1], ss[j]] = 1
+	}
+}
+$1 == "D" { if (!($2 in def)) def[$2] = $3; if ($3 ~ /^daemon\// && !prog($3)) { lib[mod($3)] = 1; libo[mod($3)] = $3 }; next }
+$1 == "P" { inctl[$2] = 1; next }
 { ref[++nref] = $0 }
 END {
 	nl = split(layers, ll, "\n")
@@ -132,11 +181,15 @@ END {
 		for (y = 1; y <= nw; y++) { rank[w[y]] = x; named[w[y]] = 1 }
 	}
 	for (a in lib) if (!(a in rank)) {
-		printf "LAYERS: daemon/%s.o: a module of libpld.a in no layer (place it in LIBPLD_LAYERS, tests/tools/check-layers.sh, and HACKING.md: Layers)\n", a
+		printf "LAYERS: %s: a module of the daemon in no layer (place it in LIBPLD_LAYERS, tests/tools/check-layers.sh, and HACKING.md: Layers)\n", libo[a]
 		bad++
 	}
 	for (a in named) if (!(a in lib)) {
-		printf "LAYERS: LIBPLD_LAYERS names %s, which has no object daemon/%s.o of libpld.a (delete it there and in HACKING.md: Layers)\n", a, a
+		printf "LAYERS: LIBPLD_LAYERS names %s, which has no object in daemon/lib, daemon/server or daemon/http (delete it there and in HACKING.md: Layers)\n", a
+		bad++
+	}
+	for (s in inctl) if ((s in def) && def[s] ~ /^daemon\/http\//) {
+		printf "LAYERS: daemon/pipelinectl: links %s, defined in %s (pipelinectl links no HTTP server)\n", s, def[s]
 		bad++
 	}
 	for (k = 1; k <= nref; k++) {
@@ -144,29 +197,44 @@ END {
 		s = f[2]; o = f[3]
 		if (!(s in def) || def[s] == o)
 			continue
+		d = def[s]
 		if (f[1] == "N") {
-			printf "LAYERS: %s: needs %s, defined in %s (a plugin reaches the daemon only through struct pl_host)\n", o, s, def[s]
+			if (d ~ /^daemon\//) {
+				printf "LAYERS: %s: needs %s, defined in %s (a plugin reaches the daemon only through struct pl_host)\n", o, s, d
+				bad++
+			}
+			continue
+		}
+		if (o ~ /^plugins\/lib\//) {
+			if (d ~ /^daemon\//) {
+				printf "LAYERS: %s: refers to %s, defined in %s (plugins/lib calls nothing of daemon/)\n", o, s, d
+				bad++
+			} else if (dir(o) != dir(d) && !((dir(o), dir(d)) in may)) {
+				printf "LAYERS: %s: refers to %s, defined in %s (plugins/lib/%s calls only %s)\n", o, s, d, dir(o), known[dir(o)] ? "io and the subjects below it" : "what check-layers knows"
+				bad++
+			}
+			continue
+		}
+		if (d ~ /^plugins\//)
+			continue
+		if (o ~ /^daemon\/lib\// && d !~ /^daemon\/lib\//) {
+			printf "LAYERS: %s: refers to %s, defined in %s (daemon/lib calls nothing of the daemon above it)\n", o, s, d
 			bad++
 			continue
 		}
-		if (o ~ /^plugins\/common\//) {
-			printf "LAYERS: %s: refers to %s, defined in %s (the common library calls nothing of daemon/)\n", o, s, def[s]
+		a = mod(o); b = mod(d)
+		if (prog(d) && !prog(o)) {
+			printf "LAYERS: %s: refers to %s, defined in %s (the daemon'"'"'s modules call nothing of the programs)\n", o, s, d
 			bad++
 			continue
 		}
-		a = mod(o); b = mod(def[s])
-		if (prog(b) && !prog(a)) {
-			printf "LAYERS: daemon/%s.o: refers to %s, defined in daemon/%s.o (libpld.a calls nothing of the programs)\n", a, s, b
-			bad++
-			continue
-		}
-		if (prog(a) || prog(b))
+		if (prog(o) || prog(d))
 			continue
 		m[a] = 1; m[b] = 1
 		if (!((a, b) in r)) { r[a, b] = 1; why[a, b] = s } else if (length(why[a, b]) < 60) why[a, b] = why[a, b] " " s
 		if ((a in rank) && (b in rank) && rank[a] <= rank[b] && !((a, b) in up)) {
 			up[a, b] = 1
-			printf "LAYERS: daemon/%s.o: refers to %s, defined in daemon/%s.o (%s is in %s layer; HACKING.md: Layers)\n", a, s, b, b,
+			printf "LAYERS: %s: refers to %s, defined in %s (%s is in %s layer; HACKING.md: Layers)\n", o, s, d, b,
 			    (rank[a] == rank[b] ? a "'"'"'s own" : "a higher")
 			bad++
 		}
@@ -199,11 +267,11 @@ END {
 	for (x = 1; x <= n; x++) if (!(x in seen) && al[x] != "")
 		printf "check-layers: the allowed circle \"%s\" is gone: delete its entry\n", al[x]
 	nm = 0; for (i in m) nm++
-	printf "check-layers: %d modules of libpld.a\n", nm
+	printf "check-layers: %d modules of daemon/lib, daemon/server and daemon/http\n", nm
 	exit bad > 0
 }' "$syms" || bad=$((bad + 1))
 
-echo "check-layers: $nincl includes, $(ls daemon/*.o plugins/common/*.o | wc -l) objects, $(ls plugins/*.so 2>/dev/null | wc -l) plugins"
+echo "check-layers: $nincl includes, $(ls daemon/*/*.o plugins/lib/*/*.o | wc -l) objects, $(ls plugins/*.so 2>/dev/null | wc -l) plugins"
 if [ $bad -gt 0 ]; then
 	echo "check-layers: against the layers (HACKING.md: Layers)"
 	exit 1

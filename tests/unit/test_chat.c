@@ -1,5 +1,5 @@
 /*
- * test_chat.c: the bake's chat client (plugins/common/chat.c): what every
+ * test_chat.c: the bake's chat client (plugins/lib/serve/chat.c): what every
  * request carries, and how replies of both backends are classified:
  * answers, token caps, truncated prompts (G01) and server errors.
  */

@@ -1,6 +1,6 @@
 /*
  * test_chat_admin.c: the pure parts of the Ollama admin client
- * (plugins/common/ollama_admin.c) the register stage relies on: the
+ * (plugins/lib/serve/ollama_admin.c) the register stage relies on: the
  * weights digest read from /api/show's modelfile (HACKING.md: Ollama).
  */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_exec_records.c: the job records (exec_common.c) read when the
+/* test_exec_records.c: the job records (shimfiles.c) read when the
  * process is out of descriptors (issue 18, item 5): an exit.json that says
  * status 0 is read as such with every descriptor taken, not taken for a
  * missing record; a missing record is still missing. */

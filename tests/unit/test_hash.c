@@ -1,5 +1,5 @@
 /*
- * test_hash.c: plugins/common/hash.c. The streaming plc_sha256 contexts
+ * test_hash.c: plugins/lib/io/hash.c. The streaming plc_sha256 contexts
  * (SHA-NI where the CPU has it, and the EVP fallback forced) against
  * OpenSSL's one-shot digest: known vectors, every length around the block
  * and padding boundaries, random splits, and update2 with two streams of

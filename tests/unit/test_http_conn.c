@@ -1,5 +1,5 @@
 /*
- * test_http_conn.c: the kept connection of plugins/common/http.c
+ * test_http_conn.c: the kept connection of plugins/lib/io/http.c
  * (plc_http_conn), against a small HTTP/1.1 server of this test's own on a
  * loopback port (a stand-in that counts the connections it accepts): the
  * requests of one kept handle share one connection, a connection the server

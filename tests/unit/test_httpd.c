@@ -1,6 +1,6 @@
 /*
  * test_httpd.c: the HTTP listener's checks that need no socket
- * (daemon/httpd.c): the token comparison (httpd_equal) answers right and
+ * (daemon/http/httpd.c): the token comparison (httpd_equal) answers right and
  * takes a time that does not tell a guess of the token's length from one
  * of another length (it compares HMACs: the old comparison returned early
  * on a length mismatch); the acceptor's header scan; the Host: names.

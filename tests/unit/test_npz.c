@@ -1,5 +1,5 @@
 /*
- * test_npz.c: the .npz reader (plugins/common/npz.c) against archives
+ * test_npz.c: the .npz reader (plugins/lib/format/npz.c) against archives
  * written by numpy's own np.savez (Debian's python3 and numpy), as
  * tokenize writes tokens.npz: int32 and unicode arrays, zip64 extras; and
  * its refusals: a compressed archive, a missing array, another dtype, a

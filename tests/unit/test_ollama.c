@@ -1,5 +1,5 @@
 /*
- * test_ollama.c: the Ollama client (plugins/common/ollama.c) against the
+ * test_ollama.c: the Ollama client (plugins/lib/serve/ollama.c) against the
  * Ollama API stand-in (tests/standins/ollama_standin.py): version, tags,
  * ps, load, unload that answers before the runner is gone, unload-and-wait
  * with its bound, the G21 reload race, 404s and transport errors, and name

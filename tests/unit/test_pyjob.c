@@ -1,5 +1,5 @@
 /*
- * test_pyjob.c: the job-program helpers (plugins/common/pyjob.c): the
+ * test_pyjob.c: the job-program helpers (plugins/lib/job/pyjob.c): the
  * checkpoint check the train stage trusts instead of the job (a COMPLETE
  * marker in sha256sum(1) format, written last, listing exactly the other
  * files, each hashing as recorded), the choice of the newest complete

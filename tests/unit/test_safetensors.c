@@ -1,6 +1,6 @@
 /*
  * test_safetensors.c: the safetensors reader, writer, sharded sets, output
- * directories and the float conversions (plugins/common/safetensors.c).
+ * directories and the float conversions (plugins/lib/format/safetensors.c).
  */
 #include <dirent.h>
 #include <errno.h>

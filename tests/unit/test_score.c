@@ -1,5 +1,5 @@
 /*
- * test_score.c: the bake's scoring (plugins/common/score_*.c): hostile model
+ * test_score.c: the bake's scoring (plugins/lib/score/score_*.c): hostile model
  * output, case-file errors, Wilson intervals, held-out, aggregates over
  * passes, the fair slice and the release rule.
  */

@@ -1,5 +1,5 @@
 /*
- * test_slurm.c: the Slurm side of the slurm executor (daemon/slurm.c),
+ * test_slurm.c: the Slurm side of the slurm executor (daemon/server/slurm.c),
  * without a cluster: state names and their mapping, the parsers fed with
  * outputs captured from Slurm 22.05 on the test cluster
  * (tests/tools/slurm-cluster.sh), the executor options, and the batch

@@ -12,7 +12,7 @@
 #   - a pipelined.conf key (from `pipelined -nv` and from conf.c's key
 #     table, [slurm] included) is not in pipelined.conf.5 as ".It Ic KEY";
 #   - a common job key or [run] key (spec_common_keys, spec_run_keys in
-#     daemon/spec.c) is not in pipeline.ini.5 as ".It Ic KEY";
+#     daemon/server/spec.c) is not in pipeline.ini.5 as ".It Ic KEY";
 #   - a stage listed by `pipelinectl stage --list` has no ".Ss STAGE"
 #     subsection in pipeline.ini.5, or a key its `--help` lists is not in
 #     that subsection as ".It Ic KEY";
@@ -33,6 +33,10 @@
 #   - a file cites a test, a helper of tests/lib/ or a stand-in that does
 #     not exist, or a test by the number it had before the tests were
 #     named by subsystem (NN-name.sh).
+#   - a C source file of daemon/, plugins/ or include/ has no row in
+#     HACKING.md's "Files" table, or a row names a file that is gone;
+#   - a paragraph or list item of HACKING.md is longer than a screen (40
+#     lines; tables and indented blocks are not paragraphs).
 # Every missing item is listed before the test fails.
 . "$(dirname "$0")/../../lib.sh"
 M=$TOP/man
@@ -73,10 +77,10 @@ done
 # spell a verb of the protocol a second time.
 usage_verbs=$("$PIPELINECTL" -h 2>&1 | sed -n '/^verbs:/,$p' | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' | sort -u)
 [ -n "$usage_verbs" ] || fail "no verbs parsed from pipelinectl -h"
-own_verbs=$(nocomments "$TOP/daemon/pipelinectl.c" | grep -o '{ PLV_COUNT, "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
-echo "$own_verbs" | grep -qx stage || fail "no verbs of pipelinectl's own parsed from daemon/pipelinectl.c"
+own_verbs=$(nocomments "$TOP/daemon/ctl/pipelinectl.c" | grep -o '{ PLV_COUNT, "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
+echo "$own_verbs" | grep -qx stage || fail "no verbs of pipelinectl's own parsed from daemon/ctl/pipelinectl.c"
 for v in $own_verbs; do
-	echo "$proto_verbs" | grep -qx "$v" && miss "daemon/pipelinectl.c: verb $v is spelled there and in proto.h"
+	echo "$proto_verbs" | grep -qx "$v" && miss "daemon/ctl/pipelinectl.c: verb $v is spelled there and in proto.h"
 	echo "$usage_verbs" | grep -qx "$v" || miss "pipelinectl -h: verb $v of the table is not in the usage"
 done
 for v in $usage_verbs; do
@@ -92,7 +96,7 @@ nv_keys=$("$PIPELINED" -nv -f "$PL_CONF" | awk '
 	/^\[/ { sec = $0; next }
 	sec != "[resources]" && /^[a-z_]+ =/ { print $1 }' | sort -u)
 [ -n "$nv_keys" ] || fail "no keys parsed from pipelined -nv"
-table_keys=$(nocomments "$TOP/daemon/conf.c" | grep -o '{ "[a-z]*", "[a-z_]*", ' | sed 's/{ "[a-z]*", "\([a-z_]*\)".*/\1/' | sort -u)
+table_keys=$(nocomments "$TOP/daemon/lib/conf.c" | grep -o '{ "[a-z]*", "[a-z_]*", ' | sed 's/{ "[a-z]*", "\([a-z_]*\)".*/\1/' | sort -u)
 echo "$table_keys" | grep -qx partition || fail "no [slurm] keys parsed from conf.c's table"
 for k in $(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u); do
 	has "$M/pipelined.conf.5" "^\.It Ic $k( |$)" || miss "pipelined.conf.5: key $k (.It Ic $k)"
@@ -101,14 +105,14 @@ nconf=$(printf '%s\n%s\n' "$nv_keys" "$table_keys" | sort -u | wc -l)
 
 # ---- run spec: common and [run] keys ---------------------------------
 c_array() {
-	nocomments "$TOP/daemon/spec.c" | awk -v name="$1" '
+	nocomments "$TOP/daemon/server/spec.c" | awk -v name="$1" '
 		index($0, name "[] = {") { on = 1 }
 		on { print }
 		on && /};/ { exit }' | grep -o '"[a-z_]*"' | tr -d '"'
 }
 spec_keys=$( (c_array spec_common_keys; c_array spec_run_keys) | sort -u)
-echo "$spec_keys" | grep -qx after || fail "no keys parsed from spec_common_keys in daemon/spec.c"
-echo "$spec_keys" | grep -qx previous || fail "no keys parsed from spec_run_keys in daemon/spec.c"
+echo "$spec_keys" | grep -qx after || fail "no keys parsed from spec_common_keys in daemon/server/spec.c"
+echo "$spec_keys" | grep -qx previous || fail "no keys parsed from spec_run_keys in daemon/server/spec.c"
 for k in $spec_keys; do
 	has "$M/pipeline.ini.5" "^\.It Ic $k( |$)" || miss "pipeline.ini.5: spec key $k (.It Ic $k)"
 done
@@ -192,16 +196,16 @@ done
 for w in started progress metric checkpoint artifact done error; do
 	has "$M/pipeline-job.7" "^\.It Li $w( |$)" || miss "pipeline-job.7: event type $w (.It Li $w)"
 done
-for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/host*.c | tr -d '=%' | sort -u); do
+for e in $(grep -ho 'PL_[A-Z_]*=%' "$TOP"/daemon/server/host*.c | tr -d '=%' | sort -u); do
 	has "$M/pipeline-job.7" "^\.It Ev $e( |$)" || miss "pipeline-job.7: environment variable $e (.It Ev $e)"
 done
 # The core's own feed types: those it stores, and the drop notice. Other
 # job.TYPE events come from jobs and plugins and are described generically.
-feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*.c |
-    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/wire.c" |
+feed_types=$( (grep -oh 'store_event([^;]*"[a-z]*\.[a-z]*"' "$TOP"/daemon/*/*.c |
+    grep -o '"[a-z]*\.[a-z]*"$'; grep -o '"type\\":\\"feed\.[a-z]*' "$TOP/daemon/server/wire.c" |
     sed 's/.*"//; s/^/"/; s/$/"/') | tr -d '"' | sort -u)
-echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/wire.c"
-echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*.c"
+echo "$feed_types" | grep -qx feed.dropped || fail "feed.dropped not found in daemon/server/wire.c"
+echo "$feed_types" | grep -qx job.state || fail "no feed event types parsed from daemon/*/*.c"
 for t in $feed_types; do
 	has "$M/pipeline-job.7" "^\.It Li $t( |$)" || miss "pipeline-job.7: feed event $t (.It Li $t)"
 done
@@ -251,6 +255,22 @@ for c in $entries; do
 		echo "$body" | grep -qx "\.It Em $w" || miss "pipeline-gotchas.7: $c has no \"$w\" item"
 	done
 done
+# HACKING.md's "Files": one row per C source file, no row for a file gone.
+H=$TOP/HACKING.md
+listed=$(awk '/^## Files$/ { on = 1; next } on && /^## / { exit } on' "$H" |
+    sed -n 's/^| `\([^`]*\)` | .*/\1/p' | sort)
+[ -n "$listed" ] || miss "HACKING.md: no \"## Files\" table parsed"
+sources=$(cd "$TOP" && git ls-files 'daemon/*.[ch]' 'plugins/*.[ch]' 'include/*.h' 2>/dev/null ||
+    find daemon plugins include -name '*.[ch]')
+sources=$(echo "$sources" | sort -u)
+for f in $(comm -23 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: $f has no row in \"## Files\""; done
+for f in $(comm -13 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: \"## Files\" names $f, which is gone"; done
+nfilerows=$(echo "$listed" | wc -l)
+long=$(awk 'function end() { if (n > 40) printf "%d (%d lines) ", s, n; n = 0 }
+	/^- |^[0-9]+\. / { end(); s = NR }
+	/^#|^$|^\||^    [^ ]/ { end(); next }
+	{ if (n == 0 && s < NR - 1) s = NR; n++ } END { end() }' "$H")
+[ -z "$long" ] || miss "HACKING.md: paragraphs longer than a screen (40 lines) at line $long"
 ncodes=$(echo "$codes" | wc -w); nentries=$(echo "$entries" | wc -w)
 
 # ---- tests cited by their names ------------------------------------------
@@ -274,6 +294,6 @@ while IFS= read -r l; do
 	miss "a test cited by its old number (tests/integration/ORDER has the names): $l"
 done <"$TEST_TMP/oldnames"
 
-note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys, $nabi plugin.h symbols checked; $nfiles files for citations, $ncodes codes cited, $nentries entries, $ntestcites tests cited"
+note "$nverbs verbs, $nconf conf keys, $nspec spec keys, $nstage stages with $nskeys keys, $nabi plugin.h symbols checked; $nfiles files for citations, $ncodes codes cited, $nentries entries, $ntestcites tests cited; $nfilerows source files in HACKING.md"
 [ $missing -eq 0 ] || fail "$missing item(s) undocumented (listed above)"
 echo ok

@@ -3,16 +3,19 @@
 # the built tree, and fails, naming the file and line or the object and
 # symbol, on a copy of it with each kind of violation put in:
 #   - include/pipeline/plugin.h including a header of the common library;
-#   - a file of plugins/common including daemon/pipelined.h, and its object
-#     calling the store (store_begin);
+#   - a file of plugins/lib/io including daemon/lib/pipelined.h, and its
+#     object calling the store (store_begin);
+#   - plugins/lib/io calling a subject above it (gguf_open of format);
+#   - daemon/lib calling the server (conf.o calling store_commit);
 #   - a plugin including a daemon header, and its .so needing
 #     sched_cancel;
 #   - a call circle between daemon modules: util.o made to call the store
 #     (store.o calls util.o);
-#   - a module of libpld.a calling a program's function (web.o calling
+#   - a module of the daemon calling a program's function (web.o calling
 #     pipelinectl.c's ctl_request);
+#   - pipelinectl linking the HTTP side (httpd_start);
 #   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
-#     and a module of libpld.a on no line of it;
+#     and a module of the daemon on no line of it;
 #   - control.c's direct calls of the scheduler, seen once control is put
 #     in the scheduler's layer (a copy of the check with that list).
 # Runs against the real objects of the build (nm) and the compiler; no
@@ -25,11 +28,16 @@ echo "$out"
 
 # A copy of what the check reads: sources, headers, objects, plugins.
 T=$TEST_TMP/tree
-mkdir -p "$T/include/pipeline" "$T/daemon" "$T/plugins/common"
+mkdir -p "$T/include/pipeline" "$T/plugins"
 cp "$TOP"/include/pipeline/*.h "$T/include/pipeline/"
-cp "$TOP"/daemon/*.[cho] "$T/daemon/"
+for d in "$TOP"/daemon/*/ "$TOP"/plugins/lib/*/; do
+	r=${d#"$TOP"/}
+	mkdir -p "$T/$r"
+	cp "$d"*.[ch] "$T/$r"
+	cp "$d"*.o "$T/$r" 2>/dev/null
+done
+cp "$TOP"/daemon/pipelinectl "$T/daemon/"
 cp "$TOP"/plugins/*.c "$TOP"/plugins/*.so "$T/plugins/"
-cp "$TOP"/plugins/common/*.[cho] "$T/plugins/common/"
 "$CHECK" "$T" >"$TEST_TMP/copy.out" 2>&1 || { cat "$TEST_TMP/copy.out"; fail "the copy fails before anything is put in"; }
 
 cc() { command cc -std=gnu11 -D_GNU_SOURCE -fPIC "$@"; }
@@ -56,26 +64,69 @@ cp "$TEST_TMP/plugin.h" "$T/include/pipeline/plugin.h"
 
 # 2. The common library including the daemon's header and calling it.
 printf '%s\n' '#include <stddef.h>' '#include "pipelined.h"' 'int layer_probe(void);' \
-    'int layer_probe(void) { return store_begin((void *)0); }' >"$T/plugins/common/layer_probe.c"
+    'int layer_probe(void) { return store_begin((void *)0); }' >"$T/plugins/lib/io/layer_probe.c"
 printf '%s\n' 'struct store; int store_begin(struct store *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$TEST_TMP/probe.c"
-cc -c -o "$T/plugins/common/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
-expect "common" "plugins/common/layer_probe.c:2: includes \"pipelined.h\" (daemon/pipelined.h)" \
-    "plugins/common/layer_probe.o: refers to store_begin, defined in daemon/store.o"
-rm -f "$T"/plugins/common/layer_probe.*
+cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
+expect "plugins lib" "plugins/lib/io/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
+    "plugins/lib/io/layer_probe.o: refers to store_begin, defined in daemon/server/store.o"
+rm -f "$T"/plugins/lib/io/layer_probe.*
+
+# 2b. io, the bottom subject, including and calling the GGUF reader above it.
+printf '%s\n' '#include "gguf.h"' >"$T/plugins/lib/io/layer_probe.c"
+printf '%s\n' 'int gguf_open(void);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return gguf_open(); }' >"$TEST_TMP/probe.c"
+cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
+expect "subject" "plugins/lib/io/layer_probe.c:1: includes \"gguf.h\"" \
+    "plugins/lib/io/layer_probe.o: refers to gguf_open, defined in plugins/lib/format/gguf.o"
+rm -f "$T"/plugins/lib/io/layer_probe.*
+
+# 2c. daemon/lib calling the server's store.
+printf '%s\n' 'struct store; int store_commit(struct store *);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return store_commit((void *)0); }' >"$TEST_TMP/probe.c"
+cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+cp "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o"
+ld -r -o "$T/daemon/lib/conf.o" "$TEST_TMP/conf.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "daemon lib" "daemon/lib/conf.o: refers to store_commit, defined in daemon/server/store.o"
+cp "$TEST_TMP/conf.o" "$T/daemon/lib/conf.o"
 
 # 3. A plugin including a daemon header, its .so needing a daemon symbol.
 printf '%s\n' '#include "pipeline/plugin.h"' '#include "exec.h"' >"$T/plugins/layer_probe.c"
 printf '%s\n' 'int sched_cancel(const char *, const char *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return sched_cancel("r", "j"); }' >"$TEST_TMP/probe.c"
 cc -shared -o "$T/plugins/layer_probe.so" "$TEST_TMP/probe.c" || fail "cc"
-expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/exec.h)" \
-    "plugins/layer_probe.so: needs sched_cancel, defined in daemon/sched.o"
+expect "plugin" "plugins/layer_probe.c:2: includes \"exec.h\" (daemon/lib/exec.h)" \
+    "plugins/layer_probe.so: needs sched_cancel, defined in daemon/server/sched.o"
 rm -f "$T"/plugins/layer_probe.*
 
-# call_in OBJ DECL CALL: the copy's OBJ made to make CALL too (DECL
-# declares it); uncall OBJ puts the original back.
-call_in() {
+# 4. A circle: store_query.o's wire.o calling the store's query side,
+# which calls wire.o.
+printf '%s\n' 'int store_q_runs(void);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return store_q_runs(); }' >"$TEST_TMP/probe.c"
+cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+cp "$T/daemon/server/wire.o" "$TEST_TMP/wire.o"
+ld -r -o "$T/daemon/server/wire.o" "$TEST_TMP/wire.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "circle" "a call circle between daemon modules:" "wire -> store_query: store_q_runs" "store_query -> wire:"
+grep -q "circle between daemon modules:.*store_query wire" "$TEST_TMP/bad.out" ||
+    fail "circle: its members are not named"
+cp "$TEST_TMP/wire.o" "$T/daemon/server/wire.o"
+
+# 5. The library calling a program.
+printf '%s\n' 'int ctl_request(const char *, void *, void **);' 'int layer_probe(void);' \
+    'int layer_probe(void) { return ctl_request("x", 0, 0); }' >"$TEST_TMP/probe.c"
+cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
+cp "$T/daemon/http/web.o" "$TEST_TMP/web.o"
+ld -r -o "$T/daemon/http/web.o" "$TEST_TMP/web.o" "$TEST_TMP/probe.o" || fail "ld -r"
+expect "program" "daemon/http/web.o: refers to ctl_request, defined in daemon/ctl/pipelinectl.o"
+cp "$TEST_TMP/web.o" "$T/daemon/http/web.o"
+
+# 6. pipelinectl holding the HTTP server: a program that defines httpd_start.
+printf '%s\n' 'int httpd_start(void);' 'int httpd_start(void) { return 0; }' 'int main(void) { return httpd_start(); }' >"$TEST_TMP/probe.c"
+cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
+expect "pipelinectl" "daemon/pipelinectl: links httpd_start, defined in daemon/http/httpd.o"
+cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
+
+call_in() {  # call_in OBJ DECL CALL: the copy's OBJ made to make CALL too
 	printf '%s\n' "$2" 'int layer_probe(void);' "int layer_probe(void) { $3; return 0; }" \
 	    >"$TEST_TMP/probe.c"
 	cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
@@ -84,32 +135,19 @@ call_in() {
 }
 uncall() { cp "$TEST_TMP/orig.o" "$T/$1"; }
 
-# 4. A circle: util.o calling the store, which calls util.o.
-call_in daemon/util.o 'struct store; int store_commit(struct store *);' 'store_commit((void *)0)'
-expect "circle" "a call circle between daemon modules:" "util -> store: store_commit" "store -> util:" \
-    "daemon/util.o: refers to store_commit, defined in daemon/store.o (store is in a higher layer"
-grep -q "circle between daemon modules:.* store .*util" "$TEST_TMP/bad.out" ||
-    fail "circle: its members are not named"
-uncall daemon/util.o
+# 7. A call within a layer of LIBPLD_LAYERS: the feed calling the scheduler.
+call_in daemon/server/feed.o 'void sched_kick(void);' 'sched_kick()'
+expect "same layer" "daemon/server/feed.o: refers to sched_kick, defined in daemon/server/sched.o (sched is in feed's own layer"
+uncall daemon/server/feed.o
 
-# 5. The library calling a program.
-call_in daemon/web.o 'int ctl_request(const char *, void *, void **);' 'ctl_request("x", 0, 0)'
-expect "program" "daemon/web.o: refers to ctl_request, defined in daemon/pipelinectl.o"
-uncall daemon/web.o
-
-# 6. A call within a layer: the feed calling the scheduler.
-call_in daemon/feed.o 'void sched_kick(void);' 'sched_kick()'
-expect "same layer" "daemon/feed.o: refers to sched_kick, defined in daemon/sched.o (sched is in feed's own layer"
-uncall daemon/feed.o
-
-# 7. A module of libpld.a that no layer names.
+# 8. A module of the daemon that no layer names.
 printf '%s\n' 'void log_warnx(const char *, ...);' 'void layer_probe(void);' \
-    'void layer_probe(void) { log_warnx("x"); }' >"$T/daemon/layer_probe.c"
-cc -c -o "$T/daemon/layer_probe.o" "$T/daemon/layer_probe.c" || fail "cc"
-expect "no layer" "daemon/layer_probe.o: a module of libpld.a in no layer"
-rm -f "$T"/daemon/layer_probe.*
+    'void layer_probe(void) { log_warnx("x"); }' >"$T/daemon/server/layer_probe.c"
+cc -c -o "$T/daemon/server/layer_probe.o" "$T/daemon/server/layer_probe.c" || fail "cc"
+expect "no layer" "daemon/server/layer_probe.o: a module of the daemon in no layer"
+rm -f "$T"/daemon/server/layer_probe.*
 
-# 8. control.c calls the scheduler directly: with control in the
+# 9. control.c calls the scheduler directly: with control in the
 # scheduler's layer, the check names those calls.
 sed '/^feed sched$/{N; s/^feed sched\ncontrol$/feed sched control/}' "$CHECK" >"$TEST_TMP/check-flat.sh"
 grep -qx "feed sched control" "$TEST_TMP/check-flat.sh" || fail "LIBPLD_LAYERS: no \"feed sched\" then \"control\" line"
@@ -117,7 +155,7 @@ if bash "$TEST_TMP/check-flat.sh" "$T" >"$TEST_TMP/bad.out" 2>&1; then
 	cat "$TEST_TMP/bad.out"
 	fail "control in the scheduler's layer: check-layers passed"
 fi
-grep -q "^LAYERS: daemon/control.o: refers to sched_[a-z_]*, defined in daemon/sched.o (sched is in control's own layer" \
+grep -q "^LAYERS: daemon/server/control.o: refers to sched_[a-z_]*, defined in daemon/server/sched.o (sched is in control's own layer" \
     "$TEST_TMP/bad.out" || { cat "$TEST_TMP/bad.out"; fail "control's calls of the scheduler are not seen"; }
 grep "^LAYERS" "$TEST_TMP/bad.out" | sed "s/^/# control beside sched: /"
 

@@ -129,8 +129,8 @@ int main(int argc, char **argv) {
 }
 C
 cc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-    -D_GNU_SOURCE -I"$TOP/plugins/common" replay.c "$TOP/tests/fuzz/fuzz_gguf.c" \
-    "$TOP/plugins/common/gguf.c" "$TOP/plugins/common/atomic.c" "$TOP/plugins/common/mapguard.c" \
+    -D_GNU_SOURCE -I"$TOP/plugins/lib/io" -I"$TOP/plugins/lib/format" replay.c "$TOP/tests/fuzz/fuzz_gguf.c" \
+    "$TOP/plugins/lib/format/gguf.c" "$TOP/plugins/lib/io/atomic.c" "$TOP/plugins/lib/io/mapguard.c" \
     -lm -o replay || fail "building the ASan replay"
 ASAN_OPTIONS=detect_leaks=1 ./replay good.gguf bad/*.gguf "$TOP"/tests/fuzz/corpus/gguf/* >replay.out 2>&1 ||
     { tail -40 replay.out; fail "the reader crashed or misbehaved under ASan/UBSan"; }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Links planted where a stage reads or writes a spec's paths (issue 24):
-# the common file helpers of plugins/common open an input's last component
+# the file helpers of plugins/lib/io open an input's last component
 # without following a link unless the link's owner owns what it points at
 # (or is the caller: root's own links), refuse an output directory that is
 # a link, and make their temporaries with O_EXCL and O_NOFOLLOW. Shown

@@ -1,5 +1,5 @@
 /*
- * plcommon.h: the common library (plugins/common, libplcommon.a), the
+ * plcommon.h: the io subject of the plugins' library (plugins/lib, libpl.a), the
  * code both sides of the plugin ABI link: every stage plugin and the
  * daemon's host. Hashing, atomic files, HTTP, guarded reads of mapped
  * files; format libraries (safetensors.h, gguf.h) and service clients
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* err.c */
+/* errbuf.c */
 /* Format a message into err (errlen bytes; nothing when err is NULL): the
  * "err, errlen" arguments of the library's parsers. */
 void	plc_seterr(char *err, size_t errlen, const char *fmt, ...)

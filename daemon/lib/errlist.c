@@ -1,4 +1,4 @@
-/* errs.c: error lists, "file:line: key: message" lines appended to a
+/* errlist.c: error lists, "file:line: key: message" lines appended to a
  * string, as spec.c, conf.c and the host's checks report them. Below
  * every module that reports errors; calls nothing but util.c's fatal().
  */

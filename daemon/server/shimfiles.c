@@ -1,4 +1,4 @@
-/* exec_common.c: reading the files the shim leaves behind, for every
+/* shimfiles.c: reading the files the shim leaves behind, for every
  * executor. A record that cannot be opened for want of a descriptor
  * (EMFILE, ENFILE) is not a missing record: one descriptor is held in
  * reserve for reading it, and the read is retried. */

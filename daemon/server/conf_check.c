@@ -1,7 +1,7 @@
 /* conf_check.c: what `pipelined -n` and the daemon's start check beyond
  * the syntax: every path the configuration names, as the daemon will use
  * it, and the HTTP address free. Each error is a "file:line: key: message"
- * line (errs.c), the line being the key's in the file, or 0 for a default.
+ * line (errlist.c), the line being the key's in the file, or 0 for a default.
  * A start that would fail later, in the detached daemon, fails here, in
  * the operator's terminal. */
 #include <errno.h>

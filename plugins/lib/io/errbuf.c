@@ -1,4 +1,4 @@
-/* err.c: the message a failing function of the common library writes into
+/* errbuf.c: the message a failing function of the common library writes into
  * its caller's buffer. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * ranks on, with the paired comparison), then overall, held-out, guard
  * breaches, per capability with Wilson intervals, seconds per case, and
  * the gate's verdict. The numbers are recomputed from the stored rows
- * with the same functions the gate uses (plugins/common/score.c), so the
+ * with the same functions the gate uses (plugins/lib/score/score_*.c), so the
  * report and the verdict cannot disagree. Bakes of different case sets
  * are shown, but never compared (no fair slice, a warning).
  *

@@ -181,7 +181,7 @@ int	owner_fs_enter(const char *owner, struct owner_fs *save);
 void	owner_fs_leave(const struct owner_fs *save);
 int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
 
-/* errs.c: error lists */
+/* errlist.c: error lists */
 /* Append "file:line: key: message\n" to *errs (a line of 0 or less:
  * "file: key: message"). The first 100 errors are kept, then "... and N
  * more errors"; appending costs the new line on the thread that wrote the
@@ -718,7 +718,7 @@ void	feed_flush(void);       /* loop thread: deliver announced events */
 int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
 	    uv_connection_cb cb);
 
-/* exec_common.c */
+/* shimfiles.c */
 int	proc_write_json_atomic(const char *path, cJSON *obj);
 
 #endif

@@ -107,7 +107,7 @@ extern const struct executor exec_slurm __attribute__((weak));
 const struct executor *exec_find(const char *name);
 int	exec_known(const char *name);
 
-/* exec_common.c: shared by executors. Read DIR/exit.json into p (1 when
+/* shimfiles.c: shared by executors. Read DIR/exit.json into p (1 when
  * present, 0 when absent, -1 when unreadable); read DIR/shim.json (the
  * child's start time 0 in a record that has none). */
 int	proc_read_exit(struct proc *p);
