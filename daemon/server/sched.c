@@ -417,9 +417,9 @@ handoff_release(void)
 
 /* The run's directory, runs/NAME, made or opened without following a
  * link (jobs write below the state directory) at its first job, under
- * smtx: r->dirfd. 0, or -1 with why naming the path. */
+ * smtx: r->dirfd. 0, or -1 with why naming the job's directory (jobdir). */
 static int
-run_dir(struct srun *r, char *why, size_t len)
+run_dir(struct srun *r, const char *jobdir, char *why, size_t len)
 {
 	if (r->dirfd >= 0)
 		return 0;
@@ -433,8 +433,9 @@ run_dir(struct srun *r, char *why, size_t len)
 	}
 	if (r->dirfd >= 0)
 		return 0;
-	snprintf(why, len, "cannot %s %s%s%s: %s", sfd >= 0 ? "make" : "open",
-	    S.conf->state_dir, sfd >= 0 ? "/" : "", sfd >= 0 ? rel : "", strerror(e));
+	/* Named by the job's directory, which is what could not be made. */
+	snprintf(why, len, "cannot %s %s: %s", sfd >= 0 ? "make" : "open",
+	    sfd >= 0 ? jobdir : S.conf->state_dir, strerror(e));
 	return -1;
 }
 
@@ -515,7 +516,7 @@ job_launch(struct sjob *j, int adopt)
 	free(j->launch_err);
 	j->launch_err = NULL;
 	char why[PATH_MAX + 64];
-	if (run_dir(r, why, sizeof(why)) == -1) {
+	if (run_dir(r, pj->jobdir, why, sizeof(why)) == -1) {
 		log_warnx("%s: %s/%s: %s", __func__, r->name, j->sec->name, why);
 		j->launch_err = xstrdup(why);
 		job_free(pj);
