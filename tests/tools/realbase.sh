@@ -142,7 +142,7 @@ build() {
 	"$LLAMA_BIN/llama-server" -m "$tmp/$gguf_name.part" --host 127.0.0.1 --port "$port" \
 	    -c 1024 -np 1 -t 2 --swa-full >"$tmp/server.log" 2>&1 &
 	pid=$!
-	trap 'kill $pid 2>/dev/null' EXIT
+	trap 'kill $pid 2>/dev/null || true' EXIT
 	for _ in $(seq 1 600); do
 		curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
 		kill -0 $pid 2>/dev/null || {
@@ -160,6 +160,7 @@ build() {
 		say "$(grep 'real_base.py: ' "$tmp/check-$c.log" | tail -1 | sed 's/^real_base.py: //')"
 	done
 	kill $pid 2>/dev/null; wait $pid 2>/dev/null || true
+	trap - EXIT
 	"$py" -c 'import json, sys
 d = {"tokens": json.load(open(sys.argv[1])), "forward": json.load(open(sys.argv[2])),
      "llama_commit": sys.argv[3]}
