@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "fuzz.h"
 
 static char dbpath[PATH_MAX], evpath[PATH_MAX];

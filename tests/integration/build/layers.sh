@@ -57,9 +57,9 @@ expect() {  # expect WHAT PATTERN...: the check fails and prints each pattern
 
 # 1. The ABI including the common library.
 cp "$T/include/pipeline/plugin.h" "$TEST_TMP/plugin.h"
-echo '#include "plcommon.h"' >>"$T/include/pipeline/plugin.h"
+echo '#include "plio.h"' >>"$T/include/pipeline/plugin.h"
 n=$(wc -l <"$T/include/pipeline/plugin.h")
-expect "abi include" "include/pipeline/plugin.h:$n: includes \"plcommon.h\""
+expect "abi include" "include/pipeline/plugin.h:$n: includes \"plio.h\""
 cp "$TEST_TMP/plugin.h" "$T/include/pipeline/plugin.h"
 
 # 2. The common library including the daemon's header and calling it.
