@@ -134,7 +134,8 @@ daemon/pipelined: daemon/server/pipelined.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # pipelinectl: its verbs, and of the server only what `check` and `stage`
-# run (the plugin host, the spec); no HTTP side, so no libmicrohttpd
+# run (the plugin host, the spec; no store writes: host_store.c is the
+# scheduler's); no HTTP side, so no libmicrohttpd
 # (--as-needed).
 daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
