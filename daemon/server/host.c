@@ -1,12 +1,13 @@
 /* host.c: the pl_host function table that stage plugins call, and the
  * struct pl_job behind it: values and keys, inputs, progress, metrics,
  * events, artifacts, stored values, and the checks of a stage's section.
- * The same table serves the daemon (job->store set: everything is stored,
- * then announced), a stage process (job->evfd set: everything is written
- * to its events file for the daemon to store, lookups answered from the
- * context the daemon handed over: stagectx.c) and `pipelinectl stage` (no
- * store: progress, events and artifacts are printed). Spawning and the
- * events reader are host_spawn.c's. */
+ * The same table serves the daemon (job->store set, by the scheduler
+ * only: everything is stored through host_store.c, then announced), a
+ * stage process (job->evfd set: everything is written to its events file
+ * for the daemon to store, lookups answered from the context the daemon
+ * handed over: stagectx.c) and `pipelinectl stage` (no store:
+ * progress, events and artifacts are printed). Spawning and the events
+ * reader are host_spawn.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
