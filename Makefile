@@ -134,7 +134,8 @@ daemon/pipelined: daemon/server/pipelined.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # pipelinectl: its verbs, and of the server only what `check` and `stage`
-# run (the plugin host, the spec); no HTTP side, so no libmicrohttpd
+# run (the plugin host, the spec; no store writes: host_store.c is the
+# scheduler's); no HTTP side, so no libmicrohttpd
 # (--as-needed).
 daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
 	$(CC) $(CFLAGS) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
@@ -181,17 +182,17 @@ $(FUZZ_DIR)/%.o: %.c
 $(FUZZ_DIR)/libpld.a: $(addprefix $(FUZZ_DIR)/,$(CORE_OBJS))
 	rm -f $@ && ar rcs $@ $^
 
-$(FUZZ_DIR)/libplcommon.a: $(addprefix $(FUZZ_DIR)/,$(COMMON_OBJS))
+$(FUZZ_DIR)/libpl.a: $(addprefix $(FUZZ_DIR)/,$(COMMON_OBJS))
 	rm -f $@ && ar rcs $@ $^
 
-tests/fuzz/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
+tests/fuzz/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libpl.a
 	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # Every fuzz target is also built with a plain main that replays its
 # corpus under the same sanitizers, without libFuzzer's runtime:
 # tests/run.sh runs them, so a finding added to a corpus stays fixed.
 tests/fuzz/replay_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/tests/fuzz/replay_main.o \
-    $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libplcommon.a
+    $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libpl.a
 	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 fuzz: $(FUZZ_BINS)

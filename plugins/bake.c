@@ -25,7 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "chat.h"
 #include "ollama.h"
 #include "ollama_admin.h"

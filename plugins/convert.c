@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "rate.h"
 #include "gguf.h"
 
@@ -169,7 +169,7 @@ convert_run(pl_job *job)
 	const char *ots = host->get(job, "outtype");
 	uint32_t outtype = outtype_of(ots);
 	char out[PATH_MAX], digest[65] = "";
-	double t0 = plc_now();
+	double t0 = plc_mono_secs();
 
 	if (in == NULL)
 		return host->fail(job, "input: no checkpoint to convert");
@@ -224,7 +224,7 @@ convert_run(pl_job *job)
 		cJSON_Delete(v);
 		return rc;
 	}
-	double secs = plc_now() - t0;
+	double secs = plc_mono_secs() - t0;
 	cJSON_AddNumberToObject(v, "seconds", secs);
 	host->log(job, PL_LOG_INFO, "wrote %s in %.2fs", out, secs);
 	char *txt = cJSON_PrintUnformatted(v);

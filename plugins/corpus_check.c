@@ -48,7 +48,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "corpus.h"
 #include "score.h"
 
@@ -1410,7 +1410,7 @@ cc_run(pl_job *job)
 	int *bykey = NULL, *byreq = NULL, nkeyed = 0, nbyreq = 0, rc = PL_EFAIL;
 	int fails = 0, warns = 0;
 	cJSON *sum = NULL, *diff = NULL;
-	double t0 = plc_now();
+	double t0 = plc_mono_secs();
 
 	memset(&cc, 0, sizeof(cc));
 	cc.job = job;
@@ -1482,7 +1482,7 @@ cc_run(pl_job *job)
 		goto out;
 	}
 	sum = summary(&cc, &fails, &warns);
-	cJSON_AddNumberToObject(sum, "seconds", plc_now() - t0);
+	cJSON_AddNumberToObject(sum, "seconds", plc_mono_secs() - t0);
 	if (store_json(&cc, "corpus_check.summary", sum) != PL_OK ||
 	    (diff && store_json(&cc, "corpus_check.diff", diff) != PL_OK))
 		goto out;
@@ -1499,7 +1499,7 @@ cc_run(pl_job *job)
 		host->event(job, "corpus_check", et);
 	free(et);
 	host->log(job, PL_LOG_INFO, "corpus_check: %d examples in %.2f s: %d finding%s "
-	    "that fail, %d that warn", cc.nex, plc_now() - t0, fails, fails == 1 ? "" : "s",
+	    "that fail, %d that warn", cc.nex, plc_mono_secs() - t0, fails, fails == 1 ? "" : "s",
 	    warns);
 	if (fails) {
 		char what[256];

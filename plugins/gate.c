@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "ollama.h"
 #include "ollama_admin.h"
 #include "score.h"

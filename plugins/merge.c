@@ -52,7 +52,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "inputcheck.h"
 #include "safetensors.h"
 #include "rate.h"

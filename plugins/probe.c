@@ -33,7 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "inputcheck.h"
 #include "memcap.h"
 #include "pyjob.h"

@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "rate.h"
 #include "gguf.h"
 
@@ -163,7 +163,7 @@ quantize_run(pl_job *job)
 	const char *type = host->get(job, "type");
 	int64_t threads = host->get_int(job, "threads", 0);
 	char out[PATH_MAX];
-	double t0 = plc_now();
+	double t0 = plc_mono_secs();
 
 	if (in == NULL)
 		return host->fail(job, "input: no GGUF to quantize");
@@ -216,7 +216,7 @@ quantize_run(pl_job *job)
 		cJSON_AddNumberToObject(v, "fallback_f16", (double)st.n_fallback);
 		cJSON_AddNumberToObject(v, "threads", st.threads);
 	}
-	double secs = plc_now() - t0;
+	double secs = plc_mono_secs() - t0;
 	cJSON_AddNumberToObject(v, "seconds", secs);
 	host->log(job, PL_LOG_INFO, "wrote %s in %.2fs", out, secs);
 	char *txt = cJSON_PrintUnformatted(v);

@@ -28,7 +28,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "gguf.h"
 #include "ollama.h"
 #include "ollama_admin.h"

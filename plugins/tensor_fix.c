@@ -38,7 +38,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 #include "rate.h"
 #include "stcopy.h"

@@ -25,7 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "inputcheck.h"
 #include "pyjob.h"
 

@@ -47,7 +47,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "inputcheck.h"
 #include "ollama.h"
 #include "pyjob.h"

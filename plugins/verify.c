@@ -33,7 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "gguf.h"
 
 static const struct pl_host *host;

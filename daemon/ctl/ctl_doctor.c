@@ -20,7 +20,7 @@
 
 #include "pipelined.h"
 #include "ctl.h"
-#include "plcommon.h"
+#include "plio.h"
 
 extern char **environ;
 

@@ -29,7 +29,7 @@
 
 #include "pipelined.h"
 #include "ctl.h"
-#include "plcommon.h"
+#include "plio.h"
 
 int ctl_json;
 const char *ctl_verb = "pipelinectl";

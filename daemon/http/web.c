@@ -30,7 +30,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "wire.h"
 
 static char web_dbpath[PATH_MAX];

@@ -12,7 +12,7 @@
 #include <ini.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 struct conf_key {
 	const char *section;

@@ -620,6 +620,28 @@ struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec 
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
+/* host_store.c: the host's store, set only by hstore_bind() (the
+ * daemon's scheduler). The others are referred to weakly: a program that
+ * binds no store (pipelinectl) links none of them, nor the store's
+ * writes (tests/tools/check-layers.sh checks it), and calls them only
+ * behind j->store. Each works on j's store, run, job and attempt. */
+void	hstore_bind(struct pl_job *j, struct store *s);
+int	hstore_begin(struct pl_job *j) __attribute__((weak));
+int	hstore_commit(struct pl_job *j) __attribute__((weak));
+void	hstore_rollback(struct pl_job *j) __attribute__((weak));
+int64_t	hstore_event(struct pl_job *j, const char *run, const char *job, const char *type, cJSON *data) __attribute__((weak));
+int	hstore_job_state(struct pl_job *j, const char *run, const char *job, enum pl_job_state state, int attempt, const char *message) __attribute__((weak));
+int	hstore_job_progress(struct pl_job *j, double done, double total, const char *unit) __attribute__((weak));
+int	hstore_metric(struct pl_job *j, const char *name, int64_t step, double value) __attribute__((weak));
+int	hstore_artifact(struct pl_job *j, const char *name, const char *path, uint64_t size, const char *sha256) __attribute__((weak));
+int	hstore_value_set(struct pl_job *j, const char *key, const char *value) __attribute__((weak));
+char	*hstore_value_get(struct pl_job *j, const char *run, const char *job, const char *key) __attribute__((weak));
+char	*hstore_value_history(struct pl_job *j, const char *key, int limit) __attribute__((weak));
+int	hstore_artifact_find(struct pl_job *j, const char *run, const char *job, const char *name, char *path, size_t pathlen, char *sha256) __attribute__((weak));
+int	hstore_proc_find(struct pl_job *j, const char *name, struct proc_row *row) __attribute__((weak));
+int	hstore_proc_insert(struct pl_job *j, const char *name, const char *executor, const char *dir, int64_t *id) __attribute__((weak));
+int	hstore_proc_update(struct pl_job *j, struct proc *p, int64_t events_offset) __attribute__((weak));
+
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
 /* Every PATH and INPUT key of j's stage resolved as host->input() would,

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 struct check {
 	const struct conf *c;

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 struct client {
 	uv_pipe_t pipe;

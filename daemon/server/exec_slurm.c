@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "slurm.h"
 
 /* How long a job that Slurm says was killed (cancelled, preempted, node

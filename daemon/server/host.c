@@ -1,12 +1,13 @@
 /* host.c: the pl_host function table that stage plugins call, and the
  * struct pl_job behind it: values and keys, inputs, progress, metrics,
  * events, artifacts, stored values, and the checks of a stage's section.
- * The same table serves the daemon (job->store set: everything is stored,
- * then announced), a stage process (job->evfd set: everything is written
- * to its events file for the daemon to store, lookups answered from the
- * context the daemon handed over: stagectx.c) and `pipelinectl stage` (no
- * store: progress, events and artifacts are printed). Spawning and the
- * events reader are host_spawn.c's. */
+ * The same table serves the daemon (job->store set, by the scheduler
+ * only: everything is stored through host_store.c, then announced), a
+ * stage process (job->evfd set: everything is written to its events file
+ * for the daemon to store, lookups answered from the context the daemon
+ * handed over: stagectx.c) and `pipelinectl stage` (no store:
+ * progress, events and artifacts are printed). Spawning and the events
+ * reader are host_spawn.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -18,7 +19,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 
 static const char *
@@ -167,7 +168,7 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 			if (seen[idx])
 				continue;
 			seen[idx] = 1;
-			rc = store_artifact_find(j->store, j->run, d->name, name, path, len, NULL);
+			rc = hstore_artifact_find(j, j->run, d->name, name, path, len, NULL);
 			q[tail++] = d;
 		}
 	}
@@ -212,7 +213,7 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 		if (spec_job(j->spec, jn) != NULL && j->store == NULL)
 			return NULL;
 		if (spec_job(j->spec, jn) != NULL) {
-			if (store_artifact_find(j->store, j->run, jn, dot + 1, path, sizeof(path),
+			if (hstore_artifact_find(j, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
 				return pool(j, xstrdup(path));
 			snprintf(why, whylen, "%s: job %s registered no artifact \"%s\"", key, jn,
@@ -313,12 +314,12 @@ emit(pl_job *j, const char *type, cJSON *d)
 		job_print_event(j, type, d);
 		return;
 	}
-	if (store_begin(j->store) == -1) {
+	if (hstore_begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	store_event(j->store, j->run, j->name, type, d);
-	store_commit(j->store);
+	hstore_event(j, j->run, j->name, type, d);
+	hstore_commit(j);
 }
 
 static void
@@ -339,13 +340,13 @@ h_progress(pl_job *j, double done, double total, const char *unit)
 		job_print_event(j, "job.progress", d);
 		return;
 	}
-	if (store_begin(j->store) == -1) {
+	if (hstore_begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	store_job_progress(j->store, j->job_id, done, total, unit);
-	store_event(j->store, j->run, j->name, "job.progress", d);
-	store_commit(j->store);
+	hstore_job_progress(j, done, total, unit);
+	hstore_event(j, j->run, j->name, "job.progress", d);
+	hstore_commit(j);
 }
 
 static void
@@ -363,13 +364,13 @@ h_metric(pl_job *j, const char *name, int64_t step, double value)
 		job_print_event(j, "job.metric", d);
 		return;
 	}
-	if (store_begin(j->store) == -1) {
+	if (hstore_begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	store_metric(j->store, j->job_id, name, step, value);
-	store_event(j->store, j->run, j->name, "job.metric", d);
-	store_commit(j->store);
+	hstore_metric(j, name, step, value);
+	hstore_event(j, j->run, j->name, "job.metric", d);
+	hstore_commit(j);
 }
 
 static void
@@ -409,13 +410,13 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 		return PL_OK;
 	}
 	int rc = PL_EIO;
-	if (store_begin(j->store) == 0) {
-		if (store_artifact(j->store, j->run_id, j->job_id, name, abs, size, hex) == 0 &&
-		    store_event(j->store, j->run, j->name, "job.artifact", d) > 0) {
+	if (hstore_begin(j) == 0) {
+		if (hstore_artifact(j, name, abs, size, hex) == 0 &&
+		    hstore_event(j, j->run, j->name, "job.artifact", d) > 0) {
 			d = NULL;
-			rc = store_commit(j->store) == 0 ? PL_OK : PL_EIO;
+			rc = hstore_commit(j) == 0 ? PL_OK : PL_EIO;
 		} else {
-			store_rollback(j->store);
+			hstore_rollback(j);
 		}
 	}
 	cJSON_Delete(d);
@@ -465,7 +466,7 @@ h_artifact_find(pl_job *j, const char *run, const char *jobname, const char *nam
 		return stagectx_artifact_find(j, run, jobname, name, path, pathlen, sha256);
 	if (j->store == NULL)
 		return PL_ENOENT;
-	return store_artifact_find(j->store, run ? run : j->run, jobname, name, path,
+	return hstore_artifact_find(j, run ? run : j->run, jobname, name, path,
 	    pathlen, sha256);
 }
 
@@ -486,13 +487,13 @@ h_value_set(pl_job *j, const char *key, const char *value)
 		job_print_event(j, "job.value", d);
 		return PL_OK;
 	}
-	if (store_begin(j->store) == -1)
+	if (hstore_begin(j) == -1)
 		return PL_EIO;
-	if (store_value_set(j->store, j->run_id, j->job_id, key, value) == -1) {
-		store_rollback(j->store);
+	if (hstore_value_set(j, key, value) == -1) {
+		hstore_rollback(j);
 		return PL_EIO;
 	}
-	return store_commit(j->store) == 0 ? PL_OK : PL_EIO;
+	return hstore_commit(j) == 0 ? PL_OK : PL_EIO;
 }
 
 static char *
@@ -502,7 +503,7 @@ h_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
 		return stagectx_value_get(j, run, jobname, key);
 	if (j->store == NULL)
 		return NULL;
-	return store_value_get(j->store, run ? run : j->run, jobname, key);
+	return hstore_value_get(j, run ? run : j->run, jobname, key);
 }
 
 static char *
@@ -512,7 +513,7 @@ h_value_history(pl_job *j, const char *key, int limit)
 		return stagectx_value_history(j, key, limit);
 	if (j->store == NULL)
 		return xstrdup("[]");
-	return store_value_history(j->store, key, limit);
+	return hstore_value_history(j, key, limit);
 }
 
 struct pl_host plugin_host = {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 extern char **environ;
 
@@ -114,7 +114,7 @@ events_read(struct evreader *r)
 		}
 		/* Pass 2: one transaction for the batch and the new offset. */
 		if (r->j->store)
-			store_begin(r->j->store);
+			hstore_begin(r->j);
 		for (int i = 0; i < nl; i++) {
 			struct line *L = &lines[i];
 			if (L->bad) {
@@ -132,8 +132,7 @@ events_read(struct evreader *r)
 				const cJSON *k = cJSON_GetObjectItemCaseSensitive(L->o, "key");
 				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
 				if (r->j->store && cJSON_IsString(k) && cJSON_IsString(v))
-					store_value_set(r->j->store, r->j->run_id, r->j->job_id,
-					    k->valuestring, v->valuestring);
+					hstore_value_set(r->j, k->valuestring, v->valuestring);
 				cJSON_Delete(d);
 				continue;
 			}
@@ -158,7 +157,7 @@ events_read(struct evreader *r)
 				/* The program's own unit (optimizer-steps, examples), as
 				 * the feed has it: status and watch say the same. */
 				if (cJSON_IsNumber(s))
-					store_job_progress(r->j->store, r->j->job_id, s->valuedouble,
+					hstore_job_progress(r->j, s->valuedouble,
 					    cJSON_IsNumber(t) ? t->valuedouble : 0,
 					    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
 				/* The feed speaks done/total/unit for every progress. */
@@ -172,19 +171,19 @@ events_read(struct evreader *r)
 				/* The step is stored as an integer: past 2^63 it has none. */
 				if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
 				    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
-					store_metric(r->j->store, r->j->job_id, nm->valuestring,
+					hstore_metric(r->j, nm->valuestring,
 					    (int64_t)s->valuedouble, v->valuedouble);
 			} else if (strcmp(L->type, "artifact") == 0) {
 				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
-				store_artifact(r->j->store, r->j->run_id, r->j->job_id, nm->valuestring,
+				hstore_artifact(r->j, nm->valuestring,
 				    L->apath, L->size, L->hex);
 			}
-			store_event(r->j->store, r->j->run, r->j->name, type, d);
+			hstore_event(r->j, r->j->run, r->j->name, type, d);
 		}
 		r->offset = newoff;
 		if (r->j->store) {
-			store_proc_update(r->j->store, r->p, r->offset);
-			store_commit(r->j->store);
+			hstore_proc_update(r->j, r->p, r->offset);
+			hstore_commit(r->j);
 		}
 		for (int i = 0; i < nl; i++) {
 			struct line *L = &lines[i];
@@ -263,9 +262,9 @@ free_vec(char **v)
 static void
 proc_save(pl_job *j, struct proc *p, int64_t offset)
 {
-	store_begin(j->store);
-	store_proc_update(j->store, p, offset);
-	store_commit(j->store);
+	hstore_begin(j);
+	hstore_proc_update(j, p, offset);
+	hstore_commit(j);
 }
 
 /* A process's struct proc before it starts: where it runs, its
@@ -310,7 +309,7 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 	int may_have_row = j->adopted || j->nspawned > 0;
 	j->nspawned++;
 	*found = j->store && may_have_row &&
-	    store_proc_find(j->store, j->attempt_id, spec->name, &row) == 0;
+	    hstore_proc_find(j, spec->name, &row) == 0;
 	if (*found) {
 		/* Re-entered after a restart: this process was started before. */
 		p->id = row.id;
@@ -331,14 +330,14 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 			return row.state == PROC_LOST ? PL_ELOST : PL_OK;
 		}
 	} else if (row_first) {
-		if (store_begin(j->store) == -1)
+		if (hstore_begin(j) == -1)
 			return PL_EIO;
-		if (store_proc_insert(j->store, j->attempt_id, spec->name, p->ex->name, p->dir,
+		if (hstore_proc_insert(j, spec->name, p->ex->name, p->dir,
 		    &p->id) == -1) {
-			store_rollback(j->store);
+			hstore_rollback(j);
 			return PL_EIO;
 		}
-		store_commit(j->store);
+		hstore_commit(j);
 	}
 	return PL_OK;
 }
@@ -442,11 +441,11 @@ proc_announce_state(pl_job *j, const struct pl_spawn *spec, struct proc *p, stru
 		    p->ext_id, p->reason[0] ? ": " : "", p->reason);
 	else
 		snprintf(m, sizeof(m), "running%s%s", p->ext_id[0] ? " as " : "", p->ext_id);
-	store_begin(j->store);
-	store_proc_update(j->store, p, r->offset);
-	store_event(j->store, j->run, j->name, "job.proc", d);
-	store_job_state(j->store, j->job_id, j->run, j->name, PLJ_running, j->attempt, m);
-	store_commit(j->store);
+	hstore_begin(j);
+	hstore_proc_update(j, p, r->offset);
+	hstore_event(j, j->run, j->name, "job.proc", d);
+	hstore_job_state(j, j->run, j->name, PLJ_running, j->attempt, m);
+	hstore_commit(j);
 }
 
 /* How the wait ended: the spawn's own deadline, and when SIGTERM was
@@ -640,7 +639,7 @@ void
 job_flush_final(struct pl_job *j)
 {
 	if (j->has_final && j->store)
-		store_proc_update(j->store, &j->final, j->final_offset);
+		hstore_proc_update(j, &j->final, j->final_offset);
 	j->has_final = 0;
 }
 

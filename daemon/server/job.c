@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 struct pl_job *
 job_new(int mode, const struct stage_reg *reg, const struct spec *spec,

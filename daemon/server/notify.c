@@ -38,7 +38,7 @@
 #include <openssl/hmac.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 extern char **environ;
 

@@ -24,7 +24,7 @@
 
 #include "exec.h"
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 /* The loop's handles and what the parts were given, pipelined.c's own:
  * sched.c, control.c and feed.c get what they need at start. */

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 struct srun;
 
@@ -502,7 +502,7 @@ job_launch(struct sjob *j, int adopt)
 	struct srun *r = j->run;
 	struct pl_job *pj = job_new(JOB_MODE_RUN, j->reg, r->spec, j->sec);
 	pj->conf = S.conf;
-	pj->store = S.store;
+	hstore_bind(pj, S.store);
 	pj->run_id = r->id;
 	pj->job_id = j->id;
 	pj->attempt_id = j->attempt_id;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include <unistd.h>
 
 static pthread_mutex_t reserve_mtx = PTHREAD_MUTEX_INITIALIZER;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 /* Create a listening Unix socket: its directory 0750, the socket itself
  * created under a umask giving `mode`, both given to group gid (the

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 
 int
 stage_out_of_process(const struct pl_job *j)

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "fuzz.h"
 
 static char dbpath[PATH_MAX], evpath[PATH_MAX];
@@ -51,7 +51,7 @@ store_setup(void)
 	    store_job_create(st, run_id, "j", "exec", 0, &job_id) == -1 ||
 	    store_attempt_start(st, job_id, 1, 0, &attempt_id) == -1 || store_commit(st) == -1)
 		abort();
-	job->store = st;
+	hstore_bind(job, st);
 	job->run_id = run_id;
 	job->job_id = job_id;
 	job->attempt_id = attempt_id;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "fuzz.h"
 
 int

@@ -20,7 +20,8 @@
 #                       nothing of the programs (daemon/server/pipelined.c,
 #                       daemon/ctl, daemon/stage, daemon/shim)
 #   daemon/shim         pipeline-shim: includes daemon/lib's exec.h only
-#   daemon/pipelinectl  links nothing of daemon/http (no HTTP server)
+#   daemon/pipelinectl  links nothing of daemon/http (no HTTP server) and
+#                       nothing of daemon/server/store.c (no store writes)
 #
 # Includes are read from the sources ("..." includes, resolved as the
 # compiler does: the file's directory, then the layer's -I paths); calls
@@ -56,7 +57,7 @@ conf
 conf_check spec
 store
 store_query
-stagectx
+stagectx host_store
 host_spawn notify
 host
 stagerun
@@ -190,6 +191,10 @@ END {
 	}
 	for (s in inctl) if ((s in def) && def[s] ~ /^daemon\/http\//) {
 		printf "LAYERS: daemon/pipelinectl: links %s, defined in %s (pipelinectl links no HTTP server)\n", s, def[s]
+		bad++
+	}
+	for (s in inctl) if ((s in def) && def[s] == "daemon/server/store.o") {
+		printf "LAYERS: daemon/pipelinectl: links %s, defined in %s (pipelinectl links no store writes: only the daemon binds a job to the store, host_store.c)\n", s, def[s]
 		bad++
 	}
 	for (k = 1; k <= nref; k++) {

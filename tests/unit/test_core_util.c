@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "runner.h"
 
 /* Another thread's view while the main thread holds an owner's rights:

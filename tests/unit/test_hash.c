@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "runner.h"
 
 static uint64_t rng = 88172645463325252ull;

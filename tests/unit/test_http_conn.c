@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "runner.h"
 
 enum { KEEP, CLOSE_SAID, CLOSE_SILENT };

@@ -1,6 +1,6 @@
 /*
  * test_mapguard.c: the SIGBUS guard for mapped reads (plc_guard_begin,
- * plcommon.h). A file of four pages is mapped and truncated to one: a
+ * plio.h). A file of four pages is mapped and truncated to one: a
  * touch of a page past the new end under a guard comes back as the error
  * branch of sigsetjmp, again and again (the mask is right after each
  * jump, with or without sigsetjmp's mask saved, and in a thread that
@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "runner.h"
 
 static char path[4200];

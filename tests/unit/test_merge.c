@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "minihost.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 #include "runner.h"
 

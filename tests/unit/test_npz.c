@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "runner.h"
 
 /* The archives numpy writes (in main, before the cases). */

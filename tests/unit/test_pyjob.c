@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "pyjob.h"
 #include "runner.h"
 

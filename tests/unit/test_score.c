@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "score.h"
 #include "runner.h"
 

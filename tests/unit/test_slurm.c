@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "slurm.h"
 #include "runner.h"
 

@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "minihost.h"
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 #include "runner.h"
 

@@ -13,7 +13,7 @@
 
 #include "gguf.h"
 #include "inputcheck.h"
-#include "plcommon.h"
+#include "plio.h"
 
 /* The path key is set to in the spec, or NULL (unset: an upstream
  * artifact; JOB.ARTIFACT: not made yet). */

@@ -18,7 +18,7 @@
  * chunk is written with pwrite at its final offset, so the order in which
  * chunks finish does not matter and the output does not depend on the
  * thread count. The input is read from its mapping under the SIGBUS guard
- * (plcommon.h): an input that shrinks while it is quantized fails the job
+ * (plio.h): an input that shrinks while it is quantized fails the job
  * with the file named, and the process goes on.
  */
 #include <errno.h>

@@ -5,7 +5,7 @@
  * The reader maps the whole file and walks it once, checking every count
  * and length against the bytes that remain before it allocates or reads;
  * after gguf_open() succeeds, every pointer it hands out is in bounds.
- * gguf_open() parses under the SIGBUS guard (plcommon.h) and keeps a copy
+ * gguf_open() parses under the SIGBUS guard (plio.h) and keeps a copy
  * of the header, so that a file that shrinks (overwritten, truncated)
  * fails the caller instead of killing the process: the KVs are read from
  * the copy, tensor data from the mapping, under the reader's guard.

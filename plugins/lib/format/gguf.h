@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 #define GGUF_MAGIC		0x46554747u	/* "GGUF" read as a LE u32 */
 #define GGUF_VERSION		3
@@ -82,7 +82,7 @@ struct gguf_tensor {
 	uint64_t offset;		/* relative to the data section */
 	uint64_t nbytes;
 	const uint8_t *data;		/* in the mapped file: read it under
-					   plc_guard_begin (plcommon.h) */
+					   plc_guard_begin (plio.h) */
 	uint64_t info_off;		/* where its info record starts */
 };
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 static uint16_t
 le16(const unsigned char *p)

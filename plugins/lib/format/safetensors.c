@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 
 static const struct {

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 #define ST_ERRLEN       1024
 #define ST_MAX_HEADER   100000000ULL   /* the reference reader's MAX_HEADER_SIZE */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "sp_model.h"
 
 struct pb {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 #include "stcopy.h"
 
@@ -72,7 +72,7 @@ stopped(struct stc_job *f)
 }
 
 /* Hash mapped input into a (and b, plc_sha256_update2, when b is set)
- * under the SIGBUS guard (plcommon.h): -1 when a page could not be read
+ * under the SIGBUS guard (plio.h): -1 when a page could not be read
  * because the file shrank under the mapping or the disk failed. The
  * contexts are then half-updated, for the caller to discard. */
 static int

@@ -1,6 +1,6 @@
 /*
  * stcopy.h: the copy-and-hash engine, part of the plugins' common library
- * (plcommon.h): copies tensors of a safetensors input set (safetensors.h)
+ * (plio.h): copies tensors of a safetensors input set (safetensors.h)
  * into output files with the kernel, never decoding them, and hashes them
  * from the input meanwhile: each tensor (sha256 of its bytes), and, when
  * asked, each output file as a whole, so that a stage can hand the host
@@ -40,7 +40,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "safetensors.h"
 
 /* One tensor to copy. */

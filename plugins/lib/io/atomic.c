@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 int
 plc_fsync_dir(const char *dir)

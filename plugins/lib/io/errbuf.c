@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 void
 plc_seterr(char *err, size_t errlen, const char *fmt, ...)

@@ -21,7 +21,7 @@
 
 #include <openssl/evp.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_SHANI 1

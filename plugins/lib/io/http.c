@@ -12,7 +12,7 @@
 
 #include <curl/curl.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 

@@ -1,5 +1,5 @@
 /*
- * mapguard.c: reading a mapped file without dying of SIGBUS (plcommon.h).
+ * mapguard.c: reading a mapped file without dying of SIGBUS (plio.h).
  *
  * A page of a file mapping that lies past the file's end (the file was
  * truncated or overwritten after it was mapped) or that the disk cannot
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "plcommon.h"
+#include "plio.h"
 
 /* The guard of this thread, read by the handler. initial-exec: a plugin
  * is dlopen'ed, and its thread-local variables would otherwise be

@@ -2,11 +2,11 @@
  * callbacks of the common engines (rate.h). */
 #include <time.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "rate.h"
 
 double
-plc_now(void)
+plc_mono_secs(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -16,7 +16,7 @@ plc_now(void)
 int
 plc_rate_due(struct plc_rate *r, double done, double total, double every)
 {
-	double t = plc_now();
+	double t = plc_mono_secs();
 	if (done < total && t - r->last < every)
 		return 0;
 	if (r->last > 0 && done == r->last_done)

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "memcap.h"
 
 const char *

@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "pyjob.h"
 
 int

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "score.h"
 
 static char *

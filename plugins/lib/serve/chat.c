@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "chat.h"
 
 const char *

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "ollama.h"
 
 int
@@ -350,7 +350,7 @@ ollama_unload_wait(struct ollama *c, const char *name, double wait, double poll)
 		return -1;
 	if (poll <= 0)
 		poll = 0.1;
-	double deadline = plc_now() + wait;
+	double deadline = plc_mono_secs() + wait;
 	for (;;) {
 		struct ollama_list l;
 		if (ollama_ps(c, &l) == -1)
@@ -359,7 +359,7 @@ ollama_unload_wait(struct ollama *c, const char *name, double wait, double poll)
 		ollama_list_free(&l);
 		if (!has)
 			return 0;
-		if (plc_now() >= deadline) {
+		if (plc_mono_secs() >= deadline) {
 			snprintf(c->error, sizeof(c->error),
 			    "%s: %s still listed by /api/ps %.1f s after its unload",
 			    c->url, name, wait);

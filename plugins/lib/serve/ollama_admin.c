@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "plcommon.h"
+#include "plio.h"
 #include "ollama.h"
 #include "ollama_admin.h"
 

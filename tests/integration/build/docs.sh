@@ -33,8 +33,10 @@
 #   - a file cites a test, a helper of tests/lib/ or a stand-in that does
 #     not exist, or a test by the number it had before the tests were
 #     named by subsystem (NN-name.sh).
-#   - a C source file of daemon/, plugins/ or include/ has no row in
-#     HACKING.md's "Files" table, or a row names a file that is gone;
+#   - a source file (the C of daemon/, plugins/ and include/, jobs/*.py,
+#     tests/tools/*.{sh,py,c}) has no row in HACKING.md's "Files" table,
+#     or a row names a file that is gone (both shown on a copy of the
+#     table, below);
 #   - a paragraph or list item of HACKING.md is longer than a screen (40
 #     lines; tables and indented blocks are not paragraphs).
 # Every missing item is listed before the test fails.
@@ -255,16 +257,38 @@ for c in $entries; do
 		echo "$body" | grep -qx "\.It Em $w" || miss "pipeline-gotchas.7: $c has no \"$w\" item"
 	done
 done
-# HACKING.md's "Files": one row per C source file, no row for a file gone.
-H=$TOP/HACKING.md
-listed=$(awk '/^## Files$/ { on = 1; next } on && /^## / { exit } on' "$H" |
-    sed -n 's/^| `\([^`]*\)` | .*/\1/p' | sort)
-[ -n "$listed" ] || miss "HACKING.md: no \"## Files\" table parsed"
-sources=$(cd "$TOP" && git ls-files 'daemon/*.[ch]' 'plugins/*.[ch]' 'include/*.h' 2>/dev/null ||
-    find daemon plugins include -name '*.[ch]')
+# HACKING.md's "Files": one row per source file, no row for a file gone.
+# files_rows FILE: the paths its table names; files_table FILE: each fault
+# of its table, one a line.
+files_rows() {
+	awk '/^## Files$/ { on = 1; next } on && /^## / { exit } on' "$1" |
+	    sed -n 's/^| `\([^`]*\)` | .*/\1/p' | sort
+}
+sources=$(cd "$TOP" && git ls-files 'daemon/*.[ch]' 'plugins/*.[ch]' 'include/*.h' 'jobs/*.py' \
+    'tests/tools/*.sh' 'tests/tools/*.py' 'tests/tools/*.c' 2>/dev/null ||
+    find daemon plugins include jobs tests/tools -name '*.[ch]' -o -name '*.py' -o -name '*.sh')
 sources=$(echo "$sources" | sort -u)
-for f in $(comm -23 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: $f has no row in \"## Files\""; done
-for f in $(comm -13 <(echo "$sources") <(echo "$listed")); do miss "HACKING.md: \"## Files\" names $f, which is gone"; done
+files_table() {
+	local rows f
+	rows=$(files_rows "$1")
+	[ -n "$rows" ] || { echo "HACKING.md: no \"## Files\" table parsed"; return; }
+	for f in $(comm -23 <(echo "$sources") <(echo "$rows")); do echo "HACKING.md: $f has no row in \"## Files\""; done
+	for f in $(comm -13 <(echo "$sources") <(echo "$rows")); do echo "HACKING.md: \"## Files\" names $f, which is gone"; done
+}
+H=$TOP/HACKING.md
+while IFS= read -r m; do miss "$m"; done < <(files_table "$H")
+# Shown on a copy: the row of a Python file taken out, one for a shell
+# tool that is not there put in; each is named.
+sed -e '/^| `jobs\/pljob\/tokens.py` |/d' \
+    -e 's/^| `tests\/tools\/cache.sh` |.*/&\n| `tests\/tools\/gone.sh` | a tool that is not there |/' \
+    "$H" >"$TEST_TMP/HACKING.md"
+planted=$(files_table "$TEST_TMP/HACKING.md")
+for want in 'HACKING.md: jobs/pljob/tokens.py has no row in "## Files"' \
+    'HACKING.md: "## Files" names tests/tools/gone.sh, which is gone'; do
+	grep -qxF -- "$want" <<<"$planted" || miss "the Files check, on a copy with a row taken out and one put in, does not say: $want (it says: $planted)"
+done
+echo "# the Files check on a planted copy: $(echo "$planted" | tr '\n' ';')"
+listed=$(files_rows "$H")
 nfilerows=$(echo "$listed" | wc -l)
 long=$(awk 'function end() { if (n > 40) printf "%d (%d lines) ", s, n; n = 0 }
 	/^- |^[0-9]+\. / { end(); s = NR }

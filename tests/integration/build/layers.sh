@@ -13,7 +13,8 @@
 #     (store.o calls util.o);
 #   - a module of the daemon calling a program's function (web.o calling
 #     pipelinectl.c's ctl_request);
-#   - pipelinectl linking the HTTP side (httpd_start);
+#   - pipelinectl linking the HTTP side (httpd_start), and the store's
+#     writes (store_job_state);
 #   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
 #     and a module of the daemon on no line of it;
 #   - control.c's direct calls of the scheduler, seen once control is put
@@ -57,9 +58,9 @@ expect() {  # expect WHAT PATTERN...: the check fails and prints each pattern
 
 # 1. The ABI including the common library.
 cp "$T/include/pipeline/plugin.h" "$TEST_TMP/plugin.h"
-echo '#include "plcommon.h"' >>"$T/include/pipeline/plugin.h"
+echo '#include "plio.h"' >>"$T/include/pipeline/plugin.h"
 n=$(wc -l <"$T/include/pipeline/plugin.h")
-expect "abi include" "include/pipeline/plugin.h:$n: includes \"plcommon.h\""
+expect "abi include" "include/pipeline/plugin.h:$n: includes \"plio.h\""
 cp "$TEST_TMP/plugin.h" "$T/include/pipeline/plugin.h"
 
 # 2. The common library including the daemon's header and calling it.
@@ -124,6 +125,10 @@ cp "$TEST_TMP/web.o" "$T/daemon/http/web.o"
 printf '%s\n' 'int httpd_start(void);' 'int httpd_start(void) { return 0; }' 'int main(void) { return httpd_start(); }' >"$TEST_TMP/probe.c"
 cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
 expect "pipelinectl" "daemon/pipelinectl: links httpd_start, defined in daemon/http/httpd.o"
+# 6b. pipelinectl holding a store write: a program that defines store_job_state.
+printf '%s\n' 'int store_job_state(void);' 'int store_job_state(void) { return 0; }' 'int main(void) { return store_job_state(); }' >"$TEST_TMP/probe.c"
+cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
+expect "pipelinectl store" "daemon/pipelinectl: links store_job_state, defined in daemon/server/store.o"
 cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
 
 call_in() {  # call_in OBJ DECL CALL: the copy's OBJ made to make CALL too

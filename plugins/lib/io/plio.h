@@ -1,5 +1,5 @@
 /*
- * plcommon.h: the io subject of the plugins' library (plugins/lib, libpl.a), the
+ * plio.h: the io subject of the plugins' library (plugins/lib, libpl.a), the
  * code both sides of the plugin ABI link: every stage plugin and the
  * daemon's host. Hashing, atomic files, HTTP, guarded reads of mapped
  * files; format libraries (safetensors.h, gguf.h) and service clients
@@ -9,8 +9,8 @@
  * nothing of daemon/ (HACKING.md: Layers; tests/tools/check-layers.sh).
  * Internal functions return 0 or -1 with errno set, unless stated.
  */
-#ifndef PLCOMMON_H
-#define PLCOMMON_H
+#ifndef PLIO_H
+#define PLIO_H
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -27,7 +27,7 @@ void	plc_seterr(char *err, size_t errlen, const char *fmt, ...)
 
 /* rate.c */
 /* Monotonic seconds, for timing and deadlines. */
-double	plc_now(void);
+double	plc_mono_secs(void);
 
 /* hash.c */
 /* sha256 of a whole file, streamed (OpenSSL EVP); hex is 65 bytes. */
