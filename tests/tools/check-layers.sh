@@ -21,7 +21,8 @@
 #                       daemon/ctl, daemon/stage, daemon/shim)
 #   daemon/shim         pipeline-shim: includes daemon/lib's exec.h only
 #   daemon/pipelinectl  links nothing of daemon/http (no HTTP server) and
-#                       nothing of daemon/server/store.c (no store writes)
+#                       nothing of daemon/server/store.c (no store writes);
+#                       only host_store.c sets a job's store (hstore_bind)
 #
 # Includes are read from the sources ("..." includes, resolved as the
 # compiler does: the file's directory, then the layer's -I paths); calls
@@ -275,6 +276,13 @@ END {
 	printf "check-layers: %d modules of daemon/lib, daemon/server and daemon/http\n", nm
 	exit bad > 0
 }' "$syms" || bad=$((bad + 1))
+
+# Only hstore_bind (host_store.c) binds a job to a store: the host's
+# store calls are weak references that pipelinectl does not link, so a
+# job given a store any other way would call an absent function there.
+while IFS=: read -r f n _; do
+	viol "$f:$n: sets a job's store; only hstore_bind (daemon/server/host_store.c) may"
+done < <(grep -nE -- '->store[[:space:]]*=[^=]' daemon/*/*.c | grep -v '^daemon/server/host_store\.c:' || true)
 
 echo "check-layers: $nincl includes, $(ls daemon/*/*.o plugins/lib/*/*.o | wc -l) objects, $(ls plugins/*.so 2>/dev/null | wc -l) plugins"
 if [ $bad -gt 0 ]; then
