@@ -25,7 +25,10 @@
 # tests/fixtures/gen_gemma3.py, 8 layers, sliding window 64; SIZE=tiny
 # for the tiny one, 4 layers, window 16), SHAPES
 # (default "1200 half"), BENCH_TMP (default: a fresh directory, removed
-# after), LORA_R (default 16).
+# after), LORA_R (default 16); FILLER_1200, FILLER_HALF and USER_WORDS
+# (default 320, 60 and 80: the words of gen_corpus.py's shared filler and
+# user turn that give the shapes' token counts with the fixtures' small
+# tokenizer; with the real Gemma 3 tokenizer 1100, 230 and 275).
 #
 # Measured (2026-12-03, the tiny fixture, SIZE=tiny, 3 steps x 1 round,
 # load 15-17 on 2 cores shared with other work, so the wall figures mean
@@ -37,8 +40,24 @@
 # Shape half (2 steps, load 11-15; prefix 355 tokens, prompts 552-627,
 # answers 31, 60.4% shared): CPU 10.13 -> 5.43 s, 0.536x (predicted
 # 0.504x); wall 0.521x; peak RSS 645 -> 624 MB, 0.97x.  The
-# medium fixture and the real Gemma 3 270M were not measured: on this
-# machine's load a plain step there takes minutes.
+# medium fixture was not measured.
+# The real Gemma 3 270M (2026-12-04, 2 cores shared with a make check, both
+# runs at nice 19): at the recipe's settings (nf4, 8-bit AdamW, one
+# thread) and the 1200 shape (FILLER_1200=1100 USER_WORDS=275: prefix
+# 1,006 tokens with the real tokenizer, prompts 1,251-1,263) one plain step
+# did not finish in 24 minutes, and the run was stopped.  At the router's
+# own shape instead (etc/examples/router, corpus-check.jsonl: a 430-token
+# shared system prompt, 97.0% of the prompt tokens, 20-token replies; the
+# demo's settings, float32, AdamW, two threads; jobs/train.py run by hand
+# on its tokens.npz, 4 steps of 8 examples each way, steps 2-4): CPU 85.7
+# -> 25.8 s per step, 0.301x (token counts predict 0.185x: the suffixes'
+# attention to the prefix's keys, the response logits and the optimizer
+# step do not shrink with the prefix); wall 48.3 -> 15.4 s; peak RSS 4,035
+# -> 2,886 MB, 0.72x.  The four steps' losses were equal to 4 decimals
+# (4.861, 4.2891, 2.8392, 1.7962 both ways) and the adapters after them
+# within 9.3e-7 of the median update per tensor at the median element and
+# 0.015 at the largest (4.6e-6 absolute, under 1% of one step's learning
+# rate; tests/integration/data/prefix_adapters.py).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
@@ -57,8 +76,8 @@ for shape in ${SHAPES:-1200 half}; do
 	# Words of the fixture corpus to tokens: about 3.7 (its small
 	# SentencePiece model); the token counts printed are the real ones.
 	case $shape in
-	1200) sf=320 uw=80;;
-	half) sf=60 uw=80;;
+	1200) sf=${FILLER_1200:-320} uw=${USER_WORDS:-80};;
+	half) sf=${FILLER_HALF:-60} uw=${USER_WORDS:-80};;
 	*) echo "prefix-bench: SHAPES: $shape is not 1200 or half" >&2; exit 2;;
 	esac
 	/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "c-$shape.jsonl" --n 32 --shared-filler $sf --user-words $uw
