@@ -48,10 +48,12 @@
 #     of it (realbase.sh --checks), and real_base.py check-tokens on the
 #     exported F16 GGUF (llama-server) against the merged checkpoint's
 #     tokenizer: every hard string tokenized alike.
-# Cost: 863 s (14.4 minutes) on 2 quiet cores, 2026-12-04: v0 with its
-#   one-pass bake 144 s, v1 362 s (training 18 steps of 8 examples 267 s,
-#   its bake 60 s), the exports' and the tokenizer's checks 357 s; each
-#   run's time is printed as a note.
+# Cost: 627 s (10.4 minutes) in .ci/run on 2026-12-04, with other work on
+#   the machine: v0 with its one-pass bake and the preparation about 145 s,
+#   v1 336 s (training 18 steps of 8 examples about 267 s, its bake 60 s),
+#   the exports' and the tokenizer's checks about 145 s (357 s before the
+#   export check kept only the answer's logits); each run's time is
+#   printed as a note.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
