@@ -150,6 +150,15 @@ else:
 }
 
 
+# artifact_path RUN JOB NAME: the path of the artifact NAME that JOB of RUN
+# registered last (pipelinectl --json artifacts); empty when there is none.
+artifact_path() {
+	pctl --json artifacts "$1" | /usr/bin/python3 -c '
+import json, sys
+a = [x["path"] for x in json.load(sys.stdin)["artifacts"] if x["job"] == sys.argv[1] and x["name"] == sys.argv[2]]
+print(a[-1] if a else "")' "$2" "$3"
+}
+
 # The real Ollama server (tests/tools/ollama.sh builds the pinned release,
 # cached: 0.34.2 with its llama-server runner, or 0.24.0 when
 # OLLAMA_VERSION=0.24.0 is in the environment): ollama_start [VAR=VALUE...] starts `ollama serve` on a free

@@ -112,22 +112,9 @@ fi
 
 # Item 3: the export is numerically right, for both versions.
 for r in tiny-v1 tiny-v2; do
-	gguf=$(pctl artifacts $r | awk '$1 == "quantize" && $2 == "gguf" {print $NF}')
-	[ -n "$gguf" ] || gguf=$(pctl --json artifacts $r | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for a in d.get("artifacts", d if isinstance(d, list) else []):
-    if a.get("job") == "quantize" and a.get("name") == "gguf": print(a["path"])')
-	merged=$(pctl --json artifacts $r | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for a in d.get("artifacts", d if isinstance(d, list) else []):
-    if a.get("job") == "merge" and a.get("name") == "merged": print(a["path"])')
-	toks=$(pctl --json artifacts $r | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for a in d.get("artifacts", d if isinstance(d, list) else []):
-    if a.get("job") == "tokenize" and a.get("name") == "tokens": print(a["path"])')
+	gguf=$(artifact_path $r quantize gguf)
+	merged=$(artifact_path $r merge merged)
+	toks=$(artifact_path $r tokenize tokens)
 	[ -f "$gguf" ] && [ -d "$merged" ] && [ -f "$toks" ] || fail "$r: artifacts not found ($gguf, $merged, $toks)"
 	/usr/bin/python3 "$TOP/tests/e2e/check_export.py" --gguf "$gguf" --merged "$merged" \
 	    --tokens "$toks" --cases "$TEST_TMP/e2e/spec/tiny/cases.jsonl" --label $r ||

@@ -110,12 +110,8 @@ assert f["mcnemar_p"] < float(sys.argv[3]), "McNemar p %.3g >= %s" % (f["mcnemar
 PY
 
 # The export against transformers, through Ollama.
-art() { pctl --json artifacts router-v1 | /usr/bin/python3 -c '
-import json, sys
-a = [x["path"] for x in json.load(sys.stdin)["artifacts"] if x["job"] == sys.argv[1] and x["name"] == sys.argv[2]]
-print(a[-1])' "$1" "$2"; }
-merged=$(art merge merged) || fail "no merged artifact"
-f16=$(art convert gguf) || fail "no F16 artifact"
+merged=$(artifact_path router-v1 merge merged)
+f16=$(artifact_path router-v1 convert gguf)
 [ -d "$merged" ] && [ -f "$f16" ] || fail "artifacts: $merged $f16"
 ollama_create router:v1-f16 "$f16"
 /usr/bin/python3 - "$R/cases.jsonl" "$R/system.txt" >prompts.json <<'PY'
