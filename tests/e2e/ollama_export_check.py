@@ -80,15 +80,14 @@ def main():
             logits = model(input_ids=torch.tensor([ids + out]), logits_to_keep=len(out) + 1).logits[0]
             logp = torch.log_softmax(logits.double(), -1)
         for k, (t, i) in enumerate(zip(got, out)):
-            pos = k
-            mine = int(logp[pos].argmax())
+            mine = int(logp[k].argmax())
             n += 1
             if mine != i:
                 print("%s: prompt %d answer token %d: transformers %r, Ollama %r (logprob %.4f)"
                       % (label, ci, k, tok.decode([mine]), t["token"], t["logprob"]))
                 break
             agree += 1
-            d = abs(float(logp[pos, mine]) - float(t["logprob"]))
+            d = abs(float(logp[k, mine]) - float(t["logprob"]))
             if d > worst:
                 worst, worst_at = d, (ci, k)
     frac = agree / n if n else 0.0
