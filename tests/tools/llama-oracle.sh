@@ -20,7 +20,8 @@
 # ships the llama.cpp release source as llama/gitRelease.bundle; `npm pack`
 # fetches it through the npm registry, the bundle is cloned with git, and
 # only llama-quantize, llama-simple and llama-server are built with CMake,
-# CPU only (about 5 minutes of both cores). Nothing of it is committed.
+# CPU only (11 minutes of both cores in a cold .ci/run). Nothing of it is
+# committed.
 #
 # The cache lives outside the repository, in $PIPELINED_CACHE (default
 # /var/cache/pipelined, or ~/.cache/pipelined when that is not writable),
