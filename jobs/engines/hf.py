@@ -50,7 +50,8 @@ key table's, jobs/pljob/keys.py, from the plugin's C table):
   adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
   setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
   device cuda (or cpu), threads 1 (CPU threads), shared_prefix auto (or
-  yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py).
+  yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py),
+  suffix_batch 8 (the suffixes run in one forward in that mode).
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),
@@ -131,6 +132,7 @@ class HfEngine(Engine):
         self.cpu = cfg.choice("device", ("cuda", "cpu")) == "cpu"
         self.threads = cfg.int("threads", min=1)
         self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES)
+        self.suffix_batch = cfg.int("suffix_batch", min=1)
         self.shared = None
         if cfg.bool("expandable_segments"):
             # Read by the CUDA caching allocator at its first use.
@@ -288,13 +290,13 @@ class HfEngine(Engine):
     def probe_step(self, ex):
         """The probe's forward and backward of ex as train runs it: with
         its shared prefix when shared_setup() turned them on and ex has
-        one (the prefix's kept state and keys/values plus one suffix, the
-        peak of a shared-prefix step), else the plain way.  (loss,
-        prefix tokens)."""
+        one (the prefix's kept state and keys/values plus one batch of
+        suffix_batch suffixes, each ex's own: the peak of a shared-prefix
+        step), else the plain way.  (loss, prefix tokens)."""
         P = ex.get("prefix_len", 0) if ex.get("prefix_group", -1) >= 0 else 0
         if self.shared is None or P <= 0:
             return super().probe_step(ex)
-        return self.shared.group(P, [ex], 1)[0], P
+        return self.shared.group(P, [ex] * self.suffix_batch, self.suffix_batch)[0], P
 
     def backward(self, loss):
         with self._oom("backward"):

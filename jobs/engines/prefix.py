@@ -10,23 +10,26 @@ those tokens:
      layer's keys and values (after k_norm and RoPE) are captured.  What the
      prefix's backward needs is kept as the model keeps it: under gradient
      checkpointing (non-reentrant) the layer inputs only;
-  2. each example's suffix (tokens P..T-1) runs against those keys and
-     values detached into leaf tensors (requires_grad, the same storage),
-     at positions P..T-1,
+  2. the examples' suffixes (tokens P..T-1), suffix_batch of them in one
+     forward (left-padded to the longest; a padding position is a key no
+     query sees), run against those keys and values detached into leaf
+     tensors (requires_grad, the same storage), at positions P..T-1,
      with the attention masks built here: causal for the global layers,
      causal and within the sliding window for the sliding layers.  Every
      prefix key and value is kept (not the last sliding_window - 1 of a
      sliding layer's cache: that cache is wrong for a suffix that reaches
      past the window) and the window is the mask's;
-  3. the suffix's loss backward: the adapter's gradients from the suffix,
-     and the gradients of the keys and values summed in the leaves over the
-     step's examples;
+  3. the suffixes' losses backward: the adapter's gradients from the
+     suffixes, and the gradients of the keys and values summed in the
+     leaves over the batch and the step's examples;
   4. after the group's last example, one backward of the prefix from its
      captured keys and values with the summed gradients.
 
 The loss and the gradients are the plain loop's up to the order of float
 summation.  The cost of a step falls from sum(T_i) tokens to
-P + sum(T_i - P).
+P + sum(T_i - P); batching the suffixes turns a step's many short forwards
+(a few dozen tokens each, where the per-call and small-matrix costs
+dominate) into a few longer ones.
 
 The keys and values reach the layers through Gemma3Attention's own
 past_key_values.update() call: the patched forward hands it the object
@@ -110,6 +113,11 @@ class _Suffix:
     def update(self, k, v, layer_idx, *args, **kw):
         import torch
         pk, pv = self.leaves[layer_idx]
+        B = k.shape[0]
+        if pk.shape[0] != B:
+            # One prefix for the batch's rows: a view, whose gradient is
+            # the rows' sum.
+            pk, pv = pk.expand(B, -1, -1, -1), pv.expand(B, -1, -1, -1)
         return torch.cat([pk.to(k.dtype), k], dim=-2), torch.cat([pv.to(v.dtype), v], dim=-2)
 
 
@@ -131,25 +139,39 @@ def unsupported(model, attn):
     return None
 
 
-def masks(model, P, S, attn, dtype, device):
-    """{"full_attention", "sliding_attention"} masks [1, 1, S, P+S] of the
-    suffix's queries (positions P..P+S-1) over every key 0..P+S-1: bool for
-    sdpa (True: attend), additive for eager."""
+def masks(model, P, lens, attn, dtype, device):
+    """(masks, positions) of a batch of suffixes of lens[b] tokens after
+    the same P-token prefix, left-padded to S = max(lens): masks
+    {"full_attention", "sliding_attention"} [B, 1, S, P+S] of the queries
+    over every key (bool for sdpa, True: attend; additive for eager) and
+    positions [B, S].  A row's real tokens sit at positions P..P+lens[b]-1
+    and see the prefix and their own earlier tokens, causally (and within
+    the window on sliding layers); a padding key is seen by no query, and
+    a padding query (its output unused) sees the prefix only, so that no
+    softmax row is empty."""
     import torch
     tc = text_config(model)
-    q = torch.arange(P, P + S, device=device)[:, None]
-    k = torch.arange(0, P + S, device=device)[None, :]
-    causal = k <= q
+    S = max(lens)
+    pad = torch.tensor([S - n for n in lens], device=device)[:, None]          # [B, 1]
+    j = torch.arange(S, device=device)[None, :]                               # [1, S]
+    real_q = j >= pad                                                         # [B, S]
+    qpos = torch.where(real_q, P + j - pad, torch.full_like(j - pad, P))      # [B, S]
+    k = torch.arange(P + S, device=device)[None, :]                           # [1, P+S]
+    kpos = torch.where(k < P, k, k - pad)                                     # [B, P+S]
+    real_k = (k < P) | (k - P >= pad)                                         # [B, P+S]
+    qp, kp = qpos[:, :, None], kpos[:, None, :]
+    seen = real_k[:, None, :] & (real_q[:, :, None] | (k < P)[:, None, :])
+    causal = seen & (kp <= qp)
     out = {"full_attention": causal}
     w = getattr(tc, "sliding_window", None)
-    out["sliding_attention"] = causal & (k > q - w) if w else causal
+    out["sliding_attention"] = causal & (kp > qp - w) if w else causal
     for name in out:
-        m = out[name][None, None]
+        m = out[name][:, None]
         if attn == "eager":
             f = torch.zeros(m.shape, dtype=dtype, device=device)
             m = f.masked_fill(~m, torch.finfo(dtype).min)
         out[name] = m
-    return out
+    return out, qpos
 
 
 def plan_step(exs):
@@ -246,31 +268,40 @@ class Shared:
                       logits_to_keep=1, **self._kwargs(ids))
         return cap.kv
 
-    def _suffix_loss(self, ex, P, leaves, div):
+    def _suffix_losses(self, batch, P, leaves, div):
+        """One forward and backward of the batch's suffixes against the
+        prefix's leaves; their losses (not divided)."""
         eng = self.eng
         torch = eng.torch
         F = torch.nn.functional
-        full = torch.as_tensor(ex["input_ids"], dtype=torch.long, device=eng.dev)
-        T = full.shape[0]
-        n = int(ex["response_len"])
-        ids = full[P:][None]
-        S = T - P
-        pos = torch.arange(P, T, device=eng.dev)[None]
+        fulls = [torch.as_tensor(ex["input_ids"], dtype=torch.long, device=eng.dev) for ex in batch]
+        ns = [int(ex["response_len"]) for ex in batch]
+        lens = [f.shape[0] - P for f in fulls]
+        S = max(lens)
+        # Left padding (token 0; no query sees it): every row's answer ends
+        # at the last position, so logits_to_keep covers all of them.
+        ids = torch.zeros((len(batch), S), dtype=torch.long, device=eng.dev)
+        for b, f in enumerate(fulls):
+            ids[b, S - lens[b]:] = f[P:]
         dtype = leaves[min(leaves)][0].dtype
-        m = masks(eng.model, P, S, eng.attn, dtype, eng.dev)
+        m, pos = masks(eng.model, P, lens, eng.attn, dtype, eng.dev)
         kw = self._kwargs(ids)
         if eng.logits_response_only:
-            kw["logits_to_keep"] = n + 1
+            kw["logits_to_keep"] = max(ns) + 1
         sfx = _Suffix(leaves)
         with _using(sfx):
             with eng._oom("forward"):
                 out = eng.model(input_ids=ids, attention_mask=m, position_ids=pos, use_cache=False, **kw)
-                pred = out.logits[0, -(n + 1):-1, :].float()
-                loss = F.cross_entropy(pred, full[T - n:])
-                del out, pred
+                losses = []
+                for b, (f, n) in enumerate(zip(fulls, ns)):
+                    pred = out.logits[b, -(n + 1):-1, :].float()
+                    losses.append(F.cross_entropy(pred, f[f.shape[0] - n:]))
+                    del pred
+                del out
+                total = torch.stack(losses).sum()
             with eng._oom("backward"):
-                (loss / div).backward()
-        return float(loss.detach())
+                (total / div).backward()
+        return [float(x.detach()) for x in losses]
 
     def group(self, P, members, div):
         """Forward and backward of one group's examples; their losses."""
@@ -284,7 +315,10 @@ class Shared:
         # float32 sums, measured no closer to the plain loop in bfloat16:
         # the differences are the suffix's own roundings.)
         leaves = {i: tuple(t.detach().requires_grad_(True) for t in kv[i]) for i in layers}
-        losses = [self._suffix_loss(ex, P, leaves, div) for ex in members]
+        B = self.eng.suffix_batch
+        losses = []
+        for i in range(0, len(members), B):
+            losses += self._suffix_losses(members[i:i + B], P, leaves, div)
         outs, grads = [], []
         for i in layers:
             for t, leaf in zip(kv[i], leaves[i]):

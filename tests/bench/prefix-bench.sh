@@ -20,6 +20,13 @@
 #
 #   tests/bench/prefix-bench.sh [STEPS] [ROUNDS]
 #
+# SHAPES=router trains the router demo's own corpus
+# (etc/examples/router/corpus-v1.jsonl) with the demo's settings (float32,
+# AdamW, two threads, r16; BASE should be the real Gemma 3 270M). MODES
+# (default "no yes1 yes"): the plain loop, shared prefixes one suffix at a
+# time (suffix_batch 1) and shared prefixes with a step's suffixes in one
+# forward (suffix_batch 8, the default); ratios are against the first mode.
+#
 # Environment: BASE (a Gemma 3 checkpoint, e.g. the real Gemma 3 270M of
 # tests/tools/realbase.sh --path; default: the medium fixture of
 # tests/fixtures/gen_gemma3.py, 8 layers, sliding window 64; SIZE=tiny
@@ -58,6 +65,15 @@
 # within 9.3e-7 of the median update per tensor at the median element and
 # 0.015 at the largest (4.6e-6 absolute, under 1% of one step's learning
 # rate; tests/integration/data/prefix_adapters.py).
+# suffix_batch (2026-12-04, the real Gemma 3 270M, SHAPES=router
+# MODES="yes1 yes", 4 steps x 1 round, 2 cores shared with a .ci/run
+# building Ollama, load 3): prefix 413 tokens, prompts 420-445, answers
+# median 17; one suffix at a time 6.38 s wall and 8.40 s CPU a step, the
+# step's 8 suffixes in one forward 5.37 s and 8.20 s: wall 0.841x, CPU
+# 0.976x (the same arithmetic in fewer, larger matrix products, which two
+# threads share better); peak RSS 2,848 -> 3,789 MB, 1.33x (eight
+# suffixes' activations and logits at once); the four losses equal to 5
+# digits (4.7524, 4.923, 3.3286, 2.5308).
 set -eu
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
@@ -72,55 +88,79 @@ if [ -z "${BASE:-}" ]; then
 	    --layout causal >/dev/null
 fi
 echo "# base $BASE; load $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; $STEPS steps x $ROUNDS rounds each way"
+MODES=${MODES:-no yes1 yes}
 for shape in ${SHAPES:-1200 half}; do
 	# Words of the fixture corpus to tokens: about 3.7 (its small
 	# SentencePiece model); the token counts printed are the real ones.
+	# The recipe's settings (nf4, 8-bit AdamW, one thread), but for the
+	# router's shape: the demo's (float32, AdamW, two threads, r16).
+	recipe='"optim": "paged_adamw_8bit", "threads": 1, "learning_rate": 0.0002'
+	corpus=$T/c-$shape.jsonl
 	case $shape in
 	1200) sf=${FILLER_1200:-320} uw=${USER_WORDS:-80};;
 	half) sf=${FILLER_HALF:-60} uw=${USER_WORDS:-80};;
-	*) echo "prefix-bench: SHAPES: $shape is not 1200 or half" >&2; exit 2;;
+	router)
+		corpus=$TOP/etc/examples/router/corpus-v1.jsonl
+		recipe='"optim": "adamw_torch", "threads": 2, "learning_rate": 0.0005, "load_in_4bit": false,
+ "bnb_4bit_compute_dtype": "float32", "gradient_checkpointing": false, "lm_head_bf16": false, "mlp_chunk": 0';;
+	*) echo "prefix-bench: SHAPES: $shape is not 1200, half or router" >&2; exit 2;;
 	esac
-	/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "c-$shape.jsonl" --n 32 --shared-filler $sf --user-words $uw
-	"$TOP/daemon/pipelinectl" stage tokenize -w "tok-$shape" base="$BASE" corpus="$T/c-$shape.jsonl" >"tok-$shape.out" 2>&1 ||
+	[ "$shape" = router ] ||
+	    /usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "$corpus" --n 32 --shared-filler $sf --user-words $uw
+	"$TOP/daemon/pipelinectl" stage tokenize -w "tok-$shape" base="$BASE" corpus="$corpus" >"tok-$shape.out" 2>&1 ||
 	    { cat "tok-$shape.out"; exit 1; }
-	for mode in no yes; do
+	# Modes: no (the plain loop), yes (shared prefixes, suffix_batch at
+	# its default, 8: a step's suffixes in one forward), yes1 (shared,
+	# suffix_batch 1: one suffix at a time, as before the key).
+	for mode in $MODES; do
+		case $mode in
+		no|yes) sp=$mode sb="";;
+		yes1) sp=yes sb=', "suffix_batch": 1';;
+		*) echo "prefix-bench: MODES: $mode is not no, yes or yes1" >&2; exit 2;;
+		esac
 		cat >"cfg-$shape-$mode.json" <<JSON
 {"engine": "hf", "device": "cpu", "base": "$BASE", "tokens": "$T/tok-$shape/tokens.npz",
  "max_steps": $STEPS, "save_steps": 0, "gradient_accumulation_steps": 8, "warmup_steps": 1,
- "learning_rate": 0.0002, "lora_r": ${LORA_R:-16}, "lora_alpha": ${LORA_R:-16}, "optim": "paged_adamw_8bit",
- "threads": 1, "shared_prefix": "$mode"}
+ "lora_r": ${LORA_R:-16}, "lora_alpha": ${LORA_R:-16}, $recipe, "shared_prefix": "$sp"$sb}
 JSON
 	done
 	for r in $(seq 1 "$ROUNDS"); do
-		for mode in no yes; do
+		for mode in $MODES; do
 			mkdir -p "w-$shape-$mode-$r"
 			PL_WORKDIR=$T/w-$shape-$mode-$r "$PY" "$TOP/jobs/train.py" --config "cfg-$shape-$mode.json" \
 			    --events "ev-$shape-$mode-$r" 2>"err-$shape-$mode-$r" ||
 			    { cat "err-$shape-$mode-$r"; exit 1; }
 		done
 	done
-	"$PY" - "$T" "$shape" "$ROUNDS" <<'PYX'
+	"$PY" - "$T" "$shape" "$ROUNDS" $MODES <<'PYX'
 import glob, json, os, statistics, sys
-t, shape, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t, shape, rounds, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 st = json.load(open(os.path.join(t, "tok-%s" % shape, "stats.json")))
-fig, pred = {}, None
-for mode in ("no", "yes"):
+fig, pred, loss = {}, None, {}
+for mode in modes:
     m = {"step_cpu_s": [], "step_wall_s": [], "peak_mb": []}
     for r in range(1, rounds + 1):
         for line in open(os.path.join(t, "ev-%s-%s-%d" % (shape, mode, r))):
             e = json.loads(line)
             if e["type"] == "metric" and e["name"] in m and e["step"] > 1:
                 m[e["name"]].append(e["value"])
+            if e["type"] == "metric" and e["name"] == "loss" and r == 1:
+                loss.setdefault(mode, []).append(e["value"])
             if e["type"] == "shared_prefix" and e.get("on"):
                 pred = e["predicted_ratio"]
     fig[mode] = {k: statistics.median(v) for k, v in m.items()}
-prompt = (st["prompt"]["min"] + st["prompt"]["max"]) / 2.0
 print("shape %s: shared prefix %d tokens, prompts %d-%d tokens, answers median %g, share %.1f%%; "
-      "predicted ratio from token counts %.3f" % (shape, st["shared_prefix_tokens"], st["prompt"]["min"],
-      st["prompt"]["max"], st["response_span"]["median"], 100 * st["shared_prefix_share"], pred))
-print("  %-12s %10s %10s %10s" % ("", "plain", "shared", "ratio"))
+      "predicted ratio from token counts %s" % (shape, st["shared_prefix_tokens"], st["prompt"]["min"],
+      st["prompt"]["max"], st["response_span"]["median"], 100 * st["shared_prefix_share"],
+      "%.3f" % pred if pred else "-"))
+names = {"no": "plain", "yes": "shared", "yes1": "shared sb1"}
+ref = modes[0]
+print("  %-12s" % "" + "".join("%12s" % names[m] for m in modes) +
+      "".join("%12s" % ("%s/%s" % (m, ref)) for m in modes[1:]))
 for k, label in (("step_cpu_s", "CPU s/step"), ("step_wall_s", "wall s/step"), ("peak_mb", "peak RSS MB")):
-    a, b = fig["no"][k], fig["yes"][k]
-    print("  %-12s %10.2f %10.2f %10.3f" % (label, a, b, b / a))
+    print("  %-12s" % label + "".join("%12.2f" % fig[m][k] for m in modes) +
+          "".join("%12.3f" % (fig[m][k] / fig[ref][k]) for m in modes[1:]))
+for m in modes:
+    print("  losses %-10s %s" % (names[m], " ".join("%.5g" % x for x in loss.get(m, []))))
 PYX
 done

@@ -83,6 +83,8 @@
 	    .help = "hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),                   \
 	PL_KEY_STRING(.name = "shared_prefix", .def = "auto",                                  \
 	    .help = "hf: train a step's shared prompt prefix once: auto, yes or no"),          \
+	PL_KEY_INT(.name = "suffix_batch", .def = "8",                                         \
+	    .help = "hf: suffixes run in one forward when shared_prefix is on"),               \
 	PL_KEY_INT(.name = "oom_at_step", .def = "0", .flags = PL_KEY_HIDDEN,                  \
 	    .help = "test only: the tiny engine fails like a CUDA OOM at this step"),          \
 	PL_KEY_STRING(.name = "python",                                                        \
@@ -107,6 +109,8 @@ trainkeys_check(const struct pl_host *h, pl_job *job)
 		h->check_error(job, "lora_r", "must be at least 1");
 	if (h->get_int(job, "threads", 0) < 1)
 		h->check_error(job, "threads", "must be at least 1");
+	if (h->get_int(job, "suffix_batch", 0) < 1)
+		h->check_error(job, "suffix_batch", "must be at least 1");
 }
 
 #endif

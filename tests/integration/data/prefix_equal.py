@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--loss-tol", type=float, default=1e-5)
     ap.add_argument("--grad-tol", type=float, default=1e-4)
     ap.add_argument("--step", type=int, default=1)
+    ap.add_argument("--need-padding", action="store_true",
+                    help="fail unless a shared group's suffixes differ in length")
     ap.add_argument("--init-b", type=float, default=0.05,
                     help="LoRA B's starting values' standard deviation (0: PEFT's zeros)")
     a = ap.parse_args()
@@ -85,7 +87,13 @@ def main():
     plan = train.Plan(len(examples), accum, 1, 0, cfg.int("seed", 3407))
     _, idx = plan.batch(a.step)
     shared, _ = prefix.plan_step([examples[i] for i in idx])
-    print("step %d: %d examples, shared groups %s" % (a.step, len(idx), [(P, len(m)) for P, m in shared]))
+    lens = [sorted(len(x["input_ids"]) - P for x in m) for P, m in shared]
+    print("step %d: %d examples, shared groups %s, suffix lengths %s"
+          % (a.step, len(idx), [(P, len(m)) for P, m in shared], lens))
+    if a.need_padding and not any(len(set(x)) > 1 for x in lens):
+        # A batch of equal suffixes would leave the left padding untested.
+        print("no group's suffixes differ in length: the padding is not exercised")
+        return 1
     on0, _, l0, g0 = run(cfgd, examples, idx, "no")
     on1, why, l1, g1 = run(cfgd, examples, idx, "yes")
     print("shared prefix: %s (%s)" % (on1, why))
