@@ -179,7 +179,9 @@ convert_run(pl_job *job)
 		ots = "f16";
 	if (outk && *outk) {
 		const char *o = host->input(job, "output");
-		snprintf(out, sizeof(out), "%s", o ? o : outk);
+		if (o == NULL)
+			return host->fail(job, "output %s cannot be used", outk);
+		snprintf(out, sizeof(out), "%s", o);
 	} else
 		snprintf(out, sizeof(out), "%s/model-%s.gguf", host->workdir(job),
 		    outtype == GGML_F16 ? "f16" : outtype == GGML_BF16 ? "bf16" : "f32");

@@ -1056,7 +1056,10 @@ merge_run(pl_job *job)
 	if (m.base_dir == NULL || m.adapter_dir == NULL)
 		return host->fail(job, "merge: %s cannot be resolved",
 		    m.base_dir == NULL ? "base" : "adapter");
-	const char *output = host->get(job, "output") ? host->input(job, "output") : NULL;
+	const char *ok = host->get(job, "output");
+	const char *output = ok ? host->input(job, "output") : NULL;
+	if (ok && output == NULL)
+		return host->fail(job, "merge: output %s cannot be used", ok);
 	if (output == NULL) {
 		snprintf(out_default, sizeof(out_default), "%s/merged", host->workdir(job));
 		output = out_default;

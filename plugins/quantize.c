@@ -169,7 +169,9 @@ quantize_run(pl_job *job)
 		return host->fail(job, "input: no GGUF to quantize");
 	if (outk && *outk) {
 		const char *o = host->input(job, "output");
-		snprintf(out, sizeof(out), "%s", o ? o : outk);
+		if (o == NULL)
+			return host->fail(job, "output %s cannot be used", outk);
+		snprintf(out, sizeof(out), "%s", o);
 	} else
 		snprintf(out, sizeof(out), "%s/model-q8_0.gguf", host->workdir(job));
 	if (strcmp(in, out) == 0)

@@ -603,12 +603,18 @@ fix_run(pl_job *job)
 	if ((f.input = host->input(job, "input")) == NULL)
 		return host->fail(job, "tensor_fix: input cannot be resolved (no path given and "
 		    "no upstream \"merged\" artifact)");
-	f.output = host->get(job, "output") ? host->input(job, "output") : NULL;
+	const char *ok = host->get(job, "output");
+	f.output = ok ? host->input(job, "output") : NULL;
+	if (ok && f.output == NULL)
+		return host->fail(job, "tensor_fix: output %s cannot be used", ok);
 	if (f.output == NULL) {
 		snprintf(out_default, sizeof(out_default), "%s/fixed", host->workdir(job));
 		f.output = out_default;
 	}
-	f.manifest = host->get(job, "manifest") ? host->input(job, "manifest") : NULL;
+	const char *mk = host->get(job, "manifest");
+	f.manifest = mk ? host->input(job, "manifest") : NULL;
+	if (mk && f.manifest == NULL)
+		return host->fail(job, "tensor_fix: manifest %s cannot be used", mk);
 	if (f.manifest == NULL) {
 		snprintf(man_default, sizeof(man_default), "%s.manifest.json", f.output);
 		f.manifest = man_default;

@@ -53,6 +53,11 @@ char	**split_list(const char *s, int *count);
 void	strv_free(char **v);
 /* Resolve path against dir unless absolute; returns malloc'd string. */
 char	*path_resolve(const char *dir, const char *path);
+/* path, resolved, when a process with the daemon's rights may use it for
+ * a submitter: no directory on it that a user other than root or trusted
+ * could change, no link of another user's to what it does not own (util.c);
+ * NULL with why set when not. malloc'd. */
+char	*path_trusted(const char *path, uid_t trusted, char *why, size_t whylen);
 char	*xstrdup(const char *s);
 void	*xcalloc(size_t n, size_t sz);
 /* The directory holding the running executable (for the shim, plugins). */
@@ -567,6 +572,7 @@ struct pl_job {
 	volatile int cancel;              /* set by the scheduler */
 	int timed_out;
 	char failmsg[512];
+	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
 	 * check (host->input() gives NULL for them: reported once). */
 	char **errs;

@@ -233,6 +233,130 @@ path_resolve(const char *dir, const char *path)
 	return r;
 }
 
+/*
+ * A path that a process with the daemon's rights may use on a
+ * submitter's behalf (OpenSSH's safe_path, for every component): walked
+ * from "/" one component at a time with lstat, links resolved here (at
+ * most 40), every directory it passes through owned by root or by
+ * trusted and writable by no one else (unless sticky, as /tmp is: there
+ * only an entry's owner can swap it, and the entry must be root's or
+ * trusted's), every link owned by root or trusted, or by the owner of
+ * what it points at. Nothing on such a path can be swapped by another
+ * user between this check and its use. Components that do not exist yet
+ * (an output to be made) end the walk. Returns the resolved path (no
+ * links, no "." or ".."; malloc'd), or NULL with why set.
+ */
+static int
+path_trusted_uid(uid_t u, uid_t trusted)
+{
+	return u == 0 || u == trusted;
+}
+
+char *
+path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
+{
+	char res[PATH_MAX] = "", todo[2 * PATH_MAX], link[PATH_MAX];
+	struct stat st;
+	int links = 0;
+
+	why[0] = '\0';
+	if (path[0] != '/' || strlen(path) >= sizeof(todo)) {
+		snprintf(why, whylen, "not an absolute path");
+		return NULL;
+	}
+	if (lstat("/", &st) == -1 || !path_trusted_uid(st.st_uid, trusted) ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(why, whylen, "/ is not root's, or is writable by others");
+		return NULL;
+	}
+	snprintf(todo, sizeof(todo), "%s", path);
+	char *rest = todo;
+	while (*rest != '\0') {
+		while (*rest == '/')
+			rest++;
+		if (*rest == '\0')
+			break;
+		char *end = strchr(rest, '/');
+		size_t n = end ? (size_t)(end - rest) : strlen(rest);
+		char comp[NAME_MAX + 1];
+		if (n > NAME_MAX) {
+			errno = ENAMETOOLONG;
+			snprintf(why, whylen, "%s", strerror(errno));
+			return NULL;
+		}
+		memcpy(comp, rest, n);
+		comp[n] = '\0';
+		rest += n;
+		if (strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			char *sl = strrchr(res, '/');
+			if (sl != NULL)
+				*sl = '\0';
+			continue;
+		}
+		char cand[PATH_MAX];
+		if ((size_t)snprintf(cand, sizeof(cand), "%s/%s", res, comp) >= sizeof(cand)) {
+			snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+			return NULL;
+		}
+		if (lstat(cand, &st) == -1) {
+			if (errno != ENOENT) {
+				snprintf(why, whylen, "%s: %s", cand, strerror(errno));
+				return NULL;
+			}
+			/* Not there yet: made later in a directory checked above. */
+			if ((size_t)snprintf(res, sizeof(res), "%s%s", cand, rest) >= sizeof(res)) {
+				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+				return NULL;
+			}
+			char *r = xstrdup(res);
+			path_clean(r);
+			return r;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			struct stat t;
+			ssize_t ln = readlink(cand, link, sizeof(link) - 1);
+			if (++links > 40 || ln <= 0) {
+				snprintf(why, whylen, "%s: %s", cand, strerror(ln <= 0 ? errno : ELOOP));
+				return NULL;
+			}
+			link[ln] = '\0';
+			if (!path_trusted_uid(st.st_uid, trusted) &&
+			    (stat(cand, &t) == -1 || t.st_uid != st.st_uid)) {
+				snprintf(why, whylen, "%s: a symbolic link of uid %ld to what another owns, "
+				    "not followed with the daemon's rights", cand, (long)st.st_uid);
+				return NULL;
+			}
+			char next[2 * PATH_MAX];
+			if ((size_t)snprintf(next, sizeof(next), "%s%s", link, rest) >= sizeof(todo)) {
+				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
+				return NULL;
+			}
+			if (link[0] == '/')
+				res[0] = '\0';
+			memcpy(todo, next, strlen(next) + 1);
+			rest = todo;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode) && (!path_trusted_uid(st.st_uid, trusted) ||
+		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)))) {
+			snprintf(why, whylen, "%s: a directory %s, where another user could swap what "
+			    "a run with the daemon's rights reads or writes (such runs use directories "
+			    "of root%s writable by no one else; a run owned by that user works as it)",
+			    cand, path_trusted_uid(st.st_uid, trusted) ? "writable by its group or others" :
+			    "of another owner", trusted ? " or the daemon's user" : "");
+			return NULL;
+		}
+		if (!S_ISDIR(st.st_mode) && *rest != '\0') {
+			snprintf(why, whylen, "%s: %s", cand, strerror(ENOTDIR));
+			return NULL;
+		}
+		memcpy(res, cand, strlen(cand) + 1);
+	}
+	return xstrdup(res[0] ? res : "/");
+}
+
 char *
 xstrdup(const char *s)
 {

@@ -57,6 +57,10 @@ h_fail(pl_job *j, const char *fmt, ...)
 	vsnprintf(j->failmsg, sizeof(j->failmsg), fmt, ap);
 	va_end(ap);
 	job_logf(j, "error: %s", j->failmsg);
+	/* A path the host refused (input_resolve) is why, whatever the stage
+	 * made of the missing path: the job's message says so. */
+	if (j->refused[0] != '\0')
+		snprintf(j->failmsg, sizeof(j->failmsg), "%s", j->refused);
 	return PL_EFAIL;
 }
 
@@ -179,6 +183,18 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 
 /* An input resolved (pooled), or NULL with why it is not ("" when it
  * was reported at check time). */
+/* Whether the job's stage works with the daemon's own rights: a run of
+ * the daemon's own user (or with no owner), whose stages run in the
+ * daemon's process or as that user. (By hand, pipelinectl stage, there is
+ * no store: the stage works with its caller's own rights.) */
+static int
+with_our_rights(const pl_job *j)
+{
+	uid_t uid;
+	gid_t gid;
+	return j->owner == NULL || (owner_ids(j->owner, &uid, &gid) == 0 && uid == geteuid());
+}
+
 static const char *
 input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 {
@@ -221,10 +237,33 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 			return NULL;
 		}
 	}
-	if (v[0] == '/')
-		return pool(j, xstrdup(v));
 	/* Relative: to the spec's directory; by hand, to the current one. */
 	const char *base = j->spec && j->spec->dir ? j->spec->dir : ".";
+	if (j->store != NULL && with_our_rights(j)) {
+		/* The stage works with the daemon's rights: the path is walked
+		 * here, every directory and link on it checked (path_trusted),
+		 * and handed on resolved. */
+		char *joined, *r, pwhy[PATH_MAX + 256], cwd[PATH_MAX];
+		if (v[0] == '/')
+			joined = xstrdup(v);
+		else if (asprintf(&joined, "%s/%s/%s", base[0] == '/' ? "" :
+		    getcwd(cwd, sizeof(cwd)) ? cwd : ".", base, v) == -1)
+			fatal("asprintf");
+		r = path_trusted(joined, geteuid(), pwhy, sizeof(pwhy));
+		if (r == NULL) {
+			if (strncmp(pwhy, joined, strlen(joined)) == 0)
+				snprintf(why, whylen, "%s: %s", key, pwhy);
+			else
+				snprintf(why, whylen, "%s: %s: %s", key, joined, pwhy);
+			snprintf(j->refused, sizeof(j->refused), "%s", why);
+			free(joined);
+			return NULL;
+		}
+		free(joined);
+		return pool(j, r);
+	}
+	if (v[0] == '/')
+		return pool(j, xstrdup(v));
 	char *r = path_resolve(base, v);
 	char *abs = realpath(r, NULL);
 	if (abs != NULL) {

@@ -11,8 +11,10 @@ nobody=$(id -u nobody)
 as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
 
 # member_setup PLUGIN...: the fixture in $TEST_TMP/orig, out/ ($O, anyone
-# writes it), specs/, the plugins in a directory of their own, and the
-# daemon started with group = plsubmit and its control socket open to nobody.
+# writes it: for the member's runs), out-root/ ($R, root's: root's runs,
+# whose stages use no directory another user could change), specs/, the
+# plugins in a directory of their own, and the daemon started with group =
+# plsubmit and its control socket open to nobody.
 member_setup() {
 	chmod 0755 "$TEST_TMP"
 	cd "$TEST_TMP" || exit 1
@@ -20,6 +22,7 @@ member_setup() {
 		fail "fixture"
 	chmod -R a+rX "$TEST_TMP/orig"
 	O=$TEST_TMP/out; mkdir -p "$O" specs; chmod 0777 "$O"; chmod 0755 specs
+	R=$TEST_TMP/out-root; mkdir -p "$R"; chmod 0755 "$R"
 	mkdir -p plugins && cp "$@" plugins/ && chmod 0755 plugins plugins/*.so || fail "plugins"
 	export PL_PLUGIN_DIR=$TEST_TMP/plugins
 	pl_conf "group = plsubmit"

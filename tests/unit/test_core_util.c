@@ -2,6 +2,8 @@
  * among them. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +215,59 @@ case_nul(void)
 	CHECK(json_has_nul("{\"t\":\"\\n\\u00001\"}") == 1);
 }
 
+/* path_trusted (as root): the walk resolves ".", "..", relative and
+ * absolute links of root's, allows a sticky directory and a path that does
+ * not exist yet, and refuses another user's directory, a directory others
+ * may write, another user's link to root's file, and a link loop. */
+static void
+case_path_trusted(void)
+{
+	if (geteuid() != 0)
+		UNIT_SKIP("path_trusted's owners need root");
+	char t[] = "/tmp/pathtrusted.XXXXXX", p[PATH_MAX], want[PATH_MAX], why[512];
+	CHECK(mkdtemp(t) != NULL);
+	CHECK(chmod(t, 0755) == 0);
+	char *r;
+#define P(...) (snprintf(p, sizeof(p), __VA_ARGS__), p)
+	CHECK(mkdir(P("%s/a", t), 0755) == 0 && mkdir(P("%s/a/b", t), 0755) == 0);
+	CHECK(symlink("a/b", P("%s/rel", t)) == 0);          /* root's, relative */
+	CHECK(symlink(t, P("%s/a/abs", t)) == 0);            /* root's, absolute */
+	snprintf(want, sizeof(want), "%s/a/b/new/file", t);
+	r = path_trusted(P("%s/./a/abs/rel/../b/new/file", t), 0, why, sizeof(why));
+	CHECK(r != NULL && strcmp(r, want) == 0);
+	free(r);
+	/* Sticky and anyone's (1777): allowed; 0777: refused. */
+	CHECK(mkdir(P("%s/sticky", t), 0755) == 0 && chmod(p, 01777) == 0);
+	r = path_trusted(P("%s/sticky/x", t), 0, why, sizeof(why));
+	CHECK(r != NULL);
+	free(r);
+	CHECK(chmod(P("%s/sticky", t), 0777) == 0);
+	CHECK(path_trusted(P("%s/sticky/x", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, "writable by its group or others") != NULL);
+	/* Another user's directory; another user's link to root's directory;
+	 * the same link is followed when its owner is the trusted uid. */
+	CHECK(mkdir(P("%s/theirs", t), 0755) == 0 && chown(p, 65534, 65534) == 0);
+	CHECK(path_trusted(P("%s/theirs/x", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, "a directory of another owner") != NULL);
+	snprintf(want, sizeof(want), "%s/a", t);
+	CHECK(symlink(want, P("%s/planted", t)) == 0 && lchown(p, 65534, 65534) == 0);
+	CHECK(path_trusted(P("%s/planted/b", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, "a symbolic link of uid 65534") != NULL);
+	r = path_trusted(P("%s/planted/b", t), 65534, why, sizeof(why));
+	CHECK(r != NULL);
+	free(r);
+	/* A loop; a file used as a directory. */
+	CHECK(symlink("loop", P("%s/loop", t)) == 0);
+	CHECK(path_trusted(P("%s/loop/x", t), 0, why, sizeof(why)) == NULL);
+	CHECK(close(open(P("%s/f", t), O_CREAT | O_WRONLY | O_CLOEXEC, 0644)) == 0);
+	CHECK(path_trusted(P("%s/f/x", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, strerror(ENOTDIR)) != NULL);
+#undef P
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t);
+	CHECK(system(cmd) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parsers),
 	UNIT_CASE(names),
@@ -222,6 +277,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(utf8_clean),
 	UNIT_CASE(nul),
 	UNIT_CASE(owner_fs),
+	UNIT_CASE(path_trusted),
 	UNIT_END
 };
 

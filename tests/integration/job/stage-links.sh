@@ -16,13 +16,23 @@
 #   3. links whose owner owns the target (root's config.json -> root's
 #      file in root's run; nobody's weights -> nobody's blob, as a
 #      Hugging Face cache lays them out) are followed: both runs succeed;
-#   4. root's run, manifest in a directory nobody writes, where nobody
+#   4. root's run, manifest in a sticky directory nobody writes, where nobody
 #      planted the temporary's name (.NAME.tmp.PID) as a link to a
 #      root-owned file: before, root wrote the manifest through it; now
 #      the file is intact and the manifest written;
 #   5. root's run, output naming a link (planted by nobody) to a
-#      directory of root's: refused, the link and the directory intact.
-# Against a real pipelined running as root.
+#      directory of root's: refused, the link and the directory intact;
+#   6. root's run through a directory above the last component that is
+#      nobody's link to a root-only directory: before, followed (the
+#      root-only weights read); now refused, naming the link
+#      (path_trusted: every component of a path a stage uses with the
+#      daemon's rights is walked, as OpenSSH's safe_path does);
+#   7. root's run through a directory nobody owns, or one anyone writes
+#      (not sticky): refused, naming the directory (its owner, or anyone,
+#      could swap what lies below between the check and the use); a
+#      sticky one (/tmp's mode) is allowed, as in 4.
+# Root's runs write to out-root/, root's own; out/ is anyone's, for
+# nobody's runs. Against a real pipelined running as root.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"
@@ -30,12 +40,12 @@ member_setup "$TOP/plugins/tensor_fix.so"
 
 root_run() { pctl submit "specs/$1.ini" >/dev/null || fail "$1: root could not submit"; wait_run "$1" "$2" 60; }
 # copied NAME SECRETFILE: whether the secret's text is anywhere under out/NAME.
-copied() { [ -e "$O/$1" ] && grep -rqF "$(head -1 "$2")" "$O/$1" 2>/dev/null; }
+copied() { [ -e "$R/$1" ] && grep -rqF "$(head -1 "$2")" "$R/$1" 2>/dev/null; }
 
 # 1. root's run, notes.txt -> a root-only file, the link nobody's.
 echo "root secret $RANDOM$RANDOM" > secret; chmod 0600 secret
 cp -r orig in1; ln -s "$TEST_TMP/secret" in1/notes.txt; chown -h nobody in1/notes.txt
-spec r1 "input = $TEST_TMP/in1" "output = $O/r1"
+spec r1 "input = $TEST_TMP/in1" "output = $R/r1"
 root_run r1 failed
 copied r1 secret && fail "r1: the root-only file came into root's output through nobody's link"
 case "$(jobmsg r1)" in *"in1/notes.txt: a symbolic link to a file of another owner, not followed"*) ;;
@@ -54,22 +64,23 @@ note "nobody's run, daemon's link to root's file: $(jobmsg m2)"
 
 # 3. links whose owner owns the target are followed.
 cp -r orig in3; mv in3/config.json config.root.json; ln -s "$TEST_TMP/config.root.json" in3/config.json
-spec r3 "input = $TEST_TMP/in3" "output = $O/r3"
+ln -s "$TEST_TMP" lnk   # root's own link above the last component
+spec r3 "input = $TEST_TMP/lnk/in3" "output = $R/r3"
 root_run r3 succeeded
-cmp -s "$O/r3/config.json" config.root.json || fail "r3: root's own link was not followed"
+cmp -s "$R/r3/config.json" config.root.json || fail "r3: root's own link was not followed"
 mkdir -p in4 blobs; cp orig/* in4/; mv in4/model.safetensors blobs/weights
 ln -s "$TEST_TMP/blobs/weights" in4/model.safetensors
 chown -R nobody in4 blobs; chown -h nobody in4/model.safetensors; chmod -R a+rX in4 blobs
 spec m4 "input = $TEST_TMP/in4" "output = $O/m4"
 member_run m4 succeeded
 [ -f "$O/m4/model.safetensors" ] && [ ! -L "$O/m4/model.safetensors" ] || fail "m4: no weights out"
-note "links whose owner owns the target: followed (root's config.json, nobody's weights blob)"
+note "links whose owner owns the target: followed (root's config.json and directory link, nobody's weights blob)"
 
 # 4. the manifest's temporary planted as a link by nobody.
 echo intact > victim; chmod 0644 victim
-mkdir -m 0777 common
+mkdir -m 1777 common
 as_member ln -s "$TEST_TMP/victim" "common/.r4.manifest.json.tmp.$PL_PID" || fail "r4: plant"
-spec r4 "input = $TEST_TMP/orig" "output = $O/r4" "manifest = $TEST_TMP/common/r4.manifest.json"
+spec r4 "input = $TEST_TMP/orig" "output = $R/r4" "manifest = $TEST_TMP/common/r4.manifest.json"
 root_run r4 succeeded
 [ "$(cat victim)" = intact ] || fail "r4: root wrote its manifest through nobody's link: $(head -c 80 victim)"
 [ -f common/r4.manifest.json ] && [ ! -L common/r4.manifest.json ] || fail "r4: no manifest"
@@ -77,14 +88,39 @@ note "a temporary's name planted as a link: not written through, the manifest wr
 
 # 5. output naming a link (nobody's) to a directory of root's.
 mkdir -p rootdir; echo keep > rootdir/keep
-ln -s "$TEST_TMP/rootdir" "$O/r5"; chown -h nobody "$O/r5"
-spec r5 "input = $TEST_TMP/orig" "output = $O/r5"
+ln -s "$TEST_TMP/rootdir" "$R/r5"; chown -h nobody "$R/r5"
+spec r5 "input = $TEST_TMP/orig" "output = $R/r5"
 root_run r5 failed
-[ -L "$O/r5" ] && [ "$(cat rootdir/keep)" = keep ] && [ ! -e rootdir/model.safetensors ] ||
-	fail "r5: the linked output or its target changed: $(ls -la "$O/r5" rootdir)"
-case "$(jobmsg r5)" in *"$O/r5: the output is a symbolic link; not replaced"*) ;;
+[ -L "$R/r5" ] && [ "$(cat rootdir/keep)" = keep ] && [ ! -e rootdir/model.safetensors ] ||
+	fail "r5: the linked output or its target changed: $(ls -la "$R/r5" rootdir)"
+case "$(jobmsg r5)" in *"$R/r5: a symbolic link of uid $nobody to what another owns, not followed"*) ;;
 	*) fail "r5: the message: $(jobmsg r5)";; esac
 note "output naming a link: $(jobmsg r5)"
+
+# 6. a directory above the last component: nobody's link to a root-only one.
+mkdir -m 0700 rootonly6; cp -r orig rootonly6/m; chmod 0600 rootonly6/m/*
+mkdir -m 0755 pub; ln -s "$TEST_TMP/rootonly6" pub/x; chown -h nobody pub/x
+spec r6 "input = $TEST_TMP/pub/x/m" "output = $R/r6"
+root_run r6 failed
+[ -e "$R/r6" ] && fail "r6: root's run read through nobody's link above the last component"
+case "$(jobmsg r6)" in *"$TEST_TMP/pub/x: a symbolic link of uid $nobody to what another owns"*) ;;
+	*) fail "r6: the message does not name the link: $(jobmsg r6)";; esac
+note "a link above the last component: $(jobmsg r6)"
+
+# 7. a directory of nobody's above, and one anyone writes (not sticky).
+mkdir nbhome; cp -r orig nbhome/m; chown -R nobody nbhome; chmod -R a+rX nbhome
+spec r7 "input = $TEST_TMP/nbhome/m" "output = $R/r7"
+root_run r7 failed
+case "$(jobmsg r7)" in *"$TEST_TMP/nbhome: a directory of another owner"*) ;;
+	*) fail "r7: the message does not name the directory: $(jobmsg r7)";; esac
+note "a directory of another owner above: $(jobmsg r7)"
+mkdir -m 0777 anyone
+spec r7b "input = $TEST_TMP/orig" "output = $TEST_TMP/anyone/r7b"
+root_run r7b failed
+[ -e anyone/r7b ] && fail "r7b: root wrote into a directory anyone writes"
+case "$(jobmsg r7b)" in *"$TEST_TMP/anyone: a directory writable by its group or others"*) ;;
+	*) fail "r7b: the message does not name the directory: $(jobmsg r7b)";; esac
+note "a directory anyone writes: $(jobmsg r7b)"
 kill -0 "$PL_PID" || fail "the daemon died"
 integrity_ok
 events_gapless

@@ -94,10 +94,10 @@ grep -q "pl-stage" "$TEST_TMP/state/runs/mine/tensor_fix/job.log" || fail "mine:
 note "the member's own tensor_fix: out of the daemon, output the member's, digest $got"
 
 # 6. root's own run: in the daemon, as before.
-spec rootrun "input = $TEST_TMP/orig" "output = $O/rootrun"
+spec rootrun "input = $TEST_TMP/orig" "output = $R/rootrun"
 pctl submit specs/rootrun.ini >/dev/null || fail "root could not submit"
 wait_run rootrun succeeded 60
-[ "$(stat -c %u "$O/rootrun/model.safetensors")" = 0 ] || fail "rootrun: the output is not root's"
+[ "$(stat -c %u "$R/rootrun/model.safetensors")" = 0 ] || fail "rootrun: the output is not root's"
 [ "$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id
 	JOIN runs r ON r.id = j.run_id WHERE r.name = 'rootrun'")" = 0 ] || fail "rootrun: ran in a process"
 note "root's own run: in the daemon"
