@@ -1422,6 +1422,8 @@ cc_run(pl_job *job)
 	cc.cases_path = host->get(job, "cases") ? host->input(job, "cases") : NULL;
 	if (cc.corpus == NULL)
 		return host->fail(job, "corpus_check: the corpus is not resolved");
+	if (host->get(job, "cases") && cc.cases_path == NULL)
+		return host->fail(job, "corpus_check: cases %s cannot be used", host->get(job, "cases"));
 	if (guard_list(&cc) == -1 || load_enum(&cc) == -1)
 		goto out;
 	snprintf(fpath, sizeof(fpath), "%s/findings.jsonl", host->workdir(job));

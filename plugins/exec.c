@@ -101,6 +101,11 @@ exec_run(pl_job *job)
 		.argv = argv, .env = envv,
 		.cwd = host->get(job, "cwd") ? host->input(job, "cwd") : NULL,
 	};
+	if (host->get(job, "cwd") && sp.cwd == NULL) {
+		free(copy);
+		free(words);
+		return host->fail(job, "cwd %s cannot be used", host->get(job, "cwd"));
+	}
 	struct pl_exit ex = PL_EXIT_INIT;
 	int rc = host->spawn(job, &sp, &ex);
 	free(copy);
