@@ -120,11 +120,11 @@ if r["finished"]:
 # a cold .ci/run's on 2 quiet cores (2026-12-04).
 first_oracle() {
 	"$TOP/tests/tools/llama-oracle.sh" --check ||
-	    echo "== first run: building llama.cpp (the test oracle; ~11 minutes of 2 cores, cached after)"
+	    echo "== first run: building llama.cpp (the test oracle; 7-11 minutes of 2 cores, cached after)"
 }
 first_ollama() {
 	"$TOP/tests/tools/ollama.sh" --check ||
-	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (~11 minutes of 2 cores, cached after)"
+	    echo "== first run: building Ollama $("$TOP/tests/tools/ollama.sh" --version) and its runner (7-11 minutes of 2 cores, cached after)"
 }
 case "$DEMO" in
 router)

@@ -20,7 +20,7 @@
 # ships the llama.cpp release source as llama/gitRelease.bundle; `npm pack`
 # fetches it through the npm registry, the bundle is cloned with git, and
 # only llama-quantize, llama-simple and llama-server are built with CMake,
-# CPU only (11 minutes of both cores in a cold .ci/run). Nothing of it is
+# CPU only (7 to 11 minutes of both cores in a cold .ci/run). Nothing of it is
 # committed.
 #
 # The cache lives outside the repository, in $PIPELINED_CACHE (default
