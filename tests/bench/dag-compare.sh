@@ -17,7 +17,7 @@ set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/dag-lib.sh"
+. "$HERE/../lib/dag_bench.sh"
 N=${N:-1000}
 R=${R:-5}
 W=$(mktemp -d /var/tmp/dagcompare.XXXXXX)
@@ -31,8 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir "$MNT"
+# Inodes for every round's runs of every build (about 7 a job: R rounds x
+# 2 shapes x builds x N jobs), not the default ratio's 131,072 of 2 GB.
 truncate -s 2G "$W/img"
-mkfs.ext4 -q -F "$W/img"
+mkfs.ext4 -q -F -N $(( (R * 2 * $# * N * 8) + 65536 )) "$W/img"
 mount -o loop "$W/img" "$MNT"
 
 for shape in chain fanout; do
