@@ -51,7 +51,7 @@ key table's, jobs/pljob/keys.py, from the plugin's C table):
   setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
   device cuda (or cpu), threads 1 (CPU threads), shared_prefix auto (or
   yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py),
-  suffix_batch 8 (the suffixes run in one forward in that mode).
+  suffix_batch 1 (how many suffixes run in one forward in that mode).
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),

@@ -44,7 +44,7 @@ COMMON = {
     "device": ("string", "cuda", None, None),
     "expandable_segments": ("bool", "no", None, None),
     "shared_prefix": ("string", "auto", None, None),
-    "suffix_batch": ("int", "8", None, None),
+    "suffix_batch": ("int", "1", None, None),
     "oom_at_step": ("int", "0", None, None),
     "python": ("string", None, None, None),
     "jobs_dir": ("path", None, None, None),

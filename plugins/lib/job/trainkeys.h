@@ -83,7 +83,7 @@
 	    .help = "hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),                   \
 	PL_KEY_STRING(.name = "shared_prefix", .def = "auto",                                  \
 	    .help = "hf: train a step's shared prompt prefix once: auto, yes or no"),          \
-	PL_KEY_INT(.name = "suffix_batch", .def = "8",                                         \
+	PL_KEY_INT(.name = "suffix_batch", .def = "1",                                         \
 	    .help = "hf: suffixes run in one forward when shared_prefix is on"),               \
 	PL_KEY_INT(.name = "oom_at_step", .def = "0", .flags = PL_KEY_HIDDEN,                  \
 	    .help = "test only: the tiny engine fails like a CUDA OOM at this step"),          \

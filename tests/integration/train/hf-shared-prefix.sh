@@ -16,9 +16,9 @@
 #     2e-2, a few bfloat16 roundings (8 mantissa bits: 3.9e-3 each), on a
 #     base whose layers alternate sliding (window 16) and global attention
 #     and a prefix of over 300 tokens, far past the window; with gradient
-#     checkpointing and without, sdpa and eager; the suffixes of
-#     different lengths in one left-padded forward (suffix_batch 8, the
-#     default), one at a time (1) and in uneven batches (3);
+#     checkpointing and without, sdpa and eager; the suffixes one at a
+#     time (suffix_batch 1, the default), of different lengths in one
+#     left-padded forward (8) and in uneven batches (3);
 #  3. 20 optimizer steps both ways (float32 compute, AdamW): in every
 #     adapter tensor the median |shared - plain| stays under 1e-4 of the
 #     tensor's median update (float level) and the largest under 1e-2
@@ -123,15 +123,16 @@ eq() { # eq NAME CONFIG TOLERANCES... [KEY=VALUE...]
 	"$PY" "$D/prefix_equal.py" "$TOK" "$@" >"eq-$name.out" 2>&1 || { cat "eq-$name.out"; die "step equality: $name"; }
 	grep '^step\|^largest' "eq-$name.out" | sed "s/^/$name: /"
 }
-eq f32 f32.json --need-padding
+eq f32 f32.json
 eq f32-eager f32.json attn_implementation=eager
-# suffix_batch: the default (8) runs a group's suffixes, of different
-# lengths, in one left-padded forward; 1 one at a time; 3 in uneven
-# batches, each against the plain loop.
-eq f32-sb1 f32.json suffix_batch=1
+# suffix_batch: the default (1) runs a group's suffixes one at a time; 8
+# all of them, of different lengths, in one left-padded forward; 3 in
+# uneven batches; each against the plain loop.
+eq f32-sb8 f32.json suffix_batch=8 --need-padding
 eq f32-sb3-eager f32.json suffix_batch=3 attn_implementation=eager --step 2 --need-padding
 eq f32-nockpt f32.json gradient_checkpointing=false --step 2
 eq recipe bf16.json --loss-tol 2e-2 --grad-tol 2e-2
+eq recipe-sb8 bf16.json suffix_batch=8 --loss-tol 2e-2 --grad-tol 2e-2
 # The control: the same check must fail when the sliding layers see the
 # whole prefix (a mask without the window), the error a windowed cache of
 # the model's config makes the other way round.
