@@ -238,7 +238,8 @@ path_resolve(const char *dir, const char *path)
  * submitter's behalf (OpenSSH's safe_path, for every component): walked
  * from "/" one component at a time with lstat, links resolved here (at
  * most 40), every directory it passes through owned by root or by
- * trusted and writable by no one else (unless sticky, as /tmp is: there
+ * trusted and writable by no one else, root's group aside (unless
+ * sticky, as /tmp is: there
  * only an entry's owner can swap it, and the entry must be root's or
  * trusted's), every link owned by root or trusted, or by the owner of
  * what it points at. Nothing on such a path can be swapped by another
@@ -339,8 +340,12 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 			rest = todo;
 			continue;
 		}
+		/* Writable by its group is allowed when that is root's group
+		 * (gid 0: administrators; a umask of 002 makes such
+		 * directories). */
+		mode_t others = S_IWOTH | (st.st_gid == 0 ? 0 : S_IWGRP);
 		if (S_ISDIR(st.st_mode) && (!path_trusted_uid(st.st_uid, trusted) ||
-		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)))) {
+		    ((st.st_mode & others) && !(st.st_mode & S_ISVTX)))) {
 			snprintf(why, whylen, "%s: a directory %s, where another user could swap what "
 			    "a run with the daemon's rights reads or writes (such runs use directories "
 			    "of root%s writable by no one else; a run owned by that user works as it)",

@@ -244,6 +244,14 @@ case_path_trusted(void)
 	CHECK(chmod(P("%s/sticky", t), 0777) == 0);
 	CHECK(path_trusted(P("%s/sticky/x", t), 0, why, sizeof(why)) == NULL);
 	CHECK(strstr(why, "writable by its group or others") != NULL);
+	/* Writable by root's group (a umask of 002): allowed; by another
+	 * group: refused. */
+	CHECK(chmod(P("%s/sticky", t), 0775) == 0 && chown(p, 0, 0) == 0);
+	r = path_trusted(P("%s/sticky/x", t), 0, why, sizeof(why));
+	CHECK(r != NULL);
+	free(r);
+	CHECK(chown(P("%s/sticky", t), 0, 65534) == 0);
+	CHECK(path_trusted(P("%s/sticky/x", t), 0, why, sizeof(why)) == NULL);
 	/* Another user's directory; another user's link to root's directory;
 	 * the same link is followed when its owner is the trusted uid. */
 	CHECK(mkdir(P("%s/theirs", t), 0755) == 0 && chown(p, 65534, 65534) == 0);
