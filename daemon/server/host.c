@@ -181,8 +181,6 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 	return rc;
 }
 
-/* An input resolved (pooled), or NULL with why it is not ("" when it
- * was reported at check time). */
 /* Whether the job's stage works with the daemon's own rights: a run of
  * the daemon's own user (or with no owner), whose stages run in the
  * daemon's process or as that user. (By hand, pipelinectl stage, there is
@@ -195,6 +193,8 @@ with_our_rights(const pl_job *j)
 	return j->owner == NULL || (owner_ids(j->owner, &uid, &gid) == 0 && uid == geteuid());
 }
 
+/* An input resolved (pooled), or NULL with why it is not ("" when it
+ * was reported at check time). */
 static const char *
 input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 {

@@ -67,10 +67,8 @@ STEPS=${STEPS:-20}
 ACCUM=${ACCUM:-4}
 LOSS_TOL=${LOSS_TOL:-1e-4}
 ADAPTER_BOUND=${ADAPTER_BOUND:-1e-2}
-router_prepare "$TEST_TMP/e2e"
+router_daemon "$TEST_TMP/e2e"
 R=$ROUTER_DIR
-PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"
-pl_start
 
 # mkspec MODE SHARED: v1.ini as run router-MODE, tag router:MODE, with no
 # incumbent (no previous run or tag, no gate), STEPS steps of ACCUM.

@@ -31,10 +31,8 @@ trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 CORPUS=${BENCH_CORPUS:-corpus-v1.jsonl}
 EPOCHS=${BENCH_EPOCHS:-2}
-router_prepare "$TEST_TMP/e2e"
+router_daemon "$TEST_TMP/e2e"
 R=$ROUTER_DIR
-PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"
-pl_start
 sed -e "s/^corpus = corpus-v1.jsonl\$/corpus = $CORPUS/" \
     -e "s/^num_train_epochs = 2\$/num_train_epochs = $EPOCHS/" "$R/v1.ini" >"$R/v1-bench.ini"
 

@@ -45,7 +45,7 @@ e2e_prepare() {
 e2e_stop() { ollama_stop; }
 
 # router_prepare DIR: what the real router's lifecycle (etc/examples/router/:
-# v0.ini, v1.ini, v2.ini) needs, for `make demo`, e2e/router-real and real-release-bench: the
+# v0.ini, v1.ini, v2.ini) needs, for `make demo`, e2e/router-real and the real-model benches: the
 # specs and their data copied to DIR/spec/router (nothing is written into
 # the tree) with `base` a link to the real Gemma 3 270M checkpoint
 # (tests/tools/realbase.sh --path, built once into the cache),
@@ -81,4 +81,14 @@ router_prepare() {
 	# own engine ignores it.  pipeline.ini(5), bake: the same advice.
 	ollama_start LLAMA_ARG_SWA_FULL=1
 	sed -i "s#http://127.0.0.1:11434#$OURL#" "$ROUTER_DIR"/*.ini
+}
+
+# router_daemon DIR: router_prepare DIR, then a private pipelined for the
+# router's runs started (tests/lib.sh: pl_conf, pl_start): the ML
+# environment's interpreter for its jobs, one "gpu" (the CPU trainer), two
+# jobs at a time. e2e/router-real and the real-model benches.
+router_daemon() {
+	router_prepare "$1"
+	PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"
+	pl_start
 }

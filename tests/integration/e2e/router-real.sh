@@ -64,10 +64,8 @@ MAX_P=0.01
 F16_DLP=0.05
 Q8_DLP=0.5
 T0=$(date +%s)
-router_prepare "$TEST_TMP/e2e"
+router_daemon "$TEST_TMP/e2e"
 R=$ROUTER_DIR
-PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"
-pl_start
 
 sed -e 's/^passes = 2$/passes = 1/' "$R/v0.ini" >"$R/v0-check.ini"
 grep -q "^passes = 1$" "$R/v0-check.ini" || fail "v0-check.ini: passes not substituted"
