@@ -418,14 +418,13 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 	if (strncmp(url, "/api/", 5) == 0) {
 		size_t len = 0;
 		int status;
+		char err[512];
 		char *b = web_api(url, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run"),
 		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job"),
 		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"), viewer, &len,
-		    &status);
+		    &status, err, sizeof(err));
 		if (b == NULL)
-			return reply_text(c, (unsigned)status, status == 404 ? "not found\n" :
-			    status == 403 ? "not your run: a user sees its own runs only\n" :
-			    "the store could not be read\n");
+			return reply_text(c, (unsigned)status, err);
 		return reply(c, MHD_HTTP_OK, "application/json", b, len);
 	}
 	if (strcmp(url, "/favicon.ico") == 0)	/* none: say so without an error */

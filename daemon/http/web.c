@@ -142,7 +142,8 @@ json_out(cJSON *o, size_t *len)
 	return t;
 }
 
-/* May viewer see run (access.c)? 200, 404 (no such run) or 403. */
+/* May viewer see run (access.c)? 200, or 404: no such run, or another
+ * user's, answered alike (access_no_run()). */
 static int
 run_access(sqlite3 *db, const char *run, int64_t viewer)
 {
@@ -154,9 +155,9 @@ run_access(sqlite3 *db, const char *run, int64_t viewer)
 		return status;
 	}
 	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		status = access_run(viewer, sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 :
-		    sqlite3_column_int64(st, 0)) ? 200 : 403;
+	if (sqlite3_step(st) == SQLITE_ROW && access_run(viewer, sqlite3_column_type(st, 0) ==
+	    SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0)))
+		status = 200;
 	sqlite3_finalize(st);
 	return status;
 }
@@ -303,19 +304,27 @@ api_log(const char *run, const char *job, const char *off, size_t *len)
 
 char *
 web_api(const char *url, const char *run, const char *job, const char *off, int64_t viewer,
-    size_t *len, int *status)
+    size_t *len, int *status, char *err, size_t errlen)
 {
 	*status = 200;
+	snprintf(err, errlen, "not found\n");
 	sqlite3 *db = ro_open();
 	if (db == NULL) {
 		*status = 503;
+		snprintf(err, errlen, "the store could not be read\n");
 		return NULL;
 	}
 	char *b = NULL;
 	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
 	/* Every document but the list is one run's, for who may see it. */
-	if (strcmp(url, "/api/runs") != 0)
-		*status = run_access(db, run, viewer);
+	if (strcmp(url, "/api/runs") != 0 && (*status = run_access(db, run, viewer)) != 200) {
+		char name[160];
+		snprintf(name, sizeof(name), "%.128s", run == NULL ? "(none given)" :
+		    valid_name(run) ? run : "(a name that is not valid)");
+		access_no_run(viewer, name, err, errlen);
+		if (strlen(err) + 1 < errlen)
+			strcat(err, "\n");
+	}
 	if (*status != 200)
 		;
 	else if (strcmp(url, "/api/runs") == 0)

@@ -109,8 +109,9 @@ int64_t	access_viewer(const struct conf *conf, const struct access_peer *p);
 int	access_run(int64_t viewer, int64_t submitter);
 /* Bind :viewer in st, if it has one. */
 void	access_bind(struct sqlite3_stmt *st, int64_t viewer);
-/* The refusal's text, in buf. */
-const char *access_refusal(int64_t viewer, const char *run, char *buf, size_t len);
+/* "no run RUN", in buf: the answer for a run that does not exist and for
+ * one viewer may not see alike (code ENOENT, HTTP 404). */
+const char *access_no_run(int64_t viewer, const char *run, char *buf, size_t len);
 
 /* notify.c: [notify], the outbox's delivery thread */
 struct store;
@@ -138,9 +139,11 @@ struct sse;
 void	web_init(const char *dbpath, const char *feed_socket, const char *state_dir,
 	    const char *web_dir);
 char	*web_static(const char *url, const char **type, size_t *len);
-/* A JSON document for viewer (access.c); NULL with *status 404, 403 or 503. */
+/* A JSON document for viewer (access.c); NULL with *status 404 or 503
+ * and the answer's text in err (a run viewer may not see is answered as
+ * one that does not exist). */
 char	*web_api(const char *url, const char *run, const char *job, const char *off,
-	    int64_t viewer, size_t *len, int *status);
+	    int64_t viewer, size_t *len, int *status, char *err, size_t errlen);
 struct sse *web_sse_open(const char *run, long long since, int64_t viewer);
 ssize_t	web_sse_read(struct sse *s, char *dst, size_t max);
 void	web_sse_close(struct sse *s);

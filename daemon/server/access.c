@@ -11,7 +11,8 @@
  * logs, values, artifacts or metrics, does not get its lines from the
  * feed, and cannot cancel or retry it. A viewer is reduced to one number:
  * ACCESS_ALL, or the uid whose runs it sees; the store's queries take it
- * as the :viewer parameter of ACCESS_SQL.
+ * as the :viewer parameter of ACCESS_SQL. A run the viewer may not see
+ * is answered as a run that does not exist (access_no_run()).
  */
 #include <grp.h>
 #include <pwd.h>
@@ -105,11 +106,15 @@ access_bind(sqlite3_stmt *st, int64_t viewer)
 		sqlite3_bind_int64(st, i, viewer);
 }
 
+/*
+ * The one answer for a run the viewer may not see and for a run that does
+ * not exist: the same words, code (ENOENT) and exit status on every door,
+ * so an answer never tells a user which names another user's runs have.
+ */
 const char *
-access_refusal(int64_t viewer, const char *run, char *buf, size_t len)
+access_no_run(int64_t viewer, const char *run, char *buf, size_t len)
 {
-	snprintf(buf, len, "run %s was not submitted by uid %lld: a user sees and acts on its "
-	    "own runs only (root, the daemon's user and admin_group on all)", run,
-	    (long long)viewer);
+	snprintf(buf, len, "no run %s%s", run, viewer == ACCESS_ALL ? "" :
+	    " (or not yours: a user sees and acts on its own runs only)");
 	return buf;
 }

@@ -332,20 +332,24 @@ v_submit(struct client *c, const cJSON *req)
 }
 
 /* The run a request names, if the peer may see and act on it
- * (access.c); else an ENOENT or EPERM reply and NULL. */
+ * (access.c); else the ENOENT reply, the same for a run that does not
+ * exist and for another user's (access_no_run()), and NULL. */
 static const char *
 known_run(struct client *c, const cJSON *req)
 {
 	const char *run = arg_str(req, "run");
 	int64_t submitter;
 	char msg[512];
-	if (run == NULL || store_run_submitter(ctx.store, run, &submitter) == -1) {
-		reply_err(c, PLP_ENOENT, "no run %s", run ? run : "(none given)");
+	if (run == NULL) {
+		reply_err(c, PLP_ENOENT, "no run (none given)");
 		return NULL;
 	}
-	if (!access_run(c->viewer, submitter)) {
-		reply_err(c, PLP_EPERM, "%s", access_refusal(c->viewer, run, msg, sizeof(msg)));
-		log_info("control: uid %d pid %d refused run %s", (int)c->peer.uid, (int)c->pid, run);
+	int found = store_run_submitter(ctx.store, run, &submitter) == 0;
+	if (!found || !access_run(c->viewer, submitter)) {
+		reply_err(c, PLP_ENOENT, "%s", access_no_run(c->viewer, run, msg, sizeof(msg)));
+		if (found)
+			log_info("control: uid %d pid %d refused run %s", (int)c->peer.uid,
+			    (int)c->pid, run);
 		return NULL;
 	}
 	return run;
@@ -426,8 +430,9 @@ v_status(struct client *c, const cJSON *req)
 		if (known_run(c, req) == NULL)
 			return;
 		cJSON *r = store_q_run(ctx.store, run);
+		char msg[512];
 		if (r == NULL)
-			reply_err(c, PLP_ENOENT, "no run %s", run);
+			reply_err(c, PLP_ENOENT, "%s", access_no_run(c->viewer, run, msg, sizeof(msg)));
 		else
 			reply_ok(c, r);
 		return;

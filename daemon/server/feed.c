@@ -245,14 +245,14 @@ start_watch(struct watcher *w, const char *line)
 	    w->viewer != ACCESS_ALL)) {
 		w_error(w, PLP_EPERM, "\"viewer\" is the daemon's own: a uid, from root or the "
 		    "daemon's user");
-	} else if (cJSON_IsString(run) && store_run_submitter(ctx.store, run->valuestring,
-	    &submitter) == -1) {
-		snprintf(msg, sizeof(msg), "no run %.100s", run->valuestring);
-		w_error(w, PLP_ENOENT, msg);
-	} else if (cJSON_IsString(run) && !access_run(viewer ? (int64_t)viewer->valuedouble :
-	    w->viewer, submitter)) {
-		w_error(w, PLP_EPERM, access_refusal(viewer ? (int64_t)viewer->valuedouble :
-		    w->viewer, run->valuestring, msg, sizeof(msg)));
+	} else if (cJSON_IsString(run) && (store_run_submitter(ctx.store, run->valuestring,
+	    &submitter) == -1 || !access_run(viewer ? (int64_t)viewer->valuedouble : w->viewer,
+	    submitter))) {
+		/* Another user's run is answered as one that does not exist. */
+		char name[128];
+		snprintf(name, sizeof(name), "%.100s", run->valuestring);
+		w_error(w, PLP_ENOENT, access_no_run(viewer ? (int64_t)viewer->valuedouble :
+		    w->viewer, name, msg, sizeof(msg)));
 	} else {
 		if (viewer != NULL)
 			w->viewer = (int64_t)viewer->valuedouble;
