@@ -85,19 +85,46 @@ reply_text(struct MHD_Connection *c, unsigned int status, const char *text)
  * session), or the session cookie /login sets for a one-time link that
  * pipelinectl web printed, which sees what the user who ran it may see
  * (access.c). The cookie is a random session id, never the token; the
- * daemon keeps its HMAC with an expiry and the viewer. Tokens, codes and
- * session ids are compared as HMACs under a key drawn at start, so the
- * time a comparison takes says nothing of where or whether the lengths
- * differ.
+ * daemon keeps its HMAC with an expiry, the viewer and the uid whose it
+ * is. Tokens, codes and session ids are compared as HMACs under a key
+ * drawn at start, so the time a comparison takes says nothing of where or
+ * whether the lengths differ.
+ *
+ * Codes and sessions are kept per user: a user holds at most
+ * CODES_PER_USER unused links and SESSIONS_PER_USER sessions, and a new
+ * one replaces that user's oldest, never another user's (a member's
+ * logins used to push an admin's session out of a table shared by all).
+ * All users together hold at most CODES_MAX and SESSIONS_MAX; past that a
+ * new one is refused until one ends.
  */
 static char token[256];
 static unsigned char hmac_key[32];
 static pthread_mutex_t codes_mtx = PTHREAD_MUTEX_INITIALIZER;
-#define NCODES 8
-static struct { char code[33]; double until; int64_t viewer; } codes[NCODES];
-#define NSESSIONS 64
+#define CODE_LIFETIME 600
+#define CODES_PER_USER 8
+#define CODES_MAX 1024
 #define SESSION_LIFETIME (8 * 3600)
-static struct { unsigned char mac[32]; double until; int64_t viewer; } sessions[NSESSIONS];
+#define SESSIONS_PER_USER 16
+#define SESSIONS_MAX 4096
+
+/* A login code or a session: the HMAC of its secret, when it ends, the
+ * viewer it gives (access.c) and the uid whose it is; a session's serial
+ * number and the connections it holds open (the acceptor's bounds). */
+struct cred {
+	unsigned char mac[32];
+	double until;
+	int64_t viewer;
+	uid_t uid;
+	uint64_t serial;
+	int conns;
+};
+struct creds {
+	struct cred *v;
+	int n, cap, per_user, max;
+};
+static struct creds codes = { NULL, 0, 0, CODES_PER_USER, CODES_MAX };
+static struct creds sessions = { NULL, 0, 0, SESSIONS_PER_USER, SESSIONS_MAX };
+static uint64_t next_serial = 1;
 static unsigned char token_mac[32];
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -143,85 +170,331 @@ random_hex(char *out, size_t nbytes)
 	return 0;
 }
 
-/* A one-time login code (pipelinectl web), good for ten minutes; its
- * session sees what viewer may (access.c). */
-int
-httpd_login_code(char *out, size_t outsz, int64_t viewer)
+/*
+ * Keep a new credential, the HMAC of its secret m, for uid: after what
+ * has expired is dropped, in the place of uid's oldest when uid holds
+ * per_user already, else a new entry while all hold fewer than max.
+ * Returns it, or NULL (the set is full of other users' live ones). Under
+ * codes_mtx.
+ */
+static struct cred *
+creds_add(struct creds *s, const unsigned char m[32], double lifetime, int64_t viewer,
+    uid_t uid)
 {
-	if (outsz < 33 || random_hex(out, 16) == -1)
+	double now = now_wall();
+	int w = 0, mine = 0, oldest = -1;
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i].until > now)
+			s->v[w++] = s->v[i];
+	s->n = w;
+	for (int i = 0; i < s->n; i++) {
+		if (s->v[i].uid != uid)
+			continue;
+		mine++;
+		if (oldest == -1 || s->v[i].until < s->v[oldest].until)
+			oldest = i;
+	}
+	struct cred *c;
+	if (mine >= s->per_user) {
+		c = &s->v[oldest];
+	} else if (s->n >= s->max) {
+		return NULL;
+	} else {
+		if (s->n == s->cap) {
+			int ncap = s->cap ? 2 * s->cap : 16;
+			struct cred *nv = realloc(s->v, (size_t)ncap * sizeof(*nv));
+			if (nv == NULL)
+				return NULL;
+			s->v = nv;
+			s->cap = ncap;
+		}
+		c = &s->v[s->n++];
+	}
+	memcpy(c->mac, m, sizeof(c->mac));
+	c->until = now + lifetime;
+	c->viewer = viewer;
+	c->uid = uid;
+	c->serial = next_serial++;
+	c->conns = 0;
+	return c;
+}
+
+/* The live credential whose secret's HMAC is m, or NULL. Under codes_mtx;
+ * the pointer is good until the lock is let go. */
+static struct cred *
+creds_find(struct creds *s, const unsigned char m[32])
+{
+	double now = now_wall();
+	struct cred *found = NULL;
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i].until > now && CRYPTO_memcmp(s->v[i].mac, m, 32) == 0)
+			found = &s->v[i];
+	return found;
+}
+
+/* A one-time login code (pipelinectl web) of uid, good for ten minutes;
+ * its session sees what viewer may (access.c). 0, or -1: no random
+ * bytes, or every place held by other users' codes. */
+int
+httpd_login_code(char *out, size_t outsz, int64_t viewer, uid_t uid)
+{
+	unsigned char m[32];
+	if (outsz < 33 || random_hex(out, 16) == -1 || mac(out, m) == -1)
 		return -1;
 	pthread_mutex_lock(&codes_mtx);
-	int k = 0;
-	for (int i = 1; i < NCODES; i++)
-		if (codes[i].until < codes[k].until)
-			k = i;
-	snprintf(codes[k].code, sizeof(codes[k].code), "%s", out);
-	codes[k].until = now_wall() + 600;
-	codes[k].viewer = viewer;
+	struct cred *c = creds_add(&codes, m, CODE_LIFETIME, viewer, uid);
 	pthread_mutex_unlock(&codes_mtx);
+	if (c == NULL)
+		log_warnx("httpd_login_code: %d login links unused: none for uid %u until one "
+		    "is used or expires", CODES_MAX, (unsigned)uid);
+	return c ? 0 : -1;
+}
+
+/* Take a code: 0 with its viewer and uid, -1 when it is not good. */
+static int
+code_take(const char *code, int64_t *viewer, uid_t *uid)
+{
+	unsigned char m[32];
+	if (*code == '\0' || mac(code, m) == -1)
+		return -1;
+	pthread_mutex_lock(&codes_mtx);
+	struct cred *c = creds_find(&codes, m);
+	if (c != NULL) {
+		c->until = 0;	/* once */
+		*viewer = c->viewer;
+		*uid = c->uid;
+	}
+	pthread_mutex_unlock(&codes_mtx);
+	return c ? 0 : -1;
+}
+
+/* A new session of uid for viewer: its id in id (65 bytes), 0 or -1. The
+ * user's oldest session makes room (SESSIONS_PER_USER). */
+static int
+session_new(int64_t viewer, uid_t uid, char *id)
+{
+	unsigned char m[32];
+	if (random_hex(id, 32) == -1 || mac(id, m) == -1)
+		return -1;
+	pthread_mutex_lock(&codes_mtx);
+	struct cred *c = creds_add(&sessions, m, SESSION_LIFETIME, viewer, uid);
+	pthread_mutex_unlock(&codes_mtx);
+	if (c == NULL)
+		log_warnx("session_new: %d sessions open: none for uid %u until one expires",
+		    SESSIONS_MAX, (unsigned)uid);
+	return c ? 0 : -1;
+}
+
+/* Who a request is: the viewer its credential gives (access.c), or
+ * NO_VIEWER; for a session, its serial number and uid (serial 0: the
+ * token). */
+#define NO_VIEWER ((int64_t)-2)
+struct who {
+	int64_t viewer;
+	uint64_t serial;
+	uid_t uid;
+};
+
+static struct who
+request_who(struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	unsigned char m[32];
+	struct who w = { NO_VIEWER, 0, (uid_t)-1 };
+	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' && h[7] != '\0' &&
+	    mac(h + 7, m) == 0 && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0) {
+		w.viewer = ACCESS_ALL;
+		return w;
+	}
+	const char *k = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "pl_session");
+	if (k == NULL || *k == '\0' || mac(k, m) == -1)
+		return w;
+	pthread_mutex_lock(&codes_mtx);
+	struct cred *s = creds_find(&sessions, m);
+	if (s != NULL) {
+		w.viewer = s->viewer;
+		w.serial = s->serial;
+		w.uid = s->uid;
+	}
+	pthread_mutex_unlock(&codes_mtx);
+	return w;
+}
+
+/*
+ * Connections held per session and per user (http_max_per_session,
+ * http_max_per_user), beside libmicrohttpd's per address: so one user's
+ * pages, or a flood of connections that ask for a large reply and never
+ * read it, cannot take the connections a scrape needs (a user's
+ * connections share one address behind a proxy or on loopback). The
+ * acceptor reads the session cookie from the header it peeked and counts
+ * the connection against its session and its uid before handing it on
+ * (held[fd]); one over either bound gets 429 there and never reaches
+ * libmicrohttpd. The count ends when libmicrohttpd closes the connection
+ * (on_conn_closed(), which it calls before it closes the descriptor). A
+ * request whose session libmicrohttpd reads is not the one the acceptor
+ * counted is refused (on_request()), so no cookie is read one way there
+ * and another here.
+ */
+struct held {
+	int on;
+	uint64_t serial;
+	uid_t uid;
+};
+static struct held *held;	/* by descriptor */
+static int nheld;
+static struct ucount {
+	uid_t uid;
+	int n;
+} *ucounts;
+static int nucounts, ucounts_cap;
+static int max_per_session, max_per_user;
+
+static struct ucount *
+ucount_of(uid_t uid, int add)
+{
+	for (int i = 0; i < nucounts; i++)
+		if (ucounts[i].uid == uid)
+			return &ucounts[i];
+	if (!add)
+		return NULL;
+	if (nucounts == ucounts_cap) {
+		int ncap = ucounts_cap ? 2 * ucounts_cap : 16;
+		struct ucount *nu = realloc(ucounts, (size_t)ncap * sizeof(*nu));
+		if (nu == NULL)
+			return NULL;
+		ucounts = nu;
+		ucounts_cap = ncap;
+	}
+	ucounts[nucounts] = (struct ucount){ uid, 0 };
+	return &ucounts[nucounts++];
+}
+
+/* The connection on fd ended: its session and user hold one fewer. Once
+ * per count; under codes_mtx. */
+static void
+held_end_locked(int fd)
+{
+	if (fd < 0 || fd >= nheld || !held[fd].on)
+		return;
+	held[fd].on = 0;
+	for (int i = 0; i < sessions.n; i++)
+		if (sessions.v[i].serial == held[fd].serial && sessions.v[i].conns > 0)
+			sessions.v[i].conns--;
+	struct ucount *u = ucount_of(held[fd].uid, 0);
+	if (u != NULL && --u->n <= 0)
+		*u = ucounts[--nucounts];
+}
+
+static void
+held_end(int fd)
+{
+	pthread_mutex_lock(&codes_mtx);
+	held_end_locked(fd);
+	pthread_mutex_unlock(&codes_mtx);
+}
+
+/* The value of the first pl_session cookie of a request header (buf, len
+ * bytes, complete) into out: 1, or 0 when it has none. */
+static int
+head_session(const char *buf, size_t len, char *out, size_t outsz)
+{
+	for (const char *p = buf, *end = buf + len; p < end; ) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (ll > 7 && strncasecmp(p, "Cookie:", 7) == 0) {
+			for (const char *q = p + 7; q < p + ll; ) {
+				while (q < p + ll && (*q == ' ' || *q == '\t' || *q == ';'))
+					q++;
+				size_t cl = 0;
+				while (q + cl < p + ll && q[cl] != ';' && q[cl] != '\r')
+					cl++;
+				if (cl > 11 && strncmp(q, "pl_session=", 11) == 0) {
+					snprintf(out, outsz, "%.*s", (int)(cl - 11), q + 11);
+					return 1;
+				}
+				q += cl;
+				if (q < p + ll && *q == '\r')
+					break;
+			}
+		}
+		p += ll + 1;
+	}
 	return 0;
 }
 
-/* Take a code: 0 with its viewer, -1 when it is not good. */
+/*
+ * May a connection whose request header is buf (len bytes) be served on
+ * fd? 0: yes, counted against its session when it names a live one;
+ * -1: its session or user holds its bound already, with the answer's
+ * text in why.
+ */
 static int
-code_take(const char *code, int64_t *viewer)
+held_begin(int fd, const char *buf, size_t len, char *why, size_t whylen)
 {
-	int ok = -1;
-	double now = now_wall();
+	char id[80];
+	unsigned char m[32];
+	if (!head_session(buf, len, id, sizeof(id)) || *id == '\0' || mac(id, m) == -1)
+		return 0;
+	int rc = 0;
 	pthread_mutex_lock(&codes_mtx);
-	for (int i = 0; i < NCODES; i++)
-		if (codes[i].until > now && httpd_equal(codes[i].code, code)) {
-			codes[i].until = 0;	/* once */
-			*viewer = codes[i].viewer;
-			ok = 0;
+	held_end_locked(fd);	/* a count the descriptor's last connection left */
+	struct cred *s = creds_find(&sessions, m);
+	struct ucount *u = s ? ucount_of(s->uid, 1) : NULL;
+	if (s == NULL) {
+		;	/* not a session: libmicrohttpd's side answers 401 */
+	} else if (max_per_session > 0 && s->conns >= max_per_session) {
+		snprintf(why, whylen, "this session has %d connections open "
+		    "(http_max_per_session): try again when one has ended\n", s->conns);
+		rc = -1;
+	} else if (u == NULL || (max_per_user > 0 && u->n >= max_per_user)) {
+		snprintf(why, whylen, "this user's sessions have %d connections open "
+		    "(http_max_per_user): try again when one has ended\n", u ? u->n : 0);
+		rc = -1;
+	} else {
+		if (fd >= nheld) {
+			int nn = fd + 64;
+			struct held *nh = realloc(held, (size_t)nn * sizeof(*nh));
+			if (nh == NULL) {
+				pthread_mutex_unlock(&codes_mtx);
+				snprintf(why, whylen, "out of memory\n");
+				return -1;
+			}
+			memset(nh + nheld, 0, (size_t)(nn - nheld) * sizeof(*nh));
+			held = nh;
+			nheld = nn;
 		}
+		held[fd] = (struct held){ 1, s->serial, s->uid };
+		s->conns++;
+		u->n++;
+	}
+	if (u != NULL && u->n == 0)
+		*u = ucounts[--nucounts];
+	pthread_mutex_unlock(&codes_mtx);
+	return rc;
+}
+
+/* Was the connection on fd counted against the session serial? */
+static int
+held_by(int fd, uint64_t serial)
+{
+	pthread_mutex_lock(&codes_mtx);
+	int ok = fd >= 0 && fd < nheld && held[fd].on && held[fd].serial == serial;
 	pthread_mutex_unlock(&codes_mtx);
 	return ok;
 }
 
-/* A new session for viewer: its id in id (65 bytes), 0 or -1. The oldest
- * session makes room. */
-static int
-session_new(int64_t viewer, char *id)
+/* libmicrohttpd is done with a connection; it closes the descriptor after
+ * this returns. */
+static void
+on_conn_closed(void *cls, struct MHD_Connection *c, void **socket_ctx,
+    enum MHD_ConnectionNotificationCode code)
 {
-	if (random_hex(id, 32) == -1)
-		return -1;
-	pthread_mutex_lock(&codes_mtx);
-	int k = 0;
-	for (int i = 1; i < NSESSIONS; i++)
-		if (sessions[i].until < sessions[k].until)
-			k = i;
-	if (mac(id, sessions[k].mac) == -1) {
-		pthread_mutex_unlock(&codes_mtx);
-		return -1;
-	}
-	sessions[k].until = now_wall() + SESSION_LIFETIME;
-	sessions[k].viewer = viewer;
-	pthread_mutex_unlock(&codes_mtx);
-	return 0;
-}
-
-/* The viewer a request's credential gives (access.c), or -2: none. */
-#define NO_VIEWER ((int64_t)-2)
-static int64_t
-request_viewer(struct MHD_Connection *c)
-{
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	unsigned char m[32];
-	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' && h[7] != '\0' &&
-	    mac(h + 7, m) == 0 && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0)
-		return ACCESS_ALL;
-	const char *k = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "pl_session");
-	int64_t v = NO_VIEWER;
-	if (k == NULL || *k == '\0' || mac(k, m) == -1)
-		return v;
-	double now = now_wall();
-	pthread_mutex_lock(&codes_mtx);
-	for (int i = 0; i < NSESSIONS; i++)
-		if (sessions[i].until > now && CRYPTO_memcmp(sessions[i].mac, m, sizeof(m)) == 0)
-			v = sessions[i].viewer;
-	pthread_mutex_unlock(&codes_mtx);
-	return v;
+	if (code != MHD_CONNECTION_NOTIFY_CLOSED)
+		return;
+	const union MHD_ConnectionInfo *i = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (i != NULL)
+		held_end(i->connect_fd);
 }
 
 static enum MHD_Result
@@ -230,13 +503,15 @@ login(struct MHD_Connection *c)
 	const char *code = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "code");
 	const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
 	int64_t viewer;
+	uid_t uid;
 	char id[65];
-	if (code == NULL || code_take(code, &viewer) == -1)
+	if (code == NULL || code_take(code, &viewer, &uid) == -1)
 		return reply_text(c, MHD_HTTP_UNAUTHORIZED,
 		    "this login link is not valid (used, expired, or never issued): "
 		    "run pipelinectl web for a new one\n");
-	if (session_new(viewer, id) == -1)
-		return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no session could be made\n");
+	if (session_new(viewer, uid, id) == -1)
+		return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no session could be made: too "
+		    "many open (see the daemon's log)\n");
 	struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
 	if (r == NULL)
 		return MHD_NO;
@@ -395,11 +670,17 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 		    "(http_host in pipelined.conf)\n");
 	if (strcmp(url, "/login") == 0)
 		return login(c);
-	int64_t viewer = request_viewer(c);
+	struct who w = request_who(c);
+	int64_t viewer = w.viewer;
 	if (viewer == NO_VIEWER)
 		return reply_text(c, MHD_HTTP_UNAUTHORIZED,
 		    "a credential is needed: run pipelinectl web for a login link, or send "
 		    "http_token as a bearer token\n");
+	const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (w.serial != 0 && (fdi == NULL || !held_by(fdi->connect_fd, w.serial)))
+		return reply_text(c, MHD_HTTP_BAD_REQUEST, "the session cookie must come once, "
+		    "in a Cookie: header of its own or first among the cookies\n");
 	if (strcmp(url, "/metrics") == 0) {
 		/* Every run's labels: the token's, or an admin's session. */
 		if (viewer != ACCESS_ALL)
@@ -510,22 +791,22 @@ pend_close(struct pend *p)
 	grave = p;
 }
 
-/* Answer 414 or 431 with the headers of every answer, then read what the
- * client still sends for a second (a close with unread data would reset
- * the connection before the client read the answer). */
+/* Answer 414, 431 or 429 with the headers of every answer, then read what
+ * the client still sends for a second (a close with unread data would
+ * reset the connection before the client read the answer). */
 static void
-pend_refuse(struct pend *p, int status)
+pend_refuse(struct pend *p, int status, const char *body)
 {
-	const char *why = status == 414 ? "URI Too Long" : "Request Header Fields Too Large";
-	const char *body = status == 414 ? "the request line is too long\n" :
-	    "the request header is too large\n";
-	char buf[1024];
+	const char *why = status == 414 ? "URI Too Long" : status == 431 ?
+	    "Request Header Fields Too Large" : "Too Many Requests";
+	char buf[2048];
 	int n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
 	    "charset=utf-8\r\nCache-Control: no-store\r\nContent-Security-Policy: %s\r\n"
-	    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+	    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n%s"
 	    "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", status, why, CSP,
-	    strlen(body), body);
-	if (send(p->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) {
+	    status == 429 ? "Retry-After: 10\r\n" : "", strlen(body), body);
+	if (n < 0 || n >= (int)sizeof(buf) ||
+	    send(p->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) {
 		pend_close(p);
 		return;
 	}
@@ -560,16 +841,24 @@ pend_read(struct pend *p)
 	case HEAD_MORE:
 		return;
 	case HEAD_URI_LONG:
-		pend_refuse(p, 414);
+		pend_refuse(p, 414, "the request line is too long\n");
 		return;
 	case HEAD_TOO_LARGE:
-		pend_refuse(p, 431);
+		pend_refuse(p, 431, "the request header is too large\n");
+		return;
+	}
+	char why[256];
+	if (held_begin(p->fd, buf, (size_t)n, why, sizeof(why)) == -1) {
+		pend_refuse(p, 429, why);
 		return;
 	}
 	epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd, NULL);
 	/* libmicrohttpd closes the socket if it cannot take it (its
-	 * connection limit, or the per-address one). */
-	MHD_add_connection(httpd, p->fd, (struct sockaddr *)&p->sa, p->salen);
+	 * connection limit, or the per-address one), telling on_conn_closed()
+	 * first if it had made a connection of it. */
+	int fd = p->fd;
+	if (MHD_add_connection(httpd, fd, (struct sockaddr *)&p->sa, p->salen) != MHD_YES)
+		held_end(fd);
 	p->fd = -1;
 	pend_close(p);
 }
@@ -751,6 +1040,8 @@ httpd_start(const struct conf *conf, const char *dbpath)
 		any_numeric = is_wildcard(&ss);
 	}
 	max_streams = conf->http_max_streams;
+	max_per_session = conf->http_max_per_session;
+	max_per_user = conf->http_max_per_user;
 	max_pend = conf->http_max_connections;
 	header_timeout = conf->http_header_timeout;
 	if (metrics_init(dbpath) == -1)
@@ -769,6 +1060,7 @@ httpd_start(const struct conf *conf, const char *dbpath)
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(conf->http_timeout < 1 ? 1 :
 	    conf->http_timeout),
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(4 * HEAD_MAX),
+	    MHD_OPTION_NOTIFY_CONNECTION, on_conn_closed, NULL,
 	    MHD_OPTION_END);
 	if (httpd == NULL) {
 		log_warnx("httpd_start: libmicrohttpd did not start");

@@ -48,6 +48,8 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "http_host", 's', "the Host: names the listener answers, separated by spaces" },
 	{ "daemon", "http_max_connections", 'i', "HTTP connections open at once" },
 	{ "daemon", "http_max_per_ip", 'i', "HTTP connections from one address at once (0: no limit)" },
+	{ "daemon", "http_max_per_session", 'i', "HTTP connections of one status page session at once (0: no limit)" },
+	{ "daemon", "http_max_per_user", 'i', "HTTP connections of one user's sessions at once (0: no limit)" },
 	{ "daemon", "http_max_streams", 'i', "status page event streams at once (below http_max_connections)" },
 	{ "daemon", "http_timeout", 'd', "how long an HTTP connection may make no progress" },
 	{ "daemon", "http_header_timeout", 'd', "how long a client may take to send a request's header" },
@@ -167,9 +169,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 			bad = 1;
 		break;
 	case 'i':
-		/* http_max_per_ip alone may be 0: no limit. */
-		bad = parse_int(value, &i) == -1 || i < (strcmp(name, "http_max_per_ip") == 0 ? 0 : 1) ||
-		    i > 100000;
+		/* The http_max_per_ bounds alone may be 0: no limit. */
+		bad = parse_int(value, &i) == -1 || i < (strncmp(name, "http_max_per_", 13) == 0 ?
+		    0 : 1) || i > 100000;
 		break;
 	case 'd':
 		bad = parse_duration(value, &d) == -1;
@@ -297,6 +299,10 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->http_max_connections = (int)i;
 	else if (strcmp(name, "http_max_per_ip") == 0)
 		c->http_max_per_ip = (int)i;
+	else if (strcmp(name, "http_max_per_session") == 0)
+		c->http_max_per_session = (int)i;
+	else if (strcmp(name, "http_max_per_user") == 0)
+		c->http_max_per_user = (int)i;
 	else if (strcmp(name, "http_max_streams") == 0)
 		c->http_max_streams = (int)i;
 	else if (strcmp(name, "http_timeout") == 0)
@@ -348,6 +354,8 @@ conf_defaults(struct conf *c)
 	c->admin_gid = (gid_t)-1;
 	c->http_max_connections = 1024;
 	c->http_max_per_ip = 0;
+	c->http_max_per_session = 8;
+	c->http_max_per_user = 16;
 	c->http_max_streams = 64;
 	c->http_timeout = 30;
 	c->http_header_timeout = 10;
@@ -481,6 +489,8 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "http_host = %s\n", c->http_host);
 	fprintf(f, "http_max_connections = %d\n", c->http_max_connections);
 	fprintf(f, "http_max_per_ip = %d\n", c->http_max_per_ip);
+	fprintf(f, "http_max_per_session = %d\n", c->http_max_per_session);
+	fprintf(f, "http_max_per_user = %d\n", c->http_max_per_user);
 	fprintf(f, "http_max_streams = %d\n", c->http_max_streams);
 	fprintf(f, "http_timeout = %gs\n", c->http_timeout);
 	fprintf(f, "http_header_timeout = %gs\n", c->http_header_timeout);

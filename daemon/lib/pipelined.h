@@ -122,9 +122,9 @@ void	notify_wake(void);
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
 void	httpd_stop(void);
-/* A one-time login code for the page (32 hex digits into out), whose
- * session sees what viewer may (access.c). */
-int	httpd_login_code(char *out, size_t outsz, int64_t viewer);
+/* A one-time login code of uid for the page (32 hex digits into out),
+ * whose session sees what viewer may (access.c): 0, or -1. */
+int	httpd_login_code(char *out, size_t outsz, int64_t viewer, uid_t uid);
 /* Are a and b the same non-empty string? Compared as HMACs: the time says
  * nothing of where they differ, nor of their lengths. */
 int	httpd_equal(const char *a, const char *b);
@@ -259,6 +259,8 @@ struct conf {
 	char http_host[512];          /* the Host: names answered ("": the address, localhost) */
 	int http_max_connections;     /* HTTP connections at once */
 	int http_max_per_ip;          /* HTTP connections from one address (0: no limit) */
+	int http_max_per_session;     /* HTTP connections of one session (0: no limit) */
+	int http_max_per_user;        /* HTTP connections of one user's sessions (0: no limit) */
 	int http_max_streams;         /* status page event streams at once */
 	double http_timeout;          /* seconds a connection may make no progress */
 	double http_header_timeout;   /* seconds to the end of a request's header */

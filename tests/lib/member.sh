@@ -9,6 +9,16 @@ getent group plsubmit >/dev/null || groupadd -r plsubmit
 gid=$(getent group plsubmit | cut -d: -f3)
 nobody=$(id -u nobody)
 as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
+# member_users NAME...: system users of those names (no home, no shell),
+# members of plsubmit when they run through as_user.
+member_users() {
+	local u
+	for u; do
+		id -u "$u" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u"
+	done
+}
+# as_user NAME CMD...: CMD as user NAME, with plsubmit as its one group.
+as_user() { local u=$1; shift; setpriv --reuid="$u" --regid=nogroup --groups="$gid" "$@"; }
 
 # member_setup PLUGIN...: the fixture in $TEST_TMP/orig, out/ ($O, anyone
 # writes it: for the member's runs), out-root/ ($R, root's: root's runs,

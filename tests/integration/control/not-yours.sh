@@ -16,14 +16,10 @@
 #  - root, who sees every run, is told "no run ghostrun" alone.
 # Users: pl-alice, pl-bob (members of plsubmit).
 . "$(dirname "$0")/../../lib.sh"
-[ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
+. "$TOP/tests/lib/member.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
-getent group plsubmit >/dev/null || groupadd -r plsubmit
-for u in pl-alice pl-bob; do
-	id -u "$u" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u"
-done
-gid=$(getent group plsubmit | cut -d: -f3)
-as() { local u=$1; shift; setpriv --reuid="$u" --regid=nogroup --groups="$gid" "$@"; }
+member_users pl-alice pl-bob
+as() { as_user "$@"; }
 PORT=$(free_port)
 TOKEN=not-yours-token-0123456789
 pl_conf "group = plsubmit" "http_listen = 127.0.0.1:$PORT" "http_token = $TOKEN"
