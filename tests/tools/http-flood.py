@@ -70,7 +70,7 @@ def flood_readers(n, path, session):
     status, closed = {}, {}
     for s in socks:
         try:
-            s.settimeout(2)
+            s.settimeout(5)
             head = s.recv(1024, socket.MSG_PEEK).decode(errors="replace")
             status[s] = head.split(" ")[1] if head.startswith("HTTP/1.1 ") else "?"
             if status[s] == "429" and "\r\nRetry-After: " not in head:

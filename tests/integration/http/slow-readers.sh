@@ -13,6 +13,8 @@
 #    is served at most http_max_per_session (8 by default) at once, the
 #    others get 429 with Retry-After, and the ones served are dropped
 #    within http_timeout and a few seconds of their last write;
+#  - the same with 70 event streams (/api/events) that are never read:
+#    8 served, 62 refused with 429, every scrape answered;
 #  - http_max_per_session = 2, http_max_per_user = 3: a third connection
 #    of one session gets 429 naming http_max_per_session, a second session
 #    of the same user is served once more and then gets 429 naming
@@ -74,6 +76,14 @@ get() { echo "$out" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.
 	fail "the connections that never read were dropped after $(get served_dropped_after_s) s (http_timeout 6s): $out"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: pl_session=$A" "http://127.0.0.1:$PORT/api/runs")" = 200 ] ||
 	fail "alice's session is not served once her connections ended"
+# The same with event streams, which a client that does not read keeps
+# open as long as the kernel's buffers take the keep-alives: the session
+# holds 8 of them, the other 62 get 429, every scrape is answered.
+out=$(/usr/bin/python3 "$TOP/tests/tools/http-flood.py" --readers 127.0.0.1 "$PORT" "$TOKEN" 6 \
+    70 /api/events "$A") || fail "http-flood.py failed: $out"
+note "event streams: $out"
+[ "$(get scrapes)" = "$(get scrapes_ok)" ] || fail "scrapes unanswered under 70 streams that are not read: $out"
+[ "$(get served) $(get refused)" = "8 62" ] || fail "streams served and refused, wanted 8 and 62: $out"
 pl_stop
 
 # Explicit bounds: per session 2, per user 3.
