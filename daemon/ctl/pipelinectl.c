@@ -541,9 +541,12 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 			continue;
 		}
 		free(line);
+		/* A log and an error (a spec's, one a line, as check prints
+		 * them) keep their lines. */
+		int ok = strcmp(st->valuestring, "ok") == 0;
 		if (!ctl_json && !(verb == PLV_logs && logs_raw))
-			defang_json(r, verb == PLV_logs);
-		if (strcmp(st->valuestring, "ok") == 0) {
+			defang_json(r, verb == PLV_logs || !ok);
+		if (ok) {
 			if (result)
 				*result = cJSON_DetachItemFromObject(r, "result");
 			cJSON_Delete(r);

@@ -193,6 +193,9 @@ int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
  * list last. */
 void	errs_add(char **errs, const char *file, int line, const char *key,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The longest message errs_add() keeps, its NUL included: a longer one is
+ * cut, so a message that lists names sizes its list to fit. */
+#define ERRS_MSG_MAX 1024
 
 /* ini.c: the INI line reader (specs and pipelined.conf) */
 struct ini_reader {
