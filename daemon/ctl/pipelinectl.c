@@ -1475,8 +1475,31 @@ static void
 stage_help(const struct stage_reg *reg)
 {
 	const struct pl_stage *st = reg->st;
-	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
 	const struct pl_key *k;
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject(), *a;
+		cJSON_AddBoolToObject(o, "ok", 1);
+		cJSON_AddStringToObject(o, "verb", ctl_verb);
+		cJSON_AddStringToObject(o, "stage", st->name);
+		cJSON_AddStringToObject(o, "summary", st->summary ? st->summary : "");
+		a = cJSON_AddArrayToObject(o, "keys");
+		for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
+			if (k->flags & PL_KEY_HIDDEN)
+				continue;
+			cJSON *x = cJSON_CreateObject();
+			cJSON_AddStringToObject(x, "name", k->name);
+			cJSON_AddStringToObject(x, "help", k->help ? k->help : "");
+			if (k->def != NULL)
+				cJSON_AddStringToObject(x, "default", k->def);
+			cJSON_AddBoolToObject(x, "required", (k->flags & PL_KEY_REQUIRED) != 0);
+			cJSON_AddBoolToObject(x, "input", k->artifact != NULL);
+			cJSON_AddItemToArray(a, x);
+		}
+		print_json(o);
+		cJSON_Delete(o);
+		return;
+	}
+	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
 	for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
@@ -1762,11 +1785,61 @@ cmd_synopsis(const struct cmd *c, char *buf, size_t sz)
 		snprintf(buf + n, sz - n, " %s", c->args);
 }
 
+/* A verb's entry for --json help: its name, synopsis, help and options. */
+static cJSON *
+cmd_json(const struct cmd *c)
+{
+	char syn[256];
+	cJSON *o = cJSON_CreateObject(), *opts;
+	cmd_synopsis(c, syn, sizeof(syn));
+	cJSON_AddStringToObject(o, "name", cmd_name(c));
+	cJSON_AddStringToObject(o, "synopsis", syn);
+	cJSON_AddStringToObject(o, "help", c->help ? c->help : "");
+	if (c->more != NULL) {
+		char more[256];
+		snprintf(more, sizeof(more), "%s %s", cmd_name(c), c->more);
+		cJSON_AddStringToObject(o, "synopsis2", more);
+	}
+	opts = cJSON_AddArrayToObject(o, "options");
+	for (const struct copt *p = c->opts; p->name; p++) {
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "name", p->name);
+		if (p->arg != NULL)
+			cJSON_AddStringToObject(x, "arg", p->arg);
+		cJSON_AddStringToObject(x, "help", p->help);
+		cJSON_AddBoolToObject(x, "required", p->required);
+		cJSON_AddItemToArray(opts, x);
+	}
+	return o;
+}
+
+/* --json help [VERB]: {"ok":true,"verb":"help","verbs":[...]}, every
+ * verb of the usage, or the one asked for. */
+static void
+help_json(const struct cmd *one)
+{
+	cJSON *o = cJSON_CreateObject(), *a;
+	cJSON_AddBoolToObject(o, "ok", 1);
+	cJSON_AddStringToObject(o, "verb", "help");
+	cJSON_AddStringToObject(o, "usage", "pipelinectl [-f conf] [-s socket] [-F feed] [--json] "
+	    "verb [args]");
+	a = cJSON_AddArrayToObject(o, "verbs");
+	for (size_t i = 0; i < NCMDS; i++)
+		if (one == &cmds[i] || (one == NULL && cmds[i].help != NULL))
+			cJSON_AddItemToArray(a, cmd_json(&cmds[i]));
+	print_json(o);
+	cJSON_Delete(o);
+}
+
 /* The usage, from the table: a synopsis wider than its column puts the
  * help on a line of its own. */
 static void
 usage_to(FILE *f)
 {
+	if (ctl_json && f == stdout) {
+		help_json(NULL);
+		return;
+	}
 	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
 	    "       pipelinectl -h | --help | --version | help VERB | VERB --help\n"
 	    "verbs:\n");
@@ -1797,6 +1870,10 @@ static void
 cmd_usage(const struct cmd *c, FILE *f)
 {
 	char syn[256];
+	if (ctl_json && f == stdout) {
+		help_json(c);
+		return;
+	}
 	cmd_synopsis(c, syn, sizeof(syn));
 	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] %s\n", syn);
 	if (c->more != NULL)
@@ -2037,7 +2114,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int ch;
+	int ch, want_help = 0, want_version = 0;
 	log_init(1, LOG_LVL_WARN, NULL);
 	plugin_host.host_name = "pipelinectl"; /* plugins may tell by-hand runs apart */
 	opterr = 0;
@@ -2048,11 +2125,11 @@ main(int argc, char **argv)
 		case 'F': snprintf(feed_path, sizeof(feed_path), "%s", optarg); break;
 		case 'j': ctl_json = 1; break;
 		case 'h':
-			usage_to(stdout);
-			return CTL_OK;
+			want_help = 1;
+			break;
 		case 'V':
-			printf("pipelinectl %s (protocol %d)\n", PL_VERSION, PL_PROTO_VERSION);
-			return CTL_OK;
+			want_version = 1;
+			break;
 		case ':':
 			ctl_fail(CTL_EUSAGE, "EUSAGE", "option %s wants a value", argv[optind - 1]);
 		default:
@@ -2062,6 +2139,24 @@ main(int argc, char **argv)
 			ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown option %s (pipelinectl --help lists them)",
 			    argv[optind - 1]);
 		}
+	}
+	/* Acted on once every option is read: --json may come after them. */
+	if (want_version) {
+		if (ctl_json) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddBoolToObject(o, "ok", 1);
+			cJSON_AddStringToObject(o, "verb", "version");
+			cJSON_AddStringToObject(o, "version", PL_VERSION);
+			cJSON_AddNumberToObject(o, "protocol", PL_PROTO_VERSION);
+			print_json(o);
+			cJSON_Delete(o);
+		} else
+			printf("pipelinectl %s (protocol %d)\n", PL_VERSION, PL_PROTO_VERSION);
+		return CTL_OK;
+	}
+	if (want_help) {
+		usage_to(stdout);
+		return CTL_OK;
 	}
 	argc -= optind;
 	argv += optind;
