@@ -1486,7 +1486,7 @@ daemon_line(const struct watch *w, int cols)
 		    left, w->gone_why);
 		return 1;
 	}
-	if (w->back > 0 && w->now - w->back < BACK_SHOWN_S) {
+	if (w->back > 0 && w->now - w->back < BACK_SHOWN_S && !run_final(w->run_state)) {
 		fmt_secs(since, sizeof(since), w->gone_for);
 		draw_line(cols, NULL, 0, "pipelined is back after %s; following the run again", since);
 		return 1;
@@ -1846,7 +1846,7 @@ cmd_watch(int argc, char **argv)
 	int64_t last_id = 0;
 	struct conn fc = { .fd = feed_open(run, 0, why, sizeof(why)), .path = feed_path };
 	if (fc.fd == -1)
-		sock_connect(feed_path); /* says why, and exits 5 */
+		close(sock_connect(feed_path)); /* says why and exits 5, or is back */
 	int replayed = 0, dropped = 0, done = 0;
 	double next_poll = 0;
 	while (!done) {

@@ -6,8 +6,8 @@
 # a spec that does not check for check, submit and doctor, a refused
 # request, a stage that fails by hand, no such run or job, runs that
 # succeed, fail, are cancelled and are rejected, for watch and status).
-# The statuses watch gives are the ones pipelinectl(1)'s watch and
-# pipelined(8) say. Runs against the real daemon and CLI of this tree.
+# The statuses watch gives are the ones pipelinectl(1)'s watch,
+# pipelined(8) and README.md say. Runs against the real daemon and CLI of this tree.
 . "$(dirname "$0")/../../lib.sh"
 cd "$TEST_TMP"
 M=$TOP/man/pipelinectl.1
@@ -82,5 +82,9 @@ said=$(tr '\n' ' ' <"$M" | grep -o 'exits 0 only when the run succeeded, [0-9] w
 said=$(tr '\n' ' ' <"$TOP/man/pipelined.8" | grep -o 'exit [0-9] for a run that succeeded, [0-9] for one that failed, [0-9] for one that was cancelled and [0-9] for one that was rejected')
 [ "$said" = "exit ${w[succeeded]} for a run that succeeded, ${w[failed]} for one that failed, ${w[cancelled]} for one that was cancelled and ${w[rejected]} for one that was rejected" ] ||
     fail "pipelined(8) says otherwise: ${said:-nothing}"
+said=$(grep -o 'pipelinectl watch .*# .*; [0-9] succeeded, [0-9] failed, [0-9] cancelled, [0-9] rejected' "$TOP/README.md" |
+    sed 's/.*; //')
+[ "$said" = "${w[succeeded]} succeeded, ${w[failed]} failed, ${w[cancelled]} cancelled, ${w[rejected]} rejected" ] ||
+    fail "README.md's watch line says otherwise: ${said:-nothing}"
 pl_stop
 echo ok
