@@ -56,8 +56,7 @@ assert "wait" not in j["prep"], j["prep"]
 PY
 
 watch_all wait
-sleep 3
-tmux_until w screen.txt . 1
+tmux_until w screen.txt '^run wait: running, time left unknown' 100
 awk 'length($0) > 79 { exit 1 }' screen.txt || fail "a line as wide as the terminal: $(cat screen.txt)"
 grep -Eq '^train +pending +\[\.+\] waits for gpu, held by holder/train; 1st in line$' screen.txt ||
     fail "watch does not say why train waits: $(cat screen.txt)"
@@ -65,6 +64,7 @@ grep -Eq '^run wait: running, time left unknown while train waits for gpu, 1st i
     fail "the run's line does not say its time left is unknown: $(cat screen.txt)"
 grep -q ' left' screen.txt && grep -v 'time left unknown' screen.txt | grep -q ' left' &&
     fail "an estimate while train waits: $(cat screen.txt)"
+for _ in $(seq 50); do grep -q 'train waits' plain.out && grep -q watch.wait json.out && break; sleep 0.1; done
 grep -Eq '^[0-9:]{8} train waits for gpu \(1 of 1 in use\): held by run holder \(train\); 1st in line$' plain.out ||
     fail "watch --plain does not say why train waits: $(cat plain.out)"
 grep -q '"type":"watch.wait","job":"train",.*"reason":"resource","resource":"gpu"' json.out ||

@@ -46,7 +46,9 @@ norm() {
 	    -e :a -e '/^\n*$/{$d;N;ba' -e '}' "$1"
 }
 for w in 80 120; do
+	# At step 3, and the reasons to wait asked for (the feed quiet).
 	tmux_until "w$w" "screen-$w.txt" ' 3/6' 100
+	tmux_until "w$w" "screen-$w.txt" 'waits for job export-gguf' 100
 	sleep 1.2 # a redraw by the clock: the screen holds still
 	tmux_until "w$w" "screen-$w.txt" . 1
 	norm "screen-$w.txt" >"got-$w.txt"
