@@ -6,7 +6,7 @@
  * with SPEC, once for every distinct (python, jobs_dir, device,
  * cuda_device) of its probe and train jobs with engine hf. The exit
  * status is 0 when every check run allows the run, 1 when one does not
- * (or an interpreter cannot be run), 2 for a spec that does not check.
+ * (or an interpreter cannot be run, or the spec does not check).
  */
 #include <err.h>
 #include <errno.h>
@@ -133,11 +133,13 @@ ctl_doctor(int argc, char **argv)
 	} else {
 		plugin_load_dir(c->plugin_dir, &plugin_host);
 		char *text = plc_read_file(argv[1], NULL, 4 << 20), *errs = NULL;
+		/* A spec that cannot be read or does not check is an error
+		 * (1), as for check, not a usage error. */
 		if (text == NULL)
-			ctl_fail(CTL_EUSAGE, "ELOCAL", "%s: %s", argv[1], strerror(errno));
+			ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", argv[1], strerror(errno));
 		struct spec *s = spec_parse(argv[1], text, &errs);
 		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1)
-			ctl_fail(CTL_EUSAGE, "EINVAL", "%s", errs ? errs : "invalid spec");
+			ctl_fail(CTL_ERROR, "EINVAL", "%s", errs ? errs : "invalid spec");
 		for (int i = 0; i < s->njobs; i++) {
 			const struct spec_section *j = s->jobs[i];
 			if (j->stage == NULL || (strcmp(j->stage, "probe") != 0 &&

@@ -11,6 +11,8 @@
  */
 #include <err.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "plio.h"
 
 struct series {
 	char run[128];
@@ -29,7 +32,20 @@ struct series {
 	long *resumes;
 	int nresumes;
 	int nloss, nlr;
+	double lo[3], hi[3];	/* the steps', losses' and rates' extremes */
 };
+
+enum { R_STEP, R_LOSS, R_LR };
+
+/* Widen a series' extremes to take v. */
+static void
+range_add(struct series *s, int which, int n, double v)
+{
+	if (n == 0 || v < s->lo[which])
+		s->lo[which] = v;
+	if (n == 0 || v > s->hi[which])
+		s->hi[which] = v;
+}
 
 /* The run's train job: the one named, or the first of stage train. */
 static int
@@ -80,10 +96,11 @@ fetch(struct series *s, const char *dir, int idx)
 		double v = jnum(x, "value");
 		if (strcmp(name, "loss") == 0) {
 			fprintf(fl, "%ld %.9g\n", step, v);
-			s->nloss++;
+			range_add(s, R_STEP, s->nloss, (double)step);
+			range_add(s, R_LOSS, s->nloss++, v);
 		} else if (strcmp(name, "lr") == 0) {
 			fprintf(fr, "%ld %.9g\n", step, v);
-			s->nlr++;
+			range_add(s, R_LR, s->nlr++, v);
 		} else if (strcmp(name, "resumed") == 0) {
 			s->resumes = realloc(s->resumes, (size_t)(s->nresumes + 1) * sizeof(long));
 			if (s->resumes == NULL)
@@ -94,10 +111,9 @@ fetch(struct series *s, const char *dir, int idx)
 	cJSON_Delete(r);
 	if (fclose(fl) != 0 || fclose(fr) != 0)
 		err(1, "plot: %s", dir);
-	if (s->nloss == 0) {
-		warnx("plot: job %s of run %s has no loss metric yet", s->job, s->run);
-		return -1;
-	}
+	if (s->nloss == 0)
+		ctl_fail(CTL_ERROR, "ENODATA", "job %s of run %s has no loss metric yet", s->job,
+		    s->run);
 	return 0;
 }
 
@@ -197,8 +213,36 @@ ctl_plot(int argc, char **argv)
 		snprintf(title, sizeof(title), "training loss: %s (%s)", s[0].run, s[0].job);
 	gp_str(f, title);
 	fprintf(f, "\nset xlabel 'optimizer step'\nset ylabel 'loss'\n"
-	    "set y2label 'learning rate'\nset ytics nomirror\nset y2tics\n"
-	    "set format y2 '%%.1e'\nset grid\nset key outside bottom center horizontal\n");
+	    "set ytics nomirror\nset grid\nset key outside bottom center horizontal\n");
+	/* An axis whose values are all one (a constant learning rate, a
+	 * single step) gets a range around that value: gnuplot would warn
+	 * and label every tick of its own widened range alike. */
+	int nlr = 0;
+	for (int i = 0; i < nser; i++)
+		nlr += s[i].nlr;
+	static const char *const axis[3] = { "x", "y", "y2" };
+	for (int a = R_STEP; a <= R_LR; a++) {
+		double lo = 0, hi = 0;
+		int n = 0;
+		for (int i = 0; i < nser; i++) {
+			if (a == R_LR && s[i].nlr == 0)
+				continue;
+			if (n++ == 0 || s[i].lo[a] < lo)
+				lo = s[i].lo[a];
+			if (n == 1 || s[i].hi[a] > hi)
+				hi = s[i].hi[a];
+		}
+		if (n == 0 || hi - lo > fabs(hi) * 1e-9)
+			continue;
+		if (a == R_LR) /* a rate is never below 0: from 0 to twice it */
+			fprintf(f, "set y2range [0:%.9g]\n", lo > 0 ? 2 * lo : 1);
+		else {
+			double d = a == R_STEP ? 1 : lo != 0 ? fabs(lo) * 0.1 : 1;
+			fprintf(f, "set %srange [%.9g:%.9g]\n", axis[a], lo - d, hi + d);
+		}
+	}
+	if (nlr > 0)
+		fprintf(f, "set y2label 'learning rate'\nset y2tics\nset format y2 '%%.3g'\n");
 	/* A dashed line at each step a relaunch resumed from. */
 	int arrow = 1;
 	for (int i = 0; i < nser; i++)
@@ -222,14 +266,15 @@ ctl_plot(int argc, char **argv)
 			fprintf(f, ", ");
 		gp_str(f, s[i].loss);
 		snprintf(lab, sizeof(lab), "loss %s", s[i].run);
-		fprintf(f, " using 1:2 with lines lw 2 lc rgb '%s' title ", colour[i]);
+		fprintf(f, " using 1:2 with %s lw 2 lc rgb '%s' title ",
+		    s[i].nloss > 1 ? "lines" : "points pt 7", colour[i]);
 		gp_str(f, lab);
 		if (s[i].nlr > 0) {
 			fprintf(f, ", ");
 			gp_str(f, s[i].lr);
 			snprintf(lab, sizeof(lab), "lr %s", s[i].run);
-			fprintf(f, " using 1:2 axes x1y2 with lines dt 3 lc rgb '%s' title ",
-			    colour[i]);
+			fprintf(f, " using 1:2 axes x1y2 with %s lc rgb '%s' title ",
+			    s[i].nlr > 1 ? "lines dt 3 lw 1.5" : "points pt 6", colour[i]);
 			gp_str(f, lab);
 		}
 	}
@@ -240,7 +285,14 @@ ctl_plot(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid == -1)
 		err(1, "plot: fork");
+	/* gnuplot's own words go to a file: shown when it fails, not
+	 * between pipelinectl's lines when it draws. */
+	char gperr[PATH_MAX];
+	snprintf(gperr, sizeof(gperr), "%s/gnuplot.err", dir);
 	if (pid == 0) {
+		int fd = open(gperr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd == -1 || dup2(fd, 2) == -1)
+			_exit(126);
 		execlp("gnuplot", "gnuplot", script, (char *)NULL);
 		_exit(127);
 	}
@@ -249,10 +301,13 @@ ctl_plot(int argc, char **argv)
 		;
 	struct stat sb;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || stat(tmp, &sb) == -1 || sb.st_size == 0) {
-		warnx("plot: gnuplot failed on %s", script);
+		char *said = plc_read_file(gperr, NULL, 4096);
 		unlink(tmp);
-		goto out;
+		unlink(gperr);
+		ctl_fail(CTL_ERROR, "ELOCAL", "gnuplot failed on %s%s%s", script,
+		    said && *said ? ":\n" : "", said ? said : "");
 	}
+	unlink(gperr);
 	/* Whole: fsync, then the final name. */
 	FILE *g = fopen(tmp, "r+");
 	if (g == NULL || fsync(fileno(g)) == -1 || fclose(g) != 0 || rename(tmp, out) == -1) {

@@ -356,8 +356,10 @@ ctl_conf(void)
 	return &conf;
 }
 
+/* Connect to a socket of the daemon's: the descriptor, or -1 with errno
+ * set. */
 static int
-sock_connect(const char *path)
+sock_connect_soft(const char *path)
 {
 	struct sockaddr_un sun;
 	memset(&sun, 0, sizeof(sun));
@@ -369,6 +371,19 @@ sock_connect(const char *path)
 	if (fd == -1)
 		ctl_fail(CTL_ERROR, "ELOCAL", "socket: %s", strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+sock_connect(const char *path)
+{
+	int fd = sock_connect_soft(path);
+	if (fd == -1) {
 		if (errno == ENOENT || errno == ECONNREFUSED)
 			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined is not running (no daemon at %s)",
 			    path);
@@ -440,70 +455,111 @@ struct conn {
 	size_t len, cap;
 };
 
-/* Read one line (without the newline); NULL at EOF. A line over
- * PL_PROTO_MAX_REPLY bytes ends pipelinectl with one error line. */
+/* A whole line the buffer holds (without its newline), or NULL. A line
+ * over PL_PROTO_MAX_REPLY bytes ends pipelinectl with one error line. */
+static char *
+conn_take(struct conn *c)
+{
+	char *nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
+	if (nl != NULL) {
+		size_t n = (size_t)(nl - c->buf);
+		char *line = strndup(c->buf, n);
+		memmove(c->buf, nl + 1, c->len - n - 1);
+		c->len -= n + 1;
+		return line;
+	}
+	if (c->len >= PL_PROTO_MAX_REPLY)
+		ctl_fail(CTL_ERROR, "ETOOLONG", "pipelined sent a line of over %d MiB without "
+		    "its end: is %s pipelined's socket?", PL_PROTO_MAX_REPLY >> 20, c->path);
+	return NULL;
+}
+
+/* One read into the buffer: the bytes read, 0 at EOF, -1 on an error. */
+static ssize_t
+conn_fill(struct conn *c)
+{
+	if (c->cap - c->len < 65536) {
+		c->cap = c->cap ? c->cap * 2 : 131072;
+		c->buf = realloc(c->buf, c->cap);
+		if (c->buf == NULL)
+			err(1, "realloc");
+	}
+	ssize_t r;
+	while ((r = read(c->fd, c->buf + c->len, c->cap - c->len)) < 0 && errno == EINTR)
+		;
+	if (r > 0)
+		c->len += (size_t)r;
+	return r;
+}
+
+/* Read one line (without the newline); NULL at EOF. */
 static char *
 conn_line(struct conn *c)
 {
-	for (;;) {
-		char *nl = memchr(c->buf, '\n', c->len);
-		if (nl != NULL) {
-			size_t n = (size_t)(nl - c->buf);
-			char *line = strndup(c->buf, n);
-			memmove(c->buf, nl + 1, c->len - n - 1);
-			c->len -= n + 1;
-			return line;
-		}
-		if (c->len >= PL_PROTO_MAX_REPLY)
-			ctl_fail(CTL_ERROR, "ETOOLONG", "pipelined sent a line of over %d MiB without "
-			    "its end: is %s pipelined's socket?", PL_PROTO_MAX_REPLY >> 20, c->path);
-		if (c->cap - c->len < 65536) {
-			c->cap = c->cap ? c->cap * 2 : 131072;
-			c->buf = realloc(c->buf, c->cap);
-			if (c->buf == NULL)
-				err(1, "realloc");
-		}
-		ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
+	char *line;
+	while ((line = conn_take(c)) == NULL)
+		if (conn_fill(c) <= 0)
 			return NULL;
-		c->len += (size_t)r;
-	}
+	return line;
 }
 
-static void
-conn_send(struct conn *c, cJSON *req)
+/* Send one request line: 0, or -1 when the daemon is gone. */
+static int
+conn_send_soft(struct conn *c, cJSON *req)
 {
 	char *t = cJSON_PrintUnformatted(req);
 	size_t n = strlen(t);
 	t[n] = '\n';
-	if (plc_write_all(c->fd, t, n + 1) == -1)
-		ctl_fail(CTL_ENODAEMON, "ENODAEMON", "write to pipelined: %s", strerror(errno));
+	int rc = plc_write_all(c->fd, t, n + 1);
 	free(t);
+	return rc;
 }
 
 static struct conn ctl_conn = { .fd = -1 };
 
 /* request()'s quiet: data lines not printed (Q_DATA); an error reply
- * returned as -1 without a word (Q_ERR), else printed and exited on. */
+ * returned as -1 without a word (Q_ERR), else printed and exited on; a
+ * daemon that is gone returned as -1 too (Q_SOFT: watch, which waits for
+ * it to come back), else an error that ends pipelinectl. */
 #define Q_DATA	1
 #define Q_ERR	2
+#define Q_SOFT	4
+
+/* The control connection is gone: the next request opens another. */
+static void
+ctl_conn_reset(void)
+{
+	if (ctl_conn.fd != -1)
+		close(ctl_conn.fd);
+	ctl_conn.fd = -1;
+	ctl_conn.len = 0;
+}
 
 /* One request on the shared control connection (hello first). */
 static int
 request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 {
+	cJSON *req = args ? args : cJSON_CreateObject();
 	if (ctl_conn.fd == -1) {
 		load_conf();
-		ctl_conn.fd = sock_connect(control_path);
+		ctl_conn.fd = (quiet & Q_SOFT) ? sock_connect_soft(control_path) :
+		    sock_connect(control_path);
 		ctl_conn.path = control_path;
+		if (ctl_conn.fd == -1) {
+			cJSON_Delete(req);
+			return -1;
+		}
 		cJSON *h = cJSON_CreateObject();
 		cJSON_AddStringToObject(h, "verb", pl_verb_name(PLV_hello));
 		cJSON_AddNumberToObject(h, "version", PL_PROTO_VERSION);
-		conn_send(&ctl_conn, h);
+		int sent = conn_send_soft(&ctl_conn, h);
 		cJSON_Delete(h);
-		char *line = conn_line(&ctl_conn);
+		char *line = sent == 0 ? conn_line(&ctl_conn) : NULL;
+		if (line == NULL && (quiet & Q_SOFT)) {
+			ctl_conn_reset();
+			cJSON_Delete(req);
+			return -1;
+		}
 		if (line == NULL)
 			ctl_fail(CTL_ENODAEMON, "ENODAEMON",
 			    "pipelined closed the connection during the handshake");
@@ -518,12 +574,17 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 		cJSON_Delete(r);
 		free(line);
 	}
-	cJSON *req = args ? args : cJSON_CreateObject();
 	cJSON_AddStringToObject(req, "verb", pl_verb_name(verb));
-	conn_send(&ctl_conn, req);
+	int sent = conn_send_soft(&ctl_conn, req);
 	cJSON_Delete(req);
+	if (sent == -1 && !(quiet & Q_SOFT))
+		ctl_fail(CTL_ENODAEMON, "ENODAEMON", "write to pipelined: %s", strerror(errno));
 	for (;;) {
-		char *line = conn_line(&ctl_conn);
+		char *line = sent == 0 ? conn_line(&ctl_conn) : NULL;
+		if (line == NULL && (quiet & Q_SOFT)) {
+			ctl_conn_reset();
+			return -1;
+		}
 		if (line == NULL)
 			ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined closed the connection");
 		cJSON *r = cJSON_Parse(line);
@@ -541,9 +602,12 @@ request(enum pl_verb verb, cJSON *args, cJSON **result, int quiet)
 			continue;
 		}
 		free(line);
+		/* A log and an error (a spec's, one a line, as check prints
+		 * them) keep their lines. */
+		int ok = strcmp(st->valuestring, "ok") == 0;
 		if (!ctl_json && !(verb == PLV_logs && logs_raw))
-			defang_json(r, verb == PLV_logs);
-		if (strcmp(st->valuestring, "ok") == 0) {
+			defang_json(r, verb == PLV_logs || !ok);
+		if (ok) {
 			if (result)
 				*result = cJSON_DetachItemFromObject(r, "result");
 			cJSON_Delete(r);
@@ -684,6 +748,85 @@ fmt_progress(char *buf, size_t sz, double done, double total, const char *unit)
 		snprintf(buf, sz, "%.0f/%.0f %s", done, total, unit);
 }
 
+/* 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st. */
+static const char *
+ordinal(int n)
+{
+	int t = n % 100;
+	return t >= 11 && t <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" :
+	    n % 10 == 3 ? "rd" : "th";
+}
+
+/*
+ * Why an open job waits (its "wait" in status's reply), in words, shorter
+ * as level grows, until only the resource is left:
+ *   0  waits for gpu (1 of 1 in use): held by run a (train); 1st in line
+ *   1  waits for gpu, held by a/train; 1st in line
+ *   2  waits for gpu, 1st in line
+ *   3  waits for gpu
+ * "" when it does not wait (or waits for a job of its own run at level 3
+ * and more, which its line shows anyway).
+ */
+static void
+wait_words(const cJSON *wt, int level, double now, char *buf, size_t sz)
+{
+	const char *why = jstr(wt, "reason");
+	char what[160], held[512] = "", t[32];
+	buf[0] = '\0';
+	if (strcmp(why, "after") == 0) {
+		snprintf(buf, sz, "waits for job %s", jstr(wt, "job"));
+		return;
+	}
+	if (strcmp(why, "backoff") == 0) {
+		fmt_secs(t, sizeof(t), jnum(wt, "until") > now ? jnum(wt, "until") - now : 0);
+		snprintf(buf, sz, "retries in %s", t);
+		return;
+	}
+	if (strcmp(why, "stopping") == 0) {
+		snprintf(buf, sz, "waits: pipelined is stopping");
+		return;
+	}
+	int slots = strcmp(why, "slots") == 0;
+	if (!slots && strcmp(why, "resource") != 0)
+		return;
+	if (slots)
+		snprintf(what, sizeof(what), "a job slot");
+	else
+		snprintf(what, sizeof(what), "%s", jstr(wt, "resource"));
+	int place = (int)jnum(wt, "place"), n = 0, nh = (int)jnum(wt, "holders");
+	const cJSON *h;
+	size_t o = 0;
+	cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(wt, "held_by")) {
+		if (!cJSON_IsString(h) || o >= sizeof(held))
+			continue;
+		const char *slash = strchr(h->valuestring, '/');
+		if (level == 0 && slash != NULL)
+			o += (size_t)snprintf(held + o, sizeof(held) - o, "%srun %.*s (%s)", n ? ", " : "",
+			    (int)(slash - h->valuestring), h->valuestring, slash + 1);
+		else
+			o += (size_t)snprintf(held + o, sizeof(held) - o, "%s%s", n ? ", " : "",
+			    h->valuestring);
+		n++;
+	}
+	if (nh > n && o < sizeof(held))
+		snprintf(held + o, sizeof(held) - o, " and %d more", nh - n);
+	if (level == 0 && slots)
+		snprintf(buf, sz, "waits for %s (%.0f of max_jobs %.0f running)%s%s; %d%s in line",
+		    what, jnum(wt, "used"), jnum(wt, "capacity"), *held ? ": " : "", held, place,
+		    ordinal(place));
+	else if (level == 0)
+		snprintf(buf, sz, "waits for %s (%.0f of %.0f in use)%s%s; %d%s in line", what,
+		    jnum(wt, "used"), jnum(wt, "capacity"), *held ? ": held by " : "", held, place,
+		    ordinal(place));
+	else if (level == 1)
+		snprintf(buf, sz, "waits for %s%s%s; %d%s in line", what, *held ? ", held by " : "",
+		    held, place, ordinal(place));
+	else if (level == 2)
+		snprintf(buf, sz, "waits for %s, %d%s in line", what, place, ordinal(place));
+	else
+		snprintf(buf, sz, "waits for %s", what);
+}
+
 static void
 print_jobs_table(const cJSON *jobs)
 {
@@ -696,8 +839,14 @@ print_jobs_table(const cJSON *jobs)
 		    jstr(j, "progress_unit"));
 		snprintf(tries, sizeof(tries), "%.0f", jnum(j, "attempts"));
 		fmt_span(dur, sizeof(dur), jnum(j, "started"), jnum(j, "finished"));
-		tab_row(&t, jstr(j, "name"), jstr(j, "stage"), jstr(j, "state"), tries, dur, prog,
-		    jstr(j, "message"));
+		/* A job that waits says why, before its last message. */
+		char msg[1024];
+		wait_words(cJSON_GetObjectItemCaseSensitive(j, "wait"), 0, (double)time(NULL), msg,
+		    sizeof(msg));
+		if (*jstr(j, "message"))
+			snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s%s", *msg ? "; " : "",
+			    jstr(j, "message"));
+		tab_row(&t, jstr(j, "name"), jstr(j, "stage"), jstr(j, "state"), tries, dur, prog, msg);
 	}
 	tab_print(&t);
 }
@@ -904,6 +1053,12 @@ cmd_web(int argc, char **argv)
  * those in the newest RATE_WINDOW seconds count. */
 #define RATE_N		32
 #define RATE_WINDOW	60.0
+/* How long watch tries to reach a daemon that went away (once a second),
+ * and how often it asks the daemon why the open jobs wait. */
+#define RECONNECT_S	120
+#define WAIT_POLL_S	2
+/* How long the terminal view says that the daemon is back. */
+#define BACK_SHOWN_S	10
 
 struct wjob {
 	char name[128];
@@ -921,6 +1076,7 @@ struct wjob {
 	double hist;		/* median seconds in earlier runs, or -1 */
 	double rts[RATE_N], rdone[RATE_N];
 	int rn, rpos;
+	cJSON *wait;		/* why it waits (status's "wait"), or NULL */
 };
 
 struct watch {
@@ -929,9 +1085,13 @@ struct watch {
 	int tty;
 	int drawn;
 	int nhist;		/* earlier runs the durations came from */
-	double now;		/* the newest event's time */
+	double now;		/* the newest event's time, the clock's while live */
 	char run_state[16];
 	char run_msg[256];
+	/* The daemon: gone since (0: reachable) and why, tried until; back
+	 * since, after how long gone. */
+	double gone, give_up, back, gone_for;
+	char gone_why[160];
 };
 
 static struct wjob *
@@ -941,10 +1101,13 @@ wjob_find(struct watch *w, const char *name)
 		if (strcmp(w->jobs[i].name, name) == 0)
 			return &w->jobs[i];
 	w->jobs = realloc(w->jobs, (size_t)(w->njobs + 1) * sizeof(*w->jobs));
+	if (w->jobs == NULL)
+		err(1, "realloc");
 	struct wjob *j = &w->jobs[w->njobs++];
 	memset(j, 0, sizeof(*j));
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	snprintf(j->state, sizeof(j->state), "%s", pl_job_state_name(PLJ_pending));
+	j->hist = -1;
 	return j;
 }
 
@@ -1072,34 +1235,57 @@ rate_get(const struct wjob *j)
 	return dt > 0 && dd > 0 ? dd / dt : -1;
 }
 
+/* Whether an open job waits for what another run's jobs hold (a
+ * resource, a job slot): nothing says how long, so neither its time left
+ * nor its run's is known while it waits. */
+static int
+job_blocked(const struct wjob *j)
+{
+	const char *why = jstr(j->wait, "reason");
+	return !job_final(j->state) && pl_job_state_find(j->state) != PLJ_running &&
+	    (strcmp(why, "resource") == 0 || strcmp(why, "slots") == 0 ||
+	    strcmp(why, "stopping") == 0);
+}
+
 /* Seconds left of a job: from its rate while it reports progress, else
- * from its history; -1 when neither says. */
+ * from its history (its backoff's wait added); -1 when neither says, or
+ * while it waits for another run, or once it has run longer than its
+ * history. */
 static double
 job_left(const struct watch *w, const struct wjob *j)
 {
 	if (job_final(j->state))
 		return 0;
-	double r = pl_job_state_find(j->state) == PLJ_running ? rate_get(j) : -1;
+	if (job_blocked(j))
+		return -1;
+	int running = pl_job_state_find(j->state) == PLJ_running;
+	double r = running ? rate_get(j) : -1;
 	if (r > 0 && j->total > 0)
 		return (j->total - j->done) / r;
 	if (j->hist < 0)
 		return -1;
-	if (pl_job_state_find(j->state) == PLJ_running && j->t0 > 0) {
+	if (running && j->t0 > 0) {
 		double left = j->hist - (w->now - j->t0);
-		return left > 0 ? left : 0;
+		return left > 0 ? left : -1;
 	}
-	return j->hist;
+	double until = strcmp(jstr(j->wait, "reason"), "backoff") == 0 ? jnum(j->wait, "until") : 0;
+	return j->hist + (until > w->now ? until - w->now : 0);
 }
 
 /* The run's time left, assuming its jobs run one after another as the
- * release chain does; *unknown counts the jobs nothing estimates. */
+ * release chain does; *unknown counts the jobs nothing estimates, and
+ * *blocked is the first job that waits for another run (or NULL). */
 static double
-run_left(const struct watch *w, int *unknown)
+run_left(const struct watch *w, int *unknown, const struct wjob **blocked)
 {
 	double sum = 0;
 	*unknown = 0;
+	*blocked = NULL;
 	for (int i = 0; i < w->njobs; i++) {
-		double l = job_left(w, &w->jobs[i]);
+		const struct wjob *j = &w->jobs[i];
+		if (*blocked == NULL && job_blocked(j))
+			*blocked = j;
+		double l = job_left(w, j);
 		if (l < 0)
 			(*unknown)++;
 		else
@@ -1108,35 +1294,88 @@ run_left(const struct watch *w, int *unknown)
 	return sum;
 }
 
-/* A job's progress words: "120/400 step, loss 1.234, 2.1 step/s, 2m13s left". */
+/* The widest a duration (fmt_secs) and a rate (%.3g) are printed: a line
+ * is laid out for these, so that it does not move as the figures do. */
+#define SECS_W	6
+#define RATE_W	6
+
+/*
+ * A job's words, at a level of detail from 0 (all) to 5 (its time left
+ * alone): "120/400 step, loss 1.234, 2.1 step/s, 2m13s left" at 0, then
+ * without the prefix's speed-up and the rate's unit, without the count's
+ * unit, without the rate, without the loss, and at 5 "2m13s left" (a job
+ * not running keeps its count). A job that waits says why instead, less
+ * as the level grows. *width is the length laid out for: the words' with
+ * the time left and the rate counted at their widest.
+ */
 static void
-job_words(const struct watch *w, const struct wjob *j, char *buf, size_t sz)
+job_words(const struct watch *w, const struct wjob *j, int level, char *buf, size_t sz,
+    int *width)
 {
-	char left[32];
+	char left[32] = "", rate[32] = "", loss[48] = "", unit[64] = "";
 	buf[0] = '\0';
-	if (j->total <= 0)
+	*width = 0;
+	if (j->total <= 0) {
+		if (j->wait != NULL && !job_final(j->state))
+			wait_words(j->wait, level > 3 ? 3 : level, w->now, buf, sz);
+		*width = u8_len(buf, strlen(buf));
 		return;
-	size_t n = (size_t)snprintf(buf, sz, "%.0f/%.0f %s", j->done, j->total, j->unit);
-	if (j->has_loss && n < sz)
-		n += (size_t)snprintf(buf + n, sz - n, ", loss %.4g", j->loss);
-	if (j->speedup > 0 && n < sz)
-		n += (size_t)snprintf(buf + n, sz - n, ", shared prefix %.2fx", j->speedup);
-	double r = rate_get(j);
-	if (r > 0 && pl_job_state_find(j->state) == PLJ_running && n < sz) {
-		fmt_secs(left, sizeof(left), job_left(w, j));
-		snprintf(buf + n, sz - n, ", %.3g %s/s, %s left", r, j->unit, left);
 	}
+	double r = rate_get(j);
+	int eta = r > 0 && pl_job_state_find(j->state) == PLJ_running;
+	if (eta) {
+		fmt_secs(left, sizeof(left), job_left(w, j));
+		snprintf(rate, sizeof(rate), "%.3g", r);
+	}
+	if (j->has_loss)
+		snprintf(loss, sizeof(loss), "loss %.4g", j->loss);
+	if (level <= 1)
+		snprintf(unit, sizeof(unit), " %s", j->unit);
+	size_t n = 0;
+	if (level < 5 || !eta)
+		n += (size_t)snprintf(buf + n, sz - n, "%.0f/%.0f%s", j->done, j->total, unit);
+	if (*loss && level < 4 && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", %s", loss);
+	if (j->speedup > 0 && level == 0 && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", shared prefix %.2fx", j->speedup);
+	if (eta && level < 3 && n < sz)
+		n += (size_t)snprintf(buf + n, sz - n, ", %s %s/s", rate, level == 0 ? j->unit : "");
+	if (eta && n < sz)
+		snprintf(buf + n, sz - n, "%s%s left", n ? ", " : "", left);
+	/* "%s %s/s" with no unit leaves "2.1 /s": close it up. */
+	char *sp = strstr(buf, " /s");
+	if (sp != NULL)
+		memmove(sp, sp + 1, strlen(sp));
+	*width = u8_len(buf, strlen(buf));
+	if (eta)
+		*width += SECS_W - (int)strlen(left) + (level < 3 ? RATE_W - (int)strlen(rate) : 0);
 }
 
-/* The run's line: its state and, while it runs, the expected end. */
+/*
+ * The run's words while it runs, at a level of detail from 0 to 2: its
+ * time left and expected end, "at least" with how many jobs nothing
+ * estimates (0), without them (1), without the end (2); or that the time
+ * left is unknown, and why: the job that waits for another run and what
+ * for. *width as for job_words().
+ */
 static void
-run_words(const struct watch *w, char *buf, size_t sz)
+run_words(const struct watch *w, int level, char *buf, size_t sz, int *width)
 {
 	int unknown;
-	double left = run_left(w, &unknown);
-	char l[32], end[16];
-	if (run_final(w->run_state) || (left <= 0 && unknown > 0)) {
-		buf[0] = '\0';
+	const struct wjob *b;
+	double left = run_left(w, &unknown, &b);
+	char l[32], end[16], why[512];
+	buf[0] = '\0';
+	*width = 0;
+	if (run_final(w->run_state))
+		return;
+	if (b != NULL || (left <= 0 && unknown > 0)) {
+		why[0] = '\0';
+		if (b != NULL && level < 2)
+			wait_words(b->wait, level == 0 ? 2 : 3, w->now, why, sizeof(why));
+		snprintf(buf, sz, "time left unknown%s%s%s%s", *why ? " while " : "",
+		    *why ? b->name : "", *why ? " " : "", why);
+		*width = u8_len(buf, strlen(buf));
 		return;
 	}
 	fmt_secs(l, sizeof(l), left);
@@ -1144,8 +1383,13 @@ run_words(const struct watch *w, char *buf, size_t sz)
 	struct tm tm;
 	localtime_r(&t, &tm);
 	strftime(end, sizeof(end), "%H:%M", &tm);
-	snprintf(buf, sz, "%s%s left, ends about %s%s", unknown ? "at least " : "", l, end,
-	    unknown ? " (some jobs have no earlier run to go by)" : "");
+	char more[96] = "";
+	if (unknown && level == 0)
+		snprintf(more, sizeof(more), " (%d job%s without an estimate)", unknown,
+		    unknown == 1 ? "" : "s");
+	snprintf(buf, sz, "%s%s left%s%s%s", unknown ? "at least " : "", l,
+	    level < 2 ? ", ends about " : "", level < 2 ? end : "", more);
+	*width = u8_len(buf, strlen(buf)) + SECS_W - (int)strlen(l);
 }
 
 /* --json: the estimates as a line of their own after a progress event. */
@@ -1153,7 +1397,8 @@ static void
 eta_json(const struct watch *w, const struct wjob *j)
 {
 	int unknown;
-	double left = run_left(w, &unknown);
+	const struct wjob *b;
+	double left = run_left(w, &unknown, &b);
 	double r = rate_get(j);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "type", "watch.eta");
@@ -1173,10 +1418,10 @@ eta_json(const struct watch *w, const struct wjob *j)
 	cJSON_AddNumberToObject(o, "run_left_s", left);
 	cJSON_AddNumberToObject(o, "run_end", w->now + left);
 	cJSON_AddNumberToObject(o, "run_unknown_jobs", unknown);
+	if (b != NULL)
+		cJSON_AddStringToObject(o, "run_waiting_job", b->name);
 	cJSON_AddNumberToObject(o, "history_runs", w->nhist);
-	char *t = cJSON_PrintUnformatted(o);
-	printf("%s\n", t);
-	free(t);
+	print_json(o);
 	cJSON_Delete(o);
 }
 
@@ -1224,6 +1469,31 @@ failed_lines(const struct watch *w, const char *run, int cols, int tty)
 	return n;
 }
 
+/* The daemon's line of the live view: gone, and until when watch tries;
+ * or back. Returns the lines drawn. */
+static int
+daemon_line(const struct watch *w, int cols)
+{
+	char t[16], left[32], since[32];
+	struct tm tm;
+	if (w->gone > 0) {
+		time_t g = (time_t)w->give_up;
+		localtime_r(&g, &tm);
+		strftime(t, sizeof(t), "%H:%M:%S", &tm);
+		fmt_secs(left, sizeof(left), w->give_up > w->now ? w->give_up - w->now : 0);
+		/* The reason last: what a narrow terminal cuts. */
+		draw_line(cols, NULL, 0, "pipelined is gone; reconnecting until %s, %s left (%s)", t,
+		    left, w->gone_why);
+		return 1;
+	}
+	if (w->back > 0 && w->now - w->back < BACK_SHOWN_S && !run_final(w->run_state)) {
+		fmt_secs(since, sizeof(since), w->gone_for);
+		draw_line(cols, NULL, 0, "pipelined is back after %s; following the run again", since);
+		return 1;
+	}
+	return 0;
+}
+
 static void
 watch_draw(struct watch *w, const char *run)
 {
@@ -1239,11 +1509,23 @@ watch_draw(struct watch *w, const char *run)
 	}
 	if (namew > 32)
 		namew = 32;
-	int barw = cols - namew - 10 - 5 - 30;
-	if (barw > 40)
-		barw = 40;
-	if (barw < 8)
-		barw = 8;
+	/*
+	 * "NAME STATE [BAR] WORDS": the words at their fullest that fit
+	 * beside a bar of at least 10 (the time left stays longest), the bar
+	 * as wide as the widest words leave room for, 10 to 40.
+	 */
+	int room = cols - 1 - (namew + 1 + 10 + 1) - 3, widest = 0, wd;
+	char words[512];
+	for (int i = 0; i < w->njobs; i++) {
+		int level = 0;
+		do
+			job_words(w, &w->jobs[i], level, words, sizeof(words), &wd);
+		while (wd > room - 10 && ++level <= 5);
+		if (wd > widest)
+			widest = wd;
+	}
+	int barw = room - (widest ? widest + 1 : 0);
+	barw = barw > 40 ? 40 : barw < 10 ? 10 : barw;
 	int lines = 0;
 	for (int i = 0; i < w->njobs; i++) {
 		struct wjob *j = &w->jobs[i];
@@ -1257,22 +1539,28 @@ watch_draw(struct watch *w, const char *run)
 		for (int k = 0; k < barw; k++)
 			bar[k] = k < fill ? '#' : (k == fill && pl_job_state_find(j->state) == PLJ_running ? '>' : '.');
 		bar[barw] = '\0';
-		char extra[256], name[128];
-		job_words(w, j, extra, sizeof(extra));
+		int level = 0;
+		do
+			job_words(w, j, level, words, sizeof(words), &wd);
+		while (wd > room - barw - 1 && ++level <= 5);
+		char name[128];
 		size_t nb = u8_bytes(j->name, namew);
 		snprintf(name, sizeof(name), "%.*s", (int)nb, j->name);
 		int pad = namew - u8_len(name, strlen(name));
 		draw_line(cols, j->state, strlen(name) + (size_t)pad, "%s%*s %-10s [%s] %s%s%s", name,
-		    pad, "", j->state, bar, extra,
-		    *extra && *j->note ? "; " : "", j->note);
+		    pad, "", j->state, bar, words, *words && *j->note ? "; " : "", j->note);
 		lines++;
 	}
-	char rw[160];
-	run_words(w, rw, sizeof(rw));
+	/* The run's line: its time left stays longest. */
+	char rw[512];
+	int level = 0, head = (int)strlen(run) + 6 + (int)strlen(w->run_state) + 2;
+	do
+		run_words(w, level, rw, sizeof(rw), &wd);
+	while (head + wd > cols - 1 && ++level <= 2);
 	draw_line(cols, w->run_state, strlen(run) + 5, "run %s: %s%s%s%s%s", run, w->run_state,
-	    *rw ? ", " : "", rw,
-	    *w->run_msg ? ": " : "", w->run_msg);
+	    *rw ? ", " : "", rw, *w->run_msg ? ": " : "", w->run_msg);
 	lines++;
+	lines += daemon_line(w, cols);
 	if (run_final(w->run_state))
 		lines += failed_lines(w, run, cols, 1);
 	/* Lines of an earlier, taller draw are cleared. */
@@ -1302,6 +1590,238 @@ corpus_words(const cJSON *ev, char *buf, size_t len)
 	}
 }
 
+/* "HH:MM:SS" of a time, for the plain lines. */
+static void
+fmt_clock(double t, char *buf, size_t sz)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+	localtime_r(&s, &tm);
+	strftime(buf, sz, "%H:%M:%S", &tm);
+}
+
+/*
+ * Why the open jobs wait, from the daemon (status's "wait"): kept with
+ * each job for the view and the estimates; with --plain a line and with
+ * --json a "watch.wait" object when a job's reason changes (waiting for
+ * a job of its own run is the DAG's, and not said). 0, or -1 when the
+ * daemon is gone.
+ */
+static int
+watch_waits(struct watch *w, const char *run)
+{
+	cJSON *r = NULL, *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "run", run);
+	if (request(PLV_status, a, &r, Q_DATA | Q_ERR | Q_SOFT) == -1)
+		return ctl_conn.fd == -1 ? -1 : 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		struct wjob *j = wjob_find(w, jstr(x, "name"));
+		const cJSON *wt = cJSON_GetObjectItemCaseSensitive(x, "wait");
+		char was[512] = "", now[512] = "";
+		wait_words(j->wait, 0, w->now, was, sizeof(was));
+		wait_words(wt, 0, w->now, now, sizeof(now));
+		int same = strcmp(jstr(j->wait, "reason"), jstr(wt, "reason")) == 0 &&
+		    (strcmp(jstr(wt, "reason"), "backoff") == 0 || strcmp(was, now) == 0);
+		cJSON_Delete(j->wait);
+		j->wait = wt ? cJSON_Duplicate(wt, 1) : NULL;
+		if (same || wt == NULL || strcmp(jstr(wt, "reason"), "after") == 0)
+			continue;
+		if (ctl_json) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "type", "watch.wait");
+			cJSON_AddStringToObject(o, "job", j->name);
+			cJSON_AddNumberToObject(o, "ts", now_wall());
+			cJSON_AddItemToObject(o, "wait", cJSON_Duplicate(wt, 1));
+			print_json(o);
+			cJSON_Delete(o);
+		} else if (!w->tty) {
+			char ts[16];
+			fmt_clock(now_wall(), ts, sizeof(ts));
+			printf("%s %s %s\n", ts, j->name, now);
+		}
+	}
+	cJSON_Delete(r);
+	fflush(stdout);
+	return 0;
+}
+
+/* A final run.state event (id) ends the watch unless a later state
+ * superseded it (a retry): the run's newest run.state event says. */
+static int
+state_superseded(const char *run, int64_t id)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	if (request(PLV_status, a, &r, Q_DATA | Q_ERR | Q_SOFT) == -1)
+		return 0;
+	int later = jnum(cJSON_GetObjectItemCaseSensitive(r, "run"), "state_event") > (double)id;
+	cJSON_Delete(r);
+	return later;
+}
+
+/* The daemon went away (gone: when, why) or came back: said at once, in
+ * the live view (watch_draw), a plain line or a "watch.daemon" object. */
+static void
+daemon_news(struct watch *w, const char *run, int64_t last_id)
+{
+	char ts[16], until[16], span[32];
+	fmt_clock(w->now, ts, sizeof(ts));
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "type", "watch.daemon");
+		cJSON_AddStringToObject(o, "state", w->gone > 0 ? "gone" : "back");
+		cJSON_AddNumberToObject(o, "ts", w->now);
+		if (w->gone > 0) {
+			cJSON_AddStringToObject(o, "why", w->gone_why);
+			cJSON_AddNumberToObject(o, "retry_until", w->give_up);
+			cJSON_AddNumberToObject(o, "retry_s", RECONNECT_S);
+		} else {
+			cJSON_AddNumberToObject(o, "gone_s", w->gone_for);
+			cJSON_AddNumberToObject(o, "since", (double)last_id);
+		}
+		print_json(o);
+	} else if (!w->tty && w->gone > 0) {
+		fmt_clock(w->give_up, until, sizeof(until));
+		fmt_secs(span, sizeof(span), RECONNECT_S);
+		printf("%s pipelined is gone (%s); reconnecting every second until %s (%s)\n", ts,
+		    w->gone_why, until, span);
+	} else if (!w->tty) {
+		fmt_secs(span, sizeof(span), w->gone_for);
+		printf("%s pipelined is back after %s; following run %s again after event %lld\n", ts,
+		    span, run, (long long)last_id);
+	}
+	fflush(stdout);
+}
+
+/* Open the feed and ask for the run's events after since: the
+ * connection, or -1 with why (the daemon is not there). */
+static int
+feed_open(const char *run, int64_t since, char *why, size_t sz)
+{
+	int fd = sock_connect_soft(feed_path);
+	if (fd == -1) {
+		snprintf(why, sz, "%s", errno == ENOENT ? "no feed socket" :
+		    errno == ECONNREFUSED ? "connection refused" : strerror(errno));
+		return -1;
+	}
+	struct conn c = { .fd = fd, .path = feed_path };
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
+	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
+	cJSON_AddNumberToObject(req, "since", (double)since);
+	cJSON_AddStringToObject(req, "run", run);
+	int rc = conn_send_soft(&c, req);
+	cJSON_Delete(req);
+	if (rc == -1) {
+		snprintf(why, sz, "%s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One line of the feed: the watch's state, and a plain line or the line
+ * itself. 1 when the run has ended (a final state no retry superseded). */
+static int
+watch_event(struct watch *w, const char *run, char *line, int64_t *last_id, int *dropped)
+{
+	cJSON *ev = cJSON_Parse(line);
+	if (ev == NULL)
+		return 0;
+	defang_json(ev, 0);
+	if (cJSON_GetObjectItemCaseSensitive(ev, "status") != NULL) {
+		/* An error from the feed (unknown run, bad request). */
+		const char *e = jstr(ev, "error");
+		if (*e)
+			ctl_fail(code_exit(jstr(ev, "code")), *jstr(ev, "code") ? jstr(ev, "code") :
+			    "EINTERNAL", "%s", e);
+		cJSON_Delete(ev);
+		return 0;
+	}
+	int64_t id = (int64_t)jnum(ev, "id");
+	if (id > *last_id)
+		*last_id = id;
+	const char *type = jstr(ev, "type"), *job = jstr(ev, "job");
+	if (strcmp(type, "feed.dropped") == 0)
+		*dropped = 1;
+	if (ctl_json) {
+		printf("%s\n", line);
+		fflush(stdout);
+	}
+	if (jnum(ev, "ts") > w->now)
+		w->now = jnum(ev, "ts");
+	if (strcmp(type, "job.state") == 0) {
+		struct wjob *j = wjob_find(w, job);
+		snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
+		snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
+		j->attempt = (int)jnum(ev, "attempt");
+		if (pl_job_state_find(j->state) == PLJ_running) {
+			if (j->t0 == 0)
+				j->t0 = jnum(ev, "ts");
+			cJSON_Delete(j->wait); /* it waits no more */
+			j->wait = NULL;
+		}
+	} else if (strcmp(type, "job.progress") == 0) {
+		struct wjob *j = wjob_find(w, job);
+		j->done = jnum(ev, "done");
+		j->total = jnum(ev, "total");
+		snprintf(j->unit, sizeof(j->unit), "%s", jstr(ev, "unit"));
+		rate_add(j, jnum(ev, "ts"), j->done);
+		if (ctl_json)
+			eta_json(w, j);
+	} else if (strcmp(type, "job.corpus_check") == 0) {
+		struct wjob *j = wjob_find(w, job);
+		corpus_words(ev, j->note, sizeof(j->note));
+	} else if (strcmp(type, "job.metric") == 0 && strcmp(jstr(ev, "name"), "loss") == 0) {
+		struct wjob *j = wjob_find(w, job);
+		j->loss = jnum(ev, "value");
+		j->has_loss = 1;
+	} else if (strcmp(type, "job.metric") == 0 &&
+	    strcmp(jstr(ev, "name"), "prefix_speedup") == 0) {
+		wjob_find(w, job)->speedup = jnum(ev, "value");
+	} else if (strcmp(type, "run.state") == 0) {
+		snprintf(w->run_state, sizeof(w->run_state), "%s", jstr(ev, "state"));
+		snprintf(w->run_msg, sizeof(w->run_msg), "%s", jstr(ev, "message"));
+	}
+	if (!ctl_json && !w->tty) {
+		/* Plain lines: states, progress at whole steps, the rest. */
+		char ts[16];
+		fmt_clock(jnum(ev, "ts"), ts, sizeof(ts));
+		if (strcmp(type, "job.state") == 0)
+			printf("%s %s %s%s%s\n", ts, job, jstr(ev, "state"),
+			    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
+		else if (strcmp(type, "job.progress") == 0) {
+			char words[512], rw[512];
+			int wd;
+			job_words(w, wjob_find(w, job), 0, words, sizeof(words), &wd);
+			run_words(w, 0, rw, sizeof(rw), &wd);
+			printf("%s %s progress %s%s%s\n", ts, job, words, *rw ? "; run " : "", rw);
+		} else if (strcmp(type, "run.state") == 0)
+			printf("%s run %s %s%s%s\n", ts, run, jstr(ev, "state"),
+			    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
+		else if (strcmp(type, "job.artifact") == 0)
+			printf("%s %s artifact %s %s %s\n", ts, job, jstr(ev, "name"),
+			    jstr(ev, "sha256"), jstr(ev, "path"));
+		else if (strcmp(type, "job.error") == 0)
+			printf("%s %s error: %s\n", ts, job, jstr(ev, "message"));
+		else if (strcmp(type, "job.verdict") == 0 || strcmp(type, "job.verify") == 0)
+			printf("%s %s %s\n", ts, job, line);
+		else if (strcmp(type, "job.corpus_check") == 0) {
+			char words[160];
+			corpus_words(ev, words, sizeof(words));
+			printf("%s %s %s\n", ts, job, words);
+		}
+		fflush(stdout);
+	}
+	/* An ended state a later retry superseded (replayed from before
+	 * the retry) is not the end. */
+	int done = strcmp(type, "run.state") == 0 && run_final(w->run_state) &&
+	    !state_superseded(run, id);
+	cJSON_Delete(ev);
+	return done;
+}
+
 static int
 cmd_watch(int argc, char **argv)
 {
@@ -1322,147 +1842,103 @@ cmd_watch(int argc, char **argv)
 	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
 	watch_history(&w, run);
 
-	struct conn fc = { .fd = sock_connect(feed_path), .path = feed_path };
-	cJSON *req = cJSON_CreateObject();
-	cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
-	cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
-	cJSON_AddNumberToObject(req, "since", 0);
-	cJSON_AddStringToObject(req, "run", run);
-	conn_send(&fc, req);
-	cJSON_Delete(req);
+	char why[160];
 	int64_t last_id = 0;
-	for (;;) {
-		char *line = conn_line(&fc);
-		if (line == NULL) {
-			/* Dropped (or the daemon went away): reconnect from last_id. */
-			close(fc.fd);
-			for (int tries = 0;; tries++) {
-				sleep(1);
-				struct sockaddr_un sun = { .sun_family = AF_UNIX };
-				snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", feed_path);
-				fc.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-				if (connect(fc.fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
-					break;
-				close(fc.fd);
-				if (tries > 120)
-					ctl_fail(CTL_ENODAEMON, "ENODAEMON", "lost the feed of pipelined");
-			}
-			fc.len = 0;
-			req = cJSON_CreateObject();
-			cJSON_AddStringToObject(req, "verb", pl_verb_name(PLV_watch));
-			cJSON_AddNumberToObject(req, "version", PL_PROTO_VERSION);
-			cJSON_AddNumberToObject(req, "since", (double)last_id);
-			cJSON_AddStringToObject(req, "run", run);
-			conn_send(&fc, req);
-			cJSON_Delete(req);
-			continue;
-		}
-		cJSON *ev = cJSON_Parse(line);
-		if (ev == NULL) {
+	struct conn fc = { .fd = feed_open(run, 0, why, sizeof(why)), .path = feed_path };
+	if (fc.fd == -1)
+		close(sock_connect(feed_path)); /* says why and exits 5, or is back */
+	int replayed = 0, dropped = 0, done = 0;
+	double next_poll = 0;
+	while (!done) {
+		char *line;
+		while (!done && fc.fd != -1 && (line = conn_take(&fc)) != NULL) {
+			done = watch_event(&w, run, line, &last_id, &dropped);
 			free(line);
-			continue;
+			if (w.tty && !done)
+				watch_draw(&w, run);
 		}
-		defang_json(ev, 0);
-		if (cJSON_GetObjectItemCaseSensitive(ev, "status") != NULL) {
-			/* An error from the feed (unknown run, bad request). */
-			const char *e = jstr(ev, "error");
-			if (*e)
-				ctl_fail(code_exit(jstr(ev, "code")), *jstr(ev, "code") ? jstr(ev, "code") :
-				    "EINTERNAL", "%s", e);
-			cJSON_Delete(ev);
-			free(line);
-			continue;
-		}
-		int64_t id = (int64_t)jnum(ev, "id");
-		if (id > last_id)
-			last_id = id;
-		const char *type = jstr(ev, "type"), *job = jstr(ev, "job");
-		if (ctl_json) {
-			printf("%s\n", line);
-			fflush(stdout);
-		}
-		if (jnum(ev, "ts") > w.now)
-			w.now = jnum(ev, "ts");
-		if (strcmp(type, "job.state") == 0) {
-			struct wjob *j = wjob_find(&w, job);
-			snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
-			snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
-			j->attempt = (int)jnum(ev, "attempt");
-			if (pl_job_state_find(j->state) == PLJ_running && j->t0 == 0)
-				j->t0 = jnum(ev, "ts");
-		} else if (strcmp(type, "job.progress") == 0) {
-			struct wjob *j = wjob_find(&w, job);
-			j->done = jnum(ev, "done");
-			j->total = jnum(ev, "total");
-			snprintf(j->unit, sizeof(j->unit), "%s", jstr(ev, "unit"));
-			rate_add(j, jnum(ev, "ts"), j->done);
-			if (ctl_json)
-				eta_json(&w, j);
-		} else if (strcmp(type, "job.corpus_check") == 0) {
-			struct wjob *j = wjob_find(&w, job);
-			corpus_words(ev, j->note, sizeof(j->note));
-		} else if (strcmp(type, "job.metric") == 0 && strcmp(jstr(ev, "name"), "loss") == 0) {
-			struct wjob *j = wjob_find(&w, job);
-			j->loss = jnum(ev, "value");
-			j->has_loss = 1;
-		} else if (strcmp(type, "job.metric") == 0 &&
-		    strcmp(jstr(ev, "name"), "prefix_speedup") == 0) {
-			wjob_find(&w, job)->speedup = jnum(ev, "value");
-		} else if (strcmp(type, "run.state") == 0) {
-			snprintf(w.run_state, sizeof(w.run_state), "%s", jstr(ev, "state"));
-			snprintf(w.run_msg, sizeof(w.run_msg), "%s", jstr(ev, "message"));
-		}
-		if (!ctl_json && !w.tty) {
-			/* Plain lines: states, progress at whole steps, the rest. */
-			char ts[16];
-			time_t t = (time_t)jnum(ev, "ts");
-			struct tm tm;
-			localtime_r(&t, &tm);
-			strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-			if (strcmp(type, "job.state") == 0)
-				printf("%s %s %s%s%s\n", ts, job, jstr(ev, "state"),
-				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
-			else if (strcmp(type, "job.progress") == 0) {
-				char words[160], rw[160];
-				job_words(&w, wjob_find(&w, job), words, sizeof(words));
-				run_words(&w, rw, sizeof(rw));
-				printf("%s %s progress %s%s%s\n", ts, job, words,
-				    *rw ? "; run " : "", rw);
-			}
-			else if (strcmp(type, "run.state") == 0)
-				printf("%s run %s %s%s%s\n", ts, run, jstr(ev, "state"),
-				    *jstr(ev, "message") ? ": " : "", jstr(ev, "message"));
-			else if (strcmp(type, "job.artifact") == 0)
-				printf("%s %s artifact %s %s %s\n", ts, job, jstr(ev, "name"),
-				    jstr(ev, "sha256"), jstr(ev, "path"));
-			else if (strcmp(type, "job.error") == 0)
-				printf("%s %s error: %s\n", ts, job, jstr(ev, "message"));
-			else if (strcmp(type, "job.verdict") == 0 || strcmp(type, "job.verify") == 0)
-				printf("%s %s %s\n", ts, job, line);
-			else if (strcmp(type, "job.corpus_check") == 0) {
-				char words[160];
-				corpus_words(ev, words, sizeof(words));
-				printf("%s %s %s\n", ts, job, words);
-			}
-			fflush(stdout);
-		} else if (w.tty) {
-			watch_draw(&w, run);
-		}
-		int done = strcmp(type, "run.state") == 0 && run_final(w.run_state);
-		cJSON_Delete(ev);
-		free(line);
 		if (done)
 			break;
+		double t = now_wall();
+		if (fc.fd == -1) {
+			/* The feed closed: a watcher dropped for reading slowly
+			 * reconnects at once; a daemon gone is said at once, and
+			 * tried for every second until RECONNECT_S have passed. */
+			fc.fd = feed_open(run, last_id, why, sizeof(why));
+			fc.len = 0;
+			if (fc.fd != -1) {
+				dropped = 0;
+				if (w.gone > 0) {
+					w.now = t > w.now ? t : w.now;
+					w.back = w.now;
+					w.gone_for = t - w.gone;
+					w.gone = 0;
+					daemon_news(&w, run, last_id);
+					next_poll = 0;
+				}
+				continue;
+			}
+			if (w.gone == 0) {
+				w.gone = t;
+				w.give_up = t + RECONNECT_S;
+				snprintf(w.gone_why, sizeof(w.gone_why), "%s", why);
+				w.now = t > w.now ? t : w.now;
+				daemon_news(&w, run, last_id);
+				ctl_conn_reset();
+			}
+			if (t >= w.give_up) {
+				char since[16], span[32];
+				fmt_clock(w.gone, since, sizeof(since));
+				fmt_secs(span, sizeof(span), RECONNECT_S);
+				if (w.tty)
+					watch_draw(&w, run);
+				ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined did not come back within %s "
+				    "(gone since %s: %s)", span, since, w.gone_why);
+			}
+		}
+		/* Why the open jobs wait: once the stored events are read (the
+		 * feed is quiet), then every WAIT_POLL_S while the run runs and
+		 * the daemon is up. */
+		if (replayed && fc.fd != -1 && t >= next_poll && !run_final(w.run_state)) {
+			int open = 0;
+			for (int i = 0; i < w.njobs; i++)
+				open |= !job_final(w.jobs[i].state) &&
+				    pl_job_state_find(w.jobs[i].state) != PLJ_running;
+			if (open && watch_waits(&w, run) == 0 && w.tty)
+				watch_draw(&w, run);
+			next_poll = t + WAIT_POLL_S;
+		}
+		struct pollfd pfd = { .fd = fc.fd, .events = POLLIN };
+		int n = poll(&pfd, fc.fd != -1 ? 1 : 0, 1000);
+		if (n == -1 && errno != EINTR)
+			ctl_fail(CTL_ERROR, "ELOCAL", "poll: %s", strerror(errno));
+		if (n > 0 && conn_fill(&fc) <= 0) {
+			close(fc.fd);
+			fc.fd = -1;
+			continue;
+		}
+		if (n == 0) {
+			/* Quiet: the estimates and countdowns go by the clock. */
+			t = now_wall();
+			if (t > w.now)
+				w.now = t;
+			if (!replayed)
+				next_poll = 0;
+			replayed = 1;
+			if (w.tty)
+				watch_draw(&w, run);
+		}
 	}
-	close(fc.fd);
+	if (fc.fd != -1)
+		close(fc.fd);
+	free(fc.buf);
 	if (w.tty)
 		watch_draw(&w, run);
 	else if (!ctl_json)
 		failed_lines(&w, run, 0, 0);
+	for (int i = 0; i < w.njobs; i++)
+		cJSON_Delete(w.jobs[i].wait);
 	free(w.jobs);
-	/* Only a run that succeeded exits 0; one not seen to end exits 1. */
-	if (!run_final(w.run_state))
-		return CTL_ERROR;
 	return run_exit(w.run_state);
 }
 
@@ -1472,8 +1948,31 @@ static void
 stage_help(const struct stage_reg *reg)
 {
 	const struct pl_stage *st = reg->st;
-	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
 	const struct pl_key *k;
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject(), *a;
+		cJSON_AddBoolToObject(o, "ok", 1);
+		cJSON_AddStringToObject(o, "verb", ctl_verb);
+		cJSON_AddStringToObject(o, "stage", st->name);
+		cJSON_AddStringToObject(o, "summary", st->summary ? st->summary : "");
+		a = cJSON_AddArrayToObject(o, "keys");
+		for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
+			if (k->flags & PL_KEY_HIDDEN)
+				continue;
+			cJSON *x = cJSON_CreateObject();
+			cJSON_AddStringToObject(x, "name", k->name);
+			cJSON_AddStringToObject(x, "help", k->help ? k->help : "");
+			if (k->def != NULL)
+				cJSON_AddStringToObject(x, "default", k->def);
+			cJSON_AddBoolToObject(x, "required", (k->flags & PL_KEY_REQUIRED) != 0);
+			cJSON_AddBoolToObject(x, "input", k->artifact != NULL);
+			cJSON_AddItemToArray(a, x);
+		}
+		print_json(o);
+		cJSON_Delete(o);
+		return;
+	}
+	printf("stage %s: %s\n", st->name, st->summary ? st->summary : "");
 	for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
@@ -1759,11 +2258,61 @@ cmd_synopsis(const struct cmd *c, char *buf, size_t sz)
 		snprintf(buf + n, sz - n, " %s", c->args);
 }
 
+/* A verb's entry for --json help: its name, synopsis, help and options. */
+static cJSON *
+cmd_json(const struct cmd *c)
+{
+	char syn[256];
+	cJSON *o = cJSON_CreateObject(), *opts;
+	cmd_synopsis(c, syn, sizeof(syn));
+	cJSON_AddStringToObject(o, "name", cmd_name(c));
+	cJSON_AddStringToObject(o, "synopsis", syn);
+	cJSON_AddStringToObject(o, "help", c->help ? c->help : "");
+	if (c->more != NULL) {
+		char more[256];
+		snprintf(more, sizeof(more), "%s %s", cmd_name(c), c->more);
+		cJSON_AddStringToObject(o, "synopsis2", more);
+	}
+	opts = cJSON_AddArrayToObject(o, "options");
+	for (const struct copt *p = c->opts; p->name; p++) {
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "name", p->name);
+		if (p->arg != NULL)
+			cJSON_AddStringToObject(x, "arg", p->arg);
+		cJSON_AddStringToObject(x, "help", p->help);
+		cJSON_AddBoolToObject(x, "required", p->required);
+		cJSON_AddItemToArray(opts, x);
+	}
+	return o;
+}
+
+/* --json help [VERB]: {"ok":true,"verb":"help","verbs":[...]}, every
+ * verb of the usage, or the one asked for. */
+static void
+help_json(const struct cmd *one)
+{
+	cJSON *o = cJSON_CreateObject(), *a;
+	cJSON_AddBoolToObject(o, "ok", 1);
+	cJSON_AddStringToObject(o, "verb", "help");
+	cJSON_AddStringToObject(o, "usage", "pipelinectl [-f conf] [-s socket] [-F feed] [--json] "
+	    "verb [args]");
+	a = cJSON_AddArrayToObject(o, "verbs");
+	for (size_t i = 0; i < NCMDS; i++)
+		if (one == &cmds[i] || (one == NULL && cmds[i].help != NULL))
+			cJSON_AddItemToArray(a, cmd_json(&cmds[i]));
+	print_json(o);
+	cJSON_Delete(o);
+}
+
 /* The usage, from the table: a synopsis wider than its column puts the
  * help on a line of its own. */
 static void
 usage_to(FILE *f)
 {
+	if (ctl_json && f == stdout) {
+		help_json(NULL);
+		return;
+	}
 	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] verb [args]\n"
 	    "       pipelinectl -h | --help | --version | help VERB | VERB --help\n"
 	    "verbs:\n");
@@ -1794,6 +2343,10 @@ static void
 cmd_usage(const struct cmd *c, FILE *f)
 {
 	char syn[256];
+	if (ctl_json && f == stdout) {
+		help_json(c);
+		return;
+	}
 	cmd_synopsis(c, syn, sizeof(syn));
 	fprintf(f, "usage: pipelinectl [-f conf] [-s socket] [-F feed] [--json] %s\n", syn);
 	if (c->more != NULL)
@@ -2034,7 +2587,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int ch;
+	int ch, want_help = 0, want_version = 0;
 	log_init(1, LOG_LVL_WARN, NULL);
 	plugin_host.host_name = "pipelinectl"; /* plugins may tell by-hand runs apart */
 	opterr = 0;
@@ -2045,11 +2598,11 @@ main(int argc, char **argv)
 		case 'F': snprintf(feed_path, sizeof(feed_path), "%s", optarg); break;
 		case 'j': ctl_json = 1; break;
 		case 'h':
-			usage_to(stdout);
-			return CTL_OK;
+			want_help = 1;
+			break;
 		case 'V':
-			printf("pipelinectl %s (protocol %d)\n", PL_VERSION, PL_PROTO_VERSION);
-			return CTL_OK;
+			want_version = 1;
+			break;
 		case ':':
 			ctl_fail(CTL_EUSAGE, "EUSAGE", "option %s wants a value", argv[optind - 1]);
 		default:
@@ -2059,6 +2612,24 @@ main(int argc, char **argv)
 			ctl_fail(CTL_EUSAGE, "EUSAGE", "unknown option %s (pipelinectl --help lists them)",
 			    argv[optind - 1]);
 		}
+	}
+	/* Acted on once every option is read: --json may come after them. */
+	if (want_version) {
+		if (ctl_json) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddBoolToObject(o, "ok", 1);
+			cJSON_AddStringToObject(o, "verb", "version");
+			cJSON_AddStringToObject(o, "version", PL_VERSION);
+			cJSON_AddNumberToObject(o, "protocol", PL_PROTO_VERSION);
+			print_json(o);
+			cJSON_Delete(o);
+		} else
+			printf("pipelinectl %s (protocol %d)\n", PL_VERSION, PL_PROTO_VERSION);
+		return CTL_OK;
+	}
+	if (want_help) {
+		usage_to(stdout);
+		return CTL_OK;
 	}
 	argc -= optind;
 	argv += optind;

@@ -59,7 +59,7 @@ errs_put(size_t at, const char *line, size_t n)
 void
 errs_add(char **errs, const char *file, int line, const char *key, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[ERRS_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);

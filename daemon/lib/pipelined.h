@@ -196,6 +196,9 @@ int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
  * list last. */
 void	errs_add(char **errs, const char *file, int line, const char *key,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The longest message errs_add() keeps, its NUL included: a longer one is
+ * cut, so a message that lists names sizes its list to fit. */
+#define ERRS_MSG_MAX 1024
 
 /* ini.c: the INI line reader (specs and pipelined.conf) */
 struct ini_reader {
@@ -732,6 +735,30 @@ enum pl_proto_err sched_cancel(const char *run, char *msg, size_t len);
 enum pl_proto_err sched_retry(const char *run, const char *job, char *msg, size_t len);
 /* The job's state (enum pl_job_state), or -1 when the run has no such job. */
 int	sched_job_state(const char *run, const char *job);
+/* Why an open (pending or retrying) job has not started: */
+enum sched_why {
+	SW_NONE,                /* it is not open, or a pass will start it */
+	SW_AFTER,               /* a job of its after has not succeeded: what */
+	SW_BACKOFF,             /* a failed attempt's backoff, until next_at */
+	SW_SLOTS,               /* max_jobs jobs run already (used, capacity) */
+	SW_RESOURCE,            /* resource what lacks need (used of capacity) */
+	SW_STOPPING,            /* the daemon is stopping */
+};
+struct sched_wait {
+	enum sched_why why;
+	char what[128];         /* the job or the resource waited for */
+	int need, used, capacity;
+	double next_at;         /* SW_BACKOFF: wall clock */
+	/* SW_SLOTS, SW_RESOURCE: the place in the queue for it (1: the
+	 * next job the scheduler starts when it frees), and the running
+	 * jobs that hold it, "RUN/JOB" each, at most SCHED_HOLDERS. */
+	int place;
+	int nholders;           /* every holder, listed or not */
+#define SCHED_HOLDERS 8
+	char holders[SCHED_HOLDERS][256];
+};
+/* Fill *w for a job of a run: 0, or -1 when there is no such job. */
+int	sched_job_wait(const char *run, const char *job, struct sched_wait *w);
 const char *sched_job_log(const char *run, const char *job);
 /* What control.c and feed.c are given when they start listening: the
  * loop, the store, and where the configuration is (a reload replaces it). */

@@ -422,6 +422,48 @@ v_ping(struct client *c, const cJSON *req)
 	reply_ok(c, NULL);
 }
 
+/* Why an open job waits, from the scheduler, as the job's "wait":
+ * {"reason":"after","job"}, {"reason":"backoff","until"},
+ * {"reason":"slots"|"resource","resource","need","used","capacity",
+ * "place","held_by":["RUN/JOB"...],"holders"}, {"reason":"stopping"}. */
+static void
+add_wait(struct client *c, cJSON *job, const char *run)
+{
+	static const char *const why[] = { [SW_AFTER] = "after", [SW_BACKOFF] = "backoff",
+	    [SW_SLOTS] = "slots", [SW_RESOURCE] = "resource", [SW_STOPPING] = "stopping" };
+	struct sched_wait w;
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(job, "name");
+	if (!cJSON_IsString(name) || sched_job_wait(run, name->valuestring, &w) == -1 ||
+	    w.why == SW_NONE)
+		return;
+	cJSON *o = cJSON_AddObjectToObject(job, "wait");
+	cJSON_AddStringToObject(o, "reason", why[w.why]);
+	if (w.why == SW_AFTER)
+		cJSON_AddStringToObject(o, "job", w.what);
+	if (w.why == SW_BACKOFF)
+		cJSON_AddNumberToObject(o, "until", w.next_at);
+	if (w.why != SW_SLOTS && w.why != SW_RESOURCE)
+		return;
+	if (w.why == SW_RESOURCE) {
+		cJSON_AddStringToObject(o, "resource", w.what);
+		cJSON_AddNumberToObject(o, "need", w.need);
+	}
+	cJSON_AddNumberToObject(o, "used", w.used);
+	cJSON_AddNumberToObject(o, "capacity", w.capacity);
+	cJSON_AddNumberToObject(o, "place", w.place);
+	cJSON *h = cJSON_AddArrayToObject(o, "held_by");
+	for (int i = 0; i < w.nholders && i < SCHED_HOLDERS; i++) {
+		/* A run this peer may not see is not named (access.c). */
+		char hr[256];
+		int64_t sub = -1;
+		snprintf(hr, sizeof(hr), "%s", w.holders[i]);
+		hr[strcspn(hr, "/")] = '\0';
+		int seen = store_run_submitter(ctx.store, hr, &sub) == 0 && access_run(c->viewer, sub);
+		cJSON_AddItemToArray(h, cJSON_CreateString(seen ? w.holders[i] : "another user's run"));
+	}
+	cJSON_AddNumberToObject(o, "holders", w.nholders);
+}
+
 static void
 v_status(struct client *c, const cJSON *req)
 {
@@ -430,11 +472,15 @@ v_status(struct client *c, const cJSON *req)
 		if (known_run(c, req) == NULL)
 			return;
 		cJSON *r = store_q_run(ctx.store, run);
-		char msg[512];
-		if (r == NULL)
+		if (r == NULL) {
+			char msg[512];
 			reply_err(c, PLP_ENOENT, "%s", access_no_run(c->viewer, run, msg, sizeof(msg)));
-		else
-			reply_ok(c, r);
+			return;
+		}
+		cJSON *j;
+		cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(r, "jobs"))
+			add_wait(c, j, run);
+		reply_ok(c, r);
 		return;
 	}
 	cJSON *r = cJSON_CreateObject();

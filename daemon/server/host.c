@@ -633,6 +633,70 @@ check_input_path(const struct spec *spec, const struct pl_key *k, const struct s
 	return rc;
 }
 
+/* The names of a list, ", "-separated, as many as fit in room bytes
+ * (its NUL included) with the words for the rest, ", and N more": the
+ * number of names left out. */
+static int
+name_list(char *buf, size_t room, const char *const *names, int n)
+{
+	size_t len = 0, all = 0;
+	int i;
+	buf[0] = '\0';
+	for (i = 0; i < n; i++)
+		all += strlen(names[i]) + (i ? 2 : 0);
+	for (i = 0; i < n; i++) {
+		/* Room for this name and, unless all fit, for the words of
+		 * the rest. */
+		size_t need = strlen(names[i]) + (i ? 2 : 0) + (all < room ? 0 : 24);
+		if (len + need >= room)
+			break;
+		len += (size_t)snprintf(buf + len, room - len, "%s%s", i ? ", " : "", names[i]);
+	}
+	if (i < n)
+		snprintf(buf + len, room - len, "%sand %d more", i ? ", " : "", n - i);
+	return n - i;
+}
+
+/* A key no table of the stage has: the error names the nearest known key
+ * and lists the stage's keys and those of every job, whole or with the
+ * number left out in words, sized to fit in one error (ERRS_MSG_MAX). */
+static void
+unknown_key(const struct stage_reg *reg, const struct spec *spec, const struct spec_kv *kv,
+    char **errs)
+{
+	const char *file = spec ? spec->path : "-", *st = reg->st->name;
+	const char *names[512];
+	char hint[128], known[ERRS_MSG_MAX], common[ERRS_MSG_MAX], more[160] = "";
+	struct suggest sg = { .word = kv->key };
+	const struct pl_key *q;
+	int n = 0, nc = 0;
+	for (int qi = 0; (q = host_key(reg, qi)) != NULL && n < 512; qi++) {
+		if (q->flags & PL_KEY_HIDDEN)
+			continue;
+		suggest_try(&sg, q->name);
+		names[n++] = q->name;
+	}
+	while (spec_common_keys[nc] != NULL)
+		suggest_try(&sg, spec_common_keys[nc++]);
+	suggest_hint(&sg, hint, sizeof(hint));
+	name_list(common, sizeof(common), spec_common_keys, nc);
+	/* What the message holds besides the stage's list. */
+	snprintf(more, sizeof(more), " (`pipelinectl stage %s --help` lists them)", st);
+	size_t fixed = strlen("unknown key for stage ") + strlen(st) + strlen(hint) +
+	    strlen(" (known: ") + strlen("; every job: ") + strlen(common) + strlen(")");
+	/* The whole list when it fits, else a shorter one and the pointer. */
+	size_t room = fixed < ERRS_MSG_MAX - 64 ? ERRS_MSG_MAX - fixed : 64;
+	if (name_list(known, room, names, n) == 0)
+		more[0] = '\0';
+	else {
+		room = fixed + strlen(more) < ERRS_MSG_MAX - 64 ? ERRS_MSG_MAX - fixed - strlen(more) :
+		    64;
+		name_list(known, room, names, n);
+	}
+	errs_add(errs, file, kv->line, kv->key, "unknown key for stage %s%s (known: %s%s; "
+	    "every job: %s)", st, hint, n ? known : "none", more, common);
+}
+
 /* Generic key checks, then the stage's own check hook. */
 int
 host_check_section(const struct stage_reg *reg, const struct spec *spec,
@@ -647,26 +711,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 			continue;
 		const struct pl_key *k = host_find_key(reg, kv->key, NULL);
 		if (k == NULL) {
-			char known[1024] = "", common[512] = "", hint[128];
-			struct suggest sg = { .word = kv->key };
-			const struct pl_key *q;
-			for (int qi = 0; (q = host_key(reg, qi)) != NULL; qi++) {
-				if (q->flags & PL_KEY_HIDDEN)
-					continue;
-				suggest_try(&sg, q->name);
-				if (known[0])
-					strncat(known, ", ", sizeof(known) - strlen(known) - 1);
-				strncat(known, q->name, sizeof(known) - strlen(known) - 1);
-			}
-			for (int ci = 0; spec_common_keys[ci]; ci++) {
-				suggest_try(&sg, spec_common_keys[ci]);
-				if (common[0])
-					strncat(common, ", ", sizeof(common) - strlen(common) - 1);
-				strncat(common, spec_common_keys[ci], sizeof(common) - strlen(common) - 1);
-			}
-			errs_add(errs, file, kv->line, kv->key, "unknown key for stage %s%s (known: "
-			    "%s; every job: %s)", st->name, suggest_hint(&sg, hint, sizeof(hint)),
-			    known[0] ? known : "none", common);
+			unknown_key(reg, spec, kv, errs);
 			nerr++;
 			continue;
 		}

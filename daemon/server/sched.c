@@ -1029,6 +1029,115 @@ sched_job_state(const char *run, const char *job)
 	return st;
 }
 
+/* Whether j needs resource res (and how much), or 0. */
+static int
+res_need(const struct sjob *j, const struct resource *res)
+{
+	if (j->sec->ex->batch)
+		return 0; /* Slurm's resources are Slurm's. */
+	for (int i = 0; i < j->sec->nres; i++)
+		if (conf_resource(S.conf, j->sec->res_names[i]) == res)
+			return j->sec->res_counts[i];
+	return 0;
+}
+
+/* Why the open job j waits, as the scheduling pass sees it (sched_kick):
+ * its after, its backoff, max_jobs, or the first of its resources that
+ * lacks room; the jobs that hold that, and its place among the ready
+ * jobs that want it, in the pass's order (runs as submitted, jobs as
+ * specified). */
+static void
+job_wait(struct sjob *j, struct sched_wait *w)
+{
+	memset(w, 0, sizeof(*w));
+	if (!open_job(j))
+		return;
+	for (int k = 0; k < j->ndeps && j->unmet > 0; k++) {
+		struct sjob *d = &j->run->jobs[j->deps[k]];
+		if (d->st != PLJ_succeeded) {
+			w->why = SW_AFTER;
+			snprintf(w->what, sizeof(w->what), "%s", d->sec->name);
+			return;
+		}
+	}
+	if (j->st == PLJ_retrying && j->next_at > now_wall()) {
+		w->why = SW_BACKOFF;
+		w->next_at = j->next_at;
+		return;
+	}
+	if (S.stopping) {
+		w->why = SW_STOPPING;
+		return;
+	}
+	const struct resource *res = NULL;
+	if (S.running >= S.conf->max_jobs) {
+		w->why = SW_SLOTS;
+		w->used = S.running;
+		w->capacity = S.conf->max_jobs;
+	} else {
+		for (int i = 0; i < j->sec->nres && !j->sec->ex->batch && res == NULL; i++) {
+			struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
+			if (r != NULL && r->used + j->sec->res_counts[i] > r->capacity) {
+				res = r;
+				w->need = j->sec->res_counts[i];
+			}
+		}
+		if (res == NULL)
+			return; /* the next pass starts it */
+		w->why = SW_RESOURCE;
+		snprintf(w->what, sizeof(w->what), "%s", res->name);
+		w->used = res->used;
+		w->capacity = res->capacity;
+	}
+	w->place = 1;
+	for (struct srun *r = S.runs; r; r = r->next) {
+		if (r->state != PLR_running)
+			continue;
+		for (int i = 0; i < r->njobs; i++) {
+			struct sjob *o = &r->jobs[i];
+			int holds = res != NULL ? o->running && o->holds_res && res_need(o, res) > 0 :
+			    o->running;
+			if (!holds)
+				continue;
+			if (w->nholders < SCHED_HOLDERS)
+				snprintf(w->holders[w->nholders], sizeof(w->holders[0]), "%s/%s", r->name,
+				    o->sec->name);
+			w->nholders++;
+		}
+	}
+	/* The ready jobs the pass would try first. */
+	for (struct srun *r = S.runs; r; r = r->next) {
+		if (r->state != PLR_running)
+			continue;
+		int before = 1;
+		for (int i = ready_next(r, 0); i < r->njobs && before; i = ready_next(r, i + 1)) {
+			struct sjob *o = &r->jobs[i];
+			if (o == j) {
+				before = 0;
+				break;
+			}
+			if (o->st == PLJ_retrying && o->next_at > now_wall())
+				continue;
+			if (res == NULL || res_need(o, res) > 0)
+				w->place++;
+		}
+		if (!before)
+			break;
+	}
+}
+
+int
+sched_job_wait(const char *run, const char *job, struct sched_wait *w)
+{
+	pthread_mutex_lock(&smtx);
+	struct srun *r = run_find(run);
+	struct sjob *j = r ? job_find(r, job) : NULL;
+	if (j != NULL)
+		job_wait(j, w);
+	pthread_mutex_unlock(&smtx);
+	return j != NULL ? 0 : -1;
+}
+
 const char *
 sched_job_log(const char *run, const char *job)
 {

@@ -304,8 +304,12 @@ store_q_run(struct store *s, const char *run)
 {
 	pthread_mutex_lock(&s->mtx);
 	cJSON *res = NULL;
+	/* state_event: the event of the run's newest state, newest first
+	 * (the last event of a run that ended), so that a watcher knows an
+	 * ended state a retry superseded. */
 	sqlite3_stmt *st = store_prep(s, "SELECT name, state, previous, description, spec_path, created,"
-	    " finished, message FROM runs WHERE name = ?");
+	    " finished, message, (SELECT e.id FROM events e WHERE e.run = runs.name AND"
+	    " e.type = 'run.state' ORDER BY e.id DESC LIMIT 1) AS state_event FROM runs WHERE name = ?");
 	if (st == NULL)
 		goto out;
 	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);

@@ -27,6 +27,7 @@ static const struct wire_field run_fields[] = {
 	{ "jobs", "jobs" },             /* count of the run's jobs */
 	{ "succeeded", "succeeded" },   /* count of those that succeeded */
 	{ "verdict", "verdict" },       /* the newest gate.verdict value */
+	{ "state_event", "state_event" }, /* the id of the newest run.state event */
 	{ NULL, NULL }
 };
 const struct wire_row wire_run = { "run", run_fields };

@@ -363,6 +363,61 @@ resources(void)
 	CHECK(sched_running() == 0);
 }
 
+/* Why an open job waits, as status shows it (sched_job_wait): a job of
+ * its own run; a resource, with the jobs that hold it and its place among
+ * those that want it, across runs in the order a pass tries them;
+ * max_jobs; none once it could start. */
+static void
+waits(void)
+{
+	struct sched_wait w;
+	start("max_jobs = 3\n[resources]\ngpu = 1\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("a", "[train]\nstage = fake\nresources = gpu\n");
+	CHECK(launched("a", "train", 1, 5) != NULL);
+	submit("b", "[prep]\nstage = fake\n[train]\nstage = fake\nafter = prep\n"
+	    "resources = gpu\n");
+	submit("c", "[train]\nstage = fake\nresources = gpu\n");
+	CHECK(launched("b", "prep", 1, 5) != NULL);
+	CHECK(sched_job_wait("b", "train", &w) == 0 && w.why == SW_AFTER &&
+	    strcmp(w.what, "prep") == 0, "b/train: %d %s", w.why, w.what);
+	/* c's train is ready first: it is 1st in line, b's 2nd once ready. */
+	CHECK(sched_job_wait("c", "train", &w) == 0 && w.why == SW_RESOURCE &&
+	    strcmp(w.what, "gpu") == 0 && w.need == 1 && w.used == 1 && w.capacity == 1 &&
+	    w.place == 1 && w.nholders == 1 && strcmp(w.holders[0], "a/train") == 0,
+	    "c/train: %d %s %d/%d place %d holders %d %s", w.why, w.what, w.used, w.capacity,
+	    w.place, w.nholders, w.holders[0]);
+	finish(launched("b", "prep", 1, 0), PL_OK);
+	pump(0.2);
+	CHECK(sched_job_wait("b", "train", &w) == 0 && w.why == SW_RESOURCE && w.place == 1,
+	    "b/train: %d place %d", w.why, w.place);
+	CHECK(sched_job_wait("c", "train", &w) == 0 && w.why == SW_RESOURCE && w.place == 2,
+	    "c/train: %d place %d", w.why, w.place);
+	CHECK(sched_job_wait("b", "nosuch", &w) == -1);
+	CHECK(sched_job_wait("a", "train", &w) == 0 && w.why == SW_NONE); /* it runs */
+	/* The gpu to b's train (the pass's order), c's still waits, for it. */
+	finish(launched("a", "train", 1, 0), PL_OK);
+	CHECK(launched("b", "train", 1, 5) != NULL);
+	pump(0.2);
+	CHECK(sched_job_wait("c", "train", &w) == 0 && w.why == SW_RESOURCE && w.place == 1 &&
+	    strcmp(w.holders[0], "b/train") == 0, "c/train: place %d %s", w.place, w.holders[0]);
+	/* max_jobs (3): two more jobs running, a third without resources waits,
+	 * 2nd in line: c's train (an earlier run) is tried first. */
+	submit("d", "[x]\nstage = fake\n[y]\nstage = fake\n[z]\nstage = fake\n");
+	CHECK(launched("d", "x", 1, 5) != NULL && launched("d", "y", 1, 5) != NULL);
+	pump(0.2);
+	CHECK(sched_job_wait("d", "z", &w) == 0 && w.why == SW_SLOTS && w.used == 3 &&
+	    w.capacity == 3 && w.nholders == 3 && w.place == 2,
+	    "d/z: %d %d/%d holders %d place %d", w.why, w.used, w.capacity, w.nholders, w.place);
+	finish(launched("d", "x", 1, 0), PL_OK);
+	finish(launched("d", "y", 1, 0), PL_OK);
+	finish(launched("b", "train", 1, 0), PL_OK);
+	CHECK(launched("d", "z", 1, 5) != NULL && launched("c", "train", 1, 5) != NULL);
+	finish(launched("d", "z", 1, 0), PL_OK);
+	finish(launched("c", "train", 1, 0), PL_OK);
+	CHECK(run_is("c", "succeeded", 5) && run_is("d", "succeeded", 5));
+}
+
 /* Cancel: the running job is told (its hook returns PL_ECANCELED), the
  * pending ones never start; the run ends cancelled. Cancelling a run
  * that is not running is refused. */
@@ -570,6 +625,7 @@ SCHED_CASE(resources)
 SCHED_CASE(cancel)
 SCHED_CASE(restart)
 SCHED_CASE(ready)
+SCHED_CASE(waits)
 
 static const struct unit_case cases[] = {
 	UNIT_CASE(dag),
@@ -578,6 +634,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(cancel),
 	UNIT_CASE(restart),
 	UNIT_CASE(ready),
+	UNIT_CASE(waits),
 	UNIT_END
 };
 

@@ -89,11 +89,12 @@ rc=$?
 grep -q "probe: python $TEST_TMP/no/such/python: cannot run it: No such file or directory" "$TEST_TMP/bogus.out" ||
     { cat "$TEST_TMP/bogus.out"; fail "the bogus python is not named"; }
 
-# A spec that does not check is exit 2, with its error.
+# A spec that does not check is exit 1, with its error (pipelinectl(1)
+# EXIT STATUS).
 printf '[run]\nname = x\n[probe]\nbase = %s\nlora_alhpa = 3\n' "$TEST_TMP/base" >"$TEST_TMP/typo.ini"
 pctl doctor "$TEST_TMP/typo.ini" >"$TEST_TMP/typo.out" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "typo.ini:5: lora_alhpa: unknown key" "$TEST_TMP/typo.out" || { cat "$TEST_TMP/typo.out"; fail "bad spec: exit $rc"; }
+[ $rc = 1 ] && grep -q "typo.ini:5: lora_alhpa: unknown key" "$TEST_TMP/typo.out" || { cat "$TEST_TMP/typo.out"; fail "bad spec: exit $rc"; }
 
 # --json: one object per check run.
 pctl --json doctor "$TEST_TMP/good.ini" >"$TEST_TMP/good.json" || fail "--json"

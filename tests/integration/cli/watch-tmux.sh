@@ -10,32 +10,25 @@
 # tmux's capture-pane reads the screen as the terminal shows it. Runs
 # against the real daemon and CLI of this tree and Debian's tmux.
 . "$(dirname "$0")/../../lib.sh"
-command -v tmux >/dev/null || fail "tmux is not installed (etc/deps.sh installs it)"
+. "$TOP/tests/lib/tmux.sh"
 cd "$TEST_TMP"
 pl_start
-T="tmux -L pltest$$ -f /dev/null"
-trap '$T kill-server 2>/dev/null' EXIT
+trap tmux_kill EXIT
 pctl submit "$TOP/tests/fixtures/cli/wide.ini" >/dev/null || fail "submit wide"
 # Both watch from the run's first event, while it runs: every progress
 # event redraws.
 for w in 60 160; do
-	$T new-session -d -s "w$w" -x "$w" -y 24 \
-	    "TERM=screen '$PIPELINECTL' -f '$PL_CONF' watch wide; echo rc=\$?; sleep 600" ||
-	    fail "tmux new-session at $w columns"
+	tmux_watch "w$w" "$w" watch wide
 done
 for w in 60 160; do
-	for _ in $(seq 1 300); do
-		$T capture-pane -p -t "w$w" >"screen-$w.txt"
-		grep -q '^rc=' "screen-$w.txt" && break
-		sleep 0.1
-	done
+	tmux_until "w$w" "screen-$w.txt" '^rc=' 300
 	# The screen without its blank lines at the bottom.
 	sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' "screen-$w.txt" >"got-$w.txt"
 	diff -u "$TOP/tests/golden/watch-$w.txt" "got-$w.txt" ||
 	    fail "watch at $w columns left another screen than tests/golden/watch-$w.txt"
 	awk -v w="$w" 'length($0) > w - 1 { exit 1 }' "got-$w.txt" || fail "a line as wide as the terminal at $w columns"
 	# The states in colour on the terminal: green succeeded, red failed.
-	$T capture-pane -e -p -t "w$w" >"colour-$w.txt"
+	$TMUX_CMD capture-pane -e -p -t "w$w" >"colour-$w.txt"
 	grep -q $'\033\[32msucceeded' "colour-$w.txt" || fail "no green succeeded at $w columns: $(cat -v "colour-$w.txt")"
 	grep -q $'\033\[1;31mfailed\|\033\[1m\033\[31mfailed\|\033\[31m\033\[1mfailed' "colour-$w.txt" ||
 	    fail "no red failed at $w columns: $(cat -v "colour-$w.txt")"
@@ -44,13 +37,9 @@ done
 pctl status wide | grep -Eq '^train +exec +succeeded +1 +[0-9]+s +6/6 optimizer-steps' ||
     fail "status does not show the job's own unit: $(pctl status wide)"
 # NO_COLOR: the same screen, no colour.
-$T new-session -d -s nc -x 100 -y 24 \
-    "NO_COLOR=1 TERM=screen '$PIPELINECTL' -f '$PL_CONF' watch wide; echo rc=\$?; sleep 600" || fail "tmux new-session"
-for _ in $(seq 1 100); do
-	$T capture-pane -e -p -t nc >nc.txt
-	grep -q '^rc=' nc.txt && break
-	sleep 0.1
-done
+TMUX_ENV=NO_COLOR=1 tmux_watch nc 100 watch wide
+tmux_until nc nc.txt '^rc=' 100
+$TMUX_CMD capture-pane -e -p -t nc >nc.txt
 grep -q '^rc=6' nc.txt || fail "watch with NO_COLOR: $(cat -v nc.txt)"
 grep -q $'\033\[3[0-9]m' nc.txt && fail "colour despite NO_COLOR: $(cat -v nc.txt)"
 pl_stop
