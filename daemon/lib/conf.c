@@ -187,10 +187,13 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		char **w = split_list(value, NULL);
 		for (int n = 0; w && w[n]; n++)
 			if (!notify_known_kind(w[n])) {
-				char known[256] = "";
-				for (int q = 0; q < CONF_NOTIFY_NKINDS; q++)
-					snprintf(known + strlen(known), sizeof(known) - strlen(known),
-					    "%s%s", q ? " " : "", conf_notify_kinds[q]);
+				char known[256];
+				struct plc_sb sb;
+				plc_sb_init(&sb, known, sizeof(known));
+				for (int q = 0; q < CONF_NOTIFY_NKINDS; q++) {
+					plc_sb_sep(&sb, " ");
+					plc_sb_append(&sb, conf_notify_kinds[q]);
+				}
 				errs_add(p->errs, c->path, p->line, name, "unknown event \"%s\" (known: "
 				    "%s)", w[n], known);
 				p->nerr++;

@@ -647,22 +647,23 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 			continue;
 		const struct pl_key *k = host_find_key(reg, kv->key, NULL);
 		if (k == NULL) {
-			char known[1024] = "", common[512] = "", hint[128];
+			char known[1024], common[512], hint[128];
+			struct plc_sb kb, cb;
 			struct suggest sg = { .word = kv->key };
 			const struct pl_key *q;
+			plc_sb_init(&kb, known, sizeof(known));
+			plc_sb_init(&cb, common, sizeof(common));
 			for (int qi = 0; (q = host_key(reg, qi)) != NULL; qi++) {
 				if (q->flags & PL_KEY_HIDDEN)
 					continue;
 				suggest_try(&sg, q->name);
-				if (known[0])
-					strncat(known, ", ", sizeof(known) - strlen(known) - 1);
-				strncat(known, q->name, sizeof(known) - strlen(known) - 1);
+				plc_sb_sep(&kb, ", ");
+				plc_sb_append(&kb, q->name);
 			}
 			for (int ci = 0; spec_common_keys[ci]; ci++) {
 				suggest_try(&sg, spec_common_keys[ci]);
-				if (common[0])
-					strncat(common, ", ", sizeof(common) - strlen(common) - 1);
-				strncat(common, spec_common_keys[ci], sizeof(common) - strlen(common) - 1);
+				plc_sb_sep(&cb, ", ");
+				plc_sb_append(&cb, spec_common_keys[ci]);
 			}
 			errs_add(errs, file, kv->line, kv->key, "unknown key for stage %s%s (known: "
 			    "%s; every job: %s)", st->name, suggest_hint(&sg, hint, sizeof(hint)),
