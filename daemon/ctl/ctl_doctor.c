@@ -135,7 +135,7 @@ ctl_doctor(int argc, char **argv)
 		char *text = plc_read_file(argv[1], NULL, 4 << 20), *errs = NULL;
 		if (text == NULL)
 			ctl_fail(CTL_EUSAGE, "ELOCAL", "%s: %s", argv[1], strerror(errno));
-		struct spec *s = spec_parse(argv[1], text, &errs);
+		struct spec *s = spec_load(argv[1], text, c, &errs);
 		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1)
 			ctl_fail(CTL_EUSAGE, "EINVAL", "%s", errs ? errs : "invalid spec");
 		for (int i = 0; i < s->njobs; i++) {
