@@ -197,8 +197,9 @@ tests/fuzz/replay_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/tests/fuzz/repl
 
 fuzz: $(FUZZ_BINS)
 
-# CI builds the fuzz targets too (building only: tests/fuzz/run.sh runs
-# them for a while).
+# CI builds the fuzz targets too: tests/run.sh replays their corpora and
+# fuzzes each for 20 s (fuzz/smoke-NAME); tests/fuzz/run.sh runs them
+# for longer.
 check: deps pyenv
 	$(MAKE) tests fuzz
 	tests/run.sh
