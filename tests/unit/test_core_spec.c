@@ -165,6 +165,33 @@ case_errs_cap(void)
 	free(errs);
 }
 
+/* Long messages and hints: cut with "..." (plc_sb), each still one line;
+ * a did-you-mean of a long word is cut the same way. */
+static void
+case_long_message(void)
+{
+	char *errs = NULL;
+	char big[3000];
+	memset(big, 'v', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	errs_add(&errs, "m.ini", 4, "k", "bad value \"%s\": expected an integer", big);
+	CHECK(errs != NULL && strncmp(errs, "m.ini:4: k: bad value \"vvv", 26) == 0);
+	size_t n = errs ? strlen(errs) : 0;
+	CHECK(n > 4 && n < 1100 && strcmp(errs + n - 4, "...\n") == 0, "got %zu bytes", n);
+	free(errs);
+	/* A short one is whole. */
+	errs = NULL;
+	errs_add(&errs, "m.ini", 4, "k", "%s", "short");
+	CHECK(errs && strcmp(errs, "m.ini:4: k: short\n") == 0);
+	free(errs);
+	struct suggest sg = { .word = "abcdefghij" };
+	suggest_try(&sg, "abcdefghik");
+	char hint[16];
+	CHECK(strcmp(suggest_hint(&sg, hint, sizeof(hint)), "; did you me...") == 0, "%s", hint);
+	struct suggest none = { .word = "zzz" };
+	CHECK(strcmp(suggest_hint(&none, hint, sizeof(hint)), "") == 0);
+}
+
 static void
 case_chain(void)
 {
@@ -194,6 +221,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(no_dir),
 	UNIT_CASE(check),
 	UNIT_CASE(errs_cap),
+	UNIT_CASE(long_message),
 	UNIT_CASE(chain),
 	UNIT_END
 };
