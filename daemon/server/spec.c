@@ -41,13 +41,13 @@ spec_is_common_key(const char *key)
 }
 
 struct spec_parse {
-	struct ini_reader r;     /* the line reader (ini.c): line, raw line, errors */
+	struct ini_reader r;        /* the line reader (ini.c): line, raw line, errors */
 	struct spec *s;
-	struct plc_strmap headers;     /* section name -> the line of its header */
-	struct plc_strmap sections;    /* job section name -> index in s->jobs */
-	struct plc_strmap keys;        /* "INDEX\037key" -> index in that section's kv */
+	struct plc_strmap headers;  /* section name -> the line of its header */
+	struct plc_strmap sections; /* job section name -> index in s->jobs */
+	struct plc_strmap keys;     /* "INDEX\037key" -> index in that section's kv */
 	struct spec_section *cur;
-	int curidx;              /* cur's index in s->jobs; -1 for [run] */
+	int curidx;                 /* cur's index in s->jobs; -1 for [run] */
 };
 
 /* A section header seen a second time is an error even when nothing
