@@ -129,13 +129,6 @@ struct ex {
 	uint32_t sk[CX_SKETCH];
 };
 
-/* A string to index map (open addressing), for capability names. */
-struct strmap {
-	char **name;
-	int *val;
-	size_t cap, n;
-};
-
 struct band {
 	uint64_t key;
 	int idx;		/* example, or nex + case */
@@ -158,7 +151,7 @@ struct cc {
 	int nex, capex;
 	int lines;
 	/* capabilities seen in targets, with counts */
-	struct strmap caps;
+	struct plc_strmap caps;	/* capability name -> index */
 	char **capname;
 	int *capcount;
 	int ncap;
@@ -183,79 +176,6 @@ struct cc {
 	char **guard_caps;
 	int nguard_caps;
 };
-
-static uint64_t
-strhash(const char *s)
-{
-	return cx_hash64(s, strlen(s), 3);
-}
-
-/* The index of name in m, adding it (with value next) when absent;
- * -1 when out of memory. */
-static int
-strmap_get(struct strmap *m, const char *name, int next, int *added)
-{
-	*added = 0;
-	if (m->n * 2 + 2 > m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 64;
-		char **nn = calloc(nc, sizeof(*nn));
-		int *nv = calloc(nc, sizeof(*nv));
-		if (nn == NULL || nv == NULL) {
-			free(nn);
-			free(nv);
-			return -1;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->name[i]) {
-				size_t j = strhash(m->name[i]) & (nc - 1);
-				while (nn[j])
-					j = (j + 1) & (nc - 1);
-				nn[j] = m->name[i];
-				nv[j] = m->val[i];
-			}
-		free(m->name);
-		free(m->val);
-		m->name = nn;
-		m->val = nv;
-		m->cap = nc;
-	}
-	size_t j = strhash(name) & (m->cap - 1);
-	while (m->name[j]) {
-		if (strcmp(m->name[j], name) == 0)
-			return m->val[j];
-		j = (j + 1) & (m->cap - 1);
-	}
-	if ((m->name[j] = strdup(name)) == NULL)
-		return -1;
-	m->val[j] = next;
-	m->n++;
-	*added = 1;
-	return next;
-}
-
-static int
-strmap_find(const struct strmap *m, const char *name)
-{
-	if (m->cap == 0)
-		return -1;
-	size_t j = strhash(name) & (m->cap - 1);
-	while (m->name[j]) {
-		if (strcmp(m->name[j], name) == 0)
-			return m->val[j];
-		j = (j + 1) & (m->cap - 1);
-	}
-	return -1;
-}
-
-static void
-strmap_free(struct strmap *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->name[i]);
-	free(m->name);
-	free(m->val);
-	memset(m, 0, sizeof(*m));
-}
 
 static int
 policy(const char *v)
@@ -375,9 +295,10 @@ add_example(struct cc *cc, const struct cx_example *x, int line, int bad,
 	e->has_sys = (unsigned char)x->has_system;
 	e->content = x->content_hash;
 	if (!bad) {
-		int added, i = strmap_get(&cc->caps, cap, cc->ncap, &added);
-		if (i < 0)
+		int added, *slot = plc_strmap_add(&cc->caps, cap, cc->ncap, &added);
+		if (slot == NULL)
 			return -1;
+		int i = *slot;
 		if (added) {
 			char **nn = realloc(cc->capname, (size_t)(cc->ncap + 1) * sizeof(*nn));
 			int *nc = realloc(cc->capcount, (size_t)(cc->ncap + 1) * sizeof(*nc));
@@ -856,7 +777,8 @@ check_coverage(struct cc *cc, int min)
 		return;
 	for (int i = 0; i < cc->en.n; i++) {
 		const char *name = cc->en.name[i];
-		int k = strmap_find(&cc->caps, name), n = k >= 0 ? cc->capcount[k] : 0;
+		const int *k = plc_strmap_get(&cc->caps, name);
+		int n = k != NULL ? cc->capcount[*k] : 0;
 		if (cc->en.disabled[i])
 			continue;
 		if (n == 0)
@@ -1320,7 +1242,7 @@ cc_free(struct cc *cc)
 		free(cc->capname[i]);
 	free(cc->capname);
 	free(cc->capcount);
-	strmap_free(&cc->caps);
+	plc_strmap_free(&cc->caps);
 	if (cc->has_enum)
 		sc_caps_free(&cc->en);
 	sc_cases_free(cc->cases, cc->ncases);

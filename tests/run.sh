@@ -7,7 +7,8 @@
 #
 # Tests and their names: the unit tests (tests/unit/test_NAME, named
 # unit/NAME; each runs its cases, each case in a process of its own), the
-# fuzz corpora's replays (fuzz/replay_NAME), the integration tests
+# fuzz corpora's replays (fuzz/replay_NAME), the fuzz smoke (fuzz/smoke-NAME:
+# each built libFuzzer target for 20 s, tests/fuzz/smoke.sh), the integration tests
 # (tests/integration/DIR/NAME.sh, named DIR/NAME, in the order of
 # tests/integration/ORDER) and the man-page lint (tools/lint-man).
 # A PATTERN that is a test's whole name selects that test alone
@@ -42,6 +43,11 @@ done
 for t in tests/fuzz/replay_*; do
 	case "$t" in *.o|*.d) continue;; esac
 	[ -x "$t" ] && add "$t" "fuzz/${t#tests/fuzz/}"
+done
+# The fuzz smoke: every built libFuzzer target for 20 s (tests/fuzz/smoke.sh).
+for t in tests/fuzz/fuzz_*; do
+	case "$t" in *.c|*.o|*.d|*.h) continue;; esac
+	[ -x "$t" ] && add "$t" "fuzz/smoke-${t#tests/fuzz/fuzz_}"
 done
 # The integration tests in ORDER's order; a test that ORDER does not list,
 # or a line of it that names no test, stops the run before anything runs.
@@ -126,9 +132,13 @@ for i in "${!tests[@]}"; do
 	case "$t" in tests/unit/*) lim=$TIMEOUT_UNIT;; *) lim=$TIMEOUT_INTEG;; esac
 	start=$(date +%s.%N)
 	args=()
-	case "$t" in tests/fuzz/replay_*) args=("tests/fuzz/corpus/${t#tests/fuzz/replay_}");; esac
+	run=$t
+	case "$t" in
+	tests/fuzz/replay_*) args=("tests/fuzz/corpus/${t#tests/fuzz/replay_}");;
+	tests/fuzz/fuzz_*) run=tests/fuzz/smoke.sh; args=("${t#tests/fuzz/fuzz_}");;
+	esac
 	[ -n "$CASE" ] && args=(--case "$CASE")
-	TEST_TMP="$tmp" timeout -k 10 "$lim" "$t" "${args[@]}" >"$log" 2>&1 </dev/null
+	TEST_TMP="$tmp" timeout -k 10 "$lim" "$run" "${args[@]}" >"$log" 2>&1 </dev/null
 	rc=$?
 	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 	if [ $rc -eq 0 ]; then

@@ -694,7 +694,7 @@ cmd_check(int argc, char **argv)
 	char *text = read_spec(file, abs, sizeof(abs));
 	char *errs = NULL;
 	/* Messages name the file as the operator typed it. */
-	struct spec *s = spec_parse(file, text, &errs);
+	struct spec *s = spec_load(file, text, &conf, &errs);
 	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, &errs) == 0;
 	if (!ok) {
 		ctl_error(CTL_ERROR, pl_proto_err_name(PLP_EINVAL), errs ? errs : "invalid spec");

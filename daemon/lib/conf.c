@@ -64,6 +64,8 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "control_idle_timeout", 'd', "how long a control connection may send nothing" },
 	{ "daemon", "feed_max_watchers", 'i', "feed connections open at once" },
 	{ "daemon", "feed_idle_timeout", 'd', "how long a feed connection may wait to send its request" },
+	{ "daemon", "max_spec_bytes", 'z', "the largest run spec checked or submitted (refused before it is parsed)" },
+	{ "daemon", "max_spec_jobs", 'i', "the most jobs a run spec may have (counted after any expansion)" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -177,7 +179,9 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		bad = parse_duration(value, &d) == -1;
 		break;
 	case 'z':
-		bad = parse_size(value, &i) == -1 || i < 4096 || i > INT_MAX;
+		/* A spec larger than a request line could not be sent. */
+		bad = parse_size(value, &i) == -1 || i < 4096 || i > (strcmp(name,
+		    "max_spec_bytes") == 0 ? PL_PROTO_MAX_LINE : INT_MAX);
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
@@ -189,10 +193,13 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		char **w = split_list(value, NULL);
 		for (int n = 0; w && w[n]; n++)
 			if (!notify_known_kind(w[n])) {
-				char known[256] = "";
-				for (int q = 0; q < CONF_NOTIFY_NKINDS; q++)
-					snprintf(known + strlen(known), sizeof(known) - strlen(known),
-					    "%s%s", q ? " " : "", conf_notify_kinds[q]);
+				char known[256];
+				struct plc_sb sb;
+				plc_sb_init(&sb, known, sizeof(known));
+				for (int q = 0; q < CONF_NOTIFY_NKINDS; q++) {
+					plc_sb_sep(&sb, " ");
+					plc_sb_append(&sb, conf_notify_kinds[q]);
+				}
 				errs_add(p->errs, c->path, p->line, name, "unknown event \"%s\" (known: "
 				    "%s)", w[n], known);
 				p->nerr++;
@@ -319,6 +326,10 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->feed_max_watchers = (int)i;
 	else if (strcmp(name, "feed_idle_timeout") == 0)
 		c->feed_idle_timeout = d;
+	else if (strcmp(name, "max_spec_bytes") == 0)
+		c->max_spec_bytes = (int)i;
+	else if (strcmp(name, "max_spec_jobs") == 0)
+		c->max_spec_jobs = (int)i;
 	return 1;
 }
 
@@ -367,6 +378,8 @@ conf_defaults(struct conf *c)
 	c->control_idle_timeout = 60;
 	c->feed_max_watchers = 256;
 	c->feed_idle_timeout = 10;
+	c->max_spec_bytes = CONF_MAX_SPEC_BYTES;
+	c->max_spec_jobs = CONF_MAX_SPEC_JOBS;
 }
 
 int
@@ -499,6 +512,8 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);
 	fprintf(f, "feed_max_watchers = %d\n", c->feed_max_watchers);
 	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
+	fprintf(f, "max_spec_bytes = %d\n", c->max_spec_bytes);
+	fprintf(f, "max_spec_jobs = %d\n", c->max_spec_jobs);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

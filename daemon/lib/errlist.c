@@ -1,6 +1,7 @@
 /* errlist.c: error lists, "file:line: key: message" lines appended to a
  * string, as spec.c, conf.c and the host's checks report them. Below
- * every module that reports errors; calls nothing but util.c's fatal().
+ * every module that reports errors; calls nothing but util.c's fatal()
+ * (and plio.h's string builder, below every layer of the daemon).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 /* The list errs_add() wrote last on this thread: appending costs the new
  * line, not the list (a copy per error made 40,000 errors take 43 s). A
@@ -59,10 +61,13 @@ errs_put(size_t at, const char *line, size_t n)
 void
 errs_add(char **errs, const char *file, int line, const char *key, const char *fmt, ...)
 {
+	/* A message too long for a line ends in "..." (plc_sb). */
 	char msg[ERRS_MSG_MAX];
+	struct plc_sb sb;
 	va_list ap;
+	plc_sb_init(&sb, msg, sizeof(msg));
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	plc_sb_vappendf(&sb, fmt, ap);
 	va_end(ap);
 	if (errs == NULL)
 		return;

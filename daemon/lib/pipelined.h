@@ -235,6 +235,11 @@ struct resource {
 	int capacity;
 	int used;
 };
+/* The submit limits' defaults (pipelined.conf(5) max_spec_bytes,
+ * max_spec_jobs): a release DAG has tens of jobs, a sweep thousands; a
+ * 70,000-job spec held the control loop for 3.2 s and left a 238 MB WAL. */
+#define CONF_MAX_SPEC_BYTES (1 << 20)
+#define CONF_MAX_SPEC_JOBS 10000
 struct conf {
 	char path[PATH_MAX];
 	char dir[PATH_MAX];           /* the config file's directory */
@@ -272,6 +277,8 @@ struct conf {
 	double control_idle_timeout;  /* seconds a control connection may be silent */
 	int feed_max_watchers;        /* feed connections open at once */
 	double feed_idle_timeout;     /* seconds to the watch request, or to a drop notice's delivery */
+	int max_spec_bytes;           /* a run spec's largest size (spec_load) */
+	int max_spec_jobs;            /* a run spec's most jobs, after any expansion */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
@@ -332,6 +339,12 @@ struct spec {
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
+/* spec_parse within the submit limits of c (NULL: the defaults): a text
+ * of more than max_spec_bytes is refused before it is parsed, a spec of
+ * more than max_spec_jobs jobs once it is parsed and expanded. What the
+ * daemon checks or submits, and pipelinectl check, go through here. */
+struct spec *spec_load(const char *path, const char *text, const struct conf *c,
+	    char **errs);
 void	spec_free(struct spec *s);
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 double
 now_wall(void)
@@ -731,9 +732,9 @@ suggest_try(struct suggest *s, const char *cand)
 const char *
 suggest_hint(const struct suggest *s, char *buf, size_t n)
 {
-	if (s->best == NULL)
-		*buf = '\0';
-	else
-		snprintf(buf, n, "; did you mean \"%s\"?", s->best);
+	struct plc_sb sb;
+	plc_sb_init(&sb, buf, n);
+	if (s->best != NULL)
+		plc_sb_appendf(&sb, "; did you mean \"%s\"?", s->best);
 	return buf;
 }

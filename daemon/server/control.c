@@ -280,7 +280,7 @@ check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	char *errs = NULL;
-	struct spec *spec = spec_parse(path, text, &errs);
+	struct spec *spec = spec_load(path, text, CONF, &errs);
 	if (spec != NULL && name != NULL) {
 		free(spec->name);
 		spec->name = xstrdup(name);

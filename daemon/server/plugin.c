@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 #define MAX_STAGES 256
 #define MAX_PLUGINS 64
@@ -69,8 +70,11 @@ plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen
 	case PL_KEY_PATH: case PL_KEY_INPUT: if (*v == '\0') what = "a path"; break;
 	default: break;
 	}
+	/* A long value cuts the message visibly (plc_sb), not silently. */
+	struct plc_sb sb;
+	plc_sb_init(&sb, why, whylen);
 	if (what) {
-		snprintf(why, whylen, "bad value \"%s\": expected %s", v, what);
+		plc_sb_appendf(&sb, "bad value \"%s\": expected %s", v, what);
 		return 1;
 	}
 	/* The key's bounds (pl_key min and max), on the value as parsed. */
@@ -82,12 +86,12 @@ plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen
 	if (!num || !(((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi)))
 		return 0;
 	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
-		snprintf(why, whylen, "%s is out of range: must be between %lld and %lld", v,
+		plc_sb_appendf(&sb, "%s is out of range: must be between %lld and %lld", v,
 		    (long long)lo, (long long)hi);
 	else if (b & PL_KEY_MIN)
-		snprintf(why, whylen, "%s is out of range: must be %lld or more", v, (long long)lo);
+		plc_sb_appendf(&sb, "%s is out of range: must be %lld or more", v, (long long)lo);
 	else
-		snprintf(why, whylen, "%s is out of range: must be %lld or less", v, (long long)hi);
+		plc_sb_appendf(&sb, "%s is out of range: must be %lld or less", v, (long long)hi);
 	return 2;
 }
 

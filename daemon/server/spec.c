@@ -11,6 +11,7 @@
 #include <ini.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 const char *const spec_common_keys[] = {
 	"stage", "after", "retries", "retry_backoff", "retry_backoff_max", "timeout",
@@ -21,70 +22,13 @@ const char *const spec_common_keys[] = {
 };
 const char *const spec_run_keys[] = { "name", "previous", "description", NULL };
 
-/* A string -> int map (open addressing): section and key lookups while
- * parsing, job lookups while checking, each O(1), so a large spec costs
- * its size, not its size squared. */
-struct smap {
-	char **keys;
-	int *vals;
-	size_t cap, n;
-};
-
-static size_t
-smap_slot(const struct smap *m, const char *k)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (const unsigned char *p = (const unsigned char *)k; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	size_t i = (size_t)h & (m->cap - 1);
-	while (m->keys[i] != NULL && strcmp(m->keys[i], k) != 0)
-		i = (i + 1) & (m->cap - 1);
-	return i;
-}
-
-static int *
-smap_get(const struct smap *m, const char *k)
-{
-	if (m->cap == 0)
-		return NULL;
-	size_t i = smap_slot(m, k);
-	return m->keys[i] ? &m->vals[i] : NULL;
-}
-
+/* Sections, keys and jobs are looked up through plc_strmap (plio.h), each
+ * in O(1), so a large spec costs its size, not its size squared. */
 static void
-smap_put(struct smap *m, const char *k, int v)
+map_put(struct plc_strmap *m, const char *k, int v)
 {
-	if (2 * (m->n + 1) > m->cap) {
-		struct smap o = *m;
-		m->cap = o.cap ? o.cap * 2 : 64;
-		m->keys = xcalloc(m->cap, sizeof(char *));
-		m->vals = xcalloc(m->cap, sizeof(int));
-		for (size_t j = 0; j < o.cap; j++) {
-			if (o.keys[j] == NULL)
-				continue;
-			size_t i = smap_slot(m, o.keys[j]);
-			m->keys[i] = o.keys[j];
-			m->vals[i] = o.vals[j];
-		}
-		free(o.keys);
-		free(o.vals);
-	}
-	size_t i = smap_slot(m, k);
-	if (m->keys[i] == NULL) {
-		m->keys[i] = xstrdup(k);
-		m->n++;
-	}
-	m->vals[i] = v;
-}
-
-static void
-smap_free(struct smap *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->keys[i]);
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
+	if (plc_strmap_put(m, k, v) == -1)
+		fatal("spec: map");
 }
 
 int
@@ -97,13 +41,13 @@ spec_is_common_key(const char *key)
 }
 
 struct spec_parse {
-	struct ini_reader r;     /* the line reader (ini.c): line, raw line, errors */
+	struct ini_reader r;        /* the line reader (ini.c): line, raw line, errors */
 	struct spec *s;
-	struct smap headers;     /* section name -> the line of its header */
-	struct smap sections;    /* job section name -> index in s->jobs */
-	struct smap keys;        /* "INDEX\037key" -> index in that section's kv */
+	struct plc_strmap headers;  /* section name -> the line of its header */
+	struct plc_strmap sections; /* job section name -> index in s->jobs */
+	struct plc_strmap keys;     /* "INDEX\037key" -> index in that section's kv */
 	struct spec_section *cur;
-	int curidx;              /* cur's index in s->jobs; -1 for [run] */
+	int curidx;                 /* cur's index in s->jobs; -1 for [run] */
 };
 
 /* A section header seen a second time is an error even when nothing
@@ -119,13 +63,13 @@ section_seen(void *arg, const char *line)
 	if (e == NULL)
 		return;
 	char *name = strndup(b + 1, (size_t)(e - b - 1));
-	const int *first = smap_get(&p->headers, name);
+	const int *first = plc_strmap_get(&p->headers, name);
 	if (first != NULL) {
 		errs_add(p->r.errs, p->s->path, p->r.line, "-",
 		    "section [%s] appears twice (first at line %d)", name, *first);
 		p->r.nerr++;
 	} else {
-		smap_put(&p->headers, name, p->r.line);
+		map_put(&p->headers, name, p->r.line);
 	}
 	free(name);
 }
@@ -137,7 +81,7 @@ section_new(struct spec_parse *p, const char *name)
 {
 	struct spec_section *sec = xcalloc(1, sizeof(*sec));
 	sec->name = xstrdup(name);
-	const int *hl = smap_get(&p->headers, name);
+	const int *hl = plc_strmap_get(&p->headers, name);
 	sec->line = hl ? *hl : p->r.line;
 	return sec;
 }
@@ -156,7 +100,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 			p->cur = s->run;
 			p->curidx = -1;
 		} else {
-			const int *i = smap_get(&p->sections, section);
+			const int *i = plc_strmap_get(&p->sections, section);
 			if (i != NULL) {
 				/* Reported by section_seen(); keys join the first. */
 				p->cur = s->jobs[*i];
@@ -167,7 +111,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 			if ((s->njobs & (s->njobs - 1)) == 0) /* 0, 1, 2, 4, ...: double */
 				s->jobs = realloc(s->jobs, (size_t)(s->njobs ? 2 * s->njobs : 1) *
 				    sizeof(*s->jobs));
-			smap_put(&p->sections, section, s->njobs);
+			map_put(&p->sections, section, s->njobs);
 			p->curidx = s->njobs;
 			s->jobs[s->njobs++] = sec;
 			p->cur = sec;
@@ -180,7 +124,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	char *kk;
 	if (asprintf(&kk, "%d\037%s", p->curidx, name) == -1)
 		fatal("spec_handler");
-	const int *ki = smap_get(&p->keys, kk);
+	const int *ki = plc_strmap_get(&p->keys, kk);
 	if (ki != NULL) {
 		free(kk);
 		int i = *ki;
@@ -198,7 +142,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 		p->r.nerr++;
 		return 1;
 	}
-	smap_put(&p->keys, kk, sec->nkv);
+	map_put(&p->keys, kk, sec->nkv);
 	free(kk);
 	if (sec->nkv % 16 == 0)
 		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 16) * sizeof(*sec->kv));
@@ -230,9 +174,9 @@ spec_parse(const char *path, const char *text, char **errs)
 	p.r.arg = &p;
 	int rc = ini_parse_stream(ini_reader_line, &p.r, spec_handler, &p);
 	ini_reader_free(&p.r);
-	smap_free(&p.headers);
-	smap_free(&p.sections);
-	smap_free(&p.keys);
+	plc_strmap_free(&p.headers);
+	plc_strmap_free(&p.sections);
+	plc_strmap_free(&p.keys);
 	if (rc > 0) {
 		errs_add(errs, path, rc, "-", "syntax error (expected [section] or key = value)");
 		p.r.nerr++;
@@ -255,6 +199,39 @@ spec_parse(const char *path, const char *text, char **errs)
 	if (prev != NULL && *prev)
 		s->previous = xstrdup(prev);
 	if (p.r.nerr) {
+		spec_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* Where a limit comes from, for its message. */
+static const char *
+limit_from(const struct conf *c)
+{
+	if (c == NULL || c->path[0] == '\0' || strcmp(c->path, "/dev/null") == 0)
+		return "the default";
+	return c->path;
+}
+
+struct spec *
+spec_load(const char *path, const char *text, const struct conf *c, char **errs)
+{
+	int max_bytes = c ? c->max_spec_bytes : CONF_MAX_SPEC_BYTES;
+	int max_jobs = c ? c->max_spec_jobs : CONF_MAX_SPEC_JOBS;
+	size_t len = strlen(text);
+	if (len > (size_t)max_bytes) {
+		errs_add(errs, path, 0, "max_spec_bytes", "the spec is %zu bytes, more than the "
+		    "limit of %d (max_spec_bytes: %s; pipelined.conf(5))", len, max_bytes,
+		    limit_from(c));
+		return NULL;
+	}
+	struct spec *s = spec_parse(path, text, errs);
+	/* A sweep's jobs, once expanded here, count against the limit. */
+	if (s != NULL && s->njobs > max_jobs) {
+		errs_add(errs, path, 0, "max_spec_jobs", "the spec has %d jobs, more than the "
+		    "limit of %d (max_spec_jobs: %s; pipelined.conf(5))", s->njobs, max_jobs,
+		    limit_from(c));
 		spec_free(s);
 		return NULL;
 	}
@@ -324,22 +301,22 @@ key_line(const struct spec_section *sec, const char *key)
 }
 
 static int
-find_job(const struct smap *jobs, const char *name)
+find_job(const struct plc_strmap *jobs, const char *name)
 {
-	const int *i = smap_get(jobs, name);
+	const int *i = plc_strmap_get(jobs, name);
 	return i ? *i : -1;
 }
 
 void
 spec_after_index(const struct spec *s, int **dep)
 {
-	struct smap jobs = { 0 };
+	struct plc_strmap jobs = { 0 };
 	for (int j = 0; j < s->njobs; j++)
-		smap_put(&jobs, s->jobs[j]->name, j);
+		map_put(&jobs, s->jobs[j]->name, j);
 	for (int j = 0; j < s->njobs; j++)
 		for (int k = 0; k < s->jobs[j]->nafter; k++)
 			dep[j][k] = find_job(&jobs, s->jobs[j]->after[k]);
-	smap_free(&jobs);
+	plc_strmap_free(&jobs);
 }
 
 /* Depth-first search for a cycle through the after edges, without
@@ -347,7 +324,7 @@ spec_after_index(const struct spec *s, int **dep)
  * stack); color 0 white, 1 grey, 2 black. The first cycle found is
  * reported. */
 static int
-find_cycle(const struct spec *s, const struct smap *jobs, char **errs)
+find_cycle(const struct spec *s, const struct plc_strmap *jobs, char **errs)
 {
 	int n = s->njobs;
 	int *color = xcalloc((size_t)n, sizeof(int));
@@ -378,17 +355,26 @@ find_cycle(const struct spec *s, const struct smap *jobs, char **errs)
 				edge[depth] = 0;
 				continue;
 			}
-			char path[2048] = "";
+			/* The path, cut to a readable length (a cycle may hold
+			 * every job of the spec). */
+			char path[512];
+			struct plc_sb sb;
+			plc_sb_init(&sb, path, sizeof(path));
 			int start = 0;
 			while (stack[start] != w)
 				start++;
-			for (int k = start; k <= depth; k++) {
-				strncat(path, s->jobs[stack[k]]->name, sizeof(path) - strlen(path) - 5);
-				strncat(path, " -> ", sizeof(path) - strlen(path) - 1);
+			for (int k = start; k <= depth && !sb.trunc; k++) {
+				plc_sb_append(&sb, s->jobs[stack[k]]->name);
+				plc_sb_append(&sb, " -> ");
 			}
-			strncat(path, s->jobs[w]->name, sizeof(path) - strlen(path) - 1);
-			errs_add(errs, s->path, key_line(sec, "after"), "after",
-			    "dependency cycle: %s", path);
+			plc_sb_append(&sb, s->jobs[w]->name);
+			if (sb.trunc)
+				errs_add(errs, s->path, key_line(sec, "after"), "after",
+				    "dependency cycle of %d jobs: %s (and back to %s)", depth - start + 1,
+				    path, s->jobs[w]->name);
+			else
+				errs_add(errs, s->path, key_line(sec, "after"), "after",
+				    "dependency cycle: %s", path);
 			found = 1;
 		}
 	}
@@ -399,7 +385,7 @@ find_cycle(const struct spec *s, const struct smap *jobs, char **errs)
 }
 
 static int
-check_common(struct spec *s, const struct smap *jobs, struct spec_section *sec,
+check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section *sec,
     const struct conf *c, char **errs)
 {
 	int nerr = 0;
@@ -538,9 +524,9 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 		errs_add(errs, s->path, 1, "-", "no jobs: add a section per job");
 		nerr++;
 	}
-	struct smap jobs = { 0 };
+	struct plc_strmap jobs = { 0 };
 	for (int j = 0; j < s->njobs; j++)
-		smap_put(&jobs, s->jobs[j]->name, j);
+		map_put(&jobs, s->jobs[j]->name, j);
 	for (int j = 0; j < s->njobs; j++) {
 		struct spec_section *sec = s->jobs[j];
 		if (!valid_name(sec->name)) {
@@ -567,6 +553,6 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			nerr += stage_check(reg, s, sec, errs);
 	}
 	nerr += find_cycle(s, &jobs, errs);
-	smap_free(&jobs);
+	plc_strmap_free(&jobs);
 	return nerr ? -1 : 0;
 }

@@ -165,6 +165,74 @@ case_errs_cap(void)
 	free(errs);
 }
 
+/* Long messages and hints: cut with "..." (plc_sb), each still one line;
+ * a did-you-mean of a long word is cut the same way. */
+static void
+case_long_message(void)
+{
+	char *errs = NULL;
+	char big[3000];
+	memset(big, 'v', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	errs_add(&errs, "m.ini", 4, "k", "bad value \"%s\": expected an integer", big);
+	CHECK(errs != NULL && strncmp(errs, "m.ini:4: k: bad value \"vvv", 26) == 0);
+	size_t n = errs ? strlen(errs) : 0;
+	CHECK(n > 4 && n < 1100 && strcmp(errs + n - 4, "...\n") == 0, "got %zu bytes", n);
+	free(errs);
+	/* A short one is whole. */
+	errs = NULL;
+	errs_add(&errs, "m.ini", 4, "k", "%s", "short");
+	CHECK(errs && strcmp(errs, "m.ini:4: k: short\n") == 0);
+	free(errs);
+	struct suggest sg = { .word = "abcdefghij" };
+	suggest_try(&sg, "abcdefghik");
+	char hint[16];
+	CHECK(strcmp(suggest_hint(&sg, hint, sizeof(hint)), "; did you me...") == 0, "%s", hint);
+	struct suggest none = { .word = "zzz" };
+	CHECK(strcmp(suggest_hint(&none, hint, sizeof(hint)), "") == 0);
+}
+
+/* spec_load: the size limit before parsing, the job limit after it,
+ * each error naming its key; at a limit a spec passes; NULL: defaults. */
+static void
+case_limits(void)
+{
+	struct conf c;
+	memset(&c, 0, sizeof(c));
+	snprintf(c.path, sizeof(c.path), "/etc/p.conf");
+	c.max_spec_bytes = 64;
+	c.max_spec_jobs = 2;
+	char *errs = NULL;
+	struct spec *s = spec_load("l.ini", "[a]\nk=1\n[b]\nk=1\n", &c, &errs);
+	CHECK(s != NULL && s->njobs == 2 && errs == NULL);
+	spec_free(s);
+	s = spec_load("l.ini", "[a]\nk=1\n[b]\nk=1\n[c]\nk=1\n", &c, &errs);
+	CHECK(s == NULL && errs != NULL && strcmp(errs, "l.ini: max_spec_jobs: the spec has 3 jobs, "
+	    "more than the limit of 2 (max_spec_jobs: /etc/p.conf; pipelined.conf(5))\n") == 0,
+	    "%s", errs);
+	free(errs);
+	errs = NULL;
+	/* Over the size limit, even with a syntax error: not parsed at all. */
+	char text[80];
+	memset(text, 'x', 65);
+	text[65] = '\0';
+	s = spec_load("l.ini", text, &c, &errs);
+	CHECK(s == NULL && errs != NULL && strstr(errs, "l.ini: max_spec_bytes: the spec is 65 "
+	    "bytes, more than the limit of 64") == errs && strchr(errs, '\n')[1] == '\0', "%s", errs);
+	free(errs);
+	errs = NULL;
+	/* The defaults without a configuration. */
+	size_t cap = (CONF_MAX_SPEC_JOBS + 1) * 16;
+	char *many = malloc(cap), *w = many;
+	for (int i = 0; i <= CONF_MAX_SPEC_JOBS; i++)
+		w += sprintf(w, "[j%d]\nk=1\n", i);
+	s = spec_load("m.ini", many, NULL, &errs);
+	CHECK(s == NULL && errs && strstr(errs, "more than the limit of 10000 (max_spec_jobs: "
+	    "the default;") != NULL, "%s", errs);
+	free(errs);
+	free(many);
+}
+
 static void
 case_chain(void)
 {
@@ -194,6 +262,8 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(no_dir),
 	UNIT_CASE(check),
 	UNIT_CASE(errs_cap),
+	UNIT_CASE(long_message),
+	UNIT_CASE(limits),
 	UNIT_CASE(chain),
 	UNIT_END
 };

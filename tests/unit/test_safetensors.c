@@ -250,7 +250,8 @@ case_write_read(void)
 	CHECK(ta && st_read(&f, ta, ra, 8, 60) == -1);
 	/* The header text is what the reference writer would produce. */
 	char hdr[512] = "";
-	pread(f.fd, hdr, f.header_len < sizeof(hdr) - 1 ? f.header_len : sizeof(hdr) - 1, 8);
+	size_t hn = f.header_len < sizeof(hdr) - 1 ? f.header_len : sizeof(hdr) - 1;
+	CHECK(pread(f.fd, hdr, hn, 8) == (ssize_t)hn);
 	CHECK(strncmp(hdr, "{\"__metadata__\":{\"format\":\"pt\"},\"layer.a\":{\"dtype\":"
 	    "\"F32\",\"shape\":[3,5],\"data_offsets\":[0,60]}", 92) == 0, "header: %s", hdr);
 
@@ -337,7 +338,7 @@ case_sharded(void)
 	CHECK(st_write_index(p, 3, names, files, 48, err, sizeof(err)) == 0);
 	char sp[4096];
 	path_in(sp, sizeof(sp), "model-00002-of-00002.safetensors");
-	truncate(sp, 30);
+	CHECK(truncate(sp, 30) == 0);
 	CHECK(st_set_open(&s, tmpdir, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "model-00002-of-00002.safetensors") != NULL, "corrupt shard: %s", err);
 	unlink(sp);

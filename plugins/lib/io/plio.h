@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -24,6 +25,54 @@
  * "err, errlen" arguments of the library's parsers. */
 void	plc_seterr(char *err, size_t errlen, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
+
+/* strbuf.c: the bounded string builder, for every message or list built
+ * piece by piece (a cycle's path, a list of known keys, an error line).
+ * It appends into the caller's buffer of cap bytes (stack or heap) and
+ * never writes past it; the text is always NUL-terminated. What does not
+ * fit is cut at a character's boundary and the text ends in PLC_SB_MORE
+ * ("..."); trunc is then set and later appends do nothing.
+ *
+ *	char buf[256];
+ *	struct plc_sb sb;
+ *	plc_sb_init(&sb, buf, sizeof(buf));
+ *	for (...) { plc_sb_sep(&sb, ", "); plc_sb_append(&sb, name); }
+ *	... "known: %s", buf ...
+ */
+#define PLC_SB_MORE "..."
+struct plc_sb {
+	char	*buf;
+	size_t	 cap;     /* bytes of buf, with the NUL */
+	size_t	 len;     /* bytes of text */
+	int	 trunc;   /* something was cut: the text ends in PLC_SB_MORE */
+};
+void	plc_sb_init(struct plc_sb *sb, char *buf, size_t cap);
+void	plc_sb_append(struct plc_sb *sb, const char *s);
+void	plc_sb_appendn(struct plc_sb *sb, const char *s, size_t n);
+void	plc_sb_appendf(struct plc_sb *sb, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+void	plc_sb_vappendf(struct plc_sb *sb, const char *fmt, va_list ap)
+	    __attribute__((format(printf, 2, 0)));
+/* Appends sep unless the text is empty: "a, b, c" from a loop. */
+void	plc_sb_sep(struct plc_sb *sb, const char *sep);
+
+/* strmap.c: a string -> int hash map (open addressing), for lookups by
+ * name that must cost O(1): a spec's sections, keys and jobs (spec.c), a
+ * corpus's capabilities (corpus_check). Zero-initialised is empty; the
+ * map copies its keys. get returns the value's slot or NULL when absent
+ * (the slot moves when the map grows: use it before the next add); add
+ * inserts k with v when absent (*added, when not NULL, says whether it
+ * did) and returns the slot of k's value either way, NULL when out of
+ * memory; put sets k to v, -1 when out of memory. */
+struct plc_strmap {
+	char	**keys;
+	int	 *vals;
+	size_t	  cap, n;
+};
+int	*plc_strmap_get(const struct plc_strmap *m, const char *k);
+int	*plc_strmap_add(struct plc_strmap *m, const char *k, int v, int *added);
+int	 plc_strmap_put(struct plc_strmap *m, const char *k, int v);
+void	 plc_strmap_free(struct plc_strmap *m);
 
 /* rate.c */
 /* Monotonic seconds, for timing and deadlines. */

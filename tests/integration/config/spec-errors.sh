@@ -6,7 +6,8 @@
 # does not wrap; a NUL byte is refused at its line; 40,000 errors are
 # answered at once, the first 100 listed and "... and N more errors".
 . "$(dirname "$0")/../../lib.sh"
-pl_conf
+# (40,000 sections, below, are over the default max_spec_jobs.)
+pl_conf "max_spec_jobs = 40000"
 spec=$TEST_TMP/broken.ini
 cat > "$spec" <<'INI'
 [run]
