@@ -57,7 +57,8 @@ httpd exec job
 conf
 conf_check spec
 store
-store_query store_gc
+store_query
+store_gc
 stagectx host_store gc
 host_spawn notify
 host
