@@ -18,6 +18,15 @@
 trap 'pl_stop' EXIT
 cd "$TEST_TMP"
 chmod 0755 "$TEST_TMP"
+
+# [retention]'s bad values name the file, line and key.
+printf '[daemon]\nstate_dir = %s/bad\n[retention]\nkeep_days = -1\nmin_size = lots\nkeep_promoted = 2x\nkeep = 3\n' \
+    "$TEST_TMP" > bad.conf
+"$PIPELINED" -n -f bad.conf > bad.out 2>&1 && fail "a bad [retention] was accepted"
+for l in "bad.conf:4: keep_days: bad value \"-1\"" "bad.conf:5: min_size: bad value \"lots\"" \
+    "bad.conf:6: keep_promoted: bad value \"2x\"" "bad.conf:7: keep: unknown key in \[retention\]"; do
+	grep -q "$l" bad.out || fail "pipelined -n: no \"$l\": $(cat bad.out)"
+done
 MPORT=$(free_port)
 pl_conf "group = plsubmit" "metrics_listen = 127.0.0.1:$MPORT" \
     "http_token = gc-test-token-0123456789" \
@@ -172,6 +181,13 @@ refuse pathref "its files are named by run live's spec"
 refuse p3 "it is the promoted version"
 snapshot > after-refuse.txt
 cmp -s before.txt after-refuse.txt || fail "a refused gc changed files"
+
+# gc RUN of a run let go: its files alone.
+pctl gc bad > gcbad.txt || fail "gc bad: $(cat gcbad.txt)"
+grep -q "^removed 3 artifact files" gcbad.txt || fail "gc bad: $(cat gcbad.txt)"
+snapshot > after-bad.txt
+grep -v -E '^state/runs/bad/make/work/(a\.bin|b\.bin|d/.*)$' before.txt | diff - after-bad.txt > bad.diff ||
+	fail "gc bad removed other than bad's artifact files: $(cat bad.diff)"
 
 # A member: its gc sees only its run; another's is no run of its.
 out=$(as_member "$PIPELINECTL" -f "$PL_CONF" gc old 2>&1) && fail "member gc old: $out"
