@@ -4,7 +4,8 @@
 # artifact, list's SIZE, /metrics) equal the files' sizes. Promotion is
 # recorded as the gate records it (the values gate.alias_digest and
 # gate.verdict with its alias), written into the store with the daemon
-# stopped: the gate stage would need a bake and Ollama. With [retention]
+# stopped: the gate stage would need a bake and Ollama; a rejected run's
+# state is set there too. With [retention]
 # keep_promoted = 1 and keep_days = 0, gc --dry-run lists and removes
 # nothing; gc RUN of a running run, of a run a running run references (its
 # previous; a path in its spec) and of the promoted run is refused, naming
@@ -61,7 +62,8 @@ spec old 1300 2300;  submit old
 spec bad 1400 2400 "" "exit 3"; submit bad
 spec ref 1500 2500;  submit ref
 spec pathref 1600 2600; submit pathref
-for r in p1 p2 p3 old ref pathref; do wait_run $r succeeded 60; done
+spec rej 1700 2700;  submit rej
+for r in p1 p2 p3 old ref pathref rej; do wait_run $r succeeded 60; done
 wait_run bad failed 60
 
 # du: per run, the artifact bytes are a + b + 200 and the directory holds
@@ -114,6 +116,11 @@ for r in p1 p2 p3; do
 	    'sha256:$r', $ts FROM runs r JOIN jobs j ON j.run_id = r.id WHERE r.name = '$r';" ||
 		fail "promotion of $r"
 done
+# rej ends rejected, as a run whose gate said no (the state alone: gc
+# reads no more of it).
+db "UPDATE runs SET state = 'rejected' WHERE name = 'rej';
+    UPDATE jobs SET state = 'rejected' WHERE run_id = (SELECT id FROM runs WHERE name = 'rej')" ||
+	fail "rej rejected"
 pl_start
 chmod 0666 "$TEST_TMP/run/control.sock"
 
@@ -154,7 +161,7 @@ snapshot > before.txt
 
 # --dry-run: lists, removes nothing, marks nothing.
 pctl gc --dry-run > dry.txt || fail "gc --dry-run: $(cat dry.txt)"
-for r in p1 old bad mine; do
+for r in p1 old bad rej mine; do
 	grep -q "^would remove $r make a.bin " dry.txt || fail "dry run: $r's a.bin not listed: $(cat dry.txt)"
 done
 for r in p2 p3 ref pathref live; do
@@ -194,10 +201,12 @@ out=$(as_member "$PIPELINECTL" -f "$PL_CONF" gc old 2>&1) && fail "member gc old
 echo "$out" | grep -q "no run old" || fail "member gc old: $out"
 as_member "$PIPELINECTL" -f "$PL_CONF" gc --dry-run > member.txt || fail "member gc --dry-run"
 grep -q "^would remove mine make a.bin" member.txt || fail "member dry run: $(cat member.txt)"
-grep -Eq "^would remove (p1|old|bad) " member.txt && fail "member dry run lists root's runs: $(cat member.txt)"
+grep -Eq "^would remove (p1|old|bad|rej) " member.txt && fail "member dry run lists root's runs: $(cat member.txt)"
 out=$(as_member "$PIPELINECTL" -f "$PL_CONF" du 2>&1)
 echo "$out" | grep -Eq '^(p1|old) ' && fail "member du shows root's runs: $out"
 echo "$out" | grep -q '^mine ' || fail "member du: $out"
+out=$(as_member "$PIPELINECTL" -f "$PL_CONF" du old 2>&1) && fail "member du old: $out"
+echo "$out" | grep -q "no run old" || fail "member du old: $out"
 
 # gc: the expected files go, nothing else; the moved work directory is
 # not followed (an error names it), the links are not followed.
@@ -205,7 +214,7 @@ pctl gc > gc.txt 2> gc.err && fail "gc succeeded though p1's work directory is a
 grep -q "p1/make/work/a.bin: .*not followed" gc.err || fail "gc's error: $(cat gc.err)"
 snapshot > after.txt
 expected() {
-	grep -v -E '^state/runs/(old|bad|mine)/make/work/(a\.bin|b\.bin|d/.*)$' before.txt
+	grep -v -E '^state/runs/(old|bad|rej|mine)/make/work/(a\.bin|b\.bin|d/.*)$' before.txt
 }
 expected > want.txt
 diff want.txt after.txt > gc.diff || fail "gc removed other than expected: $(cat gc.diff)"
@@ -216,10 +225,10 @@ diff want.txt after.txt > gc.diff || fail "gc removed other than expected: $(cat
 
 # Records: kept, with removed and removed_by (root), for every run let go.
 [ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE
-    r.name IN ('p1', 'old', 'bad', 'mine') AND (a.removed IS NULL OR a.removed_by != 0)")" = 0 ] ||
+    r.name IN ('p1', 'old', 'bad', 'rej', 'mine') AND (a.removed IS NULL OR a.removed_by != 0)")" = 0 ] ||
 	fail "records not marked: $(db "SELECT r.name, a.name, a.removed, a.removed_by FROM artifacts a JOIN runs r ON r.id = a.run_id")"
 [ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE
-    r.name NOT IN ('p1', 'old', 'bad', 'mine') AND a.removed IS NOT NULL")" = 0 ] || fail "a kept run's record marked"
+    r.name NOT IN ('p1', 'old', 'bad', 'rej', 'mine') AND a.removed IS NOT NULL")" = 0 ] || fail "a kept run's record marked"
 [ "$(db "SELECT count(*) FROM artifacts WHERE sha256 IS NULL OR size IS NULL")" = 0 ] || fail "digests or sizes lost"
 pctl artifacts old | grep -Eq '^make +a\.bin .*\(removed .* by uid 0\)$' || fail "artifacts old: $(pctl artifacts old)"
 pctl status old | grep -q "^artifacts: 3 removed" || fail "status old: $(pctl status old)"
