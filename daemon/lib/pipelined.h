@@ -586,8 +586,9 @@ int	store_gc_load(struct store *s, struct gc_set *g);
 void	store_gc_free(struct gc_set *g);
 /* Mark records removed at ts by uid: one transaction, committed. */
 int	store_gc_mark(struct store *s, const int64_t *ids, int n, double ts, int64_t uid);
-/* Paths whose every record is marked removed (NULL-terminated). */
-char	**store_gc_pending(struct store *s);
+/* Paths whose every record is marked removed (NULL-terminated), and
+ * when each was first marked (*marked, malloc'd). */
+char	**store_gc_pending(struct store *s, double **marked);
 /* 1 when a record not marked removed references path, 0 when none, -1. */
 int	store_gc_path_held(struct store *s, const char *path);
 /* du's rows: per run the viewer sees (or the one run named), newest

@@ -193,12 +193,19 @@ gc_finish(struct store *s, const struct conf *c)
 {
 	char root[PATH_MAX], why[PATH_MAX + 128];
 	runs_root(c, root, sizeof(root));
-	char **v = store_gc_pending(s);
+	double *marked = NULL;
+	char **v = store_gc_pending(s, &marked);
 	int n = 0, bad = 0;
 	for (int i = 0; v[i]; i++) {
 		struct stat st;
 		if (lstat(v[i], &st) == -1)
 			continue;
+		/* Written after its mark: a retried job made it again, and
+		 * its record is still to come. */
+		if ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 > marked[i]) {
+			log_info("%s: %s: changed since gc marked it removed; left", __func__, v[i]);
+			continue;
+		}
 		if (unlink_artifact(root, v[i], why, sizeof(why)) == -1) {
 			log_warnx("%s: %s", __func__, why);
 			bad++;
@@ -206,6 +213,7 @@ gc_finish(struct store *s, const struct conf *c)
 			n++;
 	}
 	strv_free(v);
+	free(marked);
 	if (n > 0)
 		log_info("%s: %d file%s a gc marked removed unlinked", __func__, n, n == 1 ? "" : "s");
 	return bad ? -1 : 0;
@@ -454,6 +462,35 @@ untake_path(struct gc_set *g, const char *path)
 			g->arts[i].take = 0;
 }
 
+/*
+ * The run whose directory holds path (root/RUN/...) must have a record of
+ * that path and be one the viewer may act on: a record of a member's run
+ * that names a file of another run's directory (a job may report any
+ * file it can read as its artifact) never has gc remove that file.
+ */
+static int
+dir_run_ok(struct gc_set *g, const char *root, const char *path, int64_t viewer, char *why,
+    size_t len)
+{
+	const char *rel = below_runs(root, path);
+	size_t n = rel ? strcspn(rel, "/") : 0;
+	const struct gc_run *d = NULL;
+	for (int i = 0; rel && i < g->nruns; i++)
+		if (strlen(g->runs[i].name) == n && strncmp(g->runs[i].name, rel, n) == 0)
+			d = &g->runs[i];
+	int named = 0;
+	for (int i = 0; d && i < g->narts && !named; i++)
+		named = g->arts[i].run_id == d->id && strcmp(g->arts[i].path, path) == 0;
+	if (!named)
+		snprintf(why, len, "in the directory of run %.*s, which has no record of it",
+		    (int)n, rel ? rel : "");
+	else if (!access_run(viewer, d->submitter))
+		snprintf(why, len, "in the directory of run %s, which is not yours", d->name);
+	else
+		return 1;
+	return 0;
+}
+
 enum pl_proto_err
 gc_collect(struct store *s, const struct conf *c, int64_t viewer, int64_t uid, const char *run,
     int dry, cJSON **result, char *err, size_t errlen)
@@ -500,6 +537,11 @@ gc_collect(struct store *s, const struct conf *c, int64_t viewer, int64_t uid, c
 		if (a->take && below_runs(root, a->path) == NULL) {
 			cJSON_AddItemToArray(skipped, art_json(r, a, "not below the runs' directory: "
 			    "gc removes nothing else"));
+			a->take = 0;
+		}
+		char why[512];
+		if (a->take && !dir_run_ok(&g, root, a->path, viewer, why, sizeof(why))) {
+			cJSON_AddItemToArray(skipped, art_json(r, a, why));
 			a->take = 0;
 		}
 	}

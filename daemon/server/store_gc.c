@@ -172,24 +172,29 @@ store_gc_mark(struct store *s, const int64_t *ids, int n, double ts, int64_t uid
 
 /* The paths of records marked removed that no record not marked
  * references: the files a gc marked and may not have unlinked yet (it
- * was killed), which a restart unlinks. NULL-terminated, strv_free(). */
+ * was killed), which a restart unlinks; with the time of the first mark
+ * of each in *marked. NULL-terminated, strv_free(); free(*marked). */
 char **
-store_gc_pending(struct store *s)
+store_gc_pending(struct store *s, double **marked)
 {
 	pthread_mutex_lock(&s->mtx);
-	sqlite3_stmt *st = store_prep(s, "SELECT DISTINCT a.path FROM artifacts a"
+	sqlite3_stmt *st = store_prep(s, "SELECT a.path, min(a.removed) FROM artifacts a"
 	    " WHERE a.removed IS NOT NULL AND NOT EXISTS (SELECT 1 FROM artifacts b"
-	    " WHERE b.path = a.path AND b.removed IS NULL) ORDER BY a.path");
+	    " WHERE b.path = a.path AND b.removed IS NULL) GROUP BY a.path ORDER BY a.path");
 	char **v = xcalloc(1, sizeof(*v));
+	double *t = xcalloc(1, sizeof(*t));
 	int n = 0;
 	if (st != NULL) {
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			v = grow(v, (size_t)n + 2, sizeof(*v));
+			t = grow(t, (size_t)n + 1, sizeof(*t));
+			t[n] = sqlite3_column_double(st, 1);
 			v[n++] = col_dup(st, 0);
 			v[n] = NULL;
 		}
 		store_unprep(s, st);
 	}
+	*marked = t;
 	pthread_mutex_unlock(&s->mtx);
 	return v;
 }

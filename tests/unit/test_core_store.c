@@ -160,15 +160,18 @@ case_migration_removed(void)
 	CHECK(sqlite3_step(st) == SQLITE_ROW);
 	sqlite3_finalize(st);
 
-	char **v = store_gc_pending(s);
+	double *mk = NULL;
+	char **v = store_gc_pending(s, &mk);
+	free(mk);
 	CHECK(v != NULL && v[0] == NULL);
 	strv_free(v);
 	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 1);
 	CHECK(store_gc_mark(s, &id, 1, 1234.5, 1000) == 0);
 	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 0);
-	v = store_gc_pending(s);
+	v = store_gc_pending(s, &mk);
 	CHECK(v != NULL && v[0] != NULL && strcmp(v[0], "/x/runs/r/j/work/m.gguf") == 0 &&
-	    v[1] == NULL);
+	    v[1] == NULL && mk[0] == 1234.5);
+	free(mk);
 	strv_free(v);
 	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT removed, removed_by, size, sha256"
 	    " FROM artifacts", -1, &st, NULL) == SQLITE_OK);
@@ -180,8 +183,9 @@ case_migration_removed(void)
 	/* Another record of the same file, not removed, holds it. */
 	CHECK(sqlite3_exec(store_db(s), "INSERT INTO artifacts(run_id, job_id, name, path, size)"
 	    " VALUES(2, 2, 'gguf', '/x/runs/r/j/work/m.gguf', 42)", NULL, NULL, NULL) == SQLITE_OK);
-	v = store_gc_pending(s);
+	v = store_gc_pending(s, &mk);
 	CHECK(v != NULL && v[0] == NULL);
+	free(mk);
 	strv_free(v);
 	store_close(s);
 }

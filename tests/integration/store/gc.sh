@@ -13,7 +13,8 @@
 # their records with removed and removed_by, and follows no link planted
 # in a run's directory (a link as the artifact, a link inside a directory
 # artifact, a directory on the way replaced by a link). A member of the
-# group sees and collects only its own runs.
+# group sees and collects only its own runs, and never a file of another
+# run's directory its own run's record names.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/member.sh"
 trap 'pl_stop' EXIT
@@ -58,7 +59,7 @@ submit() { pctl submit "specs/$1.ini" >/dev/null || fail "submit $1"; }
 spec p1 1000 2000;   submit p1
 spec p2 1100 2100;   submit p2
 spec p3 1200 2200;   submit p3
-spec old 1300 2300;  submit old
+spec old 1300 2300 "" "echo x > extra.txt; chmod 0644 extra.txt; chmod 0755 .";  submit old
 spec bad 1400 2400 "" "exit 3"; submit bad
 spec ref 1500 2500;  submit ref
 spec pathref 1600 2600; submit pathref
@@ -143,6 +144,21 @@ wait_run live running 30
 spec mine 700 800
 as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/mine.ini >/dev/null || fail "member submit"
 wait_run mine succeeded 60
+# sneak: a member's job reports a file of root's run old (one old did not
+# register, but the member can read) as its own artifact.
+cat >specs/sneak.ini <<INI
+[run]
+name = sneak
+
+[make]
+stage = exec
+command = echo '{"type":"artifact","name":"theirs","path":"$RUNS/old/make/work/extra.txt"}' >> "\$PL_EVENTS"
+INI
+chmod 0644 specs/sneak.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/sneak.ini >/dev/null || fail "member submit sneak"
+wait_run sneak succeeded 60
+[ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'sneak'")" = 1 ] ||
+	fail "sneak's artifact was not recorded: $(pctl logs sneak make)"
 
 # The links: old's a.bin replaced by a link to a file outside; a link to
 # a directory outside inside bad's directory artifact; p1's work directory
@@ -202,6 +218,8 @@ echo "$out" | grep -q "no run old" || fail "member gc old: $out"
 as_member "$PIPELINECTL" -f "$PL_CONF" gc --dry-run > member.txt || fail "member gc --dry-run"
 grep -q "^would remove mine make a.bin" member.txt || fail "member dry run: $(cat member.txt)"
 grep -Eq "^would remove (p1|old|bad|rej) " member.txt && fail "member dry run lists root's runs: $(cat member.txt)"
+grep -q "^keep sneak make theirs: in the directory of run old, which has no record of it" member.txt ||
+	fail "member dry run: sneak's record of old's file: $(cat member.txt)"
 out=$(as_member "$PIPELINECTL" -f "$PL_CONF" du 2>&1)
 echo "$out" | grep -Eq '^(p1|old) ' && fail "member du shows root's runs: $out"
 echo "$out" | grep -q '^mine ' || fail "member du: $out"
@@ -218,6 +236,7 @@ expected() {
 }
 expected > want.txt
 diff want.txt after.txt > gc.diff || fail "gc removed other than expected: $(cat gc.diff)"
+[ -f "$RUNS/old/make/work/extra.txt" ] || fail "old's extra.txt, which a member's record named, went"
 [ -f outside/target.bin ] && [ "$(stat -c %s outside/target.bin)" = 4242 ] || fail "the link's target went"
 [ -f outside/dir/keep.txt ] || fail "a file through the directory link went"
 [ -f outside/moved/work/a.bin ] || fail "a file through the moved work directory went"
