@@ -9,7 +9,8 @@
 # keep_promoted = 1 and keep_days = 0, gc --dry-run lists and removes
 # nothing; gc RUN of a running run, of a run a running run references (its
 # previous; a path in its spec) and of the promoted run is refused, naming
-# the run and why; gc removes exactly the files of the runs let go, keeps
+# the run and why; gc removes exactly the files of the runs let go (but
+# one a running run's record holds), keeps
 # their records with removed and removed_by, and follows no link planted
 # in a run's directory (a link as the artifact, a link inside a directory
 # artifact, a directory on the way replaced by a link). A member of the
@@ -126,7 +127,9 @@ pl_start
 chmod 0666 "$TEST_TMP/run/control.sock"
 
 # A running run whose previous is ref and whose spec names a file of
-# pathref's directory.
+# pathref's directory; its job records old's b.bin as an artifact of its
+# own (by a relative path: its spec does not name old's directory), so a
+# kept run's record holds that file of a run gc lets go.
 cat >specs/live.ini <<INI
 [run]
 name = live
@@ -134,11 +137,17 @@ previous = ref
 
 [wait]
 stage = exec
-command = sleep 300
+command = echo '{"type":"artifact","name":"held","path":"../../../old/make/work/b.bin"}' >> "\$PL_EVENTS"; sleep 300
 env = INPUT=$RUNS/pathref/make/work/a.bin
 INI
 submit live
 wait_run live running 30
+for _ in $(seq 1 100); do
+	[ "$(db "SELECT path FROM artifacts WHERE name = 'held'")" = "$RUNS/old/make/work/b.bin" ] && break
+	sleep 0.1
+done
+[ "$(db "SELECT path FROM artifacts WHERE name = 'held'")" = "$RUNS/old/make/work/b.bin" ] ||
+	fail "live's record of old's b.bin: $(db "SELECT name, path FROM artifacts WHERE name = 'held'")"
 
 # A member's own run: a member sees and collects its own runs only.
 spec mine 700 800
@@ -180,6 +189,9 @@ pctl gc --dry-run > dry.txt || fail "gc --dry-run: $(cat dry.txt)"
 for r in p1 old bad rej mine; do
 	grep -q "^would remove $r make a.bin " dry.txt || fail "dry run: $r's a.bin not listed: $(cat dry.txt)"
 done
+grep -q "^would remove old make b.bin" dry.txt && fail "dry run lists old's b.bin, which live holds"
+grep -q "^keep old make b.bin: held by run live's record (wait held)" dry.txt ||
+	fail "dry run: old's b.bin: $(cat dry.txt)"
 for r in p2 p3 ref pathref live; do
 	grep -q "^would remove $r " dry.txt && fail "dry run lists kept run $r: $(cat dry.txt)"
 done
@@ -233,8 +245,9 @@ grep -q "p1/make/work/a.bin: .*not followed" gc.err || fail "gc's error: $(cat g
 snapshot > after.txt
 expected() {
 	grep -v -E '^state/runs/(old|bad|rej|mine)/make/work/(a\.bin|b\.bin|d/.*)$' before.txt
+	echo state/runs/old/make/work/b.bin
 }
-expected > want.txt
+expected | sort > want.txt
 diff want.txt after.txt > gc.diff || fail "gc removed other than expected: $(cat gc.diff)"
 [ -f "$RUNS/old/make/work/extra.txt" ] || fail "old's extra.txt, which a member's record named, went"
 [ -f outside/target.bin ] && [ "$(stat -c %s outside/target.bin)" = 4242 ] || fail "the link's target went"
@@ -244,15 +257,18 @@ diff want.txt after.txt > gc.diff || fail "gc removed other than expected: $(cat
 
 # Records: kept, with removed and removed_by (root), for every run let go.
 [ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE
-    r.name IN ('p1', 'old', 'bad', 'rej', 'mine') AND (a.removed IS NULL OR a.removed_by != 0)")" = 0 ] ||
+    r.name IN ('p1', 'old', 'bad', 'rej', 'mine') AND NOT (r.name = 'old' AND a.name = 'b.bin')
+    AND (a.removed IS NULL OR a.removed_by != 0)")" = 0 ] ||
 	fail "records not marked: $(db "SELECT r.name, a.name, a.removed, a.removed_by FROM artifacts a JOIN runs r ON r.id = a.run_id")"
 [ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE
-    r.name NOT IN ('p1', 'old', 'bad', 'rej', 'mine') AND a.removed IS NOT NULL")" = 0 ] || fail "a kept run's record marked"
+    (r.name NOT IN ('p1', 'old', 'bad', 'rej', 'mine') OR (r.name = 'old' AND a.name = 'b.bin'))
+    AND a.removed IS NOT NULL")" = 0 ] || fail "a kept run's record, or one of a held file, marked"
+[ -f "$RUNS/old/make/work/b.bin" ] || fail "old's b.bin, which live's record holds, went"
 [ "$(db "SELECT count(*) FROM artifacts WHERE sha256 IS NULL OR size IS NULL")" = 0 ] || fail "digests or sizes lost"
 pctl artifacts old | grep -Eq '^make +a\.bin .*\(removed .* by uid 0\)$' || fail "artifacts old: $(pctl artifacts old)"
-pctl status old | grep -q "^artifacts: 3 removed" || fail "status old: $(pctl status old)"
-[ "$(du_field old bytes)" = 0 ] && [ "$(du_field old removed_bytes)" = 3800 ] || fail "du old after gc: $(pctl du)"
-pctl list | grep -Eq '^old +succeeded .* 0B *$' || fail "list SIZE of old after gc: $(pctl list)"
+pctl status old | grep -q "^artifacts: 2 removed" || fail "status old: $(pctl status old)"
+[ "$(du_field old bytes)" = 2300 ] && [ "$(du_field old removed_bytes)" = 1500 ] || fail "du old after gc: $(pctl du)"
+pctl list | grep -Eq '^old +succeeded .* 2\.2KiB *$' || fail "list SIZE of old after gc: $(pctl list)"
 
 # With the work directory back, the next gc finishes p1's marked files
 # first, and finds no new record to mark.
