@@ -854,6 +854,45 @@ print_jobs_table(const cJSON *jobs)
 static int run_exit(const char *s);
 static int run_final(const char *s);
 
+/* An artifact's file gc removed: "removed TIME by uid N" in buf; 0 when
+ * it is held. */
+static int
+fmt_removed(const cJSON *a, char *buf, size_t len)
+{
+	const cJSON *rm = cJSON_GetObjectItemCaseSensitive(a, "removed");
+	if (!cJSON_IsNumber(rm))
+		return 0;
+	char t[64];
+	fmt_time(rm->valuedouble, t, sizeof(t));
+	snprintf(buf, len, "removed %s by uid %.0f", t, jnum(a, "removed_by"));
+	return 1;
+}
+
+/* status RUN's line on artifacts gc removed: how many, when, by whom. */
+static void
+status_removed(const char *run)
+{
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	if (request(PLV_artifacts, a, &r, Q_DATA | Q_ERR) == -1)
+		return;
+	const cJSON *x;
+	int n = 0;
+	double bytes = 0;
+	char last[160] = "";
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts"))
+		if (fmt_removed(x, last, sizeof(last))) {
+			n++;
+			bytes += jnum(x, "size");
+		}
+	if (n > 0) {
+		char sz[32];
+		fmt_size(sz, sizeof(sz), bytes);
+		printf("artifacts: %d removed (%s), the last %s\n", n, sz, last);
+	}
+	cJSON_Delete(r);
+}
+
 static int
 cmd_status(int argc, char **argv)
 {
@@ -878,16 +917,19 @@ cmd_status(int argc, char **argv)
 		if (*jstr(x, "message"))
 			printf("  %s\n", jstr(x, "message"));
 		print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
+		status_removed(run);
 	} else {
-		struct tab t = { .ncol = 6, .state = 1 };
-		tab_row(&t, "RUN", "STATE", "JOBS", "SUBMITTED", "DURATION", "PREVIOUS");
+		struct tab t = { .ncol = 7, .state = 1, .right = 1 << 5 };
+		tab_row(&t, "RUN", "STATE", "JOBS", "SUBMITTED", "DURATION", "SIZE", "PREVIOUS");
 		const cJSON *x;
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "runs")) {
-			char tm[64], jobs[32], dur[32];
+			char tm[64], jobs[32], dur[32], size[32];
 			fmt_time(jnum(x, "created"), tm, sizeof(tm));
 			fmt_span(dur, sizeof(dur), jnum(x, "created"), jnum(x, "finished"));
 			snprintf(jobs, sizeof(jobs), "%.0f/%.0f", jnum(x, "succeeded"), jnum(x, "jobs"));
-			tab_row(&t, jstr(x, "name"), jstr(x, "state"), jobs, tm, dur, jstr(x, "previous"));
+			fmt_size(size, sizeof(size), jnum(x, "bytes"));
+			tab_row(&t, jstr(x, "name"), jstr(x, "state"), jobs, tm, dur, size,
+			    jstr(x, "previous"));
 		}
 		tab_print(&t);
 	}
@@ -989,8 +1031,12 @@ cmd_simple(enum pl_verb verb)
 				snprintf(size, sizeof(size), "%.0f", jnum(x, "size"));
 			else
 				fmt_size(size, sizeof(size), jnum(x, "size"));
-			tab_row(&t, jstr(x, "job"), jstr(x, "name"), size, jstr(x, "sha256"),
-			    jstr(x, "path"));
+			char path[PATH_MAX + 200], rm[160];
+			if (fmt_removed(x, rm, sizeof(rm)))
+				snprintf(path, sizeof(path), "%s (%s)", jstr(x, "path"), rm);
+			else
+				snprintf(path, sizeof(path), "%s", jstr(x, "path"));
+			tab_row(&t, jstr(x, "job"), jstr(x, "name"), size, jstr(x, "sha256"), path);
 		}
 		tab_print(&t);
 	} else if (verb == PLV_metrics) {
@@ -1009,6 +1055,123 @@ cmd_simple(enum pl_verb verb)
 	}
 	cJSON_Delete(r);
 	return CTL_OK;
+}
+
+/* ---- du and gc ------------------------------------------------------- */
+
+static void
+size_word(char *buf, size_t len, double b, int bytes)
+{
+	if (bytes)
+		snprintf(buf, len, "%.0f", b);
+	else
+		fmt_size(buf, len, b);
+}
+
+/* The bytes each run holds (its artifact files, its directory on disk),
+ * or one run's per job and artifact. */
+static int
+cmd_du(int argc, char **argv)
+{
+	int bytes = opt_val(cmd_find("du"), "--bytes") != NULL;
+	const char *run = A.npos > 0 ? A.pos[0] : NULL;
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	if (run != NULL)
+		cJSON_AddStringToObject(a, "run", run);
+	request(PLV_du, a, &r, 0);
+	if (ctl_json) {
+		print_json(r);
+		cJSON_Delete(r);
+		return CTL_OK;
+	}
+	char b1[32], b2[32], b3[32];
+	const cJSON *x;
+	if (run == NULL) {
+		struct tab t = { .ncol = 6, .state = 1, .right = 1 << 2 | 1 << 3 | 1 << 4 | 1 << 5 };
+		tab_row(&t, "RUN", "STATE", "FILES", "SIZE", "REMOVED", "DISK");
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "runs")) {
+			char files[32];
+			snprintf(files, sizeof(files), "%.0f", jnum(x, "artifacts"));
+			size_word(b1, sizeof(b1), jnum(x, "bytes"), bytes);
+			size_word(b2, sizeof(b2), jnum(x, "removed_bytes"), bytes);
+			size_word(b3, sizeof(b3), jnum(x, "disk"), bytes);
+			tab_row(&t, jstr(x, "run"), jstr(x, "state"), files, b1, b2, b3);
+		}
+		size_word(b1, sizeof(b1), jnum(r, "bytes"), bytes);
+		size_word(b3, sizeof(b3), jnum(r, "disk"), bytes);
+		tab_row(&t, "total", "", "", b1, "", b3);
+		tab_print(&t);
+		cJSON_Delete(r);
+		return CTL_OK;
+	}
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "run");
+	size_word(b1, sizeof(b1), jnum(u, "bytes"), bytes);
+	size_word(b2, sizeof(b2), jnum(u, "removed_bytes"), bytes);
+	size_word(b3, sizeof(b3), jnum(u, "disk"), bytes);
+	printf("run %s: %s in %.0f artifact file%s, %s removed by gc, %s on disk\n", run, b1,
+	    jnum(u, "artifacts"), jnum(u, "artifacts") == 1 ? "" : "s", b2, b3);
+	struct tab t = { .ncol = 2, .right = 1 << 1 };
+	tab_row(&t, "JOB", "DISK");
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
+		size_word(b1, sizeof(b1), jnum(x, "disk"), bytes);
+		tab_row(&t, jstr(x, "job"), b1);
+	}
+	tab_print(&t);
+	struct tab ta = { .ncol = 5, .right = 1 << 2 };
+	tab_row(&ta, "JOB", "NAME", "SIZE", "FILE", "PATH");
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "artifacts")) {
+		char rm[160];
+		size_word(b1, sizeof(b1), jnum(x, "size"), bytes);
+		tab_row(&ta, jstr(x, "job"), jstr(x, "name"), b1, fmt_removed(x, rm, sizeof(rm)) ?
+		    rm : "held", jstr(x, "path"));
+	}
+	printf("\n");
+	tab_print(&ta);
+	cJSON_Delete(r);
+	return CTL_OK;
+}
+
+/* Remove the artifact files the retention lets go (or RUN's), or with
+ * --dry-run say which. */
+static int
+cmd_gc(int argc, char **argv)
+{
+	int dry = opt_val(cmd_find("gc"), "--dry-run") != NULL;
+	int bytes = opt_val(cmd_find("gc"), "--bytes") != NULL;
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	if (A.npos > 0)
+		cJSON_AddStringToObject(a, "run", A.pos[0]);
+	cJSON_AddBoolToObject(a, "dry_run", dry);
+	request(PLV_gc, a, &r, 0);
+	if (ctl_json) {
+		print_json(r);
+		cJSON_Delete(r);
+		return CTL_OK;
+	}
+	const cJSON *x;
+	char b[32];
+	int n = 0;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "kept"))
+		printf("keep %s: %s\n", jstr(x, "run"), jstr(x, "why"));
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "skipped"))
+		printf("keep %s %s %s: %s\n", jstr(x, "run"), jstr(x, "job"), jstr(x, "name"),
+		    jstr(x, "why"));
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "removed")) {
+		size_word(b, sizeof(b), jnum(x, "size"), bytes);
+		printf("%s %s %s %s %s %s\n", dry ? "would remove" : "removed", jstr(x, "run"),
+		    jstr(x, "job"), jstr(x, "name"), b, jstr(x, "path"));
+		n++;
+	}
+	int nerr = 0;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "errors")) {
+		fprintf(stderr, "pipelinectl: gc: %s\n", cJSON_IsString(x) ? x->valuestring : "?");
+		nerr++;
+	}
+	size_word(b, sizeof(b), jnum(r, "bytes"), bytes);
+	printf("%s %d artifact file%s, %s\n", dry ? "would remove" : "removed", n,
+	    n == 1 ? "" : "s", b);
+	cJSON_Delete(r);
+	return nerr ? CTL_ERROR : CTL_OK;
 }
 
 /* ---- web ------------------------------------------------------------- */
@@ -2170,6 +2333,13 @@ static const struct copt logs_opts[] = {
 static const struct copt artifacts_opts[] = {
 	{ "--bytes", NULL, "sizes in bytes instead of KiB, MiB, GiB", 0 },
 	{ NULL, NULL, NULL, 0 } };
+static const struct copt du_opts[] = {
+	{ "--bytes", NULL, "sizes in bytes instead of KiB, MiB, GiB", 0 },
+	{ NULL, NULL, NULL, 0 } };
+static const struct copt gc_opts[] = {
+	{ "--dry-run", NULL, "say what would be removed, and remove nothing", 0 },
+	{ "--bytes", NULL, "sizes in bytes instead of KiB, MiB, GiB", 0 },
+	{ NULL, NULL, NULL, 0 } };
 static const struct copt stage_opts[] = {
 	{ "--list", NULL, "the stages the plugins offer", 0 },
 	{ "-w", "DIR", "the work directory (default: a new one under /tmp)", 0 },
@@ -2210,6 +2380,10 @@ static const struct cmd {
 	{ PLV_artifacts, NULL, cmd_artifacts, "RUN", "a run's artifacts with size and sha256",
 	    artifacts_opts, NULL },
 	{ PLV_metrics, NULL, cmd_metrics, "RUN JOB [NAME]", "a job's metrics", no_opts, NULL },
+	{ PLV_du, NULL, cmd_du, "[RUN]", "the bytes each run holds, or RUN's per job and artifact",
+	    du_opts, NULL },
+	{ PLV_gc, NULL, cmd_gc, "[RUN]",
+	    "remove the artifact files [retention] lets go (or RUN's)", gc_opts, NULL },
 	{ PLV_COUNT, "stage", cmd_stage, "STAGE [key=value ...]",
 	    "run one stage by hand, without a daemon", stage_opts, "--list | STAGE --help" },
 	{ PLV_COUNT, "gguf", ctl_gguf, "FILE", "list a GGUF file's keys and tensors", no_opts, NULL },

@@ -19,7 +19,8 @@ struct conf_key {
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
 	                       m stage_process (owners, all),
-	                       a ADDRESS:PORT, e notify events, u user */
+	                       a ADDRESS:PORT, e notify events, u user,
+	                       n non-negative integer, Z size from 0 */
 	const char *help;
 };
 
@@ -66,6 +67,9 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "feed_idle_timeout", 'd', "how long a feed connection may wait to send its request" },
 	{ "daemon", "max_spec_bytes", 'z', "the largest run spec checked or submitted (refused before it is parsed)" },
 	{ "daemon", "max_spec_jobs", 'i', "the most jobs a run spec may have (counted after any expansion)" },
+	{ "retention", "keep_promoted", 'n', "gc keeps the promoted run and this many promoted before it, per alias" },
+	{ "retention", "keep_days", 'n', "gc keeps every run submitted in this many last days" },
+	{ "retention", "min_size", 'Z', "gc removes the artifact files of this size or more (0: every artifact file)" },
 	{ "slurm", "partition", 's', "default partition" },
 	{ "slurm", "gres", 's', "default generic resources" },
 	{ "slurm", "time", 's', "default time limit" },
@@ -156,7 +160,7 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	const struct conf_key *k = conf_key_find(section, name);
 	if (k == NULL) {
 		int known_section = strcmp(section, "daemon") == 0 || strcmp(section, "slurm") == 0 ||
-		    strcmp(section, "notify") == 0;
+		    strcmp(section, "notify") == 0 || strcmp(section, "retention") == 0;
 		if (known_section)
 			errs_add(p->errs, c->path, p->line, name, "unknown key in [%s]", section);
 		else
@@ -175,8 +179,14 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		bad = parse_int(value, &i) == -1 || i < (strncmp(name, "http_max_per_", 13) == 0 ?
 		    0 : 1) || i > 100000;
 		break;
+	case 'n':
+		bad = parse_int(value, &i) == -1 || i < 0 || i > 100000;
+		break;
 	case 'd':
 		bad = parse_duration(value, &d) == -1;
+		break;
+	case 'Z':
+		bad = parse_size(value, &i) == -1 || i < 0;
 		break;
 	case 'z':
 		/* A spec larger than a request line could not be sent. */
@@ -263,6 +273,15 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		free(r);
 	} else {
 		cJSON_AddStringToObject(c->all, sk, value);
+	}
+	if (strcmp(section, "retention") == 0) {
+		if (strcmp(name, "keep_promoted") == 0)
+			c->keep_promoted = (int)i;
+		else if (strcmp(name, "keep_days") == 0)
+			c->keep_days = (int)i;
+		else if (strcmp(name, "min_size") == 0)
+			c->gc_min_size = i;
+		return 1;
 	}
 	if (strcmp(section, "daemon") != 0)
 		return 1;
@@ -380,6 +399,9 @@ conf_defaults(struct conf *c)
 	c->feed_idle_timeout = 10;
 	c->max_spec_bytes = CONF_MAX_SPEC_BYTES;
 	c->max_spec_jobs = CONF_MAX_SPEC_JOBS;
+	c->keep_promoted = 2;
+	c->keep_days = 14;
+	c->gc_min_size = 0;
 }
 
 int
@@ -514,6 +536,10 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
 	fprintf(f, "max_spec_bytes = %d\n", c->max_spec_bytes);
 	fprintf(f, "max_spec_jobs = %d\n", c->max_spec_jobs);
+	fprintf(f, "\n[retention]\n");
+	fprintf(f, "keep_promoted = %d\n", c->keep_promoted);
+	fprintf(f, "keep_days = %d\n", c->keep_days);
+	fprintf(f, "min_size = %lld\n", (long long)c->gc_min_size);
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

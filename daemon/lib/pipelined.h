@@ -279,6 +279,9 @@ struct conf {
 	double feed_idle_timeout;     /* seconds to the watch request, or to a drop notice's delivery */
 	int max_spec_bytes;           /* a run spec's largest size (spec_load) */
 	int max_spec_jobs;            /* a run spec's most jobs, after any expansion */
+	int keep_promoted;            /* [retention]: promoted runs kept before the newest, per alias */
+	int keep_days;                /* runs submitted in these last days are kept */
+	int64_t gc_min_size;          /* artifact files gc removes: this size or more */
 	int nres;
 	struct resource res[CONF_MAX_RES];
 	/* Every key as read, "section.key" -> value, for host->conf_get(). */
@@ -411,7 +414,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 5 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 6 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -564,6 +567,63 @@ char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemo
 int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
+
+/*
+ * store_gc.c: the store's side of du and gc (gc.c). The runs, oldest
+ * first, and every artifact record; a promoted run has promoted (the time
+ * its gate.alias_digest was stored) and alias set.
+ */
+struct gc_run {
+	int64_t id;
+	char *name;
+	int state;               /* enum pl_run_state, -1: a word not of the list */
+	int64_t submitter;       /* -1: unknown */
+	double created;
+	char *previous, *spec_text;
+	double promoted;         /* 0: never promoted */
+	char *alias;
+	int keep;                /* gc.c's plan: kept, and why */
+	char why[256];
+};
+struct gc_art {
+	int64_t id, run_id;
+	char *job, *name, *path;
+	int64_t size;
+	int removed;             /* marked removed */
+	int take;                /* gc.c's plan: to mark */
+};
+struct gc_set {
+	struct gc_run *runs;
+	int nruns;
+	struct gc_art *arts;
+	int narts;
+};
+int	store_gc_load(struct store *s, struct gc_set *g);
+void	store_gc_free(struct gc_set *g);
+/* Mark records removed at ts by uid: one transaction, committed. */
+int	store_gc_mark(struct store *s, const int64_t *ids, int n, double ts, int64_t uid);
+/* Paths whose every record is marked removed (NULL-terminated), and
+ * when each was first marked (*marked, malloc'd). */
+char	**store_gc_pending(struct store *s, double **marked);
+/* 1 when a record not marked removed references path, 0 when none, -1. */
+int	store_gc_path_held(struct store *s, const char *path);
+/* du's rows: per run the viewer sees (or the one run named), newest
+ * first: name, state, artifacts, bytes, removed, removed_bytes. */
+cJSON	*store_q_du(struct store *s, int64_t viewer, const char *run);
+
+/*
+ * gc.c: du and gc (pipelinectl(1), pipelined.conf(5) [retention]).
+ * gc_du: {runs:[du rows + disk], bytes, disk}, or for one run {run, jobs:
+ * [{job, disk}], artifacts}. gc_collect: the plan, and unless dry the
+ * removal (marked, committed, then unlinked) of what the viewer may act
+ * on; PLP_OK with result {dry_run, min_size, removed, bytes, skipped,
+ * kept, errors}, or the refusal in err. gc_finish: at start, unlink the
+ * files a gc marked and did not unlink (killed).
+ */
+cJSON	*gc_du(struct store *s, const struct conf *c, int64_t viewer, const char *run);
+enum pl_proto_err gc_collect(struct store *s, const struct conf *c, int64_t viewer,
+	    int64_t uid, const char *run, int dry, cJSON **result, char *err, size_t errlen);
+int	gc_finish(struct store *s, const struct conf *c);
 
 /* host.c, host_spawn.c, job.c: the pl_host table and struct pl_job */
 enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };

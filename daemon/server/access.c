@@ -9,7 +9,7 @@
  * runs it submitted, and no other: a member of the daemon's group who did
  * not submit a run does not see it in list or status, cannot read its
  * logs, values, artifacts or metrics, does not get its lines from the
- * feed, and cannot cancel or retry it. A viewer is reduced to one number:
+ * feed, and cannot cancel, retry or gc it (gc.c). A viewer is reduced to one number:
  * ACCESS_ALL, or the uid whose runs it sees; the store's queries take it
  * as the :viewer parameter of ACCESS_SQL. A run the viewer may not see
  * is answered as a run that does not exist (access_no_run()).

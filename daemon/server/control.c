@@ -593,6 +593,46 @@ v_metrics(struct client *c, const cJSON *req)
 	reply_ok(c, r);
 }
 
+/* The bytes each run the peer sees holds, or one run's per job and
+ * artifact (gc.c). */
+static void
+v_du(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run");
+	if (run != NULL && known_run(c, req) == NULL)
+		return;
+	cJSON *r = gc_du(ctx.store, CONF, c->viewer, run);
+	if (r == NULL)
+		reply_err(c, PLP_EINTERNAL, "the store could not be read (see the daemon's log)");
+	else
+		reply_ok(c, r);
+}
+
+/* gc: root, the daemon's user and admin_group on every run, a member of
+ * the group on its own (the viewer); "run" names one run, "dry_run"
+ * removes nothing. */
+static void
+v_gc(struct client *c, const cJSON *req)
+{
+	const char *run = arg_str(req, "run");
+	const cJSON *dry = cJSON_GetObjectItemCaseSensitive(req, "dry_run");
+	char err[1024];
+	if (dry != NULL && !cJSON_IsBool(dry)) {
+		reply_err(c, PLP_EINVAL, "request field \"dry_run\" must be true or false");
+		return;
+	}
+	if (run != NULL && known_run(c, req) == NULL)
+		return;
+	cJSON *r = NULL;
+	enum pl_proto_err e = gc_collect(ctx.store, CONF, c->viewer, (int64_t)c->peer.uid, run,
+	    cJSON_IsTrue(dry), &r, err, sizeof(err));
+	if (e != PLP_OK) {
+		reply_err(c, e, "%s", err);
+		return;
+	}
+	reply_ok(c, r);
+}
+
 /* The dispatch table, generated from proto.h's list: a verb without its
  * v_VERB handler does not compile. Indexed by enum pl_verb. */
 typedef void verb_fn(struct client *, const cJSON *);

@@ -411,6 +411,7 @@ render(size_t *len)
 	static const char *const run_states[] = { PL_RUN_STATES(PL_X_WORD) };
 	static const char *const job_states[] = { PL_JOB_STATES(PL_X_WORD) };
 	static const char *const l_stage[] = { "stage" };
+	static const char *const l_run[] = { "run" };
 	static const char *const l_run_job[] = { "run", "job", "stage" };
 	static const char *const l_bake[] = { "run", "job", "stage", "slice" };
 	char *buf = NULL;
@@ -482,6 +483,17 @@ render(size_t *len)
 	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'guard_breaches'"
 	    " WHERE j.stage = 'bake' ORDER BY j.id");
 	verdicts(f, db);
+	/* What the runs' artifact files hold (gc.c keeps the rest): a file
+	 * once however many records name it, those gc removed left out. */
+	series(f, db, "pipelined_artifact_bytes", "gauge",
+	    "bytes of the artifact files the runs hold (each file once; gc's removals left out)",
+	    NULL, 0, "SELECT coalesce(sum(size), 0) FROM (SELECT max(size) AS size FROM artifacts"
+	    " WHERE removed IS NULL GROUP BY path)");
+	series(f, db, "pipelined_run_artifact_bytes", "gauge",
+	    "bytes of the artifact files one run holds (pipelinectl du)", l_run, 1,
+	    "SELECT r.name, sum(a.size) FROM runs r JOIN (SELECT run_id, max(size) AS size"
+	    " FROM artifacts WHERE removed IS NULL GROUP BY run_id, path) a ON a.run_id = r.id"
+	    " GROUP BY r.id ORDER BY r.id");
 	static const char *const outbox_states[] = { "pending", "delivered", "failed" };
 	states(f, db, "pipelined_notifications", "notifications in the outbox by state",
 	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state", NULL);

@@ -346,6 +346,9 @@ main(int argc, char **argv)
 		fatalx("cannot start the notification thread");
 	store_set_outbox(store, notify_classify, notify_wake);
 	store_set_fail(store, on_store_fail);
+	/* A gc killed between its mark and its unlinks is finished before
+	 * anything can reference its files again. */
+	gc_finish(store, conf);
 
 	int np = plugin_load_dir(conf->plugin_dir, &plugin_host);
 	log_info("loaded %d plugin%s (%d stage%s) from %s", np, np == 1 ? "" : "s",

@@ -191,6 +191,14 @@ static const char *const migrations[] = {
 	"ALTER TABLE runs ADD COLUMN submitter INTEGER;"
 	"UPDATE runs SET submitter = CAST(substr(owner, 1, instr(owner, ':') - 1) AS INTEGER)"
 	"  WHERE owner IS NOT NULL AND instr(owner, ':') > 1;",
+	/* 5 -> 6: an artifact's file removed by gc (gc.c): when it was marked
+	 * (before its file was unlinked, so a restart finishes the removal)
+	 * and by whose uid. The record, its size and its digest stay. The
+	 * path's index finds the other records of a file: it lives as long
+	 * as the last record that references it. */
+	"ALTER TABLE artifacts ADD COLUMN removed REAL;"
+	"ALTER TABLE artifacts ADD COLUMN removed_by INTEGER;"
+	"CREATE INDEX artifacts_path ON artifacts(path);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -284,13 +284,19 @@ store_rows(struct store *s, sqlite3_stmt *st, const struct wire_row *row)
 	return a;
 }
 
+/* The bytes of the files run r's artifact records hold: each path once,
+ * those gc removed left out (pipelinectl list's SIZE, du). */
+#define RUN_BYTES_SQL "(SELECT coalesce(sum(size), 0) FROM (SELECT max(a.size) AS size" \
+	" FROM artifacts a WHERE a.run_id = r.id AND a.removed IS NULL GROUP BY a.path))"
+
 cJSON *
 store_q_runs(struct store *s, int64_t viewer)
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT r.name, r.state, r.previous, r.created, r.finished,"
 	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
-	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded"
+	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded,"
+	    " " RUN_BYTES_SQL " AS bytes"
 	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC");
 	if (st)
 		access_bind(st, viewer);
@@ -308,8 +314,9 @@ store_q_run(struct store *s, const char *run)
 	 * (the last event of a run that ended), so that a watcher knows an
 	 * ended state a retry superseded. */
 	sqlite3_stmt *st = store_prep(s, "SELECT name, state, previous, description, spec_path, created,"
-	    " finished, message, (SELECT e.id FROM events e WHERE e.run = runs.name AND"
-	    " e.type = 'run.state' ORDER BY e.id DESC LIMIT 1) AS state_event FROM runs WHERE name = ?");
+	    " finished, message, (SELECT e.id FROM events e WHERE e.run = r.name AND"
+	    " e.type = 'run.state' ORDER BY e.id DESC LIMIT 1) AS state_event, " RUN_BYTES_SQL " AS bytes"
+	    " FROM runs r WHERE name = ?");
 	if (st == NULL)
 		goto out;
 	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
@@ -355,7 +362,7 @@ store_q_artifacts(struct store *s, const char *run)
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT j.name AS job_name, a.name, a.path, a.size, a.sha256,"
-	    " a.created"
+	    " a.created, a.removed, a.removed_by"
 	    " FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
 	    " WHERE r.name = ? ORDER BY a.id");
 	cJSON *a = NULL;

@@ -28,9 +28,22 @@ static const struct wire_field run_fields[] = {
 	{ "succeeded", "succeeded" },   /* count of those that succeeded */
 	{ "verdict", "verdict" },       /* the newest gate.verdict value */
 	{ "state_event", "state_event" }, /* the id of the newest run.state event */
+	{ "bytes", "bytes" },           /* what its artifact records hold (du) */
 	{ NULL, NULL }
 };
 const struct wire_row wire_run = { "run", run_fields };
+
+/* du's rows: a run's artifact files, held and removed by gc. */
+static const struct wire_field du_fields[] = {
+	{ "name", "run" },
+	{ "state", "state" },
+	{ "artifacts", "artifacts" },   /* files held (each path once) */
+	{ "bytes", "bytes" },           /* their bytes */
+	{ "removed", "removed" },       /* files gc removed */
+	{ "removed_bytes", "removed_bytes" },
+	{ NULL, NULL }
+};
+const struct wire_row wire_du = { "du", du_fields };
 
 static const struct wire_field job_fields[] = {
 	{ "name", "name" },
@@ -66,6 +79,8 @@ static const struct wire_field artifact_fields[] = {
 	{ "size", "size" },
 	{ "sha256", "sha256" },
 	{ "created", "created" },
+	{ "removed", "removed" },       /* when gc removed its file (NULL: held) */
+	{ "removed_by", "removed_by" }, /* the uid that ran that gc */
 	{ NULL, NULL }
 };
 const struct wire_row wire_artifact = { "artifact", artifact_fields };

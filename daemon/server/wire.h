@@ -26,7 +26,7 @@ struct wire_row {
 };
 
 extern const struct wire_row wire_run, wire_job, wire_value, wire_artifact, wire_metric,
-    wire_outbox, wire_last_event;
+    wire_outbox, wire_last_event, wire_du;
 
 /* An event's feed line (pipelined(8), proto.h): id, ts, run and job
  * (when given), type, then data's fields (those not named so already);

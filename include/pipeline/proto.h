@@ -54,6 +54,8 @@ enum pl_access { PL_READ, PL_WRITE };
 	X(artifacts, PL_READ,  "the artifacts of a run")                     \
 	X(metrics,   PL_READ,  "a job's metrics")                            \
 	X(web,       PL_READ,  "the status page's address and a login code") \
+	X(du,        PL_READ,  "the bytes each run's files hold")             \
+	X(gc,        PL_WRITE, "remove the artifact files retention lets go") \
 	X(ping,      PL_READ,  "liveness")
 
 /* Feed verbs (the feed socket takes one request). */

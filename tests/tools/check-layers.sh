@@ -58,7 +58,8 @@ conf
 conf_check spec
 store
 store_query
-stagectx host_store
+store_gc
+stagectx host_store gc
 host_spawn notify
 host
 stagerun

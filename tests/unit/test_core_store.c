@@ -120,6 +120,76 @@ case_migrations(void)
 	store_close(s);
 }
 
+/* Schema 5 -> 6: a store of version 5 with an artifact record opens
+ * migrated: the record kept, not removed, its path indexed; gc's mark
+ * sets removed and removed_by, store_gc_pending() then names the file
+ * until another record that is not removed references it. */
+static void
+case_migration_removed(void)
+{
+	char path[256];
+	struct store *s = open_store("migration_removed", path, sizeof(path));
+	sqlite3_stmt *st;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	/* Back to version 5, as a store written by the build before. */
+	CHECK(sqlite3_exec(store_db(s), "DROP INDEX artifacts_path;"
+	    " ALTER TABLE artifacts DROP COLUMN removed; ALTER TABLE artifacts DROP COLUMN removed_by;"
+	    " INSERT INTO artifacts(run_id, job_id, name, path, size, sha256, created)"
+	    "  VALUES(1, 1, 'gguf', '/x/runs/r/j/work/m.gguf', 42, 'ab', 1);"
+	    " PRAGMA user_version = 5;", NULL, NULL, NULL) == SQLITE_OK);
+	store_close(s);
+	CHECK(store_open(&s, path) == 0);
+	if (s == NULL)
+		return;
+	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
+	sqlite3_step(st);
+	CHECK(sqlite3_column_int(st, 0) == 6 && STORE_SCHEMA_VERSION == 6);
+	sqlite3_finalize(st);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT id, size, sha256, removed IS NULL,"
+	    " removed_by IS NULL FROM artifacts", -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW);
+	int64_t id = sqlite3_column_int64(st, 0);
+	CHECK(sqlite3_column_int64(st, 1) == 42 && sqlite3_column_int(st, 3) == 1 &&
+	    sqlite3_column_int(st, 4) == 1);
+	sqlite3_finalize(st);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT 1 FROM sqlite_master WHERE type = 'index'"
+	    " AND name = 'artifacts_path'", -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW);
+	sqlite3_finalize(st);
+
+	double *mk = NULL;
+	char **v = store_gc_pending(s, &mk);
+	free(mk);
+	CHECK(v != NULL && v[0] == NULL);
+	strv_free(v);
+	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 1);
+	CHECK(store_gc_mark(s, &id, 1, 1234.5, 1000) == 0);
+	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 0);
+	v = store_gc_pending(s, &mk);
+	CHECK(v != NULL && v[0] != NULL && strcmp(v[0], "/x/runs/r/j/work/m.gguf") == 0 &&
+	    v[1] == NULL && mk[0] == 1234.5);
+	free(mk);
+	strv_free(v);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT removed, removed_by, size, sha256"
+	    " FROM artifacts", -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW);
+	CHECK(sqlite3_column_double(st, 0) == 1234.5 && sqlite3_column_int64(st, 1) == 1000 &&
+	    sqlite3_column_int64(st, 2) == 42 &&
+	    strcmp((const char *)sqlite3_column_text(st, 3), "ab") == 0);
+	sqlite3_finalize(st);
+	/* Another record of the same file, not removed, holds it. */
+	CHECK(sqlite3_exec(store_db(s), "INSERT INTO artifacts(run_id, job_id, name, path, size)"
+	    " VALUES(2, 2, 'gguf', '/x/runs/r/j/work/m.gguf', 42)", NULL, NULL, NULL) == SQLITE_OK);
+	v = store_gc_pending(s, &mk);
+	CHECK(v != NULL && v[0] == NULL);
+	free(mk);
+	strv_free(v);
+	store_close(s);
+}
+
 /* Event ids are gapless and announced once; a rolled-back transaction
  * gives its ids back. */
 static void
@@ -359,6 +429,7 @@ case_states(void)
 
 static const struct unit_case cases[] = {
 	UNIT_CASE(migrations),
+	UNIT_CASE(migration_removed),
 	UNIT_CASE(event_ids),
 	UNIT_CASE(alloc_faults),
 	UNIT_CASE(checkpoints),

@@ -146,7 +146,7 @@ json_is j.out "'exec' in [s['name'] for s in o['stages']]" || fail "stage --list
 
 # ---- tables ---------------------------------------------------------------
 pctl list >list.out
-head -1 list.out | grep -Eq '^RUN +STATE +JOBS +SUBMITTED +DURATION +PREVIOUS$' || fail "list header: $(head -1 list.out)"
+head -1 list.out | grep -Eq '^RUN +STATE +JOBS +SUBMITTED +DURATION +SIZE +PREVIOUS$' || fail "list header: $(head -1 list.out)"
 grep -Eq '^hello +succeeded +4/4 +[0-9-]+ [0-9:]+ +[0-9]+s' list.out || fail "list row: $(cat list.out)"
 pctl status hello >st.out
 grep -Eq '^JOB +STAGE +STATE +TRY +DURATION +PROGRESS +MESSAGE$' st.out || fail "status header: $(cat st.out)"
