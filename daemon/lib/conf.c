@@ -19,7 +19,8 @@ struct conf_key {
 	const char *key;
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
 	                       m stage_process (owners, all),
-	                       a ADDRESS:PORT, e notify events, u user */
+	                       a ADDRESS:PORT, e notify events, u user,
+	                       c a count (1 to 10^9), Z a size of any magnitude */
 	const char *help;
 };
 
@@ -52,6 +53,9 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "http_timeout", 'd', "how long an HTTP connection may make no progress" },
 	{ "daemon", "http_header_timeout", 'd', "how long a client may take to send a request's header" },
 	{ "daemon", "web_dir", 'p', "the status page's files" },
+	{ "daemon", "events_max_lines", 'c', "event lines one attempt of a job may report" },
+	{ "daemon", "events_max_size", 'z', "bytes of event lines one attempt of a job may report" },
+	{ "daemon", "artifact_max_size", 'Z', "the largest artifact the daemon hashes" },
 	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
 	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
 	{ "notify", "events", 'e', "the events to notify: run.start run.end job.failed gate.verdict train.resumed" },
@@ -176,6 +180,12 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		break;
 	case 'z':
 		bad = parse_size(value, &i) == -1 || i < 4096 || i > INT_MAX;
+		break;
+	case 'Z':
+		bad = parse_size(value, &i) == -1 || i < 4096;
+		break;
+	case 'c':
+		bad = parse_int(value, &i) == -1 || i < 1 || i > 1000000000;
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
@@ -447,6 +457,14 @@ conf_get(const struct conf *c, const char *section_key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+int64_t
+conf_number(const struct conf *c, const char *section_key, int64_t def)
+{
+	int64_t v;
+	const char *s = conf_get(c, section_key);
+	return s != NULL && parse_size(s, &v) == 0 && v > 0 ? v : def;
+}
+
 struct resource *
 conf_resource(struct conf *c, const char *name)
 {
@@ -489,6 +507,12 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);
 	fprintf(f, "feed_max_watchers = %d\n", c->feed_max_watchers);
 	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
+	fprintf(f, "events_max_lines = %lld\n", (long long)conf_number(c,
+	    "daemon.events_max_lines", CONF_EVENTS_MAX_LINES));
+	fprintf(f, "events_max_size = %lld\n", (long long)conf_number(c,
+	    "daemon.events_max_size", CONF_EVENTS_MAX_SIZE));
+	fprintf(f, "artifact_max_size = %lld\n", (long long)conf_number(c,
+	    "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE));
 	fprintf(f, "\n[resources]\n");
 	for (int i = 0; i < c->nres; i++)
 		fprintf(f, "%s = %d\n", c->res[i].name, c->res[i].capacity);

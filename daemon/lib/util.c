@@ -362,6 +362,22 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 	return xstrdup(res[0] ? res : "/");
 }
 
+/* The types a job program publishes (pipeline-job(7)). Any other line of
+ * a job program reaches its stage's on_event only: not stored, not on the
+ * feed, so never a notification. verdict, state, resumed, value, proc and
+ * whatever notify or the gate act on come only from the stages' own host
+ * calls (in the daemon, or a stage process's own lines). */
+int
+event_program_type(const char *type)
+{
+	static const char *const types[] = { "started", "progress", "metric", "log",
+	    "checkpoint", "artifact", "done", "error", NULL };
+	for (int i = 0; types[i]; i++)
+		if (strcmp(type, types[i]) == 0)
+			return 1;
+	return 0;
+}
+
 char *
 xstrdup(const char *s)
 {

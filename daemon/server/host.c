@@ -466,12 +466,13 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 static int
 h_artifact(pl_job *j, const char *name, const char *path)
 {
-	char hex[65];
+	char hex[65], why[1024];
 	uint64_t size = 0;
 	char *abs;
-	if (job_artifact_as(j, NULL, path, &abs, &size, hex) == -1) {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		return PL_EIO;
+	if (job_artifact_as(j, NULL, path, &abs, &size, hex, why, sizeof(why)) == -1) {
+		int e = errno;
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
+		return e == ECANCELED ? PL_ECANCELED : job_artifact_refused(e) ? PL_EINVAL : PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, hex);
 }
@@ -489,10 +490,11 @@ h_artifact_digest(pl_job *j, const char *name, const char *path, const char *sha
 		return PL_EINVAL;
 	}
 	uint64_t size = 0;
-	char *abs;
-	if (job_artifact_as(j, NULL, path, &abs, &size, NULL) == -1) {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		return PL_EIO;
+	char *abs, why[1024];
+	if (job_artifact_as(j, NULL, path, &abs, &size, NULL, why, sizeof(why)) == -1) {
+		int e = errno;
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
+		return job_artifact_refused(e) ? PL_EINVAL : PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, sha256_hex);
 }
