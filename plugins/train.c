@@ -131,6 +131,7 @@ struct train {
 	char oom[256];
 	long last_ckpt;
 	char resume_from[PATH_MAX];   /* the checkpoint this launch resumes from, or "" */
+	char launch[32];              /* this launch's process name */
 	struct watcher w;
 };
 
@@ -455,6 +456,7 @@ train_event(void *arg, const char *type, const char *line)
 			cJSON *d = cJSON_CreateObject();
 			cJSON_AddNumberToObject(d, "step", step);
 			cJSON_AddStringToObject(d, "path", t->resume_from);
+			cJSON_AddStringToObject(d, "launch", t->launch);
 			char *text = cJSON_PrintUnformatted(d);
 			cJSON_Delete(d);
 			if (text != NULL)
@@ -642,6 +644,7 @@ train_loop(struct train *t, struct pyjob *pj)
 		t->oom[0] = '\0';
 		t->last_ckpt = -1;
 		snprintf(t->resume_from, sizeof(t->resume_from), "%s", have_ckpt ? ckpt : "");
+		snprintf(t->launch, sizeof(t->launch), "%s", name);
 
 		struct pl_spawn sp;
 		struct pl_exit ex = PL_EXIT_INIT;

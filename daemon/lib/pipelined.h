@@ -641,14 +641,17 @@ void	job_print_event(pl_job *j, const char *type, cJSON *d);
 /* An artifact's path resolved (against cwd when relative; NULL: as it
  * is; the links above its last component followed, a link at it not) and
  * its size and, when hex is not NULL, its digest (plc_sha256_path_ctl:
- * capped at artifact_max_size, stopped by cancel and the job's timeout),
+ * at most max bytes, 0 for no cap, the callers pass artifact_max_size;
+ * stopped by cancel and the job's timeout),
  * all with the file-system rights of j's run owner (owner_fs_enter): a
  * file the owner could not read by hand fails with EACCES. *abs is
  * malloc'd. 0 or -1 (errno set, *abs NULL, why saying what, naming the
  * path). job_artifact_refused(errno) tells a refusal (a link, a FIFO, a
  * device, over the cap) from a path that could not be read. */
-int	job_artifact_as(pl_job *j, const char *cwd, const char *path, char **abs,
-	    uint64_t *size, char hex[65], char *why, size_t whylen);
+int	job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max,
+	    char **abs, uint64_t *size, char hex[65], char *why, size_t whylen);
+#define JOB_ARTIFACT_MAX(j) \
+	((uint64_t)conf_number((j)->conf, "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE))
 int	job_artifact_refused(int err);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);

@@ -484,7 +484,7 @@ h_artifact(pl_job *j, const char *name, const char *path)
 	char hex[65], why[1024];
 	uint64_t size = 0;
 	char *abs;
-	if (job_artifact_as(j, NULL, path, &abs, &size, hex, why, sizeof(why)) == -1) {
+	if (job_artifact_as(j, NULL, path, JOB_ARTIFACT_MAX(j), &abs, &size, hex, why, sizeof(why)) == -1) {
 		int e = errno;
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
 		return e == ECANCELED ? PL_ECANCELED : job_artifact_refused(e) ? PL_EINVAL : PL_EIO;
@@ -506,7 +506,7 @@ h_artifact_digest(pl_job *j, const char *name, const char *path, const char *sha
 	}
 	uint64_t size = 0;
 	char *abs, why[1024];
-	if (job_artifact_as(j, NULL, path, &abs, &size, NULL, why, sizeof(why)) == -1) {
+	if (job_artifact_as(j, NULL, path, 0, &abs, &size, NULL, why, sizeof(why)) == -1) {
 		int e = errno;
 		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
 		return job_artifact_refused(e) ? PL_EINVAL : PL_EIO;

@@ -29,13 +29,16 @@ struct evreader {
 	const struct pl_spawn *spec;
 	int64_t offset;
 	struct pl_exit *out;
-	int stop;          /* on_event asked to stop the child, or the reader did */
+	int stop;          /* on_event asked to stop the child */
 	int dead;          /* refused (an artifact, the quota, a failed commit): read no more */
 	int marked;        /* the failed-commit mark was looked for */
 	int64_t unpublished;            /* lines of a type a job program does not publish */
 	char first_unpublished[64];
 	char cwd[PATH_MAX];
 };
+
+static void reader_refuse(struct evreader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* The reader stops: why becomes the job's failure (j->refused, which
  * host->fail() keeps; stage_run() fails a hook that returns PL_OK after
@@ -243,7 +246,8 @@ line_parse(struct evreader *r, struct line *L, char *ln)
 	 * nothing for a job its owner could not), bounded and interruptible;
 	 * a stage process's digest is taken, its size read. */
 	char why[1024];
-	if (job_artifact_as(r->j, digest ? NULL : r->cwd, pa->valuestring, &L->apath,
+	if (job_artifact_as(r->j, digest ? NULL : r->cwd, pa->valuestring,
+	    JOB_ARTIFACT_MAX(r->j), &L->apath,
 	    &L->size, digest ? NULL : L->hex, why, sizeof(why)) == -1) {
 		int e = errno;
 		if (job_artifact_refused(e)) {

@@ -186,7 +186,7 @@ artifact_abs(const char *p)
 }
 
 int
-job_artifact_as(pl_job *j, const char *cwd, const char *path, char **abs,
+job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char **abs,
     uint64_t *size, char hex[65], char *why, size_t whylen)
 {
 	struct owner_fs save;
@@ -207,9 +207,7 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, char **abs,
 		/* Bounded and interruptible: a FIFO or a device is refused
 		 * before it is opened, the size is capped, and cancel and the
 		 * job's timeout stop it between chunks. */
-		struct plc_hash_ctl ctl = { .max = (uint64_t)conf_number(j->conf,
-		    "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE),
-		    .stop = artifact_stop, .arg = j };
+		struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j };
 		rc = plc_sha256_path_ctl(*abs, hex, size, &ctl);
 		snprintf(why, whylen, "%s", ctl.why);
 	} else if (lstat(*abs, &st) == -1)

@@ -266,7 +266,8 @@ relay_read(struct relay *r)
 				 * own rights. */
 				char *abs, hex[65], why[1024];
 				uint64_t size;
-				if (job_artifact_as(r->j, r->cwd, pa->valuestring, &abs, &size, hex, why,
+				if (job_artifact_as(r->j, r->cwd, pa->valuestring,
+				    JOB_ARTIFACT_MAX(r->j), &abs, &size, hex, why,
 				    sizeof(why)) == -1) {
 					int e = errno;
 					if (job_artifact_refused(e) && !r->refused) {
