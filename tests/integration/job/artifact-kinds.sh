@@ -11,7 +11,8 @@
 #      refused the same way, naming the entry;
 #   3. a 2 GiB sparse file over a cap of 1 MiB: refused, naming the cap;
 #   4. a 1 TiB sparse file under the cap (the default, 256 GiB, raised):
-#      the hash runs, a cancel ends the job within seconds;
+#      the hash runs, a cancel ends the job within seconds, and so does
+#      the job's timeout (3s);
 #   5. a regular file and a directory: registered with their digests.
 # Against a real pipelined running as root; the runs are nobody's.
 . "$(dirname "$0")/../../lib.sh"
@@ -62,6 +63,13 @@ sleep 1
 pctl status >/dev/null || fail "the daemon does not answer while a huge artifact is hashed"
 as_member "$PIPELINECTL" -f "$PL_CONF" cancel huge >/dev/null || fail "huge: the member could not cancel"
 ended_within huge cancelled 10
+# The job's timeout stops it as well.
+printf '[run]\nname = slow\n[x]\nstage = exec\ntimeout = 3s\ncommand = %s\n' \
+    "truncate -s 1T huge && $(art huge huge) && sleep 60" > specs/slow.ini
+chmod 0644 specs/slow.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/slow.ini >/dev/null || fail "slow: submit"
+ended_within slow failed 15
+case "$(jobmsg slow)" in *"timed out after 3s"*) ;; *) fail "slow: $(jobmsg slow)";; esac
 
 # 5. What is registered.
 member_exec good "mkdir -p d/s && echo a > d/a && echo b > d/s/b && echo f > f && $(art file f) && $(art dir d)"
