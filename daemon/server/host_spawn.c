@@ -250,12 +250,17 @@ line_parse(struct evreader *r, struct line *L, char *ln)
 	    JOB_ARTIFACT_MAX(r->j), &L->apath,
 	    &L->size, digest ? NULL : L->hex, why, sizeof(why)) == -1) {
 		int e = errno;
-		if (job_artifact_refused(e)) {
-			reader_refuse(r, "artifact %s: %s", nm->valuestring, why);
+		if (job_artifact_refused(e) || e == ECANCELED) {
+			/* The batch ends before this line, which is not
+			 * stored: not counted either. */
+			if (r->j->store != NULL) {
+				r->j->ev_lines--;
+				r->j->ev_bytes -= (int64_t)strlen(ln) + 1;
+			}
+			if (e != ECANCELED)   /* cancelled or timed out: the job ends anyway */
+				reader_refuse(r, "artifact %s: %s", nm->valuestring, why);
 			return -1;
 		}
-		if (e == ECANCELED)
-			return -1;   /* cancelled or timed out: read again by nobody */
 		job_log(r->j, PL_LOG_ERROR, "artifact %s: %s", nm->valuestring, why);
 		L->bad = 1;
 		return 0;

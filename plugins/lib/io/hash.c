@@ -781,6 +781,8 @@ plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes, struct plc_
 	}
 out:
 	e = errno;
+	if (rc == -1 && ctl->why[0] == '\0')
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", path, strerror(e));
 	dlist_free(&l);
 	EVP_MD_CTX_free(ctx);
 	close(fd);
