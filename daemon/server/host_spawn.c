@@ -405,16 +405,18 @@ events_read(struct evreader *r)
 		 * fails comes back here, which marks the lines first. */
 		int64_t id0 = r->p->id;
 		int txn = r->j->store != NULL && newoff > r->offset, failed = 0;
-		if (txn) {
-			hstore_begin(r->j);
+		char why[256];
+		if (txn && hstore_begin(r->j) == -1) {
+			hstore_error(r->j, why, sizeof(why));
+			failed = 1;
+			events_commit_failed(r, why);
+		} else if (txn)
 			hstore_undoable(r->j);
-		}
-		for (int i = 0; i < nl; i++)
+		for (int i = 0; i < nl && !failed; i++)
 			line_store(r, &lines[i]);
-		if (txn) {
+		if (txn && !failed) {
 			hstore_proc_update(r->j, r->p, newoff);
 			if (hstore_commit(r->j) == -1) {
-				char why[256];
 				hstore_error(r->j, why, sizeof(why));
 				r->p->id = id0;
 				failed = 1;
