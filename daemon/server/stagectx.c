@@ -200,6 +200,7 @@ struct relay {
 	int stop;
 	int refused;           /* an artifact refused: the program is stopped, the job fails */
 	long unpublished;      /* lines of the stage's own types, not relayed */
+	char first[64];        /* the first of them */
 };
 
 /* The child's complete new lines: artifacts hashed here, their paths
@@ -250,9 +251,11 @@ relay_read(struct relay *r)
 				/* The stage's own vocabulary with its program: to
 				 * on_event only, never to the daemon (which would
 				 * not publish it either: host_spawn.c). */
-				if (r->unpublished++ == 0)
+				if (r->unpublished++ == 0) {
+					snprintf(r->first, sizeof(r->first), "%s", type);
 					job_log(r->j, PL_LOG_INFO, "events: %s's \"%s\" lines go to "
 					    "its stage only, not stored or published", r->spec->name, type);
+				}
 				if (r->spec->on_event && !r->stop &&
 				    r->spec->on_event(r->spec->arg, type, ln) != 0)
 					r->stop = 1;
@@ -410,6 +413,10 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	out->adopted = 0;
 	out->seconds = now_mono() - t0;
+	if (r.unpublished > 0)
+		job_logf(j, "events: %ld line%s of %s not stored or published (types a job "
+		    "program does not publish, handed to its stage only; the first \"%s\")",
+		    r.unpublished, r.unpublished == 1 ? "" : "s", spec->name, r.first);
 	if (own > 0 && term_at > 0 && now_mono() > own)
 		return PL_ETIMEDOUT;
 	if (job_cancelled(j) && term_at > 0)
