@@ -130,6 +130,8 @@ struct train {
 	char adapter[PATH_MAX];
 	char oom[256];
 	long last_ckpt;
+	char resume_from[PATH_MAX];   /* the checkpoint this launch resumes from, or "" */
+	char launch[32];              /* this launch's process name */
 	struct watcher w;
 };
 
@@ -446,6 +448,21 @@ train_event(void *arg, const char *type, const char *line)
 		double step = pyjob_event_num(line, "step", -1);
 		if (step >= 0)
 			host->metric(t->job, "resumed", (int64_t)step, step);
+		/* The feed's job.resumed (and the train.resumed notification)
+		 * is the stage's to publish, not the program's (the daemon
+		 * publishes no "resumed" line of a job program): once the
+		 * program confirms the resume the stage itself asked for. */
+		if (step >= 0 && t->resume_from[0] != '\0') {
+			cJSON *d = cJSON_CreateObject();
+			cJSON_AddNumberToObject(d, "step", step);
+			cJSON_AddStringToObject(d, "path", t->resume_from);
+			cJSON_AddStringToObject(d, "launch", t->launch);
+			char *text = cJSON_PrintUnformatted(d);
+			cJSON_Delete(d);
+			if (text != NULL)
+				host->event(t->job, "resumed", text);
+			free(text);
+		}
 	} else if (strcmp(type, "shared_prefix") == 0) {
 		char why[256] = "?";
 		pyjob_event_str(line, "why", why, sizeof(why));
@@ -626,6 +643,8 @@ train_loop(struct train *t, struct pyjob *pj)
 		t->adapter[0] = '\0';
 		t->oom[0] = '\0';
 		t->last_ckpt = -1;
+		snprintf(t->resume_from, sizeof(t->resume_from), "%s", have_ckpt ? ckpt : "");
+		snprintf(t->launch, sizeof(t->launch), "%s", name);
 
 		struct pl_spawn sp;
 		struct pl_exit ex = PL_EXIT_INIT;

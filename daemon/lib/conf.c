@@ -20,7 +20,8 @@ struct conf_key {
 	char kind;          /* s string, p path, i int, d duration, z size, l level, g group,
 	                       m stage_process (owners, all),
 	                       a ADDRESS:PORT, e notify events, u user,
-	                       n non-negative integer, Z size from 0 */
+	                       n non-negative integer, Z size from 0,
+	                       c a count (1 to 10^9), B a size from 4096 of any magnitude */
 	const char *help;
 };
 
@@ -55,6 +56,9 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "http_timeout", 'd', "how long an HTTP connection may make no progress" },
 	{ "daemon", "http_header_timeout", 'd', "how long a client may take to send a request's header" },
 	{ "daemon", "web_dir", 'p', "the status page's files" },
+	{ "daemon", "events_max_lines", 'c', "event lines one attempt of a job may report" },
+	{ "daemon", "events_max_size", 'z', "bytes of event lines one attempt of a job may report" },
+	{ "daemon", "artifact_max_size", 'B', "the largest artifact the daemon hashes" },
 	{ "notify", "url", 's', "webhook URLs to POST events to, separated by spaces" },
 	{ "notify", "secret", 's', "the HMAC-SHA256 key webhook bodies are signed with" },
 	{ "notify", "events", 'e', "the events to notify: run.start run.end job.failed gate.verdict train.resumed" },
@@ -192,6 +196,12 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		/* A spec larger than a request line could not be sent. */
 		bad = parse_size(value, &i) == -1 || i < 4096 || i > (strcmp(name,
 		    "max_spec_bytes") == 0 ? PL_PROTO_MAX_LINE : INT_MAX);
+		break;
+	case 'B':
+		bad = parse_size(value, &i) == -1 || i < 4096;
+		break;
+	case 'c':
+		bad = parse_int(value, &i) == -1 || i < 1 || i > 1000000000;
 		break;
 	case 'l':
 		bad = log_level_parse(value) == -1;
@@ -490,6 +500,14 @@ conf_get(const struct conf *c, const char *section_key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+int64_t
+conf_number(const struct conf *c, const char *section_key, int64_t def)
+{
+	int64_t v;
+	const char *s = conf_get(c, section_key);
+	return s != NULL && parse_size(s, &v) == 0 && v > 0 ? v : def;
+}
+
 struct resource *
 conf_resource(struct conf *c, const char *name)
 {
@@ -534,6 +552,12 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "control_idle_timeout = %gs\n", c->control_idle_timeout);
 	fprintf(f, "feed_max_watchers = %d\n", c->feed_max_watchers);
 	fprintf(f, "feed_idle_timeout = %gs\n", c->feed_idle_timeout);
+	fprintf(f, "events_max_lines = %lld\n", (long long)conf_number(c,
+	    "daemon.events_max_lines", CONF_EVENTS_MAX_LINES));
+	fprintf(f, "events_max_size = %lld\n", (long long)conf_number(c,
+	    "daemon.events_max_size", CONF_EVENTS_MAX_SIZE));
+	fprintf(f, "artifact_max_size = %lld\n", (long long)conf_number(c,
+	    "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE));
 	fprintf(f, "max_spec_bytes = %d\n", c->max_spec_bytes);
 	fprintf(f, "max_spec_jobs = %d\n", c->max_spec_jobs);
 	fprintf(f, "\n[retention]\n");

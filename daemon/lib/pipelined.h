@@ -58,6 +58,11 @@ char	*path_resolve(const char *dir, const char *path);
  * could change, no link of another user's to what it does not own (util.c);
  * NULL with why set when not. malloc'd. */
 char	*path_trusted(const char *path, uid_t trusted, char *why, size_t whylen);
+/* Whether a job program's event line of this type is stored and
+ * published (pipeline-job(7)); EVENT_PROGRAM_TYPES lists them in words. */
+int	event_program_type(const char *type);
+#define EVENT_PROGRAM_TYPES \
+	"started, progress, metric, log, checkpoint, artifact, done and error"
 char	*xstrdup(const char *s);
 void	*xcalloc(size_t n, size_t sz);
 /* The directory holding the running executable (for the shim, plugins). */
@@ -294,6 +299,14 @@ int	conf_load(struct conf *c, const char *path, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);
+/* A count or size key of the configuration (a stage process has only the
+ * keys set, not the struct's fields), or def when unset. */
+int64_t	conf_number(const struct conf *c, const char *section_key, int64_t def);
+/* Their defaults: what one attempt of a job may report through its
+ * events files (lines and bytes), and the largest artifact hashed. */
+#define CONF_EVENTS_MAX_LINES	100000
+#define CONF_EVENTS_MAX_SIZE	(16ll << 20)
+#define CONF_ARTIFACT_MAX_SIZE	(256ll << 30)
 /* pipeline-stage, which runs stages as their run's owner: beside the
  * shim (both are the daemon's helpers). */
 void	conf_stage_path(const struct conf *c, char *buf, size_t len);
@@ -460,6 +473,10 @@ typedef void (*store_fail_fn)(const char *why);
 void	store_set_fail(struct store *s, store_fail_fn fn);
 void	store_undoable(struct store *s);
 int	store_error(struct store *s, char *msg, size_t len);
+/* The failure hook, called by the writer of an undoable transaction that
+ * failed and has done what it must first (host_spawn.c marks the lines
+ * it could not store). */
+void	store_fail(struct store *s);
 /* Insert an event; data is an object (consumed) or NULL. */
 int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
@@ -682,6 +699,14 @@ struct pl_job {
 	/* In the daemon: this job's own spawn is its stage process, whose
 	 * events carry values and digests (stagerun.c, host_spawn.c). */
 	int stage_proc;
+	/* The events quota of this attempt (host_spawn.c): lines and bytes
+	 * read so far, the processes a re-entered attempt counted from their
+	 * files, and whether the reader refused something, which fails the
+	 * job whatever its stage returns (stage_run). */
+	int64_t ev_lines, ev_bytes;
+	int64_t *quota_ids;
+	int nquota_ids;
+	int ev_refused;
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
@@ -690,19 +715,25 @@ void	job_flush_final(struct pl_job *j);
 int	host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
 /* job.c, for host.c and host_spawn.c: host->log() (into the job log,
  * and the daemon's for warnings), host->cancelled() (cancelled or past
- * its deadline), an event printed by hand (pipelinectl stage; takes d),
- * a file's or directory's digest. */
+ * its deadline), an event printed by hand (pipelinectl stage; takes d). */
 void	job_log(pl_job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int	job_cancelled(pl_job *j);
 void	job_print_event(pl_job *j, const char *type, cJSON *d);
-int	job_digest(const char *path, char hex[65], uint64_t *size);
 /* An artifact's path resolved (against cwd when relative; NULL: as it
- * is) and its size and, when hex is not NULL, its digest, all with the
- * file-system rights of j's run owner (owner_fs_enter): a file the owner
- * could not read by hand fails with EACCES. *abs is malloc'd. 0 or -1
- * (errno set, *abs NULL). */
-int	job_artifact_as(const pl_job *j, const char *cwd, const char *path, char **abs,
-	    uint64_t *size, char hex[65]);
+ * is; the links above its last component followed, a link at it not) and
+ * its size and, when hex is not NULL, its digest (plc_sha256_path_ctl:
+ * at most max bytes, 0 for no cap, the callers pass artifact_max_size;
+ * stopped by cancel and the job's timeout),
+ * all with the file-system rights of j's run owner (owner_fs_enter): a
+ * file the owner could not read by hand fails with EACCES. *abs is
+ * malloc'd. 0 or -1 (errno set, *abs NULL, why saying what, naming the
+ * path). job_artifact_refused(errno) tells a refusal (a link, a FIFO, a
+ * device, over the cap) from a path that could not be read. */
+int	job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max,
+	    char **abs, uint64_t *size, char hex[65], char *why, size_t whylen);
+#define JOB_ARTIFACT_MAX(j) \
+	((uint64_t)conf_number((j)->conf, "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE))
+int	job_artifact_refused(int err);
 struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec);
 void	job_free(struct pl_job *j);
@@ -716,6 +747,12 @@ void	hstore_bind(struct pl_job *j, struct store *s);
 int	hstore_begin(struct pl_job *j) __attribute__((weak));
 int	hstore_commit(struct pl_job *j) __attribute__((weak));
 void	hstore_rollback(struct pl_job *j) __attribute__((weak));
+/* The transaction open is given back on a failed commit (nothing in
+ * memory ran ahead of it), its error read, and the store's failure hook
+ * called by its caller after all (the events reader, host_spawn.c). */
+void	hstore_undoable(struct pl_job *j) __attribute__((weak));
+int	hstore_error(struct pl_job *j, char *msg, size_t len) __attribute__((weak));
+void	hstore_fail(struct pl_job *j) __attribute__((weak));
 int64_t	hstore_event(struct pl_job *j, const char *run, const char *job, const char *type, cJSON *data) __attribute__((weak));
 int	hstore_job_state(struct pl_job *j, const char *run, const char *job, enum pl_job_state state, int attempt, const char *message) __attribute__((weak));
 int	hstore_job_progress(struct pl_job *j, double done, double total, const char *unit) __attribute__((weak));

@@ -245,13 +245,27 @@ path_resolve(const char *dir, const char *path)
  * trusted's), every link owned by root or trusted, or by the owner of
  * what it points at. Nothing on such a path can be swapped by another
  * user between this check and its use. Components that do not exist yet
- * (an output to be made) end the walk. Returns the resolved path (no
- * links, no "." or ".."; malloc'd), or NULL with why set.
+ * (an output to be made) end the walk, in a directory no one else may
+ * write; in a sticky one that others may (/tmp) only the last component
+ * may be missing (the stages make it with O_EXCL and rename, which
+ * replace nothing another user put there): a missing directory above it
+ * could be made by another user after this check, and the stage would
+ * write below it. Returns the resolved path (no links, no "." or "..";
+ * malloc'd), or NULL with why set. The walk is the check of one moment:
+ * a path used again later (a job's artifact as a later job's input) is
+ * walked again then.
  */
 static int
 path_trusted_uid(uid_t u, uid_t trusted)
 {
 	return u == 0 || u == trusted;
+}
+
+/* A directory others may write: its group (not root's) or anyone. */
+static int
+path_dir_open(const struct stat *st)
+{
+	return (st->st_mode & (S_IWOTH | (st->st_gid == 0 ? 0 : S_IWGRP))) != 0;
 }
 
 char *
@@ -273,6 +287,7 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 	}
 	snprintf(todo, sizeof(todo), "%s", path);
 	char *rest = todo;
+	int open_dir = 0;	/* res is a sticky directory others may write */
 	while (*rest != '\0') {
 		while (*rest == '/')
 			rest++;
@@ -295,6 +310,7 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 			char *sl = strrchr(res, '/');
 			if (sl != NULL)
 				*sl = '\0';
+			open_dir = lstat(res[0] ? res : "/", &st) == 0 && path_dir_open(&st);
 			continue;
 		}
 		char cand[PATH_MAX];
@@ -307,7 +323,16 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 				snprintf(why, whylen, "%s: %s", cand, strerror(errno));
 				return NULL;
 			}
-			/* Not there yet: made later in a directory checked above. */
+			/* Not there yet: made later in a directory checked above,
+			 * unless others may write that one and more is to
+			 * come below this component. */
+			if (open_dir && rest[strspn(rest, "/")] != '\0') {
+				snprintf(why, whylen, "%s: not there yet, in %s, a directory others may "
+				    "write (sticky): another user could make it after this check and "
+				    "the stage would work below it; make it first", cand,
+				    res[0] ? res : "/");
+				return NULL;
+			}
 			if ((size_t)snprintf(res, sizeof(res), "%s%s", cand, rest) >= sizeof(res)) {
 				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
 				return NULL;
@@ -335,8 +360,10 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
 				return NULL;
 			}
-			if (link[0] == '/')
+			if (link[0] == '/') {
 				res[0] = '\0';
+				open_dir = 0;
+			}
 			memcpy(todo, next, strlen(next) + 1);
 			rest = todo;
 			continue;
@@ -344,9 +371,8 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 		/* Writable by its group is allowed when that is root's group
 		 * (gid 0: administrators; a umask of 002 makes such
 		 * directories). */
-		mode_t others = S_IWOTH | (st.st_gid == 0 ? 0 : S_IWGRP);
 		if (S_ISDIR(st.st_mode) && (!path_trusted_uid(st.st_uid, trusted) ||
-		    ((st.st_mode & others) && !(st.st_mode & S_ISVTX)))) {
+		    (path_dir_open(&st) && !(st.st_mode & S_ISVTX)))) {
 			snprintf(why, whylen, "%s: a directory %s, where another user could swap what "
 			    "a run with the daemon's rights reads or writes (such runs use directories "
 			    "of root%s writable by no one else; a run owned by that user works as it)",
@@ -359,8 +385,25 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 			return NULL;
 		}
 		memcpy(res, cand, strlen(cand) + 1);
+		open_dir = S_ISDIR(st.st_mode) && path_dir_open(&st);
 	}
 	return xstrdup(res[0] ? res : "/");
+}
+
+/* The types a job program publishes (pipeline-job(7)). Any other line of
+ * a job program reaches its stage's on_event only: not stored, not on the
+ * feed, so never a notification. verdict, state, resumed, value, proc and
+ * whatever notify or the gate act on come only from the stages' own host
+ * calls (in the daemon, or a stage process's own lines). */
+int
+event_program_type(const char *type)
+{
+	static const char *const types[] = { "started", "progress", "metric", "log",
+	    "checkpoint", "artifact", "done", "error", NULL };
+	for (int i = 0; types[i]; i++)
+		if (strcmp(type, types[i]) == 0)
+			return 1;
+	return 0;
 }
 
 char *

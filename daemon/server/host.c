@@ -193,11 +193,35 @@ with_our_rights(const pl_job *j)
 	return j->owner == NULL || (owner_ids(j->owner, &uid, &gid) == 0 && uid == geteuid());
 }
 
+/* For a stage that works with the daemon's rights: path (absolute,
+ * malloc'd, taken) walked by path_trusted() now, every directory and link
+ * on it checked, and handed on resolved (pooled); or NULL with why, which
+ * is also the job's message (j->refused). */
+static const char *
+input_trusted(pl_job *j, const char *key, char *path, char *why, size_t whylen)
+{
+	char pwhy[PATH_MAX + 256];
+	char *r = path_trusted(path, geteuid(), pwhy, sizeof(pwhy));
+	if (r == NULL) {
+		if (strncmp(pwhy, path, strlen(path)) == 0)
+			snprintf(why, whylen, "%s: %s", key, pwhy);
+		else
+			snprintf(why, whylen, "%s: %s: %s", key, path, pwhy);
+		snprintf(j->refused, sizeof(j->refused), "%s", why);
+	}
+	free(path);
+	return r != NULL ? pool(j, r) : NULL;
+}
+
 /* An input resolved (pooled), or NULL with why it is not ("" when it
- * was reported at check time). */
+ * was reported at check time). A job's artifact (JOB.ARTIFACT, or the
+ * nearest upstream one) is a path like any other: walked again now, when
+ * the stage works with the daemon's rights, since what lay on it when the
+ * job that made it ran may have changed since. */
 static const char *
 input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 {
+	int ours = j->store != NULL && with_our_rights(j);
 	const char *v = spec_get(j->sec, key);
 	int ki = -1;
 	const struct pl_key *k = host_find_key(j->reg, key, &ki);
@@ -208,7 +232,8 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 	if (v == NULL || *v == '\0') {
 		if (k && k->artifact && j->store) {
 			if (upstream_artifact(j, k->artifact, path, sizeof(path)) == PL_OK)
-				return pool(j, xstrdup(path));
+				return ours ? input_trusted(j, key, xstrdup(path), why, whylen) :
+				    pool(j, xstrdup(path));
 			snprintf(why, whylen, "%s: no upstream job registered an artifact \"%s\";"
 			    " set %s = PATH or JOB.ARTIFACT", key, k->artifact, key);
 			return NULL;
@@ -231,7 +256,8 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 		if (spec_job(j->spec, jn) != NULL) {
 			if (hstore_artifact_find(j, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
-				return pool(j, xstrdup(path));
+				return ours ? input_trusted(j, key, xstrdup(path), why, whylen) :
+				    pool(j, xstrdup(path));
 			snprintf(why, whylen, "%s: job %s registered no artifact \"%s\"", key, jn,
 			    dot + 1);
 			return NULL;
@@ -239,28 +265,17 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 	}
 	/* Relative: to the spec's directory; by hand, to the current one. */
 	const char *base = j->spec && j->spec->dir ? j->spec->dir : ".";
-	if (j->store != NULL && with_our_rights(j)) {
+	if (ours) {
 		/* The stage works with the daemon's rights: the path is walked
 		 * here, every directory and link on it checked (path_trusted),
 		 * and handed on resolved. */
-		char *joined, *r, pwhy[PATH_MAX + 256], cwd[PATH_MAX];
+		char *joined, cwd[PATH_MAX];
 		if (v[0] == '/')
 			joined = xstrdup(v);
 		else if (asprintf(&joined, "%s/%s/%s", base[0] == '/' ? "" :
 		    getcwd(cwd, sizeof(cwd)) ? cwd : ".", base, v) == -1)
 			fatal("asprintf");
-		r = path_trusted(joined, geteuid(), pwhy, sizeof(pwhy));
-		if (r == NULL) {
-			if (strncmp(pwhy, joined, strlen(joined)) == 0)
-				snprintf(why, whylen, "%s: %s", key, pwhy);
-			else
-				snprintf(why, whylen, "%s: %s: %s", key, joined, pwhy);
-			snprintf(j->refused, sizeof(j->refused), "%s", why);
-			free(joined);
-			return NULL;
-		}
-		free(joined);
-		return pool(j, r);
+		return input_trusted(j, key, joined, why, whylen);
 	}
 	if (v[0] == '/')
 		return pool(j, xstrdup(v));
@@ -466,12 +481,13 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 static int
 h_artifact(pl_job *j, const char *name, const char *path)
 {
-	char hex[65];
+	char hex[65], why[1024];
 	uint64_t size = 0;
 	char *abs;
-	if (job_artifact_as(j, NULL, path, &abs, &size, hex) == -1) {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		return PL_EIO;
+	if (job_artifact_as(j, NULL, path, JOB_ARTIFACT_MAX(j), &abs, &size, hex, why, sizeof(why)) == -1) {
+		int e = errno;
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
+		return e == ECANCELED ? PL_ECANCELED : job_artifact_refused(e) ? PL_EINVAL : PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, hex);
 }
@@ -489,10 +505,11 @@ h_artifact_digest(pl_job *j, const char *name, const char *path, const char *sha
 		return PL_EINVAL;
 	}
 	uint64_t size = 0;
-	char *abs;
-	if (job_artifact_as(j, NULL, path, &abs, &size, NULL) == -1) {
-		job_log(j, PL_LOG_ERROR, "artifact %s: %s: %s", name, path, strerror(errno));
-		return PL_EIO;
+	char *abs, why[1024];
+	if (job_artifact_as(j, NULL, path, 0, &abs, &size, NULL, why, sizeof(why)) == -1) {
+		int e = errno;
+		job_log(j, PL_LOG_ERROR, "artifact %s: %s", name, why);
+		return job_artifact_refused(e) ? PL_EINVAL : PL_EIO;
 	}
 	return artifact_record(j, name, abs, size, sha256_hex);
 }

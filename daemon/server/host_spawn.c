@@ -4,8 +4,10 @@
  * stores a process's progress, metrics and artifacts as it writes them.
  * The table and the other host functions are host.c's. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +30,337 @@ struct evreader {
 	int64_t offset;
 	struct pl_exit *out;
 	int stop;          /* on_event asked to stop the child */
+	int dead;          /* refused (an artifact, the quota, a failed commit): read no more */
+	int marked;        /* the failed-commit mark was looked for */
+	int64_t unpublished;            /* lines of a type a job program does not publish */
+	char first_unpublished[64];
 	char cwd[PATH_MAX];
 };
 
+static void reader_refuse(struct evreader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The reader stops: why becomes the job's failure (j->refused, which
+ * host->fail() keeps; stage_run() fails a hook that returns PL_OK after
+ * it), the process is stopped and nothing more of its file is read. */
+static void
+reader_refuse(struct evreader *r, const char *fmt, ...)
+{
+	va_list ap;
+	if (r->dead)
+		return;
+	r->dead = 1;
+	r->j->ev_refused = 1;
+	if (r->j->refused[0] == '\0') {
+		va_start(ap, fmt);
+		vsnprintf(r->j->refused, sizeof(r->j->refused), fmt, ap);
+		va_end(ap);
+		snprintf(r->j->failmsg, sizeof(r->j->failmsg), "%s", r->j->refused);
+	}
+	job_log(r->j, PL_LOG_ERROR, "%s", r->j->refused);
+}
+
+/* The name of the mark a failed commit leaves beside the process
+ * directory (in attempt-N, root's): NAME.events-failed-OFFSET, empty, so
+ * that it is made on a full disk too (an inode, no data block). */
+static void
+mark_name(const struct evreader *r, int64_t off, char *buf, size_t len)
+{
+	snprintf(buf, len, "attempt-%d/%s.events-failed-%lld", r->j->attempt, r->p->name,
+	    (long long)off);
+}
+
+/* A batch whose commit failed (the disk full): marked, so that no restart
+ * reads those lines again (each would fail the same commit and stop the
+ * daemon again: a stop-restart loop), the job failed, then the store's
+ * failure hook, as for every failed commit (the daemon stops). */
+static void
+events_commit_failed(struct evreader *r, const char *why)
+{
+	char mark[PATH_MAX];
+	mark_name(r, r->offset, mark, sizeof(mark));
+	int fd = r->j->jobdirfd >= 0 ? openat(r->j->jobdirfd, mark, O_WRONLY | O_CREAT |
+	    O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+	if (fd >= 0)
+		close(fd);
+	else
+		job_log(r->j, PL_LOG_ERROR, "events: cannot mark %s/%s: %s", r->j->jobdir, mark,
+		    strerror(errno));
+	reader_refuse(r, "events: %s's event lines from byte %lld could not be stored (%s); "
+	    "they are not read again", r->p->name, (long long)r->offset, why);
+	hstore_fail(r->j);
+}
+
+/* The marks of an earlier process of this name in this attempt, whose
+ * events file a new start empties. */
+static void
+marks_clear(struct evreader *r)
+{
+	char dir[64], pre[160];
+	snprintf(dir, sizeof(dir), "attempt-%d", r->j->attempt);
+	snprintf(pre, sizeof(pre), "%s.events-failed-", r->p->name);
+	int dfd = r->j->jobdirfd >= 0 ? openat(r->j->jobdirfd, dir, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC) : -1;
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, pre, strlen(pre)) == 0)
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
+/* Once per reader with a store: a mark left for this offset means these
+ * lines failed a commit before the restart: refused, not read again. */
+static void
+events_mark_check(struct evreader *r)
+{
+	char mark[PATH_MAX];
+	struct stat st;
+	r->marked = 1;
+	if (r->j->store == NULL || r->j->jobdirfd < 0)
+		return;
+	mark_name(r, r->offset, mark, sizeof(mark));
+	if (fstatat(r->j->jobdirfd, mark, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		reader_refuse(r, "events: %s's event lines from byte %lld could not be stored "
+		    "before the daemon's restart (a commit failed: the disk full?); they are not "
+		    "read again", r->p->name, (long long)r->offset);
+}
+
+/* The events quota of one attempt (pipelined.conf(5): events_max_lines,
+ * events_max_size): 0 while a line of len bytes (its newline included)
+ * fits, else -1 with the job refused, naming the quota. */
+static int
+quota_take(struct evreader *r, size_t len)
+{
+	pl_job *j = r->j;
+	int64_t maxl = conf_number(j->conf, "daemon.events_max_lines", CONF_EVENTS_MAX_LINES);
+	int64_t maxb = conf_number(j->conf, "daemon.events_max_size", CONF_EVENTS_MAX_SIZE);
+	if (j->store == NULL)
+		return 0;
+	if (j->ev_lines + 1 > maxl) {
+		reader_refuse(r, "events quota: the job's programs reported more than %lld event "
+		    "lines in this attempt (events_max_lines); %s stopped", (long long)maxl,
+		    r->p->name);
+		return -1;
+	}
+	if (j->ev_bytes + (int64_t)len > maxb) {
+		reader_refuse(r, "events quota: the job's programs reported more than %lld bytes "
+		    "of event lines in this attempt (events_max_size); %s stopped",
+		    (long long)maxb, r->p->name);
+		return -1;
+	}
+	j->ev_lines++;
+	j->ev_bytes += (int64_t)len;
+	return 0;
+}
+
+/* A re-entered attempt's quota counts what its processes reported before
+ * the restart: the lines of each one's file up to its stored offset. */
+static void
+quota_recount(pl_job *j, const struct proc *p, int64_t offset)
+{
+	for (int i = 0; i < j->nquota_ids; i++)
+		if (j->quota_ids[i] == p->id)
+			return;
+	j->quota_ids = realloc(j->quota_ids, (size_t)(j->nquota_ids + 1) * sizeof(int64_t));
+	if (j->quota_ids == NULL)
+		fatal("quota_recount");
+	j->quota_ids[j->nquota_ids++] = p->id;
+	char path[PATH_MAX], buf[65536];
+	snprintf(path, sizeof(path), "%s/events", p->dir);
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	j->ev_bytes += offset;
+	for (int64_t at = 0; fd >= 0 && at < offset; ) {
+		ssize_t n = pread(fd, buf, (size_t)(offset - at) < sizeof(buf) ?
+		    (size_t)(offset - at) : sizeof(buf), at);
+		if (n <= 0)
+			break;
+		for (ssize_t k = 0; k < n; k++)
+			j->ev_lines += buf[k] == '\n';
+		at += n;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+struct line {
+	cJSON *o;
+	char *type;
+	char *text;
+	char hex[65];
+	uint64_t size;
+	char *apath;
+	int bad, own, unpublished;
+};
+
+/* Pass 1 over one line: parsed, its kind settled, an artifact's digest
+ * computed (outside the store's lock). -1 when the line is refused and
+ * the batch ends before it. */
+static int
+line_parse(struct evreader *r, struct line *L, char *ln)
+{
+	memset(L, 0, sizeof(*L));
+	L->text = ln;
+	if (quota_take(r, strlen(ln) + 1) == -1)
+		return -1;
+	L->o = cJSON_Parse(ln);
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "type");
+	if (!cJSON_IsObject(L->o) || !cJSON_IsString(t) || !valid_name(t->valuestring)) {
+		L->bad = 1;
+		return 0;
+	}
+	L->type = t->valuestring;
+	/* A stage process's own lines (stagectx.c) carry the values it set
+	 * and the digests it computed as the owner, and may be of any type;
+	 * its programs' lines never do (it strips the mark from what it
+	 * relays). */
+	const cJSON *mk = cJSON_GetObjectItemCaseSensitive(L->o, "pl_stage");
+	L->own = r->j->stage_proc && cJSON_IsTrue(mk);
+	if (!L->own && !event_program_type(L->type)) {
+		L->unpublished = 1;
+		if (r->unpublished++ == 0) {
+			snprintf(r->first_unpublished, sizeof(r->first_unpublished), "%s", L->type);
+			job_log(r->j, r->spec->on_event ? PL_LOG_INFO : PL_LOG_WARN, "events: %s's "
+			    "\"%s\" lines go to its stage only, not stored or published (a job "
+			    "program publishes %s)", r->p->name, L->type, EVENT_PROGRAM_TYPES);
+		}
+		return 0;
+	}
+	if (strcmp(L->type, "artifact") != 0)
+		return 0;
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+	const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
+	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(L->o, "sha256");
+	int digest = L->own && cJSON_IsString(sh) && strlen(sh->valuestring) == 64 &&
+	    strspn(sh->valuestring, "0123456789abcdef") == 64;
+	if (!cJSON_IsString(nm) || !cJSON_IsString(pa)) {
+		L->bad = 1;
+		return 0;
+	}
+	/* Resolved and hashed with the owner's rights (the daemon reads
+	 * nothing for a job its owner could not), bounded and interruptible;
+	 * a stage process's digest is taken, its size read. */
+	char why[1024];
+	if (job_artifact_as(r->j, digest ? NULL : r->cwd, pa->valuestring,
+	    JOB_ARTIFACT_MAX(r->j), &L->apath,
+	    &L->size, digest ? NULL : L->hex, why, sizeof(why)) == -1) {
+		int e = errno;
+		if (job_artifact_refused(e) || e == ECANCELED) {
+			/* The batch ends before this line, which is not
+			 * stored: not counted either. */
+			if (r->j->store != NULL) {
+				r->j->ev_lines--;
+				r->j->ev_bytes -= (int64_t)strlen(ln) + 1;
+			}
+			if (e != ECANCELED)   /* cancelled or timed out: the job ends anyway */
+				reader_refuse(r, "artifact %s: %s", nm->valuestring, why);
+			return -1;
+		}
+		job_log(r->j, PL_LOG_ERROR, "artifact %s: %s", nm->valuestring, why);
+		L->bad = 1;
+		return 0;
+	}
+	if (digest)
+		snprintf(L->hex, sizeof(L->hex), "%s", sh->valuestring);
+	return 0;
+}
+
+/* Pass 2 over one line, inside the batch's transaction: its rows and
+ * its job.TYPE event (by hand: printed). */
+static void
+line_store(struct evreader *r, struct line *L)
+{
+	if (L->bad) {
+		job_log(r->j, PL_LOG_WARN, "ignored a malformed event line: %.200s", L->text);
+		return;
+	}
+	if (L->unpublished)
+		return;
+	char type[128];
+	snprintf(type, sizeof(type), "job.%s", L->type);
+	cJSON *d = cJSON_Duplicate(L->o, 1);
+	cJSON_DeleteItemFromObject(d, "type");
+	cJSON_DeleteItemFromObject(d, "pl_stage");
+	if (L->own && strcmp(L->type, "value") == 0) {
+		/* host->value_set() in the stage process: a value, not an
+		 * event, as in the daemon. */
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(L->o, "key");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
+		if (r->j->store && cJSON_IsString(k) && cJSON_IsString(v))
+			hstore_value_set(r->j, k->valuestring, v->valuestring);
+		cJSON_Delete(d);
+		return;
+	}
+	if (strcmp(L->type, "error") == 0) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(L->o, "message");
+		if (cJSON_IsString(m))
+			snprintf(r->out->error, sizeof(r->out->error), "%s", m->valuestring);
+	}
+	if (strcmp(L->type, "artifact") == 0) {
+		cJSON_ReplaceItemInObject(d, "path", cJSON_CreateString(L->apath));
+		cJSON_DeleteItemFromObject(d, "size");
+		cJSON_DeleteItemFromObject(d, "sha256");
+		cJSON_AddNumberToObject(d, "size", (double)L->size);
+		cJSON_AddStringToObject(d, "sha256", L->hex);
+	}
+	if (r->j->store == NULL) {
+		job_print_event(r->j, type, d);
+		return;
+	}
+	if (strcmp(L->type, "progress") == 0) {
+		const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(L->o, "unit");
+		/* The program's own unit (optimizer-steps, examples), as the
+		 * feed has it: status and watch say the same. */
+		if (cJSON_IsNumber(s))
+			hstore_job_progress(r->j, s->valuedouble,
+			    cJSON_IsNumber(t) ? t->valuedouble : 0,
+			    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
+		/* The feed speaks done/total/unit for every progress. */
+		cJSON_DeleteItemFromObject(d, "done");
+		cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
+		if (!cJSON_HasObjectItem(d, "unit"))
+			cJSON_AddStringToObject(d, "unit", "step");
+	} else if (strcmp(L->type, "metric") == 0) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+		const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
+		/* The step is stored as an integer: past 2^63 it has none. */
+		if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
+		    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
+			hstore_metric(r->j, nm->valuestring, (int64_t)s->valuedouble,
+			    v->valuedouble);
+	} else if (strcmp(L->type, "artifact") == 0) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
+		hstore_artifact(r->j, nm->valuestring, L->apath, L->size, L->hex);
+	}
+	hstore_event(r->j, r->j->run, r->j->name, type, d);
+}
+
 /* Store one batch of complete event lines, then hand them to the
- * plugin. The store's copy comes first: on_event may block or fail. */
+ * plugin. The store's copy comes first: on_event may block or fail. A
+ * line refused (an artifact that is no regular file or directory, the
+ * events quota) ends the batch before it and the reading: the offset
+ * stays at it, so a restart refuses it again rather than pass it. */
 static void
 events_read(struct evreader *r)
 {
 	char path[PATH_MAX];
+	if (!r->marked)
+		events_mark_check(r);
+	if (r->dead)
+		return;
 	snprintf(path, sizeof(path), "%s/events", r->p->dir);
 	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
 	if (fd == -1)
 		return;
-	for (;;) {
+	while (!r->dead) {
 		char buf[65536];
 		ssize_t n = pread(fd, buf, sizeof(buf) - 1, r->offset);
 		if (n <= 0)
@@ -50,7 +369,9 @@ events_read(struct evreader *r)
 		char *last = memrchr(buf, '\n', (size_t)n);
 		if (last == NULL) {
 			if (n == sizeof(buf) - 1) {
-				/* A line longer than the buffer: skip it whole. */
+				/* A line longer than the buffer: skipped whole, counted. */
+				if (quota_take(r, (size_t)n) == -1)
+					break;
 				job_log(r->j, PL_LOG_WARN, "event line over %zu bytes ignored", sizeof(buf));
 				r->offset += n;
 				continue;
@@ -58,142 +379,63 @@ events_read(struct evreader *r)
 			break;
 		}
 		*last = '\0';
-		int64_t newoff = r->offset + (last - buf) + 1;
+		int64_t newoff = r->offset;
+		int cut = 0;
 		/* Pass 1: parse, compute artifact digests (outside the lock). */
-		struct line { cJSON *o; char *type; char *text; char hex[65]; uint64_t size; char *apath; int bad, own; } *lines = NULL;
+		struct line *lines = NULL;
 		int nl = 0;
 		for (char *save = NULL, *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 			lines = realloc(lines, (size_t)(nl + 1) * sizeof(*lines));
-			struct line *L = &lines[nl++];
-			memset(L, 0, sizeof(*L));
-			L->text = ln;
-			L->o = cJSON_Parse(ln);
-			const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "type");
-			if (!cJSON_IsObject(L->o) || !cJSON_IsString(t) || !valid_name(t->valuestring)) {
-				L->bad = 1;
-				continue;
+			if (lines == NULL)
+				fatal("events_read");
+			if (line_parse(r, &lines[nl], ln) == -1) {
+				cJSON_Delete(lines[nl].o);
+				free(lines[nl].apath);
+				cut = 1;
+				break;
 			}
-			L->type = t->valuestring;
-			/* A stage process's own lines (stagectx.c) carry the
-			 * values it set and the digests it computed as the
-			 * owner; its programs' lines never do (it strips the
-			 * mark from what it relays). */
-			const cJSON *mk = cJSON_GetObjectItemCaseSensitive(L->o, "pl_stage");
-			L->own = r->j->stage_proc && cJSON_IsTrue(mk);
-			const cJSON *sh = cJSON_GetObjectItemCaseSensitive(L->o, "sha256");
-			if (L->own && strcmp(L->type, "artifact") == 0 && cJSON_IsString(sh) &&
-			    strlen(sh->valuestring) == 64 &&
-			    strspn(sh->valuestring, "0123456789abcdef") == 64) {
-				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
-				if (!cJSON_IsString(pa) || job_artifact_as(r->j, NULL, pa->valuestring,
-				    &L->apath, &L->size, NULL) == -1) {
-					job_log(r->j, PL_LOG_ERROR, "artifact: %s: %s", cJSON_IsString(pa) ?
-					    pa->valuestring : "(no path)", strerror(errno));
-					L->bad = 1;
-					continue;
-				}
-				snprintf(L->hex, sizeof(L->hex), "%s", sh->valuestring);
-				continue;
-			}
-			if (strcmp(L->type, "artifact") == 0) {
-				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
-				const cJSON *pa = cJSON_GetObjectItemCaseSensitive(L->o, "path");
-				if (!cJSON_IsString(nm) || !cJSON_IsString(pa)) {
-					L->bad = 1;
-					continue;
-				}
-				/* Resolved and hashed with the owner's rights: the
-				 * daemon reads nothing for a job its owner could not. */
-				if (job_artifact_as(r->j, r->cwd, pa->valuestring, &L->apath,
-				    &L->size, L->hex) == -1) {
-					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
-					    pa->valuestring, strerror(errno));
-					L->bad = 1;
-				}
+			nl++;
+			/* Through this line (and the empty ones strtok passed). */
+			newoff = r->offset + (ln - buf) + (int64_t)strlen(ln) + 1;
+		}
+		if (!cut)
+			newoff = r->offset + (last - buf) + 1;
+		/* Pass 2: one transaction for the batch and the new offset.
+		 * Nothing in memory runs ahead of it (undoable): a commit that
+		 * fails comes back here, which marks the lines first. */
+		int64_t id0 = r->p->id;
+		int txn = r->j->store != NULL && newoff > r->offset, failed = 0;
+		char why[256];
+		if (txn && hstore_begin(r->j) == -1) {
+			hstore_error(r->j, why, sizeof(why));
+			failed = 1;
+			events_commit_failed(r, why);
+		} else if (txn)
+			hstore_undoable(r->j);
+		for (int i = 0; i < nl && !failed; i++)
+			line_store(r, &lines[i]);
+		if (txn && !failed) {
+			hstore_proc_update(r->j, r->p, newoff);
+			if (hstore_commit(r->j) == -1) {
+				hstore_error(r->j, why, sizeof(why));
+				r->p->id = id0;
+				failed = 1;
+				events_commit_failed(r, why);
 			}
 		}
-		/* Pass 2: one transaction for the batch and the new offset. */
-		if (r->j->store)
-			hstore_begin(r->j);
+		if (!failed)
+			r->offset = newoff;
 		for (int i = 0; i < nl; i++) {
 			struct line *L = &lines[i];
-			if (L->bad) {
-				job_log(r->j, PL_LOG_WARN, "ignored a malformed event line: %.200s", L->text);
-				continue;
-			}
-			char type[128];
-			snprintf(type, sizeof(type), "job.%s", L->type);
-			cJSON *d = cJSON_Duplicate(L->o, 1);
-			cJSON_DeleteItemFromObject(d, "type");
-			cJSON_DeleteItemFromObject(d, "pl_stage");
-			if (L->own && strcmp(L->type, "value") == 0) {
-				/* host->value_set() in the stage process: a value, not
-				 * an event, as in the daemon. */
-				const cJSON *k = cJSON_GetObjectItemCaseSensitive(L->o, "key");
-				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
-				if (r->j->store && cJSON_IsString(k) && cJSON_IsString(v))
-					hstore_value_set(r->j, k->valuestring, v->valuestring);
-				cJSON_Delete(d);
-				continue;
-			}
-			if (strcmp(L->type, "error") == 0) {
-				const cJSON *m = cJSON_GetObjectItemCaseSensitive(L->o, "message");
-				if (cJSON_IsString(m))
-					snprintf(r->out->error, sizeof(r->out->error), "%s", m->valuestring);
-			}
-			if (strcmp(L->type, "artifact") == 0) {
-				cJSON_ReplaceItemInObject(d, "path", cJSON_CreateString(L->apath));
-				cJSON_AddNumberToObject(d, "size", (double)L->size);
-				cJSON_AddStringToObject(d, "sha256", L->hex);
-			}
-			if (r->j->store == NULL) {
-				job_print_event(r->j, type, d);
-				continue;
-			}
-			if (strcmp(L->type, "progress") == 0) {
-				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
-				const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
-				const cJSON *u = cJSON_GetObjectItemCaseSensitive(L->o, "unit");
-				/* The program's own unit (optimizer-steps, examples), as
-				 * the feed has it: status and watch say the same. */
-				if (cJSON_IsNumber(s))
-					hstore_job_progress(r->j, s->valuedouble,
-					    cJSON_IsNumber(t) ? t->valuedouble : 0,
-					    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
-				/* The feed speaks done/total/unit for every progress. */
-				cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
-				if (!cJSON_HasObjectItem(d, "unit"))
-					cJSON_AddStringToObject(d, "unit", "step");
-			} else if (strcmp(L->type, "metric") == 0) {
-				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
-				const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
-				const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
-				/* The step is stored as an integer: past 2^63 it has none. */
-				if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
-				    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
-					hstore_metric(r->j, nm->valuestring,
-					    (int64_t)s->valuedouble, v->valuedouble);
-			} else if (strcmp(L->type, "artifact") == 0) {
-				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
-				hstore_artifact(r->j, nm->valuestring,
-				    L->apath, L->size, L->hex);
-			}
-			hstore_event(r->j, r->j->run, r->j->name, type, d);
-		}
-		r->offset = newoff;
-		if (r->j->store) {
-			hstore_proc_update(r->j, r->p, r->offset);
-			hstore_commit(r->j);
-		}
-		for (int i = 0; i < nl; i++) {
-			struct line *L = &lines[i];
-			if (!L->bad && r->spec->on_event && !r->stop &&
+			if (!failed && !L->bad && r->spec->on_event && !r->stop &&
 			    r->spec->on_event(r->spec->arg, L->type, L->text) != 0)
 				r->stop = 1;
 			cJSON_Delete(L->o);
 			free(L->apath);
 		}
 		free(lines);
+		if (cut || failed)
+			break;
 	}
 	close(fd);
 }
@@ -318,6 +560,8 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 		snprintf(p->ext_id, sizeof(p->ext_id), "%s", row.ext_id);
 		p->state = row.state;
 		r->offset = row.events_offset;
+		if (j->adopted)
+			quota_recount(j, p, row.events_offset);
 		const struct executor *ex = exec_find(row.executor);
 		if (ex != NULL)
 			p->ex = ex;
@@ -400,6 +644,9 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 	for (int i = 0; !fresh && stale[i]; i++)
 		unlinkat(dfd, stale[i], 0);
 	close(dfd);
+	if (!fresh)
+		marks_clear(r);
+	r->marked = 1;   /* a new events file: no mark of an earlier one applies */
 	char **argv = shim_argv(j, spec, p, r->cwd);
 	char **env = build_env(j, p, spec);
 	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
@@ -511,7 +758,7 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 			proc_announce_state(j, spec, p, r);
 			last_state = p->state;
 		}
-		int stop = job_cancelled(j) || r->stop ||
+		int stop = job_cancelled(j) || r->stop || r->dead ||
 		    (st->own_deadline > 0 && now_mono() > st->own_deadline);
 		if (stop && st->term_at == 0) {
 			job_logf(j, "stopping %s (SIGTERM)", spec->name);
@@ -632,6 +879,13 @@ spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	proc_end(j, &p, &r);
 	rc = proc_result(j, spec, &p, &st, out);
 	out->seconds = now_mono() - t0;
+	if (r.unpublished > 0)
+		job_logf(j, "events: %lld line%s of %s not stored or published (types a job "
+		    "program does not publish, handed to its stage only; the first \"%s\")",
+		    (long long)r.unpublished, r.unpublished == 1 ? "" : "s", spec->name,
+		    r.first_unpublished);
+	if (r.dead && rc == PL_OK)
+		rc = PL_EFAIL;   /* refused: j->refused says why */
 	return rc;
 }
 

@@ -32,6 +32,24 @@ hstore_rollback(pl_job *j)
 	store_rollback(j->store);
 }
 
+void
+hstore_undoable(pl_job *j)
+{
+	store_undoable(j->store);
+}
+
+int
+hstore_error(pl_job *j, char *msg, size_t len)
+{
+	return store_error(j->store, msg, len);
+}
+
+void
+hstore_fail(pl_job *j)
+{
+	store_fail(j->store);
+}
+
 int64_t
 hstore_event(pl_job *j, const char *run, const char *job, const char *type, cJSON *data)
 {

@@ -2,6 +2,7 @@
  * and host_spawn.c do with it: the job log, host->log(), cancellation and
  * timeouts, an event printed by hand (pipelinectl stage), an artifact's
  * digest. Below host_spawn.c and host.c. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ job_free(struct pl_job *j)
 	if (j->evfd >= 0)
 		close(j->evfd);
 	cJSON_Delete(j->ctx);
+	free(j->quota_ids);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -143,45 +145,85 @@ job_print_event(pl_job *j, const char *type, cJSON *d)
 	cJSON_Delete(d);
 }
 
-/* Digest a file or a directory. */
-int
-job_digest(const char *path, char hex[65], uint64_t *size)
+static int
+artifact_stop(void *arg)
 {
-	struct stat st;
-	if (stat(path, &st) == -1)
-		return -1;
-	if (S_ISDIR(st.st_mode))
-		return plc_sha256_dir(path, hex, size);
-	*size = (uint64_t)st.st_size;
-	return plc_sha256_file(path, hex);
+	return job_cancelled(arg);
 }
 
 int
-job_artifact_as(const pl_job *j, const char *cwd, const char *path, char **abs,
-    uint64_t *size, char hex[65])
+job_artifact_refused(int err)
+{
+	return err == ELOOP || err == EINVAL || err == EFBIG;
+}
+
+/* The artifact's absolute path with the links above its last component
+ * resolved, not the last one itself: a link there is refused, not taken
+ * for what it points at. */
+static char *
+artifact_abs(const char *p)
+{
+	const char *slash = strrchr(p, '/');
+	char *dir, *base, *r;
+	if (slash == NULL) {
+		dir = xstrdup(".");
+		base = xstrdup(p);
+	} else {
+		dir = slash == p ? xstrdup("/") : strndup(p, (size_t)(slash - p));
+		base = xstrdup(slash + 1);
+	}
+	char *rd = dir != NULL ? realpath(dir, NULL) : NULL;
+	if (rd == NULL || *base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		r = rd != NULL && *base == '\0' ? xstrdup(rd) : rd != NULL ? realpath(p, NULL) : NULL;
+	else if (asprintf(&r, "%s%s%s", rd, strcmp(rd, "/") == 0 ? "" : "/", base) == -1)
+		fatal("asprintf");
+	int e = errno;
+	free(rd);
+	free(dir);
+	free(base);
+	errno = e;
+	return r;
+}
+
+int
+job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char **abs,
+    uint64_t *size, char hex[65], char *why, size_t whylen)
 {
 	struct owner_fs save;
 	struct stat st;
 	int as = owner_fs_enter(j->owner, &save), rc = -1;
 	*abs = NULL;
-	if (as == -1)
+	why[0] = '\0';
+	if (as == -1) {
+		snprintf(why, whylen, "%s: cannot take its owner's rights", path);
 		return -1;
-	char *p = cwd != NULL ? path_resolve(cwd, path) : xstrdup(path);
-	*abs = realpath(p, NULL);
+	}
+	char *p = path_resolve(cwd, path);
+	*abs = artifact_abs(p);
 	free(p);
 	if (*abs == NULL)
-		;
-	else if (hex != NULL)
-		rc = job_digest(*abs, hex, size);
-	else if (stat(*abs, &st) == -1)
-		;
-	else if (S_ISDIR(st.st_mode))
-		rc = plc_tree_bytes(*abs, size);
-	else if (S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+	else if (hex != NULL) {
+		/* Bounded and interruptible: a FIFO or a device is refused
+		 * before it is opened, the size is capped, and cancel and the
+		 * job's timeout stop it between chunks. */
+		struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j };
+		rc = plc_sha256_path_ctl(*abs, hex, size, &ctl);
+		snprintf(why, whylen, "%s", ctl.why);
+	} else if (lstat(*abs, &st) == -1)
+		snprintf(why, whylen, "%s: %s", *abs, strerror(errno));
+	else if (S_ISDIR(st.st_mode)) {
+		if ((rc = plc_tree_bytes(*abs, size)) == -1)
+			snprintf(why, whylen, "%s: %s", *abs, strerror(errno));
+	} else if (S_ISREG(st.st_mode)) {
 		*size = (uint64_t)st.st_size;
 		rc = 0;
-	} else
-		errno = EINVAL;   /* neither a file nor a directory */
+	} else {
+		snprintf(why, whylen, "%s: %s, not a regular file or a directory: refused", *abs,
+		    S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+		    "a device or socket");
+		errno = S_ISLNK(st.st_mode) ? ELOOP : EINVAL;
+	}
 	int e = errno;
 	if (as == 1)
 		owner_fs_leave(&save);

@@ -198,6 +198,9 @@ struct relay {
 	char cwd[PATH_MAX];
 	off_t offset;
 	int stop;
+	int refused;           /* an artifact refused: the program is stopped, the job fails */
+	long unpublished;      /* lines of the stage's own types, not relayed */
+	char first[64];        /* the first of them */
 };
 
 /* The child's complete new lines: artifacts hashed here, their paths
@@ -244,18 +247,42 @@ relay_read(struct relay *r)
 			const cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "path");
 			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
 			int own = 0;
+			if (!event_program_type(type)) {
+				/* The stage's own vocabulary with its program: to
+				 * on_event only, never to the daemon (which would
+				 * not publish it either: host_spawn.c). */
+				if (r->unpublished++ == 0) {
+					snprintf(r->first, sizeof(r->first), "%s", type);
+					job_log(r->j, PL_LOG_INFO, "events: %s's \"%s\" lines go to "
+					    "its stage only, not stored or published", r->spec->name, type);
+				}
+				if (r->spec->on_event && !r->stop &&
+				    r->spec->on_event(r->spec->arg, type, ln) != 0)
+					r->stop = 1;
+				cJSON_Delete(o);
+				continue;
+			}
 			if (strcmp(type, "artifact") == 0 && cJSON_IsString(pa) && cJSON_IsString(nm)) {
-				/* Hashed here, as the owner, and passed on with its
-				 * digest as the stage's own: the daemon never reads a
-				 * path a program names with its own rights. */
-				char *jp = path_resolve(r->cwd, pa->valuestring), hex[65];
-				char *abs = realpath(jp, NULL);
+				/* Hashed here, as the owner, bounded and interruptible,
+				 * and passed on with its digest as the stage's own: the
+				 * daemon never reads a path a program names with its
+				 * own rights. */
+				char *abs, hex[65], why[1024];
 				uint64_t size;
-				free(jp);
-				if (abs == NULL || job_digest(abs, hex, &size) == -1) {
-					job_log(r->j, PL_LOG_ERROR, "artifact %s: %s: %s", nm->valuestring,
-					    pa->valuestring, strerror(errno));
-					free(abs);
+				if (job_artifact_as(r->j, r->cwd, pa->valuestring,
+				    JOB_ARTIFACT_MAX(r->j), &abs, &size, hex, why,
+				    sizeof(why)) == -1) {
+					int e = errno;
+					if (job_artifact_refused(e) && !r->refused) {
+						/* Refused: the program is stopped, the
+						 * job fails naming the artifact. */
+						r->refused = 1;
+						snprintf(r->j->refused, sizeof(r->j->refused), "artifact %s: %s",
+						    nm->valuestring, why);
+						job_log(r->j, PL_LOG_ERROR, "%s", r->j->refused);
+					} else if (!job_artifact_refused(e) && e != ECANCELED)
+						job_log(r->j, PL_LOG_ERROR, "artifact %s: %s", nm->valuestring,
+						    why);
 					cJSON_Delete(o);
 					continue;
 				}
@@ -368,7 +395,7 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		relay_read(&r);
 		if (w == pid)
 			break;
-		int stop = job_cancelled(j) || r.stop || (own > 0 && now_mono() > own);
+		int stop = job_cancelled(j) || r.stop || r.refused || (own > 0 && now_mono() > own);
 		if (stop && term_at == 0) {
 			job_logf(j, "stopping %s (SIGTERM)", spec->name);
 			kill(pid, SIGTERM);
@@ -386,9 +413,17 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	out->adopted = 0;
 	out->seconds = now_mono() - t0;
+	if (r.unpublished > 0)
+		job_logf(j, "events: %ld line%s of %s not stored or published (types a job "
+		    "program does not publish, handed to its stage only; the first \"%s\")",
+		    r.unpublished, r.unpublished == 1 ? "" : "s", spec->name, r.first);
 	if (own > 0 && term_at > 0 && now_mono() > own)
 		return PL_ETIMEDOUT;
 	if (job_cancelled(j) && term_at > 0)
 		return PL_ECANCELED;
+	if (r.refused) {
+		j->ev_refused = 1;
+		return PL_EFAIL;   /* j->refused names the artifact */
+	}
 	return PL_OK;
 }

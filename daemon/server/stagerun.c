@@ -228,7 +228,10 @@ run_out_of_process(pl_job *j)
 int
 stage_run(struct pl_job *j)
 {
-	if (!stage_out_of_process(j))
-		return j->reg->st->run(j);
-	return run_out_of_process(j);
+	int rc = stage_out_of_process(j) ? run_out_of_process(j) : j->reg->st->run(j);
+	/* What the events reader refused (an artifact, the events quota, a
+	 * failed commit) fails the job, whatever the stage made of it. */
+	if (rc == PL_OK && j->ev_refused)
+		rc = plugin_host.fail(j, "%s", j->refused);
+	return rc;
 }

@@ -453,6 +453,13 @@ store_set_fail(struct store *s, store_fail_fn fn)
 }
 
 void
+store_fail(struct store *s)
+{
+	if (s->fail != NULL)
+		s->fail(s->errmsg);
+}
+
+void
 store_undoable(struct store *s)
 {
 	s->txn_undoable = 1;

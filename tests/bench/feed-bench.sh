@@ -14,7 +14,7 @@ cat > "$TEST_TMP/emit.py" <<PY
 import os, time
 f = open(os.environ["PL_EVENTS"], "a", buffering=1)
 for i in range(1, $E + 1):
-    f.write('{"type":"tick","i":%d,"t":%.6f}\n' % (i, time.time()))
+    f.write('{"type":"log","i":%d,"t":%.6f}\n' % (i, time.time()))
     if i % 100 == 0:
         time.sleep(0.01)
 PY
@@ -35,7 +35,7 @@ python3 - "$TEST_TMP/run/feed.sock" "$W" "$E" "$TEST_TMP/ready" <<'PY'
 # job's timestamp out of its lines.
 import multiprocessing as mp, re, socket, sys, time
 path, W, E = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-TS = re.compile(rb'"type":"job.tick".*?"t":([0-9.]+)')
+TS = re.compile(rb'"type":"job.log".*?"t":([0-9.]+)')
 def watch_sock(s):
     buf = b""; mine = []
     while len(mine) < E:

@@ -113,6 +113,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (++runs % 20000 == 0)
 		store_setup();
 	fz_write(evpath, data, size);
+	/* Each input is an attempt of its own: its events quota afresh. */
+	job->ev_lines = job->ev_bytes = 0;
+	job->ev_refused = 0;
+	job->refused[0] = '\0';
 	struct pl_exit out;
 	memset(&out, 0, sizeof(out));
 	int64_t off = host_events_read(job, &proc, &sp, 0, &out);

@@ -1,5 +1,6 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
-# (job/stage-owner, job/stage-links), sourced after lib.sh: the daemon's
+# (job/stage-owner, job/stage-links, job/event-forge, job/artifact-kinds,
+# job/events-quota), sourced after lib.sh: the daemon's
 # group plsubmit with nobody as its member, the tensor_fix fixture, and a
 # daemon running as root with the plugins named. Needs root.
 #
@@ -35,9 +36,28 @@ member_setup() {
 	R=$TEST_TMP/out-root; mkdir -p "$R"; chmod 0755 "$R"
 	mkdir -p plugins && cp "$@" plugins/ && chmod 0755 plugins plugins/*.so || fail "plugins"
 	export PL_PLUGIN_DIR=$TEST_TMP/plugins
-	pl_conf "group = plsubmit"
+	member_daemon
+}
+
+# member_daemon [DAEMON LINE...]: in $TEST_TMP (made the cwd, with specs/
+# anyone reads), the daemon started with group = plsubmit and the lines
+# given, $MEMBER_CONF_TAIL (sections) appended, its control socket open
+# to nobody. (A daemon started again: the same, after pl_stop.)
+member_daemon() {
+	chmod 0755 "$TEST_TMP"
+	cd "$TEST_TMP" || exit 1
+	mkdir -p specs && chmod 0755 specs
+	pl_conf "group = plsubmit" "$@"
+	[ -z "${MEMBER_CONF_TAIL:-}" ] || printf '%s\n' "$MEMBER_CONF_TAIL" >> "$PL_CONF"
 	pl_start
 	chmod 0755 "$TEST_TMP/run"; chmod 0666 "$TEST_TMP/run/control.sock"
+}
+# member_exec RUN COMMAND...: nobody submits a one-job exec run (job "x").
+member_exec() {
+	local r=$1; shift
+	printf '[run]\nname = %s\n[x]\nstage = exec\ncommand = %s\n' "$r" "$*" > "specs/$r.ini"
+	chmod 0644 "specs/$r.ini"
+	as_member "$PIPELINECTL" -f "$PL_CONF" submit "specs/$r.ini" >/dev/null || fail "$r: the member could not submit"
 }
 
 # spec NAME KEY=VALUE...: a one-job tensor_fix run.

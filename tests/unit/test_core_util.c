@@ -276,6 +276,57 @@ case_path_trusted(void)
 	CHECK(system(cmd) == 0);
 }
 
+/* path_trusted (as root), a path that does not exist yet: in a directory
+ * no one else may write, any part of it may be missing; in a sticky one
+ * that others may write (/tmp), only the last component (the stage makes
+ * it with O_EXCL and rename): a missing directory above it is refused,
+ * naming it, since another user could make it after the check. Once root
+ * made it, the walk passes; once another user did, it names that
+ * directory. A path through a sticky directory reached by ".." or by a
+ * relative link is judged the same way. */
+static void
+case_path_trusted_missing(void)
+{
+	if (geteuid() != 0)
+		UNIT_SKIP("path_trusted's owners need root");
+	char t[] = "/tmp/pathmissing.XXXXXX", p[PATH_MAX], why[1024];
+	CHECK(mkdtemp(t) != NULL);
+	CHECK(chmod(t, 0755) == 0);
+	char *r;
+#define P(...) (snprintf(p, sizeof(p), __VA_ARGS__), p)
+	r = path_trusted(P("%s/new/deeper/file", t), 0, why, sizeof(why));
+	CHECK(r != NULL, "root's own directory, a missing subtree: %s", why);
+	free(r);
+	CHECK(mkdir(P("%s/common", t), 0755) == 0 && chmod(p, 01777) == 0);
+	r = path_trusted(P("%s/common/file", t), 0, why, sizeof(why));
+	CHECK(r != NULL, "the last component missing in a sticky directory: %s", why);
+	free(r);
+	r = path_trusted(P("%s/common/file/", t), 0, why, sizeof(why));
+	CHECK(r != NULL, "a trailing slash is no component: %s", why);
+	free(r);
+	CHECK(path_trusted(P("%s/common/new/file", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, "common/new: not there yet") != NULL &&
+	    strstr(why, "a directory others may write") != NULL, "%s", why);
+	CHECK(mkdir(P("%s/a", t), 0755) == 0);
+	CHECK(path_trusted(P("%s/a/../common/new/file", t), 0, why, sizeof(why)) == NULL,
+	    "through \"..\"");
+	CHECK(symlink("common", P("%s/c", t)) == 0);
+	CHECK(path_trusted(P("%s/c/new/file", t), 0, why, sizeof(why)) == NULL,
+	    "through a relative link");
+	/* Made by root: walked through. Made by another user: refused. */
+	CHECK(mkdir(P("%s/common/new", t), 0755) == 0);
+	r = path_trusted(P("%s/common/new/file", t), 0, why, sizeof(why));
+	CHECK(r != NULL, "root's directory in the sticky one: %s", why);
+	free(r);
+	CHECK(chown(P("%s/common/new", t), 65534, 65534) == 0);
+	CHECK(path_trusted(P("%s/common/new/file", t), 0, why, sizeof(why)) == NULL);
+	CHECK(strstr(why, "a directory of another owner") != NULL, "%s", why);
+#undef P
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t);
+	CHECK(system(cmd) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parsers),
 	UNIT_CASE(names),
@@ -286,6 +337,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(nul),
 	UNIT_CASE(owner_fs),
 	UNIT_CASE(path_trusted),
+	UNIT_CASE(path_trusted_missing),
 	UNIT_END
 };
 

@@ -6,11 +6,16 @@
  * different lengths and partial blocks, including the same buffer twice.
  * Then the directory digest: plc_sha256_dir_known with every digest
  * supplied equals plc_sha256_dir, a wrong supplied digest changes it, and
- * plc_tree_bytes equals its byte count.
+ * plc_tree_bytes equals its byte count. Last plc_sha256_path_ctl, the hash
+ * of a path someone else names: the same digests as plc_sha256_file and
+ * plc_sha256_dir; a FIFO (which would block an open), a link, a FIFO or a
+ * link below a directory refused, each named; the cap; stop().
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plio.h"
@@ -199,10 +204,73 @@ case_directory(void)
 	directory();
 }
 
+static int
+stop_after(void *arg)
+{
+	int *n = arg;
+	return --*n < 0;
+}
+
+static void
+case_path_ctl(void)
+{
+	const char *t = getenv("TEST_TMP");
+	char dir[4096], p[4200], cmd[8192], a[65], b[65];
+	uint64_t na = 0, nb = 0;
+	struct plc_hash_ctl ctl = { 0 };
+	snprintf(dir, sizeof(dir), "%s/pathctl.XXXXXX", t ? t : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p d/sub && printf x > d/one && "
+	    "head -c 3000000 /dev/urandom > d/sub/two && : > d/sub/empty && "
+	    "head -c 5000 /dev/urandom > f", dir);
+	CHECK(system(cmd) == 0);
+#define P(...) (snprintf(p, sizeof(p), __VA_ARGS__), p)
+	/* The same digests as the plain functions. */
+	CHECK(plc_sha256_path_ctl(P("%s/f", dir), a, &na, &ctl) == 0, "%s", ctl.why);
+	CHECK(plc_sha256_file(p, b) == 0 && strcmp(a, b) == 0 && na == 5000);
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == 0, "%s", ctl.why);
+	CHECK(plc_sha256_dir(p, b, &nb) == 0 && strcmp(a, b) == 0 && na == nb && na == 3000001);
+	/* A FIFO: refused before an open could block. */
+	CHECK(mkfifo(P("%s/fifo", dir), 0644) == 0);
+	CHECK(plc_sha256_path_ctl(p, a, &na, &ctl) == -1 && errno == EINVAL);
+	CHECK(strstr(ctl.why, "/fifo: a FIFO, not a regular file or a directory: refused") != NULL,
+	    "%s", ctl.why);
+	/* A link, to a file the caller may read. */
+	CHECK(symlink("f", P("%s/l", dir)) == 0);
+	CHECK(plc_sha256_path_ctl(p, a, &na, &ctl) == -1 && errno == ELOOP);
+	CHECK(strstr(ctl.why, "/l: a symbolic link") != NULL, "%s", ctl.why);
+	/* Below a directory: a FIFO, then a link. */
+	CHECK(mkfifo(P("%s/d/sub/p", dir), 0644) == 0);
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == -1 && errno == EINVAL);
+	CHECK(strstr(ctl.why, "/d/sub/p: a FIFO") != NULL, "%s", ctl.why);
+	CHECK(unlink(P("%s/d/sub/p", dir)) == 0 && symlink("../one", P("%s/d/sub/l", dir)) == 0);
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == -1 && errno == ELOOP);
+	CHECK(strstr(ctl.why, "/d/sub/l: a symbolic link") != NULL, "%s", ctl.why);
+	CHECK(unlink(P("%s/d/sub/l", dir)) == 0);
+	/* The cap: a file over it, a directory whose files add up over it. */
+	ctl.max = 4096;
+	CHECK(plc_sha256_path_ctl(P("%s/f", dir), a, &na, &ctl) == -1 && errno == EFBIG);
+	CHECK(strstr(ctl.why, "5000 bytes, over the cap of 4096 bytes") != NULL, "%s", ctl.why);
+	ctl.max = 2000000;
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == -1 && errno == EFBIG);
+	CHECK(strstr(ctl.why, "over the cap of 2000000 bytes") != NULL, "%s", ctl.why);
+	/* stop(): asked before each chunk of 1 MiB and each file. */
+	int n = 2;
+	ctl = (struct plc_hash_ctl){ .stop = stop_after, .arg = &n };
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == -1 && errno == ECANCELED);
+	CHECK(strstr(ctl.why, "cancelled or timed out") != NULL, "%s", ctl.why);
+	n = 1000;
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == 0, "%s", ctl.why);
+#undef P
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(shani),
 	UNIT_CASE(evp),
 	UNIT_CASE(directory),
+	UNIT_CASE(path_ctl),
 	UNIT_END
 };
 

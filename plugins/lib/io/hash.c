@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -376,6 +377,23 @@ struct dlist {
 };
 
 static int
+dlist_add(struct dlist *l, const char *name)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **nn = realloc(l->names, cap * sizeof(*nn));
+		if (nn == NULL)
+			return -1;
+		l->names = nn;
+		l->cap = cap;
+	}
+	if ((l->names[l->n] = strdup(name)) == NULL)
+		return -1;
+	l->n++;
+	return 0;
+}
+
+static int
 walk(const char *root, const char *rel, struct dlist *l)
 {
 	char path[4096];
@@ -399,17 +417,7 @@ walk(const char *root, const char *rel, struct dlist *l)
 		if (S_ISDIR(st.st_mode)) {
 			rc = walk(root, sub, l);
 		} else if (S_ISREG(st.st_mode)) {
-			if (l->n == l->cap) {
-				l->cap = l->cap ? 2 * l->cap : 64;
-				char **nn = realloc(l->names, l->cap * sizeof(*nn));
-				if (nn == NULL) {
-					rc = -1;
-					break;
-				}
-				l->names = nn;
-			}
-			if ((l->names[l->n++] = strdup(sub)) == NULL)
-				rc = -1;
+			rc = dlist_add(l, sub);
 		}
 	}
 	closedir(d);
@@ -493,5 +501,291 @@ plc_tree_bytes(const char *path, uint64_t *bytes)
 	dlist_free(&l);
 	if (rc == 0)
 		*bytes = total;
+	return rc;
+}
+
+/* ---- a path someone else names ----------------------------------------- */
+
+static const char *
+kind_name(mode_t m)
+{
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISLNK(m))
+		return "a symbolic link";
+	return "of an unknown kind";
+}
+
+/* An entry's kind, by lstat, before anything opens it: a device is not
+ * even opened. 0 for a regular file or a directory (*st filled), else -1
+ * with errno (ELOOP for a link, EINVAL for the rest) and why. */
+static int
+safe_kind(int dfd, const char *name, const char *shown, struct stat *st,
+    struct plc_hash_ctl *ctl)
+{
+	if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == -1) {
+		int e = errno;
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(e));
+		errno = e;
+		return -1;
+	}
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))
+		return 0;
+	snprintf(ctl->why, sizeof(ctl->why), "%s: %s, not a regular file or a directory: "
+	    "refused", shown, kind_name(st->st_mode));
+	errno = S_ISLNK(st->st_mode) ? ELOOP : EINVAL;
+	return -1;
+}
+
+/* Open an entry that lstat found regular or a directory, and check with
+ * fstat that it still is: it may have been swapped in between. */
+static int
+safe_open(int dfd, const char *name, const char *shown, int dir, struct stat *st,
+    struct plc_hash_ctl *ctl)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
+	    (dir ? O_DIRECTORY : 0));
+	if (fd == -1) {
+		int e = errno;
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, e == ELOOP ?
+		    "a symbolic link, not a regular file or a directory: refused" : strerror(e));
+		errno = e;
+		return -1;
+	}
+	int e = 0;
+	if (fstat(fd, st) == -1) {
+		e = errno;
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(e));
+	} else if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s, not a regular file or a "
+		    "directory: refused", shown, kind_name(st->st_mode));
+		e = EINVAL;
+	} else if (!dir != !S_ISDIR(st->st_mode)) {
+		snprintf(ctl->why, sizeof(ctl->why), "%s: changed while it was read", shown);
+		e = EAGAIN;
+	}
+	if (e != 0) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+ctl_stopped(struct plc_hash_ctl *ctl, const char *shown)
+{
+	if (ctl->stop == NULL || !ctl->stop(ctl->arg))
+		return 0;
+	snprintf(ctl->why, sizeof(ctl->why), "%s: not hashed to its end: the job was "
+	    "cancelled or timed out", shown);
+	errno = ECANCELED;
+	return 1;
+}
+
+/* Hash fd's bytes into ctx, 1 MiB at a time, *total counted against the
+ * cap and stop() asked before each read. */
+static int
+hash_fd_ctl(int fd, EVP_MD_CTX *ctx, uint64_t *total, const char *shown,
+    struct plc_hash_ctl *ctl)
+{
+	size_t bufsz = 1 << 20;
+	unsigned char *buf = malloc(bufsz);
+	int rc = -1;
+	if (buf == NULL) {
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(ENOMEM));
+		errno = ENOMEM;
+		return -1;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	for (;;) {
+		if (ctl_stopped(ctl, shown))
+			break;
+		ssize_t n = read(fd, buf, bufsz);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(e));
+			errno = e;
+			break;
+		}
+		if (n == 0) {
+			rc = 0;
+			break;
+		}
+		*total += (uint64_t)n;
+		if (ctl->max > 0 && *total > ctl->max) {
+			snprintf(ctl->why, sizeof(ctl->why), "%s: over the cap of %llu bytes an "
+			    "artifact may have (artifact_max_size): refused", shown,
+			    (unsigned long long)ctl->max);
+			errno = EFBIG;
+			break;
+		}
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+	}
+	free(buf);
+	return rc;
+}
+
+/* Below dfd, every regular file's name relative to the top (rel), by
+ * descriptors that follow no link; any other kind refuses the tree. */
+static int
+walk_ctl(int dfd, const char *top, const char *rel, struct dlist *l, struct plc_hash_ctl *ctl)
+{
+	int dup_fd = dup(dfd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (d == NULL) {
+		int e = errno;
+		if (dup_fd >= 0)
+			close(dup_fd);
+		snprintf(ctl->why, sizeof(ctl->why), "%s/%s: %s", top, rel, strerror(e));
+		errno = e;
+		return -1;
+	}
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char sub[4096], shown[4200];
+		if ((size_t)snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "",
+		    de->d_name) >= sizeof(sub)) {
+			snprintf(ctl->why, sizeof(ctl->why), "%s/%s...: %s", top, rel,
+			    strerror(ENAMETOOLONG));
+			errno = ENAMETOOLONG;
+			rc = -1;
+			break;
+		}
+		snprintf(shown, sizeof(shown), "%s/%s", top, sub);
+		struct stat st;
+		if (ctl_stopped(ctl, shown) || safe_kind(dfd, de->d_name, shown, &st, ctl) == -1) {
+			rc = -1;
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int sfd = safe_open(dfd, de->d_name, shown, 1, &st, ctl);
+			if (sfd == -1) {
+				rc = -1;
+				break;
+			}
+			rc = walk_ctl(sfd, top, sub, l, ctl);
+			close(sfd);
+			continue;
+		}
+		rc = dlist_add(l, sub);
+	}
+	int e = errno;
+	closedir(d);
+	errno = e;
+	return rc;
+}
+
+/* A file below the top directory, opened beneath it with no link on the
+ * way (openat2's RESOLVE_NO_SYMLINKS; plain openat where the kernel has no
+ * openat2, whose last component still follows none). */
+static int
+open_beneath(int top, const char *rel)
+{
+#ifdef SYS_openat2
+	struct {
+		uint64_t flags, mode, resolve;
+	} how = { O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0,
+		0x04 /* RESOLVE_NO_SYMLINKS */ | 0x08 /* RESOLVE_BENEATH */ };
+	int fd = (int)syscall(SYS_openat2, top, rel, &how, sizeof(how));
+	if (fd >= 0 || errno != ENOSYS)
+		return fd;
+#endif
+	return openat(top, rel, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int
+plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes, struct plc_hash_ctl *ctl)
+{
+	struct stat st;
+	uint64_t total = 0;
+	int fd, rc = -1, e;
+	EVP_MD_CTX *ctx = NULL;
+	struct dlist l = { 0 };
+
+	ctl->why[0] = '\0';
+	if (safe_kind(AT_FDCWD, path, path, &st, ctl) == -1 ||
+	    (fd = safe_open(AT_FDCWD, path, path, S_ISDIR(st.st_mode), &st, ctl)) == -1)
+		return -1;
+	if ((ctx = EVP_MD_CTX_new()) == NULL || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", path, strerror(ENOMEM));
+		errno = ENOMEM;
+		goto out;
+	}
+	if (S_ISREG(st.st_mode)) {
+		if (ctl->max > 0 && (uint64_t)st.st_size > ctl->max) {
+			snprintf(ctl->why, sizeof(ctl->why), "%s: %llu bytes, over the cap of %llu "
+			    "bytes an artifact may have (artifact_max_size): refused", path,
+			    (unsigned long long)st.st_size, (unsigned long long)ctl->max);
+			errno = EFBIG;
+			goto out;
+		}
+		rc = hash_fd_ctl(fd, ctx, &total, path, ctl);
+	} else if (walk_ctl(fd, path, "", &l, ctl) == 0) {
+		/* plc_sha256_dir's definition: "HEX  REL\n" per file, by name. */
+		qsort(l.names, l.n, sizeof(*l.names), cmpstr);
+		rc = 0;
+		for (size_t i = 0; i < l.n && rc == 0; i++) {
+			char shown[4200], line[4300], fh[65];
+			unsigned char md[EVP_MAX_MD_SIZE];
+			unsigned mdlen = 0;
+			snprintf(shown, sizeof(shown), "%s/%s", path, l.names[i]);
+			EVP_MD_CTX *fctx = EVP_MD_CTX_new();
+			int ffd = fctx ? open_beneath(fd, l.names[i]) : -1;
+			struct stat fst;
+			rc = -1;
+			if (fctx == NULL)
+				snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(ENOMEM));
+			else if (ffd == -1)
+				snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, errno == ELOOP ||
+				    errno == EXDEV ? "a symbolic link on the way: refused" :
+				    strerror(errno));
+			else if (fstat(ffd, &fst) == -1)
+				snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(errno));
+			else if (!S_ISREG(fst.st_mode)) {
+				snprintf(ctl->why, sizeof(ctl->why), "%s: %s, not a regular file: "
+				    "refused", shown, kind_name(fst.st_mode));
+				errno = EINVAL;
+			} else if (EVP_DigestInit_ex(fctx, EVP_sha256(), NULL) &&
+			    hash_fd_ctl(ffd, fctx, &total, shown, ctl) == 0) {
+				EVP_DigestFinal_ex(fctx, md, &mdlen);
+				hexify(md, mdlen, fh);
+				int n = snprintf(line, sizeof(line), "%s  %s\n", fh, l.names[i]);
+				EVP_DigestUpdate(ctx, line, (size_t)n);
+				rc = 0;
+			}
+			e = errno;
+			if (ffd >= 0)
+				close(ffd);
+			EVP_MD_CTX_free(fctx);
+			errno = e;
+		}
+	}
+	if (rc == 0) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned mdlen = 0;
+		EVP_DigestFinal_ex(ctx, md, &mdlen);
+		hexify(md, mdlen, hex);
+		*bytes = total;
+	}
+out:
+	e = errno;
+	if (rc == -1 && ctl->why[0] == '\0')
+		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", path, strerror(e));
+	dlist_free(&l);
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	errno = e;
 	return rc;
 }

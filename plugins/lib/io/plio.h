@@ -96,6 +96,26 @@ int	plc_sha256_dir_known(const char *path, char hex[65], uint64_t *bytes,
 	    void *arg);
 /* The total size of the regular files below path (plc_sha256_dir's *bytes). */
 int	plc_tree_bytes(const char *path, uint64_t *bytes);
+/* The bounds of a hash of a path someone else names (a job program's
+ * artifact): at most max bytes read (0: no cap), stop(arg) polled before
+ * every chunk of 1 MiB and every file (non-zero: give up), and why, the
+ * reason of a failure in words, naming the path or the entry below it. */
+struct plc_hash_ctl {
+	uint64_t	 max;
+	int		(*stop)(void *arg);
+	void		*arg;
+	char		 why[768];
+};
+/* sha256 of a regular file, or of a directory by plc_sha256_dir's
+ * definition, that blocks on nothing and follows no link: every entry is
+ * looked at with lstat first, opened O_RDONLY|O_NONBLOCK|O_NOFOLLOW|
+ * O_CLOEXEC and fstat'd, and a directory's files are opened beneath it
+ * (RESOLVE_NO_SYMLINKS where the kernel has openat2). A FIFO, device,
+ * socket or link, at path or below it, is refused (EINVAL, or ELOOP for a
+ * link); more than ctl->max bytes is EFBIG; stop() is ECANCELED. *bytes
+ * gets the size hashed. ctl->why says what happened, in every case. */
+int	plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes,
+	    struct plc_hash_ctl *ctl);
 /* Streaming sha256 for large data. With the CPU's SHA extensions (x86
  * SHA-NI) these hash directly, prefetching ahead, and update2 hashes two
  * independent streams in one interleaved pass (~1.4x the throughput of

@@ -30,15 +30,34 @@
 #   7. root's run through a directory nobody owns, or one anyone writes
 #      (not sticky): refused, naming the directory (its owner, or anyone,
 #      could swap what lies below between the check and the use); a
-#      sticky one (/tmp's mode) is allowed, as in 4.
+#      sticky one (/tmp's mode) is allowed, as in 4;
+#   8. root's run, a path whose directory is not there yet in a sticky
+#      directory anyone writes (common8/new8/out): before, the walk
+#      stopped at the missing component and passed (another user could
+#      make new8, or a link by that name, before the stage does); now
+#      refused, naming it. A job's artifact used by a later job
+#      (JOB.ARTIFACT) is walked again: root's exec job leaves its model
+#      at common8/d/m; d then becomes nobody's link to a root-only
+#      directory holding an m of its own (as a member who made d after the
+#      check would swap it), before the next job reads it; before, root
+#      copied the root-only notes.txt (0600) into its output (0644); now
+#      refused, naming the link.
 # Root's runs write to out-root/, root's own; out/ is anyone's, for
 # nobody's runs. Against a real pipelined running as root.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"
-member_setup "$TOP/plugins/tensor_fix.so"
+member_setup "$TOP/plugins/tensor_fix.so" "$TOP/plugins/exec.so"
 
 root_run() { pctl submit "specs/$1.ini" >/dev/null || fail "$1: root could not submit"; wait_run "$1" "$2" 60; }
+# refused_at RUN PATH MESSAGE WHAT: root's run fails, PATH (under
+# $TEST_TMP) not made, its message holding MESSAGE.
+refused_at() {
+	root_run "$1" failed
+	[ -e "$2" ] && fail "$1: root made $2 ($4)"
+	case "$(jobmsg "$1")" in *"$3"*) ;; *) fail "$1: the message does not say \"$3\": $(jobmsg "$1")";; esac
+	note "$4: $(jobmsg "$1")"
+}
 # copied NAME SECRETFILE: whether the secret's text is anywhere under out/NAME.
 copied() { [ -e "$R/$1" ] && grep -rqF "$(head -1 "$2")" "$R/$1" 2>/dev/null; }
 
@@ -116,11 +135,47 @@ case "$(jobmsg r7)" in *"$TEST_TMP/nbhome: a directory of another owner"*) ;;
 note "a directory of another owner above: $(jobmsg r7)"
 mkdir -m 0777 anyone
 spec r7b "input = $TEST_TMP/orig" "output = $TEST_TMP/anyone/r7b"
-root_run r7b failed
-[ -e anyone/r7b ] && fail "r7b: root wrote into a directory anyone writes"
-case "$(jobmsg r7b)" in *"$TEST_TMP/anyone: a directory writable by its group or others"*) ;;
-	*) fail "r7b: the message does not name the directory: $(jobmsg r7b)";; esac
-note "a directory anyone writes: $(jobmsg r7b)"
+refused_at r7b anyone/r7b "$TEST_TMP/anyone: a directory writable by its group or others" \
+	"a directory anyone writes"
+
+# 8. A missing directory in a sticky one; a job's artifact walked again.
+mkdir -m 1777 common8
+spec r8 "input = $TEST_TMP/orig" "output = $TEST_TMP/common8/new8/out"
+refused_at r8 common8/new8 "$TEST_TMP/common8/new8: not there yet, in $TEST_TMP/common8, a directory others may write" \
+	"a missing directory in a sticky one"
+echo "root secret 8 $RANDOM$RANDOM" > secret8; chmod 0600 secret8
+mkdir -m 0700 rootonly8; cp -r orig rootonly8/m; cp secret8 rootonly8/m/notes.txt; chmod 0600 rootonly8/m/*
+cat > specs/r8b.ini <<INI
+[make]
+stage = exec
+command = mkdir -p $TEST_TMP/common8/d && cp -r $TEST_TMP/orig $TEST_TMP/common8/d/m && echo '{"type":"artifact","name":"model","path":"$TEST_TMP/common8/d/m"}' >> \$PL_EVENTS
+[hold]
+stage = exec
+after = make
+command = /bin/sh -c 'while [ ! -e $TEST_TMP/go8 ]; do sleep 0.1; done'
+[fix]
+stage = tensor_fix
+after = make hold
+input = make.model
+output = $R/r8b
+drop =
+rename =
+INI
+chmod 0644 specs/r8b.ini
+pctl submit specs/r8b.ini >/dev/null || fail "r8b: root could not submit"
+for _ in $(seq 200); do [ "$(job_state r8b make)" = succeeded ] && break; sleep 0.1; done
+[ "$(job_state r8b make)" = succeeded ] || fail "r8b: the job that makes the artifact: $(job_state r8b make)"
+# What a member who made d after the check could do (an entry of its own
+# in the sticky directory): swap d for its link to a root-only directory.
+chown -R nobody common8/d; mv common8/d common8/d.old
+ln -s "$TEST_TMP/rootonly8" common8/d; chown -h nobody common8/d
+touch go8
+wait_run r8b failed 60
+copied r8b secret8 && fail "r8b: the root-only notes.txt came into root's output through nobody's directory"
+case "$(db "SELECT message FROM jobs WHERE name = 'fix' AND run_id = (SELECT id FROM runs WHERE name = 'r8b')")" in
+	*"input: $TEST_TMP/common8/d/m: $TEST_TMP/common8/d: a symbolic link of uid $nobody to what another owns"*) ;;
+	*) fail "r8b: the message does not name the directory: $(db "SELECT name, message FROM jobs")";; esac
+note "a job's artifact walked again: $(db "SELECT message FROM jobs WHERE name = 'fix' AND run_id = (SELECT id FROM runs WHERE name = 'r8b')")"
 kill -0 "$PL_PID" || fail "the daemon died"
 integrity_ok
 events_gapless

@@ -177,6 +177,15 @@ grep -q "loss of v1 over 45 steps, 1 resume(s), against v2" "$TEST_TMP/plot.out"
 [ "$(q "SELECT m.step FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON r.id = j.run_id
     WHERE r.name = 'v1' AND j.name = 'train' AND m.name = 'resumed'")" = 25 ] ||
     die "the store does not hold v1's resume at step 25"
+# The feed's job.resumed (train.resumed for [notify]) is the stage's own
+# event, with the checkpoint it handed over and the launch; train.py's
+# "resumed" line itself is not published (a job program publishes only
+# pipeline-job(7)'s types): one event, the stage's.
+[ "$(q "SELECT count(*) FROM events WHERE run = 'v1' AND type = 'job.resumed'")" = 1 ] &&
+[ "$(q "SELECT count(*) FROM events WHERE run = 'v1' AND type = 'job.resumed'
+    AND data LIKE '%\"step\":25%' AND data LIKE '%checkpoint-25%' AND data LIKE '%\"launch\":\"launch-%'")" = 1 ] ||
+    die "v1: the train stage did not publish job.resumed at step 25: $(q "SELECT data FROM events WHERE
+    run = 'v1' AND type = 'job.resumed'")"
 "$PYD" - "$TEST_TMP/loss.png" <<'EOF' || die "plot did not write a 1000x600 PNG"
 import struct, sys, zlib
 b = open(sys.argv[1], "rb").read()
