@@ -241,8 +241,7 @@ trap 'pl_kill9; ollama_stop' EXIT
 # torch, transformers, peft, bitsandbytes, accelerate), so that a test's
 # log says which versions it ran on.
 stack_note() {
-	note "stack: $("$1" -c 'import sys; sys.path.insert(0, sys.argv[1]); import pljob
-print(pljob.describe_stack(pljob.this_stack()))' "$TOP/jobs")"
+	note "stack: $("$1" "$TOP/jobs/pljob" stack)"
 }
 
 # free_port: a TCP port on 127.0.0.1 nothing listens on right now.

@@ -24,6 +24,7 @@ pljob.read_safetensors, ...), as the programs and tests use them.
 
     python3 jobs/pljob newest-checkpoint DIR   print the newest complete checkpoint
     python3 jobs/pljob verify-checkpoint DIR   exit 0 when complete, else say why
+    PYTHON jobs/pljob stack [--json]           the ML stack of PYTHON
 """
 
 from .protocol import (EXIT_OK, EXIT_FAIL, EXIT_BADINPUT, EXIT_OOM,  # noqa: F401
