@@ -71,7 +71,7 @@ case "${1:-}" in
 --lock) mode=lock ;;
 --stack) mode=stack ;;
 "") ;;
--h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h|--help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "pyenv.sh: unknown argument: $1" >&2; exit 2 ;;
 esac
 
