@@ -137,8 +137,9 @@ def stack_key(st):
     """The part of a stack (pljob.this_stack()) that a resume must match:
     the lock and its digest, and the versions of the packages the result
     depends on, as the interpreter has them (an interpreter without a lock
-    is its versions alone)."""
-    return {k: st.get(k) for k in ("stack", "lock", "lock_sha256", "python", "torch", "transformers",
+    is its versions alone).  Not Python's own version: a point release of
+    the system's python3 under a virtual environment changes no number."""
+    return {k: st.get(k) for k in ("stack", "lock", "lock_sha256", "torch", "transformers",
                                    "peft", "bitsandbytes", "accelerate")}
 
 
