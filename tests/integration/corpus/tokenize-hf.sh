@@ -125,7 +125,7 @@ tc = json.load(open(os.path.join(sys.argv[2], "tokenizer_config.json")))
 print("saved by transformers %s: %s; chat_template in tokenizer_config.json: %s"
       % (transformers.__version__, " ".join(sorted(os.listdir(sys.argv[2]))), "chat_template" in tc))
 PY
-note "$(cat save.log)"
+note "$(tail -n 1 save.log)"
 tok real "$RB"
 check real "$RB"
 tok saved "$TEST_TMP/saved"
