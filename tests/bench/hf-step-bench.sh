@@ -32,6 +32,18 @@
 # tests/tools/realbase.sh in float32 with AdamW, as the router demo trains
 # it; a directory: that checkpoint with the real base's settings).
 #
+# Measured (2026-12-06, BENCH_BASE=real, 6 steps (5 timed), FILLER 150,
+# nice 10, 2 cores loaded 9-11 by other work; one run, 572 s): CPU
+# seconds per step, ratio to the minimal loop of the same stack, and peak
+# RSS ratio:
+#   recipe  (torch 2.6.0, transformers 5.5.0, PEFT 0.20.0): minimal 5.13 s;
+#           plain 4.81 s (0.937), RSS 2488/2280 MB (1.091); shared 3.61 s
+#           (0.704), RSS 2136 MB (0.937)
+#   current (torch 2.15.0, transformers 5.23.0, PEFT 0.21.2): minimal
+#           4.53 s; plain 4.84 s (1.068), RSS 2333/2332 MB (1.001); shared
+#           3.36 s (0.741), RSS 2333 MB (1.001)
+# (a plain ratio under 1 is the load's noise over 5 steps: the engine runs
+# the same forwards plus its determinism).
 # Measured (2026-12-04, before the shared prefix and the second stack were
 # in it: BENCH_BASE=real, 12 steps, a corpus of per-example system prompts,
 # nice 5, on a machine loaded 8-28 by other work): hf engine CPU median
