@@ -5,6 +5,8 @@
 #                   runs every test (tests/run.sh) and lints the man pages
 #   make demo       runs a real model's release lifecycle on a private daemon
 #                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's)
+#   PYSTACK=current make check | demo   the same on the current ML stack
+#                   (jobs/requirements-current.lock; default recipe)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #   make asan | fuzz | lint-man | bench
 #
@@ -127,16 +129,28 @@ TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
 BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim daemon/pipeline-stage
 
-.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests
+.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv pyenv-current tests
 all: $(BINS) $(PLUGINS)
 
 deps:
 	@etc/deps.sh
 
 # The job programs' ML environment (torch, transformers, PEFT, ...), built
-# once into the cache from jobs/requirements.lock.
+# once into the cache from the lock of the stack PYSTACK names: recipe (the
+# default, jobs/requirements.lock) or current
+# (jobs/requirements-current.lock). `make check PYSTACK=current` runs
+# every test of the hf engine on the current stack, `make demo
+# PYSTACK=current` the demo.
+PYSTACK ?= recipe
+export PYSTACK
 pyenv: deps
 	@tests/tools/pyenv.sh >/dev/null
+
+# The current stack's environment, which make check's second pass of the
+# fast hf tests (pystack/current-*) runs on whatever PYSTACK says (about
+# 3 GB more of wheels the first time).
+pyenv-current: deps
+	@PYSTACK=current tests/tools/pyenv.sh >/dev/null
 
 # Everything compiled here is position-independent: the same objects go
 # into plugins and executables.
@@ -233,7 +247,7 @@ fuzz: $(FUZZ_BINS)
 # CI builds the fuzz targets too: tests/run.sh replays their corpora and
 # fuzzes each for 20 s (fuzz/smoke-NAME); tests/fuzz/run.sh runs them
 # for longer.
-check: deps pyenv
+check: deps pyenv pyenv-current
 	$(MAKE) tests fuzz
 	tests/run.sh
 

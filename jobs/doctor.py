@@ -7,9 +7,18 @@ does, for the configuration and each hf job of a spec; jobs/probe.py runs
 the same checks first).  It checks, each line "ok", "warn" or "FAIL":
 
   * the interpreter and its version;
+  * the stack it is (check "stack"): the lock of the tests/tools/pyenv.sh
+    environment it belongs to (recipe: jobs/requirements.lock, current:
+    jobs/requirements-current.lock; its pipeline-stack.json) with the
+    lock's digest, or "no lock" for an interpreter of the operator's own,
+    and the versions of torch, transformers, peft, bitsandbytes and
+    accelerate read from the interpreter: what a train run records as its
+    stack and resumes only on; an environment built from another version
+    of its lock than the repository's warns;
   * torch, transformers, peft, bitsandbytes, accelerate, safetensors,
     numpy, sentencepiece: importable, at which version, and whether that is
-    the version pinned in jobs/requirements.lock (another version warns);
+    the version pinned in the environment's own lock (jobs/requirements.lock
+    for an interpreter without one; another version warns);
     a missing one fails, naming the command that builds the pinned
     environment;
   * the reference program's known-bad combinations:
@@ -34,11 +43,13 @@ the same checks first).  It checks, each line "ok", "warn" or "FAIL":
   * transformers' own Gemma 3 (transformers.models.gemma3).
 
 Exit status: 0 the run may start (warnings allowed), 1 it may not, 2 usage.
-With --json one object: {"ok", "label", "python", "device", "checks":
-[{"status", "name", "detail", "gotcha"}]}.  Only the standard library is
+With --json one object: {"ok", "label", "python", "device", "stack"
+(jobs/pljob/stack.py: stack, lock, lock_sha256, python and the versions),
+"checks": [{"status", "name", "detail", "gotcha"}]}.  Only the standard library is
 imported before the checks, so it runs under any Python 3.
 """
 
+import hashlib
 import importlib
 import json
 import os
@@ -46,16 +57,44 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pljob  # noqa: E402  (the standard library only)
+
 PACKAGES = ("torch", "transformers", "peft", "bitsandbytes", "accelerate", "safetensors",
             "numpy", "sentencepiece")
 INSTALL = ("`make pyenv` (tests/tools/pyenv.sh) installs the pinned environment; point daemon.python "
            "or the stage's python key at /var/cache/pipelined/pyenv/venv/bin/python "
-           "(tests/tools/pyenv.sh --python)")
+           "(tests/tools/pyenv.sh --python; PYSTACK=current for today's releases, "
+           "/var/cache/pipelined/pyenv-current/venv/bin/python)")
 
 
 def vtuple(v):
     """(2, 6) of "2.6.0+cu124", (1, 13) of "1.13.0a0"."""
     return tuple(int(x) for x in re.findall(r"\d+", v or "")[:2]) or (0, 0)
+
+
+def lock_path(st):
+    """The lock file under this jobs directory that the stack names (the
+    recipe's for an interpreter without one)."""
+    return os.path.join(HERE, os.path.basename(st.get("lock") or "requirements.lock"))
+
+
+def stack_check(r, st):
+    """The check "stack": which stack the interpreter is, and whether its
+    environment was built from the lock the repository holds now."""
+    r.add("ok", "stack", pljob.describe_stack(st))
+    if not st.get("lock"):
+        return
+    try:
+        with open(lock_path(st), "rb") as f:
+            now = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        r.add("warn", "lock", "%s: %s" % (lock_path(st), e.strerror))
+        return
+    if now != st.get("lock_sha256"):
+        r.add("warn", "lock", "the environment was built from another %s (sha256 %.12s; the "
+              "repository's is %.12s): PYSTACK=%s tests/tools/pyenv.sh builds the one it names"
+              % (st["lock"], st.get("lock_sha256") or "?", now, st.get("stack") or "recipe"))
 
 
 def pinned(lock=os.path.join(HERE, "requirements.lock")):
@@ -151,9 +190,11 @@ def _driver_cuda():
     return rc, v.value
 
 
-def run_checks(device="cuda", cuda_device=0):
+def run_checks(device="cuda", cuda_device=0, st=None):
     r = Report()
     r.add("ok", "interpreter", "%s (Python %s)" % (sys.executable, sys.version.split()[0]))
+    st = st or pljob.this_stack()
+    stack_check(r, st)
     if device == "auto":
         # What this machine has: CUDA where an NVIDIA driver is found,
         # else the CPU (a machine without a GPU is not a failure; a spec
@@ -163,7 +204,7 @@ def run_checks(device="cuda", cuda_device=0):
         r.add("ok", "device-choice", "device auto: %s" % (
             "an NVIDIA driver is here, checking cuda" if device == "cuda" else
             "no NVIDIA driver found, checking cpu (a spec's jobs with device = cuda are checked for CUDA)"))
-    pins = pinned()
+    pins = pinned(lock_path(st))
     have = {}
     for name in PACKAGES:
         v = dist_version(name)
@@ -295,10 +336,11 @@ def main(argv):
     a = ap.parse_args(argv)
     import warnings
     warnings.simplefilter("ignore")
-    r = run_checks(a.device, a.cuda_device)
+    st = pljob.this_stack()
+    r = run_checks(a.device, a.cuda_device, st)
     if a.json:
         print(json.dumps({"ok": r.ok(), "label": a.label, "python": sys.executable,
-                          "device": a.device, "checks": r.checks}, sort_keys=True))
+                          "device": a.device, "stack": st, "checks": r.checks}, sort_keys=True))
     else:
         for c in r.checks:
             print(line(c))

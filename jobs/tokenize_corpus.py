@@ -5,7 +5,8 @@
     /usr/bin/python3 jobs/tokenize_corpus.py --config CONFIG.json [--events FILE]
 
 No datasets.map() anywhere (G10): the corpus is read, rendered with the
-base's own chat template (Jinja, from tokenizer_config.json) and tokenized
+base's own chat template (Jinja, from tokenizer_config.json, or
+chat_template.jinja where transformers 5 saved it) and tokenized
 here, in the main process.
 
 Corpus: JSONL, one example per line:
@@ -48,7 +49,9 @@ ids (as transformers), also those that are no piece of tokenizer.model.
 Config keys (CONFIG.json):
   base            directory of the base model: tokenizer.model (SentencePiece)
                   or tokenizer.json (HF tokenizers, when importable),
-                  tokenizer_config.json with chat_template, and config.json
+                  tokenizer_config.json with chat_template (or, without
+                  it, chat_template.jinja or chat_template.json beside
+                  it), and config.json
                   (its vocab_size) (required)
   corpus          the corpus JSONL (required)
   output_dir      where tokens.npz and stats.json go (default $PL_WORKDIR)
@@ -108,6 +111,40 @@ sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.real
 import pljob  # noqa: E402
 
 MAX_NAMED = 5
+
+
+def base_template(base, tc):
+    """(source, where) of the base's chat template, where the checkpoint
+    keeps it: tokenizer_config.json's chat_template (transformers 4 wrote
+    it there), else chat_template.jinja (transformers 5's save_pretrained
+    writes it there instead), else chat_template.json's, as convert reads
+    them (plugins/lib/convert/gguf_convert.c)."""
+    tc_path = os.path.join(base, "tokenizer_config.json")
+    src = tc.get("chat_template")
+    if isinstance(src, list):  # the named-template form
+        src = next((t.get("template") for t in src if t.get("name") == "default"), None)
+    if src:
+        return src, tc_path
+    jpath = os.path.join(base, "chat_template.jinja")
+    try:
+        with open(jpath, encoding="utf-8") as f:
+            return f.read(), jpath
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise pljob.BadInput("%s: %s" % (jpath, e.strerror))
+    cpath = os.path.join(base, "chat_template.json")
+    try:
+        with open(cpath, encoding="utf-8") as f:
+            src = json.load(f).get("chat_template")
+    except FileNotFoundError:
+        src = None
+    except (OSError, ValueError, AttributeError) as e:
+        raise pljob.BadInput("%s: %s" % (cpath, getattr(e, "strerror", None) or e))
+    if src:
+        return src, cpath
+    raise pljob.BadInput("%s: no chat_template, and no chat_template.jinja or chat_template.json "
+                         "beside it (set the chat_template key)" % tc_path)
 
 
 class Tokenizer:
@@ -421,11 +458,7 @@ def body(job):
         with open(tmpl_path) as f:
             src, where = f.read(), tmpl_path
     else:
-        src, where = tok.tc.get("chat_template"), os.path.join(base, "tokenizer_config.json")
-        if isinstance(src, list):  # the named-template form
-            src = next((t.get("template") for t in src if t.get("name") == "default"), None)
-        if not src:
-            raise pljob.BadInput("%s: no chat_template (set the chat_template key)" % where)
+        src, where = base_template(base, tok.tc)
     tmpl = make_template(src, where)
     if eot not in tok.special:
         raise pljob.BadInput("end_of_turn %r is not a special token of %s" % (eot, base))

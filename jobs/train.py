@@ -27,6 +27,12 @@ whose recorded configuration differs in a key that changes the result is
 refused (exit 2).  Without it the run starts from step 0; the program never
 picks a checkpoint by itself: that is the daemon's decision.
 
+The stack: the run records the interpreter's ML stack (pljob.this_stack():
+the lock of a tests/tools/pyenv.sh environment and its digest, the versions
+of torch, transformers, peft, bitsandbytes and accelerate) as the event
+stack, and it is part of the configuration digest: a checkpoint made on
+one stack is refused by a resume on another (exit 2, both named).
+
 Checkpoints: $PL_WORKDIR/checkpoints/checkpoint-STEP/ every save_steps
 steps (not after the last step, which writes the adapter instead): adapter
 (adapter_config.json, adapter_model.safetensors), optimizer.pt,
@@ -34,7 +40,8 @@ scheduler.json, rng.pt (python, numpy, torch states), trainer_state.json
 (step, epoch, data position, configuration digest, loss so far), then
 COMPLETE, last.
 
-Events: started; loop_started {step} just before the first optimizer step of
+Events: started; stack {stack, lock, lock_sha256, python, torch,
+transformers, peft, bitsandbytes, accelerate} (null where absent); loop_started {step} just before the first optimizer step of
 this process (the daemon treats a death before it as a launch failure and
 after it as a mid-run death to resume); per optimizer step, metrics loss,
 lr, grad_norm, peak_mb, step_cpu_s and step_wall_s (the process's CPU
@@ -126,10 +133,22 @@ class Plan:
         return e, [int(x) for x in p[j * self.accum:min((j + 1) * self.accum, self.n)]]
 
 
-def config_digest(cfg, tokens_sha):
+def stack_key(st):
+    """The part of a stack (pljob.this_stack()) that a resume must match:
+    the lock and its digest, and the versions of the packages the result
+    depends on, as the interpreter has them (an interpreter without a lock
+    is its versions alone).  Not Python's own version: a point release of
+    the system's python3 under a virtual environment changes no number."""
+    return {k: st.get(k) for k in ("stack", "lock", "lock_sha256", "torch", "transformers",
+                                   "peft", "bitsandbytes", "accelerate")}
+
+
+def config_digest(cfg, tokens_sha, stack):
     """A digest of everything that changes the result, as this program
     reads it (typed, defaults applied, so "25" and 25 agree), with the
-    token file's sha256."""
+    token file's sha256 and the stack the run trains on (stack_key()):
+    another torch, transformers, PEFT or bitsandbytes changes the numbers,
+    so a resume on another stack is refused, not continued."""
     r = cfg.int("lora_r", min=1)
     d = {
         "engine": cfg.str("engine"),
@@ -157,6 +176,7 @@ def config_digest(cfg, tokens_sha):
         "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant"),
         "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype"),
         "tokens_sha256": tokens_sha,
+        "stack": stack_key(stack),
     }
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
 
@@ -185,9 +205,15 @@ def body(job):
         raise pljob.BadInput("%s: num_train_epochs and max_steps are both 0" % cfg.path)
 
     ev.started(engine=engine_name, attempt=job.attempt)
+    # The stack this process trains on, read from the interpreter before
+    # anything of it loads: recorded (the stage stores it as the value
+    # "stack") and part of the configuration digest.
+    stack = pljob.this_stack()
+    ev.emit("stack", **stack)
+    print("train: stack: %s" % pljob.describe_stack(stack), file=sys.stderr)
     examples = pljob.load_tokens(tokens)
     tokens_sha = pljob.sha256_file(tokens)
-    digest, digest_keys = config_digest(cfg, tokens_sha)
+    digest, digest_keys = config_digest(cfg, tokens_sha, stack)
     plan = Plan(len(examples), accum, epochs, max_steps, seed)
     sched = Schedule(cfg.float("learning_rate", min=0), warmup, plan.total)
 
@@ -333,6 +359,14 @@ def resume(path, eng, opt, digest, digest_keys, plan):
     if st.get("config_digest") != digest:
         old = st.get("config") or {}
         diff = sorted(k for k in set(old) | set(digest_keys) if old.get(k) != digest_keys.get(k))
+        if diff == ["stack"]:
+            was = old.get("stack")
+            raise pljob.BadInput("resume from %s: the checkpoint was made on another stack: %s; this "
+                                 "resume would run on %s (a run resumes on the stack it started on: "
+                                 "the stage's python key, PYSTACK)"
+                                 % (path, pljob.describe_stack(was) if isinstance(was, dict)
+                                    else "one not recorded (a checkpoint of an older train.py)",
+                                    pljob.describe_stack(digest_keys["stack"])))
         raise pljob.BadInput("resume from %s: the checkpoint was made with a different configuration "
                              "(%s)" % (path, ", ".join(diff) or "digest differs"))
     step = int(st["step"])

@@ -217,7 +217,7 @@ find_action(struct mctx *m, const char *module, int kind)
  * transformers >= 4.52, language_model.model.* older, model.* the causal
  * class). Returns a malloc'd name or NULL. */
 static char *
-resolve_target(struct mctx *m, const char *module, const char *suffix)
+resolve_layout(struct mctx *m, const char *module, const char *suffix)
 {
 	static const char *const layouts[] = {
 		"model.language_model.", "language_model.model.", "model.", NULL
@@ -240,6 +240,26 @@ resolve_target(struct mctx *m, const char *module, const char *suffix)
 		break;
 	}
 	return NULL;
+}
+
+/* resolve_layout(), and for a module of the vision tower without its
+ * vision_model level also the checkpoint's name: transformers 5.23 loads
+ * Gemma 3's SigLIP tower one level flatter, so PEFT names
+ * model.vision_tower.encoder.layers.0.self_attn.q_proj what the
+ * checkpoint (and transformers 5.5) calls
+ * model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj. */
+static char *
+resolve_target(struct mctx *m, const char *module, const char *suffix)
+{
+	static const char tower[] = "vision_tower.", level[] = "vision_model.";
+	char *r = resolve_layout(m, module, suffix), alt[2048];
+	const char *p = strstr(module, tower);
+
+	if (r != NULL || p == NULL || strncmp(p + strlen(tower), level, strlen(level)) == 0)
+		return r;
+	snprintf(alt, sizeof(alt), "%.*s%s%s", (int)(p - module + strlen(tower)), module, level,
+	    p + strlen(tower));
+	return resolve_layout(m, alt, suffix);
 }
 
 static int

@@ -23,6 +23,9 @@
  *    adapter is the job's artifact event; the run's real peak is stored
  *    with the probe's figure as a calibration pair (value "probe_pair")
  *    for the next probe (F24).
+ *  - The ML stack each launch reports (its stack event: the lock and its
+ *    digest, the versions of torch, transformers, PEFT, bitsandbytes) is
+ *    stored as the job value "stack", which `pipelinectl report` shows.
  *
  * The stage is adoptable: its processes are named launch-1, launch-2, ...
  * and its counters live in the job value "train_state", so a restarted
@@ -410,6 +413,25 @@ watcher_stop(struct train *t)
 
 /* ---- one launch ------------------------------------------------------- */
 
+/* The launch's stack event, less its type, as the value "stack". */
+static void
+stack_store(struct train *t, const char *line)
+{
+	cJSON *o = cJSON_Parse(line);
+	char *s;
+
+	if (o == NULL) {
+		host->log(t->job, PL_LOG_WARN, "train: a stack event that is not JSON");
+		return;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "type");
+	if ((s = cJSON_PrintUnformatted(o)) != NULL &&
+	    host->value_set(t->job, "stack", s) != PL_OK)
+		host->log(t->job, PL_LOG_WARN, "train: cannot store the value stack");
+	free(s);
+	cJSON_Delete(o);
+}
+
 static int
 train_event(void *arg, const char *type, const char *line)
 {
@@ -463,6 +485,8 @@ train_event(void *arg, const char *type, const char *line)
 				host->event(t->job, "resumed", text);
 			free(text);
 		}
+	} else if (strcmp(type, "stack") == 0) {
+		stack_store(t, line);
 	} else if (strcmp(type, "shared_prefix") == 0) {
 		char why[256] = "?";
 		pyjob_event_str(line, "why", why, sizeof(why));

@@ -1,8 +1,8 @@
 # tests/lib.sh: the tests' helper library, for integration tests that drive
 # a real pipelined. Source it first from a test script: it sets TOP, makes a
 # private state tree in $TEST_TMP, and gives fail / note, pl_start /
-# pl_stop / pl_kill9 / pctl / wait_run, the real Ollama (ollama_start) and
-# free_port. The helpers of one subject are files of tests/lib/ that a test
+# pl_stop / pl_kill9 / pctl / wait_run, the real Ollama (ollama_start),
+# free_port and stack_note; PYSTACK picks the ML stack (below). The helpers of one subject are files of tests/lib/ that a test
 # sources after this one: gguf.sh, bake.sh, gpu_stages.sh, evict.sh,
 # slurm.sh and e2e.sh (each sources this one when the caller has not), and
 # the benchmarks' dag_bench.sh and gguf_bench.sh (functions only).
@@ -14,6 +14,14 @@ PIPELINED="$TOP/daemon/pipelined"
 PIPELINECTL="$TOP/daemon/pipelinectl"
 PL_CONF="$TEST_TMP/pipelined.conf"
 PL_PID=""
+# PYSTACK (recipe, the default, or current) picks the ML stack that the
+# tests of the hf engine run on: tests/tools/pyenv.sh --python prints that
+# stack's interpreter (jobs/requirements.lock or
+# jobs/requirements-current.lock). `PYSTACK=current tests/run.sh
+# train/hf-train` runs one on the current stack; the tests pystack/current-*
+# are make check's second pass of the fast ones there.
+PYSTACK=${PYSTACK:-recipe}
+export PYSTACK
 
 fail() { echo "FAIL: $*" >&2; [ -n "$PL_PID" ] && kill -9 "$PL_PID" 2>/dev/null; exit 1; }
 note() { echo "# $*"; }
@@ -34,8 +42,9 @@ pl_conf() {
 		echo "log_file = $TEST_TMP/pipelined.log"
 		echo "kill_grace = 2s"
 		# A test that runs the ML stack (transformers, PEFT) sets
-		# PL_PYTHON=$(tests/tools/pyenv.sh --python); others keep the
-		# built-in default, Debian's python3 (numpy, torch 1.13).
+		# PL_PYTHON=$(tests/tools/pyenv.sh --python), PYSTACK's
+		# environment; others keep the built-in default, Debian's
+		# python3 (numpy, torch 1.13).
 		[ -n "${PL_PYTHON:-}" ] && echo "python = $PL_PYTHON"
 		# PL_STAGE_PROCESS=all runs every stage of every run in a stage
 		# process (pipelined.conf(5) stage_process), to run the suite
@@ -226,6 +235,14 @@ ollama_create() {
 
 
 trap 'pl_kill9; ollama_stop' EXIT
+
+# stack_note PYTHON: a "# stack: ..." line naming the ML stack of the
+# interpreter (jobs/pljob/stack.py: its lock and digest, the versions of
+# torch, transformers, peft, bitsandbytes, accelerate), so that a test's
+# log says which versions it ran on.
+stack_note() {
+	note "stack: $("$1" "$TOP/jobs/pljob" stack)"
+}
 
 # free_port: a TCP port on 127.0.0.1 nothing listens on right now.
 free_port() {

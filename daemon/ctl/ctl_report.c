@@ -13,6 +13,10 @@
  * capability (a column of the per-capability table when there are bakes)
  * and the cases added, removed and changed, so that a capability's change
  * in accuracy reads against the change in its data.
+ *
+ * Last, the ML stack each train job of the runs trained on (its value
+ * "stack": the lock and its digest, the package versions), so that two
+ * versions trained on different stacks say so.
  */
 #include <err.h>
 #include <stdio.h>
@@ -55,11 +59,11 @@ corp_find(struct corp *cs, int *n, const char *label)
 	return &cs[(*n)++];
 }
 
-/* Every bake.summary, gate.verdict and corpus_check value of a run, from
- * the `values` verb. */
+/* Every bake.summary, gate.verdict, corpus_check and stack value of a
+ * run, from the `values` verb. */
 static int
 fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts, struct corp *cs,
-    int *ncs)
+    int *ncs, cJSON *stacks)
 {
 	cJSON *args = cJSON_CreateObject(), *res = NULL, *v;
 	const cJSON *vals;
@@ -78,6 +82,17 @@ fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts, struct co
 				cJSON_AddStringToObject(g, "job", job);
 				cJSON_AddItemToArray(*verdicts, g);
 			}
+			continue;
+		}
+		if (strcmp(key, "stack") == 0) {
+			cJSON *st = cJSON_Parse(val);
+			if (cJSON_IsObject(st)) {
+				char label[256];
+				snprintf(label, sizeof(label), "%s/%s", run, job);
+				cJSON_AddStringToObject(st, "job", label);
+				cJSON_AddItemToArray(stacks, st);
+			} else
+				cJSON_Delete(st);
 			continue;
 		}
 		if (strcmp(key, "corpus_check.summary") == 0 ||
@@ -135,6 +150,30 @@ fetch(const char *run, struct col *cols, int *ncols, cJSON **verdicts, struct co
 	}
 	cJSON_Delete(res);
 	return 0;
+}
+
+/* One line per train job's stack: "stack RUN/JOB: recipe
+ * (jobs/requirements.lock sha256 848dbb3fd108); torch 2.6.0, ...", or "no
+ * lock" for an interpreter of the operator's own. */
+static void
+stack_print(const cJSON *stacks)
+{
+	static const char *pkgs[] = { "torch", "transformers", "peft", "bitsandbytes",
+	    "accelerate" };
+	const cJSON *st;
+
+	cJSON_ArrayForEach(st, stacks) {
+		printf("stack %s: ", jstr(st, "job"));
+		if (*jstr(st, "lock"))
+			printf("%s (%s sha256 %.12s);", *jstr(st, "stack") ? jstr(st, "stack") : "?",
+			    jstr(st, "lock"), jstr(st, "lock_sha256"));
+		else
+			printf("no lock (the interpreter's own packages);");
+		for (size_t i = 0; i < sizeof(pkgs) / sizeof(pkgs[0]); i++)
+			printf("%s %s %s", i ? "," : "", pkgs[i],
+			    *jstr(st, pkgs[i]) ? jstr(st, pkgs[i]) : "missing");
+		printf("\n");
+	}
 }
 
 static void
@@ -219,7 +258,7 @@ ctl_report(int argc, char **argv)
 	const char *runs[2] = { NULL, NULL };
 	struct col cols[MAX_COLS * 2];
 	int ncols = 0, n0, json = ctl_json;
-	cJSON *verdicts = cJSON_CreateArray();
+	cJSON *verdicts = cJSON_CreateArray(), *stacks = cJSON_CreateArray();
 	char cells[MAX_COLS * 2 + 1][64];
 	struct corp cs[MAX_COLS * 2];
 	int ncs = 0;
@@ -237,18 +276,19 @@ ctl_report(int argc, char **argv)
 	}
 	if (runs[0] == NULL)
 		errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
-	if (fetch(runs[0], cols, &ncols, &verdicts, cs, &ncs) == -1)
+	if (fetch(runs[0], cols, &ncols, &verdicts, cs, &ncs, stacks) == -1)
 		return 1;
 	n0 = ncols;
 	if (runs[1] != NULL) {
 		int n1 = 0;
-		if (fetch(runs[1], cols + n0, &n1, &verdicts, cs, &ncs) == -1)
+		if (fetch(runs[1], cols + n0, &n1, &verdicts, cs, &ncs, stacks) == -1)
 			return 1;
 		ncols += n1;
 	}
-	if (ncols == 0 && ncs == 0) {
+	if (ncols == 0 && ncs == 0 && cJSON_GetArraySize(stacks) == 0) {
 		cJSON_Delete(verdicts);
-		ctl_fail(CTL_ERROR, "ENODATA", "run %s%s%s has no bake or corpus_check results", runs[0],
+		cJSON_Delete(stacks);
+		ctl_fail(CTL_ERROR, "ENODATA", "run %s%s%s has no bake, corpus_check or train results", runs[0],
 		    runs[1] ? " or " : "", runs[1] ? runs[1] : "");
 	}
 
@@ -305,6 +345,8 @@ ctl_report(int argc, char **argv)
 				cJSON_AddItemToObject(c, "diff", cJSON_Duplicate(cs[i].diff, 1));
 			cJSON_AddItemToArray(ca, c);
 		}
+		cJSON_AddItemToObject(o, "stacks", stacks);
+		stacks = NULL;
 		char *t = cJSON_PrintUnformatted(o);
 		printf("%s\n", t);
 		free(t);
@@ -313,6 +355,7 @@ ctl_report(int argc, char **argv)
 	}
 	if (ncols == 0) {
 		corp_print(cs, ncs, 1);
+		stack_print(stacks);
 		goto out;
 	}
 	/* The per-capability table gets a column of the first run's corpus
@@ -431,12 +474,14 @@ ctl_report(int argc, char **argv)
 		printf("warning: the bakes come from different case sets; their numbers do not "
 		    "compare\n");
 	corp_print(cs, ncs, dc == NULL);
+	stack_print(stacks);
 out:
 	for (int i = 0; i < ncs; i++) {
 		cJSON_Delete(cs[i].sum);
 		cJSON_Delete(cs[i].diff);
 	}
 	cJSON_Delete(verdicts);
+	cJSON_Delete(stacks);
 	for (int i = 0; i < ncols; i++) {
 		cJSON_Delete(cols[i].sum);
 		free(cols[i].rows);

@@ -17,12 +17,14 @@ concern a module:
             reader of the job programs and the tests
   adapters  PEFT adapter directories
   tokens    the token file (tokens.npz)
+  stack     which ML stack (lock, package versions) the interpreter is
 
 Every name is also importable from pljob itself (pljob.Config,
 pljob.read_safetensors, ...), as the programs and tests use them.
 
     python3 jobs/pljob newest-checkpoint DIR   print the newest complete checkpoint
     python3 jobs/pljob verify-checkpoint DIR   exit 0 when complete, else say why
+    PYTHON jobs/pljob stack [--json]           the ML stack of PYTHON
 """
 
 from .protocol import (EXIT_OK, EXIT_FAIL, EXIT_BADINPUT, EXIT_OOM,  # noqa: F401
@@ -36,3 +38,4 @@ from .tensors import (ST_DTYPES, SafetensorsError, read_safetensors_header,  # n
                       read_safetensors, to_float32, write_safetensors, checkpoint_tensor_files)
 from .adapters import LORA_TARGETS, adapter_config, write_adapter_dir, read_adapter_dir  # noqa: F401
 from .tokens import load_tokens  # noqa: F401
+from .stack import STACK_FILE, this_stack, describe_stack  # noqa: F401

@@ -2,6 +2,8 @@
 
     python3 jobs/pljob newest-checkpoint DIR   print the newest complete checkpoint
     python3 jobs/pljob verify-checkpoint DIR   exit 0 when complete, else say why
+    PYTHON jobs/pljob stack [--json]           the ML stack of PYTHON, one line
+                                               (or pljob.this_stack() as JSON)
 """
 
 import os
@@ -16,6 +18,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_HERE))
 
 from pljob.files import newest_complete_checkpoint, verify_checkpoint  # noqa: E402
+from pljob.stack import describe_stack, this_stack  # noqa: E402
 
 
 def _main(argv):
@@ -31,7 +34,12 @@ def _main(argv):
             print("%s: %s" % (argv[1], why), file=sys.stderr)
             return 1
         return 0
-    print("usage: pljob newest-checkpoint DIR | verify-checkpoint DIR", file=sys.stderr)
+    if argv in (["stack"], ["stack", "--json"]):
+        import json
+        st = this_stack()
+        print(json.dumps(st, sort_keys=True) if len(argv) == 2 else describe_stack(st))
+        return 0
+    print("usage: pljob newest-checkpoint DIR | verify-checkpoint DIR | stack [--json]", file=sys.stderr)
     return 2
 
 

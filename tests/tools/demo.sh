@@ -13,6 +13,9 @@
 #   router-v2 (router/v2.ini): the same on the larger corpus-v2, gated
 #             against router-v1's bake: promoted or not as the fair slice
 #             says.
+# `PYSTACK=current make demo`: the same on the current ML stack
+# (jobs/requirements-current.lock; default recipe, tests/tools/pyenv.sh);
+# the stack the train jobs ran on is in their `pipelinectl report`.
 # `make demo DEMO=tiny`: the tiny fixture's lifecycle (tiny-v1, tiny-v2:
 # etc/examples/tiny/, about two minutes; its model is random, so it shows
 # the machinery, not learning).
@@ -50,8 +53,9 @@ T0=$(date +%s)
 JOBPY=/usr/bin/python3
 if [ "$DEMO" = router ]; then
 	"$TOP/tests/tools/pyenv.sh" --check ||
-	    echo "== first run: building the ML environment (torch, transformers, PEFT; about 3 GB of wheels, ~3 minutes, cached after)"
+	    echo "== first run: building the ${PYSTACK:-recipe} ML environment (torch, transformers, PEFT; about 3 GB of wheels, ~3 minutes, cached after)"
 	JOBPY=$("$TOP/tests/tools/pyenv.sh" --python) || exit 1
+	echo "== ML stack: $("$JOBPY" "$TOP/jobs/pljob" stack)"
 fi
 cat > "$DIR/pipelined.conf" <<CONF
 [daemon]

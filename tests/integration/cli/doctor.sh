@@ -7,6 +7,10 @@
 #    (the CPU here, said so) and passes, with no install hint;
 #  - Debian's /usr/bin/python3 (torch 1.13, no transformers) fails, naming
 #    every missing package with the command that installs it, and G08;
+#  - every check names the interpreter's stack: the lock of the
+#    environment PYSTACK names and its digest (tests/tools/pyenv.sh
+#    --stack) with the versions; "no lock" for Debian's python3; an
+#    environment whose lock is not the repository's warns;
 #  - a job whose python does not exist fails clearly, naming it;
 #  - --json gives one object per check run.
 . "$TOP/tests/lib.sh"
@@ -15,6 +19,8 @@
 	exit 77
 }
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
+read -r STACK LOCK SUM <<<"$("$TOP/tests/tools/pyenv.sh" --stack)"
+stack_note "$PY"
 PL_PYTHON=$PY pl_conf
 /usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$TEST_TMP/base" --layout causal >/dev/null || fail "gen_gemma3"
 : >"$TEST_TMP/corpus.jsonl"
@@ -46,6 +52,9 @@ for p in torch transformers peft bitsandbytes accelerate; do
 	grep -q "^ok   $p: [0-9]" "$TEST_TMP/good.out" || fail "no version of $p"
 done
 grep -q "^ok   bitsandbytes: .*nf4 with double quantization on cpu" "$TEST_TMP/good.out" || fail "no 4-bit check"
+grep -q "^ok   stack: $STACK ($LOCK sha256 ${SUM:0:12}); torch [0-9].*, transformers [0-9].*, peft [0-9].*, bitsandbytes [0-9].*, accelerate [0-9]" \
+    "$TEST_TMP/good.out" || fail "the stack is not named"
+grep -q '^warn' "$TEST_TMP/good.out" && fail "a warning on the $STACK stack's own environment"
 grep -q "^probe, train: the run may start$" "$TEST_TMP/good.out" || fail "no verdict"
 
 # Without a spec: daemon.python on the device this machine has: CUDA where
@@ -78,8 +87,20 @@ grep -q '^FAIL mask-utils: torch 1\.13.* is older than 2\.6, .*transformers 5\.5
 grep -q '^hint: `make pyenv` (tests/tools/pyenv.sh) installs the pinned environment' "$TEST_TMP/debian.out" ||
     fail "no install hint"
 grep -q '^probe: the run may not start' "$TEST_TMP/debian.out" || fail "no refusal for probe"
+grep -q "^ok   stack: no lock (the interpreter's own packages); torch 1\.13.*, transformers missing, peft missing" \
+    "$TEST_TMP/debian.out" || fail "Debian's python3 is not named a stack without a lock"
 grep -q '^train: the run may start$' "$TEST_TMP/debian.out" || fail "train's interpreter not passed"
 grep -q '^doctor: 1 of 2 checks allow the run$' "$TEST_TMP/debian.out" || fail "no tally"
+
+# An environment built from another version of its lock: a warning
+# naming the command that builds the one the repository holds.
+/usr/bin/python3 -m venv --system-site-packages "$TEST_TMP/stale" || fail "venv"
+printf '{"lock": "%s", "sha256": "%s", "stack": "%s"}\n' "$LOCK" "$(printf 0%.0s {1..64})" "$STACK" \
+    >"$TEST_TMP/stale/pipeline-stack.json"
+spec stale "$TEST_TMP/stale/bin/python" "$PY"
+pctl doctor "$TEST_TMP/stale.ini" >"$TEST_TMP/stale.out" 2>&1
+grep -q "^warn lock: the environment was built from another $LOCK (sha256 000000000000; the repository's is ${SUM:0:12}): PYSTACK=$STACK tests/tools/pyenv.sh builds the one it names$" \
+    "$TEST_TMP/stale.out" || { cat "$TEST_TMP/stale.out"; fail "a stale environment not warned"; }
 
 # A python that does not exist.
 spec bogus "$TEST_TMP/no/such/python" "$PY"
@@ -98,11 +119,13 @@ rc=$?
 
 # --json: one object per check run.
 pctl --json doctor "$TEST_TMP/good.ini" >"$TEST_TMP/good.json" || fail "--json"
-/usr/bin/python3 - "$TEST_TMP/good.json" <<'PY' || fail "--json output"
+/usr/bin/python3 - "$TEST_TMP/good.json" "$SUM" <<'PY' || fail "--json output"
 import json, sys
 objs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 assert len(objs) == 1 and objs[0]["ok"] is True and objs[0]["label"] == "probe, train", objs
 names = [c["name"] for c in objs[0]["checks"]]
+st = objs[0]["stack"]
+assert st["lock_sha256"] == sys.argv[2] and st["torch"] and st["transformers"], st
 assert "torch" in names and "bitsandbytes" in names, names
 PY
 echo ok

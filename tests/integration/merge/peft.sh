@@ -1,6 +1,7 @@
 #!/bin/bash
-# merge/peft.sh: the merge stage against real PEFT (peft 0.20 from the
-# project's pinned environment, tests/tools/pyenv.sh), on the tiny
+# merge/peft.sh: the merge stage against real PEFT (from the ML stack
+# PYSTACK names, tests/tools/pyenv.sh: peft 0.20 on the recipe's, 0.21 on
+# the current one; the log names it), on the tiny
 # conditional fixture. PEFT itself makes each adapter (get_peft_model on
 # the base loaded with real transformers, seeded random LoRA weights,
 # save_pretrained: PEFT's own key layout), then PeftModel.from_pretrained
@@ -14,6 +15,7 @@
 . "$(dirname "$0")/../../lib.sh"
 trap - EXIT
 PY=$("$TOP/tests/tools/pyenv.sh" --python) || fail "tests/tools/pyenv.sh failed"
+stack_note "$PY"
 O=$TOP/tests/fixtures/peft_oracle.py
 cd "$TEST_TMP" || exit 1
 /usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base >gen.log 2>&1 || { cat gen.log; fail "fixture"; }

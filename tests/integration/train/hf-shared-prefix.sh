@@ -43,7 +43,7 @@ PY=$("$TOP/tests/tools/pyenv.sh" --python)
 D=$TOP/tests/integration/data
 J=$TOP/jobs
 cd "$TEST_TMP"
-note "against $("$PY" -c 'import torch, transformers, peft, bitsandbytes as b; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "bitsandbytes", b.__version__)')"
+stack_note "$PY"
 
 # --- 1. tokenize
 "$PYD" "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null || die "gen_gemma3"

@@ -23,6 +23,7 @@
 	exit 77
 }
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
+stack_note "$PY"
 trap reap EXIT
 set +e +o pipefail
 
