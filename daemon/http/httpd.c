@@ -387,7 +387,6 @@ host_numeric(const char *host)
 	return inet_pton(AF_INET, h, a) == 1;
 }
 
-static int is_loopback(const struct sockaddr_storage *ss);
 static int is_wildcard(const struct sockaddr_storage *ss);
 
 static enum MHD_Result
@@ -713,14 +712,6 @@ acc_stop(void)
 }
 
 static int
-is_loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
-static int
 is_wildcard(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
@@ -737,11 +728,8 @@ static int
 set_token(const char *t, char *err, size_t errsz)
 {
 	unsigned char m[32];
-	if ((!is_loopback(&listen_ss) || t[0] != '\0') && strlen(t) < 16) {
-		snprintf(err, errsz, "http_listen%s needs an http_token of 16 characters or more",
-		    is_loopback(&listen_ss) ? "" : " is not a loopback address: it");
+	if (httpd_token_problem(&listen_ss, t, err, errsz) == -1)
 		return -1;
-	}
 	if (t[0] != '\0' && mac(t, m) == -1) {
 		snprintf(err, errsz, "http_token: no key to compare it under");
 		return -1;

@@ -154,6 +154,10 @@ void	web_sse_close(struct sse *s);
 /* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
 int	httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 	    char *err, size_t errsz);
+/* Can a listener on ss take token (16 characters or more; set off
+ * loopback)? -1 with the reason in err. */
+int	httpd_token_problem(const struct sockaddr_storage *ss, const char *token, char *err,
+	    size_t errsz);
 
 /* metrics.c: the Prometheus exposition of GET /metrics */
 enum metrics_counter { MC_FEED_WATCHERS, MC_FEED_DROPPED };
