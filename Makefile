@@ -7,7 +7,7 @@
 #                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #                   (also SYSCONFDIR, UNITDIR, SYSUSERSDIR, TMPFILESDIR)
-#   make asan | fuzz | lint-man | bench
+#   make asan | fuzz | lint-man | bench | jobkeys
 #
 # Sources are picked up by pattern, so adding a stage, a module or a test
 # needs no change here: plugins/NAME.c becomes plugins/NAME.so,
@@ -103,7 +103,7 @@ TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
 BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim daemon/pipeline-stage
 
-.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests
+.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv tests jobkeys
 all: $(BINS) $(PLUGINS)
 
 deps:
@@ -221,6 +221,11 @@ bench: all
 
 lint-man:
 	tests/tools/lint-man.sh
+
+# jobs/pljob/keys.py from the train and probe plugins' key tables (commit
+# it after changing a training key; train/job-keys fails while it is stale).
+jobkeys: all
+	tests/tools/gen-jobkeys.sh
 
 asan:
 	$(MAKE) clean

@@ -156,6 +156,7 @@ def config_digest(cfg, tokens_sha):
         "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type"),
         "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant"),
         "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype"),
+        "dtype": cfg.str("dtype"),
         "tokens_sha256": tokens_sha,
     }
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
