@@ -4,7 +4,8 @@
 #   make check      installs missing Debian packages (etc/deps.sh), builds,
 #                   runs every test (tests/run.sh) and lints the man pages
 #   make demo       runs a real model's release lifecycle on a private daemon
-#                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's)
+#                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's;
+#                   DEMO_KEEP=1 keeps its state directory, else removed on success)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #                   (also SYSCONFDIR, UNITDIR, SYSUSERSDIR, TMPFILESDIR)
 #   make asan | fuzz | lint-man | bench | jobkeys
