@@ -2,9 +2,9 @@
  * the line number, so the reader callback counts lines: the handler runs
  * right after the reader returned the line it is about. */
 #include <errno.h>
-#include <stddef.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
