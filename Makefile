@@ -4,11 +4,13 @@
 #   make check      installs missing Debian packages (etc/deps.sh), builds,
 #                   runs every test (tests/run.sh) and lints the man pages
 #   make demo       runs a real model's release lifecycle on a private daemon
-#                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's)
+#                   (tests/tools/demo.sh; DEMO=tiny: the tiny fixture's;
+#                   DEMO_KEEP=1 keeps its state directory, else removed on success)
 #   PYSTACK=current make check | demo   the same on the current ML stack
 #                   (jobs/requirements-current.lock; default recipe)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
-#   make asan | fuzz | lint-man | bench
+#                   (also SYSCONFDIR, UNITDIR, SYSUSERSDIR, TMPFILESDIR)
+#   make asan | fuzz | lint-man | bench | jobkeys
 #
 # Sources are picked up by pattern, so adding a stage, a module or a test
 # needs no change here: plugins/NAME.c becomes plugins/NAME.so,
@@ -20,6 +22,14 @@
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
+# Where make install puts the configuration (installed only when none is
+# there), the systemd unit, and the sysusers.d and tmpfiles.d files. The
+# programs find their own files from where they are installed, so one build
+# installs under any PREFIX (pipelined(8), FILES).
+SYSCONFDIR  ?= $(PREFIX)/etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 CC       ?= cc
 PKG_CONFIG ?= pkg-config
 
@@ -129,7 +139,7 @@ TEST_PLUGINS := $(TEST_PLUGIN_SRCS:.c=.so)
 
 BINS := daemon/pipelined daemon/pipelinectl daemon/pipeline-shim daemon/pipeline-stage
 
-.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv pyenv-current tests
+.PHONY: all check demo install uninstall clean asan fuzz lint-man bench deps pyenv pyenv-current tests jobkeys
 all: $(BINS) $(PLUGINS)
 
 deps:
@@ -261,6 +271,11 @@ bench: all
 lint-man:
 	tests/tools/lint-man.sh
 
+# jobs/pljob/keys.py from the train and probe plugins' key tables (commit
+# it after changing a training key; train/job-keys fails while it is stale).
+jobkeys: all
+	tests/tools/gen-jobkeys.sh
+
 asan:
 	$(MAKE) clean
 	$(MAKE) tests OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
@@ -272,7 +287,8 @@ install: all
 	    $(DESTDIR)$(PREFIX)/include/pipeline $(DESTDIR)$(PREFIX)/share/man/man1 \
 	    $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
-	    $(DESTDIR)$(PREFIX)/share/pipelined/examples
+	    $(DESTDIR)$(PREFIX)/share/pipelined/examples $(DESTDIR)$(SYSCONFDIR) \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 0755 daemon/pipelined $(DESTDIR)$(PREFIX)/sbin/pipelined
 	install -m 0755 daemon/pipelinectl $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	install -m 0755 daemon/pipeline-shim $(DESTDIR)$(PREFIX)/lib/pipelined/pipeline-shim
@@ -282,22 +298,37 @@ install: all
 	install -m 0644 include/pipeline/plugin.h $(DESTDIR)$(PREFIX)/include/pipeline/
 	for m in man/*.[1-8]; do s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	cp -R etc/examples/. $(DESTDIR)$(PREFIX)/share/pipelined/examples/
+	install -m 0644 etc/Modelfile.tmpl $(DESTDIR)$(PREFIX)/share/pipelined/Modelfile.tmpl
 	install -d $(DESTDIR)$(PREFIX)/share/pipelined/web
 	install -m 0644 etc/web/index.html etc/web/app.js etc/web/app.css $(DESTDIR)$(PREFIX)/share/pipelined/web/
-	install -m 0644 etc/pipelined.service $(DESTDIR)$(PREFIX)/share/pipelined/
+	install -m 0644 etc/pipelined.conf.dist $(DESTDIR)$(PREFIX)/share/pipelined/pipelined.conf.example
+	test -e $(DESTDIR)$(SYSCONFDIR)/pipelined.conf || \
+	    install -m 0640 etc/pipelined.conf.dist $(DESTDIR)$(SYSCONFDIR)/pipelined.conf
+	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	    etc/pipelined.service.in >$(DESTDIR)$(UNITDIR)/pipelined.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/pipelined.service
+	install -m 0644 etc/pipelined.sysusers $(DESTDIR)$(SYSUSERSDIR)/pipelined.conf
+	install -m 0644 etc/pipelined.tmpfiles $(DESTDIR)$(TMPFILESDIR)/pipelined.conf
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 	install -m 0644 etc/completion/pipelinectl.bash \
 	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl
 	install -m 0644 etc/completion/_pipelinectl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
 
+# The configuration goes only when it is the one installed, unchanged.
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/pipelined $(DESTDIR)$(PREFIX)/bin/pipelinectl
 	rm -rf $(DESTDIR)$(PREFIX)/lib/pipelined $(DESTDIR)$(PREFIX)/include/pipeline \
 	    $(DESTDIR)$(PREFIX)/share/pipelined
 	for m in man/*.[1-8]; do b=$${m##*/}; s=$${m##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$$b; done
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl \
-	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl \
+	    $(DESTDIR)$(UNITDIR)/pipelined.service $(DESTDIR)$(SYSUSERSDIR)/pipelined.conf \
+	    $(DESTDIR)$(TMPFILESDIR)/pipelined.conf
+	if cmp -s etc/pipelined.conf.dist $(DESTDIR)$(SYSCONFDIR)/pipelined.conf; then \
+	    rm -f $(DESTDIR)$(SYSCONFDIR)/pipelined.conf; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/pipelined.conf ]; then \
+	    echo "$(DESTDIR)$(SYSCONFDIR)/pipelined.conf: changed since it was installed: kept"; fi
 
 clean:
 	rm -f daemon/*/*.o daemon/*/*.d daemon/*/*.a plugins/*.o plugins/*.d plugins/*.so \

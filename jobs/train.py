@@ -175,6 +175,7 @@ def config_digest(cfg, tokens_sha, stack):
         "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type"),
         "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant"),
         "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype"),
+        "dtype": cfg.str("dtype"),
         "tokens_sha256": tokens_sha,
         "stack": stack_key(stack),
     }

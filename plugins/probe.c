@@ -103,8 +103,16 @@ probe_check(pl_job *job)
 	if (cap != NULL && memcap_parse_size(cap) < 0)
 		host->check_error(job, "host_mem_cap", "\"%s\" is not a size "
 		    "(12G, 512M) or off", cap);
-	if (host->get(job, "budget_mb") != NULL && host->get_double(job, "budget_mb", 0) <= 0)
+	double budget = host->get(job, "budget_mb") != NULL ?
+	    host->get_double(job, "budget_mb", 0) : -1;
+	double margin = host->get_double(job, "margin_mb", 0);
+	if (host->get(job, "budget_mb") != NULL && budget <= 0)
 		host->check_error(job, "budget_mb", "must be positive");
+	else if (budget > 0 && budget - margin <= 0)
+		/* No prediction can fit: the run would fail at the probe. */
+		host->check_error(job, "budget_mb", "budget_mb %g - margin_mb %g = %g MB leaves "
+		    "nothing for training: raise budget_mb or lower margin_mb (default 256)",
+		    budget, margin, budget - margin);
 	double oe = host->get_double(job, "over_estimate", 0);
 	if (oe <= -100 || oe >= 100)
 		host->check_error(job, "over_estimate", "%g%% is not a percentage "

@@ -126,6 +126,10 @@ static struct creds codes = { NULL, 0, 0, CODES_PER_USER, CODES_MAX };
 static struct creds sessions = { NULL, 0, 0, SESSIONS_PER_USER, SESSIONS_MAX };
 static uint64_t next_serial = 1;
 static unsigned char token_mac[32];
+/* The values a reload may change while requests are served (token,
+ * token_mac, hosts, any_numeric, header_timeout): read under it, written by
+ * httpd_reconf() on the loop thread. */
+static pthread_rwlock_t cfg_lk = PTHREAD_RWLOCK_INITIALIZER;
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
@@ -301,10 +305,14 @@ request_who(struct MHD_Connection *c)
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	unsigned char m[32];
 	struct who w = { NO_VIEWER, 0, (uid_t)-1 };
-	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && token[0] != '\0' && h[7] != '\0' &&
-	    mac(h + 7, m) == 0 && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0) {
-		w.viewer = ACCESS_ALL;
-		return w;
+	if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && h[7] != '\0' && mac(h + 7, m) == 0) {
+		pthread_rwlock_rdlock(&cfg_lk);
+		int ok = token[0] != '\0' && CRYPTO_memcmp(m, token_mac, sizeof(m)) == 0;
+		pthread_rwlock_unlock(&cfg_lk);
+		if (ok) {
+			w.viewer = ACCESS_ALL;
+			return w;
+		}
 	}
 	const char *k = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "pl_session");
 	if (k == NULL || *k == '\0' || mac(k, m) == -1)
@@ -600,7 +608,8 @@ events(struct MHD_Connection *c, int64_t viewer)
 	const char *since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
 	/* A reconnect resumes after the last event the browser saw. */
 	long long from = last ? atoll(last) : since ? atoll(since) : 0;
-	if (__atomic_add_fetch(&nstreams, 1, __ATOMIC_RELAXED) > max_streams) {
+	if (__atomic_add_fetch(&nstreams, 1, __ATOMIC_RELAXED) >
+	    __atomic_load_n(&max_streams, __ATOMIC_RELAXED)) {
 		__atomic_sub_fetch(&nstreams, 1, __ATOMIC_RELAXED);
 		struct MHD_Response *r = MHD_create_response_from_buffer(
 		    sizeof("too many status pages open (http_max_streams)\n") - 1,
@@ -653,7 +662,6 @@ host_numeric(const char *host)
 	return inet_pton(AF_INET, h, a) == 1;
 }
 
-static int is_loopback(const struct sockaddr_storage *ss);
 static int is_wildcard(const struct sockaddr_storage *ss);
 
 static enum MHD_Result
@@ -665,7 +673,10 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 		return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
 	}
 	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-	if (!httpd_host_allowed(host, hosts) && !(any_numeric && host_numeric(host)))
+	pthread_rwlock_rdlock(&cfg_lk);
+	int host_ok = httpd_host_allowed(host, hosts) || (any_numeric && host_numeric(host));
+	pthread_rwlock_unlock(&cfg_lk);
+	if (!host_ok)
 		return reply_text(c, 421, "this listener does not answer for that Host: name "
 		    "(http_host in pipelined.conf)\n");
 	if (strcmp(url, "/login") == 0)
@@ -885,7 +896,9 @@ acc_accept(void)
 		}
 		if (npend >= max_pend)
 			pend_close(phead);
+		pthread_rwlock_rdlock(&cfg_lk);
 		p->deadline = now_mono() + header_timeout;
+		pthread_rwlock_unlock(&cfg_lk);
 		p->prev = ptail;
 		if (ptail)
 			ptail->next = p;
@@ -987,19 +1000,53 @@ acc_stop(void)
 }
 
 static int
-is_loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
-static int
 is_wildcard(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
 		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+static struct sockaddr_storage listen_ss;	/* http_listen, as bound at start */
+
+/* The bearer token, checked as at start: 16 characters or more, and
+ * required off loopback. Called with cfg_lk held for writing, or before
+ * the listener serves. */
+static int
+set_token(const char *t, char *err, size_t errsz)
+{
+	unsigned char m[32];
+	if (httpd_token_problem(&listen_ss, t, err, errsz) == -1)
+		return -1;
+	if (t[0] != '\0' && mac(t, m) == -1) {
+		snprintf(err, errsz, "http_token: no key to compare it under");
+		return -1;
+	}
+	snprintf(token, sizeof(token), "%s", t);
+	memcpy(token_mac, m, sizeof(m));
+	return 0;
+}
+
+/* The names this listener answers for: http_host, or the listen address
+ * and localhost. */
+static void
+set_hosts(const char *http_host)
+{
+	any_numeric = 0;
+	if (http_host[0] != '\0') {
+		snprintf(hosts, sizeof(hosts), "%s", http_host);
+		return;
+	}
+	char addr[INET6_ADDRSTRLEN] = "";
+	if (listen_ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&listen_ss)->sin_addr, addr, sizeof(addr));
+	else
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&listen_ss)->sin6_addr, addr,
+		    sizeof(addr));
+	snprintf(hosts, sizeof(hosts), "%s localhost", addr);
+	/* On every address: any address written as a number (a page that
+	 * rebinds a name to us sends the name). */
+	any_numeric = is_wildcard(&listen_ss);
 }
 
 int
@@ -1016,29 +1063,12 @@ httpd_start(const struct conf *conf, const char *dbpath)
 		log_warnx("httpd_start: http_listen %s", err);
 		return -1;
 	}
-	snprintf(token, sizeof(token), "%s", conf->http_token);
-	if ((!is_loopback(&ss) || token[0] != '\0') && strlen(token) < 16) {
-		log_warnx("httpd_start: http_listen %s%s needs an http_token of 16 characters or "
-		    "more", listen, is_loopback(&ss) ? "" : " is not a loopback address: it");
+	listen_ss = ss;
+	if (set_token(conf->http_token, err, sizeof(err)) == -1) {
+		log_warnx("httpd_start: %s", err);
 		return -1;
 	}
-	if (token[0] != '\0' && mac(token, token_mac) == -1)
-		return -1;
-	/* The names this listener answers for: http_host, or the listen
-	 * address and localhost. */
-	if (conf->http_host[0] != '\0') {
-		snprintf(hosts, sizeof(hosts), "%s", conf->http_host);
-	} else {
-		char addr[INET6_ADDRSTRLEN] = "";
-		if (ss.ss_family == AF_INET)
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
-		else
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, addr, sizeof(addr));
-		snprintf(hosts, sizeof(hosts), "%s localhost", addr);
-		/* On every address: any address written as a number (a page
-		 * that rebinds a name to us sends the name). */
-		any_numeric = is_wildcard(&ss);
-	}
+	set_hosts(conf->http_host);
 	max_streams = conf->http_max_streams;
 	max_per_session = conf->http_max_per_session;
 	max_per_user = conf->http_max_per_user;
@@ -1087,4 +1117,42 @@ httpd_stop(void)
 		MHD_stop_daemon(httpd);
 		httpd = NULL;
 	}
+}
+
+int
+httpd_reconf(struct conf *conf, char *kept, size_t len)
+{
+	char err[256];
+	int rc = 0;
+	kept[0] = '\0';
+	if (httpd == NULL)	/* nothing listens: http_listen needs a restart */
+		return 0;
+	pthread_rwlock_wrlock(&cfg_lk);
+	if (strcmp(conf->http_token, token) != 0 && set_token(conf->http_token, err,
+	    sizeof(err)) == -1) {
+		log_warnx("reload: %s; the running http_token stays", err);
+		snprintf(conf->http_token, sizeof(conf->http_token), "%s", token);
+		snprintf(kept + strlen(kept), len - strlen(kept), "%shttp_token", *kept ? ", " : "");
+		rc = -1;
+	}
+	set_hosts(conf->http_host);
+	header_timeout = conf->http_header_timeout;
+	pthread_rwlock_unlock(&cfg_lk);
+	/* conf's http_max_connections is the running one (a restart key). */
+	if (conf->http_max_streams >= conf->http_max_connections) {
+		log_warnx("reload: http_max_streams %d is not below the running "
+		    "http_max_connections (%d); the running http_max_streams stays",
+		    conf->http_max_streams, conf->http_max_connections);
+		conf->http_max_streams = __atomic_load_n(&max_streams, __ATOMIC_RELAXED);
+		snprintf(kept + strlen(kept), len - strlen(kept), "%shttp_max_streams",
+		    *kept ? ", " : "");
+		rc = -1;
+	}
+	__atomic_store_n(&max_streams, conf->http_max_streams, __ATOMIC_RELAXED);
+	/* The bounds per session and per user count under codes_mtx. */
+	pthread_mutex_lock(&codes_mtx);
+	max_per_session = conf->http_max_per_session;
+	max_per_user = conf->http_max_per_user;
+	pthread_mutex_unlock(&codes_mtx);
+	return rc;
 }

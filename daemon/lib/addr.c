@@ -71,3 +71,28 @@ httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 	}
 	return 0;
 }
+
+/* Is ss a loopback address (127/8, ::1)? */
+static int
+is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/*
+ * Can a listener on ss take token as its http_token? It must be 16
+ * characters or more, and off loopback it must be set. 0, or -1 with the
+ * reason in err.
+ */
+int
+httpd_token_problem(const struct sockaddr_storage *ss, const char *token, char *err,
+    size_t errsz)
+{
+	if ((is_loopback(ss) && token[0] == '\0') || strlen(token) >= 16)
+		return 0;
+	snprintf(err, errsz, "http_listen%s needs an http_token of 16 characters or more",
+	    is_loopback(ss) ? "" : " is not a loopback address: it");
+	return -1;
+}

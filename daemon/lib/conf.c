@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ini.h>
@@ -85,6 +87,25 @@ static const struct conf_key conf_keys[] = {
 	{ "slurm", "bin_dir", 'p', "where sbatch, squeue, scontrol and scancel are" },
 	{ NULL, NULL, 0, NULL }
 };
+
+/* The keys a reload (SIGHUP) cannot apply, each bound at the daemon's
+ * start: the state directory and the sockets (held open, the pid file's
+ * lock), the log (opened once), the HTTP listener and what libmicrohttpd
+ * takes at its start (the connection limits, the timeout), the status
+ * page's files. Every other key takes effect at the reload. */
+#define RK(name, type) { #name, type, offsetof(struct conf, name), \
+	sizeof(((struct conf *)0)->name) }
+static const struct restart_key {
+	const char *key;
+	char type;              /* s string, else compared as bytes */
+	size_t off, len;
+} restart_keys[] = {
+	RK(state_dir, 's'), RK(control_socket, 's'), RK(feed_socket, 's'), RK(log_file, 's'),
+	RK(http_listen, 's'), RK(http_max_connections, 'i'), RK(http_max_per_ip, 'i'),
+	RK(http_timeout, 'd'), RK(web_dir, 's'),
+};
+#undef RK
+#define NRESTART_KEYS (sizeof(restart_keys) / sizeof(restart_keys[0]))
 
 struct conf_parse {
 	struct conf *c;
@@ -362,30 +383,80 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	return 1;
 }
 
-/* Defaults: a development tree (binaries in daemon/, plugins/ and jobs/
- * beside it) or an installed one (PREFIX/lib/pipelined). */
+/* Is dir/sub a directory? */
+static int
+is_dir_at(const char *dir, const char *sub)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	snprintf(buf, sizeof(buf), "%s/%s", dir, sub);
+	return stat(buf, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Is dir/pipeline-shim there to run? */
+static int
+has_shim(const char *dir)
+{
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s/pipeline-shim", dir);
+	return access(buf, X_OK) == 0;
+}
+
+/* The helpers' defaults, found from the running binary's own place
+ * (/proc/self/exe), never from where the build meant to install it: a
+ * development tree (the binaries in daemon/, with plugins/, jobs/ and
+ * etc/web beside it), or an installed one, PREFIX/sbin/pipelined and
+ * PREFIX/bin/pipelinectl beside PREFIX/lib/pipelined (the shim, the stage
+ * process, plugins/, jobs/) and PREFIX/share/pipelined/web. So `make
+ * install PREFIX=... DESTDIR=...` after a plain `make`, or a tree moved
+ * elsewhere, finds its own files. The build's PREFIX (PL_PREFIX) is the
+ * last resort, for a binary found in neither layout. */
+static void
+conf_default_paths(struct conf *c)
+{
+	const char *sd = self_dir();
+	char lib[PATH_MAX], prefix[PATH_MAX];
+	char *r;
+
+	if (has_shim(sd) && is_dir_at(sd, "../plugins")) {
+		snprintf(c->shim, sizeof(c->shim), "%s/pipeline-shim", sd);
+		r = path_resolve(sd, "../plugins");
+		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s", r);
+		free(r);
+		r = path_resolve(sd, "../jobs");
+		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s", r);
+		free(r);
+		r = path_resolve(sd, "../etc/web");
+		snprintf(c->web_dir, sizeof(c->web_dir), "%s", r);
+		free(r);
+		return;
+	}
+	r = path_resolve(sd, "../lib/pipelined");
+	snprintf(lib, sizeof(lib), "%s", r);
+	free(r);
+	if (!has_shim(lib)) {
+		/* PREFIX/lib/pipelined itself (pipeline-stage), else the build's. */
+		size_t n = strlen(sd), m = strlen("/lib/pipelined");
+		if (n > m && strcmp(sd + n - m, "/lib/pipelined") == 0 && has_shim(sd))
+			snprintf(lib, sizeof(lib), "%s", sd);
+		else
+			snprintf(lib, sizeof(lib), "%s/lib/pipelined", PL_PREFIX);
+	}
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)(strlen(lib) - strlen("/lib/pipelined")),
+	    lib);
+	snprintf(c->shim, sizeof(c->shim), "%s/pipeline-shim", lib);
+	snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/plugins", lib);
+	snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/jobs", lib);
+	snprintf(c->web_dir, sizeof(c->web_dir), "%s/share/pipelined/web", prefix);
+}
+
 static void
 conf_defaults(struct conf *c)
 {
-	const char *sd = self_dir();
-	char buf[PATH_MAX];
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/pipelined");
 	snprintf(c->control_socket, sizeof(c->control_socket), "/run/pipelined/control.sock");
 	snprintf(c->feed_socket, sizeof(c->feed_socket), "/run/pipelined/feed.sock");
-	snprintf(buf, sizeof(buf), "%s/pipeline-shim", sd);
-	if (access(buf, X_OK) == 0) {
-		snprintf(c->shim, sizeof(c->shim), "%s", buf);
-		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/../plugins", sd);
-		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/../jobs", sd);
-		char *w = path_resolve(sd, "../etc/web");	/* cleaned: no ".." */
-		snprintf(c->web_dir, sizeof(c->web_dir), "%s", w);
-		free(w);
-	} else {
-		snprintf(c->shim, sizeof(c->shim), "%s/lib/pipelined/pipeline-shim", PL_PREFIX);
-		snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s/lib/pipelined/plugins", PL_PREFIX);
-		snprintf(c->jobs_dir, sizeof(c->jobs_dir), "%s/lib/pipelined/jobs", PL_PREFIX);
-		snprintf(c->web_dir, sizeof(c->web_dir), "%s/share/pipelined/web", PL_PREFIX);
-	}
+	conf_default_paths(c);
 	snprintf(c->python, sizeof(c->python), "/usr/bin/python3");
 	c->log_level = LOG_LVL_INFO;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -521,7 +592,11 @@ conf_resource(struct conf *c, const char *name)
 void
 conf_print(const struct conf *c, FILE *f)
 {
-	fprintf(f, "# %s\n[daemon]\n", c->path);
+	fprintf(f, "# %s\n# A reload (SIGHUP) applies every key at once but these, which need a "
+	    "restart:\n#", c->path);
+	for (size_t i = 0; i < NRESTART_KEYS; i++)
+		fprintf(f, " %s", restart_keys[i].key);
+	fprintf(f, "\n[daemon]\n");
 	fprintf(f, "state_dir = %s\n", c->state_dir);
 	fprintf(f, "control_socket = %s\n", c->control_socket);
 	fprintf(f, "feed_socket = %s\n", c->feed_socket);
@@ -585,4 +660,38 @@ conf_print(const struct conf *c, FILE *f)
 			    "(set)" : v);
 		}
 	}
+}
+
+/* Keep in nc, the configuration a reload read, the running values (old's)
+ * of the keys that need a restart; the names of those whose value changed
+ * go into changed, separated by ", ". Returns how many changed. */
+int
+conf_keep_restart(struct conf *nc, const struct conf *old, char *changed, size_t len)
+{
+	int n = 0;
+	changed[0] = '\0';
+	for (size_t i = 0; i < NRESTART_KEYS; i++) {
+		const struct restart_key *k = &restart_keys[i];
+		char *to = (char *)nc + k->off;
+		const char *from = (const char *)old + k->off;
+		int same = k->type == 's' ? strcmp(to, from) == 0 : memcmp(to, from, k->len) == 0;
+		if (!same) {
+			size_t l = strlen(changed);
+			snprintf(changed + l, len - l, "%s%s", n ? ", " : "", k->key);
+			n++;
+		}
+		memcpy(to, from, k->len);
+		/* What conf_get() answers too: the running value. */
+		const char *alias[] = { k->key, strcmp(k->key, "http_listen") == 0 ?
+		    "metrics_listen" : NULL };
+		for (int a = 0; a < 2 && alias[a]; a++) {
+			char sk[128];
+			snprintf(sk, sizeof(sk), "daemon.%s", alias[a]);
+			cJSON_DeleteItemFromObject(nc->all, sk);
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(old->all, sk);
+			if (v != NULL)
+				cJSON_AddItemToObject(nc->all, sk, cJSON_Duplicate(v, 1));
+		}
+	}
+	return n;
 }

@@ -123,10 +123,18 @@ struct store;
 int	notify_start(const struct conf *conf, struct store *store);
 const char *notify_classify(const char *type, const cJSON *data, const char *const **targets);
 void	notify_wake(void);
+/* A reload: the new configuration's [notify], in force at once. */
+void	notify_reconf(const struct conf *conf);
 
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
 void	httpd_stop(void);
+/* A reload: the new http_token, http_host, http_max_streams,
+ * http_header_timeout and per-session and per-user bounds, in force at
+ * once. A value it cannot use (a token
+ * too short, streams not below the running connection limit) is kept at
+ * its running one in conf and named in kept (", "-separated); -1 then. */
+int	httpd_reconf(struct conf *conf, char *kept, size_t len);
 /* A one-time login code of uid for the page (32 hex digits into out),
  * whose session sees what viewer may (access.c): 0, or -1. */
 int	httpd_login_code(char *out, size_t outsz, int64_t viewer, uid_t uid);
@@ -155,6 +163,10 @@ void	web_sse_close(struct sse *s);
 /* Parse "ADDRESS:PORT" or "[ADDRESS]:PORT"; -1 with a message in err. */
 int	httpd_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 	    char *err, size_t errsz);
+/* Can a listener on ss take token (16 characters or more; set off
+ * loopback)? -1 with the reason in err. */
+int	httpd_token_problem(const struct sockaddr_storage *ss, const char *token, char *err,
+	    size_t errsz);
 
 /* metrics.c: the Prometheus exposition of GET /metrics */
 enum metrics_counter { MC_FEED_WATCHERS, MC_FEED_DROPPED };
@@ -311,6 +323,9 @@ int64_t	conf_number(const struct conf *c, const char *section_key, int64_t def);
  * shim (both are the daemon's helpers). */
 void	conf_stage_path(const struct conf *c, char *buf, size_t len);
 int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
+/* A reload: keep in nc the running values (old's) of the keys that need a
+ * restart, naming in changed those whose value changed; their count. */
+int	conf_keep_restart(struct conf *nc, const struct conf *old, char *changed, size_t len);
 
 /* conf_check.c: every path the configuration names, checked as the daemon
  * will use it, and http_listen free (not the sockets and the address when
@@ -887,6 +902,8 @@ void	feed_flush(void);       /* loop thread: deliver announced events */
  * (its directory and itself given to group gid unless (gid_t)-1). */
 int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
 	    uv_connection_cb cb);
+/* Give a listening socket and its directory to another group (a reload). */
+void	sock_regroup(const char *path, gid_t gid);
 
 /* shimfiles.c */
 int	proc_write_json_atomic(const char *path, cJSON *obj);

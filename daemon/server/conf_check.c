@@ -188,6 +188,20 @@ want_free_addr(struct check *k, const char *sk, const char *addr)
 	close(fd);
 }
 
+/* http_token as the listener will take it (httpd_start refuses to start
+ * otherwise). */
+static void
+want_token(struct check *k, const struct conf *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char msg[256];
+	if (httpd_parse_addr(c->http_listen, &ss, &len, msg, sizeof(msg)) == -1)
+		return;	/* named under http_listen */
+	if (httpd_token_problem(&ss, c->http_token, msg, sizeof(msg)) == -1)
+		bad(k, "daemon.http_token", "%s", msg);
+}
+
 int
 conf_check(const struct conf *c, int daemon_runs, char **errs)
 {
@@ -212,8 +226,10 @@ conf_check(const struct conf *c, int daemon_runs, char **errs)
 	if (k.n == nshim)
 		want_exec(&k, "daemon.shim", stage);
 	want_program(&k, "daemon.python", c->python);
-	if (c->http_listen[0])
+	if (c->http_listen[0]) {
+		want_token(&k, c);
 		want_dir(&k, "daemon.web_dir", c->web_dir, R_OK | X_OK);
+	}
 	const char *bin = conf_get(c, "slurm.bin_dir");
 	if (bin != NULL)
 		want_dir(&k, "slurm.bin_dir", bin, R_OK | X_OK);

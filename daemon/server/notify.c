@@ -50,9 +50,11 @@ extern char **environ;
 #define kinds conf_notify_kinds
 #define NKINDS CONF_NOTIFY_NKINDS
 
-static struct {
-	struct store *store;
-	char state_dir[PATH_MAX];
+/* What [notify] says: read at start and at every reload, published whole
+ * through one pointer (notify_reconf). A reload leaves the one before it
+ * in place, as the daemon keeps its configurations: the store may be
+ * inserting outbox rows for its targets on another thread. */
+struct ncfg {
 	char shim[PATH_MAX];
 	char *targets[NOTIFY_MAX_TARGETS + 1];	/* "url:URL" or "command:CMD" */
 	int ntargets;
@@ -60,11 +62,23 @@ static struct {
 	char secret[256];
 	double timeout;
 	int retries;
+};
+
+static struct {
+	struct store *store;
+	char state_dir[PATH_MAX];
+	struct ncfg *cfg;
 	pthread_t thr;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
 	int wake, stop, on;
 } N = { .mtx = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static const struct ncfg *
+ncfg(void)
+{
+	return __atomic_load_n(&N.cfg, __ATOMIC_ACQUIRE);
+}
 
 static const char *
 sget(const cJSON *o, const char *k)
@@ -95,12 +109,13 @@ kind_of(const char *type, const cJSON *data)
 const char *
 notify_classify(const char *type, const cJSON *data, const char *const **targets)
 {
-	const char *k = N.ntargets > 0 ? kind_of(type, data) : NULL;
+	const struct ncfg *cf = ncfg();
+	const char *k = cf != NULL && cf->ntargets > 0 ? kind_of(type, data) : NULL;
 	if (k == NULL)
 		return NULL;
 	for (int i = 0; i < NKINDS; i++)
-		if (strcmp(kinds[i], k) == 0 && N.want[i]) {
-			*targets = (const char *const *)N.targets;
+		if (strcmp(kinds[i], k) == 0 && cf->want[i]) {
+			*targets = (const char *const *)cf->targets;
 			return k;
 		}
 	return NULL;
@@ -124,7 +139,7 @@ discard(char *p, size_t sz, size_t n, void *u)
 
 /* POST the body; 0 on a 2xx answer, else -1 with the reason in err. */
 static int
-post(CURL *c, const char *url, const char *kind, const char *key, const char *body,
+post(const struct ncfg *cf, CURL *c, const char *url, const char *kind, const char *key, const char *body,
     char *err, size_t errsz)
 {
 	struct curl_slist *h = NULL;
@@ -138,11 +153,11 @@ post(CURL *c, const char *url, const char *kind, const char *key, const char *bo
 	h = curl_slist_append(h, line);
 	snprintf(line, sizeof(line), "Idempotency-Key: %s", key);
 	h = curl_slist_append(h, line);
-	if (N.secret[0] != '\0') {
+	if (cf->secret[0] != '\0') {
 		unsigned char md[32];
 		unsigned int mdlen = 0;
 		char hex[65];
-		HMAC(EVP_sha256(), N.secret, (int)strlen(N.secret), (const unsigned char *)body,
+		HMAC(EVP_sha256(), cf->secret, (int)strlen(cf->secret), (const unsigned char *)body,
 		    strlen(body), md, &mdlen);
 		for (unsigned int i = 0; i < mdlen && i < 32; i++)
 			snprintf(hex + 2 * i, 3, "%02x", md[i]);
@@ -155,8 +170,8 @@ post(CURL *c, const char *url, const char *kind, const char *key, const char *bo
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(N.timeout * 1000));
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(N.timeout * 1000));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(cf->timeout * 1000));
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(cf->timeout * 1000));
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
@@ -180,7 +195,7 @@ post(CURL *c, const char *url, const char *kind, const char *key, const char *bo
  * its standard input and in the file PL_NOTIFY_FILE, its kind, key, run
  * and job in the environment; 0 when it exits 0. */
 static int
-run_command(const char *cmd, const char *kind, const char *key, const char *run,
+run_command(const struct ncfg *cf, const char *cmd, const char *kind, const char *key, const char *run,
     const char *job, const char *body, char *err, size_t errsz)
 {
 	char dir[PATH_MAX], file[PATH_MAX + 16], log[PATH_MAX + 16], script[8192];
@@ -201,7 +216,9 @@ run_command(const char *cmd, const char *kind, const char *key, const char *run,
 		return -1;
 	}
 	snprintf(script, sizeof(script), "exec <\"$PL_NOTIFY_FILE\" || exit 126\n%s", cmd);
-	char *argv[] = { N.shim, "-d", dir, "-l", log, "--", "/bin/sh", "-c", script, NULL };
+	char shim[PATH_MAX];
+	snprintf(shim, sizeof(shim), "%s", cf->shim);
+	char *argv[] = { shim, "-d", dir, "-l", log, "--", "/bin/sh", "-c", script, NULL };
 	int n = 0;
 	while (environ[n])
 		n++;
@@ -220,15 +237,15 @@ run_command(const char *cmd, const char *kind, const char *key, const char *run,
 		envp[k++] = e[i];
 	envp[k] = NULL;
 	pid_t pid;
-	int rc = posix_spawn(&pid, N.shim, NULL, NULL, argv, envp);
+	int rc = posix_spawn(&pid, shim, NULL, NULL, argv, envp);
 	free(envp);
 	if (rc != 0) {
-		snprintf(err, errsz, "%s: %s", N.shim, strerror(rc));
+		snprintf(err, errsz, "%s: %s", shim, strerror(rc));
 		return -1;
 	}
 	/* The shim is the daemon's child; it ends when the command has. The
 	 * command gets the timeout too, then SIGTERM through the shim. */
-	double deadline = now_mono() + N.timeout;
+	double deadline = now_mono() + cf->timeout;
 	int st = 0;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -241,7 +258,7 @@ run_command(const char *cmd, const char *kind, const char *key, const char *run,
 		if (now_mono() > deadline) {
 			kill(pid, SIGTERM);
 			waitpid(pid, &st, 0);
-			snprintf(err, errsz, "command timed out after %gs", N.timeout);
+			snprintf(err, errsz, "command timed out after %gs", cf->timeout);
 			return -1;
 		}
 		struct timespec ts = { 0, 20 * 1000000 };
@@ -283,6 +300,7 @@ notify_main(void *arg)
 		struct timespec gather = { 0, 100 * 1000000L };
 		nanosleep(&gather, NULL);
 		cJSON *due = store_outbox_due(N.store, now_wall(), 64);
+		const struct ncfg *cf = ncfg();
 		/* Deliver the batch, then record every result in one
 		 * transaction: the store's lock is never held across a
 		 * delivery, and the scheduler's commits share the disk with
@@ -305,13 +323,13 @@ notify_main(void *arg)
 			err[0] = '\0';
 			int ok = -1;
 			if (strncmp(target, "url:", 4) == 0 && c != NULL)
-				ok = post(c, target + 4, kind, key, body, err, sizeof(x->err));
+				ok = post(cf, c, target + 4, kind, key, body, err, sizeof(x->err));
 			else if (strncmp(target, "command:", 8) == 0)
-				ok = run_command(target + 8, kind, key, sget(r, "run"), sget(r, "job"),
+				ok = run_command(cf, target + 8, kind, key, sget(r, "run"), sget(r, "job"),
 				    body, err, sizeof(x->err));
 			else
 				snprintf(err, sizeof(x->err), "unknown target %s", target);
-			int give_up = ok != 0 && attempts >= N.retries;
+			int give_up = ok != 0 && attempts >= cf->retries;
 			double back = 1.0;
 			for (int i = 1; i < attempts && back < BACKOFF_MAX; i++)
 				back *= 2;
@@ -366,47 +384,57 @@ notify_main(void *arg)
 	return NULL;
 }
 
-/* Read [notify] and start the delivery thread when a target is set. The
- * targets are fixed at start; a reload that changes them says so. */
-int
-notify_start(const struct conf *conf, struct store *store)
+/* [notify] of conf, as a whole. */
+static struct ncfg *
+ncfg_read(const struct conf *conf)
 {
+	struct ncfg *cf = xcalloc(1, sizeof(*cf));
 	const char *v;
-	N.store = store;
-	snprintf(N.state_dir, sizeof(N.state_dir), "%s", conf->state_dir);
-	snprintf(N.shim, sizeof(N.shim), "%s", conf->shim);
-	N.timeout = 10;
-	N.retries = 10;
+	snprintf(cf->shim, sizeof(cf->shim), "%s", conf->shim);
+	cf->timeout = 10;
+	cf->retries = 10;
 	if ((v = conf_get(conf, "notify.timeout")) != NULL)
-		parse_duration(v, &N.timeout);
+		parse_duration(v, &cf->timeout);
 	if ((v = conf_get(conf, "notify.retries")) != NULL) {
 		int64_t n;
 		if (parse_int(v, &n) == 0)
-			N.retries = (int)n;
+			cf->retries = (int)n;
 	}
 	if ((v = conf_get(conf, "notify.secret")) != NULL)
-		snprintf(N.secret, sizeof(N.secret), "%s", v);
+		snprintf(cf->secret, sizeof(cf->secret), "%s", v);
 	v = conf_get(conf, "notify.events");
 	char **ev = split_list(v ? v : "run.end job.failed gate.verdict train.resumed", NULL);
 	for (int i = 0; ev && ev[i]; i++)
 		for (int k = 0; k < NKINDS; k++)
 			if (strcmp(ev[i], kinds[k]) == 0)
-				N.want[k] = 1;
+				cf->want[k] = 1;
 	strv_free(ev);
 	char **urls = (v = conf_get(conf, "notify.url")) ? split_list(v, NULL) : NULL;
-	for (int i = 0; urls && urls[i] && N.ntargets < NOTIFY_MAX_TARGETS; i++) {
+	for (int i = 0; urls && urls[i] && cf->ntargets < NOTIFY_MAX_TARGETS; i++) {
 		char *t = xcalloc(1, strlen(urls[i]) + 5);
 		sprintf(t, "url:%s", urls[i]);
-		N.targets[N.ntargets++] = t;
+		cf->targets[cf->ntargets++] = t;
 	}
 	strv_free(urls);
 	if ((v = conf_get(conf, "notify.command")) != NULL && *v != '\0' &&
-	    N.ntargets < NOTIFY_MAX_TARGETS) {
+	    cf->ntargets < NOTIFY_MAX_TARGETS) {
 		char *t = xcalloc(1, strlen(v) + 9);
 		sprintf(t, "command:%s", v);
-		N.targets[N.ntargets++] = t;
+		cf->targets[cf->ntargets++] = t;
 	}
-	N.targets[N.ntargets] = NULL;
+	cf->targets[cf->ntargets] = NULL;
+	return cf;
+}
+
+/* Read [notify] and start the delivery thread. The thread runs whether or
+ * not a target is set: a reload may add one. */
+int
+notify_start(const struct conf *conf, struct store *store)
+{
+	N.store = store;
+	snprintf(N.state_dir, sizeof(N.state_dir), "%s", conf->state_dir);
+	struct ncfg *cf = ncfg_read(conf);
+	__atomic_store_n(&N.cfg, cf, __ATOMIC_RELEASE);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	/* Rows already in the outbox (from before a restart) are delivered
 	 * whatever the targets are now: they name their own. */
@@ -415,7 +443,19 @@ notify_start(const struct conf *conf, struct store *store)
 		return -1;
 	}
 	N.on = 1;
-	if (N.ntargets > 0)
-		log_info("notify: %d target%s", N.ntargets, N.ntargets == 1 ? "" : "s");
+	if (cf->ntargets > 0)
+		log_info("notify: %d target%s", cf->ntargets, cf->ntargets == 1 ? "" : "s");
 	return 0;
+}
+
+/* A reload: [notify] as the new configuration says, at once. Events
+ * recorded from now on go to the new targets; rows already in the outbox
+ * keep the targets they name. */
+void
+notify_reconf(const struct conf *conf)
+{
+	struct ncfg *cf = ncfg_read(conf);
+	__atomic_store_n(&N.cfg, cf, __ATOMIC_RELEASE);
+	log_info("notify: %d target%s", cf->ntargets, cf->ntargets == 1 ? "" : "s");
+	notify_wake();
 }

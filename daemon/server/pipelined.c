@@ -121,6 +121,10 @@ on_store_fail(const char *why)
 	stop(1);
 }
 
+/* SIGHUP: read the configuration again and apply at once every key that
+ * can be (pipelined.conf(5), RELOADING); the keys bound at start keep their
+ * running values (conf_keep_restart), and the log line names each one that
+ * changed, so that it never says a value is in force when it is not. */
 static void
 on_hup(uv_signal_t *s, int signum)
 {
@@ -135,19 +139,25 @@ on_hup(uv_signal_t *s, int signum)
 		return;
 	}
 	free(errs);
-	if (strcmp(nc->state_dir, conf->state_dir) != 0 ||
-	    strcmp(nc->control_socket, conf->control_socket) != 0 ||
-	    strcmp(nc->feed_socket, conf->feed_socket) != 0)
-		log_warnx("reload: state_dir and socket changes take effect at the next start");
-	snprintf(nc->state_dir, sizeof(nc->state_dir), "%s", conf->state_dir);
-	snprintf(nc->control_socket, sizeof(nc->control_socket), "%s", conf->control_socket);
-	snprintf(nc->feed_socket, sizeof(nc->feed_socket), "%s", conf->feed_socket);
+	char restart[512], kept[128];
+	conf_keep_restart(nc, conf, restart, sizeof(restart));
+	httpd_reconf(nc, kept, sizeof(kept));
+	if (nc->gid != conf->gid) {
+		sock_regroup(nc->control_socket, nc->gid);
+		sock_regroup(nc->feed_socket, nc->gid);
+	}
 	/* Running jobs keep a pointer to the old configuration: it is kept.
 	 * The scheduler carries the resources in use over, and passes. */
 	conf = nc;
 	log_setlevel(nc->log_level);
 	plugin_load_dir(nc->plugin_dir, &plugin_host);
-	log_info("reload: configuration %s loaded", nc->path);
+	notify_reconf(nc);
+	if (restart[0] == '\0' && kept[0] == '\0')
+		log_info("reload: configuration %s loaded: every value is in force", nc->path);
+	else
+		log_warnx("reload: configuration %s loaded, but for %s%s%s%s%s: their running "
+		    "values stay", nc->path, restart, *restart ? ", which need a restart" : "",
+		    *restart && *kept ? ", and " : "", kept, *kept ? ", refused (above)" : "");
 	sched_reconf(nc);
 }
 

@@ -62,3 +62,22 @@ sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t g
 	}
 	return 0;
 }
+
+/* A reload that changed the configured group: give the socket and its
+ * directory, as sock_listen() did, to the new group, or back to the
+ * daemon's own when none is set now. */
+void
+sock_regroup(const char *path, gid_t gid)
+{
+	char dir[PATH_MAX];
+	gid_t g = gid != (gid_t)-1 ? gid : getegid();
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (chown(dir, (uid_t)-1, g) == -1)
+			log_warn("%s: chown %s", __func__, dir);
+	}
+	if (chown(path, (uid_t)-1, g) == -1)
+		log_warn("%s: chown %s", __func__, path);
+}

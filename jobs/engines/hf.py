@@ -2,8 +2,10 @@
 
 transformers + peft + bitsandbytes QLoRA:
 
-  * the base loaded 4-bit (BitsAndBytesConfig: load_in_4bit, nf4, double
-    quant, bfloat16 compute), device_map {"": cuda_device};
+  * the base loaded in dtype (bfloat16; auto: the checkpoint's own) and
+    4-bit (BitsAndBytesConfig: load_in_4bit, nf4, double quant, the 4-bit
+    layers computing in bnb_4bit_compute_dtype, bfloat16),
+    device_map {"": cuda_device};
   * prepare_model_for_kbit_training with gradient checkpointing,
     use_reentrant=False;
   * LoRA (peft.LoraConfig) on q_proj k_proj v_proj o_proj gate_proj up_proj
@@ -40,8 +42,9 @@ figures are the process's resident set (peak: VmHWM, reset through
 
 Every recipe value is a config key with the recipe's default (the stage's
 key table's, jobs/pljob/keys.py, from the plugin's C table):
-  load_in_4bit true, bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
-  bnb_4bit_compute_dtype bfloat16, gradient_checkpointing true,
+  dtype bfloat16 (the model's, 4-bit or not), load_in_4bit true,
+  bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
+  bnb_4bit_compute_dtype bfloat16 (the 4-bit layers' only), gradient_checkpointing true,
   attn_implementation sdpa, lora_r 112, lora_alpha (= lora_r), lora_dropout 0,
   use_rslora false, lm_head_bf16 true, mlp_chunk 2048 (0: off),
   save_on_cpu true, pin_memory true, logits_to_keep true,
@@ -110,6 +113,7 @@ class HfEngine(Engine):
         self.quant_type = cfg.choice("bnb_4bit_quant_type", ("nf4", "fp4"))
         self.double_quant = cfg.bool("bnb_4bit_use_double_quant")
         self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype", ("bfloat16", "float16", "float32"))
+        self.dtype = cfg.choice("dtype", ("auto", "float32", "bfloat16", "float16"))
         self.grad_ckpt = cfg.bool("gradient_checkpointing")
         self.attn = cfg.choice("attn_implementation", ("sdpa", "eager", "flash_attention_2"))
         self.r = cfg.int("lora_r", min=1)
@@ -183,12 +187,16 @@ class HfEngine(Engine):
         torch = self.torch
         import transformers
         import peft
-        dt = getattr(torch, self.compute_dtype)
+        # The model's dtype (dtype) and what its 4-bit layers compute in
+        # (bnb_4bit_compute_dtype) are two keys: the second means nothing
+        # without load_in_4bit.
+        dt = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
         q = None
         if self.load_in_4bit:
             q = transformers.BitsAndBytesConfig(
                 load_in_4bit=True, bnb_4bit_quant_type=self.quant_type,
-                bnb_4bit_use_double_quant=self.double_quant, bnb_4bit_compute_dtype=dt)
+                bnb_4bit_use_double_quant=self.double_quant,
+                bnb_4bit_compute_dtype=getattr(torch, self.compute_dtype))
         # transformers 4.56 renamed torch_dtype to dtype (the recipe's 5.5
         # wants the new name).
         ver = tuple(int(x) for x in re.findall(r"\d+", transformers.__version__)[:2])
@@ -213,12 +221,13 @@ class HfEngine(Engine):
                 head = model.get_output_embeddings()
                 emb = model.get_input_embeddings()
                 tied = head is not None and emb is not None and head.weight is emb.weight
-                if tied and not self.load_in_4bit and dt != torch.bfloat16:
+                if tied and not self.load_in_4bit and emb.weight.dtype != torch.bfloat16:
                     # Tied (Gemma 3's 262144 x hidden table is both): the
                     # cast would make the embeddings' output bf16 too, into
                     # layers that compute in another dtype.
                     print("hf: lm_head_bf16 not applied: lm_head is tied to the input embeddings "
-                          "and the model computes in %s" % self.compute_dtype, file=sys.stderr)
+                          "and the model computes in %s" % str(emb.weight.dtype).replace("torch.", ""),
+                          file=sys.stderr)
                 elif head is not None:
                     head.to(torch.bfloat16)
         if self.mlp_chunk:

@@ -32,6 +32,7 @@ COMMON = {
     "bnb_4bit_quant_type": ("string", "nf4", None, None),
     "bnb_4bit_use_double_quant": ("bool", "yes", None, None),
     "bnb_4bit_compute_dtype": ("string", "bfloat16", None, None),
+    "dtype": ("string", "bfloat16", None, None),
     "gradient_checkpointing": ("bool", "yes", None, None),
     "attn_implementation": ("string", "sdpa", None, None),
     "lm_head_bf16": ("bool", "yes", None, None),

@@ -62,7 +62,7 @@ if [ "${BENCH_BASE:-tiny}" != tiny ]; then
 	# unquantized, LoRA r16 on the seven projections, AdamW.
 	base=$BENCH_BASE
 	[ "$base" != real ] || base=$("$TOP/tests/tools/realbase.sh" --path)
-	extra='"load_in_4bit": false, "bnb_4bit_compute_dtype": "float32", "optim": "adamw_torch", "learning_rate": 0.0005'
+	extra='"load_in_4bit": false, "dtype": "float32", "optim": "adamw_torch", "learning_rate": 0.0005'
 else
 	/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" base >/dev/null
 	base=$T/base

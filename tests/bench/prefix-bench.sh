@@ -115,7 +115,7 @@ for shape in ${SHAPES:-1200 half}; do
 	# PRECISION=fp32 gives every shape the demo's settings.
 	recipe='"optim": "paged_adamw_8bit", "threads": 1, "learning_rate": 0.0002'
 	fp32='"optim": "adamw_torch", "threads": 2, "learning_rate": 0.0005, "load_in_4bit": false,
- "bnb_4bit_compute_dtype": "float32", "gradient_checkpointing": false, "lm_head_bf16": false, "mlp_chunk": 0'
+ "dtype": "float32", "gradient_checkpointing": false, "lm_head_bf16": false, "mlp_chunk": 0'
 	[ "${PRECISION:-recipe}" = fp32 ] && recipe=$fp32
 	corpus=$T/c-$shape.jsonl
 	case $shape in

@@ -29,6 +29,11 @@
 # side by side (tests/tools/demo_table.py: the fair slice first, with
 # McNemar's p) and `pipelinectl report` of each gated pair; the daemon and
 # the Ollama server are stopped at the end, whatever happens.
+# The state directory (the daemon's store and job directories, the models
+# Ollama made, the base's copies: gigabytes) is made under $TMPDIR (/tmp)
+# and removed when the demo succeeds; it is kept when the demo fails (or
+# is interrupted), or when DEMO_KEEP=1 asks for it. The last line says
+# which, and where.
 #   DEMO_SPEC=etc/examples/hello.ini make demo    runs one other spec
 # Exit status: 0 when router-v0 and router-v1 succeeded and router-v2
 # reached its gate with every job before it done (its verdict is whatever
@@ -42,7 +47,7 @@ tiny|router) ;;
 *) echo "demo.sh: DEMO=$DEMO: router (the default) or tiny" >&2; exit 2 ;;
 esac
 [ -n "${DEMO_SPEC:-}" ] && DEMO=spec
-DIR=$(mktemp -d /tmp/pipelined-demo.XXXXXX)
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/pipelined-demo.XXXXXX") || exit 1
 mkdir -p "$DIR/state" "$DIR/run"
 TEST_TMP=$DIR
 export TEST_TMP
@@ -72,15 +77,28 @@ max_jobs = 2
 gpu = 1
 CONF
 PID=
+# cleanup STATUS: stop the daemon and Ollama, then keep the state
+# directory for a failed demo or DEMO_KEEP=1, else remove it; the last
+# line says which.
 cleanup() {
+	local status=$1
 	if [ -n "$PID" ]; then
 		kill -TERM "$PID" 2>/dev/null
 		for _ in $(seq 1 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
 	fi
 	e2e_stop
-	echo "== daemon and Ollama stopped (state and logs in $DIR)"
+	echo "== daemon and Ollama stopped"
+	if [ "$status" -ne 0 ]; then
+		echo "== the demo failed (exit $status): its state and logs are kept in $DIR ($(du -sh "$DIR" 2>/dev/null | cut -f1)); remove it with rm -rf $DIR"
+	elif [ "${DEMO_KEEP:-0}" = 1 ]; then
+		echo "== DEMO_KEEP=1: the demo's state and logs are kept in $DIR ($(du -sh "$DIR" 2>/dev/null | cut -f1))"
+	elif rm -rf "$DIR"; then
+		echo "== the demo's state directory $DIR was removed (DEMO_KEEP=1 keeps it)"
+	else
+		echo "== the demo's state directory $DIR could not be removed whole"
+	fi
 }
-trap cleanup EXIT
+trap 'cleanup $?' EXIT
 ctl() { "$TOP/daemon/pipelinectl" -f "$DIR/pipelined.conf" "$@"; }
 
 # watch RUN: the live watch, progress lines thinned to every 10% (train

@@ -58,7 +58,9 @@
 	PL_KEY_BOOL(.name = "bnb_4bit_use_double_quant", .def = "yes",                         \
 	    .help = "hf: double quantization"),                                                \
 	PL_KEY_STRING(.name = "bnb_4bit_compute_dtype", .def = "bfloat16",                     \
-	    .help = "hf: bfloat16, float16 or float32"),                                       \
+	    .help = "hf: what the 4-bit layers compute in: bfloat16, float16 or float32"),      \
+	PL_KEY_STRING(.name = "dtype", .def = "bfloat16",                                      \
+	    .help = "hf: the model's dtype, 4-bit or not: auto, float32, bfloat16 or float16"), \
 	PL_KEY_BOOL(.name = "gradient_checkpointing", .def = "yes",                            \
 	    .help = "hf: gradient checkpointing (non-reentrant)"),                             \
 	PL_KEY_STRING(.name = "attn_implementation", .def = "sdpa",                            \
@@ -111,6 +113,25 @@ trainkeys_check(const struct pl_host *h, pl_job *job)
 		h->check_error(job, "threads", "must be at least 1");
 	if (h->get_int(job, "suffix_batch", 0) < 1)
 		h->check_error(job, "suffix_batch", "must be at least 1");
+	d = h->get(job, "dtype");
+	if (d != NULL && strcmp(d, "auto") != 0 && strcmp(d, "float32") != 0 &&
+	    strcmp(d, "bfloat16") != 0 && strcmp(d, "float16") != 0)
+		h->check_error(job, "dtype", "\"%s\" is not auto, float32, bfloat16 or float16", d);
+	d = h->get(job, "bnb_4bit_compute_dtype");
+	if (d != NULL && strcmp(d, "float32") != 0 && strcmp(d, "bfloat16") != 0 &&
+	    strcmp(d, "float16") != 0)
+		h->check_error(job, "bnb_4bit_compute_dtype", "\"%s\" is not bfloat16, float16 "
+		    "or float32", d);
+	/* The 4-bit layers' compute dtype once set the model's dtype too: a
+	 * spec that still counts on that would get its model in another
+	 * dtype, silently, unless told. */
+	else if (d != NULL && strcmp(d, "bfloat16") != 0 && !h->get_bool(job, "load_in_4bit", 1)) {
+		const char *m = h->get(job, "dtype") ? h->get(job, "dtype") : "bfloat16";
+		if (strcmp(m, d) != 0)
+			h->check_error(job, "bnb_4bit_compute_dtype", "%s has no effect with "
+			    "load_in_4bit = no: the model's dtype is the dtype key (%s); set "
+			    "dtype = %s", d, m, d);
+	}
 }
 
 #endif

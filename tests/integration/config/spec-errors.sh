@@ -175,5 +175,21 @@ for name, spec in (
     print("# 40,000 errors (%s): answered in %.3f s, %d bytes" % (name, t, len(r["error"])))
     assert t < 10, "took %.1f s" % t
 PY
+
+# A probe budget that cannot work: refused by check and by the daemon.
+mkdir -p "$TEST_TMP/pbase"
+echo '{"architectures": ["Gemma3ForCausalLM"]}' >"$TEST_TMP/pbase/config.json"
+printf '[run]\nname = probe64\n[probe]\nengine = tiny\nbase = %s/pbase\ntokens = %s\nbudget_mb = 64\n' \
+    "$TEST_TMP" "$spec" >"$TEST_TMP/probe64.ini"
+want="probe64.ini:7: budget_mb: budget_mb 64 - margin_mb 256 = -192 MB leaves nothing for training"
+out=$(pctl check "$TEST_TMP/probe64.ini" 2>&1) && fail "check accepted budget_mb 64 with margin_mb 256"
+echo "$out" | grep -qF "$want" || fail "check of probe64.ini: $out"
+out=$(pctl submit "$TEST_TMP/probe64.ini" 2>&1) && fail "the daemon accepted budget_mb 64 with margin_mb 256"
+echo "$out" | grep -qF "$want" || fail "submit of probe64.ini: $out"
+echo "margin_mb = 64" >>"$TEST_TMP/probe64.ini"
+out=$(pctl check "$TEST_TMP/probe64.ini" 2>&1) && fail "check accepted budget_mb 64 with margin_mb 64"
+echo "$out" | grep -qF "probe64.ini:7: budget_mb: budget_mb 64 - margin_mb 64 = 0 MB" || fail "check: $out"
+sed -i 's/^margin_mb = 64$/margin_mb = 8/' "$TEST_TMP/probe64.ini"
+pctl check "$TEST_TMP/probe64.ini" >/dev/null || fail "check refused budget_mb 64 with margin_mb 8"
 pl_stop
 echo ok

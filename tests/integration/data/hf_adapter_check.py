@@ -64,17 +64,20 @@ def check(tokens, config, adapter):
     del eng
 
     four = c.get("load_in_4bit", True)
-    dt = getattr(torch, c.get("bnb_4bit_compute_dtype", "bfloat16"))
+    # The model's dtype (dtype) and the 4-bit layers' (bnb_4bit_compute_dtype).
+    mdt = c.get("dtype", "bfloat16")
+    dt = mdt if mdt == "auto" else getattr(torch, mdt)
     kw = {}
     if four:
         kw["quantization_config"] = transformers.BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type=c["bnb_4bit_quant_type"],
-            bnb_4bit_use_double_quant=c["bnb_4bit_use_double_quant"], bnb_4bit_compute_dtype=dt)
+            bnb_4bit_use_double_quant=c["bnb_4bit_use_double_quant"],
+            bnb_4bit_compute_dtype=getattr(torch, c.get("bnb_4bit_compute_dtype", "bfloat16")))
     base = transformers.AutoModelForCausalLM.from_pretrained(
         c["base"], dtype=torch.float32 if four else dt, device_map={"": "cpu"}, **kw)
     head, emb = base.get_output_embeddings(), base.get_input_embeddings()
     tied = head.weight is emb.weight
-    if c.get("lm_head_bf16", True) and not (tied and not four and dt != torch.bfloat16):
+    if c.get("lm_head_bf16", True) and not (tied and not four and emb.weight.dtype != torch.bfloat16):
         # As the recipe runs it (and the embedding, tied to it); not for
         # a tied head of a model that computes in another dtype.
         head.to(torch.bfloat16)

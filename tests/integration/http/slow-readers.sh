@@ -32,7 +32,8 @@ PORT=$(free_port)
 TOKEN=slow-readers-token-0123456789
 start() {
 	pl_conf "group = plsubmit" "http_listen = 127.0.0.1:$PORT" "http_token = $TOKEN" \
-	    "http_max_connections = 64" "http_max_streams = 16" "http_timeout = 6s" "$@"
+	    "http_max_connections = 64" "http_max_streams = 16" "http_timeout = 6s" \
+	    "max_spec_bytes = 4M" "$@"
 	pl_start
 	chmod 0755 "$TEST_TMP" "$TEST_TMP/run"
 	chmod 0666 "$TEST_TMP/run/control.sock"
@@ -47,7 +48,8 @@ start
 # Two runs with a 3 MB description each: alice's list of runs
 # (/api/runs) is a 6 MB reply, more than the kernel buffers of a
 # connection hold (4 MiB at most here: tcp_wmem), so a client that does
-# not read it leaves the daemon's writer blocked.
+# not read it leaves the daemon's writer blocked. (max_spec_bytes lets
+# a spec of 3 MB in.)
 for r in big1 big2; do
 	/usr/bin/python3 -c "
 print('[run]'); print('description = ' + 'x' * 3000000)

@@ -70,12 +70,12 @@ grep -q 'stage probe: failed: probe: out of GPU memory in [a-z]*: [0-9.]* MB nee
     die "the out-of-memory is not reported with its numbers"
 
 # --- 4
-probe capped budget_mb=100 host_mem_cap=60M
+probe capped budget_mb=100 margin_mb=10 host_mem_cap=60M
 if grep -q "cannot cap the probe's host memory" "$TEST_TMP/capped.out"; then
 	[ "$rc" -ne 0 ] || die "refused but succeeded"
 	grep -q 'set host_mem_cap = off to run it without a cap' "$TEST_TMP/capped.out" ||
 	    die "the refusal does not say how to override it"
-	probe uncapped budget_mb=100 host_mem_cap=off
+	probe uncapped budget_mb=100 margin_mb=10 host_mem_cap=off
 	[ "$rc" -eq 0 ] || die "host_mem_cap = off did not run the probe"
 	grep -q 'warning: probe: host_mem_cap = off' "$TEST_TMP/uncapped.out" || die "no warning when uncapped"
 else

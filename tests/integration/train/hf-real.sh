@@ -37,7 +37,7 @@ CORPUS=$TEST_TMP/corpus.jsonl
 STEPS=4
 KILL=${HF_KILL_STEP:-$((1 + RANDOM % 3))}
 note "the trainer is killed after step $KILL's loss"
-hf=(engine=hf device=cpu threads=2 load_in_4bit=false bnb_4bit_compute_dtype=float32
+hf=(engine=hf device=cpu threads=2 load_in_4bit=false dtype=float32
     optim=adamw_torch lora_r=4 lora_alpha=8 learning_rate=0.005 warmup_steps=1
     num_train_epochs=1 gradient_accumulation_steps=1)
 mkdir -p "$TEST_TMP/specs"

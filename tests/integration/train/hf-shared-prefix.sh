@@ -113,7 +113,7 @@ assert groups == [{"tokens": 6, "examples": 3}], groups
 PYX
 
 # --- 2. one step, per-example losses and gradients
-f32='"load_in_4bit": false, "bnb_4bit_compute_dtype": "float32", "lm_head_bf16": false, "optim": "adamw_torch"'
+f32='"load_in_4bit": false, "dtype": "float32", "lm_head_bf16": false, "optim": "adamw_torch"'
 printf '{"base": "%s/base", "device": "cpu", "lora_r": 4, "lora_alpha": 8, "gradient_accumulation_steps": 4, %s}\n' \
     "$TEST_TMP" "$f32" >f32.json
 printf '{"base": "%s/base", "device": "cpu", "lora_r": 4, "lora_alpha": 8, "gradient_accumulation_steps": 4, "mlp_chunk": 64}\n' \

@@ -8,6 +8,11 @@
 # table: a key the table lacks, a default written in Python, or a read of
 # another type fails here, statically for every call and at run time.
 # lora_r's default is the table's 112 for both engines (tiny.py had 16).
+# The model's dtype is a key of its own (dtype), apart from what the 4-bit
+# layers compute in (bnb_4bit_compute_dtype): check refuses an unknown
+# value of either, and a bnb_4bit_compute_dtype other than dtype without
+# load_in_4bit (it once set the model's dtype, and would now be ignored);
+# train/hf-dtype loads the model in each.
 set -eu
 . "$(dirname "$0")/../../lib.sh"
 PY=/usr/bin/python3
@@ -119,4 +124,37 @@ e = tiny.TinyEngine(pljob.Config({"engine": "tiny", "base": sys.argv[2]}), None)
 assert e.r == 112 and e.alpha == 112.0 and e.threads == 1, (e.r, e.alpha)
 print("5f: defaults and refusals ok")
 PY
+
+# The dtype keys, through check (train's and probe's tables alike).
+mkdir -p dbase
+echo '{"architectures": ["Gemma3ForCausalLM"]}' >dbase/config.json
+: >tokens.npz
+dspec() {	# dspec FILE KEY=VALUE...: a train and a probe job with these keys
+	{
+		printf '[run]\nname = d\n'
+		for s in probe train; do
+			printf '[%s]\nstage = %s\nengine = hf\nbase = %s/dbase\ntokens = %s/tokens.npz\n' \
+			    "$s" "$s" "$TEST_TMP" "$TEST_TMP"
+			[ "$s" = probe ] && printf 'budget_mb = 100000\n'
+			for kv in "${@:2}"; do printf '%s\n' "${kv/=/ = }"; done
+		done
+	} >"$1"
+}
+CTL=$TOP/daemon/pipelinectl
+dspec ok.ini load_in_4bit=no dtype=float32
+"$CTL" check ok.ini >/dev/null || fail "check refused dtype = float32: $("$CTL" check ok.ini 2>&1)"
+dspec ok4.ini dtype=float32 bnb_4bit_compute_dtype=float16
+"$CTL" check ok4.ini >/dev/null || fail "check refused 4-bit with its own compute dtype"
+dspec auto.ini dtype=auto load_in_4bit=no bnb_4bit_compute_dtype=bfloat16
+"$CTL" check auto.ini >/dev/null || fail "check refused dtype = auto"
+dspec bad.ini dtype=double bnb_4bit_compute_dtype=int8
+out=$("$CTL" check bad.ini 2>&1) && fail "check accepted dtype = double"
+echo "$out" | grep -q 'bad.ini:[0-9]*: dtype: "double" is not auto, float32, bfloat16 or float16' ||
+    fail "dtype = double: $out"
+echo "$out" | grep -q 'bad.ini:[0-9]*: bnb_4bit_compute_dtype: "int8" is not bfloat16, float16 or float32' ||
+    fail "bnb_4bit_compute_dtype = int8: $out"
+dspec old.ini load_in_4bit=no bnb_4bit_compute_dtype=float32
+out=$("$CTL" check old.ini 2>&1) && fail "check accepted bnb_4bit_compute_dtype = float32 without 4-bit"
+[ "$(echo "$out" | grep -c 'old.ini:[0-9]*: bnb_4bit_compute_dtype: float32 has no effect with load_in_4bit = no: the model.s dtype is the dtype key (bfloat16); set dtype = float32')" = 2 ] ||
+    fail "the old way of asking for a float32 model: $out"
 echo "train/job-keys: ok"

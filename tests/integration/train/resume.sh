@@ -72,7 +72,7 @@ INI
 # The probe's cgroup cap works here or the stage refuses (58 tests both).
 probe_cap=12G
 "$CTL" stage probe -w "$TEST_TMP/capcheck" engine=tiny base="$BASE" tokens="$TOKENS" \
-    lora_r=4 budget_mb=100 >"$TEST_TMP/capcheck.out" 2>&1 || probe_cap=off
+    lora_r=4 budget_mb=100 margin_mb=10 >"$TEST_TMP/capcheck.out" 2>&1 || probe_cap=off
 export STANDIN_KILL_AT_STEP=37 STANDIN_KILL_ONCE=$TEST_TMP/daemon-killed
 pl_conf
 pl_start
