@@ -574,24 +574,40 @@ usage(void)
 
 static int run_shim(int sock);
 
-/* A request's bytes from the memfd fd (read from its start): a buffer
- * of *len bytes, or NULL with errno (E2BIG: over SHIM_REQ_MAX). */
+/* A request's bytes from fd: a memfd or a file (read from its start, as
+ * often as it is sent), or a pipe (read to its end: a Slurm batch
+ * script's). A buffer of *len bytes, or NULL with errno (E2BIG: over
+ * SHIM_REQ_MAX). */
 static char *
 read_request(int fd, size_t *len)
 {
 	struct stat st;
 	if (fstat(fd, &st) == -1)
 		return NULL;
-	if (st.st_size < 0 || (uint64_t)st.st_size > SHIM_REQ_MAX) {
+	int file = S_ISREG(st.st_mode);
+	if (file && (st.st_size < 0 || (uint64_t)st.st_size > SHIM_REQ_MAX)) {
 		errno = E2BIG;
 		return NULL;
 	}
-	size_t n = (size_t)st.st_size, got = 0;
-	char *buf = malloc(n + 1);
-	while (buf != NULL && got < n) {
-		ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+	size_t n = file ? (size_t)st.st_size : 0, got = 0, cap = file ? n + 1 : 65536;
+	char *buf = malloc(cap);
+	while (buf != NULL && (!file || got < n)) {
+		if (!file && got == cap) {
+			char *nb = cap >= SHIM_REQ_MAX ? NULL : realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				errno = E2BIG;
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = file ? pread(fd, buf + got, n - got, (off_t)got) :
+		    read(fd, buf + got, cap - got);
 		if (r == -1 && errno == EINTR)
 			continue;
+		if (r == 0 && !file)
+			break;
 		if (r <= 0) {
 			free(buf);
 			errno = r == 0 ? EINVAL : errno;
@@ -599,7 +615,7 @@ read_request(int fd, size_t *len)
 		}
 		got += (size_t)r;
 	}
-	*len = n;
+	*len = got;
 	return buf;
 }
 
@@ -626,7 +642,13 @@ main(int argc, char **argv)
 			    buf == NULL ? strerror(errno) : "a malformed request");
 			return 2;
 		}
-		close(rfd);
+		/* Standard input (a batch script's pipe) becomes /dev/null. */
+		int nul = rfd == 0 ? open("/dev/null", O_RDONLY) : -1;
+		if (nul > 0) {
+			dup2(nul, 0);
+			close(nul);
+		} else if (rfd != 0)
+			close(rfd);
 	}
 
 	setsid();
@@ -741,8 +763,62 @@ records_own(const struct sup *s)
 	return -1;
 }
 
-/* Split a request into argv and envp (pointers into buf): argc, or -1
- * when it is malformed. */
+/* An environment entry and where it stood, for env_dedupe(). */
+struct envent {
+	const char *s;
+	size_t namelen;
+	int at;
+};
+
+static int
+envent_cmp(const void *a, const void *b)
+{
+	const struct envent *x = a, *y = b;
+	size_t n = x->namelen < y->namelen ? x->namelen : y->namelen;
+	int c = memcmp(x->s, y->s, n);
+	if (c != 0)
+		return c;
+	if (x->namelen != y->namelen)
+		return x->namelen < y->namelen ? -1 : 1;
+	return x->at - y->at;
+}
+
+/* In a request's environment an entry replaces an earlier one of the same
+ * name (a Slurm batch script sends the batch step's environment, then the
+ * job's): the later ones are kept, in their order. */
+static void
+env_dedupe(char **envp)
+{
+	int n = 0;
+	while (envp[n])
+		n++;
+	if (n < 2)
+		return;
+	struct envent *e = calloc((size_t)n, sizeof(*e));
+	char *drop = calloc((size_t)n, 1);
+	if (e == NULL || drop == NULL) {
+		free(e);
+		free(drop);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		e[i] = (struct envent){ envp[i], strcspn(envp[i], "="), i };
+	qsort(e, (size_t)n, sizeof(*e), envent_cmp);
+	for (int i = 0; i + 1 < n; i++)
+		if (e[i].namelen == e[i + 1].namelen && memcmp(e[i].s, e[i + 1].s, e[i].namelen) == 0)
+			drop[e[i].at] = 1;
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!drop[i])
+			envp[k++] = envp[i];
+	envp[k] = NULL;
+	free(e);
+	free(drop);
+}
+
+/* Split a request into argv and envp (pointers into buf; in envp a later
+ * entry replaces an earlier one of its name): argc, or -1 when it is
+ * malformed. */
 static int
 parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 {
@@ -768,6 +844,7 @@ parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 	}
 	*argvp = v;
 	*envpp = v + ac + 1;
+	env_dedupe(*envpp);
 	return (int)ac;
 }
 
