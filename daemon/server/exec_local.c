@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,16 +120,11 @@ rshim_start(const char *run, const char *shim)
 		log_warn("%s: socketpair", __func__);
 		return NULL;
 	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 3); /* dup2 clears CLOEXEC */
-	char *const argv[] = { (char *)shim, "-G", "3", NULL };
-	pid_t pid;
-	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, shim_clean_env);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = shim_spawn_fd(shim, "-G", sv[1]);
+	int e = errno;
 	close(sv[1]);
-	if (rc != 0) {
-		errno = rc;
+	if (pid == -1) {
+		errno = e;
 		log_warn("%s: %s", __func__, shim);
 		close(sv[0]);
 		return NULL;
@@ -262,18 +256,13 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 			log_warnx("%s: %s: %s", __func__, p->dir, p->reason);
 		return rc;
 	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, rq, 3); /* dup2 clears CLOEXEC */
-	char *const sargv[] = { argv[0], "-R", "3", NULL };
-	pid_t pid;
-	rc = posix_spawn(&pid, argv[0], &fa, NULL, sargv, shim_clean_env);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = shim_spawn_fd(argv[0], "-R", rq);
+	int e = errno;
 	close(rq);
-	if (rc != 0) {
-		errno = rc;
+	if (pid == -1) {
+		errno = e;
 		log_warn("%s: %s", __func__, argv[0]);
-		snprintf(p->reason, sizeof(p->reason), "%s: %s", argv[0], strerror(rc));
+		snprintf(p->reason, sizeof(p->reason), "%s: %s", argv[0], strerror(e));
 		return -1;
 	}
 	p->pid = pid;

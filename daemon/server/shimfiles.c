@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,23 @@ shim_request_fd(char *const argv[], char *const envp[], size_t *len)
 		return -1;
 	}
 	return fd;
+}
+
+pid_t
+shim_spawn_fd(const char *shim, const char *opt, int fd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fd, 3); /* dup2 clears CLOEXEC */
+	char *const argv[] = { (char *)shim, (char *)opt, "3", NULL };
+	pid_t pid;
+	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, shim_clean_env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	return pid;
 }
 
 void
