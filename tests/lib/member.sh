@@ -1,7 +1,8 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
-# (job/stage-owner, job/stage-links), sourced after lib.sh: the daemon's
-# group plsubmit with nobody as its member, the tensor_fix fixture, and a
-# daemon running as root with the plugins named. Needs root.
+# (job/stage-owner, job/stage-links; job/env-preload and
+# job/forged-records take as_member alone), sourced after lib.sh: the
+# daemon's group plsubmit with nobody as its member, the tensor_fix
+# fixture, and a daemon running as root with the plugins named. Needs root.
 #
 #   member_setup PLUGIN.so...   (paths), then the helpers below
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
