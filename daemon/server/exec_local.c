@@ -484,10 +484,13 @@ is_run_shim(pid_t pid)
 /* Deliver sig to the child a shim started, pid `child` with start time
  * cstart, and to its process group while it still leads its own: only
  * while the pid is that process (its pidfd opened first, then its start
- * time compared: a recycled pid fails the comparison, and the pidfd pins
- * the process it was opened on). One that left its group (setsid,
- * setpgid) is signalled alone, through its pidfd: the group it joined is
- * not the job's to name. 0 when signalled or already gone, -1 otherwise. */
+ * time compared: a pid recycled before the open fails the comparison).
+ * The number is not another process's group between the check and
+ * kill(2) unless, in those microseconds, the child ended, its shim reaped
+ * it and the kernel handed the pid out again (a whole turn of pid_max).
+ * One that left its group (setsid, setpgid) is signalled alone, through
+ * its pidfd: the group it joined is not the job's to name. 0 when
+ * signalled or already gone, -1 otherwise. */
 static int
 signal_child(pid_t child, uint64_t cstart, int sig)
 {
