@@ -1,14 +1,22 @@
 /*
  * exec.h: the executor seam. An executor starts a job's process under
  * pipeline-shim and watches it; progress and results always come from the
- * files the shim leaves in the process directory, whatever the executor:
+ * files the shim and the job leave, whatever the executor:
  *
- *   DIR/shim.json   written by the shim once the child runs:
- *                   {"shim_pid","shim_start","child_pid","pgid","child_start","host"}
  *   DIR/events      the child's event lines (pipeline-job(7)); PL_EVENTS
- *   DIR/exit.json   written by the shim (atomically) when the child ended:
+ *   RDIR/shim.json  written by the shim once the child runs:
+ *                   {"shim_pid","shim_start","child_pid","pgid","child_start","host"}
+ *   RDIR/exit.json  written by the shim (atomically) when the child ended:
  *                   {"exited":0|1,"status":N,"signal":N,"start":T,"end":T}
  *   the job log     stdout and stderr of the child, appended (--log)
+ *
+ * DIR, the process directory, is the job's to write. RDIR, where the shim
+ * keeps its records (and its lock), is not: for the local executor in the
+ * daemon it is DIR's sibling .shim/NAME (proc_records_dir()), the
+ * daemon's, mode 0700, so that what root acts on (the process group it
+ * signals, the exit status it records) is never a number the job wrote;
+ * by hand, and under Slurm (whose records are on a shared file system by
+ * design), RDIR is DIR.
  *
  * The local executor (exec_local.c) has the run's shim start the process
  * and watches it through a pipe that shim closes once exit.json is in; the slurm executor (exec_slurm.c) submits a batch script that runs
@@ -40,6 +48,7 @@ struct proc {
 	double started;              /* wall clock at the start request */
 	const struct executor *ex;
 	char dir[PATH_MAX];          /* the process directory (see above) */
+	char rdir[PATH_MAX];         /* the shim's records (see above); "": dir */
 	char log[PATH_MAX];          /* the job log the shim appends to */
 	const char *run;             /* local: the run, whose shim starts it (NULL: a shim of its own) */
 	pid_t pid;                   /* local: the shim's pid */
@@ -82,8 +91,11 @@ struct executor {
 /* A run's shim's refusal of a request (shim.c), written to the pipe the
  * request came with, which it then closes: its pid and start time, and
  * errno. A request it takes gets no reply: the pipe is closed once
- * exit.json is in place, so the daemon's thread wakes once per process. */
-#define SHIM_REQ_MAX (1 << 20) /* a request's size limit: the daemon falls back */
+ * exit.json is in place, so the daemon's thread wakes once per process.
+ * A request (its command line and environment) travels in a memfd sent
+ * with it, of any size up to SHIM_REQ_MAX: the daemon refuses a larger
+ * one, naming both sizes, and never starts the shim another way. */
+#define SHIM_REQ_MAX (64 << 20)
 struct shim_reply {
 	int32_t pid;
 	int32_t err;
@@ -107,13 +119,25 @@ extern const struct executor exec_slurm __attribute__((weak));
 const struct executor *exec_find(const char *name);
 int	exec_known(const char *name);
 
-/* shimfiles.c: shared by executors. Read DIR/exit.json into p (1 when
- * present, 0 when absent, -1 when unreadable); read DIR/shim.json (the
- * child's start time 0 in a record that has none). */
+/* shimfiles.c: shared by executors. Read RDIR/exit.json into p (1 when
+ * present, 0 when absent, -1 when unreadable); read RDIR/shim.json (the
+ * child's start time 0 in a record that has none). proc_records_dir(): the
+ * records directory of process directory dir (.../NAME: .../.shim/NAME). */
 int	proc_read_exit(struct proc *p);
 /* Hold the descriptor that proc_read_exit() and proc_read_shim() use
  * when the process is out of them; the daemon calls it at start. */
 void	proc_reserve_fd(void);
 int	proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_start);
+void	proc_records_dir(const char *dir, char *out, size_t len);
+/* The environment a shim is started with: made by the daemon, never the
+ * job's (the job's travels as data and is applied in the child only). */
+extern char *const shim_clean_env[];
+/* A memfd holding argv then envp as a shim request (uint32 argc, uint32
+ * envc, the strings NUL-terminated): the descriptor, or -1 with errno
+ * (E2BIG: *len over SHIM_REQ_MAX); *len its size. */
+int	shim_request_fd(char *const argv[], char *const envp[], size_t *len);
+/* Start `shim OPT 3` (-R: a request, -G: a run's shim's socket), fd on
+ * its descriptor 3, with shim_clean_env: its pid, or -1 with errno. */
+pid_t	shim_spawn_fd(const char *shim, const char *opt, int fd);
 
 #endif

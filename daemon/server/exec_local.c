@@ -1,19 +1,26 @@
 /* exec_local.c: the local executor. In the daemon every process of a run
  * is started by the run's shim (one long-lived `pipeline-shim -G` per run,
  * see shim.c: executing a shim per process cost more than a short job);
- * elsewhere (pipelinectl stage), or when the run's shim cannot be had, a
- * shim of its own is spawned as the daemon's child. Either way the shim
- * lives in a session of its own; a process is watched through a pipe its
- * run's shim closes once the exit record is in place (or the pidfd of its
- * own shim); a restarted daemon re-adopts it by the shim's pid, checked
- * against the start time recorded when it was spawned, so a recycled pid
- * is never mistaken for the shim, and takes its ending from exit.json. */
+ * elsewhere (pipelinectl stage) a shim of its own (`pipeline-shim -R`) is
+ * spawned as our child. Either way the shim is started with the daemon's
+ * clean environment and gets the process's command line and environment
+ * as data, in a memfd: nothing runs as root with an environment a job
+ * chose, and a request too large for the run's shim is refused, never
+ * started another way. The shim lives in a session of its own; a process
+ * is watched through a pipe its run's shim closes once the exit record is
+ * in place (or the pidfd of its own shim); a restarted daemon re-adopts it
+ * by the shim's pid, checked against the start time recorded when it was
+ * spawned, so a recycled pid is never mistaken for the shim, and takes its
+ * ending from exit.json. The records (shim.json, exit.json) are read from
+ * the process's records directory, the daemon's (exec.h), never from the
+ * directory the job writes; a signal goes to the child's process group
+ * only while the pid recorded there is, by its pidfd and start time, the
+ * child the shim started and still leads its own group. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,18 +40,16 @@ pidfd_open_(pid_t pid)
 }
 
 /* Whether the shim's record `name` (shim.json, exit.json) is in p's
- * directory. */
+ * records directory. */
 static int
 has_record(const struct proc *p, const char *name)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/%s", p->dir, name);
+	snprintf(path, sizeof(path), "%s/%s", p->rdir[0] ? p->rdir : p->dir, name);
 	return access(path, F_OK) == 0;
 }
 
 /* ---- the runs' shims --------------------------------------------------- */
-
-extern char **environ;
 
 struct rshim {
 	char run[128];
@@ -115,16 +120,11 @@ rshim_start(const char *run, const char *shim)
 		log_warn("%s: socketpair", __func__);
 		return NULL;
 	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 3); /* dup2 clears CLOEXEC */
-	char *const argv[] = { (char *)shim, "-G", "3", NULL };
-	pid_t pid;
-	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = shim_spawn_fd(shim, "-G", sv[1]);
+	int e = errno;
 	close(sv[1]);
-	if (rc != 0) {
-		errno = rc;
+	if (pid == -1) {
+		errno = e;
 		log_warn("%s: %s", __func__, shim);
 		close(sv[0]);
 		return NULL;
@@ -139,49 +139,38 @@ rshim_start(const char *run, const char *shim)
 	return r;
 }
 
-/* Send one request to p's run's shim r, with the write end of the pipe
- * its end (or its refusal) comes on: 0 with p filled in (p->pidfd is the
- * read end: local_wait), 1 when the request cannot be sent (too big: fall
- * back to a shim of its own), -1 when the shim is gone. Under rmtx: only
- * the send. */
+/* Send one request to p's run's shim r: the memfd rq holding the command
+ * line and environment, and the write end of the pipe its end (or its
+ * refusal) comes on: 0 with p filled in (p->pidfd is the read end:
+ * local_wait), -1 when the shim is gone, -2 when no pipe could be made
+ * (p->reason says why). Under rmtx: only the send. */
 static int
-rshim_send(struct rshim *r, struct proc *p, char *const argv[], char *const envp[])
+rshim_send(struct rshim *r, struct proc *p, int rq)
 {
-	uint32_t ac = 0, ec = 0;
-	size_t len = 8;
-	for (; argv[ac]; ac++)
-		len += strlen(argv[ac]) + 1;
-	for (; envp[ec]; ec++)
-		len += strlen(envp[ec]) + 1;
 	int pfd[2];
-	if (len > SHIM_REQ_MAX || pipe2(pfd, O_CLOEXEC) == -1)
-		return 1;
-	char *buf = xcalloc(1, len), *o = buf + 8;
-	memcpy(buf, &ac, 4);
-	memcpy(buf + 4, &ec, 4);
-	for (uint32_t i = 0; i < ac; i++)
-		o = stpcpy(o, argv[i]) + 1;
-	for (uint32_t i = 0; i < ec; i++)
-		o = stpcpy(o, envp[i]) + 1;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
+	if (pipe2(pfd, O_CLOEXEC) == -1) {
+		snprintf(p->reason, sizeof(p->reason), "pipe: %s", strerror(errno));
+		return -2;
+	}
+	char one = 1;
+	struct iovec iov = { .iov_base = &one, .iov_len = 1 };
+	union { char b[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr align; } c;
 	memset(&c, 0, sizeof(c));
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 	    .msg_control = c.b, .msg_controllen = sizeof(c.b) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &pfd[1], sizeof(int));
+	cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	int fds[2] = { pfd[1], rq };
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	ssize_t n;
 	while ((n = sendmsg(r->fd, &m, MSG_NOSIGNAL)) == -1 && errno == EINTR)
 		;
-	int e = errno;
-	free(buf);
 	close(pfd[1]); /* the shim holds it now (or nobody: EOF) */
 	if (n == -1) {
 		close(pfd[0]);
-		return e == EMSGSIZE ? 1 : -1;
+		return -1;
 	}
 	p->pid = r->pid;
 	p->starttime = r->start;
@@ -205,11 +194,13 @@ rshim_gone(const char *run, pid_t pid)
 	pthread_mutex_unlock(&rmtx);
 }
 
-/* Start p through its run's shim: 0, or 1 to fall back to a shim of its
- * own. The lock covers the send only: the request's end, or its refusal,
- * comes on a pipe of its own (local_wait). */
+/* Start p through its run's shim with the request rq: 0, 1 when there
+ * is no run's shim to ask (not in the daemon, or no run: a shim of its
+ * own), -1 when the start failed (p->reason says why). The lock covers
+ * the send only: the request's end, or its refusal, comes on a pipe of
+ * its own (local_wait). */
 static int
-rshim_try(struct proc *p, char *const argv[], char *const envp[])
+rshim_try(struct proc *p, const char *shim, int rq)
 {
 	if (p->run == NULL || p->run[0] == '\0')
 		return 1;
@@ -224,27 +215,54 @@ rshim_try(struct proc *p, char *const argv[], char *const envp[])
 		while (r && strcmp(r->run, p->run) != 0)
 			r = r->next;
 		if (r == NULL)
-			r = rshim_start(p->run, argv[0]);
-		int rc = r ? rshim_send(r, p, argv, envp) : 1;
+			r = rshim_start(p->run, shim);
+		int rc = r ? rshim_send(r, p, rq) : -2;
 		pid_t pid = r ? r->pid : 0;
 		pthread_mutex_unlock(&rmtx);
-		if (rc >= 0)
-			return rc;
+		if (rc == 0)
+			return 0;
+		if (rc == -2)
+			break;
 		rshim_gone(p->run, pid);
 	}
-	return 1;
+	if (p->reason[0] == '\0')
+		snprintf(p->reason, sizeof(p->reason), "the run's shim (%s) cannot be started", shim);
+	return -1;
 }
 
+/* Start p: through its run's shim in the daemon, else as `argv[0] -R 3`,
+ * our child, with the request on descriptor 3. The shim's own environment
+ * is shim_clean_env either way; envp travels as data. */
 static int
 local_start(struct proc *p, char *const argv[], char *const envp[], const char *cwd)
 {
-	if (rshim_try(p, argv, envp) == 0)
-		return 0;
-	pid_t pid;
-	int rc = posix_spawn(&pid, argv[0], NULL, NULL, argv, envp);
-	if (rc != 0) {
-		errno = rc;
+	(void)cwd; /* in argv (-c) */
+	size_t len;
+	int rq = shim_request_fd(argv, envp, &len);
+	if (rq == -1) {
+		if (errno == E2BIG)
+			snprintf(p->reason, sizeof(p->reason), "its command line and environment are "
+			    "%zu bytes, over the limit of %d bytes", len, SHIM_REQ_MAX);
+		else
+			snprintf(p->reason, sizeof(p->reason), "the request to the shim: %s",
+			    strerror(errno));
+		log_warnx("%s: %s: %s", __func__, p->dir, p->reason);
+		return -1;
+	}
+	int rc = rshim_try(p, argv[0], rq);
+	if (rc != 1) {
+		close(rq);
+		if (rc == -1)
+			log_warnx("%s: %s: %s", __func__, p->dir, p->reason);
+		return rc;
+	}
+	pid_t pid = shim_spawn_fd(argv[0], "-R", rq);
+	int e = errno;
+	close(rq);
+	if (pid == -1) {
+		errno = e;
 		log_warn("%s: %s", __func__, argv[0]);
+		snprintf(p->reason, sizeof(p->reason), "%s: %s", argv[0], strerror(e));
 		return -1;
 	}
 	p->pid = pid;
@@ -281,7 +299,8 @@ orphans_running(pid_t pgid, uint64_t cstart)
 }
 
 /* p's shim is gone without an exit record: the program it started may
- * run on, orphaned, in its process group (shim.json), in the directories
+ * run on, orphaned, in its process group (shim.json, in the records
+ * directory the job cannot write), in the directories
  * the job's next attempt will use. Kill it and its group (SIGTERM, SIGKILL
  * after ORPHAN_GRACE_S) and wait until none of it runs, so that no job
  * runs twice at once. A live process with the child's pid is the child
@@ -295,7 +314,7 @@ kill_orphans(struct proc *p)
 {
 	pid_t child = 0, pgid = 0;
 	uint64_t cstart = 0, t = 0;
-	if (proc_read_shim(p, &child, &pgid, &cstart) == -1 || pgid <= 1)
+	if (proc_read_shim(p, &child, &pgid, &cstart) == -1 || pgid <= 1 || child != pgid)
 		return;
 	/* A record without the child's start time (an older shim): the child
 	 * started after its shim. */
@@ -462,18 +481,53 @@ is_run_shim(pid_t pid)
 	return 0;
 }
 
+/* Deliver sig to the child a shim started, pid `child` with start time
+ * cstart, and to its process group while it still leads its own: only
+ * while the pid is that process (its pidfd opened first, then its start
+ * time compared: a pid recycled before the open fails the comparison).
+ * The number is not another process's group between the check and
+ * kill(2) unless, in those microseconds, the child ended, its shim reaped
+ * it and the kernel handed the pid out again (a whole turn of pid_max).
+ * One that left its group (setsid, setpgid) is signalled alone, through
+ * its pidfd: the group it joined is not the job's to name. 0 when
+ * signalled or already gone, -1 otherwise. */
+static int
+signal_child(pid_t child, uint64_t cstart, int sig)
+{
+	if (child <= 1 || cstart == 0)
+		return -1;
+	int fd = pidfd_open_(child);
+	if (fd == -1)
+		return errno == ESRCH ? 0 : -1;
+	char st;
+	pid_t pg;
+	uint64_t t;
+	int rc = 0;
+	if (proc_stat(child, &st, &pg, &t) == 0 && t == cstart) {
+		if (pg == child)
+			rc = kill(-child, sig);
+		else
+			rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+	}
+	close(fd);
+	return rc == -1 && errno == ESRCH ? 0 : rc;
+}
+
 static int
 local_signal(struct proc *p, int sig)
 {
 	pid_t child = 0, pgid = 0;
-	/* Right after the start a shim of its own may not have recorded the
-	 * child's process group yet: give it a moment, as long as it lives.
-	 * (A run's shim records it before it replies.) */
+	uint64_t cstart = 0;
+	/* Right after the start a shim may not have recorded the child yet:
+	 * give it a moment, as long as it lives. */
 	for (int i = 0; i < 200 && !has_record(p, "shim.json") && p->pid > 0 && kill(p->pid, 0) == 0; i++)
 		usleep(5000);
-	if (proc_read_shim(p, &child, &pgid, NULL) == 0 && pgid > 0)
-		return kill(-pgid, sig);
-	if (p->pid <= 0 || is_run_shim(p->pid))
+	if (proc_read_shim(p, &child, &pgid, &cstart) == 0 && child > 0)
+		return signal_child(child, cstart, sig);
+	/* No record: a shim of its own that has not started the child, our
+	 * child (it forwards the signal), never a run's shim, which would
+	 * forward it to every process of the run. */
+	if (p->pid <= 0 || is_run_shim(p->pid) || proc_starttime(p->pid) != p->starttime)
 		return -1;
 	return kill(p->pid, sig);
 }

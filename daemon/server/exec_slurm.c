@@ -8,12 +8,21 @@
  * exactly as for local jobs.
  *
  * Files this executor keeps in the process directory, beside the shim's:
- *   job.sbatch    the script as submitted (slurm_script() explains it)
- *   slurm.jobid   the job id, written as soon as sbatch answered, so a
- *                 daemon killed before it stored the id still finds it
- *   slurm.cancel  the daemon stopped the job (the signal number)
  *   slurm.ended   the daemon recorded the end; a late requeue of the job
  *                 then runs nothing
+ * and in the daemon's records directory (proc_records_dir(), exec.h),
+ * which the job cannot write, what the daemon alone reads back and acts
+ * on as root:
+ *   job.sbatch    the script as submitted (slurm_script() explains it):
+ *                 sbatch reads it after the daemon wrote it, and Slurm
+ *                 runs it as the daemon's user
+ *   slurm.jobid   the job id, written as soon as sbatch answered, so a
+ *                 daemon killed before it stored the id still finds it
+ *                 (and cancels that job, no other)
+ *   slurm.cancel  the daemon stopped the job (the signal number)
+ * The shim's records (shim.json, exit.json) are in the process directory
+ * on the shared file system by design: the ending is read from there, and
+ * nothing the daemon does as root takes a number from them.
  *
  * Slurm states map onto proc states in slurm.c. An ending is final only
  * when Slurm's state is terminal: a job whose processes were killed is
@@ -92,10 +101,23 @@ track_drop(const struct proc *p)
 	pthread_mutex_unlock(&tracks_lock);
 }
 
+/* Whether name is one of the daemon's own files (above). */
+static int
+own_file(const char *name)
+{
+	return strcmp(name, "slurm.jobid") == 0 || strcmp(name, "slurm.cancel") == 0 ||
+	    strcmp(name, "job.sbatch") == 0;
+}
+
 static void
 dir_file(const struct proc *p, const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s", p->dir, name);
+	if (own_file(name)) {
+		char rdir[PATH_MAX];
+		proc_records_dir(p->dir, rdir, sizeof(rdir));
+		snprintf(buf, len, "%s/%s", rdir, name);
+	} else
+		snprintf(buf, len, "%s/%s", p->dir, name);
 }
 
 static int
@@ -110,6 +132,13 @@ static int
 dir_put(const struct proc *p, const char *name, const char *text)
 {
 	char f[PATH_MAX + 32];
+	if (own_file(name)) {
+		proc_records_dir(p->dir, f, sizeof(f));
+		if (plc_mkdirs(f, 0700) == -1) {
+			log_warn("%s: %s", __func__, f);
+			return -1;
+		}
+	}
 	dir_file(p, name, f, sizeof(f));
 	if (plc_write_file_atomic(f, text, strlen(text), 0640) == -1) {
 		log_warn("%s: %s", __func__, f);
@@ -179,12 +208,10 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 		return -1;
 	}
 	dir_file(p, "job.sbatch", path, sizeof(path));
-	int rc = plc_write_file_atomic(path, text, strlen(text), 0750);
+	int rc = dir_put(p, "job.sbatch", text);
 	free(text);
-	if (rc == -1) {
-		log_warn("%s: %s", __func__, path);
+	if (rc == -1)
 		return -1;
-	}
 	if (slurm_submit(path, p->ext_id, sizeof(p->ext_id), err, sizeof(err)) == -1) {
 		log_warnx("%s: %s: sbatch refused the job: %s", __func__, path, err);
 		joblog(p, "sbatch refused the job: %s", err);

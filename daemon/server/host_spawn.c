@@ -525,6 +525,11 @@ proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
 		snprintf(p->dir, sizeof(p->dir), "%s/attempt-%d/%s", j->jobdir, j->attempt, spec->name);
 	else
 		snprintf(p->dir, sizeof(p->dir), "%s/.pl/%s", j->workdir, spec->name);
+	/* The shim's records: the daemon's own beside the job's directory
+	 * (exec.h); by hand, and under a batch system, the process
+	 * directory itself. */
+	if (j->store && p->ex == &exec_local)
+		proc_records_dir(p->dir, p->rdir, sizeof(p->rdir));
 	p->attempt_id = j->attempt_id;
 	snprintf(p->name, sizeof(p->name), "%s", spec->name);
 	p->started = now_wall();
@@ -565,6 +570,8 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 		const struct executor *ex = exec_find(row.executor);
 		if (ex != NULL)
 			p->ex = ex;
+		if (p->ex != &exec_local)
+			p->rdir[0] = '\0';
 		if (row.state == PROC_ENDED || row.state == PROC_LOST) {
 			out->exited = row.exited;
 			out->status = row.status;
@@ -586,8 +593,8 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 	return PL_OK;
 }
 
-/* The shim's command line for spec's program: -d DIR -l LOG -c CWD
- * [-u OWNER] -- ARGV. */
+/* The shim's command line for spec's program: -d DIR [-r RDIR] -l LOG
+ * -c CWD [-u OWNER] -- ARGV. */
 static char **
 shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const char *cwd)
 {
@@ -600,11 +607,15 @@ shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const ch
 		snprintf(shimbuf, sizeof(shimbuf), "%s/pipeline-shim", self_dir());
 		shim = shimbuf;
 	}
-	char **argv = xcalloc((size_t)na + 12, sizeof(char *));
+	char **argv = xcalloc((size_t)na + 14, sizeof(char *));
 	int k = 0;
 	argv[k++] = xstrdup(shim);
 	argv[k++] = xstrdup("-d");
 	argv[k++] = xstrdup(p->dir);
+	if (p->rdir[0]) {
+		argv[k++] = xstrdup("-r");
+		argv[k++] = xstrdup(p->rdir);
+	}
 	argv[k++] = xstrdup("-l");
 	argv[k++] = xstrdup(p->log);
 	argv[k++] = xstrdup("-c");
@@ -647,6 +658,22 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 	if (!fresh)
 		marks_clear(r);
 	r->marked = 1;   /* a new events file: no mark of an earlier one applies */
+	if (p->rdir[0] && j->jobdirfd >= 0) {
+		/* The records directory: the daemon's, mode 0700, in the
+		 * attempt's directory (the daemon's, mode 0711), so the job can
+		 * neither write it nor put another in its place. */
+		snprintf(rel, sizeof(rel), "attempt-%d/.shim/%s", j->attempt, spec->name);
+		if ((dfd = dirs_make_at(j->jobdirfd, rel, 0700)) == -1) {
+			job_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p->rdir, strerror(errno));
+			return PL_EIO;
+		}
+		for (int i = 1; stale[i]; i++)
+			unlinkat(dfd, stale[i], 0);
+		close(dfd);
+	} else if (p->rdir[0] && plc_mkdirs(p->rdir, 0700) == -1) {
+		job_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p->rdir, strerror(errno));
+		return PL_EIO;
+	}
 	char **argv = shim_argv(j, spec, p, r->cwd);
 	char **env = build_env(j, p, spec);
 	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
@@ -655,7 +682,8 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 	free_vec(argv);
 	free_vec(env);
 	if (rc == -1) {
-		job_log(j, PL_LOG_ERROR, "spawn %s: could not start the shim", spec->name);
+		job_log(j, PL_LOG_ERROR, "spawn %s: could not start the shim%s%s", spec->name,
+		    p->reason[0] ? ": " : "", p->reason);
 		if (j->store) {
 			p->state = PROC_LOST;
 			proc_save(j, p, r->offset);

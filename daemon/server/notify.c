@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +235,21 @@ run_command(const struct ncfg *cf, const char *cmd, const char *kind, const char
 	for (int i = 0; i < 5; i++)
 		envp[k++] = e[i];
 	envp[k] = NULL;
-	pid_t pid;
-	int rc = posix_spawn(&pid, shim, NULL, NULL, argv, envp);
+	/* As every shim: started with the daemon's clean environment, the
+	 * command's (the daemon's own and the PL_NOTIFY_ variables, whose
+	 * values name a submitter's run and job) handed over as data. */
+	size_t len;
+	int rq = shim_request_fd(argv, envp, &len);
 	free(envp);
-	if (rc != 0) {
-		snprintf(err, errsz, "%s: %s", shim, strerror(rc));
+	if (rq == -1) {
+		snprintf(err, errsz, "the request to %s: %s", shim, strerror(errno));
+		return -1;
+	}
+	pid_t pid = shim_spawn_fd(shim, "-R", rq);
+	int serr = errno;
+	close(rq);
+	if (pid == -1) {
+		snprintf(err, errsz, "%s: %s", shim, strerror(serr));
 		return -1;
 	}
 	/* The shim is the daemon's child; it ends when the command has. The

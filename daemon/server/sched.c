@@ -1172,6 +1172,8 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 		p.pid = rows[i].pid;
 		p.starttime = rows[i].starttime;
 		snprintf(p.dir, sizeof(p.dir), "%s", rows[i].dir);
+		if (p.ex == &exec_local)
+			proc_records_dir(p.dir, p.rdir, sizeof(p.rdir));
 		snprintf(p.ext_id, sizeof(p.ext_id), "%s", rows[i].ext_id);
 		if (p.ex->adopt(&p) == 0 && (p.state == PROC_RUNNING || p.state == PROC_QUEUED)) {
 			log_warnx("%s: %s/%s: killing leftover process of attempt %d", __func__,

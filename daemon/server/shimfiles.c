@@ -1,18 +1,95 @@
-/* shimfiles.c: reading the files the shim leaves behind, for every
- * executor. A record that cannot be opened for want of a descriptor
- * (EMFILE, ENFILE) is not a missing record: one descriptor is held in
- * reserve for reading it, and the read is retried. */
+/* shimfiles.c: what the daemon and a shim exchange, for every executor:
+ * the files the shim leaves behind (read from its records directory,
+ * exec.h), the request that carries a process's command line and
+ * environment, and the environment a shim is started with. A record that
+ * cannot be opened for want of a descriptor (EMFILE, ENFILE) is not a
+ * missing record: one descriptor is held in reserve for reading it, and
+ * the read is retried. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "pipelined.h"
 #include "plio.h"
-#include <unistd.h>
+
+/* A shim needs nothing of an environment: the job's is data it is sent
+ * (shim_request_fd()), applied in the child once it has become the job's
+ * user. So a preloaded library, a locale or a malloc setting of the job's
+ * never reaches a process of root's. */
+char *const shim_clean_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+
+int
+shim_request_fd(char *const argv[], char *const envp[], size_t *len)
+{
+	uint32_t ac = 0, ec = 0;
+	size_t n = 8;
+	for (; argv[ac]; ac++)
+		n += strlen(argv[ac]) + 1;
+	for (; envp && envp[ec]; ec++)
+		n += strlen(envp[ec]) + 1;
+	*len = n;
+	if (n > SHIM_REQ_MAX) {
+		errno = E2BIG;
+		return -1;
+	}
+	int fd = memfd_create("pipeline-shim-request", MFD_CLOEXEC);
+	if (fd == -1)
+		return -1;
+	char *buf = malloc(n), *o = buf + 8;
+	if (buf == NULL) {
+		close(fd);
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(buf, &ac, 4);
+	memcpy(buf + 4, &ec, 4);
+	for (uint32_t i = 0; i < ac; i++)
+		o = stpcpy(o, argv[i]) + 1;
+	for (uint32_t i = 0; i < ec; i++)
+		o = stpcpy(o, envp[i]) + 1;
+	int rc = plc_write_all(fd, buf, n);
+	int e = errno;
+	free(buf);
+	if (rc == -1) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+pid_t
+shim_spawn_fd(const char *shim, const char *opt, int fd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fd, 3); /* dup2 clears CLOEXEC */
+	char *const argv[] = { (char *)shim, (char *)opt, "3", NULL };
+	pid_t pid;
+	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, shim_clean_env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	return pid;
+}
+
+void
+proc_records_dir(const char *dir, char *out, size_t len)
+{
+	const char *slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(out, len, ".shim/%s", dir);
+	else
+		snprintf(out, len, "%.*s/.shim/%s", (int)(slash - dir), dir, slash + 1);
+}
 
 static pthread_mutex_t reserve_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int reserve_fd = -1;
@@ -27,8 +104,8 @@ proc_reserve_fd(void)
 	pthread_mutex_unlock(&reserve_mtx);
 }
 
-/* The process directory is the job's to write: a record is opened
- * without following a link, as a regular file of one link. */
+/* A record is opened without following a link, as a regular file of one
+ * link: under Slurm it lies in the job's directory. */
 static char *
 read_nofollow(const char *path)
 {
@@ -76,9 +153,10 @@ read_record(const char *path)
 }
 
 static cJSON *
-read_json(const char *dir, const char *name)
+read_json(const struct proc *p, const char *name)
 {
-	/* The process directory is the job's to write: no link followed. */
+	/* No link followed: RDIR is DIR by hand and under Slurm. */
+	const char *dir = p->rdir[0] ? p->rdir : p->dir;
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	char *t = read_record(path);
@@ -106,7 +184,7 @@ num(const cJSON *o, const char *k, int def)
 int
 proc_read_exit(struct proc *p)
 {
-	cJSON *o = read_json(p->dir, "exit.json");
+	cJSON *o = read_json(p, "exit.json");
 	if (o == NULL)
 		return 0;
 	p->exited = num(o, "exited", 0);
@@ -120,7 +198,7 @@ proc_read_exit(struct proc *p)
 int
 proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_start)
 {
-	cJSON *o = read_json(p->dir, "shim.json");
+	cJSON *o = read_json(p, "shim.json");
 	if (o == NULL)
 		return -1;
 	if (child_pid)

@@ -756,10 +756,21 @@ env_get(char *const envp[], const char *name)
  *    starting over;
  *  - runs the shim in the background and waits for it: the shell traps
  *    USR1 and USR2 (the --signal warning before the time limit, and
- *    scancel --batch) and forwards them to the job's process group read
- *    from shim.json; it survives TERM (Slurm signals every process of the
- *    job; the shim forwards TERM itself), so the shim can still write
- *    exit.json before the batch step ends and Slurm kills what is left;
+ *    scancel --batch) and forwards them to the shim it started (its own
+ *    child, $!), which forwards them to the job's process group, known
+ *    to it alone: never a process group read from a file the job can
+ *    write (the batch step runs as the daemon's user, root); it survives
+ *    TERM (Slurm signals every process of the job; the shim forwards TERM
+ *    itself), so the shim can still write exit.json before the batch step
+ *    ends and Slurm kills what is left;
+ *  - starts the shim with a clean environment (env -i, only PATH) and
+ *    hands it the job's command line and environment as data, a request
+ *    on its standard input (pipeline-shim -R 0, the format of shim.c):
+ *    the batch step's environment (Slurm's variables), then the job's,
+ *    whose entries replace those of the same name; nothing of the job's
+ *    environment (LD_PRELOAD) is in any process of the script's, which
+ *    runs as the daemon's user; only the job's program, once the shim has
+ *    made it the run's user, executes with it;
  *  - exits with the job's own status, so Slurm's record (FAILED,
  *    COMPLETED) agrees with the exit record.
  */
@@ -820,8 +831,10 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	    "has recorded this job's end already; not running it again\"\n"
 	    "\texit 0\n"
 	    "fi\n");
-	/* The job's environment, exactly as the daemon built it. */
-	for (char *const *e = envp; e && *e; e++) {
+	/* The job's environment, exactly as the daemon built it: data for
+	 * the shim's request (pl_request below), never exported here. */
+	int envc = 0;
+	for (char *const *e = envp; e && *e; e++, envc++) {
 		const char *eq = strchr(*e, '=');
 		size_t n = eq ? (size_t)(eq - *e) : 0;
 		int ok = n > 0 && (isalpha((unsigned char)(*e)[0]) || (*e)[0] == '_');
@@ -832,10 +845,11 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 			free(b.s);
 			return NULL;
 		}
-		bput(&b, "export %.*s=", (int)n, *e);
-		bput_quoted(&b, eq + 1);
-		bput(&b, "\n");
 	}
+	const char *workdir = env_get(envp, "PL_WORKDIR");
+	bput(&b, "pl_workdir=");
+	bput_quoted(&b, workdir ? workdir : "");
+	bput(&b, "\n");
 	bput(&b, "cd ");
 	bput_quoted(&b, cwd ? cwd : dir);
 	bput(&b, " || exit 1\n\n");
@@ -870,33 +884,63 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 		bput_quoted(&b, o->checkpoints);
 		bput(&b, "\n");
 	} else
-		bput(&b, "\tpl_ckroot=\"${PL_WORKDIR:-$PWD}/checkpoints\"\n");
+		bput(&b, "\tpl_ckroot=\"${pl_workdir:-$PWD}/checkpoints\"\n");
 	bput(&b,
 	    "\tpl_out=$(pl_newest_checkpoint \"$pl_ckroot\")\n"
 	    "\tpl_ck=$(printf '%%s\\n' \"$pl_out\" | tail -n 1)\n"
 	    "\tprintf '%%s\\n' \"$pl_out\" | grep '^pipelined: ' || :\n"
 	    "\tcase $pl_ck in\n"
 	    "\t\"$pl_ckroot\"/checkpoint-*)\n"
-	    "\t\texport PL_RESUME_FROM=\"$pl_ck\"\n"
+	    "\t\tpl_resume=\"$pl_ck\"\n"
 	    "\t\techo \"pipelined: resuming from $pl_ck\";;\n"
 	    "\t*)\techo \"pipelined: no complete checkpoint under $pl_ckroot\";;\n"
 	    "\tesac\n"
 	    "fi\n\n");
+	/* The request: uint32 argc and envc (little-endian, as printf's
+	 * octal escapes), then the strings, each ended by a NUL. */
+	int argc = 0;
+	while (argv[argc])
+		argc++;
 	bput(&b,
+	    "pl_u32() {\n"
+	    "\tprintf \"\\\\$(printf %%03o $(($1 & 255)))\\\\$(printf %%03o $((($1 >> 8) & 255)))"
+	    "\\\\$(printf %%03o $((($1 >> 16) & 255)))\\\\$(printf %%03o $((($1 >> 24) & 255)))\"\n"
+	    "}\n"
+	    "pl_request() {\n"
+	    "\tpl_n=$(($(tr -cd '\\000' < /proc/$$/environ | wc -c) + %d))\n"
+	    "\t[ -z \"${pl_resume:-}\" ] || pl_n=$((pl_n + 1))\n"
+	    "\tpl_u32 %d\n"
+	    "\tpl_u32 \"$pl_n\"\n"
+	    "\tprintf '%%s\\000'", envc, argc);
+	for (int i = 0; i < argc; i++) {
+		bput(&b, " \\\n\t    ");
+		bput_quoted(&b, argv[i]);
+	}
+	/* The batch step's environment (Slurm's: SLURM_JOB_ID,
+	 * CUDA_VISIBLE_DEVICES), then the job's, which the shim lets replace
+	 * an entry of the same name. */
+	bput(&b, "\n\tcat /proc/$$/environ\n");
+	if (envc > 0) {
+		bput(&b, "\tprintf '%%s\\000'");
+		for (char *const *e = envp; *e; e++) {
+			bput(&b, " \\\n\t    ");
+			bput_quoted(&b, *e);
+		}
+		bput(&b, "\n");
+	}
+	bput(&b,
+	    "\t[ -z \"${pl_resume:-}\" ] || printf '%%s\\000' \"PL_RESUME_FROM=$pl_resume\"\n"
+	    "}\n"
 	    "pl_forward() {\n"
-	    "\tpl_pg=$(sed -n 's/.*\"pgid\":\\([0-9][0-9]*\\).*/\\1/p' \"$pl_dir/shim.json\" 2>/dev/null)\n"
-	    "\t[ -n \"$pl_pg\" ] && [ \"$pl_pg\" -gt 1 ] && kill -s \"$1\" -- \"-$pl_pg\" 2>/dev/null\n"
+	    "\tkill -s \"$1\" \"$pl_pid\" 2>/dev/null\n"
 	    "\treturn 0\n"
 	    "}\n"
 	    "trap 'pl_forward USR1' USR1\n"
 	    "trap 'pl_forward USR2' USR2\n"
 	    "trap : TERM INT HUP\n\n");
-	for (int i = 0; argv[i]; i++) {
-		if (i > 0)
-			bput(&b, " ");
-		bput_quoted(&b, argv[i]);
-	}
-	bput(&b, " &\n"
+	bput(&b, "pl_request | env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ");
+	bput_quoted(&b, argv[0]);
+	bput(&b, " -R 0 &\n"
 	    "pl_pid=$!\n"
 	    "while :; do\n"
 	    "\twait \"$pl_pid\"\n"

@@ -2,39 +2,49 @@
  * pipeline-shim: the parent of job processes (the containerd-shim /
  * conmon pattern), so that jobs outlive the daemon.
  *
- *   pipeline-shim -d DIR -l LOG [-c CWD] -- PROGRAM [ARG...]
+ *   pipeline-shim -d DIR [-r RDIR] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
+ *   pipeline-shim -R FD          (the same, its command line and environment read from FD)
  *   pipeline-shim -G FD          (a run's shim: see below)
  *
  * The first form supervises one process: it starts a session of its own,
- * locks DIR (flock), runs PROGRAM in a new process group with stdin from
- * /dev/null and stdout/stderr appended to LOG, records DIR/shim.json (its
- * pid and start time, the child's pid and process group), waits, and
- * writes DIR/exit.json atomically with the child's real exit status.
- * SIGTERM, SIGINT and SIGHUP sent to the shim are forwarded to the child's
- * process group. The job's own progress goes to DIR/events (PL_EVENTS),
- * written by the job itself. The slurm executor runs this form in its
- * batch scripts; the daemon uses it when a run's shim cannot be had.
+ * locks RDIR (flock; RDIR is DIR unless -r names another), runs PROGRAM in
+ * a new process group with stdin from /dev/null and stdout/stderr appended
+ * to LOG, records RDIR/shim.json (its pid and start time, the child's pid
+ * and process group), waits, and writes RDIR/exit.json atomically with the
+ * child's real exit status. SIGTERM, SIGINT and SIGHUP sent to the shim
+ * are forwarded to the child's process group, as are SIGUSR1 and SIGUSR2
+ * (a Slurm batch script's warnings). The job's own progress goes to
+ * DIR/events (PL_EVENTS), written by the job itself. DIR is the job's to
+ * write; RDIR need not be: the daemon gives the shim one of its own, so
+ * that no record it acts on as root is the job's to forge (exec.h). The
+ * slurm executor runs this form in its batch scripts; -R is how the daemon
+ * starts it by hand (pipelinectl stage): the shim itself is always started
+ * with an environment of the daemon's (shim_clean_env), the job's
+ * environment is data (the request format below) that only the child,
+ * once it has become the job's user, executes with.
  *
  * A run's shim (-G). Executing a program costs about a millisecond here
  * (the dynamic loader's start-up dominates), a shim process per job
  * another fork and exit: more than a short job itself. So the daemon
  * starts one shim per run (the containerd shim-v2 pattern: one shim per
  * pod): `pipeline-shim -G FD`, in a session of its own, takes requests
- * over the SOCK_SEQPACKET socket FD. A request is one
- * message: uint32 argc, uint32 envc, then argc + envc NUL-terminated
- * strings: the first form's command line and the environment. The shim
- * does for that process exactly what the first form does (the lock, the
- * log, the process group, shim.json, exit.json), as the parent of every
- * process of the run. Each request comes with the write end of a pipe
- * attached (SCM_RIGHTS), the daemon's thread holding the read end. A
- * request it takes gets no reply: the shim closes the pipe once exit.json
- * is in place, which is all the daemon's thread waits for (one wake-up
- * per process); a request it refuses gets {int32 pid, int32 errno,
- * uint64 start} there, then the pipe closed. So the daemon needs no lock
- * around the socket beyond the send, and its threads wait each on its own
- * pipe. It exits when the
- * daemon's end is closed (the run ended, or the daemon went) and its last
- * child has ended.
+ * over the SOCK_SEQPACKET socket FD. A request is one small message with
+ * two descriptors attached (SCM_RIGHTS): the write end of a pipe, and a
+ * memfd holding uint32 argc, uint32 envc, then argc + envc NUL-terminated
+ * strings: the first form's command line and the environment, of any size
+ * up to SHIM_REQ_MAX (a socket message holds far less). The shim does for
+ * that process exactly what the first form does (the lock, the log, the
+ * process group, shim.json, exit.json), as the parent of every process of
+ * the run, and refuses a request whose RDIR is not its own (its owner
+ * another, or writable by others) when it is to drop to another user. The
+ * daemon's thread holds the pipe's read end. A request it takes gets no
+ * reply: the shim closes the pipe once exit.json is in place, which is all
+ * the daemon's thread waits for (one wake-up per process); a request it
+ * refuses gets {int32 pid, int32 errno, uint64 start} there, then the pipe
+ * closed. So the daemon needs no lock around the socket beyond the send,
+ * and its threads wait each on its own pipe. It exits when the daemon's
+ * end is closed (the run ended, or the daemon went) and its last child
+ * has ended.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -169,7 +179,7 @@ struct cred {
 
 /* One process's supervision, as the command line asks for it. */
 struct sup {
-	const char *dir, *logp, *cwd, *user;
+	const char *dir, *rdir, *logp, *cwd, *user;
 	char **argv;
 	int dirfd, logfd;
 	double t0;
@@ -200,42 +210,59 @@ parse_cred(const char *text, struct cred *c)
 	return *end == '\0' ? 0 : -1;
 }
 
+/* The command line: 0, or -1 when malformed. -G FD sets *group_fd and
+ * -R FD *req_fd (req_fd NULL: -R is not taken), each alone. */
 static int
-parse_args(int argc, char **argv, struct sup *s, int *group_fd)
+parse_args(int argc, char **argv, struct sup *s, int *group_fd, int *req_fd)
 {
 	int opt;
 	memset(s, 0, sizeof(*s));
 	*group_fd = -1;
+	if (req_fd)
+		*req_fd = -1;
 	optind = 0; /* a full restart of getopt: a run's shim parses many */
-	while ((opt = getopt(argc, argv, "+d:l:c:u:G:")) != -1) {
+	while ((opt = getopt(argc, argv, "+d:r:l:c:u:G:R:")) != -1) {
 		switch (opt) {
 		case 'd': s->dir = optarg; break;
+		case 'r': s->rdir = optarg; break;
 		case 'l': s->logp = optarg; break;
 		case 'c': s->cwd = optarg; break;
 		case 'u': s->user = optarg; break;
 		case 'G': *group_fd = atoi(optarg); return 0;
+		case 'R':
+			if (req_fd == NULL)
+				return -1;
+			*req_fd = atoi(optarg);
+			return 0;
 		default: return -1;
 		}
 	}
 	if (s->dir == NULL || s->logp == NULL || optind >= argc)
 		return -1;
+	if (s->rdir == NULL)
+		s->rdir = s->dir;
 	s->argv = argv + optind;
 	return 0;
 }
 
-/* Lock DIR and open LOG: 0, or -1 with a message on stderr. */
+/* Lock RDIR and open LOG: 0, or -1 with a message on stderr and errno
+ * (EBUSY: another shim holds the lock). */
 static int
 sup_open(struct sup *s)
 {
-	/* The records are written relative to the directory: a relative DIR
-	 * means the same after a chdir. The lock is the directory itself
-	 * (flock works on a directory's descriptor): no file to create. */
-	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* The records are written relative to the directory, kept open: a
+	 * relative RDIR means the same after a chdir, and a directory
+	 * renamed or replaced afterwards changes nothing. The lock is the
+	 * directory itself (flock works on a directory's descriptor): no
+	 * file to create. */
+	s->dirfd = open(s->rdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dirfd == -1 || flock(s->dirfd, LOCK_EX | LOCK_NB) == -1) {
-		fprintf(stderr, "pipeline-shim: %s: %s\n", s->dir,
+		int e = s->dirfd == -1 ? errno : EBUSY;
+		fprintf(stderr, "pipeline-shim: %s: %s\n", s->rdir,
 		    s->dirfd == -1 ? strerror(errno) : "another shim holds its lock");
 		if (s->dirfd >= 0)
 			close(s->dirfd);
+		errno = e;
 		return -1;
 	}
 	/* The log is not followed if it is a link, and must be a file of
@@ -252,9 +279,11 @@ sup_open(struct sup *s)
 		errno = EINVAL;
 	}
 	if (s->logfd == -1) {
+		int e = errno;
 		fprintf(stderr, "pipeline-shim: %s: %s\n", s->logp, errno == EINVAL ?
 		    "not a regular file of one link" : strerror(errno));
 		close(s->dirfd);
+		errno = e;
 		return -1;
 	}
 	fcntl(s->logfd, F_SETFL, O_WRONLY | O_APPEND);
@@ -351,7 +380,7 @@ static int nreset = -1;
 static void
 find_reset_sigs(void)
 {
-	static const int own[] = { SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP };
+	static const int own[] = { SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 };
 	nreset = 0;
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		reset_sigs[nreset++] = own[i];
@@ -517,7 +546,18 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 		    (unsigned)cred.uid, (unsigned)cred.gid, strerror(e));
 	else if (ce.chdir_failed)
 		dprintf(s->logfd, "pipeline-shim: chdir %s: %s\n", s->cwd, strerror(e));
-	else
+	else if (e == E2BIG) {
+		/* Said with both sizes: the job's environment is the usual
+		 * cause, and its size is the submitter's to change. */
+		size_t n = 0;
+		for (char **v = s->argv; *v; v++)
+			n += strlen(*v) + 1 + sizeof(char *);
+		for (char **v = envp; *v; v++)
+			n += strlen(*v) + 1 + sizeof(char *);
+		dprintf(s->logfd, "pipeline-shim: cannot run %s: its command line and environment "
+		    "are %zu bytes, over the system's limit of %ld bytes (ARG_MAX; 128 KiB an "
+		    "entry)\n", prog, n, sysconf(_SC_ARG_MAX));
+	} else
 		dprintf(s->logfd, "pipeline-shim: cannot run %s: %s\n", prog, strerror(e));
 	*status = (e == ENOENT && !ce.chdir_failed && !ce.cred_failed ? 127 : 126) << 8;
 	return -1;
@@ -526,52 +566,121 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: pipeline-shim -d DIR -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
+	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
+	    "       pipeline-shim -R FD\n"
 	    "       pipeline-shim -G FD\n");
 	exit(2);
 }
 
 static int run_shim(int sock);
 
+/* A request's bytes from fd: a memfd or a file (read from its start, as
+ * often as it is sent), or a pipe (read to its end: a Slurm batch
+ * script's). A buffer of *len bytes, or NULL with errno (E2BIG: over
+ * SHIM_REQ_MAX). */
+static char *
+read_request(int fd, size_t *len)
+{
+	struct stat st;
+	if (fstat(fd, &st) == -1)
+		return NULL;
+	int file = S_ISREG(st.st_mode);
+	if (file && (st.st_size < 0 || (uint64_t)st.st_size > SHIM_REQ_MAX)) {
+		errno = E2BIG;
+		return NULL;
+	}
+	size_t n = file ? (size_t)st.st_size : 0, got = 0, cap = file ? n + 1 : 65536;
+	char *buf = malloc(cap);
+	while (buf != NULL && (!file || got < n)) {
+		if (!file && got == cap) {
+			char *nb = cap >= SHIM_REQ_MAX ? NULL : realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				errno = E2BIG;
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = file ? pread(fd, buf + got, n - got, (off_t)got) :
+		    read(fd, buf + got, cap - got);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == 0 && !file)
+			break;
+		if (r <= 0) {
+			free(buf);
+			errno = r == 0 ? EINVAL : errno;
+			return NULL;
+		}
+		got += (size_t)r;
+	}
+	*len = got;
+	return buf;
+}
+
+static int parse_request(char *buf, size_t len, char ***argvp, char ***envpp);
+
 int
 main(int argc, char **argv)
 {
 	struct sup s;
-	int gfd;
-	if (parse_args(argc, argv, &s, &gfd) == -1)
+	int gfd, rfd;
+	char **envp = environ;
+	if (parse_args(argc, argv, &s, &gfd, &rfd) == -1)
 		usage();
 	if (gfd >= 0)
 		return run_shim(gfd);
+	if (rfd >= 0) {
+		/* -R: the command line and the environment are the request's;
+		 * the shim's own environment is the daemon's clean one. */
+		size_t len;
+		char *buf = read_request(rfd, &len), **cargv;
+		int ac = buf == NULL ? -1 : parse_request(buf, len, &cargv, &envp);
+		if (ac < 0 || parse_args(ac, cargv, &s, &gfd, NULL) == -1 || gfd >= 0) {
+			fprintf(stderr, "pipeline-shim: -R %d: %s\n", rfd,
+			    buf == NULL ? strerror(errno) : "a malformed request");
+			return 2;
+		}
+		/* Standard input (a batch script's pipe) becomes /dev/null. */
+		int nul = rfd == 0 ? open("/dev/null", O_RDONLY) : -1;
+		if (nul > 0) {
+			dup2(nul, 0);
+			close(nul);
+		} else if (rfd != 0)
+			close(rfd);
+	}
 
 	setsid();
 	if (sup_open(&s) == -1)
 		return 2;
-	if (getenv("PL_EVENTS") == NULL) {
+	if (rfd < 0 && getenv("PL_EVENTS") == NULL) {
 		char events[4200], *abs = realpath(s.dir, NULL);
 		snprintf(events, sizeof(events), "%s/events", abs ? abs : s.dir);
 		free(abs);
 		setenv("PL_EVENTS", events, 1);
 	}
-	if (getenv("PL_JOB_DIR") == NULL)
+	if (rfd < 0 && getenv("PL_JOB_DIR") == NULL)
 		setenv("PL_JOB_DIR", s.dir, 1);
+	if (rfd < 0)
+		envp = environ;
 
 	/* Block the forwarded signals until the child's group is known. */
+	static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 };
 	sigset_t set, old;
 	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
+	for (size_t i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
+		sigaddset(&set, fwd[i]);
 	sigprocmask(SIG_BLOCK, &set, &old);
 	int status = 0;
-	pid_t pid = sup_spawn(&s, environ, &old, &status);
+	pid_t pid = sup_spawn(&s, envp, &old, &status);
 	if (pid > 0)
 		child_pgid = pid;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = forward;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
+		sigaction(fwd[i], &sa, NULL);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	if (pid > 0) {
@@ -584,7 +693,7 @@ main(int argc, char **argv)
 		}
 	}
 	if (record_exit(s.dirfd, s.logfd, status, s.t0) == -1) {
-		fprintf(stderr, "pipeline-shim: cannot record the exit in %s: %s\n", s.dir,
+		fprintf(stderr, "pipeline-shim: cannot record the exit in %s: %s\n", s.rdir,
 		    strerror(errno));
 		return 1;
 	}
@@ -611,27 +720,105 @@ reply(int fd, int err, unsigned long long start)
 		;
 }
 
-/* One request: its bytes in buf, its pipe's write end in *fd (-1: none
- * attached). The size, 0 when the daemon's end closed, -1 on error. */
-static ssize_t
-recv_request(int sock, char *buf, size_t len, int *fd)
+/* One request's message: its pipe's write end in *fd and its memfd in
+ * *req (-1: none attached). 1, 0 when the daemon's end closed, -1 on
+ * error. */
+static int
+recv_request(int sock, int *fd, int *req)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } c;
+	char b[16];
+	struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };
+	union { char b[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr align; } c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 	    .msg_control = c.b, .msg_controllen = sizeof(c.b) };
-	*fd = -1;
+	*fd = *req = -1;
 	ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-	struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(fd, CMSG_DATA(cm), sizeof(int));
-	if (n >= 0 && (m.msg_flags & MSG_TRUNC))
-		n = (ssize_t)len + 1; /* too big */
-	return n;
+	if (n <= 0)
+		return (int)n;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (nfd >= 1)
+			memcpy(fd, CMSG_DATA(cm), sizeof(int));
+		if (nfd >= 2)
+			memcpy(req, CMSG_DATA(cm) + sizeof(int), sizeof(int));
+	}
+	return 1;
 }
 
-/* Split a request into argv and envp (pointers into buf): argc, or -1
- * when it is malformed. */
+/* Whether RDIR (open as dirfd) may hold the records of a process that
+ * runs as another user: this shim's own, writable by nobody else. 0, or
+ * -1 with errno EPERM and a line in the log. */
+static int
+records_own(const struct sup *s)
+{
+	struct stat st;
+	if (s->user == NULL)
+		return 0;
+	if (fstat(s->dirfd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022))
+		return 0;
+	dprintf(s->logfd, "pipeline-shim: %s: the records directory of a process run as "
+	    "another user must be the shim's own, writable by nobody else\n", s->rdir);
+	errno = EPERM;
+	return -1;
+}
+
+/* An environment entry and where it stood, for env_dedupe(). */
+struct envent {
+	const char *s;
+	size_t namelen;
+	int at;
+};
+
+static int
+envent_cmp(const void *a, const void *b)
+{
+	const struct envent *x = a, *y = b;
+	size_t n = x->namelen < y->namelen ? x->namelen : y->namelen;
+	int c = memcmp(x->s, y->s, n);
+	if (c != 0)
+		return c;
+	if (x->namelen != y->namelen)
+		return x->namelen < y->namelen ? -1 : 1;
+	return x->at - y->at;
+}
+
+/* In a request's environment an entry replaces an earlier one of the same
+ * name (a Slurm batch script sends the batch step's environment, then the
+ * job's): the later ones are kept, in their order. */
+static void
+env_dedupe(char **envp)
+{
+	int n = 0;
+	while (envp[n])
+		n++;
+	if (n < 2)
+		return;
+	struct envent *e = calloc((size_t)n, sizeof(*e));
+	char *drop = calloc((size_t)n, 1);
+	if (e == NULL || drop == NULL) {
+		free(e);
+		free(drop);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		e[i] = (struct envent){ envp[i], strcspn(envp[i], "="), i };
+	qsort(e, (size_t)n, sizeof(*e), envent_cmp);
+	for (int i = 0; i + 1 < n; i++)
+		if (e[i].namelen == e[i + 1].namelen && memcmp(e[i].s, e[i + 1].s, e[i].namelen) == 0)
+			drop[e[i].at] = 1;
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!drop[i])
+			envp[k++] = envp[i];
+	envp[k] = NULL;
+	free(e);
+	free(drop);
+}
+
+/* Split a request into argv and envp (pointers into buf; in envp a later
+ * entry replaces an earlier one of its name): argc, or -1 when it is
+ * malformed. */
 static int
 parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 {
@@ -657,6 +844,7 @@ parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 	}
 	*argvp = v;
 	*envpp = v + ac + 1;
+	env_dedupe(*envpp);
 	return (int)ac;
 }
 
@@ -679,10 +867,9 @@ run_shim(int sock)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	char *buf = malloc(SHIM_REQ_MAX);
 	struct child *kids = NULL;
 	int nkids = 0, cap = 0;
-	if (buf == NULL || sfd == -1)
+	if (sfd == -1)
 		return 1;
 	while (sock >= 0 || nkids > 0) {
 		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = sock, .events = POLLIN } };
@@ -714,29 +901,44 @@ run_shim(int sock)
 		}
 		if (sock < 0 || !(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		int done;
-		ssize_t n = recv_request(sock, buf, SHIM_REQ_MAX, &done);
+		int done, rq;
+		int n = recv_request(sock, &done, &rq);
 		if (n == 0 || (n == -1 && errno != EINTR)) {
 			close(sock); /* the run ended or the daemon went */
 			sock = -1;
 			continue;
 		}
-		if (n == -1 || done < 0)
+		if (n == -1 || done < 0) {
+			if (rq >= 0)
+				close(rq);
 			continue; /* no pipe: nobody waits for a reply */
-		char **cargv, **cenv;
-		int ac = n > SHIM_REQ_MAX ? -1 : parse_request(buf, (size_t)n, &cargv, &cenv);
+		}
+		size_t len = 0;
+		char *buf = rq >= 0 ? read_request(rq, &len) : NULL, **cargv, **cenv;
+		int err = rq < 0 ? EINVAL : errno;
+		if (rq >= 0)
+			close(rq);
+		int ac = buf == NULL ? -1 : parse_request(buf, len, &cargv, &cenv);
 		struct sup s;
 		int gfd;
-		if (ac < 0 || parse_args(ac, cargv, &s, &gfd) == -1 || gfd >= 0) {
+		if (ac < 0 || parse_args(ac, cargv, &s, &gfd, NULL) == -1 || gfd >= 0) {
 			if (ac >= 0)
 				free(cargv);
-			reply(done, n > SHIM_REQ_MAX ? E2BIG : EINVAL, self_start);
+			free(buf);
+			reply(done, buf == NULL ? err : EINVAL, self_start);
 			close(done);
 			continue;
 		}
-		if (sup_open(&s) == -1) {
+		int opened = sup_open(&s) == 0;
+		if (!opened || records_own(&s) == -1) {
+			err = errno;
+			if (opened) {
+				close(s.logfd);
+				close(s.dirfd);
+			}
 			free(cargv);
-			reply(done, EBUSY, self_start);
+			free(buf);
+			reply(done, err, self_start);
 			close(done);
 			continue;
 		}
@@ -757,6 +959,7 @@ run_shim(int sock)
 			close(done);
 		}
 		free(cargv);
+		free(buf);
 	}
 	return 0;
 }

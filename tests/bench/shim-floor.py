@@ -22,12 +22,14 @@ def start(i):
     d = os.path.join(base, f"p{i}")
     os.mkdir(d)
     argv = [shim, "-d", d, "-l", log, "-c", base, "--", "true"]
-    msg = struct.pack("II", len(argv), len(env)) + b"".join(s.encode() + b"\0" for s in argv + env)
+    m = os.memfd_create("request")
+    os.write(m, struct.pack("II", len(argv), len(env)) + b"".join(s.encode() + b"\0" for s in argv + env))
     # The request carries the pipe its end comes on (closed once exit.json
-    # is in; a refusal would come there first).
+    # is in; a refusal would come there first) and the memfd holding it.
     r, w = os.pipe()
-    a.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
+    a.sendmsg([b"\1"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, m]))])
     os.close(w)
+    os.close(m)
     return r
 
 t0 = time.monotonic()

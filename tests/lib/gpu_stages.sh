@@ -47,7 +47,7 @@ trap cleanup EXIT
 reap() {
 	cleanup
 	pl_kill9 2>/dev/null || true
-	for f in "$TEST_TMP"/state/runs/*/*/attempt-*/*/shim.json; do
+	for f in "$TEST_TMP"/state/runs/*/*/attempt-*/.shim/*/shim.json; do
 		[ -f "$f" ] || continue
 		pg=$("$PYD" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$f" 2>/dev/null) || continue
 		[ -n "$pg" ] && [ "$pg" -gt 1 ] && kill -9 -- "-$pg" 2>/dev/null || true

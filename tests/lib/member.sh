@@ -1,8 +1,9 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
 # (job/stage-owner, job/stage-links, job/event-forge, job/artifact-kinds,
-# job/events-quota), sourced after lib.sh: the daemon's
-# group plsubmit with nobody as its member, the tensor_fix fixture, and a
-# daemon running as root with the plugins named. Needs root.
+# job/events-quota; job/env-preload and job/forged-records take as_member
+# alone), sourced after lib.sh: the daemon's group plsubmit with nobody as
+# its member, the tensor_fix fixture, and a daemon running as root with
+# the plugins named. Needs root.
 #
 #   member_setup PLUGIN.so...   (paths), then the helpers below
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }

@@ -273,9 +273,9 @@ make_checkpoint(const char *root, int step, int complete, int corrupt)
 }
 
 /* Run the script with sh, output appended to log; returns the wait status. With usr1,
- * sends SIGUSR1 to the shell once shim.json exists. */
+ * sends SIGUSR1 to the shell once the file usr1 (in dir) exists. */
 static int
-run_script(const char *script, const char *dir, const char *log, int restart, int usr1)
+run_script(const char *script, const char *dir, const char *log, int restart, const char *usr1)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -289,12 +289,14 @@ run_script(const char *script, const char *dir, const char *log, int restart, in
 		snprintf(rc, sizeof(rc), "%d", restart);
 		setenv("SLURM_RESTART_COUNT", rc, 1);
 		setenv("SLURM_JOB_ID", "4242", 1);
+		/* A variable of the batch step's that the job's env replaces. */
+		setenv("PL_NOTE", "the batch step's", 1);
 		execl("/bin/sh", "sh", script, (char *)NULL);
 		_exit(127);
 	}
 	if (usr1) {
 		char sj[PATH_MAX + 16];
-		snprintf(sj, sizeof(sj), "%s/shim.json", dir);
+		snprintf(sj, sizeof(sj), "%s/%s", dir, usr1);
 		for (int i = 0; i < 500 && access(sj, F_OK) != 0; i++)
 			usleep(10000);
 		usleep(200000); /* let the child install its trap */
@@ -335,10 +337,14 @@ case_script(void)
 	    "sbatch_options=--qos=high --exclusive\n", &o, err, sizeof(err));
 	char envw[PATH_MAX + 32], envq[] = "PL_NOTE=it's \"quoted\" $HOME `x`";
 	snprintf(envw, sizeof(envw), "PL_WORKDIR=%s", work);
-	char *envp[] = { envw, "PL_RUN=v18", "PL_JOB=train", envq, NULL };
+	/* LD_PRELOAD: a library that is not there, which the loader names on
+	 * standard error in every process that has it in its environment. */
+	char *envp[] = { envw, "PL_RUN=v18", "PL_JOB=train", envq,
+	    "LD_PRELOAD=/nonexistent/pl-preload.so", NULL };
 	char *argv[] = { shim, "-d", dir, "-l", log, "-c", work, "--", "/bin/sh", "-c",
 	    "printf '%s\\n' \"${PL_RESUME_FROM:-none}\" > resume.txt; "
-	    "printf '%s\\n' \"$PL_NOTE\" > note.txt; exit 3", NULL };
+	    "printf '%s\\n' \"$PL_NOTE\" > note.txt; printf '%s\\n' \"$SLURM_JOB_ID\" > slurmid.txt; "
+	    "tr '\\0' '\\n' < /proc/$PPID/environ > shim-env.txt; exit 3", NULL };
 
 	/* Options and paths that an #SBATCH line cannot carry are refused. */
 	CHECK(slurm_script(&o, "/a dir", log, argv, envp, work, err, sizeof(err)) == NULL &&
@@ -362,7 +368,7 @@ case_script(void)
 	free(text);
 
 	/* First run: the job's status comes through; no resume. */
-	int st = run_script(script, dir, log, 0, 0);
+	int st = run_script(script, dir, log, 0, NULL);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "first run: status %d", st);
 	snprintf(f, sizeof(f), "%s/resume.txt", work);
 	char *t = slurp(f);
@@ -374,11 +380,33 @@ case_script(void)
 	free(t);
 	snprintf(f, sizeof(f), "%s/exit.json", dir);
 	CHECK(access(f, F_OK) == 0, "no exit record after the first run");
+	/* The job gets the batch step's environment (Slurm's variables). */
+	snprintf(f, sizeof(f), "%s/slurmid.txt", work);
+	t = slurp(f);
+	CHECK(t && strcmp(t, "4242\n") == 0, "SLURM_JOB_ID in the job: %s", t ? t : "(none)");
+	free(t);
+	/* The shim, which the script runs as the daemon's user (root), got
+	 * none of the job's environment: only PATH. */
+	snprintf(f, sizeof(f), "%s/shim-env.txt", work);
+	t = slurp(f);
+	CHECK(t && strcmp(t, "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n") == 0,
+	    "the shim's environment: %s", t ? t : "(none)");
+	free(t);
+	t = slurp(log);
+	CHECK(t && strstr(t, "pl-preload.so") != NULL, "the job's program lacks its LD_PRELOAD");
+	/* Twice, from the job's sh and its tr: no process of the script's
+	 * (env, the shim) had it. */
+	int npre = 0;
+	for (const char *q = t; q && (q = strstr(q, "pl-preload.so")) != NULL; q++)
+		npre++;
+	CHECK(npre == 2, "LD_PRELOAD named %d times, not 2 (the job's sh and tr): %s", npre,
+	    t ? t : "");
+	free(t);
 
 	/* A restart (requeue): the exit record is moved aside and the newest
 	 * complete checkpoint (25; 40 has no marker, 50 a bad hash) is the
 	 * one to resume from. */
-	st = run_script(script, dir, log, 1, 0);
+	st = run_script(script, dir, log, 1, NULL);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "restart: status %d", st);
 	snprintf(f, sizeof(f), "%s/resume.txt", work);
 	t = slurp(f);
@@ -395,26 +423,46 @@ case_script(void)
 	free(t);
 
 	/* USR1 to the batch shell (Slurm's --signal=B:USR1@T) reaches the
-	 * job's process group through the shim's record. */
-	char *argv2[] = { shim, "-d", dir, "-l", log, "-c", work, "--", "/bin/sh", "-c",
-	    "trap 'echo got-usr1 > usr1.txt; exit 7' USR1; i=0; "
-	    "while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 0", NULL };
+	 * job's process group through the shim, even when the job has
+	 * rewritten shim.json (its directory is its own) to name another
+	 * process group: that one is never signalled. */
+	pid_t other = fork();
+	if (other == 0) {
+		setpgid(0, 0);
+		signal(SIGUSR1, SIG_DFL);
+		for (;;)
+			pause();
+	}
+	setpgid(other, other);
+	char cmd2[512];
+	snprintf(cmd2, sizeof(cmd2),
+	    "trap 'echo got-usr1 > usr1.txt; exit 7' USR1; "
+	    "printf '{\"shim_pid\":%d,\"child_pid\":%d,\"pgid\":%d}\\n' > %s/.forged; "
+	    "mv -f %s/.forged %s/shim.json; touch %s/forged; i=0; "
+	    "while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 0",
+	    (int)other, (int)other, (int)other, dir, dir, dir, dir);
+	char *argv2[] = { shim, "-d", dir, "-l", log, "-c", work, "--", "/bin/sh", "-c", cmd2, NULL };
 	text = slurm_script(&o, dir, log, argv2, envp, work, err, sizeof(err));
 	put(script, text);
 	free(text);
-	snprintf(f, sizeof(f), "%s/shim.json", dir);
+	snprintf(f, sizeof(f), "%s/forged", dir);
 	unlink(f);
-	st = run_script(script, dir, log, 0, 1);
+	st = run_script(script, dir, log, 0, "forged");
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7, "USR1: status %d", st);
 	snprintf(f, sizeof(f), "%s/usr1.txt", work);
 	CHECK(access(f, F_OK) == 0, "USR1 never reached the job");
+	int ost;
+	CHECK(waitpid(other, &ost, WNOHANG) == 0,
+	    "the process group the job named in shim.json was signalled");
+	kill(other, SIGKILL);
+	waitpid(other, &ost, 0);
 
 	/* Once the daemon recorded the end, a late requeue runs nothing. */
 	snprintf(f, sizeof(f), "%s/slurm.ended", dir);
 	put(f, "");
 	snprintf(f, sizeof(f), "%s/resume.txt", work);
 	unlink(f);
-	st = run_script(script, dir, log, 2, 0);
+	st = run_script(script, dir, log, 2, NULL);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ended: status %d", st);
 	CHECK(access(f, F_OK) != 0, "the job ran again after its end was recorded");
 }

@@ -48,12 +48,12 @@ sleep 0.5
 pl_kill9
 note "daemon killed with 5 jobs running"
 # While it is down: the victim's shim and job vanish without a record.
-vdir=$(ls -d "$TEST_TMP"/state/runs/vanish/victim/attempt-1/main)
+vdir=$(ls -d "$TEST_TMP"/state/runs/vanish/victim/attempt-1/.shim/main)
 vshim=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shim_pid"])' "$vdir/shim.json")
 vpg=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$vdir/shim.json")
 kill -9 "$vshim" "-$vpg"
 sleep 2.5   # quick ends (status 7) while the daemon is down
-[ -f "$TEST_TMP/state/runs/outage/quick/attempt-1/main/exit.json" ] || fail "the shim did not record quick's exit"
+[ -f "$TEST_TMP/state/runs/outage/quick/attempt-1/.shim/main/exit.json" ] || fail "the shim did not record quick's exit"
 pl_start
 note "daemon restarted"
 wait_run crash succeeded 30
@@ -92,7 +92,7 @@ for _ in $(seq 1 50); do [ -s "$O/sleeper" ] && break; sleep 0.1; done
 pl_stop
 out=$(pctl status 2>&1) && fail "pipelinectl status succeeded with no daemon"
 [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "pipelined is not running" || fail "no-daemon message: $out"
-shim=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shim_pid"])' "$TEST_TMP/state/runs/term/sleeper/attempt-1/main/shim.json")
+shim=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shim_pid"])' "$TEST_TMP/state/runs/term/sleeper/attempt-1/.shim/main/shim.json")
 kill -0 "$shim" 2>/dev/null || fail "SIGTERM took the job's shim down"
 pl_start
 wait_run term succeeded 30
@@ -118,22 +118,22 @@ pctl submit "$S/grp.ini" >/dev/null
 pctl submit "$S/other.ini" >/dev/null
 G=$TEST_TMP/state/runs
 for _ in $(seq 1 50); do
-	[ -f "$G/grp/p1/attempt-1/main/shim.json" ] && [ -f "$G/grp/p2/attempt-1/main/shim.json" ] &&
-	    [ -f "$G/other/q1/attempt-1/main/shim.json" ] && break
+	[ -f "$G/grp/p1/attempt-1/.shim/main/shim.json" ] && [ -f "$G/grp/p2/attempt-1/.shim/main/shim.json" ] &&
+	    [ -f "$G/other/q1/attempt-1/.shim/main/shim.json" ] && break
 	sleep 0.1
 done
 key() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-s1=$(key "$G/grp/p1/attempt-1/main/shim.json" shim_pid)
-s2=$(key "$G/grp/p2/attempt-1/main/shim.json" shim_pid)
-s3=$(key "$G/other/q1/attempt-1/main/shim.json" shim_pid)
+s1=$(key "$G/grp/p1/attempt-1/.shim/main/shim.json" shim_pid)
+s2=$(key "$G/grp/p2/attempt-1/.shim/main/shim.json" shim_pid)
+s3=$(key "$G/other/q1/attempt-1/.shim/main/shim.json" shim_pid)
 [ "$s1" = "$s2" ] || fail "two jobs of a run have different shims: $s1 $s2"
 [ "$s1" != "$s3" ] || fail "two runs share a shim"
 tr '\0' ' ' < "/proc/$s1/cmdline" | grep -q "pipeline-shim -G" || fail "$s1 is not a run shim"
-[ "$(ps -o ppid= -p "$(key "$G/grp/p1/attempt-1/main/shim.json" child_pid)" | tr -d ' ')" = "$s1" ] ||
+[ "$(ps -o ppid= -p "$(key "$G/grp/p1/attempt-1/.shim/main/shim.json" child_pid)" | tr -d ' ')" = "$s1" ] ||
     fail "p1's process is not the run shim's child"
 wait_run grp failed 30
 wait_run other succeeded 30
-ex=$(cat "$G/grp/missing/attempt-1/main/exit.json")
+ex=$(cat "$G/grp/missing/attempt-1/.shim/main/exit.json")
 echo "$ex" | grep -q '"status":127' || fail "missing program: exit record $ex"
 grep -q "cannot run /nonexistent/program" "$G/grp/missing/job.log" || fail "missing program: no message in the job log"
 # Once its run has ended, the run's shim goes.
@@ -150,11 +150,11 @@ retry_backoff = 2s
 command = [ \$PL_ATTEMPT -ge 2 ]
 INI
 pctl submit "$S/rshim.ini" >/dev/null
-for _ in $(seq 1 50); do [ -f "$G/rshim/flaky/attempt-1/main/exit.json" ] && break; sleep 0.1; done
-old=$(key "$G/rshim/flaky/attempt-1/main/shim.json" shim_pid)
+for _ in $(seq 1 50); do [ -f "$G/rshim/flaky/attempt-1/.shim/main/exit.json" ] && break; sleep 0.1; done
+old=$(key "$G/rshim/flaky/attempt-1/.shim/main/shim.json" shim_pid)
 kill -9 "$old"
 wait_run rshim succeeded 30
-new=$(key "$G/rshim/flaky/attempt-2/main/shim.json" shim_pid)
+new=$(key "$G/rshim/flaky/attempt-2/.shim/main/shim.json" shim_pid)
 [ "$new" != "$old" ] || fail "the retry ran under the killed shim's pid"
 integrity_ok
 pl_stop

@@ -146,7 +146,7 @@ wait_run cancel cancelled 30
 [ "$(job_state cancel long)" = cancelled ] || fail "long not cancelled"
 [ "$(job_state cancel after_long)" = cancelled ] || fail "after_long not cancelled"
 [ ! -e "$O/after-long" ] || fail "a job after a cancelled one ran"
-pg=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$TEST_TMP/state/runs/cancel/long/attempt-1/main/shim.json")
+pg=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pgid"])' "$TEST_TMP/state/runs/cancel/long/attempt-1/.shim/main/shim.json")
 for _ in $(seq 1 30); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 0.1; done
 kill -0 -- "-$pg" 2>/dev/null && fail "the cancelled job's process group $pg survived"
 note "cancel ok"

@@ -26,7 +26,7 @@ INI
 }
 # shim_of NAME: the pid of the shim of attempt 1, once it runs.
 shim_of() {
-	local f=$TEST_TMP/state/runs/$1/v/attempt-1/main/shim.json
+	local f=$TEST_TMP/state/runs/$1/v/attempt-1/.shim/main/shim.json
 	for _ in $(seq 1 100); do [ -f "$f" ] && [ -f "$O/$1.pid" ] && break; sleep 0.1; done
 	[ -f "$O/$1.pid" ] || fail "$1: attempt 1 did not start"
 	py "$f" shim_pid

@@ -69,8 +69,12 @@ read -r _ pg _ pid < <(grep '^pgid' "$L")
 grep -q '^err$' "$L" || fail "stderr not in the log"
 
 # The run's shim (-G): requests over a SOCK_SEQPACKET socket, each with the
-# pipe its end (or its refusal) comes on. It remembers where a name was found
-# (here: first in $T/shadow), and when that file goes it looks again.
+# pipe its end (or its refusal) comes on and a memfd holding the command
+# line and environment, of any size (here one of 1 MB, more than a socket
+# message holds). It remembers where a name was found (here: first in
+# $T/shadow), and when that file goes it looks again. The records go to
+# RDIR (-r), which must be the shim's own when the process runs as another
+# user (-u): one anyone may write is refused (EPERM).
 printf '#!/bin/sh\nexit 7\n' > "$T/shadow/plprog"
 printf '#!/bin/sh\nexit 8\n' > "$T/work/bin/plprog"
 chmod +x "$T/shadow/plprog" "$T/work/bin/plprog"
@@ -84,20 +88,39 @@ signal.signal(signal.SIGUSR2, signal.SIG_DFL)
 b.close()
 env = ["PATH=%s/shadow:%s/work/bin:/usr/bin:/bin" % (T, T)]
 
-def run(name, argv):
+def send(payload, fds):
+    r, w = os.pipe()
+    a.sendmsg([b"\1"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w] + fds))])
+    os.close(w)
+    return r
+
+def request(full, env):
+    m = os.memfd_create("request")
+    os.write(m, struct.pack("II", len(full), len(env)) + b"".join(s.encode() + b"\0" for s in full + env))
+    r = send(None, [m])
+    os.close(m)
+    return r
+
+def refusal(r):
+    pid, err, start = struct.unpack("iiQ", os.read(r, 16))
+    assert pid == p.pid, pid
+    assert os.read(r, 1) == b""
+    os.close(r)
+    return err
+
+def run(name, argv, env=env, rdir=None, extra=[]):
     d = "%s/g/%s" % (T, name)
     os.makedirs(d)
-    full = ["pipeline-shim", "-d", d, "-l", d + ".log", "--"] + argv
-    msg = struct.pack("II", len(full), len(env)) + b"".join(s.encode() + b"\0" for s in full + env)
-    r, w = os.pipe()
-    a.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
-    os.close(w)
+    full = ["pipeline-shim", "-d", d] + (["-r", rdir] if rdir else []) + \
+        ["-l", d + ".log"] + extra + ["--"] + argv
+    r = request(full, env)
     # A request taken gets no reply: the pipe closes once exit.json is in.
     assert os.read(r, 16) == b""
     os.close(r)
-    if os.path.exists(d + "/shim.json"):   # not for a program never started
-        assert json.load(open(d + "/shim.json"))["shim_pid"] == p.pid
-    return json.load(open(d + "/exit.json"))["status"]
+    rd = rdir or d
+    if os.path.exists(rd + "/shim.json"):   # not for a program never started
+        assert json.load(open(rd + "/shim.json"))["shim_pid"] == p.pid
+    return json.load(open(rd + "/exit.json"))["status"]
 
 assert run("a", ["plprog"]) == 7, "first lookup"
 assert run("b", ["plprog"]) == 7, "remembered"
@@ -109,14 +132,28 @@ assert run("d", ["no-such-program-here"]) == 127
 assert run("e", ["sh", "-c", "grep -E '^Sig(Ign|Blk)' /proc/self/status"]) == 0
 sig = dict(l.split(":") for l in open(T + "/g/e.log").read().split("\n") if l.startswith("Sig"))
 assert int(sig["SigIgn"], 16) == 0 and int(sig["SigBlk"], 16) == 0, sig
-# A request without a pipe gets no reply and changes nothing; a malformed
-# one is refused on its pipe (EINVAL).
-r, w = os.pipe()
-a.sendmsg([b"\x01\x00"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
-os.close(w)
-pid, err, start = struct.unpack("iiQ", os.read(r, 16))
-assert pid == p.pid and err == 22, (pid, err)
-assert os.read(r, 1) == b""
+# 1 MB of environment: taken whole, the child sees it.
+big = ["PLBIG%d=%s" % (i, "x" * 100000) for i in range(10)]
+assert run("big", ["sh", "-c", 'test ${#PLBIG9} = 100000'], env + big) == 0, "a 1 MB request"
+# The records elsewhere than the job's directory (-r).
+os.makedirs(T + "/g/recdir", mode=0o700)
+assert run("rec", ["true"], rdir=T + "/g/recdir") == 0
+assert not os.path.exists(T + "/g/rec/exit.json") and not os.path.exists(T + "/g/rec/shim.json")
+# A process to run as another user whose records directory anyone may
+# write: refused (EPERM), nothing run, the reason in its log.
+os.makedirs(T + "/g/open", mode=0o777); os.chmod(T + "/g/open", 0o777)
+d = T + "/g/openproc"; os.makedirs(d)
+r = request(["pipeline-shim", "-d", d, "-r", T + "/g/open", "-l", d + ".log",
+             "-u", "65534:65534", "--", "touch", d + "/ran"], env)
+assert refusal(r) == 1, "EPERM"
+assert not os.path.exists(d + "/ran") and not os.path.exists(T + "/g/open/exit.json")
+assert "writable by nobody else" in open(d + ".log").read()
+# A request without a pipe gets no reply and changes nothing; one without
+# its memfd, or a malformed one, is refused on its pipe (EINVAL).
+assert refusal(send(None, [])) == 22
+m = os.memfd_create("request"); os.write(m, b"\x01\x00")
+assert refusal(send(None, [m])) == 22
+os.close(m)
 a.close()
 assert p.wait(timeout=10) == 0
 PY
@@ -126,8 +163,8 @@ PY
 # it and takes its exit record; nothing runs twice.
 pl_conf
 pl_start
-H="$TEST_TMP/state/runs/follow/x/attempt-1/main"
-mkdir -p "$H"
+H="$TEST_TMP/state/runs/follow/x/attempt-1/.shim/main"
+mkdir -p -m 0700 "$H"
 /usr/bin/python3 - "$H" "$T/holding" <<'PY' &
 import fcntl, json, os, sys, time
 d, ready = sys.argv[1], sys.argv[2]
@@ -156,8 +193,8 @@ cat "$TEST_TMP"/pipelined.* | grep -q "following that one" || fail "no line abou
 
 # A holder that never records anything: after a while the process is
 # lost with the refusal's reason (here without a retry, the job fails).
-mkdir -p "$TEST_TMP/state/runs/held/x/attempt-1/main"
-flock -n "$TEST_TMP/state/runs/held/x/attempt-1/main" sleep 30 &
+mkdir -p -m 0700 "$TEST_TMP/state/runs/held/x/attempt-1/.shim/main"
+flock -n "$TEST_TMP/state/runs/held/x/attempt-1/.shim/main" sleep 30 &
 FL=$!
 sleep 0.3
 printf '[run]\nname = held\n[x]\nstage = exec\ncommand = touch %s/ran\n' "$T" > "$T/held.ini"
