@@ -14,7 +14,7 @@
 # Two corpora with the reference's proportions scaled down: a 1,200-token
 # shared system prompt, 300-token user turns, 26-token answers,
 # gradient_accumulation_steps 8 (SHAPE=1200); and the system prompt cut to
-# about half of each prompt (SHAPE=half). Targets (issue 27): CPU at most
+# about half of each prompt (SHAPE=half). Targets: CPU at most
 # 0.4x at the first shape; peak RSS above the plain loop's by no more than
 # the prefix's kept state.
 #
@@ -78,7 +78,7 @@
 # threads share better); peak RSS 2,848 -> 3,789 MB, 1.33x (eight
 # suffixes' activations and logits at once); the four losses equal to 5
 # digits (4.7524, 4.923, 3.3286, 2.5308).
-# The real Gemma 3 270M at the issue's shapes (2026-12-04, nothing else
+# The real Gemma 3 270M at these two shapes (2026-12-04, nothing else
 # running, PRECISION=fp32 FILLER_1200=1100 FILLER_HALF=230 USER_WORDS=275,
 # 3 steps x 1 round, steps 2-3): shape 1200 (prefix 1,212 tokens, prompts
 # 1,504-1,517, answers median 15, 80.3% shared; token counts predict

@@ -1,6 +1,6 @@
 /* test_exec_records.c: the job records (shimfiles.c) read when the
- * process is out of descriptors (issue 18, item 5): an exit.json that says
- * status 0 is read as such with every descriptor taken, not taken for a
+ * process is out of descriptors (idle connections holding them all): an
+ * exit.json that says status 0 is read as such with every descriptor taken, not taken for a
  * missing record; a missing record is still missing. */
 #include <errno.h>
 #include <fcntl.h>

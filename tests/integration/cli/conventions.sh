@@ -1,5 +1,5 @@
 #!/bin/bash
-# pipelinectl follows the conventions of the tools operators use (issue 29):
+# pipelinectl follows the conventions of the tools operators use:
 #   - --help, help VERB and VERB --help print to standard output and exit 0,
 #     each the golden text under tests/golden/help/ (one per verb, and
 #     pipelined --help); --version on both programs;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # e2e/lifecycle.sh: the whole release lifecycle on a real daemon, twice, back to
-# back (issue 7): etc/examples/tiny/v1.ini (tiny-v1, no previous version)
+# back: etc/examples/tiny/v1.ini (tiny-v1, no previous version)
 # then etc/examples/tiny.ini (tiny-v2, previous = tiny-v1, 36 training
 # examples instead of 24), each
 #   corpus_check -> tokenize -> probe -> train (tiny engine) -> merge -> tensor_fix
@@ -15,7 +15,7 @@
 # one case set and stored a verdict, and the run's outcome is that verdict
 # (promote: succeeded and router:latest is v2's manifest; otherwise rejected
 # at the gate only); the export is numerically right
-# (tests/e2e/check_export.py, issue item 3): the Q8_0 GGUF served by
+# (tests/e2e/check_export.py): the Q8_0 GGUF served by
 # llama.cpp gives the trained response on >= 90% of train-flagged cases
 # and agrees with the PyTorch model (tiny engine, merged weights) on the
 # top-1 token at >= 99% of the positions of every training example (each

@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e/router-real.sh: a real model learns, end to end (issue 25, item 4).
+# e2e/router-real.sh: a real model learns, end to end.
 # Gemma 3 270M, the real pretrained base (tests/tools/realbase.sh, built
 # from the registry into the cache), through a real daemon and the REAL
 # Ollama (tests/lib/e2e.sh: router_prepare), shortened to v1 against v0:
@@ -44,7 +44,7 @@
 #     build repeat, so the room left (0.6 and 1.5 points of agreement,
 #     0.012 and 0.06 nats) is for a change of code or pinned version, and
 #     a wrong tensor, scale or tokenizer fails by far more;
-#   - the tokenizer (issue 25, item 1's check, reused): the base's record
+#   - the tokenizer (realbase.sh's own check, reused): the base's record
 #     of it (realbase.sh --checks), and real_base.py check-tokens on the
 #     exported F16 GGUF (llama-server) against the merged checkpoint's
 #     tokenizer: every hard string tokenized alike.
