@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipelined.h"
 #include "ctl.h"
 
 struct series {
@@ -85,9 +86,7 @@ fetch(struct series *s, const char *dir, int idx)
 			fprintf(fr, "%ld %.9g\n", step, v);
 			s->nlr++;
 		} else if (strcmp(name, "resumed") == 0) {
-			s->resumes = realloc(s->resumes, (size_t)(s->nresumes + 1) * sizeof(long));
-			if (s->resumes == NULL)
-				err(1, "plot");
+			s->resumes = xrealloc(s->resumes, (size_t)s->nresumes + 1, sizeof(long));
 			s->resumes[s->nresumes++] = step;
 		}
 	}

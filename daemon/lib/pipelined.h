@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -40,7 +41,6 @@ void	fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 
 /* util.c */
 double	now_wall(void);                 /* seconds since the epoch */
-double	now_mono(void);                 /* monotonic seconds */
 int	parse_duration(const char *s, double *out);
 int	parse_size(const char *s, int64_t *out);
 int	parse_bool(const char *s, int *out);
@@ -60,6 +60,9 @@ char	*path_resolve(const char *dir, const char *path);
 char	*path_trusted(const char *path, uid_t trusted, char *why, size_t whylen);
 char	*xstrdup(const char *s);
 void	*xcalloc(size_t n, size_t sz);
+/* p resized to n elements of sz bytes (reallocarray(3)); exits on failure
+ * or overflow, as xcalloc and xstrdup do. */
+void	*xrealloc(void *p, size_t n, size_t sz);
 /* The directory holding the running executable (for the shim, plugins). */
 const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
@@ -120,7 +123,6 @@ void	notify_wake(void);
 
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
-void	httpd_stop(void);
 /* A one-time login code for the page (32 hex digits into out), whose
  * session sees what viewer may (access.c). */
 int	httpd_login_code(char *out, size_t outsz, int64_t viewer);
@@ -364,7 +366,6 @@ int	plugin_load(const char *path, const struct pl_host *host, char *why, size_t 
 const struct stage_reg *plugin_stage(const char *name);
 int	plugin_nstages(void);
 const struct stage_reg *plugin_stage_at(int i);
-void	plugin_unload_all(void);
 /* The table's register_stage (plugin_host, host.c). */
 int	plugin_register_stage(void *plugin, const struct pl_stage *st);
 /* Check a struct a plugin handed the host (starting with abi and size): 0,
@@ -572,6 +573,7 @@ struct pl_job {
 	volatile int cancel;              /* set by the scheduler */
 	int timed_out;
 	char failmsg[512];
+	bool check_failed;                /* check mode: the hook reported an error */
 	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
 	 * check (host->input() gives NULL for them: reported once). */
@@ -745,8 +747,5 @@ void	feed_flush(void);       /* loop thread: deliver announced events */
  * (its directory and itself given to group gid unless (gid_t)-1). */
 int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t gid,
 	    uv_connection_cb cb);
-
-/* shimfiles.c */
-int	proc_write_json_atomic(const char *path, cJSON *obj);
 
 #endif

@@ -228,7 +228,7 @@ run_command(const char *cmd, const char *kind, const char *key, const char *run,
 	}
 	/* The shim is the daemon's child; it ends when the command has. The
 	 * command gets the timeout too, then SIGTERM through the shim. */
-	double deadline = now_mono() + N.timeout;
+	double deadline = plc_mono_secs() + N.timeout;
 	int st = 0;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -238,7 +238,7 @@ run_command(const char *cmd, const char *kind, const char *key, const char *run,
 			snprintf(err, errsz, "waitpid: %s", strerror(errno));
 			return -1;
 		}
-		if (now_mono() > deadline) {
+		if (plc_mono_secs() > deadline) {
 			kill(pid, SIGTERM);
 			waitpid(pid, &st, 0);
 			snprintf(err, errsz, "command timed out after %gs", N.timeout);
