@@ -46,7 +46,10 @@ errs_put(size_t at, const char *line, size_t n)
 {
 	if (at + n + 1 > acc.cap) {
 		size_t ncap = acc.cap * 2 > at + n + 1 ? acc.cap * 2 : at + n + 1024;
-		acc.buf = xrealloc(acc.buf, ncap, 1);
+		char *nb = realloc(acc.buf, ncap);
+		if (nb == NULL)
+			fatal("errs_add");
+		acc.buf = nb;
 		acc.cap = ncap;
 	}
 	memcpy(acc.buf + at, line, n + 1);

@@ -100,7 +100,7 @@ void	exec_local_run_done(const char *run);
 /* exec_slurm.c */
 extern const struct executor exec_slurm;
 
-/* exec.c: the executor of that name ("local", "slurm"), or NULL when
+/* executor.c: the executor of that name ("local", "slurm"), or NULL when
  * there is none. EXEC_NAMES lists them. */
 #define EXEC_NAMES "local or slurm"
 const struct executor *exec_find(const char *name);

@@ -1,4 +1,4 @@
-/* exec.c: the executors by name. A job section's `executor` key, a stored
+/* executor.c: the executors by name. A job section's `executor` key, a stored
  * process's `procs.executor` and the scheduler's choices all go through
  * exec_find(): the one place that knows which executors there are. */
 #include <stddef.h>
