@@ -63,12 +63,12 @@ while read -r t; do
 	esac
 	grep -qxF -- "$n" "$ORDER" || { echo "run.sh: $t is not listed in $ORDER" >&2; bad=1; }
 	[ "$(grep -cxF -- "$n" "$ORDER")" -le 1 ] || { echo "run.sh: $ORDER lists $n twice" >&2; bad=1; }
-done < <(find tests/integration -name '*.sh' ! -path 'tests/integration/data/*' | sort)
+done < <(find tests/integration -name '*.sh' ! -path 'tests/helpers/*' | sort)
 # No two tests share a NAME, in any directory: a name finds one test.
-for d in $(find tests/integration -name '*.sh' ! -path 'tests/integration/data/*' -printf '%f\n' |
+for d in $(find tests/integration -name '*.sh' ! -path 'tests/helpers/*' -printf '%f\n' |
     sort | uniq -d); do
 	echo "run.sh: two integration tests are named ${d%.sh}:" \
-	    $(find tests/integration -name "$d" ! -path 'tests/integration/data/*') >&2
+	    $(find tests/integration -name "$d" ! -path 'tests/helpers/*') >&2
 	bad=1
 done
 [ $bad -eq 0 ] || exit 2

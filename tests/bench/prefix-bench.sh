@@ -68,7 +68,7 @@
 # (4.861, 4.2891, 2.8392, 1.7962 both ways) and the adapters after them
 # within 9.3e-7 of the median update per tensor at the median element and
 # 0.015 at the largest (4.6e-6 absolute, under 1% of one step's learning
-# rate; tests/integration/data/prefix_adapters.py).
+# rate; tests/helpers/prefix_adapters.py).
 # suffix_batch (2026-12-04, the real Gemma 3 270M, SHAPES=router
 # MODES="yes1 yes", 4 steps x 1 round, 2 cores shared with a .ci/run
 # building Ollama, load 3): prefix 413 tokens, prompts 420-445, answers

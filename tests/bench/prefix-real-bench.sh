@@ -12,7 +12,7 @@
 #   - the per-step training losses (train's loss metric) of the two runs:
 #     the largest relative difference, asserted under LOSS_TOL;
 #   - the two adapters, tensor by tensor, against the size of the run's
-#     updates (tests/integration/data/prefix_adapters.py: the largest
+#     updates (tests/helpers/prefix_adapters.py: the largest
 #     |shared - plain| over the tensor's median update under ADAPTER_BOUND,
 #     the median element's under 1e-4); the bound is the fixtures' of
 #     train/hf-shared-prefix (1e-2) and the reason the same: float32 sums
@@ -163,7 +163,7 @@ ap=$(artifact_path router-plain train adapter)
 as=$(artifact_path router-shared train adapter)
 cfg=$(dirname "$ap")/train.config.json
 [ -d "$ap" ] && [ -d "$as" ] && [ -f "$cfg" ] || fail "adapters or config: $ap $as $cfg"
-"$ROUTER_PY" "$TOP/tests/integration/data/prefix_adapters.py" "$cfg" "$ap" "$as" --bound "$ADAPTER_BOUND" \
+"$ROUTER_PY" "$TOP/tests/helpers/prefix_adapters.py" "$cfg" "$ap" "$as" --bound "$ADAPTER_BOUND" \
     >adapters.out 2>&1 || failed=${failed:-"the adapters differ beyond the bound"}
 sed 's/^/# /' adapters.out
 [ -z "$failed" ] || fail "$failed"

@@ -29,7 +29,7 @@
 #   - the export: the F16 GGUF (convert's, served as its own tag) and the
 #     Q8_0 GGUF (the registered router:v1) served by Ollama against
 #     transformers' forward of the merged checkpoint, along Ollama's greedy
-#     answers to the fair slice's requests (tests/e2e/ollama_export_check.py):
+#     answers to the fair slice's requests (tests/helpers/ollama_export_check.py):
 #     top-1 agreement and the largest |delta log-prob| (F16: >= 0.99 and
 #     <= F16_DLP nats; Q8_0: >= 0.95 and <= Q8_DLP nats).  Measured
 #     (2026-12-04): F16 356 of 359 positions, largest 0.038 nats; Q8_0 303
@@ -127,10 +127,10 @@ for l in open(sys.argv[1]):
                [{"role": "user", "content": c["user"]}])
 json.dump(out[::3], sys.stdout)
 PY
-"$ROUTER_PY" "$TOP/tests/e2e/ollama_export_check.py" "$OURL" router:v1-f16 "$merged" prompts.json F16 \
+"$ROUTER_PY" "$TOP/tests/helpers/ollama_export_check.py" "$OURL" router:v1-f16 "$merged" prompts.json F16 \
     "$F16_DLP" 0.99 >f16.out 2>&1 || { cat f16.out; fail "F16 export check"; }
 tail -1 f16.out | sed 's/^/# /'
-"$ROUTER_PY" "$TOP/tests/e2e/ollama_export_check.py" "$OURL" router:v1 "$merged" prompts.json Q8_0 \
+"$ROUTER_PY" "$TOP/tests/helpers/ollama_export_check.py" "$OURL" router:v1 "$merged" prompts.json Q8_0 \
     "$Q8_DLP" 0.95 >q8.out 2>&1 || { cat q8.out; fail "Q8_0 export check"; }
 tail -1 q8.out | sed 's/^/# /'
 # The tokenizer: the base's own check (tests/tools/realbase.sh --checks:

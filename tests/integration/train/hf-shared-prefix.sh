@@ -40,7 +40,7 @@
 	exit 77
 }
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
-D=$TOP/tests/integration/data
+D=$TOP/tests/helpers
 J=$TOP/jobs
 cd "$TEST_TMP"
 note "against $("$PY" -c 'import torch, transformers, peft, bitsandbytes as b; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "bitsandbytes", b.__version__)')"
