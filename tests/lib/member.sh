@@ -5,7 +5,7 @@
 #
 #   member_setup PLUGIN.so...   (paths), then the helpers below
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
+pl_group plsubmit
 gid=$(getent group plsubmit | cut -d: -f3)
 nobody=$(id -u nobody)
 as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
