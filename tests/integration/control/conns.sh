@@ -7,6 +7,7 @@
 # success, not as a process lost for want of a descriptor; idle
 # connections are closed after their timeouts; the
 # daemon still serves afterwards.
+# run.sh: alone (it times the idle connections' closing).
 . "$(dirname "$0")/../../lib.sh"
 pl_conf "control_max_clients = 32" "control_idle_timeout = 6s" \
     "feed_max_watchers = 16" "feed_idle_timeout = 4s"

@@ -4,4 +4,5 @@
 # undisturbed run's verdict and byte-identical artifacts. The server is the one tests/lib/e2e.sh sets up (the
 # Ollama stand-in today). tests/soak/kill-lifecycle.sh does the work; run
 # it alone for the 20-kill version.
+# run.sh: alone (kill -9 at random moments of a long run).
 KILLS=5 RUNS=1 exec "$(dirname "$0")/../../soak/kill-lifecycle.sh"

@@ -9,6 +9,7 @@
 # byte-identical final GGUF (the quantize artifact), with the store whole
 # (integrity_check) and the event ids gapless.
 # KILL_SEED=N repeats a choice of moments (the seed is printed).
+# run.sh: alone (kill -9 at random moments of a long run).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT

@@ -20,6 +20,7 @@
 # and agrees with the PyTorch model (tiny engine, merged weights) on the
 # top-1 token at >= 99% of the positions of every training example (each
 # distinct prefix once), for v1 and v2.
+# run.sh: alone (the whole lifecycle, twice).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT

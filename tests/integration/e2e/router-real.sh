@@ -54,6 +54,7 @@
 #   the exports' and the tokenizer's checks about 145 s (357 s before the
 #   export check kept only the answer's logits); each run's time is
 #   printed as a note.
+# run.sh: alone (the real model).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT

@@ -16,6 +16,7 @@
 # block's largest weight) moves log-probabilities by a few hundredths of a
 # nat: near-ties flip there. A broken export (a tensor, a norm, the rope,
 # the window) moves them by tenths to whole nats and fails both.
+# run.sh: alone (the real transformers against llama-server).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"

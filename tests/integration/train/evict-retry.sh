@@ -18,6 +18,7 @@
 #     that alone: server/sched.go, needsReload);
 #  3. fail clearly after launch_retries when the traffic never stops.
 # The same race at stand-in speed (instant reloads): train/evict-standin.
+# run.sh: alone (a 0.5 s reload race on the real Ollama).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 . "$TOP/tests/lib/bake.sh"

@@ -16,6 +16,7 @@
 #    base and gives the trainer's logits (tests/helpers/hf_adapter_check.py).
 # Short on purpose: 4 examples of about 560 tokens (past the window), one
 # per optimizer step; the response's logits only.
+# run.sh: alone (the real model).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {

@@ -16,6 +16,7 @@
 #    base and gives the trainer's logits (tests/helpers/
 #    hf_adapter_check.py), for this Gemma3ForConditionalGeneration base and
 #    for a Gemma3ForCausalLM one trained by hand.
+# run.sh: alone (the hf engine on every core, killed and resumed).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
