@@ -9,7 +9,6 @@
  * segment (G30). gnuplot draws it, called as a program; the picture
  * appears under its final name only when whole.
  */
-#include <err.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -31,6 +30,11 @@ struct series {
 	int nresumes;
 	int nloss, nlr;
 };
+
+/* Why the plot failed, said once by ctl_fail() after the temporary files
+ * are gone: the code and the message. */
+static const char *plot_code = "ELOCAL";
+static char plot_err[PATH_MAX + 256];
 
 /* The run's train job: the one named, or the first of stage train. */
 static int
@@ -72,8 +76,15 @@ fetch(struct series *s, const char *dir, int idx)
 	snprintf(s->loss, sizeof(s->loss), "%s/loss-%d.dat", dir, idx);
 	snprintf(s->lr, sizeof(s->lr), "%s/lr-%d.dat", dir, idx);
 	FILE *fl = fopen(s->loss, "w"), *fr = fopen(s->lr, "w");
-	if (fl == NULL || fr == NULL)
-		err(1, "plot: %s", dir);
+	if (fl == NULL || fr == NULL) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", dir, strerror(errno));
+		if (fl != NULL)
+			fclose(fl);
+		if (fr != NULL)
+			fclose(fr);
+		cJSON_Delete(r);
+		return -1;
+	}
 	const cJSON *x;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics")) {
 		const char *name = jstr(x, "name");
@@ -91,10 +102,15 @@ fetch(struct series *s, const char *dir, int idx)
 		}
 	}
 	cJSON_Delete(r);
-	if (fclose(fl) != 0 || fclose(fr) != 0)
-		err(1, "plot: %s", dir);
+	int e1 = fclose(fl), e2 = fclose(fr);
+	if (e1 != 0 || e2 != 0) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", dir, strerror(errno));
+		return -1;
+	}
 	if (s->nloss == 0) {
-		warnx("plot: job %s of run %s has no loss metric yet", s->job, s->run);
+		plot_code = "ENODATA";
+		snprintf(plot_err, sizeof(plot_err), "job %s of run %s has no loss metric yet",
+		    s->job, s->run);
 		return -1;
 	}
 	return 0;
@@ -170,7 +186,7 @@ ctl_plot(int argc, char **argv)
 
 	char dir[] = "/tmp/pipelinectl-plot.XXXXXX";
 	if (mkdtemp(dir) == NULL)
-		err(1, "plot: mkdtemp");
+		ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", dir, strerror(errno));
 	int rc = 1;
 	for (int i = 0; i < nser; i++) {
 		if (train_job(s[i].run, job, s[i].job, sizeof(s[i].job)) == -1 ||
@@ -182,8 +198,10 @@ ctl_plot(int argc, char **argv)
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d%s", out, (int)getpid(), ext);
 	snprintf(script, sizeof(script), "%s/plot.gp", dir);
 	FILE *f = fopen(script, "w");
-	if (f == NULL)
-		err(1, "plot: %s", script);
+	if (f == NULL) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", script, strerror(errno));
+		goto out;
+	}
 	fprintf(f, "set terminal %s size %s noenhanced font 'sans,10'\n", term, size);
 	fprintf(f, "set output ");
 	gp_str(f, tmp);
@@ -233,12 +251,16 @@ ctl_plot(int argc, char **argv)
 		}
 	}
 	fprintf(f, "\nunset output\n");
-	if (fclose(f) != 0)
-		err(1, "plot: %s", script);
+	if (fclose(f) != 0) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", script, strerror(errno));
+		goto out;
+	}
 
 	pid_t pid = fork();
-	if (pid == -1)
-		err(1, "plot: fork");
+	if (pid == -1) {
+		snprintf(plot_err, sizeof(plot_err), "fork: %s", strerror(errno));
+		goto out;
+	}
 	if (pid == 0) {
 		execlp("gnuplot", "gnuplot", script, (char *)NULL);
 		_exit(127);
@@ -248,14 +270,15 @@ ctl_plot(int argc, char **argv)
 		;
 	struct stat sb;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || stat(tmp, &sb) == -1 || sb.st_size == 0) {
-		warnx("plot: gnuplot failed on %s", script);
+		snprintf(plot_err, sizeof(plot_err), "gnuplot drew no %s (%s %d)", out,
+		    WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		unlink(tmp);
 		goto out;
 	}
 	/* Whole: fsync, then the final name. */
 	FILE *g = fopen(tmp, "r+");
 	if (g == NULL || fsync(fileno(g)) == -1 || fclose(g) != 0 || rename(tmp, out) == -1) {
-		warn("plot: %s", out);
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", out, strerror(errno));
 		unlink(tmp);
 		goto out;
 	}
@@ -288,5 +311,7 @@ out:
 	snprintf(script, sizeof(script), "%s/plot.gp", dir);
 	unlink(script);
 	rmdir(dir);
+	if (rc != 0 && plot_err[0] != '\0')
+		ctl_fail(CTL_ERROR, plot_code, "%s", plot_err);
 	return rc;
 }

@@ -66,9 +66,8 @@ ctl_error(int rc, const char *code, const char *msg)
 	size_t n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		n--;
-	char *m = strndup(msg, n);
-	if (m == NULL)
-		err(1, "strndup");
+	char *m = xcalloc(n + 1, 1);
+	memcpy(m, msg, n);
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "ok", 0);
@@ -393,9 +392,7 @@ defang(const char *s, int keep_lines)
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		n += (*p < 0x20 || *p == 0x7f) ? 4 : (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) ? 5 : 1;
-	char *out = malloc(n + 1), *o = out;
-	if (out == NULL)
-		err(1, "malloc");
+	char *out = xcalloc(n + 1, 1), *o = out;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (keep_lines && (*p == '\n' || *p == '\t'))
 			*o++ = (char)*p;
