@@ -19,15 +19,15 @@
 #
 # Up to N tests run at once (-j N; the environment's JOBS, else one more
 # than the machine's processors: most tests mostly wait, for a daemon, a
-# server or a sleep), in the order above, and each one's line is printed
-# when it ends. An integration test with the line
+# server or a sleep), started in the order above, and each one's line is
+# printed when it ends. An integration test with the line
 #
 #   # run.sh: alone
 #
 # (the real model's, the ones that kill -9 at a chosen moment, the ones
-# that time what they check) runs with nothing beside it: the tests
-# started before it end first, and the next starts after it. -j 1 runs one
-# test at a time.
+# that time what they check) runs with nothing beside it: such tests run
+# one at a time, in order, after all the others have ended. -j 1 runs one
+# test at a time, in order.
 #
 # A test exits 0 (pass), 77 (skipped: a precondition is missing; counted
 # as a failure when CI=true, since CI installs everything) or anything else
@@ -228,17 +228,20 @@ reap() {
 	unset "r_k[$p]" "r_start[$p]" "r_name[$p]" "r_log[$p]" "r_tmp[$p]" "r_lim[$p]"
 }
 
+# The others side by side first, then the alone ones one at a time: a
+# test that must run alone in the middle would leave the slots idle while
+# the ones before it end.
 for k in "${!sel[@]}"; do
-	if [ -n "${selalone[$k]}" ]; then
-		while [ ${#r_k[@]} -gt 0 ]; do reap; done
-		start "$k"
-		reap
-	else
-		while [ ${#r_k[@]} -ge "$NJOBS" ]; do reap; done
-		start "$k"
-	fi
+	[ -z "${selalone[$k]}" ] || [ "$NJOBS" -eq 1 ] || continue
+	while [ ${#r_k[@]} -ge "$NJOBS" ]; do reap; done
+	start "$k"
 done
 while [ ${#r_k[@]} -gt 0 ]; do reap; done
+for k in "${!sel[@]}"; do
+	[ -n "${selalone[$k]}" ] && [ "$NJOBS" -gt 1 ] || continue
+	start "$k"
+	reap
+done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
 if [ $skip -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
