@@ -19,8 +19,8 @@
 #
 # Up to N tests run at once (-j N; the environment's JOBS, else one more
 # than the machine's processors: most tests mostly wait, for a daemon, a
-# server or a sleep), started in the order above, and each one's line is
-# printed when it ends. An integration test with the line
+# server or a sleep), started from the end of the order above (the
+# costliest first), and each one's line is printed when it ends. An integration test with the line
 #
 #   # run.sh: alone
 #
@@ -230,8 +230,15 @@ reap() {
 
 # The others side by side first, then the alone ones one at a time: a
 # test that must run alone in the middle would leave the slots idle while
-# the ones before it end.
-for k in "${!sel[@]}"; do
+# the ones before it end. Side by side they start from the end of the
+# list, the costliest first (ORDER puts the cheap ones first): a long test
+# started last would run on alone while the slots beside it stay idle.
+order=("${!sel[@]}")
+if [ "$NJOBS" -gt 1 ]; then
+	order=()
+	for ((k = ${#sel[@]} - 1; k >= 0; k--)); do order+=("$k"); done
+fi
+for k in "${order[@]}"; do
 	[ -z "${selalone[$k]}" ] || [ "$NJOBS" -eq 1 ] || continue
 	while [ ${#r_k[@]} -ge "$NJOBS" ]; do reap; done
 	start "$k"
