@@ -38,10 +38,10 @@ PLUG_PKGS := libcjson libcurl libcrypto openblas
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter \
-           -Wno-format-nonliteral -Wno-format-truncation \
-           -Wno-missing-field-initializers
-# (Key tables are positional and leave out what struct pl_key grew at its
-# end, min and max, as every plugin built before them does.)
+           -Wno-format-nonliteral -Wno-format-truncation
+# (-Wextra's -Wmissing-field-initializers stays on: key tables and stages
+# use designated initializers, PL_KEY_*() and PL_STAGE(), which it allows
+# to leave members out.)
 ifeq ($(CI),true)
 WERROR  ?= -Werror
 endif
@@ -179,29 +179,26 @@ $(HTTP_LIB): $(HTTP_SRCS:.c=.o)
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-# The server refers to exec_slurm weakly (exec.h), and a weak reference does
-# not pull a member out of an archive: name it so the linker takes
-# exec_slurm.o from libpld.a. The archives refer to each other (the HTTP
-# side reads through the server's wire.c and access.c; the server's
-# control.c asks httpd.c for a login code): one group.
-EXEC_LDFLAGS := -Wl,--undefined=exec_slurm
+# The archives refer to each other (the HTTP side reads through the
+# server's wire.c and access.c; the server's control.c asks httpd.c for a
+# login code): one group.
 group = -Wl,--start-group $(1) -Wl,--end-group
 
 daemon/pipelined: daemon/server/pipelined.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) $(EXEC_LDFLAGS) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # pipelinectl: its verbs, and of the server only what `check` and `stage`
 # run (the plugin host, the spec; no store writes: host_store.c is the
 # scheduler's); no HTTP side, so no libmicrohttpd
 # (--as-needed).
 daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # A stage's run hook as the run's owner (stagerun.c): the host table of
 # libpld.a, a plugin loaded at run time; only the libraries it calls
 # (--as-needed: each one more is loaded at every stage's start).
 daemon/pipeline-stage: daemon/stage/stage.o $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) $(EXEC_LDFLAGS) -Wl,--as-needed -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim/shim.o
 	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -o $@ $^

@@ -2,7 +2,7 @@
 # a real pipelined. Source it first from a test script: it sets TOP, makes a
 # private state tree in $TEST_TMP, and gives fail / note, pl_start /
 # pl_stop / pl_kill9 / pctl / wait_run, the real Ollama (ollama_start),
-# free_port and stack_note; PYSTACK picks the ML stack (below). The helpers of one subject are files of tests/lib/ that a test
+# free_port, stack_note and pl_group / pl_user; PYSTACK picks the ML stack (below). The helpers of one subject are files of tests/lib/ that a test
 # sources after this one: gguf.sh, bake.sh, gpu_stages.sh, evict.sh,
 # slurm.sh and e2e.sh (each sources this one when the caller has not), and
 # the benchmarks' dag_bench.sh and gguf_bench.sh (functions only).
@@ -242,6 +242,30 @@ trap 'pl_kill9; ollama_stop' EXIT
 # log says which versions it ran on.
 stack_note() {
 	note "stack: $("$1" "$TOP/jobs/pljob" stack)"
+}
+# pl_group NAME...: system groups, each made unless it exists;
+# pl_user NAME...: system users (no home, no shell), likewise. Tests that
+# run beside each other (tests/run.sh -j, or another tree's run) make
+# them under one lock of the machine's: without it two see a group
+# missing and both add it, and the second groupadd fails (exit 9), or one
+# finds /etc/group locked by the other (exit 10).
+PL_ACCOUNTS_LOCK=/run/lock/pipelined-tests-accounts.lock
+pl_group() {
+	local g
+	for g in "$@"; do
+		getent group "$g" >/dev/null && continue
+		flock -w 60 "$PL_ACCOUNTS_LOCK" sh -c 'getent group "$1" >/dev/null || groupadd -r "$1"' \
+		    sh "$g" || fail "cannot add the group $g"
+	done
+}
+pl_user() {
+	local u
+	for u in "$@"; do
+		id -u "$u" >/dev/null 2>&1 && continue
+		flock -w 60 "$PL_ACCOUNTS_LOCK" sh -c 'id -u "$1" >/dev/null 2>&1 ||
+		    useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$1"' sh "$u" ||
+		    fail "cannot add the user $u"
+	done
 }
 
 # free_port: a TCP port on 127.0.0.1 nothing listens on right now.

@@ -1,8 +1,9 @@
 #!/bin/bash
 # tests/run.sh: run every test of the project, each in its own process with a
-# timeout, and end with the summary line "N passed, N failed".
+# timeout, several side by side, and end with the summary line "N passed,
+# N failed".
 #
-#   tests/run.sh [PATTERN...]          the tests a PATTERN selects
+#   tests/run.sh [-j N] [PATTERN...]   the tests a PATTERN selects
 #   tests/run.sh --list [PATTERN...]   print their names, run nothing
 #
 # Tests and their names: the unit tests (tests/unit/test_NAME, named
@@ -17,10 +18,24 @@
 # name or path contains it (sched/, train, unit/). A PATTERN that selects
 # nothing stops the run before anything runs (exit 2).
 #
+# Up to N tests run at once (-j N; the environment's JOBS, else one more
+# than the machine's processors: most tests mostly wait, for a daemon, a
+# server or a sleep), started from the end of the order above (the
+# costliest first), and each one's line is printed when it ends. An integration test with the line
+#
+#   # run.sh: alone
+#
+# (the real model's, the ones that kill -9 at a chosen moment, the ones
+# that time what they check) runs with nothing beside it: such tests run
+# one at a time, in order, after all the others have ended. -j 1 runs one
+# test at a time, in order.
+#
 # A test exits 0 (pass), 77 (skipped: a precondition is missing; counted
 # as a failure when CI=true, since CI installs everything) or anything else
 # (fail). Each test gets its own TEST_TMP directory; its output goes to
-# tests/out/NAME.log (a / of the name written _).
+# tests/out/NAME.log (a / of the name written _). The output: a line per
+# test (PASS, SKIP or FAIL, in the order they end), a failure's last 40
+# lines of log, and the summary; the exit status is 0 when none failed.
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 export TOP
@@ -31,7 +46,26 @@ TIMEOUT_UNIT=${TIMEOUT_UNIT:-120}
 TIMEOUT_INTEG=${TIMEOUT_INTEG:-1800}
 
 LIST=
-[ "${1:-}" = --list ] && { LIST=1; shift; }
+NJOBS=${JOBS:-$(($(nproc 2>/dev/null || echo 1) + 1))}
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--list) LIST=1; shift;;
+	-j) [ $# -ge 2 ] || { echo "run.sh: -j needs a number of tests" >&2; exit 2; }
+		NJOBS=$2; shift 2;;
+	-j*) NJOBS=${1#-j}; shift;;
+	--) shift; break;;
+	*) break;;
+	esac
+done
+case "$NJOBS" in
+''|*[!0-9]*|0) echo "run.sh: -j $NJOBS: not a number of tests (1 or more)" >&2; exit 2;;
+esac
+# wait -n -p (which test ended) is bash 5.1's.
+if [ "$NJOBS" -gt 1 ] && { [ "${BASH_VERSINFO[0]}" -lt 5 ] ||
+    { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; }; then
+	echo "run.sh: bash $BASH_VERSION runs one test at a time (-j needs 5.1)" >&2
+	NJOBS=1
+fi
 
 # tests (paths) and names (their names), in the order they run.
 tests=(); names=()
@@ -69,12 +103,11 @@ while read -r t; do
 	esac
 	grep -qxF -- "$n" "$ORDER" || { echo "run.sh: $t is not listed in $ORDER" >&2; bad=1; }
 	[ "$(grep -cxF -- "$n" "$ORDER")" -le 1 ] || { echo "run.sh: $ORDER lists $n twice" >&2; bad=1; }
-done < <(find tests/integration -name '*.sh' ! -path 'tests/integration/data/*' | sort)
+done < <(find tests/integration -name '*.sh' | sort)
 # No two tests share a NAME, in any directory: a name finds one test.
-for d in $(find tests/integration -name '*.sh' ! -path 'tests/integration/data/*' -printf '%f\n' |
-    sort | uniq -d); do
+for d in $(find tests/integration -name '*.sh' -printf '%f\n' | sort | uniq -d); do
 	echo "run.sh: two integration tests are named ${d%.sh}:" \
-	    $(find tests/integration -name "$d" ! -path 'tests/integration/data/*') >&2
+	    $(find tests/integration -name "$d") >&2
 	bad=1
 done
 [ $bad -eq 0 ] || exit 2
@@ -121,26 +154,74 @@ for k in "${!PATTERNS[@]}"; do
 done
 [ $bad -eq 0 ] || exit 2
 
-pass=0; fail=0; skip=0; failed=()
+# alone I: whether test I asks to run with nothing beside it.
+alone() {
+	case "${tests[$1]}" in tests/integration/*) ;; *) return 1;; esac
+	grep -qE '^# run\.sh: alone([^[:alnum:]]|$)' "${tests[$1]}"
+}
+
+# The tests to run, in order: their index, case and whether alone.
+sel=(); selcase=(); selalone=()
 for i in "${!tests[@]}"; do
 	want "$i" || continue
-	t=${tests[$i]}; name=${names[$i]}
+	name=${names[$i]}
 	[ -n "$CASE" ] && name=$name/$CASE
 	[ -n "$LIST" ] && { echo "$name"; continue; }
+	sel+=("$i"); selcase+=("$CASE")
+	if alone "$i"; then selalone+=(1); else selalone+=(""); fi
+done
+[ -n "$LIST" ] && exit 0
+
+pass=0; fail=0; skip=0; failed=()
+# The running tests, by the pid of their timeout(1): the index into sel,
+# the start time, the name, the log, the temporary directory, the limit.
+declare -A r_k=() r_start=() r_name=() r_log=() r_tmp=() r_lim=()
+# Each test is its timeout's process group (timeout(1) makes one): an
+# interrupted run.sh takes the running tests with it.
+stop_all() {
+	local p
+	for p in "${!r_k[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+	echo "run.sh: interrupted; $pass passed, $fail failed before it" >&2
+	exit 130
+}
+trap stop_all INT TERM HUP
+
+# start K: start the selected test K in the background.
+start() {
+	local k=$1 i=${sel[$1]} case=${selcase[$1]} t run name log tmp lim args=()
+	t=${tests[$i]}; name=${names[$i]}
+	[ -n "$case" ] && name=$name/$case
 	log="$OUT/${name//\//_}.log"
 	tmp=$(mktemp -d /tmp/pltest.XXXXXX)
 	case "$t" in tests/unit/*) lim=$TIMEOUT_UNIT;; *) lim=$TIMEOUT_INTEG;; esac
-	start=$(date +%s.%N)
-	args=()
 	run=$t
 	case "$t" in
 	tests/fuzz/replay_*) args=("tests/fuzz/corpus/${t#tests/fuzz/replay_}");;
 	tests/fuzz/fuzz_*) run=tests/fuzz/smoke.sh; args=("${t#tests/fuzz/fuzz_}");;
 	esac
-	[ -n "$CASE" ] && args=(--case "$CASE")
-	TEST_TMP="$tmp" timeout -k 10 "$lim" "$run" "${args[@]}" >"$log" 2>&1 </dev/null
+	[ -n "$case" ] && args=(--case "$case")
+	TEST_TMP="$tmp" timeout -k 10 "$lim" "$run" "${args[@]}" >"$log" 2>&1 </dev/null &
+	r_k[$!]=$k; r_start[$!]=$(date +%s.%N); r_name[$!]=$name; r_log[$!]=$log
+	r_tmp[$!]=$tmp; r_lim[$!]=$lim
+}
+
+# reap: wait for a running test to end and print its line.
+reap() {
+	local p rc name log tmp secs
+	wait -n -p p
 	rc=$?
-	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+	if [ -z "${p:-}" ] && [ "$rc" -eq 127 ]; then
+		# No child left to wait for: nothing can end the ones listed.
+		for p in "${!r_k[@]}"; do
+			fail=$((fail + 1)); failed+=("${r_name[$p]}")
+			echo "FAIL ${r_name[$p]} (lost: run.sh has no such child)"
+			unset "r_k[$p]"
+		done
+		return 0
+	fi
+	[ -n "${p:-}" ] && [ -n "${r_k[$p]+x}" ] || return 0
+	name=${r_name[$p]}; log=${r_log[$p]}; tmp=${r_tmp[$p]}
+	secs=$(awk -v a="${r_start[$p]}" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1)); echo "PASS $name (${secs}s)"
 		rm -rf "$tmp"
@@ -149,12 +230,35 @@ for i in "${!tests[@]}"; do
 		rm -rf "$tmp"
 	else
 		fail=$((fail + 1)); failed+=("$name")
-		[ $rc -eq 124 ] && echo "FAIL $name (timed out after ${lim}s)" || echo "FAIL $name (exit $rc, ${secs}s)"
+		[ $rc -eq 124 ] && echo "FAIL $name (timed out after ${r_lim[$p]}s)" ||
+			echo "FAIL $name (exit $rc, ${secs}s)"
 		tail -n 40 "$log" | sed 's/^/    | /'
 		echo "    (whole log: $log; temporary files kept in $tmp)"
 	fi
+	unset "r_k[$p]" "r_start[$p]" "r_name[$p]" "r_log[$p]" "r_tmp[$p]" "r_lim[$p]"
+}
+
+# The others side by side first, then the alone ones one at a time: a
+# test that must run alone in the middle would leave the slots idle while
+# the ones before it end. Side by side they start from the end of the
+# list, the costliest first (ORDER puts the cheap ones first): a long test
+# started last would run on alone while the slots beside it stay idle.
+order=("${!sel[@]}")
+if [ "$NJOBS" -gt 1 ]; then
+	order=()
+	for ((k = ${#sel[@]} - 1; k >= 0; k--)); do order+=("$k"); done
+fi
+for k in "${order[@]}"; do
+	[ -z "${selalone[$k]}" ] || [ "$NJOBS" -eq 1 ] || continue
+	while [ ${#r_k[@]} -ge "$NJOBS" ]; do reap; done
+	start "$k"
 done
-[ -n "$LIST" ] && exit 0
+while [ ${#r_k[@]} -gt 0 ]; do reap; done
+for k in "${!sel[@]}"; do
+	[ -n "${selalone[$k]}" ] && [ "$NJOBS" -gt 1 ] || continue
+	start "$k"
+	reap
+done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
 if [ $skip -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"

@@ -72,7 +72,7 @@ run_check(const struct dcheck *d)
 	}
 	while (waitpid(pid, &st, 0) == -1)
 		if (errno != EINTR)
-			err(1, "waitpid");
+			ctl_fail(CTL_ERROR, "ELOCAL", "waitpid: %s", strerror(errno));
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 1)
@@ -99,7 +99,7 @@ add_check(struct dcheck *v, int *n, const struct dcheck *d)
 		}
 	}
 	if (*n == MAX_CHECKS)
-		errx(2, "doctor: more than %d distinct interpreters", MAX_CHECKS);
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "more than %d distinct interpreters", MAX_CHECKS);
 	v[(*n)++] = *d;
 }
 

@@ -5,7 +5,6 @@
  * so a corrupt file gets the reader's message and exit status 1. Arrays
  * show their first elements and their length; --json prints one object.
  */
-#include <err.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,6 @@
  * segment (G30). gnuplot draws it, called as a program; the picture
  * appears under its final name only when whole.
  */
-#include <err.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -23,6 +22,7 @@
 
 #include "ctl.h"
 #include "plio.h"
+#include "pipelined.h"
 
 struct series {
 	char run[128];
@@ -36,6 +36,11 @@ struct series {
 };
 
 enum { R_STEP, R_LOSS, R_LR };
+
+/* Why the plot failed, said once by ctl_fail() after the temporary files
+ * are gone: the code and the message. */
+static const char *plot_code = "ELOCAL";
+static char plot_err[PATH_MAX + 4352];
 
 /* Widen a series' extremes to take v. */
 static void
@@ -87,8 +92,15 @@ fetch(struct series *s, const char *dir, int idx)
 	snprintf(s->loss, sizeof(s->loss), "%s/loss-%d.dat", dir, idx);
 	snprintf(s->lr, sizeof(s->lr), "%s/lr-%d.dat", dir, idx);
 	FILE *fl = fopen(s->loss, "w"), *fr = fopen(s->lr, "w");
-	if (fl == NULL || fr == NULL)
-		err(1, "plot: %s", dir);
+	if (fl == NULL || fr == NULL) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", dir, strerror(errno));
+		if (fl != NULL)
+			fclose(fl);
+		if (fr != NULL)
+			fclose(fr);
+		cJSON_Delete(r);
+		return -1;
+	}
 	const cJSON *x;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "metrics")) {
 		const char *name = jstr(x, "name");
@@ -102,18 +114,22 @@ fetch(struct series *s, const char *dir, int idx)
 			fprintf(fr, "%ld %.9g\n", step, v);
 			range_add(s, R_LR, s->nlr++, v);
 		} else if (strcmp(name, "resumed") == 0) {
-			s->resumes = realloc(s->resumes, (size_t)(s->nresumes + 1) * sizeof(long));
-			if (s->resumes == NULL)
-				err(1, "plot");
+			s->resumes = xrealloc(s->resumes, (size_t)s->nresumes + 1, sizeof(long));
 			s->resumes[s->nresumes++] = step;
 		}
 	}
 	cJSON_Delete(r);
-	if (fclose(fl) != 0 || fclose(fr) != 0)
-		err(1, "plot: %s", dir);
-	if (s->nloss == 0)
-		ctl_fail(CTL_ERROR, "ENODATA", "job %s of run %s has no loss metric yet", s->job,
-		    s->run);
+	int e1 = fclose(fl), e2 = fclose(fr);
+	if (e1 != 0 || e2 != 0) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (s->nloss == 0) {
+		plot_code = "ENODATA";
+		snprintf(plot_err, sizeof(plot_err), "job %s of run %s has no loss metric yet",
+		    s->job, s->run);
+		return -1;
+	}
 	return 0;
 }
 
@@ -187,7 +203,7 @@ ctl_plot(int argc, char **argv)
 
 	char dir[] = "/tmp/pipelinectl-plot.XXXXXX";
 	if (mkdtemp(dir) == NULL)
-		err(1, "plot: mkdtemp");
+		ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", dir, strerror(errno));
 	int rc = 1;
 	for (int i = 0; i < nser; i++) {
 		if (train_job(s[i].run, job, s[i].job, sizeof(s[i].job)) == -1 ||
@@ -199,8 +215,10 @@ ctl_plot(int argc, char **argv)
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d%s", out, (int)getpid(), ext);
 	snprintf(script, sizeof(script), "%s/plot.gp", dir);
 	FILE *f = fopen(script, "w");
-	if (f == NULL)
-		err(1, "plot: %s", script);
+	if (f == NULL) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", script, strerror(errno));
+		goto out;
+	}
 	fprintf(f, "set terminal %s size %s noenhanced font 'sans,10'\n", term, size);
 	fprintf(f, "set output ");
 	gp_str(f, tmp);
@@ -279,12 +297,16 @@ ctl_plot(int argc, char **argv)
 		}
 	}
 	fprintf(f, "\nunset output\n");
-	if (fclose(f) != 0)
-		err(1, "plot: %s", script);
+	if (fclose(f) != 0) {
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", script, strerror(errno));
+		goto out;
+	}
 
 	pid_t pid = fork();
-	if (pid == -1)
-		err(1, "plot: fork");
+	if (pid == -1) {
+		snprintf(plot_err, sizeof(plot_err), "fork: %s", strerror(errno));
+		goto out;
+	}
 	/* gnuplot's own words go to a file: shown when it fails, not
 	 * between pipelinectl's lines when it draws. */
 	char gperr[PATH_MAX];
@@ -302,16 +324,19 @@ ctl_plot(int argc, char **argv)
 	struct stat sb;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || stat(tmp, &sb) == -1 || sb.st_size == 0) {
 		char *said = plc_read_file(gperr, NULL, 4096);
+		snprintf(plot_err, sizeof(plot_err), "gnuplot drew no %s (%s %d)%s%s", out,
+		    WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+		    said && *said ? ":\n" : "", said ? said : "");
+		free(said);
 		unlink(tmp);
 		unlink(gperr);
-		ctl_fail(CTL_ERROR, "ELOCAL", "gnuplot failed on %s%s%s", script,
-		    said && *said ? ":\n" : "", said ? said : "");
+		goto out;
 	}
 	unlink(gperr);
 	/* Whole: fsync, then the final name. */
 	FILE *g = fopen(tmp, "r+");
 	if (g == NULL || fsync(fileno(g)) == -1 || fclose(g) != 0 || rename(tmp, out) == -1) {
-		warn("plot: %s", out);
+		snprintf(plot_err, sizeof(plot_err), "%s: %s", out, strerror(errno));
 		unlink(tmp);
 		goto out;
 	}
@@ -344,5 +369,7 @@ out:
 	snprintf(script, sizeof(script), "%s/plot.gp", dir);
 	unlink(script);
 	rmdir(dir);
+	if (rc != 0 && plot_err[0] != '\0')
+		ctl_fail(CTL_ERROR, plot_code, "%s", plot_err);
 	return rc;
 }

@@ -272,10 +272,10 @@ ctl_report(int argc, char **argv)
 		else if (argv[i][0] != '-' && runs[0] == NULL)
 			runs[0] = argv[i];
 		else
-			errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
+			ctl_fail(CTL_EUSAGE, "EUSAGE", "usage: pipelinectl report RUN [--vs RUN] [--json]");
 	}
 	if (runs[0] == NULL)
-		errx(2, "usage: pipelinectl report RUN [--vs RUN] [--json]");
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "usage: pipelinectl report RUN [--vs RUN] [--json]");
 	if (fetch(runs[0], cols, &ncols, &verdicts, cs, &ncs, stacks) == -1)
 		return 1;
 	n0 = ncols;

@@ -66,9 +66,8 @@ ctl_error(int rc, const char *code, const char *msg)
 	size_t n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		n--;
-	char *m = strndup(msg, n);
-	if (m == NULL)
-		err(1, "strndup");
+	char *m = xcalloc(n + 1, 1);
+	memcpy(m, msg, n);
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "ok", 0);
@@ -210,9 +209,7 @@ tab_row(struct tab *t, ...)
 {
 	va_list ap;
 	va_start(ap, t);
-	t->cell = realloc(t->cell, (size_t)(t->nrow + 1) * (size_t)t->ncol * sizeof(char *));
-	if (t->cell == NULL)
-		err(1, "realloc");
+	t->cell = xrealloc(t->cell, (size_t)(t->nrow + 1) * (size_t)t->ncol, sizeof(char *));
 	for (int c = 0; c < t->ncol; c++) {
 		const char *v = va_arg(ap, const char *);
 		t->cell[t->nrow * t->ncol + c] = xstrdup(v ? v : "");
@@ -410,9 +407,7 @@ defang(const char *s, int keep_lines)
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		n += (*p < 0x20 || *p == 0x7f) ? 4 : (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) ? 5 : 1;
-	char *out = malloc(n + 1), *o = out;
-	if (out == NULL)
-		err(1, "malloc");
+	char *out = xcalloc(n + 1, 1), *o = out;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (keep_lines && (*p == '\n' || *p == '\t'))
 			*o++ = (char)*p;
@@ -480,9 +475,7 @@ conn_fill(struct conn *c)
 {
 	if (c->cap - c->len < 65536) {
 		c->cap = c->cap ? c->cap * 2 : 131072;
-		c->buf = realloc(c->buf, c->cap);
-		if (c->buf == NULL)
-			err(1, "realloc");
+		c->buf = xrealloc(c->buf, c->cap, 1);
 	}
 	ssize_t r;
 	while ((r = read(c->fd, c->buf + c->len, c->cap - c->len)) < 0 && errno == EINTR)
@@ -1263,9 +1256,7 @@ wjob_find(struct watch *w, const char *name)
 	for (int i = 0; i < w->njobs; i++)
 		if (strcmp(w->jobs[i].name, name) == 0)
 			return &w->jobs[i];
-	w->jobs = realloc(w->jobs, (size_t)(w->njobs + 1) * sizeof(*w->jobs));
-	if (w->jobs == NULL)
-		err(1, "realloc");
+	w->jobs = xrealloc(w->jobs, (size_t)w->njobs + 1, sizeof(*w->jobs));
 	struct wjob *j = &w->jobs[w->njobs++];
 	memset(j, 0, sizeof(*j));
 	snprintf(j->name, sizeof(j->name), "%s", name);
@@ -2204,7 +2195,7 @@ cmd_stage(int argc, char **argv)
 		char *eq = strchr(arg, '=');
 		if (eq == NULL || eq == arg)
 			ctl_fail(CTL_EUSAGE, "EUSAGE", "argument %d: \"%s\" is not key=value", i, arg);
-		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 1) * sizeof(*sec->kv));
+		sec->kv = xrealloc(sec->kv, (size_t)sec->nkv + 1, sizeof(*sec->kv));
 		sec->kv[sec->nkv].key = strndup(arg, (size_t)(eq - arg));
 		sec->kv[sec->nkv].value = xstrdup(eq + 1);
 		sec->kv[sec->nkv].line = i;
@@ -2240,9 +2231,9 @@ cmd_stage(int argc, char **argv)
 	if (!ctl_json)
 		fprintf(stderr, "pipelinectl: stage %s, work directory %s\n", reg->st->name, j->workdir);
 	signal(SIGPIPE, SIG_IGN);
-	double t0 = now_mono();
+	double t0 = plc_mono_secs();
 	int rc = reg->st->run(j);
-	double secs = now_mono() - t0;
+	double secs = plc_mono_secs() - t0;
 	if (ctl_json) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "type", "result");

@@ -33,6 +33,7 @@
 #include <openssl/rand.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 static struct MHD_Daemon *httpd;
 
@@ -823,7 +824,7 @@ pend_refuse(struct pend *p, int status, const char *body)
 	}
 	shutdown(p->fd, SHUT_WR);
 	p->closing = 1;
-	p->deadline = now_mono() + 1;
+	p->deadline = plc_mono_secs() + 1;
 }
 
 /* Read what a client sent so far: hand it on, refuse it, or wait. */
@@ -897,7 +898,7 @@ acc_accept(void)
 		if (npend >= max_pend)
 			pend_close(phead);
 		pthread_rwlock_rdlock(&cfg_lk);
-		p->deadline = now_mono() + header_timeout;
+		p->deadline = plc_mono_secs() + header_timeout;
 		pthread_rwlock_unlock(&cfg_lk);
 		p->prev = ptail;
 		if (ptail)
@@ -940,7 +941,7 @@ acc_main(void *arg)
 				pend_read(ev[i].data.ptr);
 		}
 		/* Past their deadline: dropped without an answer. */
-		double now = now_mono();
+		double now = plc_mono_secs();
 		for (struct pend *p = phead, *next; p; p = next) {
 			next = p->next;
 			if (p->deadline <= now)
@@ -1107,16 +1108,6 @@ httpd_start(const struct conf *conf, const char *dbpath)
 	log_info("http: listening on http://%s/ (status page, /metrics) for Host: %s", listen,
 	    hosts);
 	return 0;
-}
-
-void
-httpd_stop(void)
-{
-	acc_stop();
-	if (httpd != NULL) {
-		MHD_stop_daemon(httpd);
-		httpd = NULL;
-	}
 }
 
 int

@@ -109,15 +109,13 @@ struct shim_reply {
 extern const struct executor exec_local;
 void	exec_local_run_shims(int on);
 void	exec_local_run_done(const char *run);
-/* exec_slurm.c (weak: absent when not built) */
-extern const struct executor exec_slurm __attribute__((weak));
+/* exec_slurm.c */
+extern const struct executor exec_slurm;
 
-/* exec.c: the executor of that name ("local", "slurm"), or NULL when
- * there is none or it was not built; exec_known(name): 1 when the tree has
- * an executor of that name, built or not. EXEC_NAMES lists them. */
+/* executor.c: the executor of that name ("local", "slurm"), or NULL when
+ * there is none. EXEC_NAMES lists them. */
 #define EXEC_NAMES "local or slurm"
 const struct executor *exec_find(const char *name);
-int	exec_known(const char *name);
 
 /* shimfiles.c: shared by executors. Read RDIR/exit.json into p (1 when
  * present, 0 when absent, -1 when unreadable); read RDIR/shim.json (the

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -40,7 +41,6 @@ void	fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 
 /* util.c */
 double	now_wall(void);                 /* seconds since the epoch */
-double	now_mono(void);                 /* monotonic seconds */
 int	parse_duration(const char *s, double *out);
 int	parse_size(const char *s, int64_t *out);
 int	parse_bool(const char *s, int *out);
@@ -65,6 +65,9 @@ int	event_program_type(const char *type);
 	"started, progress, metric, log, checkpoint, artifact, done and error"
 char	*xstrdup(const char *s);
 void	*xcalloc(size_t n, size_t sz);
+/* p resized to n elements of sz bytes (reallocarray(3)); exits on failure
+ * or overflow, as xcalloc and xstrdup do. */
+void	*xrealloc(void *p, size_t n, size_t sz);
 /* The directory holding the running executable (for the shim, plugins). */
 const char *self_dir(void);
 /* Process start time (field 22 of /proc/PID/stat); 0 when unknown. */
@@ -128,7 +131,6 @@ void	notify_reconf(const struct conf *conf);
 
 /* httpd.c: the HTTP listener (http_listen): /metrics, the status page */
 int	httpd_start(const struct conf *conf, const char *dbpath);
-void	httpd_stop(void);
 /* A reload: the new http_token, http_host, http_max_streams,
  * http_header_timeout and per-session and per-user bounds, in force at
  * once. A value it cannot use (a token
@@ -416,7 +418,6 @@ int	plugin_load(const char *path, const struct pl_host *host, char *why, size_t 
 const struct stage_reg *plugin_stage(const char *name);
 int	plugin_nstages(void);
 const struct stage_reg *plugin_stage_at(int i);
-void	plugin_unload_all(void);
 /* The table's register_stage (plugin_host, host.c). */
 int	plugin_register_stage(void *plugin, const struct pl_stage *st);
 /* Check a struct a plugin handed the host (starting with abi and size): 0,
@@ -685,6 +686,7 @@ struct pl_job {
 	volatile int cancel;              /* set by the scheduler */
 	int timed_out;
 	char failmsg[512];
+	bool check_failed;                /* check mode: the hook reported an error */
 	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
 	 * check (host->input() gives NULL for them: reported once). */
@@ -904,8 +906,5 @@ int	sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid
 	    uv_connection_cb cb);
 /* Give a listening socket and its directory to another group (a reload). */
 void	sock_regroup(const char *path, gid_t gid);
-
-/* shimfiles.c */
-int	proc_write_json_atomic(const char *path, cJSON *obj);
 
 #endif

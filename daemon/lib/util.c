@@ -24,14 +24,6 @@ now_wall(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-double
-now_mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int
 parse_double(const char *s, double *out)
 {
@@ -164,9 +156,7 @@ split_list(const char *s, int *count)
 			p++;
 		if (n == cap) {
 			cap *= 2;
-			v = realloc(v, ((size_t)cap + 1) * sizeof(*v));
-			if (v == NULL)
-				fatal("split_list");
+			v = xrealloc(v, (size_t)cap + 1, sizeof(*v));
 		}
 		v[n++] = strndup(b, (size_t)(p - b));
 	}
@@ -422,6 +412,15 @@ xcalloc(size_t n, size_t sz)
 	if (p == NULL)
 		fatal("calloc");
 	return p;
+}
+
+void *
+xrealloc(void *p, size_t n, size_t sz)
+{
+	void *q = reallocarray(p, n ? n : 1, sz ? sz : 1);
+	if (q == NULL)
+		fatal("realloc");
+	return q;
 }
 
 const char *

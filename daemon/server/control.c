@@ -98,7 +98,7 @@ send_line(struct client *c, char *text)
 		text = clean;
 	}
 	size_t n = strlen(text);
-	char *buf = realloc(text, n + 2);
+	char *buf = xrealloc(text, n + 2, 1);
 	buf[n] = '\n';
 	buf[n + 1] = '\0';
 	uv_write_t *req = xcalloc(1, sizeof(*req));
@@ -712,12 +712,7 @@ on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	struct client *c = h->data;
 	if (c->cap - c->len < 65536) {
 		size_t ncap = c->cap ? c->cap * 2 : 65536 * 2;
-		char *nb = realloc(c->buf, ncap);
-		if (nb == NULL) {
-			*buf = uv_buf_init(NULL, 0);
-			return;
-		}
-		c->buf = nb;
+		c->buf = xrealloc(c->buf, ncap, 1);
 		c->cap = ncap;
 	}
 	*buf = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
@@ -758,11 +753,8 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	/* Give back memory after a large request. */
 	if (c->cap > 1 << 20 && c->len < 65536) {
-		char *nb = realloc(c->buf, 65536 * 2);
-		if (nb) {
-			c->buf = nb;
-			c->cap = 65536 * 2;
-		}
+		c->buf = xrealloc(c->buf, 65536 * 2, 1);
+		c->cap = 65536 * 2;
 	}
 }
 

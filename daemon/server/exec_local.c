@@ -92,7 +92,7 @@ rshim_drop(struct rshim **pp)
 	struct rshim *r = *pp;
 	*pp = r->next;
 	close(r->fd); /* the shim exits once its last process has ended */
-	closing = realloc(closing, (size_t)(nclosing + 1) * sizeof(*closing));
+	closing = xrealloc(closing, (size_t)nclosing + 1, sizeof(*closing));
 	closing[nclosing++] = r->pid;
 	free(r);
 }

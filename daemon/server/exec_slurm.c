@@ -277,7 +277,7 @@ query(struct proc *p, const struct slurm_opts *o, struct track *t)
 	struct slurm_job j;
 	char err[256] = "";
 	int q = slurm_query(p->ext_id, o->jobcomp, &j, err, sizeof(err));
-	double now = now_mono();
+	double now = plc_mono_secs();
 	if (q == -1) {
 		if (!t->warned)
 			log_warnx("%s: Slurm job %s: cannot ask Slurm (will retry): %s",
@@ -396,10 +396,10 @@ slurm_wait(struct proc *p, int timeout_ms)
 	if (opts(p, &o) == -1)
 		return -1;
 	struct track *t = track_get(p);
-	double end = now_mono() + timeout_ms / 1000.0;
+	double end = plc_mono_secs() + timeout_ms / 1000.0;
 	int state0 = p->state;
 	for (;;) {
-		double now = now_mono();
+		double now = plc_mono_secs();
 		/* Once the exit record exists, look more often: the job ends
 		 * in Slurm a moment later. */
 		double every = dir_has(p, "exit.json") ? 0.5 : o.poll;
@@ -412,7 +412,7 @@ slurm_wait(struct proc *p, int timeout_ms)
 			if (p->state != state0)
 				return 0;
 		}
-		double left = end - now_mono();
+		double left = end - plc_mono_secs();
 		if (left <= 0)
 			return 0;
 		usleep((useconds_t)((left < 0.1 ? left : 0.1) * 1e6));
@@ -446,7 +446,7 @@ slurm_adopt(struct proc *p)
 	t->signalled = dir_has(p, "slurm.cancel");
 	if (p->state != PROC_QUEUED && p->state != PROC_RUNNING)
 		p->state = PROC_QUEUED;
-	t->last_query = now_mono();
+	t->last_query = plc_mono_secs();
 	query(p, &o, t);
 	log_info("%s: Slurm job %s re-adopted (%s)", __func__, p->ext_id,
 	    p->state == PROC_QUEUED ? "queued" : p->state == PROC_RUNNING ? "running" :
@@ -477,7 +477,7 @@ slurm_signal(struct proc *p, int sig)
 	}
 	char err[256] = "";
 	/* Look again soon: the ending follows within a moment. */
-	track_get(p)->last_query = now_mono() - 1e9;
+	track_get(p)->last_query = plc_mono_secs() - 1e9;
 	if (slurm_cancel(p->ext_id, s, err, sizeof(err)) == -1) {
 		log_warnx("%s: scancel %s%s: %s", __func__, p->ext_id, s ? " --signal" : "", err);
 		return -1;

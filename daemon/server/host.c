@@ -42,7 +42,7 @@ pool(struct pl_job *j, char *s)
 	pthread_mutex_lock(&j->lock);
 	if (j->npool == j->cappool) {
 		j->cappool = j->cappool ? 2 * j->cappool : 16;
-		j->pool = realloc(j->pool, (size_t)j->cappool * sizeof(char *));
+		j->pool = xrealloc(j->pool, (size_t)j->cappool, sizeof(char *));
 	}
 	j->pool[j->npool++] = s;
 	pthread_mutex_unlock(&j->lock);
@@ -348,7 +348,7 @@ h_check_error(pl_job *j, const char *key, const char *fmt, ...)
 	const struct spec_kv *kv = key ? spec_find(j->sec, key) : NULL;
 	errs_add(j->errs, j->spec ? j->spec->path : "-", kv ? kv->line : j->sec->line,
 	    key ? key : "-", "%s", msg);
-	j->failmsg[0] = 1; /* marks that an error was reported */
+	j->check_failed = true;
 }
 
 static const char *h_run_name(pl_job *j) { return j->run; }
@@ -772,7 +772,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		j->errs = errs;
 		j->bad_inputs = bad_inputs;
 		int rc = st->check(j);
-		if (j->failmsg[0] == 1)
+		if (j->check_failed)
 			nerr++;
 		else if (rc != PL_OK) {
 			errs_add(errs, file, sec->line, "-", "stage %s refused the section: %s",

@@ -385,9 +385,7 @@ events_read(struct evreader *r)
 		struct line *lines = NULL;
 		int nl = 0;
 		for (char *save = NULL, *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
-			lines = realloc(lines, (size_t)(nl + 1) * sizeof(*lines));
-			if (lines == NULL)
-				fatal("events_read");
+			lines = xrealloc(lines, (size_t)nl + 1, sizeof(*lines));
 			if (line_parse(r, &lines[nl], ln) == -1) {
 				cJSON_Delete(lines[nl].o);
 				free(lines[nl].apath);
@@ -741,7 +739,7 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 	int killed = 0, last_state = p->state;
 	char last_reason[128];
 
-	st->own_deadline = spec->timeout > 0 ? now_mono() + spec->timeout : 0;
+	st->own_deadline = spec->timeout > 0 ? plc_mono_secs() + spec->timeout : 0;
 	st->term_at = 0;
 	snprintf(last_reason, sizeof(last_reason), "%s", p->reason);
 	/* Wake on a write to the process directory (the events file) or on
@@ -751,9 +749,9 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 	 * one costs the kernel an RCU grace period (~2 ms), more than a short
 	 * job itself; until then a 10 ms poll reads the events. */
 	int ifd = -1, ino_tried = 0;
-	double spawned = now_mono();
+	double spawned = plc_mono_secs();
 	for (;;) {
-		if (!ino_tried && now_mono() - spawned > 0.05) {
+		if (!ino_tried && plc_mono_secs() - spawned > 0.05) {
 			ino_tried = 1;
 			ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 			if (ifd >= 0 && inotify_add_watch(ifd, p->dir,
@@ -787,12 +785,12 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 			last_state = p->state;
 		}
 		int stop = job_cancelled(j) || r->stop || r->dead ||
-		    (st->own_deadline > 0 && now_mono() > st->own_deadline);
+		    (st->own_deadline > 0 && plc_mono_secs() > st->own_deadline);
 		if (stop && st->term_at == 0) {
 			job_logf(j, "stopping %s (SIGTERM)", spec->name);
 			p->ex->signal(p, SIGTERM);
-			st->term_at = now_mono();
-		} else if (stop && !killed && now_mono() - st->term_at > grace) {
+			st->term_at = plc_mono_secs();
+		} else if (stop && !killed && plc_mono_secs() - st->term_at > grace) {
 			job_logf(j, "killing %s (SIGKILL after %gs)", spec->name, grace);
 			p->ex->signal(p, SIGKILL);
 			killed = 1;
@@ -843,7 +841,7 @@ proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
 		    spec->name, p->reason[0] ? p->reason : "shim gone");
 		return PL_ELOST;
 	}
-	if (st->own_deadline > 0 && now_mono() > st->own_deadline && st->term_at > 0)
+	if (st->own_deadline > 0 && plc_mono_secs() > st->own_deadline && st->term_at > 0)
 		return PL_ETIMEDOUT;
 	if (job_cancelled(j) && st->term_at > 0)
 		return j->timed_out ? PL_ETIMEDOUT : PL_ECANCELED;
@@ -866,7 +864,7 @@ spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	proc_init(j, spec, &p);
 	struct evreader r = { .j = j, .p = &p, .spec = spec, .out = out };
 	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
-	double t0 = now_mono();
+	double t0 = plc_mono_secs();
 	/* A local process of a stage that can be re-entered gets no row
 	 * before it starts: the shim's shim.json (written before the start is
 	 * confirmed) and exit.json are the record until its first events or
@@ -906,7 +904,7 @@ spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	pthread_mutex_unlock(&j->lock);
 	proc_end(j, &p, &r);
 	rc = proc_result(j, spec, &p, &st, out);
-	out->seconds = now_mono() - t0;
+	out->seconds = plc_mono_secs() - t0;
 	if (r.unpublished > 0)
 		job_logf(j, "events: %lld line%s of %s not stored or published (types a job "
 		    "program does not publish, handed to its stage only; the first \"%s\")",

@@ -116,7 +116,7 @@ job_cancelled(pl_job *j)
 {
 	if (j->cancel)
 		return 1;
-	if (j->deadline > 0 && now_mono() > j->deadline) {
+	if (j->deadline > 0 && plc_mono_secs() > j->deadline) {
 		j->timed_out = 1;
 		return 1;
 	}

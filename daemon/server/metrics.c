@@ -233,10 +233,7 @@ training(FILE *f, sqlite3 *db)
 	struct row { char run[128], job[128]; double v[4]; int has[4]; double sps; } *rows = NULL;
 	int nr = 0;
 	while (sqlite3_step(jobs) == SQLITE_ROW) {
-		struct row *t = realloc(rows, (size_t)(nr + 1) * sizeof(*rows));
-		if (t == NULL)
-			break;
-		rows = t;
+		rows = xrealloc(rows, (size_t)nr + 1, sizeof(*rows));
 		struct row *r = &rows[nr++];
 		memset(r, 0, sizeof(*r));
 		snprintf(r->run, sizeof(r->run), "%s", col(jobs, 0));
@@ -304,9 +301,8 @@ verdicts(FILE *f, sqlite3 *db)
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		cJSON *o = cJSON_Parse(col(st, 2));
 		const cJSON *vd = cJSON_GetObjectItemCaseSensitive(o, "verdict");
-		struct v *t = cJSON_IsString(vd) ? realloc(vs, (size_t)(n + 1) * sizeof(*vs)) : NULL;
-		if (t != NULL) {
-			vs = t;
+		if (cJSON_IsString(vd)) {
+			vs = xrealloc(vs, (size_t)n + 1, sizeof(*vs));
 			struct v *x = &vs[n++];
 			memset(x, 0, sizeof(*x));
 			snprintf(x->run, sizeof(x->run), "%s", col(st, 0));

@@ -254,7 +254,7 @@ run_command(const struct ncfg *cf, const char *cmd, const char *kind, const char
 	}
 	/* The shim is the daemon's child; it ends when the command has. The
 	 * command gets the timeout too, then SIGTERM through the shim. */
-	double deadline = now_mono() + cf->timeout;
+	double deadline = plc_mono_secs() + cf->timeout;
 	int st = 0;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -264,7 +264,7 @@ run_command(const struct ncfg *cf, const char *cmd, const char *kind, const char
 			snprintf(err, errsz, "waitpid: %s", strerror(errno));
 			return -1;
 		}
-		if (now_mono() > deadline) {
+		if (plc_mono_secs() > deadline) {
 			kill(pid, SIGTERM);
 			waitpid(pid, &st, 0);
 			snprintf(err, errsz, "command timed out after %gs", cf->timeout);

@@ -64,19 +64,19 @@ default_conf(void)
 	return "/etc/pipelined.conf";
 }
 
-static void notify_status(void);
+static void sd_status(void);
 
 static void
 on_check(uv_check_t *c)
 {
 	feed_flush();
-	notify_status();
+	sd_status();
 }
 
 /* STATUS= for systemctl status: how many jobs run now. A no-op when not
  * started by systemd (no NOTIFY_SOCKET). */
 static void
-notify_status(void)
+sd_status(void)
 {
 	static int last = -1;
 	int running = sched_running();
@@ -391,7 +391,7 @@ main(int argc, char **argv)
 	sd_notify(0, "READY=1");
 	if (ready_fd >= 0)
 		detached(ready_fd);
-	notify_status();
+	sd_status();
 	feed_flush();
 	uv_run(loop, UV_RUN_DEFAULT);
 	return 0;

@@ -248,7 +248,7 @@ plugin_load_dir(const char *dir, const struct pl_host *host)
 		size_t len = strlen(de->d_name);
 		if (len < 4 || strcmp(de->d_name + len - 3, ".so") != 0)
 			continue;
-		names = realloc(names, (size_t)(n + 1) * sizeof(*names));
+		names = xrealloc(names, (size_t)n + 1, sizeof(*names));
 		names[n++] = xstrdup(de->d_name);
 	}
 	closedir(d);
@@ -291,16 +291,4 @@ const struct stage_reg *
 plugin_stage_at(int i)
 {
 	return i >= 0 && i < nstages ? &stages[i] : NULL;
-}
-
-void
-plugin_unload_all(void)
-{
-	for (int i = 0; i < nplugins; i++) {
-		unregister(plugins[i]);
-		dlclose(plugins[i]->handle);
-		free(plugins[i]);
-	}
-	nplugins = 0;
-	nstages = 0;
 }

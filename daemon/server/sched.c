@@ -532,9 +532,9 @@ job_launch(struct sjob *j, int adopt)
 	double dl = adopt && j->sec->timeout > 0 ? store_attempt_deadline(S.store,
 	    j->attempt_id) : 0;
 	if (dl > 0)
-		pj->deadline = now_mono() + fmax(dl - now_wall(), 0.001);
+		pj->deadline = plc_mono_secs() + fmax(dl - now_wall(), 0.001);
 	else if (j->sec->timeout > 0)
-		pj->deadline = now_mono() + j->sec->timeout;
+		pj->deadline = plc_mono_secs() + j->sec->timeout;
 	j->pj = pj;
 	set_running(j, 1);
 	if (!j->holds_res)

@@ -216,14 +216,3 @@ proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_st
 	cJSON_Delete(o);
 	return 0;
 }
-
-int
-proc_write_json_atomic(const char *path, cJSON *obj)
-{
-	char *t = cJSON_PrintUnformatted(obj);
-	size_t n = strlen(t);
-	t[n] = '\n';
-	int rc = plc_write_file_atomic(path, t, n + 1, 0640);
-	free(t);
-	return rc;
-}

@@ -109,7 +109,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 			}
 			struct spec_section *sec = section_new(p, section);
 			if ((s->njobs & (s->njobs - 1)) == 0) /* 0, 1, 2, 4, ...: double */
-				s->jobs = realloc(s->jobs, (size_t)(s->njobs ? 2 * s->njobs : 1) *
+				s->jobs = xrealloc(s->jobs, (size_t)(s->njobs ? 2 * s->njobs : 1),
 				    sizeof(*s->jobs));
 			map_put(&p->sections, section, s->njobs);
 			p->curidx = s->njobs;
@@ -145,7 +145,7 @@ spec_handler(void *user, const char *section, const char *name, const char *valu
 	map_put(&p->keys, kk, sec->nkv);
 	free(kk);
 	if (sec->nkv % 16 == 0)
-		sec->kv = realloc(sec->kv, (size_t)(sec->nkv + 16) * sizeof(*sec->kv));
+		sec->kv = xrealloc(sec->kv, (size_t)sec->nkv + 16, sizeof(*sec->kv));
 	sec->kv[sec->nkv].key = xstrdup(name);
 	sec->kv[sec->nkv].value = xstrdup(value);
 	sec->kv[sec->nkv].line = p->r.line;
@@ -472,10 +472,8 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 	v = spec_get(sec, "executor");
 	sec->executor = xstrdup(v ? v : "local");
 	sec->ex = exec_find(sec->executor);
-	if (!exec_known(sec->executor))
+	if (sec->ex == NULL)
 		BAD("executor", "must be " EXEC_NAMES ", not \"%s\"", sec->executor);
-	else if (sec->ex == NULL)
-		BAD("executor", "this pipelined was built without the %s executor", sec->executor);
 	static const char *const slurm_only[] = { "partition", "gres", "time", "mem",
 	    "account", "sbatch_options", NULL };
 	if (sec->ex == NULL || !sec->ex->batch)

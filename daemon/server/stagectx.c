@@ -358,7 +358,7 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	char **env = child_env(j, spec, dir);
 	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
 	    spec->resume_from ? " (resuming)" : "");
-	double t0 = now_mono();
+	double t0 = plc_mono_secs();
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* In the stage process's group: the shim's signals reach it. */
@@ -395,15 +395,15 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		relay_read(&r);
 		if (w == pid)
 			break;
-		int stop = job_cancelled(j) || r.stop || r.refused || (own > 0 && now_mono() > own);
+		int stop = job_cancelled(j) || r.stop || r.refused || (own > 0 && plc_mono_secs() > own);
 		if (stop && term_at == 0) {
 			job_logf(j, "stopping %s (SIGTERM)", spec->name);
 			kill(pid, SIGTERM);
-			term_at = now_mono();
-		} else if (stop && term_at > 0 && now_mono() - term_at > grace) {
+			term_at = plc_mono_secs();
+		} else if (stop && term_at > 0 && plc_mono_secs() - term_at > grace) {
 			job_logf(j, "killing %s (SIGKILL after %gs)", spec->name, grace);
 			kill(pid, SIGKILL);
-			term_at = now_mono() + 1e9;
+			term_at = plc_mono_secs() + 1e9;
 		}
 	}
 	if (pfd >= 0)
@@ -412,12 +412,12 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	out->status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 	out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	out->adopted = 0;
-	out->seconds = now_mono() - t0;
+	out->seconds = plc_mono_secs() - t0;
 	if (r.unpublished > 0)
 		job_logf(j, "events: %ld line%s of %s not stored or published (types a job "
 		    "program does not publish, handed to its stage only; the first \"%s\")",
 		    r.unpublished, r.unpublished == 1 ? "" : "s", spec->name, r.first);
-	if (own > 0 && term_at > 0 && now_mono() > own)
+	if (own > 0 && term_at > 0 && plc_mono_secs() > own)
 		return PL_ETIMEDOUT;
 	if (job_cancelled(j) && term_at > 0)
 		return PL_ECANCELED;

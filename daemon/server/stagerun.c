@@ -159,7 +159,7 @@ context_write(pl_job *j, char *path, size_t len)
 	cJSON_AddItemToObject(o, "runs", runs_snapshot(j));
 	cJSON_AddItemToObject(o, "history", history(j));
 	if (j->deadline > 0)
-		cJSON_AddNumberToObject(o, "seconds_left", j->deadline - now_mono());
+		cJSON_AddNumberToObject(o, "seconds_left", j->deadline - plc_mono_secs());
 	char *text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	char name[64], tmp[80];

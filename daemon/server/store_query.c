@@ -266,7 +266,7 @@ store_attempt_procs(struct store *s, int64_t attempt_id, struct proc_row **rows,
 	if (st) {
 		sqlite3_bind_int64(st, 1, attempt_id);
 		while (sqlite3_step(st) == SQLITE_ROW) {
-			*rows = realloc(*rows, (size_t)(*n + 1) * sizeof(**rows));
+			*rows = xrealloc(*rows, (size_t)*n + 1, sizeof(**rows));
 			proc_row_read(st, &(*rows)[(*n)++]);
 		}
 		store_unprep(s, st);

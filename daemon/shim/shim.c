@@ -929,6 +929,20 @@ run_shim(int sock)
 			close(done);
 			continue;
 		}
+		if (nkids == cap) {
+			/* Room for the child first: one the shim could not
+			 * track would never get its exit.json. */
+			struct child *nk = reallocarray(kids, cap ? 2 * (size_t)cap : 16, sizeof(*kids));
+			if (nk == NULL) {
+				free(cargv);
+				free(buf);
+				reply(done, ENOMEM, self_start);
+				close(done);
+				continue;
+			}
+			kids = nk;
+			cap = cap ? 2 * cap : 16;
+		}
 		int opened = sup_open(&s) == 0;
 		if (!opened || records_own(&s) == -1) {
 			err = errno;
@@ -946,10 +960,6 @@ run_shim(int sock)
 		pid_t pid = sup_spawn(&s, cenv, &none, &status);
 		if (pid > 0) {
 			record_shim(s.dirfd, getpid(), self_start, pid);
-			if (nkids == cap) {
-				cap = cap ? 2 * cap : 16;
-				kids = realloc(kids, (size_t)cap * sizeof(*kids));
-			}
 			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0, s.logfd };
 		} else {
 			/* It never ran: the record now, and the pipe closed. */

@@ -115,7 +115,7 @@ main(int argc, char **argv)
 	snprintf(j->workdir, sizeof(j->workdir), "%s", ctx_str(ctx, "workdir"));
 	const cJSON *left = cJSON_GetObjectItemCaseSensitive(ctx, "seconds_left");
 	if (cJSON_IsNumber(left))
-		j->deadline = now_mono() + left->valuedouble;
+		j->deadline = plc_mono_secs() + left->valuedouble;
 	/* The log: standard error, which the shim appends to the job log. */
 	snprintf(j->logpath, sizeof(j->logpath), "(standard error)");
 	j->logfd = dup(2);

@@ -7,7 +7,7 @@ benchmarks' plain curl loops.
     bake_requests.py DATA OUTDIR openai|ollama MODEL
 
 DATA holds cases.jsonl, system.txt and capabilities.txt (as
-tests/integration/data/bake). Greedy, seed 3407, a 64-token cap, num_ctx
+tests/fixtures/bake). Greedy, seed 3407, a 64-token cap, num_ctx
 1024 (ollama), and the schema whose enum holds every capability not marked
 disabled, hidden ones included (G26).
 """

@@ -92,10 +92,10 @@ med() { stat_of med "$1" "$2"; }
 # the ratios of side S to cp within each round: lo med hi
 round_ratios() { paste -d' ' <(cut -d' ' -f1 "$B/$1.times") <(head -n "$(wc -l <"$B/$1.times")" "$B/cp.times" | cut -d' ' -f1) |
 	awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f %.2f %.2f", a[1], a[int((NR+1)/2)], a[NR]}'; }
-PYTHONPATH=$GGUF_PY "$PY" -B "$TOP/tests/integration/data/gguf/gguf_tool.py" listed "$TOP/man/pipeline.ini.5" >"$B/listed"
+PYTHONPATH=$GGUF_PY "$PY" -B "$TOP/tests/helpers/gguf_tool.py" listed "$TOP/man/pipeline.ini.5" >"$B/listed"
 for t in f16 bf16; do
 	echo "compare: not run (REF_RUNS=0)" >"$B/cmp-$t.out"
-	[ ! -e "$B/ref-$t.gguf" ] || PYTHONPATH=$GGUF_PY "$PY" -B "$TOP/tests/integration/data/gguf/gguf_tool.py" \
+	[ ! -e "$B/ref-$t.gguf" ] || PYTHONPATH=$GGUF_PY "$PY" -B "$TOP/tests/helpers/gguf_tool.py" \
 	    compare "$B/large-$t.gguf" "$B/ref-$t.gguf" "$B/listed" >"$B/cmp-$t.out" || true
 	got=$(sed -n 's/^job.artifact {"name":"gguf",.*"sha256":"\([0-9a-f]*\)".*/\1/p' "$B/stage-$t.log")
 	want=$("$PY" -c 'import hashlib, sys

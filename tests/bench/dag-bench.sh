@@ -45,7 +45,7 @@
 # (/tmp drifted from 2.8x to 4.7x over the four runs on both builds, the
 # recently-deleted inode effect above.) Both builds are above the 2x of
 # the earlier measurement on this day's machine.
-# Issue 24 (both shapes above 2x at the privilege separation step): where
+# At the privilege separation step (both shapes above 2x of make): where
 # a job's time goes, by perf record -g of the daemon on the chain, fresh
 # ext4: the daemon's threads used 0.69 ms of CPU a job (perf sched
 # timehist: the job thread), the run's shim 0.31 ms, `true` ~0.5 ms; of

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/evict-race-bench.sh: the train stage's evict-retry against
-# the G21 reload race on the REAL Ollama (tests/integration/data/
+# the G21 reload race on the REAL Ollama (tests/helpers/
 # tests/lib/evict.sh, as train/evict-retry.sh): four tiny models loaded,
 # production traffic reloading gemma3:4b 0.5 s after each eviction for
 # ROUNDS reloads (default 3), the trainer (jobs/train.py, tiny engine)

@@ -7,7 +7,7 @@
 # about 2.8 GB of BF16) with an r=112, alpha=224 adapter that PEFT itself
 # made on the recipe's seven targets (which PEFT also finds in the vision
 # tower's q/k/v). Wall time and peak RSS, median of RUNS alternated runs,
-# page cache warm, under nice; the targets (faster; peak RSS under
+# page cache warm, under nice; the targets (faster than PEFT; peak RSS under
 # 2x the largest tensor plus 100 MB) and the two outputs compared tensor by
 # tensor in bf16 ulps. The machine is shared: the figures are medians, and
 # only the ratios of the same run mean much. Prints figures; asserts

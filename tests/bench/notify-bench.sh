@@ -2,7 +2,7 @@
 # notify-bench.sh: 1,000 notifications through a webhook receiver on
 # loopback (tests/bench/hookrecv, built with Go: the receiver shares the
 # two cores, so it is kept cheap; it checks signatures as
-# tests/integration/data/hook_receiver.py does) that answers 500 to
+# tests/helpers/hook_receiver.py does) that answers 500 to
 # the first try of every tenth key. A run of 1,000 independent jobs of
 # `false` (max_jobs = 2) makes 1,000 job.failed notifications; it runs R
 # times with [notify] and R times without, alternated, on fresh daemons.

@@ -14,7 +14,7 @@
 # Two corpora with the reference's proportions scaled down: a 1,200-token
 # shared system prompt, 300-token user turns, 26-token answers,
 # gradient_accumulation_steps 8 (SHAPE=1200); and the system prompt cut to
-# about half of each prompt (SHAPE=half). Targets (issue 27): CPU at most
+# about half of each prompt (SHAPE=half). Targets: CPU at most
 # 0.4x at the first shape; peak RSS above the plain loop's by no more than
 # the prefix's kept state.
 #
@@ -68,7 +68,7 @@
 # (4.861, 4.2891, 2.8392, 1.7962 both ways) and the adapters after them
 # within 9.3e-7 of the median update per tensor at the median element and
 # 0.015 at the largest (4.6e-6 absolute, under 1% of one step's learning
-# rate; tests/integration/data/prefix_adapters.py).
+# rate; tests/helpers/prefix_adapters.py).
 # suffix_batch (2026-12-04, the real Gemma 3 270M, SHAPES=router
 # MODES="yes1 yes", 4 steps x 1 round, 2 cores shared with a .ci/run
 # building Ollama, load 3): prefix 413 tokens, prompts 420-445, answers
@@ -78,7 +78,7 @@
 # threads share better); peak RSS 2,848 -> 3,789 MB, 1.33x (eight
 # suffixes' activations and logits at once); the four losses equal to 5
 # digits (4.7524, 4.923, 3.3286, 2.5308).
-# The real Gemma 3 270M at the issue's shapes (2026-12-04, nothing else
+# The real Gemma 3 270M at these two shapes (2026-12-04, nothing else
 # running, PRECISION=fp32 FILLER_1200=1100 FILLER_HALF=230 USER_WORDS=275,
 # 3 steps x 1 round, steps 2-3): shape 1200 (prefix 1,212 tokens, prompts
 # 1,504-1,517, answers median 15, 80.3% shared; token counts predict

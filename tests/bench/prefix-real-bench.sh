@@ -2,8 +2,8 @@
 # tests/bench/prefix-real-bench.sh: shared-prefix training against the plain
 # loop on the real Gemma 3 270M (tests/tools/realbase.sh), through a
 # private daemon and the REAL Ollama (tests/lib/e2e.sh: router_prepare),
-# the whole way to the served answers (issue 27, item 3, where the real
-# base is available): two runs of etc/examples/router/v1.ini, the same
+# the whole way to the served answers (where the real base is
+# available): two runs of etc/examples/router/v1.ini, the same
 # tokens and settings (corpus-check.jsonl, float32, AdamW, LoRA r16 on the
 # seven projections), STEPS optimizer steps of ACCUM examples each, one
 # with shared_prefix = no and one with shared_prefix = yes; each merged,
@@ -12,7 +12,7 @@
 #   - the per-step training losses (train's loss metric) of the two runs:
 #     the largest relative difference, asserted under LOSS_TOL;
 #   - the two adapters, tensor by tensor, against the size of the run's
-#     updates (tests/integration/data/prefix_adapters.py: the largest
+#     updates (tests/helpers/prefix_adapters.py: the largest
 #     |shared - plain| over the tensor's median update under ADAPTER_BOUND,
 #     the median element's under 1e-4); the bound is the fixtures' of
 #     train/hf-shared-prefix (1e-2) and the reason the same: float32 sums
@@ -38,8 +38,8 @@
 # shared 16): after 20 steps of 4 examples the model is still near ties
 # between tokens, and float-level differences in the merged weights cross
 # Q8_0's rounding and flip greedy choices.  So the script exits 1: the
-# issue's "same answers" does not hold on the real base at this training
-# length, and the assertion stays as the issue states it.
+# target of the same answers does not hold on the real base at this
+# training length, and the assertion stays as the target states it.
 # At the demo's own length (STEPS=30 ACCUM=8, suffix_batch 8 as v1.ini
 # sets it; 2026-12-04, a 2-core machine 3-4x faster at training, nothing
 # else running): the 30 losses equal to 1.1e-5 relative (4.8611 ...
@@ -163,7 +163,7 @@ ap=$(artifact_path router-plain train adapter)
 as=$(artifact_path router-shared train adapter)
 cfg=$(dirname "$ap")/train.config.json
 [ -d "$ap" ] && [ -d "$as" ] && [ -f "$cfg" ] || fail "adapters or config: $ap $as $cfg"
-"$ROUTER_PY" "$TOP/tests/integration/data/prefix_adapters.py" "$cfg" "$ap" "$as" --bound "$ADAPTER_BOUND" \
+"$ROUTER_PY" "$TOP/tests/helpers/prefix_adapters.py" "$cfg" "$ap" "$as" --bound "$ADAPTER_BOUND" \
     >adapters.out 2>&1 || failed=${failed:-"the adapters differ beyond the bound"}
 sed 's/^/# /' adapters.out
 [ -z "$failed" ] || fail "$failed"

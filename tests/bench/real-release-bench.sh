@@ -1,6 +1,6 @@
 #!/bin/bash
-# tests/bench/real-release-bench.sh: the real model's release as a table
-# (issue 25): Gemma 3 270M (tests/tools/realbase.sh) through the router's
+# tests/bench/real-release-bench.sh: the real model's release as a table:
+# Gemma 3 270M (tests/tools/realbase.sh) through the router's
 # lifecycle on a private daemon and the REAL Ollama (tests/lib/e2e.sh:
 # router_prepare), as `make demo` runs it: router-v0 (etc/examples/router/
 # v0.ini: convert, quantize, verify, register, bake), then router-v1 (v1.ini:

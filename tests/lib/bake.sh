@@ -4,7 +4,7 @@
 # serving it. Needs TOP and TEST_TMP; sources tests/lib.sh when the caller
 # has not.
 
-BAKE_DATA=$TOP/tests/integration/data/bake
+BAKE_DATA=$TOP/tests/fixtures/bake
 PCTL=$TOP/daemon/pipelinectl
 
 declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"

@@ -6,8 +6,8 @@
 #   e2e_prepare DIR   copies the two specs, their data and etc/Modelfile.tmpl
 #                     (with OLLAMA_TEST_PARAMS, tests/lib.sh) to DIR/spec (so nothing is written into the tree),
 #                     generates the fixture base there (gen_gemma3.py, seed
-#                     1234, then tests/e2e/tweak_base.py and
-#                     tests/e2e/pretrain_base.py), gets the llama.cpp
+#                     1234, then tests/helpers/tweak_base.py and
+#                     tests/helpers/pretrain_base.py), gets the llama.cpp
 #                     oracle build (cached), starts the REAL Ollama
 #                     (tests/lib.sh: ollama_start; tests/tools/ollama.sh
 #                     builds the pinned release, cached) on a free loopback
@@ -32,8 +32,8 @@ e2e_prepare() {
 	done
 	$E2E_PY "$TOP/tests/fixtures/gen_gemma3.py" "$dir/spec/tiny/base" --seed 1234 \
 	    >"$dir/gen.log" 2>&1 || { cat "$dir/gen.log"; e2e_die "gen_gemma3.py"; }
-	$E2E_PY "$TOP/tests/e2e/tweak_base.py" "$dir/spec/tiny/base" || e2e_die "tweak_base.py"
-	$E2E_PY "$TOP/tests/e2e/pretrain_base.py" "$dir/spec/tiny/base" "$TOP/etc/examples/tiny" \
+	$E2E_PY "$TOP/tests/helpers/tweak_base.py" "$dir/spec/tiny/base" || e2e_die "tweak_base.py"
+	$E2E_PY "$TOP/tests/helpers/pretrain_base.py" "$dir/spec/tiny/base" "$TOP/etc/examples/tiny" \
 	    >"$dir/pretrain.log" 2>&1 || { cat "$dir/pretrain.log"; e2e_die "pretrain_base.py"; }
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || e2e_die "llama-oracle.sh"
 	ollama_start

@@ -7,7 +7,7 @@
 #                    runners); sets URL
 #   load_all         loads the four, keep_alive -1
 #   race_start NAME ROUNDS|forever [NUM_CTX]
-#                    production traffic (data/race_client.py) reloading
+#                    production traffic (tests/helpers/race_client.py) reloading
 #                    gemma3:4b 0.5 s after each eviction, asking for a
 #                    context of NUM_CTX tokens when given; logs to NAME.race
 #   race_stop
@@ -42,7 +42,7 @@ load_all() {
 }
 
 race_start() {
-	/usr/bin/python3 "$TOP/tests/integration/data/race_client.py" "$URL" gemma3:4b "$2" \
+	/usr/bin/python3 "$TOP/tests/helpers/race_client.py" "$URL" gemma3:4b "$2" \
 	    "$TEST_TMP/$1.race" --delay 0.5 ${3:+--num-ctx "$3"} &
 	RACE_PID=$!
 	for _ in $(seq 1 100); do

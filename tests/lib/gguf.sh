@@ -11,7 +11,6 @@
 set -eu
 : "${TOP:?}" "${TEST_TMP:?}"
 PCTL=$TOP/daemon/pipelinectl
-GGUF_DATA=$TOP/tests/integration/data/gguf
 declare -F pl_start >/dev/null || . "$TOP/tests/lib.sh"
 
 eval "$("$TOP/tests/tools/llama-oracle.sh" --env)" || fail "llama-oracle.sh failed"
@@ -43,5 +42,5 @@ ref_convert() {
 }
 
 gtool() {
-	PYTHONPATH=$GGUF_PY /usr/bin/python3 -B "$GGUF_DATA/gguf_tool.py" "$@"
+	PYTHONPATH=$GGUF_PY /usr/bin/python3 -B "$TOP/tests/helpers/gguf_tool.py" "$@"
 }

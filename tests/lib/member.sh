@@ -7,17 +7,14 @@
 #
 #   member_setup PLUGIN.so...   (paths), then the helpers below
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
+pl_group plsubmit
 gid=$(getent group plsubmit | cut -d: -f3)
 nobody=$(id -u nobody)
 as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
 # member_users NAME...: system users of those names (no home, no shell),
 # members of plsubmit when they run through as_user.
 member_users() {
-	local u
-	for u; do
-		id -u "$u" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u"
-	done
+	pl_user "$@"
 }
 # as_user NAME CMD...: CMD as user NAME, with plsubmit as its one group.
 as_user() { local u=$1; shift; setpriv --reuid="$u" --regid=nogroup --groups="$gid" "$@"; }

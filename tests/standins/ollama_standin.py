@@ -274,7 +274,7 @@ class AdminHandlers:
     ollama/register-template, not here.) Chat forwards to --upstream
     (llama-server); its 400 for an over-long prompt comes back as Ollama's
     400 with the upstream body in "error"; --cut-prompts instead answers
-    200 with prompt_eval_count cut to num_ctx/2 + 2 (G01, issue #17427).
+    200 with prompt_eval_count cut to num_ctx/2 + 2 (G01).
     """
 
     ADMIN_POST = {"/api/create": "admin_create", "/api/show": "admin_show",

@@ -53,7 +53,7 @@ log slurm
 errlist sock util wire addr
 access shimfiles ini metrics plugin
 web exec_local exec_slurm
-httpd exec job
+httpd executor job
 conf
 conf_check spec
 store

@@ -28,23 +28,39 @@
  * N failed" (and "N skipped"); it exits 1 when a case failed, 77 when every case
  * run was skipped, 0 otherwise. What main does before unit_main (a
  * temporary directory, a server the cases share) every case inherits.
+ *
+ * A case has a time limit, as libuv's tests do: UNIT_TIMEOUT seconds (60;
+ * the environment's UNIT_TIMEOUT, when set, instead), or its own with
+ * UNIT_CASE_TIMEOUT(name, seconds). A case past it is killed with its
+ * whole process group (each case runs in a group of its own, so what it
+ * started goes too) and reported "not ok NAME: timed out after N s".
  */
 #ifndef RUNNER_H
 #define RUNNER_H
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "check.h"
 
 struct unit_case {
 	const char *name;
 	void (*fn)(void);
+	int timeout;            /* seconds; 0: unit_timeout() */
 };
 
-#define UNIT_CASE(name) { #name, case_##name }
-#define UNIT_END { NULL, NULL }
+#define UNIT_CASE(name) { #name, case_##name, 0 }
+#define UNIT_CASE_TIMEOUT(name, secs) { #name, case_##name, (secs) }
+#define UNIT_END { NULL, NULL, 0 }
+
+/* A case's time limit when it sets none. */
+#define UNIT_TIMEOUT 60
 
 /* The exit status of a skipped case, as of a skipped test. */
 #define UNIT_SKIPPED 77
@@ -55,11 +71,70 @@ struct unit_case {
 	_exit(UNIT_SKIPPED);                                                \
 } while (0)
 
-/* unit_run_case: one case in a child process; its outcome as the child's
- * exit status, or -1 when the fork failed. */
+/* The default limit: UNIT_TIMEOUT, or the environment's UNIT_TIMEOUT. */
+static int
+unit_timeout(void)
+{
+	const char *v = getenv("UNIT_TIMEOUT");
+	char *end;
+	long n;
+
+	if (v == NULL || *v == '\0')
+		return UNIT_TIMEOUT;
+	n = strtol(v, &end, 10);
+	if (*end != '\0' || n <= 0 || n > 86400) {
+		fprintf(stderr, "UNIT_TIMEOUT=%s: not a number of seconds (1 to 86400)\n", v);
+		exit(2);
+	}
+	return (int)n;
+}
+
+/* unit_wait: wait for the case's process pid at most secs seconds; 0
+ * with its status in st, or -1 when the time ran out. A pidfd tells when
+ * it ended; without one (an old kernel) the wait polls every 10 ms. */
+static int
+unit_wait(pid_t pid, int secs, int *st)
+{
+	struct timespec t0, t;
+	int fd, left;
+
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		pid_t r = waitpid(pid, st, WNOHANG);
+
+		if (r == pid || (r == -1 && errno != EINTR)) {
+			if (fd != -1)
+				close(fd);
+			if (r != pid)
+				*st = 255 << 8;   /* not ours to wait for: a failure */
+			return 0;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = secs * 1000 - (int)((t.tv_sec - t0.tv_sec) * 1000 +
+		    (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0)
+			break;
+		if (fd != -1) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			poll(&pf, 1, left);
+		} else {
+			struct timespec ten = { 0, 10 * 1000000 };
+			nanosleep(&ten, NULL);
+		}
+	}
+	if (fd != -1)
+		close(fd);
+	return -1;
+}
+
+/* unit_run_case: one case in a child process of a process group of its
+ * own; its outcome as the child's exit status, -1 when the fork failed,
+ * -2 when it ran past its time limit (then it and its group are killed). */
 static int
 unit_run_case(const struct unit_case *c)
 {
+	int secs = c->timeout > 0 ? c->timeout : unit_timeout();
 	pid_t pid;
 	int st;
 
@@ -70,14 +145,20 @@ unit_run_case(const struct unit_case *c)
 		return -1;
 	}
 	if (pid == 0) {
+		setpgid(0, 0);
 		c->fn();
 		printf("%s: %d checks, %d failed\n", c->name, check_count, check_failures);
 		fflush(NULL);
 		_exit(check_failures ? 1 : 0);
 	}
-	while (waitpid(pid, &st, 0) == -1)
+	setpgid(pid, pid);      /* both sides: whichever runs first */
+	if (unit_wait(pid, secs, &st) == 0)
+		return st;
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
 		;
-	return st;
+	return -2;
 }
 
 static int
@@ -105,16 +186,19 @@ unit_main(int argc, char **argv, const struct unit_case *cases)
 			continue;
 		found++;
 		st = unit_run_case(c);
-		if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 			pass++;
 			printf("ok %s\n", c->name);
-		} else if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == UNIT_SKIPPED) {
+		} else if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == UNIT_SKIPPED) {
 			skip++;
 			printf("skip %s\n", c->name);
 		} else {
 			fail++;
 			if (st == -1)
 				printf("not ok %s: not started\n", c->name);
+			else if (st == -2)
+				printf("not ok %s: timed out after %d s\n", c->name,
+				    c->timeout > 0 ? c->timeout : unit_timeout());
 			else if (WIFSIGNALED(st))
 				printf("not ok %s: killed by signal %d\n", c->name, WTERMSIG(st));
 			else

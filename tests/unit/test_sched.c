@@ -23,13 +23,14 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
+#include "plio.h"
 #include "runner.h"
 
 /* One call of a fake stage's run hook. */
 struct launch {
 	char run[64], job[64];
 	int attempt, adopted;
-	double at;                /* now_mono() when it was launched */
+	double at;                /* plc_mono_secs() when it was launched */
 	int rc, done;             /* the test's verdict, once done */
 	int ended;                /* the hook returned */
 };
@@ -50,7 +51,7 @@ fake_run(struct pl_job *pj)
 	snprintf(l->job, sizeof(l->job), "%s", pj->name);
 	l->attempt = pj->attempt;
 	l->adopted = pj->adopted;
-	l->at = now_mono();
+	l->at = plc_mono_secs();
 	/* pj->cancel is a flag the scheduler sets: looked at every 5 ms. */
 	while (!l->done && !pj->cancel) {
 		struct timespec ts;
@@ -118,8 +119,8 @@ submit(const char *name, const char *text)
 static void
 pump(double secs)
 {
-	double until = now_mono() + secs;
-	while (now_mono() < until) {
+	double until = plc_mono_secs() + secs;
+	while (plc_mono_secs() < until) {
 		uv_run(loop, UV_RUN_NOWAIT);
 		usleep(2000);
 	}
@@ -129,7 +130,7 @@ pump(double secs)
 static struct launch *
 launched(const char *run, const char *job, int attempt, double secs)
 {
-	double until = now_mono() + secs;
+	double until = plc_mono_secs() + secs;
 	for (;;) {
 		struct launch *found = NULL;
 		pthread_mutex_lock(&fmtx);
@@ -138,7 +139,7 @@ launched(const char *run, const char *job, int attempt, double secs)
 			    launches[i].attempt == attempt)
 				found = &launches[i];
 		pthread_mutex_unlock(&fmtx);
-		if (found || now_mono() >= until)
+		if (found || plc_mono_secs() >= until)
 			return found;
 		uv_run(loop, UV_RUN_NOWAIT);
 		usleep(2000);
@@ -178,12 +179,12 @@ finish(struct launch *l, int rc)
 static int
 state_is(const char *run, const char *job, const char *state, double secs)
 {
-	double until = now_mono() + secs;
+	double until = plc_mono_secs() + secs;
 	for (;;) {
 		int st = sched_job_state(run, job);
 		if (st != -1 && st == pl_job_state_find(state))
 			return 1;
-		if (now_mono() >= until) {
+		if (plc_mono_secs() >= until) {
 			fprintf(stderr, "%s/%s is %s, not %s\n", run, job,
 			    st != -1 ? pl_job_state_name(st) : "unknown", state);
 			return 0;
@@ -197,11 +198,11 @@ state_is(const char *run, const char *job, const char *state, double secs)
 static int
 run_is(const char *run, const char *state, double secs)
 {
-	double until = now_mono() + secs;
+	double until = plc_mono_secs() + secs;
 	for (;;) {
 		int st = store_run_state_get(store, run);
 		int ok = st != -1 && st == pl_run_state_find(state);
-		if (ok || now_mono() >= until) {
+		if (ok || plc_mono_secs() >= until) {
 			if (!ok)
 				fprintf(stderr, "run %s is %s, not %s\n", run,
 				    st != -1 ? pl_run_state_name(st) : "unknown", state);

@@ -910,12 +910,6 @@ gguf_remove_kv(struct gguf_writer *w, const char *key)
 	return -1;
 }
 
-uint64_t
-gguf_writer_n_kv(const struct gguf_writer *w)
-{
-	return w->n_kv;
-}
-
 /* Append a KV whose serialized type+payload is bytes (ownership taken). */
 static int
 add_kv(struct gguf_writer *w, const char *key, uint8_t *bytes, size_t len)

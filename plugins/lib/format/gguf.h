@@ -168,7 +168,6 @@ int	gguf_set_arr_str(struct gguf_writer *w, const char *key,
 /* Copy KV number i of a reader verbatim. */
 int	gguf_copy_kv(struct gguf_writer *w, const struct gguf *g, uint64_t i);
 int	gguf_remove_kv(struct gguf_writer *w, const char *key);
-uint64_t gguf_writer_n_kv(const struct gguf_writer *w);
 
 /* Add a tensor info; returns its index or -1. ne has n_dims entries. */
 int64_t	gguf_add_tensor(struct gguf_writer *w, const char *name, uint32_t n_dims,

@@ -248,7 +248,7 @@ chat_classify(const struct chat_client *c, long http, const char *body,
 		 * "length", streamed or not (0.34.2 as 0.24.0). done:false is
 		 * an answer the runner stopped: from 0.30, llama-server sends
 		 * its refusal of the model's output (its chat parser fails on
-		 * a token that leaves invalid UTF-8, llama.cpp before #29161)
+		 * a token that leaves invalid UTF-8, llama.cpp through b10969)
 		 * as an error event inside the stream, which Ollama's
 		 * /completion client drops, ending the answer with what came
 		 * before it and no reason. That is the answer the live
@@ -288,8 +288,8 @@ chat_classify(const struct chat_client *c, long http, const char *body,
 	}
 	/*
 	 * Ollama cuts an over-long prompt to about half the context and answers
-	 * 200; only prompt_eval_count shows it (G01, issue #17427). A prompt
-	 * counted as far fewer tokens than its bytes allow for was cut.
+	 * 200; only prompt_eval_count shows it (G01). A prompt counted as far
+	 * fewer tokens than its bytes allow for was cut.
 	 */
 	if (c->max_bytes_per_token > 0 && r->prompt_tokens > 0 &&
 	    (double)prompt_bytes / r->prompt_tokens > c->max_bytes_per_token) {

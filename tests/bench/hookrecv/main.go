@@ -1,7 +1,7 @@
 // hookrecv: a webhook receiver for tests/bench/notify-bench.sh, written in
 // Go so that the receiver's own CPU (on the same two cores as the daemon)
 // stays a small part of what the benchmark measures. It does what
-// tests/integration/data/hook_receiver.py does for the tests: checks each
+// tests/helpers/hook_receiver.py does for the tests: checks each
 // POST's X-Pipelined-Signature-256 (HMAC-SHA256 of the body under its own
 // secret; 401 when wrong), answers 500 to the first try of every Nth new
 // idempotency key, and writes one JSON line per request to the log.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# pipelinectl follows the conventions of the tools operators use (issue 29):
+# pipelinectl follows the conventions of the tools operators use:
 #   - --help, help VERB and VERB --help print to standard output and exit 0,
 #     each the golden text under tests/golden/help/ (one per verb, and
 #     pipelined --help); --version on both programs;
@@ -139,6 +139,12 @@ grep -q 'did you mean' j.out || fail "check --json: $(cat j.out)"
 printf 'not a gguf file\n' >bad.gguf
 pctl --json gguf bad.gguf >j.out; err_shape j.out gguf EINVAL 1
 pctl --json plot hello --job nosuch -o x.png >j.out; err_shape j.out plot ENOENT 4
+# A job without a loss to draw: one error, the shape with --json, nothing left.
+pctl --json plot hello --job greet -o x.png >j.out; err_shape j.out plot ENODATA 1
+rc_is 1 "plot of a job without a loss" pctl plot hello --job greet -o x.png
+grep -qx "pipelinectl: plot: job greet of run hello has no loss metric yet" rc.err ||
+    fail "plot of a job without a loss: $(cat rc.err)"
+[ ! -e x.png ] || fail "plot left x.png"
 pctl --json check "$TOP/etc/examples/hello.ini" >j.out
 json_is j.out "o['ok'] is True and o['run'] == 'hello' and o['errors'] == []" || fail "check --json OK: $(cat j.out)"
 pctl --json stage --list >j.out

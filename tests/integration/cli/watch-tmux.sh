@@ -1,6 +1,6 @@
 #!/bin/bash
-# watch on a terminal redraws correctly at any width of 60 columns and more
-# (issue 29): under tmux at 60 and at 160 columns, `pipelinectl watch` of
+# watch on a terminal redraws correctly at any width of 60 columns and more:
+# under tmux at 60 and at 160 columns, `pipelinectl watch` of
 # tests/fixtures/cli/wide.ini (a long job name, progress in a unit of its
 # own with a loss, so lines longer than 60 columns while it runs, a job that
 # fails) leaves exactly the screen of tests/golden/watch-60.txt and

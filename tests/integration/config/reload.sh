@@ -2,7 +2,7 @@
 # config/reload.sh: SIGHUP applies at once every key it can and names each
 # one that needs a restart (pipelined.conf(5), RELOADING), through a real
 # daemon, its HTTP listener and a webhook receiver on loopback
-# (tests/integration/data/hook_receiver.py, as http/notify uses it):
+# (tests/helpers/hook_receiver.py, as http/notify uses it):
 #  - a new http_token: /metrics answers the new one and refuses the old;
 #  - a new [notify] section: the next run's end reaches the receiver,
 #    signed with the new secret, without a restart;
@@ -17,7 +17,7 @@ RPID=
 trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null; pl_kill9 2>/dev/null' EXIT
 R=$TEST_TMP/hooks.log
 : >"$R"
-/usr/bin/python3 "$TOP/tests/integration/data/hook_receiver.py" --port-file "$TEST_TMP/rport" \
+/usr/bin/python3 "$TOP/tests/helpers/hook_receiver.py" --port-file "$TEST_TMP/rport" \
     --log "$R" --secret hook-s3cret --fail-file "$TEST_TMP/fail" --hang-file "$TEST_TMP/hang" \
     --hang 4 --port 0 &
 RPID=$!
@@ -59,7 +59,7 @@ grep -q "reload: configuration .* loaded: every value is in force" "$TEST_TMP/pi
     fail "an unchanged reload was not said to be in force: $(grep reload: "$TEST_TMP/pipelined.out")"
 
 # ---- a new token, [notify], a group, and two restart keys -------------------
-getent group plsubmit >/dev/null || groupadd -r plsubmit
+pl_group plsubmit
 sed -i "s|^http_token = .*|http_token = $NEW|; s|^log_file = .*|log_file = $TEST_TMP/other.log|" "$PL_CONF"
 sed -i "/^\[resources\]/i http_max_connections = 77\ngroup = plsubmit" "$PL_CONF"
 cat >>"$PL_CONF" <<EOF

@@ -49,9 +49,9 @@ r = req(s, b"[1,2,3]\n"); assert r["code"] == "EPROTO", r
 r = req(s, {"verb": "frobnicate"}); assert r["code"] == "EVERB", r
 r = req(s, {"verb": "status"}); assert r["status"] == "ok", r
 r = req(s, {"verb": "submit", "path": 3}); assert r["code"] == "EINVAL", r
-# Wrong-typed fields are errors, not absent fields that widen the request
-# (issue 18, item 7): a retry of job 7 is not a retry of the whole run, a
-# status of run 5 is not the list of every run.
+# Wrong-typed fields are errors, not absent fields that widen the request:
+# a retry of job 7 is not a retry of the whole run, a status of run 5 is
+# not the list of every run.
 r = req(s, {"verb": "retry", "run": "r", "job": 7}); assert r["code"] == "EINVAL" and '"job"' in r["error"], r
 r = req(s, {"verb": "status", "run": 5}); assert r["code"] == "EINVAL" and '"run"' in r["error"], r
 r = req(s, {"verb": "logs", "run": "r", "job": "j", "offset": "9"}); assert r["code"] == "EINVAL", r
@@ -107,7 +107,7 @@ stage = exec
 command = python3 -c 'import os; f=open(os.environ["PL_EVENTS"],"a"); [f.write("{\"type\":\"progress\",\"step\":%d,\"total\":20000,\"pad\":\"%s\"}\n" % (i, "p"*100)) for i in range(1,20001)]'
 INI
 # The stuck watcher reads again once the run is over: what it gets ends
-# with the feed.dropped notice (issue 18, item 8), after whole lines.
+# with the feed.dropped notice, after whole lines.
 python3 - "$TEST_TMP/run/feed.sock" "$TEST_TMP/flood.done" > "$TEST_TMP/stuck.out" 2>&1 <<'PY' &
 import json, os, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -18,11 +18,8 @@
 . "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 trap 'pl_kill9 2>/dev/null' EXIT
-getent group plsubmit >/dev/null || groupadd -r plsubmit
-getent group pladmin >/dev/null || groupadd -r pladmin
-for u in pl-alice pl-bob pl-carol; do
-	id -u "$u" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u"
-done
+pl_group plsubmit pladmin
+pl_user pl-alice pl-bob pl-carol
 gid=$(getent group plsubmit | cut -d: -f3)
 agid=$(getent group pladmin | cut -d: -f3)
 as() {	# as USER GROUPS -- CMD...: run CMD with those credentials only ("" GROUPS: none)

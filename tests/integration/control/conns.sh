@@ -1,12 +1,13 @@
 #!/bin/bash
-# Descriptor exhaustion through idle connections (issue 18, items 5 and
-# 11), against the real daemon: with its descriptors limited to 256, 1,000
-# idle control connections and 300 idle feed connections are opened while
-# a job runs. The daemon serves control_max_clients and feed_max_watchers
-# of them and tells the rest EBUSY; the job's exit (status 0 in its
-# exit.json) is recorded as a success, not as a process lost for want of
-# a descriptor; idle connections are closed after their timeouts; the
+# Descriptor exhaustion through idle connections, against the real daemon:
+# with its descriptors limited to 256, 1,000 idle control connections and
+# 300 idle feed connections are opened while a job runs. The daemon
+# serves control_max_clients and feed_max_watchers of them and tells the
+# rest EBUSY; the job's exit (status 0 in its exit.json) is recorded as a
+# success, not as a process lost for want of a descriptor; idle
+# connections are closed after their timeouts; the
 # daemon still serves afterwards.
+# run.sh: alone (it times the idle connections' closing).
 . "$(dirname "$0")/../../lib.sh"
 pl_conf "control_max_clients = 32" "control_idle_timeout = 6s" \
     "feed_max_watchers = 16" "feed_idle_timeout = 4s"

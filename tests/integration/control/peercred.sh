@@ -6,7 +6,7 @@
 # path and an unreadable one answer alike for a read-only peer.
 . "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
+pl_group plsubmit
 pl_conf "group = plsubmit"
 pl_start
 chmod 0755 "$TEST_TMP" "$TEST_TMP/run"

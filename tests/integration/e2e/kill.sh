@@ -1,6 +1,6 @@
 #!/bin/bash
-# e2e/kill.sh: kill -9 the daemon at three random moments of the tiny-v2 run
-# (issue 7, item 6): twice during train (at random steps, one in each half
+# e2e/kill.sh: kill -9 the daemon at three random moments of the tiny-v2 run:
+# twice during train (at random steps, one in each half
 # of the steps that remain after the first 10%), once at a random moment
 # up to a second after train ended (the chain after it, merge .. gate,
 # in-process stages and the bakes, takes a few seconds); each time the
@@ -9,6 +9,7 @@
 # byte-identical final GGUF (the quantize artifact), with the store whole
 # (integrity_check) and the event ids gapless.
 # KILL_SEED=N repeats a choice of moments (the seed is printed).
+# run.sh: alone (kill -9 at random moments of a long run).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT

@@ -1,6 +1,6 @@
 #!/bin/bash
 # e2e/lifecycle.sh: the whole release lifecycle on a real daemon, twice, back to
-# back (issue 7): etc/examples/tiny/v1.ini (tiny-v1, no previous version)
+# back: etc/examples/tiny/v1.ini (tiny-v1, no previous version)
 # then etc/examples/tiny.ini (tiny-v2, previous = tiny-v1, 36 training
 # examples instead of 24), each
 #   corpus_check -> tokenize -> probe -> train (tiny engine) -> merge -> tensor_fix
@@ -15,19 +15,20 @@
 # one case set and stored a verdict, and the run's outcome is that verdict
 # (promote: succeeded and router:latest is v2's manifest; otherwise rejected
 # at the gate only); the export is numerically right
-# (tests/e2e/check_export.py, issue item 3): the Q8_0 GGUF served by
+# (tests/helpers/check_export.py): the Q8_0 GGUF served by
 # llama.cpp gives the trained response on >= 90% of train-flagged cases
 # and agrees with the PyTorch model (tiny engine, merged weights) on the
 # top-1 token at >= 99% of the positions of every training example (each
 # distinct prefix once), for v1 and v2.
+# run.sh: alone (the whole lifecycle, twice).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 # The committed data is what its generator writes.
-/usr/bin/python3 "$TOP/tests/e2e/gen_tiny_data.py" gen || fail "gen_tiny_data.py"
+/usr/bin/python3 "$TOP/tests/helpers/gen_tiny_data.py" gen || fail "gen_tiny_data.py"
 for f in gen/*; do
-	cmp -s "$f" "$TOP/etc/examples/tiny/${f#gen/}" || fail "etc/examples/tiny/${f#gen/} is not what tests/e2e/gen_tiny_data.py writes"
+	cmp -s "$f" "$TOP/etc/examples/tiny/${f#gen/}" || fail "etc/examples/tiny/${f#gen/} is not what tests/helpers/gen_tiny_data.py writes"
 done
 e2e_prepare "$TEST_TMP/e2e"
 pl_conf "python = /usr/bin/python3" "max_jobs = 2"
@@ -116,7 +117,7 @@ for r in tiny-v1 tiny-v2; do
 	merged=$(artifact_path $r merge merged)
 	toks=$(artifact_path $r tokenize tokens)
 	[ -f "$gguf" ] && [ -d "$merged" ] && [ -f "$toks" ] || fail "$r: artifacts not found ($gguf, $merged, $toks)"
-	/usr/bin/python3 "$TOP/tests/e2e/check_export.py" --gguf "$gguf" --merged "$merged" \
+	/usr/bin/python3 "$TOP/tests/helpers/check_export.py" --gguf "$gguf" --merged "$merged" \
 	    --tokens "$toks" --cases "$TEST_TMP/e2e/spec/tiny/cases.jsonl" --label $r ||
 	    fail "$r: the served Q8_0 export does not reproduce the tiny engine"
 done

@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e/router-real.sh: a real model learns, end to end (issue 25, item 4).
+# e2e/router-real.sh: a real model learns, end to end.
 # Gemma 3 270M, the real pretrained base (tests/tools/realbase.sh, built
 # from the registry into the cache), through a real daemon and the REAL
 # Ollama (tests/lib/e2e.sh: router_prepare), shortened to v1 against v0:
@@ -29,7 +29,7 @@
 #   - the export: the F16 GGUF (convert's, served as its own tag) and the
 #     Q8_0 GGUF (the registered router:v1) served by Ollama against
 #     transformers' forward of the merged checkpoint, along Ollama's greedy
-#     answers to the fair slice's requests (tests/e2e/ollama_export_check.py):
+#     answers to the fair slice's requests (tests/helpers/ollama_export_check.py):
 #     top-1 agreement and the largest |delta log-prob| (F16: >= 0.99 and
 #     <= F16_DLP nats; Q8_0: >= 0.95 and <= Q8_DLP nats).  Measured
 #     (2026-12-04): F16 356 of 359 positions, largest 0.038 nats; Q8_0 303
@@ -44,7 +44,7 @@
 #     build repeat, so the room left (0.6 and 1.5 points of agreement,
 #     0.012 and 0.06 nats) is for a change of code or pinned version, and
 #     a wrong tensor, scale or tokenizer fails by far more;
-#   - the tokenizer (issue 25, item 1's check, reused): the base's record
+#   - the tokenizer (realbase.sh's own check, reused): the base's record
 #     of it (realbase.sh --checks), and real_base.py check-tokens on the
 #     exported F16 GGUF (llama-server) against the merged checkpoint's
 #     tokenizer: every hard string tokenized alike.
@@ -54,6 +54,7 @@
 #   the exports' and the tokenizer's checks about 145 s (357 s before the
 #   export check kept only the answer's logits); each run's time is
 #   printed as a note.
+# run.sh: alone (the real model).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 trap 'e2e_stop; pl_kill9 2>/dev/null' EXIT
@@ -127,10 +128,10 @@ for l in open(sys.argv[1]):
                [{"role": "user", "content": c["user"]}])
 json.dump(out[::3], sys.stdout)
 PY
-"$ROUTER_PY" "$TOP/tests/e2e/ollama_export_check.py" "$OURL" router:v1-f16 "$merged" prompts.json F16 \
+"$ROUTER_PY" "$TOP/tests/helpers/ollama_export_check.py" "$OURL" router:v1-f16 "$merged" prompts.json F16 \
     "$F16_DLP" 0.99 >f16.out 2>&1 || { cat f16.out; fail "F16 export check"; }
 tail -1 f16.out | sed 's/^/# /'
-"$ROUTER_PY" "$TOP/tests/e2e/ollama_export_check.py" "$OURL" router:v1 "$merged" prompts.json Q8_0 \
+"$ROUTER_PY" "$TOP/tests/helpers/ollama_export_check.py" "$OURL" router:v1 "$merged" prompts.json Q8_0 \
     "$Q8_DLP" 0.95 >q8.out 2>&1 || { cat q8.out; fail "Q8_0 export check"; }
 tail -1 q8.out | sed 's/^/# /'
 # The tokenizer: the base's own check (tests/tools/realbase.sh --checks:

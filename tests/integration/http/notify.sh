@@ -1,6 +1,6 @@
 #!/bin/bash
 # http/notify.sh: [notify] through a real daemon and a webhook receiver on
-# loopback (tests/integration/data/hook_receiver.py, which checks the
+# loopback (tests/helpers/hook_receiver.py, which checks the
 # HMAC-SHA256 signature with its own secret, as a receiver would):
 #  - a receiver answering 500 for a while: job.failed and run.end are
 #    retried and delivered, signed, each key accepted once; the command
@@ -19,7 +19,7 @@ trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null; pl_kill9 2>/dev/null' EXIT
 R=$TEST_TMP/hooks.log
 receiver() {	# receiver SECRET [PORT]
 	rm -f "$TEST_TMP/rport"
-	/usr/bin/python3 "$TOP/tests/integration/data/hook_receiver.py" --port-file "$TEST_TMP/rport" \
+	/usr/bin/python3 "$TOP/tests/helpers/hook_receiver.py" --port-file "$TEST_TMP/rport" \
 	    --log "$R" --secret "$1" --fail-file "$TEST_TMP/fail" --hang-file "$TEST_TMP/hang" \
 	    --hang 4 --port "${2:-0}" &
 	RPID=$!

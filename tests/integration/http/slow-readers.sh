@@ -24,6 +24,7 @@
 #    the file and line.
 # The load is bounded: 70 sockets, 14 s, loopback only
 # (tests/tools/http-flood.py --readers).
+# run.sh: alone (it times how soon scrapes are answered and readers dropped).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/member.sh"
 trap 'pl_kill9 2>/dev/null' EXIT

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Links planted where a stage reads or writes a spec's paths (issue 24):
+# Links planted where a stage reads or writes a spec's paths:
 # the file helpers of plugins/lib/io open an input's last component
 # without following a link unless the link's owner owns what it points at
 # (or is the caller: root's own links), refuse an output directory that is

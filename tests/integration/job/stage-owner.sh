@@ -144,7 +144,7 @@ as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/sig.ini >/dev/null || fail "
 stage_pid() {
 	local i
 	for i in $(seq 300); do
-		p=$(pgrep -u nobody -f "pipeline-stage .*/runs/$1/" | head -1)
+		p=$(pgrep -u nobody -f "pipeline-stage $TEST_TMP/state/runs/$1/" | head -1)
 		[ -n "$p" ] && { echo "$p"; return; }
 		sleep 0.1
 	done

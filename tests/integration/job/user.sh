@@ -7,9 +7,12 @@
 # job_user is set. The owner is kept across a daemon restart. Against a
 # real pipelined running as root.
 . "$(dirname "$0")/../../lib.sh"
-trap 'pl_kill9 2>/dev/null; rm -f /etc/pl-member /etc/pl-rootrun /etc/pl-jobuser' EXIT
+# The files a job may or may not write in /etc are named for this run of
+# the test (TEST_TMP's name): another run beside it has its own.
+E=/etc/${TEST_TMP##*/}
+trap 'pl_kill9 2>/dev/null; rm -f "$E-member" "$E-rootrun" "$E-jobuser"' EXIT
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
-getent group plsubmit >/dev/null || groupadd -r plsubmit
+pl_group plsubmit
 gid=$(getent group plsubmit | cut -d: -f3)
 nobody=$(id -u nobody); nogroup=$(getent group nogroup | cut -d: -f3)
 as_member() { setpriv --reuid=nobody --regid=nogroup --groups="$gid" "$@"; }
@@ -21,11 +24,11 @@ chmod 0755 "$TEST_TMP/run"; chmod 0666 "$TEST_TMP/run/control.sock"
 
 # spec NAME: a job that says who it is and tries what it may not do.
 spec() {
-	rm -f "/etc/pl-$1"
+	rm -f "$E-$1"
 	cat > "$TEST_TMP/$1.ini" <<INI
 [who]
 stage = exec
-command = id -u > $O/$1.uid; id -G > $O/$1.groups; id -g > $O/$1.gid; if cat /etc/shadow > /dev/null 2>&1; then echo read-shadow >> $O/$1.bad; fi; if touch /etc/pl-$1 2>/dev/null; then echo wrote-etc >> $O/$1.bad; fi; touch made-here; echo '{"type":"progress","step":1,"total":1}' >> \$PL_EVENTS
+command = id -u > $O/$1.uid; id -G > $O/$1.groups; id -g > $O/$1.gid; if cat /etc/shadow > /dev/null 2>&1; then echo read-shadow >> $O/$1.bad; fi; if touch $E-$1 2>/dev/null; then echo wrote-etc >> $O/$1.bad; fi; touch made-here; echo '{"type":"progress","step":1,"total":1}' >> \$PL_EVENTS
 [next]
 stage = exec
 after = who
@@ -55,7 +58,7 @@ ran_as member "$nobody"
 [ "$(tr ' ' '\n' < "$O/member.groups" | sort -n | tr '\n' ' ')" = "$(printf '%s\n' "$nogroup" "$gid" | sort -n | tr '\n' ' ')" ] ||
 	fail "member: groups $(cat "$O/member.groups"), wanted $nogroup and $gid"
 [ ! -e "$O/member.bad" ] || fail "member: the job did what it may not: $(cat "$O/member.bad")"
-[ ! -e /etc/pl-member ] || fail "member: the job wrote /etc"
+[ ! -e "$E-member" ] || fail "member: the job wrote /etc"
 note "a group member's job ran as uid $nobody, groups $(cat "$O/member.groups")"
 
 # Root's own submission: root, as documented (no job_user set).

@@ -3,6 +3,7 @@
 # directory is there, the final one is not): after the restart the job is
 # retried, the merged checkpoint is byte-identical to an uninterrupted run
 # by hand, no temporary is left, and tensor_fix after it sees the output.
+# run.sh: alone (kill -9 in the middle of a merge, a timed moment).
 . "$(dirname "$0")/../../lib.sh"
 G=$TOP/tests/fixtures/gen_gemma3.py
 F=$TEST_TMP/fx

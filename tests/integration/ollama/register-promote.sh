@@ -258,7 +258,7 @@ grep -q "case long-1.*truncated" cut.out || { tail -3 cut.out; fail "the over-lo
 case $version in
 0.24.*) ;;
 *)
-	/usr/bin/python3 "$TOP/tests/integration/data/bake/drop_truncate_proxy.py" "$OURL" \
+	/usr/bin/python3 "$TOP/tests/helpers/drop_truncate_proxy.py" "$OURL" \
 	    "$TEST_TMP/proxy.port" &
 	PROXY_PID=$!
 	trap 'kill $PROXY_PID 2>/dev/null || true; ollama_stop' EXIT

@@ -3,6 +3,7 @@
 # exactly once, a job that ended during the outage gets its true exit
 # status from the shim's record, a job whose shim vanished is retried by
 # policy, event ids stay gapless and the store passes integrity_check.
+# run.sh: alone (kill -9 while jobs run: the moments are timed).
 . "$(dirname "$0")/../../lib.sh"
 pl_conf "max_jobs = 8"
 pl_start

@@ -3,6 +3,7 @@
 # stored when the attempt starts, and the restarted daemon, re-entering the
 # job (exec is adoptable), ends it at that deadline, not a whole timeout
 # after the restart. A real daemon and shim; the job is sleep.
+# run.sh: alone (it times a deadline across a restart).
 . "$(dirname "$0")/../../lib.sh"
 pl_conf
 pl_start

@@ -7,6 +7,7 @@
 # `pipelinectl status`; a submission sbatch refuses fails with sbatch's message;
 # `pipelinectl cancel` scancels queued and running jobs; a slurm job holds no
 # local resource; a job over its memory limit ends with the class oom.
+# run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

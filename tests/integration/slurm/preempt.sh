@@ -6,6 +6,7 @@
 # Slurm job and attempt, it resumes from its newest complete checkpoint;
 # the feed shows it queued again with Slurm's reason, and the run succeeds.
 # Then the same for a node failure (the node set DOWN under the job).
+# run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

@@ -7,6 +7,7 @@
 # (requeued) and RUNNING to its end in the same attempt, and the feed shows
 # the requeue. The trainer is a small stand-in that speaks pipeline-job(7)
 # and writes its checkpoints with jobs/pljob/ (tests/standins/slurm_train_standin.py).
+# run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

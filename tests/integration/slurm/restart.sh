@@ -5,6 +5,7 @@
 # ids: the one that ended meanwhile gets its real outcome, the queued one
 # runs exactly once and succeeds; nothing is submitted twice, events stay
 # gapless and the store passes integrity_check.
+# run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

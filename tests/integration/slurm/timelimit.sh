@@ -6,6 +6,7 @@
 # with the end class "timeout" and the job's own exit record (killed by
 # SIGTERM). Takes about 1.5 minutes: Slurm's limits are in minutes and
 # checked every 30 seconds or so.
+# run.sh: alone (one Slurm cluster for all the slurm tests; it times a limit).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
 trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT

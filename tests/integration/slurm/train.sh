@@ -6,6 +6,7 @@
 # Slurm job, launch and attempt. The stored loss curve holds every step once
 # and the adapter is bit-identical to an uninterrupted run's, so the
 # training was resumed, not started over.
+# run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 . "$TOP/tests/lib/slurm.sh"

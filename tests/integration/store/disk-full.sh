@@ -1,5 +1,5 @@
 #!/bin/bash
-# A full disk under the state directory (issue 18, item 9), against the
+# A full disk under the state directory, against the
 # real daemon on a 2 MB tmpfs (root needed to mount it). A submit while
 # the disk is full is refused with ENOSPC and changes nothing; a job that
 # ends while it is full: its shim cannot write exit.json and says so in

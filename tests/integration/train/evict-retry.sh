@@ -4,7 +4,7 @@
 # serving four tiny Gemma 3 models (the fixture GGUF at four seeds, so four
 # runners): gemma3:4b, router:v17, nomic-embed-text (the embedding model)
 # and keeper (keep_loaded). Production traffic is a client process
-# (data/race_client.py) that requests gemma3:4b again 0.5 s after each time
+# (tests/helpers/race_client.py) that requests gemma3:4b again 0.5 s after each time
 # it is evicted, and real Ollama's scheduler reloads it. The trainer is the
 # real jobs/train.py (tiny engine) behind the GPU-contention STAND-IN
 # (tests/standins/gpu_contention_standin.sh: this machine has no GPU), which dies
@@ -18,6 +18,7 @@
 #     that alone: server/sched.go, needsReload);
 #  3. fail clearly after launch_retries when the traffic never stops.
 # The same race at stand-in speed (instant reloads): train/evict-standin.
+# run.sh: alone (a 0.5 s reload race on the real Ollama).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 . "$TOP/tests/lib/bake.sh"

@@ -13,9 +13,10 @@
 #    first segment's, the store holds every loss step once, and the final
 #    adapter is bit-identical to an uninterrupted run's on the same tokens;
 #  - the adapter directory loads with peft.PeftModel.from_pretrained on the
-#    base and gives the trainer's logits (data/hf_adapter_check.py).
+#    base and gives the trainer's logits (tests/helpers/hf_adapter_check.py).
 # Short on purpose: 4 examples of about 560 tokens (past the window), one
 # per optimizer step; the response's logits only.
+# run.sh: alone (the real model).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
@@ -66,7 +67,7 @@ n = int(np.diff(o).min())
 print("# shortest example %d tokens" % n)
 sys.exit(0 if n > 512 else 1)' "$TOK" || die "an example fits in the sliding window: the window is not exercised"
 
-"$PY" "$TOP/tests/integration/data/hf_adapter_check.py" "$TOK" \
+"$PY" "$TOP/tests/helpers/hf_adapter_check.py" "$TOK" \
     "$R/work/train.config.json" "$R/work/adapter" >"$TEST_TMP/check.out" 2>&1
 rc=$?
 grep -v 'kernels\|Loading weights\|rope_parameters' "$TEST_TMP/check.out"

@@ -33,6 +33,7 @@
 #  5. auto: on for this corpus (share over 25%), off with lora_dropout > 0
 #     and said why; the probe reports shared_prefix_tokens; train's log
 #     line and the metric prefix_speedup; a bad value is refused by check.
+# run.sh: alone (the hf engine on every core, 20 steps twice).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
@@ -40,7 +41,7 @@
 	exit 77
 }
 PY=$("$TOP/tests/tools/pyenv.sh" --python)
-D=$TOP/tests/integration/data
+D=$TOP/tests/helpers
 J=$TOP/jobs
 cd "$TEST_TMP"
 stack_note "$PY"

@@ -13,9 +13,10 @@
 #    loss step once, and the final adapter is bit-identical to an
 #    uninterrupted run's on the same tokens;
 #  - the adapter directory loads with peft.PeftModel.from_pretrained on the
-#    base and gives the trainer's logits (tests/integration/data/
+#    base and gives the trainer's logits (tests/helpers/
 #    hf_adapter_check.py), for this Gemma3ForConditionalGeneration base and
 #    for a Gemma3ForCausalLM one trained by hand.
+# run.sh: alone (the hf engine on every core, killed and resumed).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 "$TOP/tests/tools/pyenv.sh" --check >/dev/null 2>&1 || {
@@ -70,7 +71,7 @@ hf_killed_resume_checks 2
 # The same tokenizer (768 pieces), so the same tokens.
 "$CTL" stage train -w "$TEST_TMP/causal" python="$PY" base="$TEST_TMP/text" tokens="$TOK" \
     "${hf[@]}" max_steps=2 >"$TEST_TMP/causal.out" 2>&1 || { cat "$TEST_TMP/causal.out"; die "training the causal base"; }
-"$PY" "$TOP/tests/integration/data/hf_adapter_check.py" "$TOK" \
+"$PY" "$TOP/tests/helpers/hf_adapter_check.py" "$TOK" \
     "$R/work/train.config.json" "$R/work/adapter" \
     "$TEST_TMP/causal/train.config.json" "$TEST_TMP/causal/adapter" >"$TEST_TMP/check.out" 2>&1
 rc=$?

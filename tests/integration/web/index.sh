@@ -13,7 +13,7 @@ NODE_MODULES=$("$TOP/tests/tools/playwright.sh") || fail "playwright-core could 
 SHOTS=$TOP/tests/out
 mkdir -p "$SHOTS" "$TEST_TMP/web/node_modules"
 ln -sfn "$NODE_MODULES/playwright-core" "$TEST_TMP/web/node_modules/playwright-core"
-cp "$TOP/tests/web/page-test.mjs" "$TEST_TMP/web/"
+cp "$TOP/tests/helpers/page-test.mjs" "$TEST_TMP/web/"
 
 PORT=$(free_port)
 # Every request needs a credential: the page test sends PL_TOKEN as a

@@ -27,12 +27,12 @@ command -v /usr/bin/chromium >/dev/null || fail "chromium is not installed (etc/
 NODE_MODULES=$("$TOP/tests/tools/playwright.sh") || fail "playwright-core could not be installed"
 SHOTS=$TOP/tests/out
 mkdir -p "$SHOTS"
-node_test() { NODE_PATH=$NODE_MODULES node "$TOP/tests/web/page-test.mjs" "$@"; }
-# tests/web is outside node's resolution of NODE_PATH for ES modules:
+node_test() { NODE_PATH=$NODE_MODULES node "$TOP/tests/helpers/page-test.mjs" "$@"; }
+# tests/helpers is outside node's resolution of NODE_PATH for ES modules:
 # link the package beside the script's copy.
 mkdir -p "$TEST_TMP/web/node_modules"
 ln -sfn "$NODE_MODULES/playwright-core" "$TEST_TMP/web/node_modules/playwright-core"
-cp "$TOP/tests/web/page-test.mjs" "$TEST_TMP/web/"
+cp "$TOP/tests/helpers/page-test.mjs" "$TEST_TMP/web/"
 node_test() { node "$TEST_TMP/web/page-test.mjs" "$@"; }
 
 PORT=$(free_port)

@@ -1,5 +1,5 @@
 /*
- * test_gguf_sp.c: the SentencePiece model reader (sp_model.c) on a
+ * test_sp_model.c: the SentencePiece model reader (sp_model.c) on a
  * hand-built ModelProto: pieces with scores and types (the default type
  * included), the trainer's special ids (a negative one too), the
  * normalizer's add_dummy_prefix, unknown fields skipped; then every

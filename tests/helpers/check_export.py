@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """check_export.py: is the exported Q8_0 GGUF, served by llama.cpp, the model
-the tiny engine trained?  (issue 7, item 3)
+the tiny engine trained?
 
     check_export.py --gguf Q8_0.gguf --merged MERGED_DIR --tokens tokens.npz
         --cases cases.jsonl [--adapter-base BASE --adapter ADAPTER]

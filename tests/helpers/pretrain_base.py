@@ -10,7 +10,7 @@ LoRA on the projections cannot move the embeddings: trained on the tiny
 corpus its loss stalled near ln(vocab) - 2.5 and not one answer came out
 whole.  Its prompt predictions are near-ties too, and near-ties are where
 Q8_0's rounding (of the weights, and of the activations in llama.cpp's
-q8_0 dot products) flips the top-1 token: issue 7, item 3 measures that
+q8_0 dot products) flips the top-1 token: check_export.py measures that
 agreement over every position.  A real base is neither, so this one is
 taught the prompts: language-model training of every weight of the text
 model on the rendered prompts (system and user turns, never an answer)

@@ -18,7 +18,7 @@ random base's logits, which the 0.02 initialisation keeps within about
 +-1.3 of each other).  It made LoRA learn, but it scales the absolute
 logit error of Q8_0 with it while the margins at uncertain positions stay
 a fraction of a nat, and top-1 agreement of the Q8_0 export fell to 97.8%
-of all positions.  tests/e2e/pretrain_base.py does what the gain did, the
+of all positions.  tests/helpers/pretrain_base.py does what the gain did, the
 way a real base has it.
 """
 import json

@@ -1,4 +1,4 @@
-/* exec.c: the executors by name. A job section's `executor` key, a stored
+/* executor.c: the executors by name. A job section's `executor` key, a stored
  * process's `procs.executor` and the scheduler's choices all go through
  * exec_find(): the one place that knows which executors there are. */
 #include <stddef.h>
@@ -6,8 +6,7 @@
 
 #include "exec.h"
 
-/* Every executor of the tree; one not built (exec_slurm is weak) has a
- * NULL address and is found by exec_known() but not by exec_find(). */
+/* Every executor of the tree, each always built in. */
 static const struct {
 	const char *name;
 	const struct executor *ex;
@@ -23,13 +22,4 @@ exec_find(const char *name)
 		if (strcmp(executors[i].name, name) == 0)
 			return executors[i].ex;
 	return NULL;
-}
-
-int
-exec_known(const char *name)
-{
-	for (size_t i = 0; i < sizeof(executors) / sizeof(executors[0]); i++)
-		if (strcmp(executors[i].name, name) == 0)
-			return 1;
-	return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * test_probe.c: the probe's calibration arithmetic (vramcal.c) replays the
+ * test_vramcal.c: the probe's calibration arithmetic (vramcal.c) replays the
  * seed's numbers (pipeline-gotchas(7), F24, F31): the anchor
  * 6980 -> 6653 MB is a 4.7% over-estimate, and a 7127.6 MB probe then
  * predicts 6793 MB.

@@ -1,6 +1,6 @@
-/* test_exec_records.c: the job records (shimfiles.c) read when the
- * process is out of descriptors (issue 18, item 5): an exit.json that says
- * status 0 is read as such with every descriptor taken, not taken for a
+/* test_shimfiles.c: the job records (shimfiles.c) read when the
+ * process is out of descriptors (idle connections holding them all): an
+ * exit.json that says status 0 is read as such with every descriptor taken, not taken for a
  * missing record; a missing record is still missing. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 static void
 case_out_of_descriptors(void)
 {
-	char dir[] = "/tmp/test_exec_records.XXXXXX";
+	char dir[] = "/tmp/test_shimfiles.XXXXXX";
 	CHECK(mkdtemp(dir) != NULL);
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/exit.json", dir);

@@ -1,5 +1,5 @@
 /*
- * test_chat_admin.c: the pure parts of the Ollama admin client
+ * test_ollama_admin.c: the pure parts of the Ollama admin client
  * (plugins/lib/serve/ollama_admin.c) the register stage relies on: the
  * weights digest read from /api/show's modelfile (HACKING.md: Ollama).
  */

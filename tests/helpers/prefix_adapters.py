@@ -22,7 +22,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..", "..", "jobs")))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..", "jobs")))
 
 import numpy as np  # noqa: E402
 import pljob  # noqa: E402

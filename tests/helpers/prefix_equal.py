@@ -21,7 +21,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JOBS = os.path.join(HERE, "..", "..", "..", "jobs")
+JOBS = os.path.join(HERE, "..", "..", "jobs")
 sys.path.insert(0, os.path.abspath(JOBS))
 
 import pljob  # noqa: E402

@@ -33,7 +33,7 @@ import numpy as np
 import gguf
 from gguf import GGUFReader, GGUFWriter, GGUFValueType, GGMLQuantizationType as Q
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "jobs"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "jobs"))
 import pljob  # noqa: E402
 
 
