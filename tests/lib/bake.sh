@@ -71,3 +71,17 @@ for line in open(sys.argv[1]):
         out[v["key"]] = v["value"]
 print(json.dumps(out))' "$1"
 }
+
+# value FILE KEY: one job value of what pipelinectl stage printed.
+value() {
+	values "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
+}
+
+# corpus_tokens: the fixture corpus $TEST_TMP/corpus.jsonl (12 examples)
+# and the tokenize stage's tokens of it with the tiny base of tiny_gguf's
+# seed 1234, in $TEST_TMP/tok (beside its tokenize_corpus.config.json).
+corpus_tokens() {
+	/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "$TEST_TMP/corpus.jsonl" --n 12 >/dev/null
+	"$PCTL" stage tokenize -w "$TEST_TMP/tok" base="$TEST_TMP/tiny-1234" corpus="$TEST_TMP/corpus.jsonl" \
+	    >"$TEST_TMP/tokenize.out" 2>&1 || { cat "$TEST_TMP/tokenize.out"; fail "tokenize"; }
+}
