@@ -36,13 +36,14 @@ tiny_gguf() {
 	    { tail -20 "$d.quant.log"; fail "llama-quantize"; }
 }
 
-# start_llama GGUF CTX NP: start llama-server; sets LLAMA_URL and LLAMA_PID.
+# start_llama GGUF CTX NP [ARG...]: start llama-server, the ARGs added to
+# its command line; sets LLAMA_URL and LLAMA_PID.
 start_llama() {
 	local port
 	port=$(free_port)
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
 	"$LLAMA_BIN/llama-server" -m "$1" -c "$2" -np "${3:-1}" --host 127.0.0.1 \
-	    --port "$port" -t "${LLAMA_THREADS:-1}" --alias tiny >"$TEST_TMP/llama-server.$port.log" 2>&1 &
+	    --port "$port" -t "${LLAMA_THREADS:-1}" --alias tiny "${@:4}" >"$TEST_TMP/llama-server.$port.log" 2>&1 &
 	LLAMA_PID=$!
 	LLAMA_URL=http://127.0.0.1:$port
 	for _ in $(seq 1 300); do

@@ -60,49 +60,15 @@ done
 
 # 3. A padded request: Ollama (both tags), llama-server (the GGUF's own
 # Jinja template) and the trained count of the same message unpadded.
-eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
-port=$(free_port)
-"$LLAMA_BIN/llama-server" -m "$TEST_TMP/v1.gguf" -c 1024 -np 1 --host 127.0.0.1 --port "$port" -t 1 \
-    --jinja --alias tiny >"$TEST_TMP/llama-server.log" 2>&1 &
-LLAMA_PID=$!
-LLAMA_URL=http://127.0.0.1:$port
-for _ in $(seq 1 300); do
-	curl -sf "$LLAMA_URL/health" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-/usr/bin/python3 - "$OURL" "$LLAMA_URL" <<'PY' >counts.txt || { cat counts.txt; fail "counting the padded request"; }
-import json, sys, urllib.request
-ourl, lurl = sys.argv[1], sys.argv[2]
-def post(url, body):
-    r = urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(),
-        {"Content-Type": "application/json"}), timeout=300)
-    return json.load(r)
-# Ollama: JSON output, as register retries with: the tiny model's one token
-# may be a piece of a UTF-8 character, which llama-server's chat parser
-# refuses (an answer without metrics); a JSON grammar allows whole
-# characters only, and the prompt is the same.
-def ollama(tag, text):
-    a = post(ourl + "/api/chat", {"model": tag, "stream": False, "format": "json",
-        "messages": [{"role": "user", "content": text}],
-        "options": {"num_ctx": 1024, "num_predict": 1, "temperature": 0}})
-    return a["prompt_eval_count"]
-# llama-server: its rendering through the GGUF's Jinja template
-# (/apply-template, what /v1/chat/completions renders; it leaves the
-# template's BOS out), tokenized as the server tokenizes a prompt: the BOS
-# added, special tokens parsed.
-def llama(text):
-    p = post(lurl + "/apply-template", {"messages": [{"role": "user", "content": text}]})["prompt"]
-    return len(post(lurl + "/tokenize", {"content": p, "add_special": True, "parse_special": True})["tokens"])
-text = "Summarise: the meeting moved to Friday at noon."
-padded = "  " + text + "  "
-print("etc", ollama("router:v1", padded), ollama("router:v1", text))
-print("notrim", ollama("router:notrim", padded), ollama("router:notrim", text))
-print("llama", llama(padded), llama(text))
-PY
-note "prompt tokens (padded, plain): $(tr '\n' ' ' <counts.txt)"
-read -r _ etc_p etc_t < <(grep '^etc ' counts.txt)
-read -r _ no_p no_t < <(grep '^notrim ' counts.txt)
-read -r _ ll_p ll_t < <(grep '^llama ' counts.txt)
+start_llama "$TEST_TMP/v1.gguf" 1024 1 --jinja
+pt=$TOP/tests/lib/prompt_tokens.py
+text="Summarise: the meeting moved to Friday at noon."
+padded="  $text  "
+etc_p=$("$pt" ollama "$OURL" router:v1 "$padded") && etc_t=$("$pt" ollama "$OURL" router:v1 "$text") &&
+    no_p=$("$pt" ollama "$OURL" router:notrim "$padded") && no_t=$("$pt" ollama "$OURL" router:notrim "$text") &&
+    ll_p=$("$pt" llama "$LLAMA_URL" "$padded") && ll_t=$("$pt" llama "$LLAMA_URL" "$text") ||
+    fail "counting the padded request"
+note "prompt tokens (padded, plain): etc $etc_p $etc_t, notrim $no_p $no_t, llama-server $ll_p $ll_t"
 [ "$ll_p" -eq "$ll_t" ] || fail "llama-server's Jinja template does not trim: $ll_p padded, $ll_t plain"
 [ "$etc_t" -eq "$ll_t" ] || fail "router:v1 counts $etc_t for the plain request, llama-server $ll_t"
 [ "$etc_p" -eq "$ll_p" ] ||
