@@ -12,10 +12,14 @@
  * the profile it matched (ollama.h: ollama_profile). On Ollama 0.30 and
  * later it finds out which template the server applies to the tag, the
  * Modelfile TEMPLATE or the GGUF's own tokenizer.chat_template
- * (template_served()), and when it is the GGUF's, mends it (template_fix:
- * the chat template taken out of a copy of the GGUF, which is registered
- * instead) or fails. Last it checks that the template that serves is the
- * template that trained (template_check()).
+ * (template_served()), and when it is the GGUF's, keeps it if it renders
+ * as training did, else mends it (template_fix: the chat template taken
+ * out of a copy of the GGUF, which is registered instead) or fails. Last
+ * it checks that the template that serves is the template that trained
+ * (template_check()): training examples, and probe conversations that
+ * exercise the trained template's filters (probe_check(): a padded
+ * message, a multi-line system prompt, several turns), counted by the
+ * tokenize job's own program (probe_lengths()).
  */
 #include <sys/stat.h>
 
@@ -522,8 +526,8 @@ corpus_answer(const char *path, const char *key)
  * off).
  */
 static int
-probe_lengths(pl_job *job, const char *tpath, const cJSON *prompt, const char *answer,
-    cJSON *cases[PROBE_N], int32_t plen[PROBE_N])
+probe_lengths(pl_job *job, const char *tpath, int64_t num_ctx, const cJSON *prompt,
+    const char *answer, cJSON *cases[PROBE_N], int32_t plen[PROBE_N])
 {
 	static const struct pl_key none[] = { PL_KEY_END };
 	char dir[PATH_MAX], cfgpath[PATH_MAX + 64], corpus[PATH_MAX], out[PATH_MAX];
@@ -537,13 +541,15 @@ probe_lengths(pl_job *job, const char *tpath, const cJSON *prompt, const char *a
 	snprintf(dir, sizeof(dir), "%s", tpath);
 	snprintf(cfgpath, sizeof(cfgpath), "%s/tokenize_corpus.config.json", dirname(dir));
 	char *text = plc_read_file(cfgpath, NULL, 1 << 20);
-	cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+	if (text == NULL)
+		return host->fail(job, "template check: %s: %s: the tokenize job's config, "
+		    "beside its tokens, is needed to render the probe cases with the template "
+		    "that trained", cfgpath, strerror(errno));
+	cJSON *cfg = cJSON_Parse(text);
 	free(text);
 	if (!cJSON_IsObject(cfg)) {
 		cJSON_Delete(cfg);
-		return host->fail(job, "template check: %s: %s: the tokenize job's config, "
-		    "beside its tokens, is needed to render the probe cases with the template "
-		    "that trained", cfgpath, errno ? strerror(errno) : "not a JSON object");
+		return host->fail(job, "template check: %s: not a JSON object", cfgpath);
 	}
 	snprintf(corpus, sizeof(corpus), "%s/probes.jsonl", host->workdir(job));
 	snprintf(out, sizeof(out), "%s/probes", host->workdir(job));
@@ -573,9 +579,19 @@ probe_lengths(pl_job *job, const char *tpath, const cJSON *prompt, const char *a
 		cJSON_Delete(cfg);
 		return host->fail(job, "template check: %s: %s", out, strerror(errno));
 	}
-	cJSON_ReplaceItemInObjectCaseSensitive(cfg, "corpus", cJSON_CreateString(corpus));
-	cJSON_DeleteItemFromObjectCaseSensitive(cfg, "output_dir");
+	/* The probes are no training examples: the limits that keep those
+	 * within max_seq_length and the serving context's margin do not apply,
+	 * only the tag's context (a conversation of two turns is twice an
+	 * example's length). */
+	static const char *const repl[] = { "corpus", "output_dir", "max_seq_length",
+	    "num_ctx", "num_ctx_margin", NULL };
+	for (int i = 0; repl[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(cfg, repl[i]);
+	cJSON_AddStringToObject(cfg, "corpus", corpus);
 	cJSON_AddStringToObject(cfg, "output_dir", out);
+	cJSON_AddNumberToObject(cfg, "max_seq_length", 1 << 30);
+	cJSON_AddNumberToObject(cfg, "num_ctx", (double)num_ctx);
+	cJSON_AddNumberToObject(cfg, "num_ctx_margin", 0);
 	rc = pyjob_prepare(host, job, none, "tokenize_corpus", cfg, &pj);
 	const cJSON *py = cJSON_GetObjectItemCaseSensitive(cfg, "python");
 	if (rc == PL_OK && cJSON_IsString(py) && *py->valuestring)
@@ -716,7 +732,7 @@ probe_check(pl_job *job, struct ollama *o, const char *tag, const char *what,
 		cJSON_Delete(prompt);
 		return host->fail(job, "corpus: %s: no answer of example %s", cpath, key);
 	}
-	if ((rc = probe_lengths(job, tpath, prompt, answer, cases, plen)) != PL_OK)
+	if ((rc = probe_lengths(job, tpath, num_ctx, prompt, answer, cases, plen)) != PL_OK)
 		goto out;
 	for (int k = 0; k < PROBE_N; k++) {
 		long served = served_count(o, tag, cases[k], num_ctx);
