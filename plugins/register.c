@@ -755,6 +755,8 @@ probe_check(pl_job *job, struct ollama *o, const char *tag, const char *what,
 		host->log(job, PL_LOG_INFO, "template check: case %s (from example %s): %d "
 		    "prompt tokens served and trained", probe_names[k], key, plen[k]);
 	}
+	host->value_set(job, "register.template_cases", "padding, multi-line system prompt, "
+	    "multi-turn conversation");
 	rc = PL_OK;
 out:
 	for (int k = 0; k < PROBE_N; k++)

@@ -57,6 +57,9 @@ for c in "padding" "multi-line system prompt" "multi-turn conversation"; do
 	    { cat etc.out; fail "case $c not checked"; }
 done
 [ "$(value etc.out register.template_checked)" = yes ] || fail "template not checked"
+[ "$(value etc.out register.template_cases)" = "padding, multi-line system prompt, multi-turn conversation" ] ||
+    fail "register.template_cases does not name the cases"
+[ -z "$(value notrim.out register.template_cases)" ] || fail "register.template_cases set although a case failed"
 
 # 3. A padded request: Ollama (both tags), llama-server (the GGUF's own
 # Jinja template) and the trained count of the same message unpadded.
