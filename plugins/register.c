@@ -12,15 +12,23 @@
  * the profile it matched (ollama.h: ollama_profile). On Ollama 0.30 and
  * later it finds out which template the server applies to the tag, the
  * Modelfile TEMPLATE or the GGUF's own tokenizer.chat_template
- * (template_served()), and when it is the GGUF's, mends it (template_fix:
- * the chat template taken out of a copy of the GGUF, which is registered
- * instead) or fails. Last it checks that the template that serves is the
- * template that trained (template_check()).
+ * (template_served()), and when it is the GGUF's, keeps it if it renders
+ * as training did, else mends it (template_fix: the chat template taken
+ * out of a copy of the GGUF, which is registered instead) or fails. Last
+ * it checks that the template that serves is the template that trained
+ * (template_check()): training examples, and probe conversations that
+ * exercise the trained template's filters (probe_check(): a padded
+ * message, a multi-line system prompt, several turns), counted by the
+ * tokenize job's own program (probe_lengths()).
  */
+#include <sys/stat.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,7 @@
 #include "gguf.h"
 #include "ollama.h"
 #include "ollama_admin.h"
+#include "pyjob.h"
 
 static const struct pl_host *host;
 
@@ -363,14 +372,408 @@ template_inputs(pl_job *job, const char **tpath, const char **cpath)
 	return PL_OK;
 }
 
+/*
+ * The conversations a training example alone does not exercise: the filters
+ * of the trained template (Gemma 3's trims each message, `| trim`, and folds
+ * a system prompt, lines and all, into the first user turn) only show on
+ * messages that have something to filter. Each case is built from a
+ * training example's prompt (msgs, without its answer) and answer.
+ */
+enum { PROBE_PADDING, PROBE_SYSTEM, PROBE_TURNS, PROBE_N };
+static const char *const probe_names[PROBE_N] = {
+	"padding",
+	"multi-line system prompt",
+	"multi-turn conversation",
+};
+static const char *const probe_what[PROBE_N] = {
+	"spaces and newlines around each user and assistant message",
+	"a system prompt of several lines, one of them blank",
+	"a user turn, the answer (padded) and a second user turn",
+};
+
+/* A copy of s with whitespace around it, as a client might send it. */
+static char *
+padded(const char *s)
+{
+	size_t n = strlen(s) + 8;
+	char *p = malloc(n);
+
+	if (p != NULL)
+		snprintf(p, n, "  %s \n ", s);
+	return p;
+}
+
+static void
+msg_add(cJSON *a, const char *role, const char *content)
+{
+	cJSON *m = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(m, "role", role);
+	cJSON_AddStringToObject(m, "content", content);
+	cJSON_AddItemToArray(a, m);
+}
+
+/* Every user and assistant message of a (a JSON array) padded in place;
+ * the system prompt is left alone (the trained template does not trim it). */
+static void
+pad_messages(cJSON *a)
+{
+	cJSON *m;
+
+	cJSON_ArrayForEach(m, a) {
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+		cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+		if (!cJSON_IsString(r) || !cJSON_IsString(c) || strcmp(r->valuestring, "system") == 0)
+			continue;
+		char *p = padded(c->valuestring);
+		if (p != NULL)
+			cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(p));
+		free(p);
+	}
+}
+
+/* The whole conversation of probe case k (the last message an answer, as
+ * tokenize wants it), from a training prompt and its answer. */
+static cJSON *
+probe_case(int k, const cJSON *prompt, const char *answer)
+{
+	cJSON *a = cJSON_Duplicate(prompt, 1), *m;
+	const char *lastuser = NULL;
+	char *sys;
+
+	cJSON_ArrayForEach(m, prompt) {
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+		if (cJSON_IsString(r) && cJSON_IsString(c) && strcmp(r->valuestring, "user") == 0)
+			lastuser = c->valuestring;
+	}
+	switch (k) {
+	case PROBE_PADDING:
+		msg_add(a, "assistant", answer);
+		pad_messages(a);
+		break;
+	case PROBE_SYSTEM: {
+		cJSON *first = cJSON_GetArrayItem(a, 0);
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(first, "role");
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(first, "content");
+		const char *old = cJSON_IsString(r) && strcmp(r->valuestring, "system") == 0 &&
+		    cJSON_IsString(c) ? c->valuestring : "You answer requests.";
+		size_t n = strlen(old) + 128;
+		if ((sys = malloc(n)) == NULL)
+			break;
+		snprintf(sys, n, "%s\nAnswer in the form training taught.\n\n"
+		    "Keep to the request.", old);
+		if (old == c->valuestring)
+			cJSON_ReplaceItemInObjectCaseSensitive(first, "content",
+			    cJSON_CreateString(sys));
+		else {
+			m = cJSON_CreateObject();
+			cJSON_AddStringToObject(m, "role", "system");
+			cJSON_AddStringToObject(m, "content", sys);
+			cJSON_InsertItemInArray(a, 0, m);
+		}
+		free(sys);
+		msg_add(a, "assistant", answer);
+		break;
+	}
+	case PROBE_TURNS: {
+		char *p = padded(answer);
+		msg_add(a, "assistant", p ? p : answer);
+		free(p);
+		msg_add(a, "user", lastuser ? lastuser : "And again?");
+		msg_add(a, "assistant", answer);
+		break;
+	}
+	}
+	return a;
+}
+
+/* The answer of the corpus example key (its last message's content). */
+static char *
+corpus_answer(const char *path, const char *key)
+{
+	FILE *f = plc_fopen_in(path);
+	char *line = NULL, *out = NULL;
+	size_t cap = 0;
+
+	if (f == NULL)
+		return NULL;
+	while (out == NULL && getline(&line, &cap, f) != -1) {
+		if (strstr(line, key) == NULL)
+			continue;
+		cJSON *j = cJSON_Parse(line);
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "key");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "messages");
+		if (cJSON_IsString(k) && strcmp(k->valuestring, key) == 0 && cJSON_IsArray(m)) {
+			const cJSON *last = cJSON_GetArrayItem(m, cJSON_GetArraySize(m) - 1);
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(last, "content");
+			out = strdup(cJSON_IsString(c) ? c->valuestring : "");
+		}
+		cJSON_Delete(j);
+	}
+	free(line);
+	fclose(f);
+	return out;
+}
+
+/*
+ * The trained template's prompt lengths of the probe cases: the cases are
+ * written as a corpus and tokenized by the job program that tokenized
+ * training (jobs/tokenize_corpus.py), with the tokenize job's own config
+ * (TOKENS' directory: tokenize_corpus.config.json, its base, chat template
+ * and tokenizer), so that they are rendered by the template that trained.
+ * plen[k] receives case k's count; cases[k] its prompt (the answer taken
+ * off).
+ */
 static int
-template_check(pl_job *job, struct ollama *o, const char *tag, const char *mfpath,
-    int64_t num_ctx, const char *tpath, const char *cpath)
+probe_lengths(pl_job *job, const char *tpath, int64_t num_ctx, const cJSON *prompt,
+    const char *answer, cJSON *cases[PROBE_N], int32_t plen[PROBE_N])
+{
+	static const struct pl_key none[] = { PL_KEY_END };
+	char dir[PATH_MAX], cfgpath[PATH_MAX + 64], corpus[PATH_MAX], out[PATH_MAX];
+	char events[PATH_MAX], npz[PATH_MAX + 16], err[1024], key[64], how[512];
+	struct pyjob pj;
+	struct pl_spawn sp;
+	struct pl_exit ex = PL_EXIT_INIT;
+	struct npz_array keys, lens;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s", tpath);
+	snprintf(cfgpath, sizeof(cfgpath), "%s/tokenize_corpus.config.json", dirname(dir));
+	char *text = plc_read_file(cfgpath, NULL, 1 << 20);
+	if (text == NULL)
+		return host->fail(job, "template check: %s: %s: the tokenize job's config, "
+		    "beside its tokens, is needed to render the probe cases with the template "
+		    "that trained", cfgpath, strerror(errno));
+	cJSON *cfg = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(cfg)) {
+		cJSON_Delete(cfg);
+		return host->fail(job, "template check: %s: not a JSON object", cfgpath);
+	}
+	snprintf(corpus, sizeof(corpus), "%s/probes.jsonl", host->workdir(job));
+	snprintf(out, sizeof(out), "%s/probes", host->workdir(job));
+	snprintf(events, sizeof(events), "%s/probes.events", host->workdir(job));
+	FILE *f = fopen(corpus, "w");
+	if (f == NULL) {
+		cJSON_Delete(cfg);
+		return host->fail(job, "template check: %s: %s", corpus, strerror(errno));
+	}
+	for (int k = 0; k < PROBE_N; k++) {
+		cJSON *conv = probe_case(k, prompt, answer), *line = cJSON_CreateObject();
+		snprintf(key, sizeof(key), "probe-%d", k);
+		cJSON_AddStringToObject(line, "key", key);
+		cJSON_AddItemToObject(line, "messages", conv);
+		char *l = cJSON_PrintUnformatted(line);
+		fprintf(f, "%s\n", l);
+		free(l);
+		cases[k] = cJSON_Duplicate(conv, 1);
+		cJSON_DeleteItemFromArray(cases[k], cJSON_GetArraySize(cases[k]) - 1);
+		cJSON_Delete(line);
+	}
+	if (fclose(f) == EOF) {
+		cJSON_Delete(cfg);
+		return host->fail(job, "template check: %s: %s", corpus, strerror(errno));
+	}
+	if (mkdir(out, 0755) == -1 && errno != EEXIST) {
+		cJSON_Delete(cfg);
+		return host->fail(job, "template check: %s: %s", out, strerror(errno));
+	}
+	/* The probes are no training examples: the limits that keep those
+	 * within max_seq_length and the serving context's margin do not apply,
+	 * only the tag's context (a conversation of two turns is twice an
+	 * example's length). */
+	static const char *const repl[] = { "corpus", "output_dir", "max_seq_length",
+	    "num_ctx", "num_ctx_margin", NULL };
+	for (int i = 0; repl[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(cfg, repl[i]);
+	cJSON_AddStringToObject(cfg, "corpus", corpus);
+	cJSON_AddStringToObject(cfg, "output_dir", out);
+	cJSON_AddNumberToObject(cfg, "max_seq_length", 1 << 30);
+	cJSON_AddNumberToObject(cfg, "num_ctx", (double)num_ctx);
+	cJSON_AddNumberToObject(cfg, "num_ctx_margin", 0);
+	rc = pyjob_prepare(host, job, none, "tokenize_corpus", cfg, &pj);
+	const cJSON *py = cJSON_GetObjectItemCaseSensitive(cfg, "python");
+	if (rc == PL_OK && cJSON_IsString(py) && *py->valuestring)
+		snprintf(pj.python, sizeof(pj.python), "%s", py->valuestring);
+	cJSON_Delete(cfg);
+	if (rc != PL_OK)
+		return rc;
+	/* Its events go to a file of their own: the probe's tokens are no
+	 * artifact of this job. */
+	pj.argv[4] = "--events";
+	pj.argv[5] = events;
+	pj.argv[6] = NULL;
+	memset(&sp, 0, sizeof(sp));
+	sp.abi = PL_ABI_VERSION;
+	sp.size = sizeof(sp);
+	sp.name = "probe-tokenize";
+	sp.argv = pj.argv;
+	rc = host->spawn(job, &sp, &ex);
+	if (host->cancelled(job))
+		return PL_ECANCELED;
+	if (rc != PL_OK)
+		return host->fail(job, "template check: spawning %s: %s", pj.script,
+		    host->strerror(rc));
+	if (!ex.exited || ex.status != 0) {
+		pyjob_exit_str(&ex, how, sizeof(how));
+		return host->fail(job, "template check: tokenizing the probe cases (%s) with "
+		    "the tokenize job's config: %s", corpus, how);
+	}
+	snprintf(npz, sizeof(npz), "%s/tokens.npz", out);
+	if (npz_read(npz, "keys", &keys, err, sizeof(err)) == -1)
+		return host->fail(job, "template check: %s", err);
+	if (npz_read(npz, "prompt_len", &lens, err, sizeof(err)) == -1) {
+		npz_free(&keys);
+		return host->fail(job, "template check: %s", err);
+	}
+	rc = PL_OK;
+	if (keys.n != PROBE_N || lens.n != PROBE_N)
+		rc = host->fail(job, "template check: %s holds %zu cases, not %d", npz,
+		    keys.n, PROBE_N);
+	for (int k = 0; rc == PL_OK && k < PROBE_N; k++) {
+		char want[64];
+		snprintf(want, sizeof(want), "probe-%d", k);
+		if (npz_str(&keys, k, key, sizeof(key)) == -1 || strcmp(key, want) != 0)
+			rc = host->fail(job, "template check: %s: case %d is not %s", npz, k, want);
+		else
+			plen[k] = npz_int(&lens, k);
+	}
+	npz_free(&keys);
+	npz_free(&lens);
+	return rc;
+}
+
+/*
+ * The prompt tokens the tag counts for msgs (consumed): prompt_eval_count
+ * of a one-token /api/chat; -1 with o->error set when the request failed.
+ * From 0.30 an answer whose one token is not whole UTF-8 ends done: false
+ * without metrics (llama-server's chat parser refuses it; HACKING.md:
+ * Ollama): the request is then sent again with format json, whose grammar
+ * allows only whole characters and leaves the prompt as it was.
+ */
+static long
+served_count(struct ollama *o, const char *tag, cJSON *msgs, int64_t num_ctx)
+{
+	cJSON *req = cJSON_CreateObject(), *opt, *ans = NULL;
+	const cJSON *pe = NULL;
+	long served = -2;
+
+	cJSON_AddStringToObject(req, "model", tag);
+	cJSON_AddItemToObject(req, "messages", msgs);
+	cJSON_AddBoolToObject(req, "stream", 0);
+	cJSON_AddBoolToObject(req, "truncate", 0);
+	opt = cJSON_AddObjectToObject(req, "options");
+	cJSON_AddNumberToObject(opt, "num_ctx", (double)num_ctx);
+	cJSON_AddNumberToObject(opt, "num_predict", 1);
+	cJSON_AddNumberToObject(opt, "temperature", 0);
+	for (int try = 0; try < 2 && served == -2; try++) {
+		if (try == 1)
+			cJSON_AddStringToObject(req, "format", "json");
+		char *body = cJSON_PrintUnformatted(req);
+		ans = ollama_request(o, "POST", "/api/chat", body);
+		free(body);
+		if (ans == NULL) {
+			cJSON_Delete(req);
+			return -1;
+		}
+		pe = cJSON_GetObjectItemCaseSensitive(ans, "prompt_eval_count");
+		if (cJSON_IsNumber(pe))
+			served = (long)pe->valuedouble;
+		cJSON_Delete(ans);
+	}
+	cJSON_Delete(req);
+	if (served == -2)
+		snprintf(o->error, sizeof(o->error), "the answer has no prompt_eval_count");
+	return served < 0 ? -1 : served;
+}
+
+/*
+ * A template check's mismatch: the job's failure, or with soft (the GGUF's
+ * own template on trial, which the Modelfile's may still replace) a warning
+ * in its log. Returns PL_EFAIL either way.
+ */
+static int
+check_mismatch(pl_job *job, int soft, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!soft)
+		return host->fail(job, "%s", buf);
+	host->log(job, PL_LOG_WARN, "%s", buf);
+	return PL_EFAIL;
+}
+
+/*
+ * The probe cases through the tag: each must count the prompt tokens the
+ * trained template counts for it. The cases are built from the training
+ * example at index ex (the shortest, so that a conversation of two turns
+ * still fits num_ctx).
+ */
+static int
+probe_check(pl_job *job, struct ollama *o, const char *tag, const char *what,
+    int64_t num_ctx, const char *tpath, const char *cpath, const struct npz_array *keys,
+    size_t ex, int soft)
+{
+	cJSON *cases[PROBE_N] = { NULL }, *prompt = NULL;
+	int32_t plen[PROBE_N];
+	char key[256], err[1024] = "", *answer = NULL;
+	int rc = PL_EFAIL;
+
+	if (npz_str(keys, ex, key, sizeof(key)) == -1)
+		return host->fail(job, "tokens: %s: key %zu is too long", tpath, ex);
+	if ((prompt = corpus_prompt(cpath, key, err, sizeof(err))) == NULL)
+		return host->fail(job, "corpus: %s", err);
+	if ((answer = corpus_answer(cpath, key)) == NULL) {
+		cJSON_Delete(prompt);
+		return host->fail(job, "corpus: %s: no answer of example %s", cpath, key);
+	}
+	if ((rc = probe_lengths(job, tpath, num_ctx, prompt, answer, cases, plen)) != PL_OK)
+		goto out;
+	for (int k = 0; k < PROBE_N; k++) {
+		long served = served_count(o, tag, cases[k], num_ctx);
+		cases[k] = NULL;
+		if (served == -1) {
+			rc = host->fail(job, "template check: case %s through %s: %s",
+			    probe_names[k], tag, o->error);
+			goto out;
+		}
+		if (served != plen[k]) {
+			rc = check_mismatch(job, soft, "template check: case %s (%s, from "
+			    "example %s): %s renders it as %ld prompt tokens, the trained template "
+			    "as %d: the template that serves (%s) is not the template that "
+			    "trained%s", probe_names[k], probe_what[k], key, tag, served, plen[k],
+			    what, k == PROBE_PADDING ? " (Ollama's Go templates have no trim "
+			    "function; etc/Modelfile.tmpl trims each message with range, index "
+			    "and slice)" : "");
+			goto out;
+		}
+		host->log(job, PL_LOG_INFO, "template check: case %s (from example %s): %d "
+		    "prompt tokens served and trained", probe_names[k], key, plen[k]);
+	}
+	host->value_set(job, "register.template_cases", "padding, multi-line system prompt, "
+	    "multi-turn conversation");
+	rc = PL_OK;
+out:
+	for (int k = 0; k < PROBE_N; k++)
+		cJSON_Delete(cases[k]);
+	cJSON_Delete(prompt);
+	free(answer);
+	return rc;
+}
+
+static int
+template_check(pl_job *job, struct ollama *o, const char *tag, const char *what,
+    int64_t num_ctx, const char *tpath, const char *cpath, int soft)
 {
 	struct npz_array keys, plen;
 	char err[1024] = "", key[256];
 	int64_t want = host->get_int(job, "template_examples", 0);
-	size_t pick[64], npick = 0, longest = 0;
+	size_t pick[64], npick = 0, longest = 0, shortest = 0;
 	int rc = PL_EFAIL, loaded = 0;
 
 	if (tpath == NULL)
@@ -391,9 +794,12 @@ template_check(pl_job *job, struct ollama *o, const char *tag, const char *mfpat
 		want = 1;
 	if (want > (int64_t)(sizeof(pick) / sizeof(pick[0])))
 		want = sizeof(pick) / sizeof(pick[0]);
-	for (size_t i = 1; i < plen.n; i++)
+	for (size_t i = 1; i < plen.n; i++) {
 		if (npz_int(&plen, i) > npz_int(&plen, longest))
 			longest = i;
+		if (npz_int(&plen, i) < npz_int(&plen, shortest))
+			shortest = i;
+	}
 	pick[npick++] = longest;
 	for (int64_t k = 0; k < want - 1 && (size_t)npick < plen.n; k++) {
 		size_t i = (size_t)(k * (int64_t)plen.n / (want - 1 > 0 ? want - 1 : 1));
@@ -416,38 +822,29 @@ template_check(pl_job *job, struct ollama *o, const char *tag, const char *mfpat
 			rc = host->fail(job, "corpus: %s", err);
 			goto out;
 		}
-		cJSON *req = cJSON_CreateObject(), *opt;
-		cJSON_AddStringToObject(req, "model", tag);
-		cJSON_AddItemToObject(req, "messages", msgs);
-		cJSON_AddBoolToObject(req, "stream", 0);
-		cJSON_AddBoolToObject(req, "truncate", 0);
-		opt = cJSON_AddObjectToObject(req, "options");
-		cJSON_AddNumberToObject(opt, "num_ctx", (double)num_ctx);
-		cJSON_AddNumberToObject(opt, "num_predict", 1);
-		cJSON_AddNumberToObject(opt, "temperature", 0);
-		char *body = cJSON_PrintUnformatted(req);
-		cJSON_Delete(req);
-		cJSON *ans = ollama_request(o, "POST", "/api/chat", body);
-		free(body);
+		long served = served_count(o, tag, msgs, num_ctx);
 		loaded = 1;
-		if (ans == NULL) {
+		if (served == -1) {
 			rc = host->fail(job, "template check: example %s through %s: %s", key, tag,
 			    o->error);
 			goto out;
 		}
-		const cJSON *pe = cJSON_GetObjectItemCaseSensitive(ans, "prompt_eval_count");
-		long served = cJSON_IsNumber(pe) ? (long)pe->valuedouble : -1;
-		cJSON_Delete(ans);
 		if (served != trained) {
-			rc = host->fail(job, "%s renders training example %s as %ld prompt tokens, "
-			    "tokenize counted %d (%s): the template that serves (TEMPLATE of %s) "
+			rc = check_mismatch(job, soft, "%s renders training example %s as %ld "
+			    "prompt tokens, tokenize counted %d (%s): the template that serves (%s) "
 			    "is not the template that trained", tag, key, served, trained, tpath,
-			    mfpath);
+			    what);
 			goto out;
 		}
 		host->log(job, PL_LOG_INFO, "template check: example %s%s: %d prompt tokens "
 		    "served and trained", key, i == longest ? " (the longest)" : "", trained);
 	}
+	if ((rc = probe_check(job, o, tag, what, num_ctx, tpath, cpath, &keys,
+	    shortest, soft)) != PL_OK) {
+		loaded = 1;
+		goto out;
+	}
+	rc = PL_EFAIL;
 	host->value_set(job, "register.template_checked", "yes");
 	rc = PL_OK;
 out:
@@ -487,7 +884,7 @@ create_request(const char *tag, const char *gguf, const char *sha, const char *t
 }
 
 /* Which template the server applies to a tag. */
-enum served_template { SERVED_MODELFILE, SERVED_GGUF, SERVED_OTHER };
+enum served_template { SERVED_MODELFILE, SERVED_GGUF, SERVED_GGUF_CHECKED, SERVED_OTHER };
 
 /*
  * Ollama 0.30 and later serve the GGUF's own tokenizer.chat_template
@@ -684,15 +1081,40 @@ register_run(pl_job *job)
 		    "of %s and other than the GGUF's own", tag, mfpath);
 		goto out;
 	}
+	char what[4200];
+	int checked = 0;
+	snprintf(what, sizeof(what), "TEMPLATE of %s", mfpath);
+	if (served == SERVED_GGUF) {
+		char gwhat[4200];
+		host->log(job, PL_LOG_WARN, "%s: Ollama %s serves the GGUF's own "
+		    "tokenizer.chat_template (%s), not the TEMPLATE of %s: it prefers the "
+		    "Jinja template when that one has more capabilities, or when "
+		    "OLLAMA_GO_TEMPLATE=0 is set on the server", tag, version, gguf, mfpath);
+		/* The GGUF's own template is the one that trained when the base's
+		 * tokenizer_config.json carried it into the GGUF; then it serves as
+		 * it is, filters and all (llama-server's Jinja trims). Only a
+		 * template that renders otherwise than training is replaced. */
+		snprintf(gwhat, sizeof(gwhat), "the GGUF's own chat template of %s", gguf);
+		if (tpath != NULL) {
+			host->log(job, PL_LOG_INFO, "template check of the GGUF's own chat "
+			    "template, which serves if it renders as training did");
+			if (template_check(job, &o, tag, gwhat, num_ctx, tpath, cpath, 1) == PL_OK) {
+				host->log(job, PL_LOG_INFO, "%s serves the GGUF's own chat template "
+				    "(llama-server's Jinja), which renders as the template that "
+				    "trained: kept", tag);
+				served = SERVED_GGUF_CHECKED;
+				checked = 1;
+			} else if (host->cancelled(job)) {
+				rc = PL_ECANCELED;
+				goto out;
+			}
+		}
+	}
 	if (served == SERVED_GGUF) {
 		const char *fix = host->get(job, "template_fix");
 		char mended[4200], msha[65];
 		if (fix == NULL)
 			fix = "gguf";
-		host->log(job, PL_LOG_WARN, "%s: Ollama %s serves the GGUF's own "
-		    "tokenizer.chat_template (%s), not the TEMPLATE of %s: it prefers the "
-		    "Jinja template when that one has more capabilities", tag, version, gguf,
-		    mfpath);
 		if (strcmp(fix, "gguf") != 0) {
 			rc = host->fail(job, "%s: the GGUF's own chat template serves, not the "
 			    "Modelfile's; set template_fix = gguf (register takes it out of a copy "
@@ -723,7 +1145,8 @@ register_run(pl_job *job)
 		    "taken out");
 		host->artifact(job, "gguf", mended);
 	}
-	host->value_set(job, "register.served_template", "modelfile");
+	host->value_set(job, "register.served_template",
+	    served == SERVED_GGUF_CHECKED ? "gguf" : "modelfile");
 	host->value_set(job, "register.tag", tag);
 	host->value_set(job, "register.uploaded", sha);
 	host->value_set(job, "register.weights", sh.weights);
@@ -733,7 +1156,8 @@ register_run(pl_job *job)
 	if (sh.context_length > 0 && sh.context_length < num_ctx)
 		host->log(job, PL_LOG_WARN, "num_ctx %lld exceeds the model's trained context "
 		    "%ld: the server caps it", (long long)num_ctx, sh.context_length);
-	if ((rc = template_check(job, &o, tag, mfpath, num_ctx, tpath, cpath)) != PL_OK)
+	if (!checked && (rc = template_check(job, &o, tag, what, num_ctx, tpath, cpath,
+	    0)) != PL_OK)
 		goto out;
 	rc = PL_EFAIL;
 	host->log(job, PL_LOG_INFO, "registered %s: uploaded sha256:%.12s, weights "

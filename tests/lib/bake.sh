@@ -36,13 +36,14 @@ tiny_gguf() {
 	    { tail -20 "$d.quant.log"; fail "llama-quantize"; }
 }
 
-# start_llama GGUF CTX NP: start llama-server; sets LLAMA_URL and LLAMA_PID.
+# start_llama GGUF CTX NP [ARG...]: start llama-server, the ARGs added to
+# its command line; sets LLAMA_URL and LLAMA_PID.
 start_llama() {
 	local port
 	port=$(free_port)
 	eval "$("$TOP/tests/tools/llama-oracle.sh" --env)"
 	"$LLAMA_BIN/llama-server" -m "$1" -c "$2" -np "${3:-1}" --host 127.0.0.1 \
-	    --port "$port" -t "${LLAMA_THREADS:-1}" --alias tiny >"$TEST_TMP/llama-server.$port.log" 2>&1 &
+	    --port "$port" -t "${LLAMA_THREADS:-1}" --alias tiny "${@:4}" >"$TEST_TMP/llama-server.$port.log" 2>&1 &
 	LLAMA_PID=$!
 	LLAMA_URL=http://127.0.0.1:$port
 	for _ in $(seq 1 300); do
@@ -70,4 +71,18 @@ for line in open(sys.argv[1]):
         v = json.loads(line[len("job.value "):])
         out[v["key"]] = v["value"]
 print(json.dumps(out))' "$1"
+}
+
+# value FILE KEY: one job value of what pipelinectl stage printed.
+value() {
+	values "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
+}
+
+# corpus_tokens: the fixture corpus $TEST_TMP/corpus.jsonl (12 examples)
+# and the tokenize stage's tokens of it with the tiny base of tiny_gguf's
+# seed 1234, in $TEST_TMP/tok (beside its tokenize_corpus.config.json).
+corpus_tokens() {
+	/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "$TEST_TMP/corpus.jsonl" --n 12 >/dev/null
+	"$PCTL" stage tokenize -w "$TEST_TMP/tok" base="$TEST_TMP/tiny-1234" corpus="$TEST_TMP/corpus.jsonl" \
+	    >"$TEST_TMP/tokenize.out" 2>&1 || { cat "$TEST_TMP/tokenize.out"; fail "tokenize"; }
 }

@@ -58,9 +58,6 @@ runner_starts() {	# runner_starts FROM-LINE: runner starts logged after that lin
 	tail -n +"$(($1 + 1))" ollama/serve.log | grep -c "$runner_start" || true
 }
 
-value() {	# value FILE KEY
-	values "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
-}
 tag_digest() {	# tag_digest TAG: the manifest digest /api/tags lists
 	curl -s "$OURL/api/tags" | /usr/bin/python3 -c '
 import json, sys

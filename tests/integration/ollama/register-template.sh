@@ -13,7 +13,9 @@
 #   - on the llama-server profile (0.30 and later): with template_fix =
 #     none register finds that the GGUF's template serves (/api/show names
 #     the template the chat path selected) and fails, naming the GGUF, the
-#     Modelfile, the fix and OLLAMA_GO_TEMPLATE; with the
+#     Modelfile, the fix and OLLAMA_GO_TEMPLATE; it first checks the GGUF's
+#     own template against training (it would keep one that renders as
+#     training did), which this one fails, named with its counts; with the
 #     default (template_fix = gguf) it registers a copy of the GGUF without
 #     the chat template, says why in its log, and the Modelfile TEMPLATE
 #     then serves and passes the template check against training; with
@@ -44,15 +46,10 @@ EOF
 # python3 has not.
 PYTHONPATH=$GGUF_PY "$("$TOP/tests/tools/pyenv.sh" --python)" -B "$GGUF_PY/gguf/scripts/gguf_new_metadata.py" v1.gguf jinja.gguf \
     --chat-template-file tools.jinja --force >newmeta.log 2>&1 || { cat newmeta.log; fail "gguf_new_metadata.py"; }
-/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" corpus.jsonl --n 12 >/dev/null
-"$PCTL" stage tokenize -w "$TEST_TMP/tok" base="$TEST_TMP/tiny-1234" corpus="$TEST_TMP/corpus.jsonl" \
-    >tokenize.out 2>&1 || { cat tokenize.out; fail "tokenize"; }
+corpus_tokens
 ollama_start
 version=$("$TOP/tests/tools/ollama.sh" --version)
 note "real Ollama $version on $OURL"
-value() {	# value FILE KEY
-	values "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
-}
 # has_template GGUF: exit 0 when GGUF holds tokenizer.chat_template.
 has_template() {
 	PYTHONPATH=$GGUF_PY /usr/bin/python3 -B -c '
@@ -107,8 +104,17 @@ assert s["template"].rstrip() == t.rstrip(), s["template"][:200]' "$TOP/etc/Mode
     fail "/api/show does not name the Modelfile TEMPLATE after the fix"
 [ "$(value fix.out register.served_template)" = modelfile ] || fail "the Modelfile's does not serve after the fix"
 [ "$(value fix.out register.template_checked)" = yes ] || fail "template not checked after the fix"
-[ "$(grep -c 'template check: example .*prompt tokens served and trained' fix.out)" -eq 4 ] ||
+# The GGUF's own template was tried first (it serves only if it renders as
+# training did; this one renders the system prompt as a turn of its own):
+# the count is of the checks after the fix.
+grep -q "template check of the GGUF's own chat template, which serves if it renders as training did" fix.out ||
+    { cat fix.out; fail "the GGUF's own template not tried first"; }
+grep -q "router:j renders training example .* as [0-9]* prompt tokens, tokenize counted [0-9]* (.*tokens.npz): the template that serves (the GGUF's own chat template of .*/jinja.gguf) is not the template that trained" fix.out ||
+    { cat fix.out; fail "the GGUF's own template's mismatch not logged with its counts"; }
+[ "$(sed -n '/now serves the TEMPLATE of/,$p' fix.out | grep -c 'template check: example .*prompt tokens served and trained')" -eq 4 ] ||
     { cat fix.out; fail "not 4 examples checked after the fix"; }
+[ "$(sed -n '/now serves the TEMPLATE of/,$p' fix.out | grep -c 'template check: case .*prompt tokens served and trained')" -eq 3 ] ||
+    { cat fix.out; fail "not 3 probe cases checked after the fix"; }
 mended=$(grep -o '^job.artifact {"name":"gguf".*' fix.out | sed 's/.*"path":"\([^"]*\)".*/\1/')
 [ -f "$mended" ] || { cat fix.out; fail "the mended GGUF is not an artifact"; }
 has_template "$mended" && fail "the mended GGUF still has a chat template"
