@@ -13,6 +13,7 @@
 #   - "  Summarise: ...  " counts as many prompt tokens through the tag
 #     registered with etc/Modelfile.tmpl as through llama-server and as the
 #     same message without the spaces; through the untrimmed tag, more.
+# run.sh: alone (the real Gemma 3 270M through Ollama and llama-server).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/bake.sh"
 set -e
@@ -47,7 +48,7 @@ stage register tag=real:etc modelfile="$TEST_TMP/Modelfile.etc" "${reg[@]}" >etc
 /usr/bin/python3 -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))["chat_template"])' \
     "$hf/tokenizer_config.json" >gemma3.jinja || fail "no chat template in $hf/tokenizer_config.json"
 start_llama "$gguf" 1024 1 --jinja --chat-template-file "$TEST_TMP/gemma3.jinja"
-pt=$TOP/tests/lib/prompt_tokens.py
+pt=$TOP/tests/helpers/prompt_tokens.py
 text="Summarise: the meeting moved to Friday at noon."
 etc=$("$pt" ollama "$OURL" real:etc "  $text  ") && no=$("$pt" ollama "$OURL" real:notrim "  $text  ") &&
     ll=$("$pt" llama "$LLAMA_URL" "  $text  ") && plain=$("$pt" llama "$LLAMA_URL" "$text") ||

@@ -64,7 +64,7 @@ done
 # 3. A padded request: Ollama (both tags), llama-server (the GGUF's own
 # Jinja template) and the trained count of the same message unpadded.
 start_llama "$TEST_TMP/v1.gguf" 1024 1 --jinja
-pt=$TOP/tests/lib/prompt_tokens.py
+pt=$TOP/tests/helpers/prompt_tokens.py
 text="Summarise: the meeting moved to Friday at noon."
 padded="  $text  "
 etc_p=$("$pt" ollama "$OURL" router:v1 "$padded") && etc_t=$("$pt" ollama "$OURL" router:v1 "$text") &&

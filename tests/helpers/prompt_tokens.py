@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/lib/prompt_tokens.py: the prompt tokens a server counts for one user
+"""tests/helpers/prompt_tokens.py: the prompt tokens a server counts for one user
 message, for the tests that compare templates (ollama/register-trim*).
 
     prompt_tokens.py ollama URL TAG TEXT   # Ollama's /api/chat
