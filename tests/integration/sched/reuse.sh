@@ -1,0 +1,162 @@
+#!/bin/bash
+# sched/reuse.sh: reuse what did not change. exec jobs with reuse = yes
+# that count their runs in a file: a second run of the same spec under
+# another name reuses every job (state reused, the same artifact digests,
+# no program ran); a changed key reruns its job and what follows, and
+# explain names the key with its old and new values; a changed input
+# file reruns; an upstream that ran again and made the same bytes leaves
+# its downstream reused (early cut-off); a reused artifact changed on disk
+# is caught; gc of the first run keeps the files the copies reference; a
+# rebuilt plugin reruns its jobs; kill -9 of the daemon while a run that
+# reuses is running ends consistent after the restart.
+. "$(dirname "$0")/../../lib.sh"
+PD=$TEST_TMP/plugins
+mkdir -p "$PD"
+cp "$TOP"/plugins/*.so "$PD/"
+PL_PLUGIN_DIR=$PD pl_conf "max_jobs = 4" "[retention]" "keep_days = 0" "min_size = 0"
+pl_start
+S=$TEST_TMP/specs; O=$TEST_TMP/out; mkdir -p "$S" "$O"
+echo "hello" > "$S/src.txt"
+
+# spec FILE MAKE_PREFIX SUFFIX: make upper-cases src.txt; use appends SUFFIX.
+spec() {
+	cat > "$1" <<INI
+[make]
+stage = exec
+reuse = yes
+input = $S/src.txt
+command = $2echo make >> $O/count; tr a-z A-Z < "\$PL_INPUT" > out.txt; echo '{"type":"artifact","name":"out","path":"out.txt"}' >> "\$PL_EVENTS"
+[use]
+stage = exec
+reuse = yes
+after = make
+input = make.out
+env = SUFFIX=$3
+command = echo use >> $O/count; (cat "\$PL_INPUT"; echo \$SUFFIX) > final.txt; echo '{"type":"artifact","name":"final","path":"final.txt"}' >> "\$PL_EVENTS"
+INI
+}
+count() { [ -f "$O/count" ] && tr '\n' ' ' < "$O/count" | sed 's/ $//'; }
+submit() { pctl submit --name "$1" "$2" >/dev/null || fail "submit $1"; wait_run "$1" succeeded 30; }
+states() { echo "$(job_state "$1" make) $(job_state "$1" use)"; }
+digest_of() { db "SELECT a.sha256 FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = a.run_id WHERE r.name = '$1' AND j.name = '$2' ORDER BY a.id DESC LIMIT 1"; }
+
+spec "$S/a.ini" "" one
+submit r1 "$S/a.ini"
+[ "$(count)" = "make use" ] || fail "r1 ran: $(count)"
+[ "$(states r1)" = "succeeded succeeded" ] || fail "r1: $(states r1)"
+note "r1 ran both jobs"
+
+# The same spec, another name: nothing runs.
+: > "$O/count"
+submit r2 "$S/a.ini"
+[ "$(states r2)" = "reused reused" ] || fail "r2: $(states r2), wanted reused reused"
+[ -z "$(count)" ] || fail "r2 ran programs: $(count)"
+for j in make use; do
+	[ -n "$(digest_of r1 $j)" ] && [ "$(digest_of r1 $j)" = "$(digest_of r2 $j)" ] ||
+		fail "r2/$j's artifact digest $(digest_of r2 $j) is not r1's $(digest_of r1 $j)"
+done
+[ "$(artifact_path r2 use final)" = "$(artifact_path r1 use final)" ] ||
+	fail "r2's final is not r1's file"
+pctl status r2 | grep -q "reused job use of run r1" || { pctl status r2; fail "status does not name what use took"; }
+pctl explain r2 use > "$O/x" || fail "explain r2 use"
+grep -q "reused: took the artifacts and values of job use of run r1" "$O/x" || { cat "$O/x"; fail "explain r2 use"; }
+pctl --json status | grep -q '"succeeded":2' || fail "the run list does not count reused jobs as done"
+note "r2 reused both jobs"
+
+# A changed key: use reruns, make does not; explain names the key.
+: > "$O/count"
+spec "$S/b.ini" "" two
+submit r3 "$S/b.ini"
+[ "$(states r3)" = "reused succeeded" ] || fail "r3: $(states r3)"
+[ "$(count)" = "use" ] || fail "r3 ran: $(count)"
+pctl explain r3 use > "$O/x"
+grep -q "key env: SUFFIX=one -> SUFFIX=two" "$O/x" || { cat "$O/x"; fail "explain r3 use does not name env"; }
+note "r3: a changed key reran use only; explain: $(grep 'key env' "$O/x")"
+
+# A changed input file: both rerun.
+: > "$O/count"
+echo "world" > "$S/src.txt"
+submit r4 "$S/b.ini"
+[ "$(states r4)" = "succeeded succeeded" ] || fail "r4: $(states r4)"
+[ "$(count)" = "make use" ] || fail "r4 ran: $(count)"
+pctl explain r4 make > "$O/x"
+grep -q "^input input: " "$O/x" || { cat "$O/x"; fail "explain r4 make does not name the input"; }
+note "r4: a changed input reran both"
+
+# Early cut-off: make's command changes but makes the same bytes; use's
+# input is the same, so use is reused.
+: > "$O/count"
+spec "$S/c.ini" "true; " two
+submit r5 "$S/c.ini"
+[ "$(states r5)" = "succeeded reused" ] || fail "r5: $(states r5), wanted succeeded reused"
+[ "$(count)" = "make" ] || fail "r5 ran: $(count)"
+[ "$(digest_of r5 make)" = "$(digest_of r4 make)" ] || fail "r5 make made other bytes"
+note "r5: early cut-off"
+
+# A reused artifact changed on disk behind the daemon's back: caught.
+f=$(artifact_path r5 use final)
+[ -f "$f" ] || fail "no file for r5's final: $f"
+echo tampered >> "$f"
+: > "$O/count"
+submit r6 "$S/c.ini"
+[ "$(states r6)" = "reused succeeded" ] || fail "r6: $(states r6), wanted reused succeeded"
+[ "$(count)" = "use" ] || fail "r6 ran: $(count)"
+pctl explain r6 use > "$O/x"
+grep -q "changed on disk" "$O/x" || { cat "$O/x"; fail "explain r6 use does not say the artifact changed"; }
+note "r6: a tampered artifact was not reused"
+
+# gc of r1: r2's copies hold its files.
+f=$(artifact_path r2 use final)
+pctl gc r1 > "$O/x" || fail "gc r1"
+grep -q "keep r1 use final: held by run r2's record (use final)" "$O/x" ||
+	{ cat "$O/x"; fail "gc r1 does not keep the file r2's copy holds"; }
+[ -f "$f" ] || fail "gc r1 removed $f, which r2's copy references"
+note "gc r1 kept the files r2's copies hold"
+
+# [run] reuse = no and reuse = no on a job turn it off.
+: > "$O/count"
+{ echo "[run]"; echo "reuse = no"; cat "$S/c.ini"; } > "$S/d.ini"
+submit r7 "$S/d.ini"
+[ "$(states r7)" = "succeeded succeeded" ] || fail "r7: $(states r7)"
+[ "$(count)" = "make use" ] || fail "r7 ran: $(count)"
+note "[run] reuse = no ran everything"
+
+# A rebuilt plugin (its digest changed) reruns its jobs.
+pl_stop
+printf '\0' >> "$PD/exec.so"
+pl_start
+: > "$O/count"
+submit r8 "$S/c.ini"
+[ "$(states r8)" = "succeeded succeeded" ] || fail "r8: $(states r8)"
+[ "$(count)" = "make use" ] || fail "r8 ran: $(count)"
+pctl explain r8 make > "$O/x"
+grep -q "^code plugin: " "$O/x" || { cat "$O/x"; fail "explain r8 make does not name the plugin"; }
+note "r8: a rebuilt plugin reran its jobs"
+
+# kill -9 while a run that reuses runs: make is reused, slow runs.
+cat > "$S/e.ini" <<INI
+$(cat "$S/c.ini")
+[slow]
+stage = exec
+reuse = yes
+after = use
+command = echo slow >> $O/count; sleep 3; echo done > s.txt; echo '{"type":"artifact","name":"s","path":"s.txt"}' >> "\$PL_EVENTS"
+INI
+: > "$O/count"
+pctl submit --name r9 "$S/e.ini" >/dev/null
+for _ in $(seq 1 100); do
+	[ "$(job_state r9 slow)" = running ] && break
+	sleep 0.1
+done
+[ "$(job_state r9 slow)" = running ] || fail "r9's slow did not start"
+pl_kill9
+pl_start
+wait_run r9 succeeded 30
+[ "$(states r9)" = "reused reused" ] || fail "r9: $(states r9)"
+[ "$(db "SELECT count(*) FROM artifacts a JOIN jobs j ON j.id = a.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = 'r9' AND j.name IN ('make', 'use')")" = 2 ] ||
+	fail "r9's reused jobs have not exactly one artifact record each"
+integrity_ok
+events_gapless
+note "kill -9 during a run that reuses: consistent after the restart"
+pl_stop
+echo "PASS"
