@@ -7,8 +7,10 @@
 # file reruns; an upstream that ran again and made the same bytes leaves
 # its downstream reused (early cut-off); a reused artifact changed on disk
 # is caught; gc of the first run keeps the files the copies reference; a
-# rebuilt plugin reruns its jobs; kill -9 of the daemon while a run that
-# reuses is running ends consistent after the restart.
+# rebuilt plugin reruns its jobs; convert and quantize are reused by
+# default and a volatile key (threads) does not stop it; kill -9 of the
+# daemon while a run that reuses is running ends consistent after the
+# restart.
 . "$(dirname "$0")/../../lib.sh"
 PD=$TEST_TMP/plugins
 mkdir -p "$PD"
@@ -132,6 +134,31 @@ submit r8 "$S/c.ini"
 pctl explain r8 make > "$O/x"
 grep -q "^code plugin: " "$O/x" || { cat "$O/x"; fail "explain r8 make does not name the plugin"; }
 note "r8: a rebuilt plugin reran its jobs"
+
+# The pure stages, by default: the tiny fixture through convert and
+# quantize. A volatile key (threads) changes nothing; a checkpoint of
+# other bytes reruns both.
+FX=$TEST_TMP/fx
+/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$FX" --layout causal > "$FX.log" 2>&1 ||
+	{ cat "$FX.log"; fail "gen_gemma3.py"; }
+gspec() {
+	printf '[convert]\ninput = %s\n[quantize]\nafter = convert\nthreads = %s\n' "$FX" "$2" > "$1"
+}
+gstates() { echo "$(job_state "$1" convert) $(job_state "$1" quantize)"; }
+gspec "$S/g.ini" 2
+submit g1 "$S/g.ini"
+[ "$(gstates g1)" = "succeeded succeeded" ] || fail "g1: $(gstates g1)"
+gspec "$S/g2.ini" 1
+submit g2 "$S/g2.ini"
+[ "$(gstates g2)" = "reused reused" ] || fail "g2: $(gstates g2), wanted reused reused"
+[ "$(digest_of g2 quantize)" = "$(digest_of g1 quantize)" ] || fail "g2's quantized GGUF is not g1's"
+/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$FX" --layout causal --seed 9 > "$FX.log" 2>&1 ||
+	{ cat "$FX.log"; fail "gen_gemma3.py --seed 9"; }
+submit g3 "$S/g2.ini"
+[ "$(gstates g3)" = "succeeded succeeded" ] || fail "g3: $(gstates g3)"
+[ "$(digest_of g3 quantize)" != "$(digest_of g1 quantize)" ] || fail "g3 made g1's bytes from another checkpoint"
+pctl explain g3 convert | grep -q "^input input: " || { pctl explain g3 convert; fail "explain g3 convert"; }
+note "convert and quantize: reused by default, threads ignored, a new checkpoint reran both"
 
 # kill -9 while a run that reuses runs: make is reused, slow runs.
 cat > "$S/e.ini" <<INI
