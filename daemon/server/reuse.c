@@ -13,8 +13,12 @@
  *           its job recorded (an upstream that ran again and made the same
  *           bytes leaves the key as it was), a file or directory of the
  *           spec by its content;
- *   previous (corpus_check) the digest of the previous version's index
- *           it compares with.
+ *   compared what the stage compares with, which decides its result as
+ *           much as its inputs: corpus_check's previous index; verify's
+ *           previous GGUF, adapter and merged weights, and this run's
+ *           adapter and merged weights (so that a verify whose previous
+ *           version is another runs again: it never passes by a copy of
+ *           itself).
  * No run name, job name, position or path of the run's own directories
  * enters it. The key and its parts are stored with the job (explain reads
  * them). A job that may be reused (spec_reuse_allowed) and whose key is
@@ -174,6 +178,50 @@ input_digest(struct pl_job *pj, const char *path, char out[80])
 		snprintf(out, 80, "unreadable: %s", strerror(errno));
 }
 
+/* When key is set: the digest of what it names as cmp's label; 1. */
+static int
+key_path_digest(struct pl_job *pj, cJSON *paths, const char *key, cJSON *cmp,
+    const char *label)
+{
+	const char *v = spec_get(pj->sec, key);
+	if (v == NULL || *v == '\0')
+		return 0;
+	cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(paths, key),
+	    "path");
+	char d[80];
+	if (cJSON_IsString(p))
+		input_digest(pj, p->valuestring, d);
+	else
+		snprintf(d, sizeof(d), "unresolved");
+	cJSON_AddStringToObject(cmp, label, d);
+	return 1;
+}
+
+/* The digest of run's artifact name (the newest), or that the JSON value
+ * value (when not NULL) of the run records as {"NAME": {"sha256"}}, as
+ * cmp's label; "none" when there is none. */
+static void
+compared_add(struct pl_job *pj, cJSON *cmp, const char *label, const char *run,
+    const char *name, const char *value)
+{
+	char path[PATH_MAX], sha[65] = "none";
+	if (run == NULL || *run == '\0') {
+		cJSON_AddStringToObject(cmp, label, "none");
+		return;
+	}
+	char *v = value ? store_value_get(pj->store, run, NULL, value) : NULL;
+	cJSON *j = v ? cJSON_Parse(v) : NULL;
+	cJSON *h = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, name),
+	    "sha256");
+	if (cJSON_IsString(h) && strlen(h->valuestring) == 64)
+		snprintf(sha, sizeof(sha), "%s", h->valuestring);
+	else if (store_artifact_find(pj->store, run, NULL, name, path, sizeof(path), sha) != PL_OK)
+		snprintf(sha, sizeof(sha), "none");
+	cJSON_Delete(j);
+	free(v);
+	cJSON_AddStringToObject(cmp, label, sha);
+}
+
 /* The parts of pj's key (see the top). */
 static cJSON *
 key_parts(struct pl_job *pj)
@@ -228,26 +276,37 @@ key_parts(struct pl_job *pj)
 			snprintf(d, sizeof(d), "unresolved");
 		cJSON_AddStringToObject(inputs, k->name, d);
 	}
-	cJSON_Delete(paths);
 	free(names);
-	/* corpus_check compares with the previous version's index: what it
-	 * says depends on that index too. */
+	/* What a stage compares with is an input too: verify's "differs from
+	 * the previous version" must be decided again when the previous
+	 * version is another, never taken from a copy of itself. */
 	if (strcmp(stg->name, "corpus_check") == 0) {
+		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
 		const char *prev = plugin_host.get(pj, "previous");
-		char path[PATH_MAX], sha[65] = "";
 		if (prev == NULL || *prev == '\0')
 			prev = pj->spec ? pj->spec->previous : NULL;
-		if (prev == NULL || *prev == '\0')
-			cJSON_AddStringToObject(parts, "previous", "none");
-		else if (strchr(prev, '/') != NULL) {
-			input_digest(pj, prev, path);
-			cJSON_AddStringToObject(parts, "previous", path);
-		} else if (store_artifact_find(pj->store, prev, NULL, "index", path, sizeof(path),
-		    sha) == PL_OK)
-			cJSON_AddStringToObject(parts, "previous", sha);
-		else
-			cJSON_AddStringToObject(parts, "previous", "none");
+		if (prev != NULL && strchr(prev, '/') != NULL) {
+			char d[80];
+			input_digest(pj, prev, d);
+			cJSON_AddStringToObject(cmp, "previous index", d);
+		} else
+			compared_add(pj, cmp, "previous index", prev, "index", NULL);
+	} else if (strcmp(stg->name, "verify") == 0) {
+		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
+		const char *prev = pj->spec ? pj->spec->previous : NULL;
+		static const char *const what[] = { "gguf", "adapter", "merged", NULL };
+		for (int i = 0; what[i]; i++) {
+			char pk[64], label[80];
+			snprintf(pk, sizeof(pk), "previous_%s", what[i]);
+			snprintf(label, sizeof(label), "previous %s", what[i]);
+			if (!key_path_digest(pj, paths, pk, cmp, label))
+				compared_add(pj, cmp, label, prev, what[i], strcmp(what[i], "gguf") == 0 ?
+				    "verify" : NULL);
+			if (i > 0 && !key_path_digest(pj, paths, what[i], cmp, what[i]))
+				compared_add(pj, cmp, what[i], pj->run, what[i], NULL);
+		}
 	}
+	cJSON_Delete(paths);
 	return parts;
 }
 
@@ -456,15 +515,10 @@ reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer)
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(me, "parts");
 	int n = 0;
 	static const char *const objs[][2] = { { "code", "code" }, { "keys", "key" },
-	    { "inputs", "input" } };
-	for (int i = 0; i < 3; i++)
+	    { "inputs", "input" }, { "compared", "compared" } };
+	for (int i = 0; i < 4; i++)
 		n += diff_obj(lines, objs[i][1], cJSON_GetObjectItemCaseSensitive(a, objs[i][0]),
 		    cJSON_GetObjectItemCaseSensitive(b, objs[i][0]));
-	const char *pa = jstr_or(a, "previous", NULL), *pb = jstr_or(b, "previous", NULL);
-	if (pa != NULL && pb != NULL && strcmp(pa, pb) != 0) {
-		line_add(lines, "previous index: %s -> %s", pa, pb);
-		n++;
-	}
 	if (n == 0)
 		line_add(lines, "the parts are the same but the keys differ (a daemon of"
 		    " another key's form?)");

@@ -160,6 +160,25 @@ submit g3 "$S/g2.ini"
 pctl explain g3 convert | grep -q "^input input: " || { pctl explain g3 convert; fail "explain g3 convert"; }
 note "convert and quantize: reused by default, threads ignored, a new checkpoint reran both"
 
+# verify compares with the previous version as it did: a run whose
+# previous version made the same GGUF reuses convert and quantize, but
+# its verify runs again (what it compares with changed) and fails, never
+# passing by a copy of the previous run's verify.
+printf '[convert]\ninput = %s\n[quantize]\nafter = convert\n[verify]\nafter = quantize\n' "$FX" > "$S/v1.ini"
+submit v1 "$S/v1.ini"
+[ "$(job_state v1 verify)" = succeeded ] || fail "v1's verify is $(job_state v1 verify)"
+{ printf '[run]\nprevious = v1\n'; cat "$S/v1.ini"; } > "$S/v2.ini"
+pctl submit --name v2 "$S/v2.ini" >/dev/null || fail "submit v2"
+wait_run v2 failed 30
+[ "$(gstates v2) $(job_state v2 verify)" = "reused reused failed" ] ||
+	fail "v2: $(gstates v2) $(job_state v2 verify), wanted reused reused failed"
+db "SELECT j.message FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'verify'" |
+	grep -q "previous" || fail "v2's verify failed for another reason"
+pctl explain v2 verify > "$O/x"
+grep -q "^compared previous gguf: none -> $(digest_of v1 quantize)" "$O/x" ||
+	{ cat "$O/x"; fail "explain v2 verify does not name the previous GGUF"; }
+note "verify ran again against its previous version and failed as it should"
+
 # kill -9 while a run that reuses runs: make is reused, slow runs.
 cat > "$S/e.ini" <<INI
 $(cat "$S/c.ini")
