@@ -590,7 +590,9 @@ int	store_digest_get(struct store *s, const struct store_digest *d, char hex[65]
 /* Keep hex as d's digest (inside a transaction). */
 int	store_digest_put(struct store *s, const struct store_digest *d, const char *hex);
 /* Record a job's key, its parts (JSON) and why no earlier job was taken
- * (NULL: none was refused); clears reused_from (inside a transaction). */
+ * (NULL: none was refused); a job that was reused before (run again)
+ * loses the records its reuse copied and reused_from (inside a
+ * transaction). */
 int	store_job_key_set(struct store *s, int64_t job_id, const char *key, const char *parts,
 	    const char *note);
 /* The digest recorded for an artifact at path of run_id: 0, or -1. */

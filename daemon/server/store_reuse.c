@@ -75,10 +75,34 @@ store_digest_put(struct store *s, const struct store_digest *d, const char *hex)
 	return done(s, st);
 }
 
+/* The records a reuse gave job_id (when it has them), but those gc marked:
+ * the file of one stays pending until gc unlinks it. */
+static int
+copies_drop(struct store *s, int64_t job_id)
+{
+	static const char *const sql[] = {
+		"DELETE FROM artifacts WHERE job_id = ?1 AND removed IS NULL AND"
+		" (SELECT reused_from FROM jobs WHERE id = ?1) IS NOT NULL",
+		"DELETE FROM vals WHERE job_id = ?1 AND"
+		" (SELECT reused_from FROM jobs WHERE id = ?1) IS NOT NULL",
+	};
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		sqlite3_stmt *st = store_prep(s, sql[i]);
+		if (st == NULL)
+			return -1;
+		sqlite3_bind_int64(st, 1, job_id);
+		if (done(s, st) == -1)
+			return -1;
+	}
+	return 0;
+}
+
 int
 store_job_key_set(struct store *s, int64_t job_id, const char *key, const char *parts,
     const char *note)
 {
+	if (copies_drop(s, job_id) == -1)
+		return -1;
 	sqlite3_stmt *st = store_prep(s, "UPDATE jobs SET key = ?, key_parts = ?, reuse_note = ?,"
 	    " reused_from = NULL WHERE id = ?");
 	if (st == NULL)
@@ -176,7 +200,7 @@ store_reuse_copy(struct store *s, int64_t src_job, int64_t run_id, int64_t job_i
 {
 	/* A copy left by an attempt the daemon did not finish goes first. */
 	static const char *const sql[] = {
-		"DELETE FROM artifacts WHERE job_id = ?3",
+		"DELETE FROM artifacts WHERE job_id = ?3 AND removed IS NULL",
 		"INSERT INTO artifacts(run_id, job_id, name, path, size, sha256, created)"
 		" SELECT ?2, ?3, name, path, size, sha256, ?4 FROM artifacts WHERE job_id = ?1"
 		" AND removed IS NULL ORDER BY id",

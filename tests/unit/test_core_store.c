@@ -147,7 +147,8 @@ case_migrations(void)
  * migrated, the job without a key; then a key recorded finds it, a
  * digest kept is found only for the same device, inode, size and times,
  * and a reuse copies the job's artifact records that are not removed and
- * its values to another job, noting where they came from. */
+ * its values to another job, noting where they came from; that job's
+ * next key drops the copies. */
 static void
 case_migration_reuse(void)
 {
@@ -220,6 +221,18 @@ case_migration_reuse(void)
 	    == 0);
 	CHECK(strcmp((const char *)sqlite3_column_text(st, 1), "k=v") == 0);
 	CHECK(sqlite3_column_int64(st, 2) == 1);
+	sqlite3_finalize(st);
+	/* The job runs again (its key recorded anew): the copies go, the
+	 * original's records stay. */
+	CHECK(store_begin(s) == 0 && store_job_key_set(s, 2, "K2", "{}", NULL) == 0 &&
+	    store_commit(s) == 0);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT (SELECT count(*) FROM artifacts WHERE"
+	    " job_id = 2), (SELECT count(*) FROM vals WHERE job_id = 2), (SELECT reused_from"
+	    " IS NULL FROM jobs WHERE id = 2), (SELECT count(*) FROM artifacts WHERE job_id = 1)",
+	    -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0 &&
+	    sqlite3_column_int(st, 1) == 0 && sqlite3_column_int(st, 2) == 1 &&
+	    sqlite3_column_int(st, 3) == 2);
 	sqlite3_finalize(st);
 	store_close(s);
 }
