@@ -467,7 +467,8 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 		else if (b && spec_reuse_never(spec_get(sec, "stage") ? spec_get(sec, "stage") :
 		    sec->name))
 			BAD("reuse", "stage %s is never reused (it changes what is outside its"
-			    " files); remove the key or set it to no", sec->stage);
+			    " files); remove the key or set it to no", spec_get(sec, "stage") ?
+			    spec_get(sec, "stage") : sec->name);
 	}
 	sec->after = split_list(spec_get(sec, "after"), &sec->nafter);
 	for (int k = 0; k < sec->nafter; k++) {
