@@ -181,7 +181,7 @@ wait_run v2 failed 30
 [ "$(gstates v2) $(job_state v2 verify)" = "reused reused failed" ] ||
 	fail "v2: $(gstates v2) $(job_state v2 verify), wanted reused reused failed"
 db "SELECT j.message FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = 'v2' AND j.name = 'verify'" |
-	grep -q "previous" || fail "v2's verify failed for another reason"
+	grep -q "has the same sha256" || fail "v2's verify failed for another reason"
 pctl explain v2 verify > "$O/x"
 grep -q "^compared previous gguf: none -> $(digest_of v1 quantize)" "$O/x" ||
 	{ cat "$O/x"; fail "explain v2 verify does not name the previous GGUF"; }
