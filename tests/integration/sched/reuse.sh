@@ -7,10 +7,12 @@
 # file reruns; an upstream that ran again and made the same bytes leaves
 # its downstream reused (early cut-off); a reused artifact changed on disk
 # is caught; gc of the first run keeps the files the copies reference; a
-# rebuilt plugin reruns its jobs; convert and quantize are reused by
-# default and a volatile key (threads) does not stop it; kill -9 of the
-# daemon while a run that reuses is running ends consistent after the
-# restart.
+# rebuilt plugin reruns its jobs; the digest cache does not take other
+# bytes of the same size and mtime for the old; convert and quantize are
+# reused by default and a volatile key (threads) does not stop it; verify
+# runs again against another previous version and fails as it did; kill
+# -9 of the daemon while a run that reuses is running ends consistent
+# after the restart.
 . "$(dirname "$0")/../../lib.sh"
 PD=$TEST_TMP/plugins
 mkdir -p "$PD"
@@ -142,6 +144,19 @@ submit r8 "$S/c.ini"
 pctl explain r8 make > "$O/x"
 grep -q "^code plugin: " "$O/x" || { cat "$O/x"; fail "explain r8 make does not name the plugin"; }
 note "r8: a rebuilt plugin reran its jobs"
+
+# The digest cache: other bytes of the same size written in place with
+# the mtime put back (only the ctime moved) are not taken for the old.
+[ "$(db "SELECT count(*) FROM digests WHERE path = '$S/src.txt'")" = 1 ] ||
+	fail "no digest kept for src.txt"
+touch -r "$S/src.txt" "$O/ref"
+printf 'earth\n' > "$S/src.txt"
+touch -r "$O/ref" "$S/src.txt"
+: > "$O/count"
+submit r8b "$S/c.ini"
+[ "$(states r8b)" = "succeeded succeeded" ] || fail "r8b: $(states r8b)"
+pctl explain r8b make | grep -q "^input input: " || { pctl explain r8b make; fail "explain r8b make"; }
+note "r8b: the same size and mtime, other bytes: reran"
 
 # The pure stages, by default: the tiny fixture through convert and
 # quantize. A volatile key (threads) changes nothing; a checkpoint of
