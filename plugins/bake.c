@@ -36,7 +36,7 @@ static const struct pl_host *host;
 static const struct pl_key bake_keys[] = {
 	PL_KEY_STRING(.name = "backend", .def = "ollama",
 	    .help = "ollama (/api/chat) or openai (llama-server, vLLM: /v1/chat/completions)"),
-	PL_KEY_STRING(.name = "url",
+	PL_KEY_STRING(.name = "url", .flags = PL_KEY_VOLATILE,
 	    .help = "server base URL (default: Ollama's 127.0.0.1:11434, llama-server's :8080)"),
 	PL_KEY_STRING(.name = "model", .flags = PL_KEY_REQUIRED,
 	    .help = "the served model: an Ollama tag, or the OpenAI model id"),
@@ -64,7 +64,7 @@ static const struct pl_key bake_keys[] = {
 	    .help = "token cap of one answer"),
 	PL_KEY_INT(.name = "concurrency", .def = "1", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 1, .max = 64,
 	    .help = "requests in flight (llama-server -np N); speed then is throughput"),
-	PL_KEY_DURATION(.name = "case_timeout", .def = "300", .help = "limit of one request"),
+	PL_KEY_DURATION(.name = "case_timeout", .def = "300", .flags = PL_KEY_VOLATILE, .help = "limit of one request"),
 	PL_KEY_FLOAT(.name = "max_bytes_per_token", .def = "8",
 	    .help = "a prompt counted as fewer tokens than bytes/this was cut (G01); 0: off"),
 	PL_KEY_STRING(.name = "keep_alive", .def = "30m",

@@ -16,6 +16,9 @@ static const struct pl_key exec_keys[] = {
 	    .help = "the directory to run it in (default: the job's work directory)"),
 	PL_KEY_STRING(.name = "env",
 	    .help = "extra environment entries, NAME=value, space-separated"),
+	PL_KEY_INPUT(.name = "input",
+	    .help = "a file the command reads (a path, or JOB.ARTIFACT), exported as PL_INPUT;"
+	    " its content enters the job's reuse key"),
 	PL_KEY_END
 };
 
@@ -86,14 +89,23 @@ exec_run(pl_job *job)
 			argv[3] = NULL;
 		}
 	}
-	const char *envv[64] = { NULL };
-	char *copy = NULL;
+	const char *envv[65] = { NULL };
+	char *copy = NULL, inenv[4200] = "";
 	const char *env = host->get(job, "env");
+	int n = 0;
+	if (host->get(job, "input") != NULL) {
+		const char *in = host->input(job, "input");
+		if (in == NULL) {
+			free(words);
+			return host->fail(job, "input %s cannot be used", host->get(job, "input"));
+		}
+		snprintf(inenv, sizeof(inenv), "PL_INPUT=%s", in);
+		envv[n++] = inenv;
+	}
 	if (env != NULL) {
 		copy = strdup(env);
-		int n = 0;
 		char *save = NULL;
-		for (char *w = strtok_r(copy, " \t\n", &save); w && n < 63; w = strtok_r(NULL, " \t\n", &save))
+		for (char *w = strtok_r(copy, " \t\n", &save); w && n < 64; w = strtok_r(NULL, " \t\n", &save))
 			envv[n++] = w;
 	}
 	struct pl_spawn sp = {

@@ -41,7 +41,7 @@ static const struct pl_key gate_keys[] = {
 	PL_KEY_STRING(.name = "alias", .help = "the production alias (promote = yes)"),
 	PL_KEY_STRING(.name = "tag",
 	    .help = "the tag to promote (default: the model the candidate bake served)"),
-	PL_KEY_STRING(.name = "url", .help = "Ollama base URL for promote"),
+	PL_KEY_STRING(.name = "url", .flags = PL_KEY_VOLATILE, .help = "Ollama base URL for promote"),
 	PL_KEY_END
 };
 

@@ -72,7 +72,7 @@ static const struct pl_key merge_keys[] = {
 	PL_KEY_PATH(.name = "output",
 	    .help = "the merged checkpoint directory (default: merged in the job's work "
 	    "directory)"),
-	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN, .min = 0,
+	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN | PL_KEY_VOLATILE, .min = 0,
 	    .help = "OpenBLAS threads for the products (0: OpenBLAS's default)"),
 	PL_KEY_END
 };

@@ -34,7 +34,7 @@ static const struct pl_key quantize_keys[] = {
 	    .help = "the Q8_0 GGUF to write (default: model-q8_0.gguf in the work directory)"),
 	PL_KEY_STRING(.name = "type", .def = "Q8_0",
 	    .help = "the target type; natively only Q8_0"),
-	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN, .min = 0,
+	PL_KEY_INT(.name = "threads", .def = "0", .flags = PL_KEY_MIN | PL_KEY_VOLATILE, .min = 0,
 	    .help = "worker threads (0: one per CPU)"),
 	PL_KEY_STRING(.name = "tool", .def = "native",
 	    .help = "native, or llama-quantize to run llama.cpp's quantizer"),

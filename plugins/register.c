@@ -53,8 +53,8 @@ static const struct pl_key register_keys[] = {
 	PL_KEY_INT(.name = "num_ctx", .def = "9216", .help = "PARAMETER num_ctx of the tag"),
 	PL_KEY_STRING(.name = "previous_tag",
 	    .help = "the previous version's tag: its weights must differ from these"),
-	PL_KEY_STRING(.name = "url", .help = "Ollama base URL"),
-	PL_KEY_DURATION(.name = "upload_timeout", .def = "1h",
+	PL_KEY_STRING(.name = "url", .flags = PL_KEY_VOLATILE, .help = "Ollama base URL"),
+	PL_KEY_DURATION(.name = "upload_timeout", .def = "1h", .flags = PL_KEY_VOLATILE,
 	    .help = "limit of the blob upload"),
 	PL_KEY_INPUT(.name = "tokens", .artifact = "tokens",
 	    .help = "tokenize's tokens.npz, whose prompt lengths the served template must "

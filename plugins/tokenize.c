@@ -52,7 +52,7 @@ static const struct pl_key tokenize_keys[] = {
 	    .help = "the end-of-turn marker that closes the response"),
 	PL_KEY_STRING(.name = "tokenizer", .def = "auto",
 	    .help = "auto, sentencepiece or hf: which tokenizer library to use"),
-	PL_KEY_INT(.name = "threads", .def = "2", .help = "tokenizer threads"),
+	PL_KEY_INT(.name = "threads", .def = "2", .flags = PL_KEY_VOLATILE, .help = "tokenizer threads"),
 	PL_KEY_STRING(.name = "python",
 	    .help = "the Python interpreter (default: daemon.python, else /usr/bin/python3)"),
 	PL_KEY_PATH(.name = "jobs_dir",

@@ -143,6 +143,8 @@ state_color(const char *st)
 	int js = pl_job_state_find(st);
 	if (js == PLJ_succeeded)
 		return "\033[32m";
+	if (js == PLJ_reused)
+		return "\033[36m";
 	if (js == PLJ_failed)
 		return "\033[1;31m";
 	if (js == PLJ_running || js == PLJ_retrying)
@@ -2282,6 +2284,27 @@ cmd_values(int argc, char **argv)
 }
 
 static int
+cmd_explain(int argc, char **argv)
+{
+	const char *run = A.pos[0], *job = A.pos[1];
+	known_job(run, job);
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "run", run);
+	cJSON_AddStringToObject(a, "job", job);
+	request(PLV_explain, a, &r, 0);
+	if (ctl_json)
+		print_json(r);
+	else {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "lines"))
+			if (cJSON_IsString(x))
+				printf("%s\n", x->valuestring);
+	}
+	cJSON_Delete(r);
+	return CTL_OK;
+}
+
+static int
 cmd_artifacts(int argc, char **argv)
 {
 	return cmd_simple(PLV_artifacts);
@@ -2370,6 +2393,8 @@ static const struct cmd {
 	{ PLV_values, NULL, cmd_values, "RUN [JOB]", "values stored by a run's jobs", no_opts, NULL },
 	{ PLV_artifacts, NULL, cmd_artifacts, "RUN", "a run's artifacts with size and sha256",
 	    artifacts_opts, NULL },
+	{ PLV_explain, NULL, cmd_explain, "RUN JOB",
+	    "why a job ran instead of being reused, or what it reused", no_opts, NULL },
 	{ PLV_metrics, NULL, cmd_metrics, "RUN JOB [NAME]", "a job's metrics", no_opts, NULL },
 	{ PLV_du, NULL, cmd_du, "[RUN]", "the bytes each run holds, or RUN's per job and artifact",
 	    du_opts, NULL },

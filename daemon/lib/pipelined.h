@@ -396,6 +396,11 @@ typedef int spec_stage_check(const struct stage_reg *reg, const struct spec *spe
 int	spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check,
 	    char **errs);
 int	spec_is_common_key(const char *key);
+/* Whether a stage's jobs are never reused (register, bake, gate). */
+int	spec_reuse_never(const char *stage);
+/* Whether job sec of s may be reused: not turned off by reuse = no in
+ * [run] or the section, and a pure stage or reuse = yes (pipeline.ini(5)). */
+int	spec_reuse_allowed(const struct spec *s, const struct spec_section *sec);
 extern const char *const spec_common_keys[];
 extern const char *const spec_run_keys[];
 
@@ -443,7 +448,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 6 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 7 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -598,6 +603,47 @@ int	store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
 /* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
 int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
+
+/* store_reuse.c: reuse's records (reuse.c). */
+struct store_digest {          /* a file's digest is good while these hold */
+	const char *path;
+	int64_t dev, ino, size, mtime, ctime;  /* times in nanoseconds */
+};
+struct reuse_cand {            /* an earlier job of the same key */
+	int64_t job_id, submitter;
+	char run[128], job[128];
+};
+struct reuse_art {             /* one artifact record of a job */
+	char name[128], path[PATH_MAX], sha256[65];
+	int64_t size;
+	int removed;
+};
+/* The digest kept for d, all of whose fields must match: 0, or -1. */
+int	store_digest_get(struct store *s, const struct store_digest *d, char hex[65]);
+/* Keep hex as d's digest (inside a transaction). */
+int	store_digest_put(struct store *s, const struct store_digest *d, const char *hex);
+/* Record a job's key, its parts (JSON) and why no earlier job was taken
+ * (NULL: none was refused); a job that was reused before (run again)
+ * loses the records its reuse copied and reused_from (inside a
+ * transaction). */
+int	store_job_key_set(struct store *s, int64_t job_id, const char *key, const char *parts,
+	    const char *note);
+/* The digest recorded for an artifact at path of run_id: 0, or -1. */
+int	store_artifact_digest_in_run(struct store *s, int64_t run_id, const char *path,
+	    char hex[65]);
+/* The jobs other than job_id of key that did their work, newest first
+ * (*out malloc'd). */
+int	store_reuse_candidates(struct store *s, const char *key, int64_t job_id,
+	    struct reuse_cand **out, int *n);
+/* Every artifact record of a job (*out malloc'd). */
+int	store_job_artifact_rows(struct store *s, int64_t job_id, struct reuse_art **out, int *n);
+/* Give job_id of run_id copies of src_job's artifact records (not
+ * removed) and values, and note where they came from (inside a
+ * transaction). */
+int	store_reuse_copy(struct store *s, int64_t src_job, int64_t run_id, int64_t job_id);
+/* explain's rows: {job, nearest}, or NULL when the viewer may not read
+ * the job or there is none. */
+cJSON	*store_q_explain(struct store *s, const char *run, const char *job, int64_t viewer);
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
@@ -687,6 +733,8 @@ struct pl_job {
 	int timed_out;
 	char failmsg[512];
 	bool check_failed;                /* check mode: the hook reported an error */
+	int64_t reuse_src;                /* reuse.c: the job whose work this one takes, or 0 */
+	char reuse_msg[400];              /* ... and the message its state carries */
 	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
 	 * check (host->input() gives NULL for them: reported once). */
@@ -830,6 +878,14 @@ int	stage_out_of_process(const struct pl_job *j);
 /* Run j's stage: its run hook here, or its stage process through
  * host->spawn(); the hook's result either way. */
 int	stage_run(struct pl_job *j);
+
+/* reuse.c: a job's key, and whether an earlier job's work stands for it
+ * (1: pj->reuse_src and pj->reuse_msg set; the stage does not run). On
+ * the job's thread, before its stage runs. */
+int	reuse_try(struct pl_job *pj);
+/* explain's answer for a job the viewer may read: {job, nearest, lines},
+ * or NULL. */
+cJSON	*reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer);
 /* A filtered copy of the configuration for a stage process: every key
  * but those that hold secrets. */
 cJSON	*stage_conf_copy(const struct conf *c);

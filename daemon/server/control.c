@@ -566,6 +566,25 @@ v_values(struct client *c, const cJSON *req)
 	reply_ok(c, r);
 }
 
+/* Why a job ran instead of being reused, or what it took (reuse.c). */
+static void
+v_explain(struct client *c, const cJSON *req)
+{
+	const char *run = known_run(c, req), *job = arg_str(req, "job");
+	if (run == NULL)
+		return;
+	if (job == NULL) {
+		reply_err(c, PLP_EINVAL, "explain needs a job");
+		return;
+	}
+	cJSON *r = reuse_explain(ctx.store, run, job, c->viewer);
+	if (r == NULL) {
+		reply_err(c, PLP_ENOENT, "run %s has no job %s", run, job);
+		return;
+	}
+	reply_ok(c, r);
+}
+
 static void
 v_artifacts(struct client *c, const cJSON *req)
 {

@@ -13,8 +13,12 @@
  *
  * Job states: pending -> running -> succeeded | failed | cancelled, with
  * retrying (a failed attempt waiting out its backoff) and skipped (a
- * dependency did not succeed). Every transition is committed to the store
- * before it is announced (store_commit announces).
+ * dependency did not succeed); or running -> reused, when an earlier
+ * job's work stands for the job's own (reuse.c: its key is computed on
+ * the job's thread before the stage runs; the reused state and the copies
+ * of the earlier job's records commit in one transaction), which counts
+ * as a success for the jobs after it. Every transition is committed to
+ * the store before it is announced (store_commit announces).
  *
  * Restart: runs that were running are rebuilt from the spec text kept in
  * the store. A job that was running is re-entered on a new thread when its
@@ -125,7 +129,7 @@ static void
 ready_note(struct sjob *j, enum pl_job_state was)
 {
 	struct srun *r = j->run;
-	int d = (was == PLJ_succeeded) - (j->st == PLJ_succeeded);
+	int d = pl_job_state_ok(was) - pl_job_state_ok(j->st);
 	if (r->ready == NULL)
 		return;
 	for (int k = 0; d != 0 && k < j->nrdeps; k++) {
@@ -161,7 +165,7 @@ set_state(struct sjob *j, enum pl_job_state st)
 	r->nretrying += (j->st == PLJ_retrying) - (was == PLJ_retrying);
 	if ((j->st == PLJ_pending || j->st == PLJ_retrying) && j->seq < r->first_open)
 		r->first_open = j->seq;
-	if (pl_job_state_final(j->st) && j->st != PLJ_succeeded)
+	if (pl_job_state_final(j->st) && !pl_job_state_ok(j->st))
 		r->failed = 1;
 }
 
@@ -278,7 +282,7 @@ job_thread(void *arg)
 	struct sjob *j = arg;
 	while (j != NULL) {
 		if (job_open(j) == 0)
-			j->rc = stage_run(j->pj);
+			j->rc = reuse_try(j->pj) == 1 ? PL_OK : stage_run(j->pj);
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;
@@ -594,7 +598,10 @@ job_finished(struct sjob *j)
 	int rc = j->rc;
 	char msg[600];
 	enum pl_job_state astate, jstate;
-	if (rc == PL_OK) {
+	if (rc == PL_OK && pj->reuse_src != 0) {
+		astate = jstate = PLJ_reused;
+		snprintf(msg, sizeof(msg), "%s", pj->reuse_msg);
+	} else if (rc == PL_OK) {
 		astate = jstate = PLJ_succeeded;
 		msg[0] = '\0';
 	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
@@ -623,6 +630,8 @@ job_finished(struct sjob *j)
 	}
 	if (store_begin(S.store) == 0) {
 		job_flush_final(pj);
+		if (jstate == PLJ_reused)
+			store_reuse_copy(S.store, pj->reuse_src, j->run->id, j->id);
 		store_attempt_end(S.store, j->attempt_id, astate, rc, msg[0] ? msg : NULL);
 		if (retry)
 			store_job_next_at(S.store, j->id, j->next_at);
@@ -691,7 +700,7 @@ run_finish_check(struct srun *r)
 	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
 		all_final &= pl_job_state_final(r->jobs[i].st) && !r->jobs[i].running;
-		all_ok &= r->jobs[i].st == PLJ_succeeded;
+		all_ok &= pl_job_state_ok(r->jobs[i].st);
 		nfailed += r->jobs[i].st == PLJ_failed || r->jobs[i].st == PLJ_cancelled;
 		nrejected += r->jobs[i].st == PLJ_rejected;
 	}
@@ -750,7 +759,7 @@ again:
 				}
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
-					if (pl_job_state_final(d->st) && d->st != PLJ_succeeded) {
+					if (pl_job_state_final(d->st) && !pl_job_state_ok(d->st)) {
 						char m[256];
 						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name,
 						    pl_job_state_name(d->st));
@@ -968,7 +977,7 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		mark_downstream(r, j, mark);
 	} else {
 		for (int i = 0; i < r->njobs; i++)
-			if (r->jobs[i].st != PLJ_succeeded)
+			if (!pl_job_state_ok(r->jobs[i].st))
 				mark[i] = 1;
 	}
 	int n = 0;
@@ -1054,7 +1063,7 @@ job_wait(struct sjob *j, struct sched_wait *w)
 		return;
 	for (int k = 0; k < j->ndeps && j->unmet > 0; k++) {
 		struct sjob *d = &j->run->jobs[j->deps[k]];
-		if (d->st != PLJ_succeeded) {
+		if (!pl_job_state_ok(d->st)) {
 			w->why = SW_AFTER;
 			snprintf(w->what, sizeof(w->what), "%s", d->sec->name);
 			return;

@@ -15,12 +15,50 @@
 
 const char *const spec_common_keys[] = {
 	"stage", "after", "retries", "retry_backoff", "retry_backoff_max", "timeout",
-	"resources", "executor",
+	"resources", "executor", "reuse",
 	/* slurm executor options (pipeline.ini(5) "SLURM EXECUTOR") */
 	"partition", "gres", "time", "mem", "account", "sbatch_options",
 	NULL
 };
-const char *const spec_run_keys[] = { "name", "previous", "description", NULL };
+const char *const spec_run_keys[] = { "name", "previous", "description", "reuse", NULL };
+
+/* The stages whose jobs are never reused: they change what is outside
+ * their files (a server's models, a promotion), which a key cannot see. */
+static const char *const reuse_never[] = { "register", "bake", "gate", NULL };
+/* The stages reused by default: what they make is a function of their
+ * keys, their inputs' bytes and their code. */
+static const char *const reuse_pure[] = { "tokenize", "corpus_check", "merge",
+	"tensor_fix", "convert", "quantize", "verify", "train", "probe", NULL };
+
+static int
+word_in(const char *const *list, const char *w)
+{
+	for (int i = 0; list[i]; i++)
+		if (strcmp(list[i], w) == 0)
+			return 1;
+	return 0;
+}
+
+int
+spec_reuse_never(const char *stage)
+{
+	return word_in(reuse_never, stage);
+}
+
+int
+spec_reuse_allowed(const struct spec *s, const struct spec_section *sec)
+{
+	int b;
+	const char *rv = s->run ? spec_get(s->run, "reuse") : NULL;
+	if (rv != NULL && parse_bool(rv, &b) == 0 && !b)
+		return 0;
+	if (sec->stage == NULL || spec_reuse_never(sec->stage))
+		return 0;
+	const char *v = spec_get(sec, "reuse");
+	if (v != NULL && parse_bool(v, &b) == 0)
+		return b;
+	return word_in(reuse_pure, sec->stage);
+}
 
 /* Sections, keys and jobs are looked up through plc_strmap (plio.h), each
  * in O(1), so a large spec costs its size, not its size squared. */
@@ -422,6 +460,16 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 		else
 			sec->timeout = d;
 	}
+	if ((v = spec_get(sec, "reuse")) != NULL) {
+		int b;
+		if (parse_bool(v, &b) == -1)
+			BAD("reuse", "must be yes or no, not \"%s\"", v);
+		else if (b && spec_reuse_never(spec_get(sec, "stage") ? spec_get(sec, "stage") :
+		    sec->name))
+			BAD("reuse", "stage %s is never reused (it changes what is outside its"
+			    " files); remove the key or set it to no", spec_get(sec, "stage") ?
+			    spec_get(sec, "stage") : sec->name);
+	}
 	sec->after = split_list(spec_get(sec, "after"), &sec->nafter);
 	for (int k = 0; k < sec->nafter; k++) {
 		if (strcmp(sec->after[k], sec->name) == 0)
@@ -507,10 +555,17 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 				for (int k = 0; spec_run_keys[k]; k++)
 					suggest_try(&sg, spec_run_keys[k]);
 				errs_add(errs, s->path, s->run->kv[i].line, s->run->kv[i].key,
-				    "unknown key in [run]%s (known: name, previous, description)",
+				    "unknown key in [run]%s (known: name, previous, description, reuse)",
 				    suggest_hint(&sg, hint, sizeof(hint)));
 				nerr++;
 			}
+		}
+		const char *rv = spec_get(s->run, "reuse");
+		int rb;
+		if (rv != NULL && (parse_bool(rv, &rb) == -1 || rb)) {
+			errs_add(errs, s->path, key_line(s->run, "reuse"), "reuse",
+			    "must be no (turns reuse off for every job), not \"%s\"", rv);
+			nerr++;
 		}
 		if (s->previous && !valid_name(s->previous)) {
 			errs_add(errs, s->path, key_line(s->run, "previous"), "previous",

@@ -199,6 +199,19 @@ static const char *const migrations[] = {
 	"ALTER TABLE artifacts ADD COLUMN removed REAL;"
 	"ALTER TABLE artifacts ADD COLUMN removed_by INTEGER;"
 	"CREATE INDEX artifacts_path ON artifacts(path);",
+	/* 6 -> 7: reuse (reuse.c). A job's key, the sha256 of the canonical
+	 * text of its parts (kept as JSON for explain), why an earlier job of
+	 * the same key was not taken, and the job whose work a reused one
+	 * took. digests: a file's sha256 with what it was computed for
+	 * (device, inode, size, times), so that an unchanged file is not
+	 * read again. */
+	"ALTER TABLE jobs ADD COLUMN key TEXT;"
+	"ALTER TABLE jobs ADD COLUMN key_parts TEXT;"
+	"ALTER TABLE jobs ADD COLUMN reuse_note TEXT;"
+	"ALTER TABLE jobs ADD COLUMN reused_from INTEGER;"
+	"CREATE INDEX jobs_key ON jobs(key);"
+	"CREATE TABLE digests(path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, size INTEGER,"
+	"  mtime INTEGER, ctime INTEGER, sha256 TEXT NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

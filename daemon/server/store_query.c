@@ -295,7 +295,7 @@ store_q_runs(struct store *s, int64_t viewer)
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT r.name, r.state, r.previous, r.created, r.finished,"
 	    " r.message, (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
-	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded') AS succeeded,"
+	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state IN ('succeeded', 'reused')) AS succeeded,"
 	    " " RUN_BYTES_SQL " AS bytes"
 	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC");
 	if (st)

@@ -104,6 +104,9 @@ enum pl_key_type {
 #define PL_KEY_DIR      0x8   /* PATH/INPUT: ... a directory readable now */
 #define PL_KEY_MIN      0x10  /* INT, SIZE, FLOAT, DURATION: refuse a value below min */
 #define PL_KEY_MAX      0x20  /* ... above max */
+#define PL_KEY_VOLATILE 0x40  /* the key does not change what the stage makes
+                                 (threads, a server's address, a timeout): it
+                                 is left out of the job's reuse key */
 
 /* One key a stage accepts; a stage's table ends with PL_KEY_END.
  * Keys not in the table (and not common keys) are refused at submit. */

@@ -56,6 +56,7 @@ enum pl_access { PL_READ, PL_WRITE };
 	X(web,       PL_READ,  "the status page's address and a login code") \
 	X(du,        PL_READ,  "the bytes each run's files hold")             \
 	X(gc,        PL_WRITE, "remove the artifact files retention lets go") \
+	X(explain,   PL_READ,  "why a job ran instead of being reused")        \
 	X(ping,      PL_READ,  "liveness")
 
 /* Feed verbs (the feed socket takes one request). */
@@ -128,7 +129,9 @@ pl_proto_err_name(enum pl_proto_err e)
 #define PL_RUN_STATES(X) X(running, 0) X(succeeded, 1) X(failed, 1) X(cancelled, 1) \
 	X(rejected, 1)
 #define PL_JOB_STATES(X) X(pending, 0) X(running, 0) X(retrying, 0) X(succeeded, 1) \
-	X(failed, 1) X(cancelled, 1) X(skipped, 1) X(rejected, 1)
+	X(failed, 1) X(cancelled, 1) X(skipped, 1) X(rejected, 1) X(reused, 1)
+/* reused: the job was not run; the outputs of an earlier job with the
+ * same key stand for its own (pl_job_state_ok() counts it a success). */
 /* The words of a list as string literals: { PL_RUN_STATES(PL_X_WORD) }. */
 #define PL_X_WORD(s, final) #s,
 /* Whether each is final, in the list's order. */
@@ -161,6 +164,14 @@ pl_word_find(const char *const *words, int n, const char *s)
 		if (strcmp(s, words[i]) == 0)
 			return i;
 	return -1;
+}
+
+/* Whether a job in state s did its work: succeeded, or reused that of an
+ * earlier job; the jobs after it may start. */
+static inline int
+pl_job_state_ok(int s)
+{
+	return s == PLJ_succeeded || s == PLJ_reused;
 }
 
 static inline const char *

@@ -58,11 +58,11 @@ conf
 conf_check spec
 store
 store_query
-store_gc
+store_gc store_reuse
 stagectx host_store gc
 host_spawn notify
 host
-stagerun
+stagerun reuse
 feed sched
 control
 "

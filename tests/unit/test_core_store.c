@@ -102,20 +102,137 @@ open_store(const char *name, char *path, size_t len)
 	return s;
 }
 
+/* The store's schema version (PRAGMA user_version). */
+static int
+schema_of(struct store *s)
+{
+	sqlite3_stmt *st;
+	int v = -1;
+	if (sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* s closed and its file, path, opened again by this build (migrated):
+ * the new store, or NULL. */
+static struct store *
+reopen(struct store *s, const char *path)
+{
+	store_close(s);
+	return store_open(&s, path) == 0 ? s : NULL;
+}
+
 /* A new store is migrated to the schema this build writes. */
 static void
 case_migrations(void)
 {
 	char path[256];
 	struct store *s = open_store("migrations", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(schema_of(s) == STORE_SCHEMA_VERSION);
+	store_close(s);
+}
+
+/* What schema 6 -> 7 added, undone: a store as the build before wrote it. */
+#define BACK_TO_6 "DROP INDEX jobs_key; ALTER TABLE jobs DROP COLUMN key;" \
+	" ALTER TABLE jobs DROP COLUMN key_parts; ALTER TABLE jobs DROP COLUMN reuse_note;" \
+	" ALTER TABLE jobs DROP COLUMN reused_from; DROP TABLE digests;"
+
+/* Schema 6 -> 7: a store of version 6 with a succeeded job opens
+ * migrated, the job without a key; then a key recorded finds it, a
+ * digest kept is found only for the same device, inode, size and times,
+ * and a reuse copies the job's artifact records that are not removed and
+ * its values to another job, noting where they came from; that job's
+ * next key drops the copies. */
+static void
+case_migration_reuse(void)
+{
+	char path[256];
+	struct store *s = open_store("migration_reuse", path, sizeof(path));
 	sqlite3_stmt *st;
 
 	CHECK(s != NULL);
 	if (s == NULL)
 		return;
-	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
-	sqlite3_step(st);
-	CHECK(sqlite3_column_int(st, 0) == STORE_SCHEMA_VERSION);
+	CHECK(sqlite3_exec(store_db(s), BACK_TO_6
+	    " INSERT INTO runs(id, name, state, submitter) VALUES(1, 'r1', 'succeeded', 1000);"
+	    " INSERT INTO runs(id, name, state, submitter) VALUES(2, 'r2', 'running', 1000);"
+	    " INSERT INTO jobs(id, run_id, name, stage, state, finished)"
+	    "  VALUES(1, 1, 'make', 'exec', 'succeeded', 10);"
+	    " INSERT INTO jobs(id, run_id, name, stage, state) VALUES(2, 2, 'make', 'exec', 'running');"
+	    " INSERT INTO artifacts(run_id, job_id, name, path, size, sha256, created)"
+	    "  VALUES(1, 1, 'out', '/x/runs/r1/make/work/out', 6, 'ab', 1);"
+	    " INSERT INTO artifacts(run_id, job_id, name, path, size, sha256, created)"
+	    "  VALUES(1, 1, 'old', '/x/runs/r1/make/work/old', 6, 'cd', 1);"
+	    " UPDATE artifacts SET removed = 5 WHERE name = 'old';"
+	    " INSERT INTO vals(run_id, job_id, key, value, ts) VALUES(1, 1, 'k', 'v', 1);"
+	    " PRAGMA user_version = 6;", NULL, NULL, NULL) == SQLITE_OK);
+	CHECK((s = reopen(s, path)) != NULL);
+	if (s == NULL)
+		return;
+	CHECK(schema_of(s) == 7 && STORE_SCHEMA_VERSION == 7);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT key IS NULL, reused_from IS NULL FROM jobs"
+	    " WHERE id = 1", -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 &&
+	    sqlite3_column_int(st, 1) == 1);
+	sqlite3_finalize(st);
+
+	struct reuse_cand *c = NULL;
+	int n = -1;
+	CHECK(store_reuse_candidates(s, "K", 2, &c, &n) == 0 && n == 0);
+	free(c);
+	CHECK(store_begin(s) == 0 && store_job_key_set(s, 1, "K", "{}", NULL) == 0 &&
+	    store_job_key_set(s, 2, "K", "{}", NULL) == 0 && store_commit(s) == 0);
+	CHECK(store_reuse_candidates(s, "K", 2, &c, &n) == 0 && n == 1 && c[0].job_id == 1 &&
+	    strcmp(c[0].run, "r1") == 0 && c[0].submitter == 1000);
+	free(c);
+	struct reuse_art *a = NULL;
+	CHECK(store_job_artifact_rows(s, 1, &a, &n) == 0 && n == 2 && a[1].removed == 1 &&
+	    a[0].size == 6 && strcmp(a[0].sha256, "ab") == 0);
+	free(a);
+
+	struct store_digest d = { .path = "/x/f", .dev = 1, .ino = 2, .size = 3, .mtime = 4,
+	    .ctime = 5 };
+	char hex[65];
+	CHECK(store_digest_get(s, &d, hex) == -1);
+	char h64[65];
+	memset(h64, 'e', 64);
+	h64[64] = '\0';
+	CHECK(store_begin(s) == 0 && store_digest_put(s, &d, h64) == 0 && store_commit(s) == 0);
+	CHECK(store_digest_get(s, &d, hex) == 0 && strcmp(hex, h64) == 0);
+	d.ctime = 6;
+	CHECK(store_digest_get(s, &d, hex) == -1);
+
+	/* Twice, as after a restart in between: one copy. */
+	for (int i = 0; i < 2; i++)
+		CHECK(store_begin(s) == 0 && store_reuse_copy(s, 1, 2, 2) == 0 &&
+		    store_commit(s) == 0);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT group_concat(name || ':' || path || ':' ||"
+	    " sha256), (SELECT group_concat(key || '=' || value) FROM vals WHERE job_id = 2),"
+	    " (SELECT reused_from FROM jobs WHERE id = 2) FROM artifacts WHERE job_id = 2",
+	    -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW);
+	CHECK(strcmp((const char *)sqlite3_column_text(st, 0), "out:/x/runs/r1/make/work/out:ab")
+	    == 0);
+	CHECK(strcmp((const char *)sqlite3_column_text(st, 1), "k=v") == 0);
+	CHECK(sqlite3_column_int64(st, 2) == 1);
+	sqlite3_finalize(st);
+	/* The job runs again (its key recorded anew): the copies go, the
+	 * original's records stay. */
+	CHECK(store_begin(s) == 0 && store_job_key_set(s, 2, "K2", "{}", NULL) == 0 &&
+	    store_commit(s) == 0);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT (SELECT count(*) FROM artifacts WHERE"
+	    " job_id = 2), (SELECT count(*) FROM vals WHERE job_id = 2), (SELECT reused_from"
+	    " IS NULL FROM jobs WHERE id = 2), (SELECT count(*) FROM artifacts WHERE job_id = 1)",
+	    -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0 &&
+	    sqlite3_column_int(st, 1) == 0 && sqlite3_column_int(st, 2) == 1 &&
+	    sqlite3_column_int(st, 3) == 2);
 	sqlite3_finalize(st);
 	store_close(s);
 }
@@ -135,19 +252,15 @@ case_migration_removed(void)
 	if (s == NULL)
 		return;
 	/* Back to version 5, as a store written by the build before. */
-	CHECK(sqlite3_exec(store_db(s), "DROP INDEX artifacts_path;"
+	CHECK(sqlite3_exec(store_db(s), BACK_TO_6 "DROP INDEX artifacts_path;"
 	    " ALTER TABLE artifacts DROP COLUMN removed; ALTER TABLE artifacts DROP COLUMN removed_by;"
 	    " INSERT INTO artifacts(run_id, job_id, name, path, size, sha256, created)"
 	    "  VALUES(1, 1, 'gguf', '/x/runs/r/j/work/m.gguf', 42, 'ab', 1);"
 	    " PRAGMA user_version = 5;", NULL, NULL, NULL) == SQLITE_OK);
-	store_close(s);
-	CHECK(store_open(&s, path) == 0);
+	CHECK((s = reopen(s, path)) != NULL);
 	if (s == NULL)
 		return;
-	sqlite3_prepare_v2(store_db(s), "PRAGMA user_version", -1, &st, NULL);
-	sqlite3_step(st);
-	CHECK(sqlite3_column_int(st, 0) == 6 && STORE_SCHEMA_VERSION == 6);
-	sqlite3_finalize(st);
+	CHECK(schema_of(s) == STORE_SCHEMA_VERSION && STORE_SCHEMA_VERSION >= 6);
 	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT id, size, sha256, removed IS NULL,"
 	    " removed_by IS NULL FROM artifacts", -1, &st, NULL) == SQLITE_OK);
 	CHECK(sqlite3_step(st) == SQLITE_ROW);
@@ -430,6 +543,7 @@ case_states(void)
 static const struct unit_case cases[] = {
 	UNIT_CASE(migrations),
 	UNIT_CASE(migration_removed),
+	UNIT_CASE(migration_reuse),
 	UNIT_CASE(event_ids),
 	UNIT_CASE(alloc_faults),
 	UNIT_CASE(checkpoints),

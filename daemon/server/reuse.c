@@ -1,0 +1,526 @@
+/* reuse.c: reuse what did not change. Before a job's stage runs, on the
+ * job's thread, its key is computed: the sha256 of the canonical text of
+ * its parts,
+ *   stage   the stage's name;
+ *   code    the sha256 of the plugin that registered the stage and, for
+ *           the stages that run job programs, of those programs and the
+ *           Python lock (the jobs directory's *.py, jobs/pljob, jobs/engines,
+ *           requirements.lock);
+ *   keys    the stage's keys after defaults, but those marked
+ *           PL_KEY_VOLATILE (threads, a server's address, a timeout) and
+ *           the inputs;
+ *   inputs  the sha256 of each input: an upstream's artifact by the digest
+ *           its job recorded (an upstream that ran again and made the same
+ *           bytes leaves the key as it was), a file or directory of the
+ *           spec by its content;
+ *   compared what the stage compares with, which decides its result as
+ *           much as its inputs: corpus_check's previous index; verify's
+ *           previous GGUF, adapter and merged weights, and this run's
+ *           adapter and merged weights (so that a verify whose previous
+ *           version is another runs again: it never passes by a copy of
+ *           itself).
+ * No run name, job name, position or path of the run's own directories
+ * enters it. The key and its parts are stored with the job (explain reads
+ * them). A job that may be reused (spec_reuse_allowed) and whose key is
+ * that of an earlier job that did its work, of a run its submitter may
+ * read, whose artifacts are all still there with the size and digest
+ * recorded, is not run: the scheduler ends it `reused` and gives it
+ * copies of that job's artifact and value records, in the transaction
+ * that records its state (store_reuse_copy).
+ *
+ * Digests: a file's digest is kept in the store with its device, inode,
+ * size, mtime and ctime, and is computed again only when one of those
+ * changed; a directory's is the host's manifest digest (plc_sha256_dir_known)
+ * over its files' kept digests. Inputs are read with the rights of the
+ * run's owner (owner_fs_enter), as its stage would read them. */
+#include <errno.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipelined.h"
+#include "plio.h"
+
+/* The stages that run job programs from the jobs directory. */
+static const char *const program_stages[] = { "tokenize", "probe", "train", NULL };
+/* The job programs and the Python lock, relative to the jobs directory. */
+static const char *const program_globs[] = { "*.py", "pljob/*.py", "engines/*.py",
+	"requirements.lock", NULL };
+
+/* path's digest through the store's cache: 0, or -1 (errno set). */
+static int
+digest_file(struct store *s, const char *path, const struct stat *sb, char hex[65])
+{
+	struct store_digest d = { .path = path, .dev = (int64_t)sb->st_dev,
+	    .ino = (int64_t)sb->st_ino, .size = (int64_t)sb->st_size,
+	    .mtime = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
+	    .ctime = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec };
+	if (store_digest_get(s, &d, hex) == 0)
+		return 0;
+	if (plc_sha256_file(path, hex) == -1)
+		return -1;
+	/* Changed while it was read: not kept (the next look reads it again). */
+	struct stat after;
+	if (stat(path, &after) == 0 && after.st_mtim.tv_sec == sb->st_mtim.tv_sec &&
+	    after.st_mtim.tv_nsec == sb->st_mtim.tv_nsec && after.st_size == sb->st_size &&
+	    store_begin(s) == 0) {
+		store_digest_put(s, &d, hex);
+		store_commit(s);
+	}
+	return 0;
+}
+
+struct dir_known {
+	struct store *s;
+	const char *root;
+};
+
+static int
+dir_known(void *arg, const char *rel, uint64_t size, char hex[65])
+{
+	struct dir_known *k = arg;
+	char full[PATH_MAX];
+	struct stat sb;
+	snprintf(full, sizeof(full), "%s/%s", k->root, rel);
+	if (stat(full, &sb) == -1 || (uint64_t)sb.st_size != size)
+		return 0; /* the walk reads it, and fails as it should */
+	return digest_file(k->s, full, &sb, hex) == 0 ? 1 : -1;
+}
+
+/* A file's or directory's digest, by the host's definition (job_digest),
+ * through the cache. size: its bytes, or NULL. */
+static int
+digest_path(struct store *s, const char *path, char hex[65], int64_t *size)
+{
+	struct stat sb;
+	if (stat(path, &sb) == -1)
+		return -1;
+	if (S_ISDIR(sb.st_mode)) {
+		struct dir_known k = { s, path };
+		uint64_t bytes = 0;
+		int rc = plc_sha256_dir_known(path, hex, &bytes, dir_known, &k);
+		if (size)
+			*size = (int64_t)bytes;
+		return rc;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (size)
+		*size = (int64_t)sb.st_size;
+	return digest_file(s, path, &sb, hex);
+}
+
+static int
+in_list(const char *const *l, const char *w)
+{
+	for (int i = 0; l[i]; i++)
+		if (strcmp(l[i], w) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The digest of the job programs below dir: of the sorted lines
+ * "NAME SHA256", or the reason it has none. */
+static void
+programs_digest(struct store *s, const char *dir, cJSON *code)
+{
+	char *text = xstrdup("");
+	size_t len = 0;
+	for (int g = 0; program_globs[g]; g++) {
+		char pat[PATH_MAX];
+		glob_t gl;
+		snprintf(pat, sizeof(pat), "%s/%s", dir, program_globs[g]);
+		if (glob(pat, 0, NULL, &gl) != 0)
+			continue;
+		qsort(gl.gl_pathv, gl.gl_pathc, sizeof(char *), cmp_name);
+		for (size_t i = 0; i < gl.gl_pathc; i++) {
+			char hex[65];
+			if (digest_path(s, gl.gl_pathv[i], hex, NULL) == -1)
+				snprintf(hex, sizeof(hex), "unreadable");
+			const char *rel = gl.gl_pathv[i] + strlen(dir) + 1;
+			size_t n = strlen(rel) + strlen(hex) + 3;
+			text = realloc(text, len + n);
+			if (text == NULL)
+				fatal("realloc");
+			len += (size_t)snprintf(text + len, n, "%s %s\n", rel, hex);
+		}
+		globfree(&gl);
+	}
+	char hex[65];
+	plc_sha256_buf(text, len, hex);
+	free(text);
+	cJSON_AddStringToObject(code, "programs", len ? hex : "none");
+}
+
+/* An input's digest: an artifact of this run by the digest its job
+ * recorded, else the content at path. */
+static void
+input_digest(struct pl_job *pj, const char *path, char out[80])
+{
+	char hex[65];
+	if (store_artifact_digest_in_run(pj->store, pj->run_id, path, hex) == 0 ||
+	    digest_path(pj->store, path, hex, NULL) == 0)
+		snprintf(out, 80, "%s", hex);
+	else
+		snprintf(out, 80, "unreadable: %s", strerror(errno));
+}
+
+/* When key is set: the digest of what it names as cmp's label; 1. */
+static int
+key_path_digest(struct pl_job *pj, cJSON *paths, const char *key, cJSON *cmp,
+    const char *label)
+{
+	const char *v = spec_get(pj->sec, key);
+	if (v == NULL || *v == '\0')
+		return 0;
+	cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(paths, key),
+	    "path");
+	char d[80];
+	if (cJSON_IsString(p))
+		input_digest(pj, p->valuestring, d);
+	else
+		snprintf(d, sizeof(d), "unresolved");
+	cJSON_AddStringToObject(cmp, label, d);
+	return 1;
+}
+
+/* The digest of run's artifact name (the newest), or that the JSON value
+ * value (when not NULL) of the run records as {"NAME": {"sha256"}}, as
+ * cmp's label; "none" when there is none. */
+static void
+compared_add(struct pl_job *pj, cJSON *cmp, const char *label, const char *run,
+    const char *name, const char *value)
+{
+	char path[PATH_MAX], sha[65] = "none";
+	if (run == NULL || *run == '\0') {
+		cJSON_AddStringToObject(cmp, label, "none");
+		return;
+	}
+	char *v = value ? store_value_get(pj->store, run, NULL, value) : NULL;
+	cJSON *j = v ? cJSON_Parse(v) : NULL;
+	cJSON *h = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, name),
+	    "sha256");
+	if (cJSON_IsString(h) && strlen(h->valuestring) == 64)
+		snprintf(sha, sizeof(sha), "%s", h->valuestring);
+	else if (store_artifact_find(pj->store, run, NULL, name, path, sizeof(path), sha) != PL_OK)
+		snprintf(sha, sizeof(sha), "none");
+	cJSON_Delete(j);
+	free(v);
+	cJSON_AddStringToObject(cmp, label, sha);
+}
+
+/* The parts of pj's key (see the top). */
+static cJSON *
+key_parts(struct pl_job *pj)
+{
+	const struct pl_stage *stg = pj->reg->st;
+	cJSON *parts = cJSON_CreateObject();
+	cJSON_AddStringToObject(parts, "stage", stg->name);
+	cJSON *code = cJSON_AddObjectToObject(parts, "code");
+	char hex[65];
+	if (pj->reg->plugin != NULL && digest_path(pj->store, pj->reg->plugin->path, hex,
+	    NULL) == 0)
+		cJSON_AddStringToObject(code, "plugin", hex);
+	else
+		cJSON_AddStringToObject(code, "plugin", "unknown");
+	if (in_list(program_stages, stg->name)) {
+		const char *jd = plugin_host.get(pj, "jobs_dir");
+		programs_digest(pj->store, jd && *jd ? jd : pj->conf->jobs_dir, code);
+	}
+	/* The keys and the inputs, each by name in order. */
+	const struct pl_key *k;
+	int n = 0;
+	for (int i = 0; host_key(pj->reg, i) != NULL; i++)
+		n++;
+	const char **names = xcalloc((size_t)n + 1, sizeof(*names));
+	for (int i = 0; i < n; i++)
+		names[i] = host_key(pj->reg, i)->name;
+	qsort(names, (size_t)n, sizeof(*names), cmp_name);
+	cJSON *keys = cJSON_AddObjectToObject(parts, "keys");
+	cJSON *inputs = cJSON_AddObjectToObject(parts, "inputs");
+	cJSON *paths = host_inputs_resolve(pj);
+	for (int i = 0; i < n; i++) {
+		k = host_find_key(pj->reg, names[i], NULL);
+		if (k->flags & PL_KEY_VOLATILE)
+			continue;
+		int content = k->type == PL_KEY_INPUT ||
+		    (k->type == PL_KEY_PATH && (k->flags & (PL_KEY_FILE | PL_KEY_DIR)));
+		if (!content) {
+			const char *v = plugin_host.get(pj, k->name);
+			if (v != NULL)
+				cJSON_AddStringToObject(keys, k->name, v);
+			continue;
+		}
+		cJSON *e = cJSON_GetObjectItemCaseSensitive(paths, k->name);
+		cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "path");
+		char d[80];
+		const char *set = spec_get(pj->sec, k->name);
+		if ((set == NULL || *set == '\0') && k->artifact == NULL && k->def == NULL)
+			continue; /* an input the job does not use */
+		if (cJSON_IsString(p))
+			input_digest(pj, p->valuestring, d);
+		else
+			snprintf(d, sizeof(d), "unresolved");
+		cJSON_AddStringToObject(inputs, k->name, d);
+	}
+	free(names);
+	/* What a stage compares with is an input too: verify's "differs from
+	 * the previous version" must be decided again when the previous
+	 * version is another, never taken from a copy of itself. */
+	if (strcmp(stg->name, "corpus_check") == 0) {
+		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
+		const char *prev = plugin_host.get(pj, "previous");
+		if (prev == NULL || *prev == '\0')
+			prev = pj->spec ? pj->spec->previous : NULL;
+		if (prev != NULL && strchr(prev, '/') != NULL) {
+			char d[80];
+			input_digest(pj, prev, d);
+			cJSON_AddStringToObject(cmp, "previous index", d);
+		} else
+			compared_add(pj, cmp, "previous index", prev, "index", NULL);
+	} else if (strcmp(stg->name, "verify") == 0) {
+		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
+		const char *prev = pj->spec ? pj->spec->previous : NULL;
+		static const char *const what[] = { "gguf", "adapter", "merged", NULL };
+		for (int i = 0; what[i]; i++) {
+			char pk[64], label[80];
+			snprintf(pk, sizeof(pk), "previous_%s", what[i]);
+			snprintf(label, sizeof(label), "previous %s", what[i]);
+			if (!key_path_digest(pj, paths, pk, cmp, label))
+				compared_add(pj, cmp, label, prev, what[i], strcmp(what[i], "gguf") == 0 ?
+				    "verify" : NULL);
+			if (i > 0 && !key_path_digest(pj, paths, what[i], cmp, what[i]))
+				compared_add(pj, cmp, what[i], pj->run, what[i], NULL);
+		}
+	}
+	cJSON_Delete(paths);
+	return parts;
+}
+
+/* Whether the files of an earlier job's artifacts are there as recorded;
+ * why not in why. */
+static int
+artifacts_intact(struct pl_job *pj, int64_t job_id, char *why, size_t len)
+{
+	struct reuse_art *a;
+	int n;
+	if (store_job_artifact_rows(pj->store, job_id, &a, &n) == -1) {
+		snprintf(why, len, "its artifacts cannot be read from the store");
+		return 0;
+	}
+	int ok = 1;
+	for (int i = 0; i < n && ok; i++) {
+		char hex[65];
+		int64_t size = 0;
+		if (a[i].removed) {
+			snprintf(why, len, "its artifact %s (%s) was removed by gc", a[i].name,
+			    a[i].path);
+			ok = 0;
+		} else if (digest_path(pj->store, a[i].path, hex, &size) == -1) {
+			snprintf(why, len, "its artifact %s (%s) cannot be read: %s", a[i].name,
+			    a[i].path, strerror(errno));
+			ok = 0;
+		} else if (size != a[i].size || strcmp(hex, a[i].sha256) != 0) {
+			snprintf(why, len, "its artifact %s (%s) changed on disk: recorded %" PRId64
+			    " bytes sha256 %.16s, now %" PRId64 " bytes sha256 %.16s", a[i].name,
+			    a[i].path, a[i].size, a[i].sha256, size, hex);
+			ok = 0;
+		}
+	}
+	free(a);
+	return ok;
+}
+
+/* Who may read what the run's submitter may (access.c). */
+static int64_t
+run_viewer(struct pl_job *pj)
+{
+	int64_t sub = -1;
+	if (store_run_submitter(pj->store, pj->run, &sub) == -1 || sub < 0)
+		return ACCESS_ALL; /* root's or the daemon's user's, from before submitters */
+	struct access_peer p = { .uid = (uid_t)sub, .gid = (gid_t)-1 };
+	return access_viewer(pj->conf, &p);
+}
+
+int
+reuse_try(struct pl_job *pj)
+{
+	pj->reuse_src = 0;
+	if (pj->store == NULL || pj->reg == NULL)
+		return 0;
+	/* A re-entered attempt whose stage started processes runs on. */
+	if (pj->adopted) {
+		struct proc_row *rows = NULL;
+		int n = 0;
+		if (store_attempt_procs(pj->store, pj->attempt_id, &rows, &n) == -1 || n > 0) {
+			free(rows);
+			return 0;
+		}
+		free(rows);
+	}
+	struct owner_fs save;
+	int as = owner_fs_enter(pj->owner, &save);
+	if (as == -1) {
+		job_logf(pj, "reuse: cannot take the rights of the run's owner: %s",
+		    strerror(errno));
+		return 0;
+	}
+	cJSON *parts = key_parts(pj);
+	char *text = cJSON_PrintUnformatted(parts);
+	char key[65];
+	plc_sha256_buf(text, strlen(text), key);
+	char note[1024] = "";
+	int allowed = spec_reuse_allowed(pj->spec, pj->sec);
+	struct reuse_cand *c = NULL;
+	int nc = 0;
+	if (allowed && store_reuse_candidates(pj->store, key, pj->job_id, &c, &nc) == 0) {
+		int64_t viewer = run_viewer(pj);
+		for (int i = 0; i < nc && pj->reuse_src == 0; i++) {
+			char why[PATH_MAX + 256];
+			if (!access_run(viewer, c[i].submitter))
+				continue;
+			if (!artifacts_intact(pj, c[i].job_id, why, sizeof(why))) {
+				if (note[0] == '\0')
+					snprintf(note, sizeof(note), "job %s of run %s had the same key,"
+					    " but %s", c[i].job, c[i].run, why);
+				continue;
+			}
+			pj->reuse_src = c[i].job_id;
+			snprintf(pj->reuse_msg, sizeof(pj->reuse_msg), "reused job %s of run %s",
+			    c[i].job, c[i].run);
+		}
+	}
+	free(c);
+	if (as == 1)
+		owner_fs_leave(&save);
+	if (store_begin(pj->store) == 0) {
+		store_job_key_set(pj->store, pj->job_id, key, text, note[0] ? note : NULL);
+		store_commit(pj->store);
+	}
+	job_logf(pj, "key %s%s", key, allowed ? "" : " (this job is not reused: see"
+	    " pipeline.ini(5) reuse)");
+	if (note[0])
+		job_logf(pj, "not reused: %s", note);
+	if (pj->reuse_src)
+		job_logf(pj, "%s: its key is this job's; its artifacts are there as recorded",
+		    pj->reuse_msg);
+	free(text);
+	cJSON_Delete(parts);
+	return pj->reuse_src != 0;
+}
+
+/* explain's text: why the job ran, or what it took. */
+static void
+line_add(cJSON *lines, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+line_add(cJSON *lines, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	cJSON_AddItemToArray(lines, cJSON_CreateString(buf));
+}
+
+static const char *
+jstr_or(const cJSON *o, const char *k, const char *def)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+/* The differences between two objects of strings, one line each:
+ * "WHAT NAME: OLD -> NEW". */
+static int
+diff_obj(cJSON *lines, const char *what, const cJSON *a, const cJSON *b)
+{
+	int n = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, b) {
+		const char *old = jstr_or(a, x->string, NULL);
+		const char *new = cJSON_IsString(x) ? x->valuestring : "?";
+		if (old == NULL)
+			line_add(lines, "%s %s: (unset) -> %s", what, x->string, new);
+		else if (strcmp(old, new) != 0)
+			line_add(lines, "%s %s: %s -> %s", what, x->string, old, new);
+		else
+			continue;
+		n++;
+	}
+	cJSON_ArrayForEach(x, a) {
+		if (cJSON_GetObjectItemCaseSensitive(b, x->string) == NULL) {
+			line_add(lines, "%s %s: %s -> (unset)", what, x->string,
+			    cJSON_IsString(x) ? x->valuestring : "?");
+			n++;
+		}
+	}
+	return n;
+}
+
+cJSON *
+reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer)
+{
+	cJSON *q = store_q_explain(s, run, job, viewer);
+	if (q == NULL)
+		return NULL;
+	cJSON *me = cJSON_GetObjectItemCaseSensitive(q, "job");
+	cJSON *near = cJSON_GetObjectItemCaseSensitive(q, "nearest");
+	cJSON *lines = cJSON_AddArrayToObject(q, "lines");
+	const char *state = jstr_or(me, "state", "?");
+	const char *key = jstr_or(me, "key", NULL);
+	line_add(lines, "%s/%s: %s (stage %s)", run, job, state, jstr_or(me, "stage", "?"));
+	if (key == NULL) {
+		line_add(lines, "no key: the job has not started since reuse came");
+		return q;
+	}
+	line_add(lines, "key %s", key);
+	if (strcmp(state, "reused") == 0) {
+		line_add(lines, "reused: took the artifacts and values of job %s of run %s"
+		    " (the same key)", jstr_or(me, "from_job", "?"), jstr_or(me, "from_run", "?"));
+		return q;
+	}
+	const char *note = jstr_or(me, "note", NULL);
+	if (note != NULL)
+		line_add(lines, "ran: %s", note);
+	if (near == NULL) {
+		line_add(lines, "ran: no earlier run of stage %s", jstr_or(me, "stage", "?"));
+		return q;
+	}
+	const char *nkey = jstr_or(near, "key", "");
+	line_add(lines, "nearest earlier: job %s of run %s (%s), key %s",
+	    jstr_or(near, "job", "?"), jstr_or(near, "run", "?"), jstr_or(near, "state", "?"),
+	    nkey);
+	if (strcmp(nkey, key) == 0) {
+		if (note == NULL)
+			line_add(lines, "ran: the same key%s", cJSON_GetObjectItemCaseSensitive(me,
+			    "parts") ? ", but reuse is off for this job (pipeline.ini(5) reuse)" : "");
+		return q;
+	}
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(near, "parts");
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(me, "parts");
+	int n = 0;
+	static const char *const objs[][2] = { { "code", "code" }, { "keys", "key" },
+	    { "inputs", "input" }, { "compared", "compared" } };
+	for (int i = 0; i < 4; i++)
+		n += diff_obj(lines, objs[i][1], cJSON_GetObjectItemCaseSensitive(a, objs[i][0]),
+		    cJSON_GetObjectItemCaseSensitive(b, objs[i][0]));
+	if (n == 0)
+		line_add(lines, "the parts are the same but the keys differ (a daemon of"
+		    " another key's form?)");
+	return q;
+}
