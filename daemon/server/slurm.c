@@ -762,7 +762,11 @@ env_get(char *const envp[], const char *name)
  *    write (the batch step runs as the daemon's user, root); it survives
  *    TERM (Slurm signals every process of the job; the shim forwards TERM
  *    itself), so the shim can still write exit.json before the batch step
- *    ends and Slurm kills what is left;
+ *    ends and Slurm kills what is left; a wait a trapped signal ended
+ *    (status over 128, the trap's pl_sig set) is waited again, and the
+ *    shell answers that second wait with the status it kept even when
+ *    the shim ended meanwhile (a kill -0 there found it gone and took
+ *    the interrupted wait's 138 for the job's status);
  *  - starts the shim with a clean environment (env -i, only PATH) and
  *    hands it the job's command line and environment as data, a request
  *    on its standard input (pipeline-shim -R 0, the format of shim.c):
@@ -932,6 +936,7 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	    "\t[ -z \"${pl_resume:-}\" ] || printf '%%s\\000' \"PL_RESUME_FROM=$pl_resume\"\n"
 	    "}\n"
 	    "pl_forward() {\n"
+	    "\tpl_sig=1\n"
 	    "\tkill -s \"$1\" \"$pl_pid\" 2>/dev/null\n"
 	    "\treturn 0\n"
 	    "}\n"
@@ -942,10 +947,14 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	bput_quoted(&b, argv[0]);
 	bput(&b, " -R 0 &\n"
 	    "pl_pid=$!\n"
+	    "pl_rc=0\n"
 	    "while :; do\n"
+	    "\tpl_sig=\n"
 	    "\twait \"$pl_pid\"\n"
-	    "\tpl_rc=$?\n"
-	    "\tkill -0 \"$pl_pid\" 2>/dev/null || break\n"
+	    "\tpl_w=$?\n"
+	    "\t[ \"$pl_w\" -eq 127 ] && break\n"
+	    "\tpl_rc=$pl_w\n"
+	    "\t[ -n \"$pl_sig\" ] && [ \"$pl_w\" -gt 128 ] || break\n"
 	    "done\n"
 	    "if [ \"$pl_rc\" -eq 0 ] && [ -f \"$pl_dir/exit.json\" ]; then\n"
 	    "\tpl_x=$(sed -n 's/.*\"exited\":\\([0-9]*\\).*/\\1/p' \"$pl_dir/exit.json\")\n"
