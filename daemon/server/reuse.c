@@ -5,7 +5,8 @@
  *   code    the sha256 of the plugin that registered the stage and, for
  *           the stages that run job programs, of those programs and the
  *           Python lock (the jobs directory's *.py, jobs/pljob, jobs/engines,
- *           requirements.lock);
+ *           requirements.lock) and the stack the interpreter runs
+ *           (its environment's pipeline-stack.json: stack_digest);
  *   keys    the stage's keys after defaults, but those marked
  *           PL_KEY_VOLATILE (threads, a server's address, a timeout) and
  *           the inputs;
@@ -165,6 +166,40 @@ programs_digest(struct store *s, const char *dir, cJSON *code)
 	cJSON_AddStringToObject(code, "programs", len ? hex : "none");
 }
 
+/*
+ * The Python stack the job programs run on: the environment's
+ * pipeline-stack.json beside its bin/ (tests/tools/pyenv.sh writes it:
+ * the stack, its lock and the lock's digest), so that a job run on
+ * another stack, or on a rebuilt one behind the same path, is not taken
+ * for this one's; an interpreter without that file (an operator's own) by
+ * the digest of the interpreter itself.
+ */
+static void
+stack_digest(struct pl_job *pj, cJSON *code)
+{
+	const char *py = plugin_host.get(pj, "python");
+	if (py == NULL || *py == '\0')
+		py = pj->conf->python[0] ? pj->conf->python : "/usr/bin/python3";
+	char file[PATH_MAX], real[PATH_MAX], hex[65];
+	snprintf(file, sizeof(file), "%s", py);
+	char *slash = strrchr(file, '/');
+	if (slash != NULL) {
+		*slash = '\0';
+		slash = strrchr(file, '/');
+	}
+	if (slash != NULL) {
+		snprintf(slash, sizeof(file) - (size_t)(slash - file), "/pipeline-stack.json");
+		if (digest_path(pj->store, file, hex, NULL) == 0) {
+			cJSON_AddStringToObject(code, "python stack", hex);
+			return;
+		}
+	}
+	if (realpath(py, real) != NULL && digest_path(pj->store, real, hex, NULL) == 0)
+		cJSON_AddStringToObject(code, "python (no lock)", hex);
+	else
+		cJSON_AddStringToObject(code, "python (no lock)", "unreadable");
+}
+
 /* An input's digest: an artifact of this run by the digest its job
  * recorded, else the content at path. */
 static void
@@ -239,6 +274,7 @@ key_parts(struct pl_job *pj)
 	if (in_list(program_stages, stg->name)) {
 		const char *jd = plugin_host.get(pj, "jobs_dir");
 		programs_digest(pj->store, jd && *jd ? jd : pj->conf->jobs_dir, code);
+		stack_digest(pj, code);
 	}
 	/* The keys and the inputs, each by name in order. */
 	const struct pl_key *k;
