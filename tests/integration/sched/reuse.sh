@@ -203,6 +203,27 @@ grep -q "^compared previous gguf: none -> $(digest_of v1 quantize)" "$O/x" ||
 	{ cat "$O/x"; fail "explain v2 verify does not name the previous GGUF"; }
 note "verify ran again against its previous version and failed as it should"
 
+# A job program's stage names the Python stack it runs on: tokenize on
+# an interpreter whose environment says which stack it is (the
+# pipeline-stack.json tests/tools/pyenv.sh writes beside bin/) is reused
+# on the same one, and runs again when that environment is another stack
+# behind the same path (the pyenv link moved); explain names the stack.
+VA=$TEST_TMP/venv; mkdir -p "$VA/bin"; ln -sf /usr/bin/python3 "$VA/bin/python"
+printf '{"lock": "jobs/requirements.lock", "sha256": "%064d", "stack": "recipe"}\n' 1 > "$VA/pipeline-stack.json"
+/usr/bin/python3 "$TOP/tests/fixtures/gen_corpus.py" "$TEST_TMP/corpus.jsonl" --n 20 --filler 10 >/dev/null ||
+	fail "gen_corpus.py"
+printf '[tokenize]\nbase = %s\ncorpus = %s\npython = %s\n' "$FX" "$TEST_TMP/corpus.jsonl" \
+    "$VA/bin/python" > "$S/t.ini"
+submit t1 "$S/t.ini"
+submit t2 "$S/t.ini"
+[ "$(job_state t2 tokenize)" = reused ] || fail "t2's tokenize is $(job_state t2 tokenize), wanted reused"
+printf '{"lock": "jobs/requirements-current.lock", "sha256": "%064d", "stack": "current"}\n' 2 > "$VA/pipeline-stack.json"
+submit t3 "$S/t.ini"
+[ "$(job_state t3 tokenize)" = succeeded ] || fail "t3's tokenize is $(job_state t3 tokenize): another stack was reused"
+pctl explain t3 tokenize > "$O/x"
+grep -q "^code python stack: " "$O/x" || { cat "$O/x"; fail "explain t3 tokenize does not name the Python stack"; }
+note "tokenize: reused on the same Python stack, ran again on another; explain: $(grep '^code python stack' "$O/x")"
+
 # kill -9 while a run that reuses runs: make is reused, slow runs.
 cat > "$S/e.ini" <<INI
 $(cat "$S/c.ini")
