@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "pipelined.h"
+#include "plio.h"
 
 #define GC_DEPTH 64     /* directories deep gc walks or removes */
 
@@ -78,42 +79,6 @@ tree_bytes_at(int dfd, const char *name, int depth)
 			n += tree_bytes_at(dirfd(d), e->d_name, depth + 1);
 	closedir(d);
 	return n;
-}
-
-/* Remove name in dfd: a file or a link unlinked, a directory emptied
- * (depth first, never through a link) and removed. 0 or -1 (errno). */
-static int
-remove_at(int dfd, const char *name, int depth)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dfd, name, 0) == -1 && errno != ENOENT ? -1 : 0;
-	if (depth >= GC_DEPTH) {
-		errno = ELOOP;
-		return -1;
-	}
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd == -1)
-		return -1;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return -1;
-	}
-	int rc = 0;
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			rc = remove_at(dirfd(d), e->d_name, depth + 1);
-	int en = errno;
-	closedir(d);
-	if (rc == -1) {
-		errno = en;
-		return -1;
-	}
-	return unlinkat(dfd, name, AT_REMOVEDIR) == -1 && errno != ENOENT ? -1 : 0;
 }
 
 /* Is path a file of a run's directory: root/RUN/NAME..., without an
@@ -178,7 +143,7 @@ unlink_artifact(const char *root, const char *path, char *why, size_t len)
 		}
 		p = slash + 1;
 	}
-	if (remove_at(fd, p, 0) == -1) {
+	if (plc_rmtree_at(fd, p, GC_DEPTH) == -1) {
 		snprintf(why, len, "%s: %s", path, strerror(errno));
 		rc = -1;
 	}

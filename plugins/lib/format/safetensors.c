@@ -1120,40 +1120,11 @@ st_writer_free(struct st_writer *w)
 
 /* ------------------------------------------------------------ directories */
 
-/* Remove name in dfd and, when it is a directory, everything below it,
- * through descriptors: a directory swapped for a link meanwhile is not
- * followed (O_NOFOLLOW), so nothing outside the tree is removed. */
-static int
-rmtree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -1;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd == -1)
-		return -1;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return -1;
-	}
-	struct dirent *de;
-	int rc = 0;
-	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
-		    rmtree_at(fd, de->d_name) == -1)
-			rc = -1;
-	closedir(d);
-	if (unlinkat(dfd, name, AT_REMOVEDIR) == -1)
-		rc = -1;
-	return rc;
-}
-
+/* An output directory is a checkpoint: a few levels deep at most. */
 int
 st_rmtree(const char *path)
 {
-	return rmtree_at(AT_FDCWD, path);
+	return plc_rmtree_at(AT_FDCWD, path, 64);
 }
 
 static int

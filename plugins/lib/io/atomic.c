@@ -1,5 +1,6 @@
 /* atomic.c: files that appear under their final name only when whole. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -400,4 +401,46 @@ plc_copy_range(int in, off_t in_off, int out, off_t out_off, uint64_t len)
 		len -= (uint64_t)n;
 	}
 	return 0;
+}
+
+int
+plc_rmtree_at(int dfd, const char *name, int maxdepth)
+{
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	int why = errno;
+	if (why != EISDIR && why != EPERM)
+		return -1;
+	if (maxdepth <= 0) {
+		errno = ELOOP;
+		return -1;
+	}
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1) {
+		/* Not a directory (or a link): the unlink's own refusal. */
+		if (errno == ENOTDIR || errno == ELOOP)
+			errno = why;
+		return -1;
+	}
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return -1;
+	}
+	int rc = 0, first = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+		    plc_rmtree_at(fd, de->d_name, maxdepth - 1) == -1 && rc == 0) {
+			rc = -1;
+			first = errno;
+		}
+	closedir(d);
+	if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) == -1 && errno != ENOENT) {
+		rc = -1;
+		first = errno;
+	}
+	if (rc == -1)
+		errno = first;
+	return rc;
 }

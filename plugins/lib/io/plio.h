@@ -202,6 +202,14 @@ const char *plc_open_strerror(int e);
 int	plc_fsync_dir(const char *dir);
 /* mkdir -p */
 int	plc_mkdirs(const char *path, mode_t mode);
+/* Remove name in dfd (AT_FDCWD: a path) and, when it is a directory,
+ * everything below it, through descriptors and never through a link (a
+ * link is unlinked itself; a directory swapped for one meanwhile is not
+ * followed: O_NOFOLLOW), so nothing outside the tree goes. Directories
+ * deeper than maxdepth below name are refused (ELOOP). It goes on past a
+ * failure and returns -1 with the first one's errno, else 0; a name
+ * already gone is 0. */
+int	plc_rmtree_at(int dfd, const char *name, int maxdepth);
 
 /* mapguard.c: reading mapped files. Touching a page of a mapping that is
  * past the file's end (the file shrank: truncated, overwritten) or that
