@@ -15,7 +15,8 @@
  *           bytes leaves the key as it was), a file or directory of the
  *           spec by its content;
  *   compared what the stage compares with, which decides its result as
- *           much as its inputs: corpus_check's previous index; verify's
+ *           much as its inputs: corpus_check's previous index; probe's
+ *           probe/real pairs (the probe_pair history); verify's
  *           previous GGUF, adapter and merged weights, and this run's
  *           adapter and merged weights (so that a verify whose previous
  *           version is another runs again: it never passes by a copy of
@@ -327,6 +328,17 @@ key_parts(struct pl_job *pj)
 			cJSON_AddStringToObject(cmp, "previous index", d);
 		} else
 			compared_add(pj, cmp, "previous index", prev, "index", NULL);
+	} else if (strcmp(stg->name, "probe") == 0) {
+		/* The probe's over-estimate is the mean of the newest probe/real
+		 * pairs train runs stored: the pairs there now decide its
+		 * result as much as its inputs (a probe after a train run that
+		 * added a pair calibrates anew, never by a copy of one before). */
+		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
+		char *hist = plugin_host.value_history(pj, "probe_pair", 1000);
+		char d[65];
+		plc_sha256_buf(hist ? hist : "", hist ? strlen(hist) : 0, d);
+		cJSON_AddStringToObject(cmp, "probe_pair history", d);
+		free(hist);
 	} else if (strcmp(stg->name, "verify") == 0) {
 		cJSON *cmp = cJSON_AddObjectToObject(parts, "compared");
 		const char *prev = pj->spec ? pj->spec->previous : NULL;

@@ -45,7 +45,7 @@ done
 one --json help plot
 is "[(x['name'], x.get('arg'), x['required']) for x in o['verbs'][0]['options']][:2] == [('-o', 'FILE', True), ('--vs', 'RUN', False)]"
 one --json stage exec --help
-is "o['ok'] is True and o['stage'] == 'exec' and [k['name'] for k in o['keys']] == ['command', 'cwd', 'env'] and o['keys'][0]['required'] is True"
+is "o['ok'] is True and o['stage'] == 'exec' and [k['name'] for k in o['keys']] == ['command', 'cwd', 'env', 'input'] and o['keys'][0]['required'] is True"
 # Without --json, text.
 pctl help watch | head -1 | grep -q '^usage: pipelinectl ' || fail "help watch without --json: $(pctl help watch)"
 pctl stage exec --help | head -1 | grep -q '^stage exec: ' || fail "stage exec --help without --json"

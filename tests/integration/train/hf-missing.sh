@@ -53,7 +53,10 @@ for prog in train probe; do
 		grep -q '"type":"doctor","ok":false' $prog.ev || { cat $prog.ev; fail "probe: no doctor event"; }
 	fi
 	! grep -q '"loop_started"' $prog.ev || fail "$prog: loop_started without an engine"
-	[ ! -s $prog.err ] || { cat $prog.err; fail "$prog: a traceback on stderr"; }
+	# Nothing on stderr but train's one line naming the stack it runs on.
+	! grep -v "^train: stack: " $prog.err | grep -q . || { cat $prog.err; fail "$prog: a traceback on stderr"; }
+	[ $prog = probe ] || [ "$(grep -c "^train: stack: " $prog.err)" = 1 ] ||
+		{ cat $prog.err; fail "train: not one line naming its stack"; }
 done
 
 # Provide a stand-in "transformers" package: it must leave the list.
