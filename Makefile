@@ -203,6 +203,13 @@ daemon/pipeline-stage: daemon/stage/stage.o $(SERVER_LIB) $(DLIB_LIB) $(COMMON_L
 daemon/pipeline-shim: daemon/shim/shim.o
 	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -o $@ $^
 
+# The objects that only a pattern chain names (plugins/NAME.o for
+# plugins/NAME.so, a unit test's, a test plugin's) are kept: make would
+# delete them as intermediate after the first build, and a later make
+# (make install, with their .d files included now) would then build them,
+# and everything linked from them, again.
+.SECONDARY: $(PLUGIN_SRCS:.c=.o) $(TEST_PLUGIN_SRCS:.c=.o) $(UNIT_SRCS:.c=.o)
+
 # Plugins: hidden visibility, only pl_plugin_init exported (PL_EXPORT).
 plugins/%.so: plugins/%.o $(COMMON_LIB)
 	$(CC) $(LINK_FLAGS) -shared -o $@ $< $(COMMON_LIB) $(PLUG_LIBS)
