@@ -80,7 +80,9 @@ sleep 1.5
 rm -f "$TEST_TMP/fail"
 until_true 30 '[ "$(accepted n1 | tr "\n" " ")" = "job.failed run.end " ]' ||
 	fail "n1's notifications not delivered: $(accepted n1 | tr '\n' ' ')"
-[ "$(db "SELECT count(*) FROM outbox WHERE run = 'n1' AND target LIKE 'url:%' AND state = 'delivered' AND attempts >= 2")" = 2 ] ||
+# The receiver has the body before the daemon has recorded the delivery:
+# wait for the rows too.
+until_true 10 '[ "$(db "SELECT count(*) FROM outbox WHERE run = '"'n1'"' AND target LIKE '"'url:%'"' AND state = '"'delivered'"' AND attempts >= 2")" = 2 ]' ||
 	fail "n1's webhook rows: $(db "SELECT kind, state, attempts, error FROM outbox WHERE run = 'n1'")"
 /usr/bin/python3 - "$R" <<'EOF' || fail "a key was accepted twice, or a body is wrong"
 import collections, json, sys
