@@ -1,9 +1,9 @@
 # tests/lib/tmux.sh: pipelinectl on a terminal, for the tests of
 # tests/integration/cli that read its screens (watch-tmux, watch-eta,
-# watch-retry, watch-daemon, pending-reason), through a tmux server of the
-# test's own (Debian's tmux; its capture-pane reads the screen as the
-# terminal shows it). Sourced after tests/lib.sh; the caller's trap on
-# EXIT calls tmux_kill.
+# watch-retry, watch-daemon, pending-reason, first-hour), through a tmux
+# server of the test's own (Debian's tmux; its capture-pane reads the
+# screen as the terminal shows it). Sourced after tests/lib.sh; the
+# caller's trap on EXIT calls tmux_kill.
 #   tmux_watch NAME COLS ARGS...   pipelinectl ARGS (with the test's
 #                                  configuration) in session NAME, COLS
 #                                  wide and 24 high, TERM=screen; "rc=N"
@@ -13,6 +13,13 @@
 #                                  matches PATTERN (grep -E), for up to
 #                                  TENTHS tenths of a second (50); 1 when
 #                                  it never did
+#   tmux_norm FILE [SED-ARGS...]   the screen in FILE with the figures
+#                                  that change from run to run written
+#                                  <T> (a time left), <R> (a rate) and
+#                                  <HH:MM> (an expected end), SED-ARGS
+#                                  (sed -E expressions) applied too, and
+#                                  without its blank lines at the bottom,
+#                                  to compare with a golden
 #   tmux_kill                      the server and its sessions
 #   watch_all RUN                  pipelinectl watch RUN three ways at
 #                                  once: --plain into plain.out, --json
@@ -40,6 +47,15 @@ tmux_until() {
 		sleep 0.1
 	done
 	return 1
+}
+
+tmux_norm() {
+	local f=$1
+	shift
+	sed -E -e 's/[0-9]+(h[0-9]{2}m|m[0-9]{2}s|s) left/<T> left/g' \
+	    -e 's/(, )[0-9][0-9.e+-]*( optimizer-steps)?\/s/\1<R>\2\/s/g' \
+	    -e 's/about [0-9]{2}:[0-9]{2}/about <HH:MM>/' "$@" \
+	    -e :a -e '/^\n*$/{$d;N;ba' -e '}' "$f"
 }
 
 tmux_kill() {

@@ -38,20 +38,13 @@ pctl submit release-v18-candidate.ini >/dev/null || fail "submit release-v18-can
 for w in 80 120; do
 	tmux_watch "w$w" "$w" watch release-v18-candidate
 done
-# The figures that change from run to run, and the blank lines below.
-norm() {
-	sed -E -e 's/[0-9]+(h[0-9]{2}m|m[0-9]{2}s|s) left/<T> left/g' \
-	    -e 's/(, )[0-9][0-9.e+-]*( optimizer-steps)?\/s/\1<R>\2\/s/g' \
-	    -e 's/about [0-9]{2}:[0-9]{2}/about <HH:MM>/' \
-	    -e :a -e '/^\n*$/{$d;N;ba' -e '}' "$1"
-}
 for w in 80 120; do
 	# At step 3, and the reasons to wait asked for (the feed quiet).
 	tmux_until "w$w" "screen-$w.txt" ' 3/6' 100
 	tmux_until "w$w" "screen-$w.txt" 'waits for job export-gguf' 100
 	sleep 1.2 # a redraw by the clock: the screen holds still
 	tmux_until "w$w" "screen-$w.txt" . 1
-	norm "screen-$w.txt" >"got-$w.txt"
+	tmux_norm "screen-$w.txt" >"got-$w.txt"
 	diff -u "$TOP/tests/golden/watch-eta-$w.txt" "got-$w.txt" ||
 	    fail "watch at $w columns left another screen than tests/golden/watch-eta-$w.txt: $(cat "screen-$w.txt")"
 	awk -v w="$w" 'length($0) > w - 1 { exit 1 }' "screen-$w.txt" || fail "a line as wide as the terminal at $w columns"
