@@ -114,11 +114,24 @@ last=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.s
 want=$(db "SELECT max(id) FROM events WHERE run = 'w2'")
 [ "$last" = "$want" ] || fail "the page's last event is $last, the store's newest for w2 is $want"
 pl_kill9
-PL_PID=$(pgrep -f "pipelined -d -f $PL_CONF" | head -1)
-[ -n "$PL_PID" ] && kill -9 "$PL_PID"
-# Not this shell's child: wait until it is gone, or the next start finds
-# its lock (pipelined.pid) still held and names it.
-for _ in $(seq 1 100); do [ -n "$PL_PID" ] && kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
+# Every daemon of this configuration, the restarted one included (not
+# this shell's child): killed, and waited for until none is left but a
+# zombie, or the next start finds its lock (pipelined.pid) still held and
+# names it. (pgrep lists the first daemon's zombie too, until this shell
+# reaps it: taking the first pid it prints could miss the live one.)
+daemons_alive() {
+	local p
+	for p in $(pgrep -f "pipelined -d -f $PL_CONF"); do
+		[ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" = Z ] || return 0
+	done
+	return 1
+}
+for _ in $(seq 1 100); do
+	daemons_alive || break
+	pkill -9 -f "pipelined -d -f $PL_CONF" 2>/dev/null
+	sleep 0.1
+done
+daemons_alive && fail "a daemon of $PL_CONF outlived kill -9 for 10 s"
 PL_PID=
 
 # Off loopback: a token is needed.
