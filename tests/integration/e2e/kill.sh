@@ -66,7 +66,12 @@ k1=$((lo + RANDOM % ((total - lo) / 2)))
 k2=$((lo + (total - lo) / 2 + RANDOM % ((total - lo) / 2 - 5)))
 k3ms=$((RANDOM % 1000))
 note "kills: train step $k1, train step $k2, then $k3ms ms after train"
-pctl submit "$E2E_V2" --name tiny-v2k >/dev/null || fail "submit tiny-v2k"
+# reuse = no: the run must do the work again (and be killed doing it),
+# not take tiny-v2's by its keys (pipeline.ini(5), reuse).
+V2K=$(dirname "$E2E_V2")/tiny-v2k.ini
+sed '/^\[run\]/a reuse = no' "$E2E_V2" > "$V2K"
+grep -q '^reuse = no$' "$V2K" || fail "no [run] section in $E2E_V2 to turn reuse off in"
+pctl submit "$V2K" --name tiny-v2k >/dev/null || fail "submit tiny-v2k"
 kills=0
 for at in $k1 $k2; do
 	for _ in $(seq 1 9000); do
