@@ -763,7 +763,8 @@ env_get(char *const envp[], const char *name)
  *    TERM (Slurm signals every process of the job; the shim forwards TERM
  *    itself), so the shim can still write exit.json before the batch step
  *    ends and Slurm kills what is left; a wait a trapped signal ended
- *    (status over 128, the trap's pl_sig set) is waited again, and the
+ *    (status over 128, a trap having set pl_sig: USR1, USR2, TERM, INT,
+ *    HUP) is waited again, and the
  *    shell answers that second wait with the status it kept even when
  *    the shim ended meanwhile (a kill -0 there found it gone and took
  *    the interrupted wait's 138 for the job's status);
@@ -942,7 +943,7 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	    "}\n"
 	    "trap 'pl_forward USR1' USR1\n"
 	    "trap 'pl_forward USR2' USR2\n"
-	    "trap : TERM INT HUP\n\n");
+	    "trap 'pl_sig=1' TERM INT HUP\n\n");
 	bput(&b, "pl_request | env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ");
 	bput_quoted(&b, argv[0]);
 	bput(&b, " -R 0 &\n"
