@@ -43,6 +43,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry its own runs" },
 	{ "daemon", "admin_group", 'g', "the group that sees and acts on every run" },
 	{ "daemon", "job_user", 'u', "the user root's submissions run their jobs as" },
+	{ "daemon", "user", 'u', "the user pipelined becomes once started as root (unset: it stays root)" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "stage_process", 'm', "owners (default): stages of other users' runs in a process of their own; all: every run's" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
@@ -100,7 +101,7 @@ static const struct restart_key {
 	char type;              /* s string, else compared as bytes */
 	size_t off, len;
 } restart_keys[] = {
-	RK(state_dir, 's'), RK(control_socket, 's'), RK(feed_socket, 's'), RK(log_file, 's'),
+	RK(state_dir, 's'), RK(user, 's'), RK(control_socket, 's'), RK(feed_socket, 's'), RK(log_file, 's'),
 	RK(http_listen, 's'), RK(http_max_connections, 'i'), RK(http_max_per_ip, 'i'),
 	RK(http_timeout, 'd'), RK(web_dir, 's'),
 };
@@ -284,8 +285,13 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 				p->nerr++;
 				return 1;
 			}
-			c->job_uid = pw->pw_uid;
-			c->job_gid = pw->pw_gid;
+			if (strcmp(name, "user") == 0) {
+				c->user_uid = pw->pw_uid;
+				c->user_gid = pw->pw_gid;
+			} else {
+				c->job_uid = pw->pw_uid;
+				c->job_gid = pw->pw_gid;
+			}
 		}
 		break;
 	}
@@ -342,6 +348,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		snprintf(c->admin_group, sizeof(c->admin_group), "%s", value);
 	else if (strcmp(name, "job_user") == 0)
 		snprintf(c->job_user, sizeof(c->job_user), "%s", value);
+	else if (strcmp(name, "user") == 0)
+		snprintf(c->user, sizeof(c->user), "%s", value);
 	else if (strcmp(name, "kill_grace") == 0)
 		c->kill_grace = d;
 	else if (strcmp(name, "feed_queue_max") == 0)
@@ -472,6 +480,8 @@ conf_defaults(struct conf *c)
 	c->http_header_timeout = 10;
 	c->job_uid = (uid_t)-1;
 	c->job_gid = (gid_t)-1;
+	c->user_uid = (uid_t)-1;
+	c->user_gid = (gid_t)-1;
 	c->kill_grace = 10;
 	c->feed_queue_max = 1 << 20;
 	c->control_max_clients = 256;
@@ -610,6 +620,7 @@ conf_print(const struct conf *c, FILE *f)
 	fprintf(f, "group = %s\n", c->group);
 	fprintf(f, "admin_group = %s\n", c->admin_group);
 	fprintf(f, "job_user = %s\n", c->job_user);
+	fprintf(f, "user = %s\n", c->user);
 	fprintf(f, "kill_grace = %gs\n", c->kill_grace);
 	fprintf(f, "feed_queue_max = %d\n", c->feed_queue_max);
 	fprintf(f, "http_listen = %s\n", c->http_listen);

@@ -277,6 +277,9 @@ struct conf {
 	char job_user[64];            /* root's submissions run as this user ("": root) */
 	uid_t job_uid;                /* its uid and primary group, (uid_t)-1 when unset */
 	gid_t job_gid;
+	char user[64];                /* the user a daemon started as root becomes ("": none) */
+	uid_t user_uid;               /* its uid and primary group, (uid_t)-1 when unset */
+	gid_t user_gid;
 	int log_level;
 	int max_jobs;
 	double kill_grace;
@@ -333,6 +336,9 @@ int	conf_keep_restart(struct conf *nc, const struct conf *old, char *changed, si
  * will use it, and http_listen free (not the sockets and the address when
  * daemon_runs: a running daemon holds them). Errors appended to errs. */
 int	conf_check(const struct conf *c, int daemon_runs, char **errs);
+/* become.c: root's last acts for a daemon with `user`, then root given
+ * up for good: 0, or -1 after a line on standard error. */
+int	become_user(const struct conf *c);
 struct resource *conf_resource(struct conf *c, const char *name);
 
 /* spec.c: pipeline.ini run specs */

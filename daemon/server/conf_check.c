@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "pipelined.h"
@@ -202,10 +203,52 @@ want_token(struct check *k, const struct conf *c)
 		bad(k, "daemon.http_token", "%s", msg);
 }
 
+/* user (become.c): an unprivileged user this daemon can become, on a
+ * configuration that needs no root after the start. */
+static void
+want_user(struct check *k, const struct conf *c)
+{
+	if (c->user[0] == '\0')
+		return;
+	if (c->user_uid == 0) {
+		bad(k, "daemon.user", "\"%s\" is root: name an unprivileged user, or unset "
+		    "user and the daemon stays root", c->user);
+		return;
+	}
+	if (geteuid() != 0) {
+		if (c->user_uid != geteuid())
+			bad(k, "daemon.user", "\"%s\" is uid %u, but pipelined runs as uid %u, "
+			    "not root: only root can become another user", c->user,
+			    (unsigned)c->user_uid, (unsigned)geteuid());
+		return;
+	}
+	const char *multi = c->group[0] ? "group" : c->admin_group[0] ? "admin_group" :
+	    c->job_user[0] ? "job_user" : NULL;
+	if (multi != NULL)
+		bad(k, "daemon.user", "\"%s\" beside %s: that daemon starts jobs as other users, "
+		    "which needs root; unset user (the daemon stays root) or %s", c->user, multi,
+		    multi);
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char msg[256];
+	if (c->http_listen[0] && httpd_parse_addr(c->http_listen, &ss, &len, msg,
+	    sizeof(msg)) == 0) {
+		int port = ss.ss_family == AF_INET6 ?
+		    ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+		    ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		if (port < 1024)
+			bad(k, "daemon.http_listen", "port %d is below 1024, which only root may "
+			    "bind, and user \"%s\" is set: take a port of 1024 or more", port,
+			    c->user);
+	}
+}
+
 int
 conf_check(const struct conf *c, int daemon_runs, char **errs)
 {
 	struct check k = { .c = c, .errs = errs };
+
+	want_user(&k, c);
 
 	want_creatable(&k, "daemon.state_dir", c->state_dir);
 	if (!daemon_runs) {

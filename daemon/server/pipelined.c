@@ -344,6 +344,12 @@ main(int argc, char **argv)
 	}
 	if (!foreground)
 		log_tee_stderr(1);
+	/* Root's last acts, then root given up (become.c). */
+	if (conf->user[0] && geteuid() == 0) {
+		if (become_user(conf) == -1)
+			return 1;
+		log_info("became %s (uid %u): root given up", conf->user, (unsigned)geteuid());
+	}
 	signal(SIGPIPE, SIG_IGN);
 	proc_reserve_fd();
 

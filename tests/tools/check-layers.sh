@@ -50,7 +50,7 @@ ALLOWED_CIRCLES=""
 # table.
 LIBPLD_LAYERS="
 log slurm
-errlist sock util wire addr
+errlist sock util wire addr become
 access shimfiles ini metrics plugin
 web exec_local exec_slurm
 httpd executor job
