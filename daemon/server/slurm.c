@@ -538,6 +538,63 @@ duration(const char *v)
 	return *end == '\0' ? d : -1;
 }
 
+/* The sbatch(1) options a spec may give in sbatch_options: the shape and
+ * placement of the job (nodes, tasks, CPUs, GPUs, memory per unit, node
+ * features, QOS, reservation, time floor, niceness, mail, comment,
+ * dependencies), each as --NAME or --NAME=VALUE. Never what says who the
+ * batch script runs as, which files it writes or reads, where it runs or
+ * what environment it gets (--uid, --gid, --output, --error, --input,
+ * --chdir, --export, --get-user-env, --wrap...): the script is the
+ * daemon's and starts as the daemon's user, so one of those from a
+ * submitter's spec would write a file or run code with the daemon's
+ * rights. pipelined.conf's [slurm] sbatch_options, the operator's, is not
+ * limited. */
+static const char *const spec_sbatch_ok[] = {
+	"begin", "clusters", "cluster-constraint", "comment", "constraint", "contiguous",
+	"cores-per-socket", "cpus-per-gpu", "cpus-per-task", "deadline", "dependency",
+	"distribution", "exclude", "exclusive", "gpu-bind", "gpu-freq", "gpus",
+	"gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "hint",
+	"licenses", "mail-type", "mail-user", "mem-bind", "mem-per-cpu", "mem-per-gpu",
+	"mincpus", "nice", "nodelist", "nodes", "ntasks", "ntasks-per-core",
+	"ntasks-per-gpu", "ntasks-per-node", "ntasks-per-socket", "overcommit",
+	"oversubscribe", "qos", "reservation", "sockets-per-node", "spread-job",
+	"switches", "threads-per-core", "time-min", "tmp", "use-min-nodes", "wckey",
+	NULL
+};
+
+int
+slurm_spec_options_check(const char *v, char *err, size_t errlen)
+{
+	char tmp[1024], *save = NULL;
+	if (strlen(v) >= sizeof(tmp)) {
+		snprintf(err, errlen, "too long (at most %zu characters)", sizeof(tmp) - 1);
+		return -1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s", v);
+	for (char *t = strtok_r(tmp, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+		for (const unsigned char *c = (const unsigned char *)t; *c; c++)
+			if (*c < 0x21 || *c == 0x7f || *c == '"' || *c == '\'' || *c == '\\') {
+				snprintf(err, errlen, "\"%.64s\": a control character, a quote or "
+				    "a backslash", t);
+				return -1;
+			}
+		size_t n = strcspn(t, "=");
+		int ok = 0;
+		if (strncmp(t, "--", 2) == 0)
+			for (int i = 0; spec_sbatch_ok[i] && !ok; i++)
+				ok = n - 2 == strlen(spec_sbatch_ok[i]) &&
+				    strncmp(t + 2, spec_sbatch_ok[i], n - 2) == 0;
+		if (!ok) {
+			snprintf(err, errlen, "\"%.64s\" is not an option a spec may give: it takes "
+			    "--NAME or --NAME=VALUE for the job's shape and placement (such as --qos, "
+			    "--exclusive, --nodes, --gpus, --constraint); who the batch script runs "
+			    "as, its files and environment are the daemon's (pipeline.ini(5))", t);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int
 slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errlen)
 {
@@ -799,6 +856,14 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 	for (char *p = name; *p; p++)
 		if (isspace((unsigned char)*p) || *p == '\'' || *p == '"')
 			*p = '_';
+	/* The extra options first: sbatch takes an option's last
+	 * occurrence, so the daemon's own lines below win over them. */
+	if (o->sbatch_options[0]) {
+		char tmp[sizeof(o->sbatch_options)], *save = NULL;
+		snprintf(tmp, sizeof(tmp), "%s", o->sbatch_options);
+		for (char *t = strtok_r(tmp, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+			bput(&b, "#SBATCH %s\n", t);
+	}
 	bput(&b, "#SBATCH --job-name=%s\n", name);
 	if (sbatch_path(&b, "--chdir", dir, err, errlen) == -1 ||
 	    sbatch_path(&b, "--output", log, err, errlen) == -1) {
@@ -821,12 +886,6 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 		bput(&b, "#SBATCH --mem=%s\n", o->mem);
 	if (o->account[0])
 		bput(&b, "#SBATCH --account=%s\n", o->account);
-	if (o->sbatch_options[0]) {
-		char tmp[sizeof(o->sbatch_options)], *save = NULL;
-		snprintf(tmp, sizeof(tmp), "%s", o->sbatch_options);
-		for (char *t = strtok_r(tmp, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
-			bput(&b, "#SBATCH %s\n", t);
-	}
 	bput(&b, "\npl_dir=");
 	bput_quoted(&b, dir);
 	bput(&b, "\n"

@@ -111,6 +111,9 @@ int	slurm_parse_config(const char *text, const char *key, char *buf, size_t len)
  * limit), checkpoints, jobcomp, job_name, poll / poll_interval (a
  * duration), requeue, bin_dir; others are ignored. On error the offending
  * key is named in err and -1 returned. */
+/* A spec's sbatch_options: 0, or -1 with err naming the option refused
+ * (only the job's shape and placement; see slurm.c). */
+int	slurm_spec_options_check(const char *v, char *err, size_t errlen);
 int	slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errlen);
 
 /* The batch script that runs argv (the shim first) with envp in cwd for

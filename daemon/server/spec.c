@@ -12,6 +12,7 @@
 
 #include "pipelined.h"
 #include "plio.h"
+#include "slurm.h"
 
 const char *const spec_common_keys[] = {
 	"stage", "after", "retries", "retry_backoff", "retry_backoff_max", "timeout",
@@ -528,6 +529,10 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 		for (int k = 0; slurm_only[k]; k++)
 			if (spec_find(sec, slurm_only[k]))
 				BAD(slurm_only[k], "only applies with executor = slurm");
+	char serr[512];
+	if ((v = spec_get(sec, "sbatch_options")) != NULL &&
+	    slurm_spec_options_check(v, serr, sizeof(serr)) == -1)
+		BAD("sbatch_options", "%s", serr);
 #undef BAD
 	return nerr;
 }

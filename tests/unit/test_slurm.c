@@ -363,6 +363,11 @@ case_script(void)
 	CHECK(strstr(text, "#SBATCH --partition=debug\n#SBATCH --gres=gpu:1\n#SBATCH --time=10\n"
 	    "#SBATCH --mem=1G\n") != NULL, "resources");
 	CHECK(strstr(text, "#SBATCH --qos=high\n#SBATCH --exclusive\n") != NULL, "extra options");
+	/* The extra options come first: sbatch takes an option's last
+	 * occurrence, so the daemon's own lines win over them. */
+	CHECK(strstr(text, "#SBATCH --exclusive\n") < strstr(text, "#SBATCH --job-name=") &&
+	    strstr(text, "#SBATCH --job-name=") < strstr(text, "#SBATCH --output="),
+	    "the extra options are not before the daemon's own");
 	CHECK(strstr(text, "#SBATCH --open-mode=append\n") != NULL, "append");
 	put(script, text);
 	free(text);
@@ -560,12 +565,36 @@ case_commands(void)
 	slurm_set_bin_dir(NULL);
 }
 
+/* A spec's sbatch_options: shape and placement only. */
+static void
+case_spec_options(void)
+{
+	char err[512];
+	CHECK(slurm_spec_options_check("--qos=high --exclusive\t--gpus=2 --nodes=1 "
+	    "--constraint=a100&nvlink --mail-type=END", err, sizeof(err)) == 0, "refused: %s", err);
+	CHECK(slurm_spec_options_check("", err, sizeof(err)) == 0, "empty refused: %s", err);
+	static const char *const bad[] = { "--output=/etc/x", "--error=/x", "--input=/x",
+	    "--chdir=/", "--export=ALL,LD_PRELOAD=/x.so", "--export-file=/x", "--uid=0",
+	    "--gid=0", "--get-user-env", "--wrap=id", "-o", "-D/", "--open-mode=truncate",
+	    "--qosx=1", "qos=high", "--qos=\"a b\"", "--qos=a\\b", "--qos=a\x01", NULL };
+	for (int i = 0; bad[i]; i++) {
+		char opt[64];
+		snprintf(opt, sizeof(opt), "--qos=high %s", bad[i]);
+		err[0] = '\0';
+		CHECK(slurm_spec_options_check(opt, err, sizeof(err)) == -1 && err[0] != '\0',
+		    "accepted: %s", bad[i]);
+	}
+	CHECK(slurm_spec_options_check("--uid=0", err, sizeof(err)) == -1 &&
+	    strstr(err, "\"--uid=0\" is not an option a spec may give") != NULL, "message: %s", err);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(states),
 	UNIT_CASE(scontrol),
 	UNIT_CASE(others),
 	UNIT_CASE(opts),
 	UNIT_CASE(script),
+	UNIT_CASE(spec_options),
 	UNIT_CASE(commands),
 	UNIT_END
 };

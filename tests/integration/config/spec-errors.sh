@@ -191,5 +191,32 @@ out=$(pctl check "$TEST_TMP/probe64.ini" 2>&1) && fail "check accepted budget_mb
 echo "$out" | grep -qF "probe64.ini:7: budget_mb: budget_mb 64 - margin_mb 64 = 0 MB" || fail "check: $out"
 sed -i 's/^margin_mb = 64$/margin_mb = 8/' "$TEST_TMP/probe64.ini"
 pctl check "$TEST_TMP/probe64.ini" >/dev/null || fail "check refused budget_mb 64 with margin_mb 8"
+# sbatch_options: the job's shape and placement only; an option that
+# would choose the batch script's user, files or environment (the script
+# starts as the daemon's user) is refused at its line, by check and by the
+# daemon.
+cat >"$TEST_TMP/sbatch.ini" <<'INI'
+[a]
+stage = exec
+executor = slurm
+command = true
+sbatch_options = --qos=high --exclusive --gpus-per-node=2
+
+[b]
+stage = exec
+executor = slurm
+command = true
+sbatch_options = --qos=high --output=/etc/cron.d/x
+INI
+for bad in "--export=ALL,LD_PRELOAD=/tmp/x.so" "--uid=0" "-o /etc/x" "--chdir=/" "--get-user-env" \
+    "--wrap=id" "--qos='high'"; do
+	sed -i "11s|.*|sbatch_options = $bad|" "$TEST_TMP/sbatch.ini"
+	out=$(pctl check "$TEST_TMP/sbatch.ini" 2>&1) && fail "check accepted sbatch_options = $bad"
+	echo "$out" | grep -q "sbatch.ini:11: sbatch_options: " || fail "sbatch_options = $bad: $out"
+	echo "$out" | grep -q "sbatch.ini:5:" && fail "the allowed options were refused: $out"
+done
+out=$(pctl submit "$TEST_TMP/sbatch.ini" 2>&1) && fail "the daemon accepted a refused sbatch option"
+echo "$out" | grep -qF "sbatch.ini:11: sbatch_options: \"--qos='high'\": a control character, a quote" ||
+	fail "submit: $out"
 pl_stop
 echo ok
