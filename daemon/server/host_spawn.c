@@ -23,6 +23,17 @@
 extern char **environ;
 
 
+/* Where p's events file is: a stage process's in its records directory,
+ * the daemon's, which its shim opened as root and handed to it as
+ * descriptor 3 (pipeline-shim -e), so that nothing its owner writes
+ * passes for the stage's own lines; a job program's in its process
+ * directory, which it writes itself. */
+static void
+events_path(const pl_job *j, const struct proc *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/events", j->stage_proc && p->rdir[0] ? p->rdir : p->dir);
+}
+
 struct evreader {
 	pl_job *j;
 	struct proc *p;
@@ -172,7 +183,7 @@ quota_recount(pl_job *j, const struct proc *p, int64_t offset)
 		fatal("quota_recount");
 	j->quota_ids[j->nquota_ids++] = p->id;
 	char path[PATH_MAX], buf[65536];
-	snprintf(path, sizeof(path), "%s/events", p->dir);
+	events_path(j, p, path, sizeof(path));
 	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
 	j->ev_bytes += offset;
 	for (int64_t at = 0; fd >= 0 && at < offset; ) {
@@ -356,7 +367,7 @@ events_read(struct evreader *r)
 		events_mark_check(r);
 	if (r->dead)
 		return;
-	snprintf(path, sizeof(path), "%s/events", r->p->dir);
+	events_path(r->j, r->p, path, sizeof(path));
 	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
 	if (fd == -1)
 		return;
@@ -484,6 +495,9 @@ build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
 		fatal("build_env");
 	if (spec->resume_from && asprintf(&env[k++], "PL_RESUME_FROM=%s", spec->resume_from) < 0)
 		fatal("build_env");
+	/* A stage process writes its events to descriptor 3 (shim -e). */
+	if (j->stage_proc && p->rdir[0] && (env[k++] = strdup("PL_EVENTS_FD=3")) == NULL)
+		fatal("build_env");
 	for (const char *const *e = spec->env; e && *e; e++)
 		env[k++] = xstrdup(*e);
 	env[k] = NULL;
@@ -605,7 +619,7 @@ shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const ch
 		snprintf(shimbuf, sizeof(shimbuf), "%s/pipeline-shim", self_dir());
 		shim = shimbuf;
 	}
-	char **argv = xcalloc((size_t)na + 14, sizeof(char *));
+	char **argv = xcalloc((size_t)na + 16, sizeof(char *));
 	int k = 0;
 	argv[k++] = xstrdup(shim);
 	argv[k++] = xstrdup("-d");
@@ -622,6 +636,8 @@ shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const ch
 		argv[k++] = xstrdup("-u");
 		argv[k++] = xstrdup(j->owner);
 	}
+	if (j->stage_proc && p->rdir[0])
+		argv[k++] = xstrdup("-e");
 	argv[k++] = xstrdup("--");
 	for (int i = 0; i < na; i++)
 		argv[k++] = xstrdup(spec->argv[i]);
@@ -665,7 +681,7 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 			job_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p->rdir, strerror(errno));
 			return PL_EIO;
 		}
-		for (int i = 1; stale[i]; i++)
+		for (int i = j->stage_proc ? 0 : 1; stale[i]; i++)
 			unlinkat(dfd, stale[i], 0);
 		close(dfd);
 	} else if (p->rdir[0] && plc_mkdirs(p->rdir, 0700) == -1) {

@@ -319,7 +319,7 @@ child_env(pl_job *j, const struct pl_spawn *spec, const char *dir)
 	char **env = xcalloc((size_t)n + 8, sizeof(char *));
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "PL_EVENTS=", 10) != 0 && strncmp(*e, "PL_JOB_DIR=", 11) != 0 &&
-		    strncmp(*e, "PL_RESUME_FROM=", 15) != 0)
+		    strncmp(*e, "PL_RESUME_FROM=", 15) != 0 && strncmp(*e, "PL_EVENTS_FD=", 13) != 0)
 			env[k++] = xstrdup(*e);
 	if (asprintf(&env[k++], "PL_EVENTS=%s/events", dir) < 0 ||
 	    asprintf(&env[k++], "PL_JOB_DIR=%s", dir) < 0 ||

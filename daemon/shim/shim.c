@@ -2,7 +2,7 @@
  * pipeline-shim: the parent of job processes (the containerd-shim /
  * conmon pattern), so that jobs outlive the daemon.
  *
- *   pipeline-shim -d DIR [-r RDIR] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
+ *   pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
  *   pipeline-shim -R FD          (the same, its command line and environment read from FD)
  *   pipeline-shim -G FD          (a run's shim: see below)
  *
@@ -14,7 +14,10 @@
  * child's real exit status. SIGTERM, SIGINT and SIGHUP sent to the shim
  * are forwarded to the child's process group, as are SIGUSR1 and SIGUSR2
  * (a Slurm batch script's warnings). The job's own progress goes to
- * DIR/events (PL_EVENTS), written by the job itself. DIR is the job's to
+ * DIR/events (PL_EVENTS), written by the job itself; with -e (a stage
+ * process, pipeline-stage) the shim opens RDIR/events itself and hands it
+ * to the child as descriptor 3 (PL_EVENTS_FD): the lines the daemon takes
+ * as the stage's own are in a file its owner cannot write. DIR is the job's to
  * write; RDIR need not be: the daemon gives the shim one of its own, so
  * that no record it acts on as root is the job's to forge (exec.h). The
  * slurm executor runs this form in its batch scripts; -R is how the daemon
@@ -182,6 +185,8 @@ struct sup {
 	const char *dir, *rdir, *logp, *cwd, *user;
 	char **argv;
 	int dirfd, logfd;
+	int stage_events;   /* -e: RDIR/events, opened here, is the child's descriptor 3 */
+	int evfd;
 	double t0;
 };
 
@@ -221,8 +226,9 @@ parse_args(int argc, char **argv, struct sup *s, int *group_fd, int *req_fd)
 	if (req_fd)
 		*req_fd = -1;
 	optind = 0; /* a full restart of getopt: a run's shim parses many */
-	while ((opt = getopt(argc, argv, "+d:r:l:c:u:G:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "+d:r:l:c:u:eG:R:")) != -1) {
 		switch (opt) {
+		case 'e': s->stage_events = 1; break;
 		case 'd': s->dir = optarg; break;
 		case 'r': s->rdir = optarg; break;
 		case 'l': s->logp = optarg; break;
@@ -239,8 +245,12 @@ parse_args(int argc, char **argv, struct sup *s, int *group_fd, int *req_fd)
 	}
 	if (s->dir == NULL || s->logp == NULL || optind >= argc)
 		return -1;
+	/* -e needs a records directory other than the job's own. */
+	if (s->stage_events && s->rdir == NULL)
+		return -1;
 	if (s->rdir == NULL)
 		s->rdir = s->dir;
+	s->evfd = -1;
 	s->argv = argv + optind;
 	return 0;
 }
@@ -287,8 +297,40 @@ sup_open(struct sup *s)
 		return -1;
 	}
 	fcntl(s->logfd, F_SETFL, O_WRONLY | O_APPEND);
+	/* A stage process's events (-e): a file of the records directory,
+	 * which its owner cannot write by name, reached by the child only
+	 * through the descriptor it is handed. */
+	if (s->stage_events) {
+		s->evfd = openat(s->dirfd, "events", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
+		    O_CLOEXEC, 0640);
+		if (s->evfd >= 0 && (fstat(s->evfd, &st) == -1 || !S_ISREG(st.st_mode) ||
+		    st.st_nlink > 1)) {
+			close(s->evfd);
+			s->evfd = -1;
+			errno = EINVAL;
+		}
+		if (s->evfd == -1) {
+			int e = errno;
+			fprintf(stderr, "pipeline-shim: %s/events: %s\n", s->rdir, errno == EINVAL ?
+			    "not a regular file of one link" : strerror(errno));
+			close(s->logfd);
+			close(s->dirfd);
+			errno = e;
+			return -1;
+		}
+	}
 	s->t0 = now_s();
 	return 0;
+}
+
+/* The events descriptor is the child's: the shim lets go of it once the
+ * child is started (or could not be). */
+static void
+sup_close_events(struct sup *s)
+{
+	if (s->evfd >= 0)
+		close(s->evfd);
+	s->evfd = -1;
 }
 
 /* Where PROGRAM is, for a PATH of absolute directories: a run's shim
@@ -454,8 +496,17 @@ child_exec(const struct sup *s, char **envp, const sigset_t *mask, const char *f
 	 * not a run shim's socket (a job reading it would take other jobs'
 	 * requests, their environment included), not what the shim's own
 	 * starter left open. In this child only: the shim keeps its own. */
-	if (close_range(3, ~0U, 0) == -1)
-		for (int fd = 3; fd < 65536; fd++)
+	unsigned first = 3;
+	if (s->evfd >= 0) {
+		/* -e: the stage process's events, descriptor 3. */
+		if (s->evfd == 3)
+			fcntl(3, F_SETFD, 0);
+		else
+			dup2(s->evfd, 3);
+		first = 4;
+	}
+	if (close_range(first, ~0U, 0) == -1)
+		for (int fd = (int)first; fd < 65536; fd++)
 			close(fd);
 	/* Before the chdir: the work directory is entered as the job. */
 	if (cr != NULL && drop_privileges(cr) == -1) {
@@ -566,7 +617,7 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
+	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
 	    "       pipeline-shim -R FD\n"
 	    "       pipeline-shim -G FD\n");
 	exit(2);
@@ -674,6 +725,7 @@ main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, &old);
 	int status = 0;
 	pid_t pid = sup_spawn(&s, envp, &old, &status);
+	sup_close_events(&s);
 	if (pid > 0)
 		child_pgid = pid;
 	struct sigaction sa;
@@ -947,6 +999,7 @@ run_shim(int sock)
 		if (!opened || records_own(&s) == -1) {
 			err = errno;
 			if (opened) {
+				sup_close_events(&s);
 				close(s.logfd);
 				close(s.dirfd);
 			}
@@ -958,6 +1011,7 @@ run_shim(int sock)
 		}
 		int status = 0;
 		pid_t pid = sup_spawn(&s, cenv, &none, &status);
+		sup_close_events(&s);
 		if (pid > 0) {
 			record_shim(s.dirfd, getpid(), self_start, pid);
 			kids[nkids++] = (struct child){ pid, s.dirfd, done, s.t0, s.logfd };

@@ -10,7 +10,9 @@
  * resolved, the values and artifacts it may look up and the
  * configuration without secrets. The plugin is loaded here and handed
  * the host's table (host.c) with the job's context: what it reports goes
- * to the events file ($PL_EVENTS, stagectx.c), its log to standard error
+ * to its events descriptor (3, PL_EVENTS_FD: a file of the daemon's records
+ * directory its shim opened; by hand the file $PL_EVENTS; stagectx.c); it
+ * makes itself not dumpable first. Its log goes to standard error
  * (the job log). Exit status: 0 when the run hook returned PL_OK, else
  * the negated code (1 for PL_EINVAL ... 14 for PL_EREJECTED), after an
  * error event with the failure message. */
@@ -21,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 
 #include "pipelined.h"
 #include "plio.h"
@@ -73,6 +77,11 @@ main(int argc, char **argv)
 {
 	if (argc != 2)
 		errx(125, "usage: pipeline-stage CONTEXT.json");
+	/* Not dumpable: its owner, whose uid it runs as, can neither
+	 * ptrace it nor reach its descriptors through /proc, so what it
+	 * writes to its events descriptor is the stage's own. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1)
+		err(125, "prctl(PR_SET_DUMPABLE)");
 	signal(SIGPIPE, SIG_IGN);
 	char *text = plc_read_file(argv[1], NULL, 64u << 20);
 	if (text == NULL)
@@ -119,9 +128,25 @@ main(int argc, char **argv)
 	/* The log: standard error, which the shim appends to the job log. */
 	snprintf(j->logpath, sizeof(j->logpath), "(standard error)");
 	j->logfd = dup(2);
-	j->evfd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
-	if (j->evfd == -1)
-		err(125, "%s", events);
+	/* Under the daemon: descriptor 3, the events file its shim opened
+	 * in the daemon's records directory (PL_EVENTS_FD); by hand, the
+	 * file PL_EVENTS names. */
+	const char *evfd = getenv("PL_EVENTS_FD");
+	if (evfd != NULL) {
+		struct stat st;
+		int fl;
+		if (strcmp(evfd, "3") != 0 || fstat(3, &st) == -1 || !S_ISREG(st.st_mode) ||
+		    (fl = fcntl(3, F_GETFL)) == -1 || (fl & O_ACCMODE) == O_RDONLY ||
+		    !(fl & O_APPEND))
+			errx(125, "PL_EVENTS_FD=%s: not descriptor 3 open to append to an events file",
+			    evfd);
+		fcntl(3, F_SETFD, FD_CLOEXEC);
+		j->evfd = 3;
+	} else {
+		j->evfd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
+		if (j->evfd == -1)
+			err(125, "%s", events);
+	}
 	j->ctx = ctx;
 	job = j;
 	struct sigaction sa = { .sa_handler = on_term };

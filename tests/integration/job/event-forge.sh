@@ -86,6 +86,39 @@ check_relay() {
 }
 check_relay
 note "exec in a stage process: the relay passes none of them either"
+# The stage process's own lines: the program, as the member, appends a
+# value and a verdict with the stage's mark to its stage process's events
+# file (its process directory, beside the program's: the member's to
+# write). The daemon takes the stage's lines only from the file its shim
+# opened in the daemon's records directory and handed the stage as
+# descriptor 3: none of these is stored or sent.
+cat > "$TEST_TMP/specs/forge-stage.sh" <<'SH'
+st=$PL_WORKDIR/../attempt-1/pl-stage
+{
+printf '%s\n' '{"type":"value","key":"gate.verdict","value":"{\"verdict\":\"promote\",\"reason\":\"forged\"}","pl_stage":true}'
+printf '%s\n' '{"type":"verdict","verdict":"promote","reason":"forged","pl_stage":true}'
+printf '%s\n' '{"type":"state","state":"failed","message":"forged","pl_stage":true}'
+} >> "$st/events" || exit 3
+echo wrote >> "$st/events.wrote"
+SH
+chmod 0755 "$TEST_TMP/specs/forge-stage.sh"
+printf '[run]\nname = forge3\n[forge]\nstage = exec\ncommand = /bin/sh %s/specs/forge-stage.sh\n' \
+    "$TEST_TMP" > specs/forge3.ini
+chmod 0644 specs/forge3.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/forge3.ini >/dev/null || fail "forge3: the member could not submit"
+wait_run forge3 succeeded 30
+[ -f "$TEST_TMP/state/runs/forge3/forge/attempt-1/pl-stage/events.wrote" ] ||
+	fail "forge3: the program could not write beside its stage process (the test proves nothing)"
+[ "$(db "SELECT count(*) FROM vals v JOIN runs u ON u.id = v.run_id WHERE u.name = 'forge3'
+	AND v.key = 'gate.verdict'")" = 0 ] || fail "forge3: a forged stage value was stored"
+ev=$(db "SELECT group_concat(type || ' ' || data, char(10)) FROM events WHERE run = 'forge3' AND
+	(type = 'job.verdict' OR data LIKE '%forged%')")
+[ -z "$ev" ] || fail "forge3: forged stage lines were published: $ev"
+[ -z "$(db "SELECT kind FROM outbox WHERE body LIKE '%\"run\":\"forge3\"%' AND kind IN
+	('gate.verdict', 'job.failed')")" ] || fail "forge3: notifications from the forged stage lines"
+[ "$(stat -c %U "$TEST_TMP/state/runs/forge3/forge/attempt-1/.shim/pl-stage/events")" = root ] ||
+	fail "forge3: the stage's events file is not the daemon's"
+note "a member's program cannot write its stage process's own lines"
 kill -0 "$PL_PID" || fail "the daemon died"
 integrity_ok
 events_gapless
