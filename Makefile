@@ -179,26 +179,27 @@ $(HTTP_LIB): $(HTTP_SRCS:.c=.o)
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-# The archives refer to each other (the HTTP side reads through the
-# server's wire.c and access.c; the server's control.c asks httpd.c for a
-# login code): one group.
-group = -Wl,--start-group $(1) -Wl,--end-group
-
-daemon/pipelined: daemon/server/pipelined.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+# Each program links its archives once, each before what it calls: the
+# HTTP side (it reads through the server's wire.c and access.c), the
+# server, the daemon's lib, the plugins' common code. Nothing calls back
+# up the list (control.c gets the page's login code from pipelined.c, in
+# its struct listen_ctx), so no --start-group: a call against the layers
+# is a link error.
+daemon/pipelined: daemon/server/pipelined.o $(HTTP_LIB) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -rdynamic -o $@ $< $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # pipelinectl: its verbs, and of the server only what `check` and `stage`
 # run (the plugin host, the spec; no store writes: host_store.c is the
 # scheduler's); no HTTP side, so no libmicrohttpd
 # (--as-needed).
 daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $(filter %.o,$^) $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # A stage's run hook as the run's owner (stagerun.c): the host table of
 # libpld.a, a plugin loaded at run time; only the libraries it calls
 # (--as-needed: each one more is loaded at every stage's start).
 daemon/pipeline-stage: daemon/stage/stage.o $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $< $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 daemon/pipeline-shim: daemon/shim/shim.o
 	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -o $@ $^
@@ -218,8 +219,8 @@ plugins/%.so: plugins/%.o $(COMMON_LIB)
 tests/plugins/%.so: tests/plugins/%.o
 	$(CC) $(LINK_FLAGS) -shared -o $@ $<
 
-tests/unit/test_%: tests/unit/test_%.o $(SERVER_LIB) $(HTTP_LIB) $(DLIB_LIB) $(COMMON_LIB)
-	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -rdynamic -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+tests/unit/test_%: tests/unit/test_%.o $(HTTP_LIB) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
+	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -rdynamic -o $@ $< $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 tests: all $(UNIT_TESTS) $(TEST_PLUGINS) $(FUZZ_REPLAYS)
 
@@ -247,14 +248,14 @@ $(FUZZ_DIR)/libpl.a: $(addprefix $(FUZZ_DIR)/,$(COMMON_OBJS))
 	rm -f $@ && ar rcs $@ $^
 
 tests/fuzz/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libpl.a
-	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 # Every fuzz target is also built with a plain main that replays its
 # corpus under the same sanitizers, without libFuzzer's runtime:
 # tests/run.sh runs them, so a finding added to a corpus stays fixed.
 tests/fuzz/replay_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/tests/fuzz/replay_main.o \
     $(FUZZ_DIR)/libpld.a $(FUZZ_DIR)/libpl.a
-	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $(filter %.o,$^) $(call group,$(filter %.a,$^)) $(PKG_LIBS) $(PLUG_LIBS) -ldl
+	$(FUZZ_CC) -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -o $@ $(filter %.o,$^) $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
 fuzz: $(FUZZ_BINS)
 

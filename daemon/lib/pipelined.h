@@ -955,6 +955,10 @@ struct listen_ctx {
 	uv_loop_t *loop;
 	struct store *store;
 	struct conf *const *conf;
+	/* The page's one-time login code (httpd_login_code), handed to
+	 * control.c by the program that runs both: the control socket
+	 * links without the HTTP side. */
+	int (*login_code)(char *out, size_t outsz, int64_t viewer, uid_t uid);
 };
 /* control.c: the control socket at path; its verbs call the scheduler. */
 int	control_listen(const struct listen_ctx *ctx, const char *path);

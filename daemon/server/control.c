@@ -544,7 +544,8 @@ v_web(struct client *c, const cJSON *req)
 	cJSON_AddStringToObject(r, "listen", CONF->http_listen);
 	/* The link's session sees what this peer may see. */
 	if (CONF->http_listen[0] != '\0') {
-		if (httpd_login_code(code, sizeof(code), c->viewer, c->peer.uid) == -1) {
+		if (ctx.login_code == NULL ||
+		    ctx.login_code(code, sizeof(code), c->viewer, c->peer.uid) == -1) {
 			cJSON_Delete(r);
 			reply_err(c, PLP_EBUSY, "no login link could be made: too many unused "
 			    "(see the daemon's log)");

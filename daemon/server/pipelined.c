@@ -383,7 +383,8 @@ main(int argc, char **argv)
 
 	if (httpd_start(conf, dbpath) == -1)
 		fatalx("cannot serve http on %s", conf->http_listen);
-	const struct listen_ctx ctx = { .loop = loop, .store = store, .conf = &conf };
+	const struct listen_ctx ctx = { .loop = loop, .store = store, .conf = &conf,
+		.login_code = httpd_login_code };
 	if (control_listen(&ctx, conf->control_socket) == -1)
 		fatalx("cannot listen on %s", conf->control_socket);
 	if (feed_listen(&ctx, conf->feed_socket) == -1)
