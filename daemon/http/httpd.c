@@ -527,8 +527,8 @@ login(struct MHD_Connection *c)
 	char cookie[200], loc[200];
 	snprintf(cookie, sizeof(cookie), "pl_session=%s; Path=/; Max-Age=%d; HttpOnly; "
 	    "SameSite=Strict", id, SESSION_LIFETIME);
-	snprintf(loc, sizeof(loc), "/%s%s", run && valid_name(run) && strlen(run) < 128 ?
-	    "#run=" : "", run && valid_name(run) && strlen(run) < 128 ? run : "");
+	snprintf(loc, sizeof(loc), "/%s%s", run && valid_run_ref(run) && strlen(run) < 128 ?
+	    "#run=" : "", run && valid_run_ref(run) && strlen(run) < 128 ? run : "");
 	headers(r, "text/plain; charset=utf-8");
 	MHD_add_response_header(r, "Set-Cookie", cookie);
 	MHD_add_response_header(r, "Location", loc);

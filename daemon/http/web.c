@@ -269,7 +269,7 @@ api_metrics(sqlite3 *db, const char *run, const char *job, size_t *len)
 static char *
 api_log(const char *run, const char *job, const char *off, size_t *len)
 {
-	if (!valid_name(run) || !valid_name(job))
+	if (!valid_run_ref(run) || !valid_name(job))
 		return NULL;
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/runs/%s/%s/job.log", web_state, run, job);
@@ -320,7 +320,7 @@ web_api(const char *url, const char *run, const char *job, const char *off, int6
 	if (strcmp(url, "/api/runs") != 0 && (*status = run_access(db, run, viewer)) != 200) {
 		char name[160];
 		snprintf(name, sizeof(name), "%.128s", run == NULL ? "(none given)" :
-		    valid_name(run) ? run : "(a name that is not valid)");
+		    valid_run_ref(run) ? run : "(a name that is not valid)");
 		access_no_run(viewer, name, err, errlen);
 		if (strlen(err) + 1 < errlen)
 			strcat(err, "\n");

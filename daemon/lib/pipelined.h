@@ -47,6 +47,11 @@ int	parse_bool(const char *s, int *out);
 int	parse_int(const char *s, int64_t *out);
 int	parse_double(const char *s, double *out);
 int	valid_name(const char *s);      /* [A-Za-z0-9._-]+, not starting with '.' */
+/* NAME or NAME@N, a run's revision (run_ref_split()); run_rev_name()
+ * spells revision N of NAME: NAME for the first, NAME@N after. */
+int	valid_run_ref(const char *s);
+int	run_ref_split(const char *ref, char *base, size_t len, int *rev);
+void	run_rev_name(const char *base, int rev, char *buf, size_t len);
 /* Split a comma/space separated list; returns a NULL-terminated malloc'd
  * vector of malloc'd words (free with strv_free). */
 char	**split_list(const char *s, int *count);
@@ -454,7 +459,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 7 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 8 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -508,7 +513,9 @@ void	store_fail(struct store *s);
 int64_t	store_event(struct store *s, const char *run, const char *job,
 	    const char *type, cJSON *data);
 
-int	store_run_create(struct store *s, const struct spec *spec, int64_t *id);
+/* Revision revision of run base, named spec->name (run_rev_name()). */
+int	store_run_create(struct store *s, const struct spec *spec, const char *base,
+	    int revision, int64_t *id);
 /* The states are proto.h's enums; the store spells them in its rows and
  * events, and reads them back (a word it does not know is an error). */
 int	store_run_state(struct store *s, int64_t run_id, const char *run,
@@ -609,6 +616,24 @@ int	store_run_state_get(struct store *s, const char *name);
 char	*store_run_owner_get(struct store *s, const char *name); /* NULL: the daemon's user */
 /* Who submitted the run (-1: unknown): 0, or -1 when there is no such run. */
 int	store_run_submitter(struct store *s, const char *name, int64_t *submitter);
+/* The stored previous run of a run (as submit resolved it): malloc'd,
+ * NULL when none. */
+char	*store_run_previous_get(struct store *s, const char *name);
+/* The newest revision of the run named base. */
+struct run_rev {
+	char name[128];        /* NAME, or NAME@N past the first */
+	int revision;
+	int state;             /* enum pl_run_state; -1: a word not of the list */
+	int64_t submitter;     /* -1: unknown */
+};
+/* 0, or -1 when no run has that name. */
+int	store_run_latest(struct store *s, const char *base, struct run_rev *rr);
+/* The run a reference names (run_ref_split()): NAME@N its revision N;
+ * NAME its newest revision, or with succeeded the newest that succeeded
+ * (the newest when none has). Its name in name: 0, or -1 when there is
+ * none or ref is not a reference. */
+int	store_run_resolve(struct store *s, const char *ref, int succeeded, char *name,
+	    size_t len);
 
 /* store_reuse.c: reuse's records (reuse.c). */
 struct store_digest {          /* a file's digest is good while these hold */

@@ -140,6 +140,55 @@ valid_name(const char *s)
 	return 1;
 }
 
+/*
+ * A reference to a run: NAME (its latest revision, or as `previous` its
+ * latest that succeeded) or NAME@N (revision N, 1 or more, without
+ * leading zeros). Splits ref into its name, in base, and its revision, 0
+ * when none is given. -1: not a reference (a bad name or number).
+ */
+int
+run_ref_split(const char *ref, char *base, size_t len, int *rev)
+{
+	const char *at = ref ? strchr(ref, '@') : NULL;
+	*rev = 0;
+	if (ref == NULL || (at ? (size_t)(at - ref) : strlen(ref)) >= len)
+		return -1;
+	snprintf(base, len, "%.*s", at ? (int)(at - ref) : (int)strlen(ref), ref);
+	if (!valid_name(base))
+		return -1;
+	if (at == NULL)
+		return 0;
+	const char *p = at + 1;
+	long n = 0;
+	if (*p < '1' || *p > '9')
+		return -1;
+	for (; *p; p++) {
+		if (!isdigit((unsigned char)*p) || n > 100000000)
+			return -1;
+		n = n * 10 + (*p - '0');
+	}
+	*rev = (int)n;
+	return 0;
+}
+
+/* The name of revision rev of run base: base itself for the first. */
+void
+run_rev_name(const char *base, int rev, char *buf, size_t len)
+{
+	if (rev <= 1)
+		snprintf(buf, len, "%s", base);
+	else
+		snprintf(buf, len, "%s@%d", base, rev);
+}
+
+int
+valid_run_ref(const char *s)
+{
+	char base[128];
+	int rev;
+	return run_ref_split(s, base, sizeof(base), &rev) == 0;
+}
+
 char **
 split_list(const char *s, int *count)
 {

@@ -39,6 +39,7 @@ struct client {
 	struct access_peer peer;  /* SO_PEERCRED, SO_PEERGROUPS */
 	pid_t pid;
 	int64_t viewer;           /* whose runs it sees (access.c) */
+	char run[128];            /* the run known_run() resolved */
 	uint64_t last;          /* uv_now() when it last sent something */
 	struct client *next, *prev;
 };
@@ -316,6 +317,13 @@ check_submit(struct client *c, const cJSON *req, int submit)
 		spec_free(spec);
 		return;
 	}
+	/* The run's name as the scheduler made it: NAME@N for a revision
+	 * past the first. */
+	char base[128];
+	int rev;
+	cJSON_ReplaceItemInObject(r, "run", cJSON_CreateString(spec->name));
+	cJSON_AddNumberToObject(r, "revision", run_ref_split(spec->name, base, sizeof(base),
+	    &rev) == 0 && rev > 0 ? rev : 1);
 	reply_ok(c, r);
 }
 
@@ -331,9 +339,11 @@ v_submit(struct client *c, const cJSON *req)
 	check_submit(c, req, 1);
 }
 
-/* The run a request names, if the peer may see and act on it
- * (access.c); else the ENOENT reply, the same for a run that does not
- * exist and for another user's (access_no_run()), and NULL. */
+/* The run a request names (NAME: its newest revision; NAME@N: revision
+ * N), by its stored name, if the peer may see and act on it (access.c);
+ * else the ENOENT reply, the same for a run that does not exist and for
+ * another user's (access_no_run()), and NULL. The name lives in c until
+ * the next call. */
 static const char *
 known_run(struct client *c, const cJSON *req)
 {
@@ -344,7 +354,8 @@ known_run(struct client *c, const cJSON *req)
 		reply_err(c, PLP_ENOENT, "no run (none given)");
 		return NULL;
 	}
-	int found = store_run_submitter(ctx.store, run, &submitter) == 0;
+	int found = store_run_resolve(ctx.store, run, 0, c->run, sizeof(c->run)) == 0 &&
+	    store_run_submitter(ctx.store, c->run, &submitter) == 0;
 	if (!found || !access_run(c->viewer, submitter)) {
 		reply_err(c, PLP_ENOENT, "%s", access_no_run(c->viewer, run, msg, sizeof(msg)));
 		if (found)
@@ -352,7 +363,7 @@ known_run(struct client *c, const cJSON *req)
 			    (int)c->pid, run);
 		return NULL;
 	}
-	return run;
+	return c->run;
 }
 
 static void
@@ -364,7 +375,7 @@ v_logs(struct client *c, const cJSON *req)
 		reply_err(c, PLP_EINVAL, "logs needs \"run\" and \"job\"");
 		return;
 	}
-	if (known_run(c, req) == NULL)
+	if ((run = known_run(c, req)) == NULL)
 		return;
 	const char *path = sched_job_log(run, job);
 	if (path == NULL) {
@@ -469,7 +480,7 @@ v_status(struct client *c, const cJSON *req)
 {
 	const char *run = arg_str(req, "run");
 	if (run != NULL) {
-		if (known_run(c, req) == NULL)
+		if ((run = known_run(c, req)) == NULL)
 			return;
 		cJSON *r = store_q_run(ctx.store, run);
 		if (r == NULL) {
@@ -509,7 +520,7 @@ cancel_retry(struct client *c, const cJSON *req, int cancel)
 	}
 	/* A retry runs the jobs again as the run's owner: only for who may
 	 * act on the run. */
-	if (known_run(c, req) == NULL)
+	if ((run = known_run(c, req)) == NULL)
 		return;
 	enum pl_proto_err e = cancel ? sched_cancel(run, msg, sizeof(msg)) :
 	    sched_retry(run, job, msg, sizeof(msg));
@@ -619,7 +630,7 @@ static void
 v_du(struct client *c, const cJSON *req)
 {
 	const char *run = arg_str(req, "run");
-	if (run != NULL && known_run(c, req) == NULL)
+	if (run != NULL && (run = known_run(c, req)) == NULL)
 		return;
 	cJSON *r = gc_du(ctx.store, CONF, c->viewer, run);
 	if (r == NULL)
@@ -641,7 +652,7 @@ v_gc(struct client *c, const cJSON *req)
 		reply_err(c, PLP_EINVAL, "request field \"dry_run\" must be true or false");
 		return;
 	}
-	if (run != NULL && known_run(c, req) == NULL)
+	if (run != NULL && (run = known_run(c, req)) == NULL)
 		return;
 	cJSON *r = NULL;
 	enum pl_proto_err e = gc_collect(ctx.store, CONF, c->viewer, (int64_t)c->peer.uid, run,

@@ -227,7 +227,7 @@ start_watch(struct watcher *w, const char *line)
 	const cJSON *run = cJSON_GetObjectItemCaseSensitive(req, "run");
 	const cJSON *viewer = cJSON_GetObjectItemCaseSensitive(req, "viewer");
 	int64_t submitter = -1;
-	char msg[512];
+	char msg[512], rname[128];
 	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) ||
 	    strcmp(verb->valuestring, pl_verb_name(PLV_watch)) != 0) {
 		snprintf(msg, sizeof(msg), "the feed takes one request: {\"verb\":\"%s\","
@@ -245,7 +245,8 @@ start_watch(struct watcher *w, const char *line)
 	    w->viewer != ACCESS_ALL)) {
 		w_error(w, PLP_EPERM, "\"viewer\" is the daemon's own: a uid, from root or the "
 		    "daemon's user");
-	} else if (cJSON_IsString(run) && (store_run_submitter(ctx.store, run->valuestring,
+	} else if (cJSON_IsString(run) && (store_run_resolve(ctx.store, run->valuestring, 0,
+	    rname, sizeof(rname)) == -1 || store_run_submitter(ctx.store, rname,
 	    &submitter) == -1 || !access_run(viewer ? (int64_t)viewer->valuedouble : w->viewer,
 	    submitter))) {
 		/* Another user's run is answered as one that does not exist. */
@@ -256,8 +257,9 @@ start_watch(struct watcher *w, const char *line)
 	} else {
 		if (viewer != NULL)
 			w->viewer = (int64_t)viewer->valuedouble;
+		/* NAME watches its newest revision, by its stored name. */
 		if (cJSON_IsString(run))
-			snprintf(w->run, sizeof(w->run), "%s", run->valuestring);
+			snprintf(w->run, sizeof(w->run), "%s", rname);
 		w->cursor = cJSON_IsNumber(since) && since->valuedouble > 0 ?
 		    (int64_t)since->valuedouble : 0;
 		w->started = 1;

@@ -860,20 +860,76 @@ run_build(int64_t id, struct spec *spec, enum pl_run_state state)
 	return r;
 }
 
+/*
+ * The revision a submit of spec makes: 1 for a new name; for a name in
+ * use, the next revision of that run, when the submitter is the run's and
+ * its newest revision has ended (EEXIST, naming no one, or ESTATE,
+ * naming the state, when not). The spec's previous, NAME or NAME@N, is
+ * resolved to the run it names now (NAME: its newest revision that
+ * succeeded), so a restart, gc and the stages all read the same; a name
+ * of no run stays as written. Under smtx: no other submit of the name
+ * comes between this and the commit.
+ */
+static enum pl_proto_err
+submit_revision(struct spec *spec, char *base, size_t baselen, int *revision, char *err,
+    size_t errlen)
+{
+	struct run_rev rr;
+	snprintf(base, baselen, "%s", spec->name);
+	*revision = 1;
+	if (store_run_latest(S.store, base, &rr) == 0) {
+		/* A run of no known submitter is root's or the daemon's user's
+		 * (the store's migration 4 -> 5). */
+		int mine = rr.submitter >= 0 ? rr.submitter == spec->submitter :
+		    spec->submitter == 0 || spec->submitter == (int64_t)geteuid();
+		if (!mine) {
+			snprintf(err, errlen, "the run name %s is another user's; give the new run"
+			    " another name ([run] name or submit --name)", base);
+			return PLP_EEXIST;
+		}
+		if (rr.state == -1 || !pl_run_state_final(rr.state)) {
+			snprintf(err, errlen, "run %s is %s: a new revision is made only of a run"
+			    " that has ended (wait for it, or cancel it first)", rr.name,
+			    rr.state == -1 ? "in an unknown state" : pl_run_state_name(rr.state));
+			return PLP_ESTATE;
+		}
+		*revision = rr.revision + 1;
+	}
+	if (spec->previous != NULL) {
+		char pbase[128], name[128];
+		int prev;
+		if (run_ref_split(spec->previous, pbase, sizeof(pbase), &prev) == 0 &&
+		    strcmp(pbase, base) == 0) {
+			snprintf(err, errlen, "%s: previous = %s names this run: a run's earlier"
+			    " revision is not its previous version (name the version before it)",
+			    spec->path ? spec->path : "-", spec->previous);
+			return PLP_EINVAL;
+		}
+		if (store_run_resolve(S.store, spec->previous, 1, name, sizeof(name)) == 0) {
+			free(spec->previous);
+			spec->previous = xstrdup(name);
+		}
+	}
+	char name[128];
+	run_rev_name(base, *revision, name, sizeof(name));
+	free(spec->name);
+	spec->name = xstrdup(name);
+	return PLP_OK;
+}
+
 static enum pl_proto_err
 sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 {
-	if (store_run_id(S.store, spec->name) != 0) {
-		snprintf(err, errlen, "a run named %s exists; use `pipelinectl retry %s`, or"
-		    " give the new one another name ([run] name or submit --name)", spec->name,
-		    spec->name);
-		return PLP_EEXIST;
-	}
+	char base[128];
+	int revision;
+	enum pl_proto_err pe = submit_revision(spec, base, sizeof(base), &revision, err, errlen);
+	if (pe != PLP_OK)
+		return pe;
 	struct srun *r = run_build(0, spec, PLR_running);
 	if (store_begin(S.store) == -1)
 		goto fail;
 	store_undoable(S.store);   /* nothing is in memory before the commit */
-	if (store_run_create(S.store, spec, &r->id) == -1)
+	if (store_run_create(S.store, spec, base, revision, &r->id) == -1)
 		goto rollback;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
@@ -966,6 +1022,17 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		snprintf(msg, len, "run %s is still running; cancel it first or wait", name);
 		return PLP_ESTATE;
 	}
+	/* Only the newest revision runs again: one revision of a run at a
+	 * time, the one a plain RUN names. */
+	char base[128];
+	int rev;
+	struct run_rev rr;
+	if (run_ref_split(name, base, sizeof(base), &rev) == 0 &&
+	    store_run_latest(S.store, base, &rr) == 0 && strcmp(rr.name, name) != 0) {
+		snprintf(msg, len, "run %s@%d has a newer revision, %s: retry that, or submit"
+		    " the spec again", base, rev > 0 ? rev : 1, rr.name);
+		return PLP_ESTATE;
+	}
 	char *mark = xcalloc((size_t)r->njobs, 1);
 	if (job != NULL) {
 		struct sjob *j = job_find(r, job);
@@ -987,8 +1054,8 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 		/* Nothing to queue: the run, its finish time and its log stay
 		 * as they are (no second "succeeded", no notification). */
 		free(mark);
-		snprintf(msg, len, "run %s: nothing to retry (every job succeeded); nothing changed",
-		    name);
+		snprintf(msg, len, "run %s: nothing to retry (every job succeeded); nothing changed"
+		    " (a retry runs the stored spec; to run an edited spec, submit it)", name);
 		return PLP_OK;
 	}
 	n = 0;
@@ -1016,7 +1083,8 @@ sched_retry_locked(const char *name, const char *job, char *msg, size_t len)
 	free(mark);
 	r->cancel = 0;
 	r->state = PLR_running;
-	snprintf(msg, len, "run %s: %d job%s queued again", name, n, n == 1 ? "" : "s");
+	snprintf(msg, len, "run %s: %d job%s queued again, retrying the stored spec of %s;"
+	    " to run an edited spec, submit it", name, n, n == 1 ? "" : "s", name);
 	sched_kick();
 	return PLP_OK;
 }
@@ -1227,6 +1295,9 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	free(spec->name);
 	spec->name = xstrdup(name);
 	spec->owner = store_run_owner_get(S.store, name);
+	/* And the previous run submit resolved (NAME to NAME@N). */
+	free(spec->previous);
+	spec->previous = store_run_previous_get(S.store, name);
 	struct srun *r = run_build(id, spec, state);
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];

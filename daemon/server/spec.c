@@ -572,9 +572,9 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			    "must be no (turns reuse off for every job), not \"%s\"", rv);
 			nerr++;
 		}
-		if (s->previous && !valid_name(s->previous)) {
+		if (s->previous && !valid_run_ref(s->previous)) {
 			errs_add(errs, s->path, key_line(s->run, "previous"), "previous",
-			    "bad run name \"%s\"", s->previous);
+			    "bad run name \"%s\" (NAME, or NAME@N for revision N)", s->previous);
 			nerr++;
 		}
 	}

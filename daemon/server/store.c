@@ -212,6 +212,15 @@ static const char *const migrations[] = {
 	"CREATE INDEX jobs_key ON jobs(key);"
 	"CREATE TABLE digests(path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, size INTEGER,"
 	"  mtime INTEGER, ctime INTEGER, sha256 TEXT NOT NULL);",
+	/* 7 -> 8: revisions. A spec submitted again under a run's name makes
+	 * the run's next revision: a row of its own, named NAME@N (the first
+	 * keeps the bare NAME, so the names events, the outbox, directories
+	 * and the other tables hold stay as they are), with base NAME and
+	 * revision N; the runs before are revision 1 of their own names. */
+	"ALTER TABLE runs ADD COLUMN base TEXT;"
+	"ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;"
+	"UPDATE runs SET base = name;"
+	"CREATE UNIQUE INDEX runs_revision ON runs(base, revision);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -671,10 +680,12 @@ step_done(struct store *s, sqlite3_stmt *st)
 }
 
 int
-store_run_create(struct store *s, const struct spec *spec, int64_t *id)
+store_run_create(struct store *s, const struct spec *spec, const char *base, int revision,
+    int64_t *id)
 {
 	sqlite3_stmt *st = store_prep(s, "INSERT INTO runs(name, state, spec_path, spec_text, previous,"
-	    " description, created, owner, submitter) VALUES(?, 'running', ?, ?, ?, ?, ?, ?, ?)");
+	    " description, created, owner, submitter, base, revision)"
+	    " VALUES(?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, spec->name, -1, SQLITE_TRANSIENT);
@@ -689,12 +700,16 @@ store_run_create(struct store *s, const struct spec *spec, int64_t *id)
 		sqlite3_bind_int64(st, 8, spec->submitter);
 	else
 		sqlite3_bind_null(st, 8);
+	sqlite3_bind_text(st, 9, base, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 10, revision);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
 	cJSON *d = cJSON_CreateObject();
 	cJSON_AddStringToObject(d, "spec", spec->path);
 	cJSON_AddNumberToObject(d, "jobs", spec->njobs);
+	if (revision > 1)
+		cJSON_AddNumberToObject(d, "revision", revision);
 	if (spec->previous)
 		cJSON_AddStringToObject(d, "previous", spec->previous);
 	return store_event(s, spec->name, NULL, "run.submitted", d) < 0 ? -1 : 0;

@@ -562,3 +562,60 @@ store_run_owner_get(struct store *s, const char *name)
 {
 	return run_text(s, "SELECT owner FROM runs WHERE name = ?", name);
 }
+
+char *
+store_run_previous_get(struct store *s, const char *name)
+{
+	return run_text(s, "SELECT previous FROM runs WHERE name = ?", name);
+}
+
+int
+store_run_latest(struct store *s, const char *base, struct run_rev *rr)
+{
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, "SELECT name, revision, state, submitter FROM runs"
+	    " WHERE base = ? ORDER BY revision DESC LIMIT 1");
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_text(st, 1, base, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			snprintf(rr->name, sizeof(rr->name), "%s", col_text(st, 0));
+			rr->revision = sqlite3_column_int(st, 1);
+			rr->state = pl_run_state_find(col_text(st, 2));
+			rr->submitter = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 :
+			    sqlite3_column_int64(st, 3);
+			rc = 0;
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
+}
+
+int
+store_run_resolve(struct store *s, const char *ref, int succeeded, char *name, size_t len)
+{
+	char base[128];
+	int rev;
+	if (run_ref_split(ref, base, sizeof(base), &rev) == -1)
+		return -1;
+	const char *sql = rev > 0 ? "SELECT name FROM runs WHERE base = ? AND revision = ?" :
+	    succeeded ? "SELECT name FROM runs WHERE base = ?"
+	    " ORDER BY state = 'succeeded' DESC, revision DESC LIMIT 1" :
+	    "SELECT name FROM runs WHERE base = ? ORDER BY revision DESC LIMIT 1";
+	pthread_mutex_lock(&s->mtx);
+	sqlite3_stmt *st = store_prep(s, sql);
+	int rc = -1;
+	if (st) {
+		sqlite3_bind_text(st, 1, base, -1, SQLITE_TRANSIENT);
+		if (rev > 0)
+			sqlite3_bind_int(st, 2, rev);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			snprintf(name, len, "%s", col_text(st, 0));
+			rc = 0;
+		}
+		store_unprep(s, st);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	return rc;
+}

@@ -138,8 +138,12 @@ case_migrations(void)
 	store_close(s);
 }
 
-/* What schema 6 -> 7 added, undone: a store as the build before wrote it. */
-#define BACK_TO_6 "DROP INDEX jobs_key; ALTER TABLE jobs DROP COLUMN key;" \
+/* What schema 7 -> 8 added, undone: a store as the build before wrote it. */
+#define BACK_TO_7 "DROP INDEX runs_revision; ALTER TABLE runs DROP COLUMN base;" \
+	" ALTER TABLE runs DROP COLUMN revision;"
+
+/* What schema 6 -> 7 added, undone too. */
+#define BACK_TO_6 BACK_TO_7 "DROP INDEX jobs_key; ALTER TABLE jobs DROP COLUMN key;" \
 	" ALTER TABLE jobs DROP COLUMN key_parts; ALTER TABLE jobs DROP COLUMN reuse_note;" \
 	" ALTER TABLE jobs DROP COLUMN reused_from; DROP TABLE digests;"
 
@@ -175,7 +179,7 @@ case_migration_reuse(void)
 	CHECK((s = reopen(s, path)) != NULL);
 	if (s == NULL)
 		return;
-	CHECK(schema_of(s) == 7 && STORE_SCHEMA_VERSION == 7);
+	CHECK(schema_of(s) == STORE_SCHEMA_VERSION && STORE_SCHEMA_VERSION >= 7);
 	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT key IS NULL, reused_from IS NULL FROM jobs"
 	    " WHERE id = 1", -1, &st, NULL) == SQLITE_OK);
 	CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 &&
@@ -301,6 +305,74 @@ case_migration_removed(void)
 	free(mk);
 	strv_free(v);
 	store_close(s);
+}
+
+/* Schema 7 -> 8: a store of version 7 opens migrated, each run revision
+ * 1 of its own name; a run's newest revision is found by its name, a
+ * reference NAME@N finds revision N (NAME@1 the run named NAME), NAME
+ * the newest and, for previous, the newest that succeeded (the newest
+ * when none has); a second revision of a number taken is refused. */
+static void
+case_migration_revisions(void)
+{
+	char path[256], name[128];
+	struct store *s = open_store("migration_revisions", path, sizeof(path));
+	struct run_rev rr;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(sqlite3_exec(store_db(s), BACK_TO_7
+	    " INSERT INTO runs(id, name, state, submitter) VALUES(1, 'r1', 'succeeded', 1000);"
+	    " INSERT INTO runs(id, name, state) VALUES(2, 'r2', 'failed');"
+	    " PRAGMA user_version = 7;", NULL, NULL, NULL) == SQLITE_OK);
+	CHECK((s = reopen(s, path)) != NULL);
+	if (s == NULL)
+		return;
+	CHECK(schema_of(s) == STORE_SCHEMA_VERSION && STORE_SCHEMA_VERSION >= 8);
+	CHECK(store_run_latest(s, "r1", &rr) == 0 && strcmp(rr.name, "r1") == 0 &&
+	    rr.revision == 1 && rr.state == PLR_succeeded && rr.submitter == 1000);
+	CHECK(store_run_latest(s, "r2", &rr) == 0 && rr.submitter == -1 && rr.state == PLR_failed);
+	CHECK(store_run_latest(s, "r3", &rr) == -1);
+	CHECK(store_run_resolve(s, "r1@1", 0, name, sizeof(name)) == 0 && strcmp(name, "r1") == 0);
+	CHECK(store_run_resolve(s, "r1@2", 0, name, sizeof(name)) == -1);
+	CHECK(store_run_resolve(s, "r1@x", 0, name, sizeof(name)) == -1);
+	CHECK(store_run_resolve(s, "r2", 1, name, sizeof(name)) == 0 && strcmp(name, "r2") == 0);
+	CHECK(sqlite3_exec(store_db(s),
+	    " INSERT INTO runs(name, state, base, revision) VALUES('r1@2', 'failed', 'r1', 2);"
+	    " INSERT INTO runs(name, state, base, revision) VALUES('r1@3', 'succeeded', 'r1', 3);"
+	    " INSERT INTO runs(name, state, base, revision) VALUES('r1@4', 'cancelled', 'r1', 4);",
+	    NULL, NULL, NULL) == SQLITE_OK);
+	CHECK(store_run_latest(s, "r1", &rr) == 0 && strcmp(rr.name, "r1@4") == 0 &&
+	    rr.revision == 4 && rr.submitter == -1);
+	CHECK(store_run_resolve(s, "r1", 0, name, sizeof(name)) == 0 && strcmp(name, "r1@4") == 0);
+	CHECK(store_run_resolve(s, "r1", 1, name, sizeof(name)) == 0 && strcmp(name, "r1@3") == 0);
+	CHECK(store_run_resolve(s, "r1@2", 1, name, sizeof(name)) == 0 && strcmp(name, "r1@2") == 0);
+	CHECK(sqlite3_exec(store_db(s), "INSERT INTO runs(name, state, base, revision)"
+	    " VALUES('r1@x', 'failed', 'r1', 3)", NULL, NULL, NULL) != SQLITE_OK);
+	store_close(s);
+}
+
+/* NAME and NAME@N are references to a run; nothing else is. */
+static void
+case_run_refs(void)
+{
+	char base[128], name[128];
+	int rev;
+
+	CHECK(run_ref_split("rel-v18", base, sizeof(base), &rev) == 0 &&
+	    strcmp(base, "rel-v18") == 0 && rev == 0);
+	CHECK(run_ref_split("rel-v18@12", base, sizeof(base), &rev) == 0 &&
+	    strcmp(base, "rel-v18") == 0 && rev == 12);
+	static const char *const bad[] = { "", "@2", "r@", "r@0", "r@01", "r@-1", "r@2x", "r@2@3",
+	    "a b@2", ".r@2", "r@99999999999", NULL };
+	for (int i = 0; bad[i] != NULL; i++)
+		CHECK(run_ref_split(bad[i], base, sizeof(base), &rev) == -1 && !valid_run_ref(bad[i]),
+		    "%s taken for a reference", bad[i]);
+	run_rev_name("r", 1, name, sizeof(name));
+	CHECK(strcmp(name, "r") == 0);
+	run_rev_name("r", 2, name, sizeof(name));
+	CHECK(strcmp(name, "r@2") == 0);
 }
 
 /* Event ids are gapless and announced once; a rolled-back transaction
@@ -544,6 +616,8 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(migrations),
 	UNIT_CASE(migration_removed),
 	UNIT_CASE(migration_reuse),
+	UNIT_CASE(migration_revisions),
+	UNIT_CASE(run_refs),
 	UNIT_CASE(event_ids),
 	UNIT_CASE(alloc_faults),
 	UNIT_CASE(checkpoints),

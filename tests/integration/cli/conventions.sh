@@ -125,13 +125,14 @@ grep -q 'logs: no job gret in run hello; did you mean "greet"' rc.err || fail "l
 rc_is 2 "logs without JOB" pctl logs hello
 grep -q "logs: missing JOB.*the jobs of run hello: greet, left, right, join" rc.err ||
     fail "logs RUN does not list the run's jobs: $(cat rc.err)"
-rc_is 1 "submit a name taken" pctl submit bad.ini
-grep -q "EINVAL\|EEXIST" rc.err || fail "submit: $(cat rc.err)"
+printf '[run]\nname = bad\nprevious = bad\n[build]\nstage = exec\ncommand = true\n' >self.ini
+rc_is 1 "submit a previous naming the run itself" pctl submit self.ini
+grep -q "previous = bad names this run.*(EINVAL)" rc.err || fail "submit: $(cat rc.err)"
 [ "$(grep -c . rc.err)" = 1 ] || fail "submit's error is not one line: $(cat rc.err)"
 # --json: the same shape, from the daemon's refusals and pipelinectl's own.
 pctl --json watch nosuch >j.out; err_shape j.out watch ENOENT 4
 pctl --json values hello nosuchjob >j.out; err_shape j.out values ENOENT 4
-pctl --json submit bad.ini >j.out; err_shape j.out submit EEXIST 1
+pctl --json submit self.ini >j.out; err_shape j.out submit EINVAL 1
 pctl --json submit nosuch.ini >j.out; err_shape j.out submit ELOCAL 1
 printf '[run]\nname = x\n[a]\nstage = exce\n' >typo.ini
 pctl --json check typo.ini >j.out; err_shape j.out check EINVAL 1

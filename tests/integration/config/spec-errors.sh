@@ -85,7 +85,8 @@ pl_start
 out=$(pctl submit "$spec" 2>&1) && fail "the daemon accepted a broken spec"
 expect "broken.ini:19: frob: unknown key for stage exec"
 [ "$(db "SELECT count(*) FROM runs")" = 0 ] || fail "a refused spec left a run"
-# A good spec is accepted; the same name twice is refused.
+# A good spec is accepted; the same name again, once the run has ended,
+# makes the run's next revision (sched/resubmit).
 cat > "$TEST_TMP/fine.ini" <<'INI'
 [only]
 stage = exec
@@ -93,8 +94,10 @@ command = true
 INI
 pctl check "$TEST_TMP/fine.ini" | grep -q "OK (run fine, 1 jobs)" || fail "check of a good spec"
 pctl submit "$TEST_TMP/fine.ini" >/dev/null || fail "submit"
-out=$(pctl submit "$TEST_TMP/fine.ini" 2>&1) && fail "a duplicate run name was accepted"
-echo "$out" | grep -q "a run named fine exists" || fail "duplicate: $out"
+wait_run fine succeeded
+out=$(pctl submit "$TEST_TMP/fine.ini" 2>&1) || fail "the resubmit of fine: $out"
+[ "$out" = fine@2 ] || fail "the resubmit of fine is named $out, wanted fine@2"
+wait_run fine@2 succeeded
 [ "$(pctl submit --name fine2 "$TEST_TMP/fine.ini")" = fine2 ] || fail "submit --name"
 wait_run fine2 succeeded
 
