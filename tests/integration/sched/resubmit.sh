@@ -4,16 +4,19 @@
 # that count their runs in a file: an edited key reruns its job and the
 # job after it, the others end reused; the first revision stays readable
 # as RUN@1 (status, logs, explain, artifacts), RUN names the newest (status,
-# watch), and revisions past the first run in runs/RUN@N; retry says it
+# watch), a notification names RUN@N, and revisions past the first run in runs/RUN@N; retry says it
 # runs the stored spec and refuses an older revision; a resubmit while
 # the newest revision runs is refused, naming its state; another user's
 # submit of the name is refused without naming whose it is; previous =
 # RUN is RUN's newest revision that succeeded, RUN@N that one, and a
 # previous naming the run itself is refused; a kill -9 right after a
-# resubmit's commit comes back to the same revisions.
+# resubmit's commit comes back to the same revisions; gc of the first
+# revision keeps what later revisions took from it.
 # run.sh: alone (it kills the daemon with -9).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/member.sh"
+mkdir -p "$TEST_TMP/notified"
+MEMBER_CONF_TAIL=$(printf '[retention]\nkeep_days = 0\nmin_size = 0\n[notify]\nevents = run.end\ncommand = cat > %s/$PL_NOTIFY_KEY.json\n' "$TEST_TMP/notified")
 member_setup "$TOP/plugins/exec.so"
 S=$TEST_TMP/specs; X=$TEST_TMP/x
 : > "$R/count"
@@ -85,6 +88,10 @@ case "$f2" in "$TEST_TMP"/state/runs/rel@2/use/*) ;; *) fail "rel@2's final is n
 two" ] || fail "rel@2's final: $(cat "$f2")"
 [ "$(artifact_path rel@2 make out)" = "$(artifact_path rel@1 make out)" ] || fail "rel@2 did not take rel's make"
 pctl logs rel@1 use | grep -q . || fail "logs rel@1 use is empty"
+pctl explain rel@1 use | grep -q "^rel/use: succeeded" || { pctl explain rel@1 use; fail "explain rel@1 use"; }
+for _ in $(seq 1 50); do grep -lq '"run":"rel@2"' "$TEST_TMP"/notified/*.json 2>/dev/null && break; sleep 0.1; done
+grep -l '"run":"rel@2"' "$TEST_TMP"/notified/*.json | xargs grep -q '"event":"run.end"' ||
+	{ cat "$TEST_TMP"/notified/*.json; fail "no run.end notification names rel@2"; }
 pctl status rel@3 > "$X" 2>&1 && fail "status rel@3 answered"
 grep -q "no run rel@3" "$X" || { cat "$X"; fail "status rel@3: $(cat "$X")"; }
 timeout 20 "$PIPELINECTL" -f "$PL_CONF" watch --plain rel > "$X" 2>&1 || { cat "$X"; fail "watch rel"; }
@@ -168,5 +175,14 @@ wait_run rel@4 succeeded 30
 integrity_ok
 events_gapless
 note "kill -9 after a resubmit: rel@4 ran as it would have"
+
+# gc of the first revision: what later revisions took from it stays.
+mk=$(artifact_path rel make out)
+pctl gc rel@1 > "$X" || { cat "$X"; fail "gc rel@1"; }
+grep -q "keep rel make out: held by run rel@[0-9]*'s record" "$X" || { cat "$X"; fail "gc rel@1 does not keep make's out"; }
+grep -q "removed rel use final" "$X" || { cat "$X"; fail "gc rel@1 did not remove rel's own final"; }
+[ -f "$mk" ] && [ ! -e "$f1" ] && [ -f "$f2" ] || fail "gc rel@1 removed the wrong files"
+[ "$(pctl status rel | head -1 | cut -d: -f1)" = "run rel@4" ] || fail "gc changed which revision rel is"
+note "gc rel@1 kept what later revisions took, removed its own"
 pl_stop
 echo "PASS"
