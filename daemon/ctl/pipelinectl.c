@@ -1177,7 +1177,15 @@ static int
 cmd_web(int argc, char **argv)
 {
 	const char *run = A.npos > 0 ? A.pos[0] : NULL;
-	cJSON *r = NULL;
+	cJSON *r = NULL, *st = NULL;
+	/* The page names a run by its stored name: RUN is its newest
+	 * revision, RUN@N (NAME@1: NAME) as the daemon resolves it. */
+	if (run != NULL) {
+		cJSON *a = cJSON_CreateObject();
+		cJSON_AddStringToObject(a, "run", run);
+		if (request(PLV_status, a, &st, Q_DATA | Q_ERR) == 0)
+			run = jstr(cJSON_GetObjectItemCaseSensitive(st, "run"), "name");
+	}
 	request(PLV_web, NULL, &r, 0);
 	const char *listen = jstr(r, "listen"), *code = jstr(r, "code");
 	if (*listen == '\0') {
@@ -1202,6 +1210,7 @@ cmd_web(int argc, char **argv)
 			fprintf(stderr, "pipelinectl: the link logs in once, within ten minutes\n");
 	}
 	cJSON_Delete(r);
+	cJSON_Delete(st);
 	return 0;
 }
 

@@ -11,7 +11,8 @@
 # RUN is RUN's newest revision that succeeded, RUN@N that one, and a
 # previous naming the run itself is refused; a kill -9 right after a
 # resubmit's commit comes back to the same revisions; gc of the first
-# revision keeps what later revisions took from it.
+# revision keeps what later revisions took from it; web's link names the
+# revision.
 # run.sh: alone (it kills the daemon with -9).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/member.sh"
@@ -184,5 +185,11 @@ grep -q "removed rel use final" "$X" || { cat "$X"; fail "gc rel@1 did not remov
 [ -f "$mk" ] && [ ! -e "$f1" ] && [ -f "$f2" ] || fail "gc rel@1 removed the wrong files"
 [ "$(pctl status rel | head -1 | cut -d: -f1)" = "run rel@4" ] || fail "gc changed which revision rel is"
 note "gc rel@1 kept what later revisions took, removed its own"
+
+# The page's link names the revision the daemon resolved.
+pl_stop
+member_daemon "http_listen = 127.0.0.1:$(free_port)"
+pctl web rel 2>/dev/null | grep -q "&run=rel@4$" || fail "web rel: $(pctl web rel 2>&1)"
+pctl web rel@1 2>/dev/null | grep -q "&run=rel$" || fail "web rel@1: $(pctl web rel@1 2>&1)"
 pl_stop
 echo "PASS"
