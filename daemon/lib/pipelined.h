@@ -547,7 +547,8 @@ int	store_artifact(struct store *s, int64_t run_id, int64_t job_id,
 	    const char *name, const char *path, uint64_t size, const char *sha256);
 int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
 	    const char *key, const char *value);
-/* Reads (lock internally). */
+/* Reads (lock internally). A run a stage names (value_get,
+ * artifact_find, run_snapshot) is the one store_run_id() finds. */
 char	*store_value_get(struct store *s, const char *run, const char *job,
 	    const char *key);
 char	*store_value_history(struct store *s, const char *key, int limit);
@@ -610,6 +611,8 @@ struct job_row {
 /* 0, or -1 when there is no such job or its stored state is not a word
  * of PL_JOB_STATES (logged). */
 int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
+/* The id of the run named name (NAME@N: revision N; a bare NAME: the
+ * newest revision that succeeded, else the newest), or 0. */
 int64_t	store_run_id(struct store *s, const char *name);
 /* The run's state, or -1: no such run, or a word not of PL_RUN_STATES. */
 int	store_run_state_get(struct store *s, const char *name);
