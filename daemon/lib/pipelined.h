@@ -547,8 +547,7 @@ int	store_artifact(struct store *s, int64_t run_id, int64_t job_id,
 	    const char *name, const char *path, uint64_t size, const char *sha256);
 int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
 	    const char *key, const char *value);
-/* Reads (lock internally). A run a stage names (value_get,
- * artifact_find, run_snapshot) is the one store_run_id() finds. */
+/* Reads (lock internally), of a run by its stored name. */
 char	*store_value_get(struct store *s, const char *run, const char *job,
 	    const char *key);
 char	*store_value_history(struct store *s, const char *key, int limit);
@@ -611,8 +610,6 @@ struct job_row {
 /* 0, or -1 when there is no such job or its stored state is not a word
  * of PL_JOB_STATES (logged). */
 int	store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row *r);
-/* The id of the run named name (NAME@N: revision N; a bare NAME: the
- * newest revision that succeeded, else the newest), or 0. */
 int64_t	store_run_id(struct store *s, const char *name);
 /* The run's state, or -1: no such run, or a word not of PL_RUN_STATES. */
 int	store_run_state_get(struct store *s, const char *name);
@@ -861,6 +858,12 @@ int	hstore_value_set(struct pl_job *j, const char *key, const char *value) __att
 char	*hstore_value_get(struct pl_job *j, const char *run, const char *job, const char *key) __attribute__((weak));
 char	*hstore_value_history(struct pl_job *j, const char *key, int limit) __attribute__((weak));
 int	hstore_artifact_find(struct pl_job *j, const char *run, const char *job, const char *name, char *path, size_t pathlen, char *sha256) __attribute__((weak));
+/* The stored name of a run j's stage names, in buf: its own run and its
+ * previous (submit resolved it) as they are; another NAME@N that revision,
+ * a bare NAME its newest revision that succeeded, else its newest (as
+ * previous is read); a name of no run as it is. */
+const char *hstore_run_named(struct pl_job *j, const char *run, char *buf, size_t len)
+	    __attribute__((weak));
 int	hstore_proc_find(struct pl_job *j, const char *name, struct proc_row *row) __attribute__((weak));
 int	hstore_proc_insert(struct pl_job *j, const char *name, const char *executor, const char *dir, int64_t *id) __attribute__((weak));
 int	hstore_proc_update(struct pl_job *j, struct proc *p, int64_t events_offset) __attribute__((weak));

@@ -6,6 +6,8 @@
  * run the same host table with no store) links neither this file nor the
  * store's writes, and host.c's weak references to it are NULL there,
  * every one behind a test of j->store. */
+#include <string.h>
+
 #include "pipelined.h"
 
 void
@@ -86,10 +88,21 @@ hstore_value_set(pl_job *j, const char *key, const char *value)
 	return store_value_set(j->store, j->run_id, j->job_id, key, value);
 }
 
+const char *
+hstore_run_named(pl_job *j, const char *run, char *buf, size_t len)
+{
+	if (run == NULL || strcmp(run, j->run) == 0 || (j->spec != NULL &&
+	    j->spec->previous != NULL && strcmp(run, j->spec->previous) == 0))
+		return run;
+	return store_run_resolve(j->store, run, 1, buf, len) == 0 ? buf : run;
+}
+
 char *
 hstore_value_get(pl_job *j, const char *run, const char *job, const char *key)
 {
-	return store_value_get(j->store, run, job, key);
+	char name[128];
+	return store_value_get(j->store, hstore_run_named(j, run, name, sizeof(name)), job,
+	    key);
 }
 
 char *
@@ -101,7 +114,9 @@ hstore_value_history(pl_job *j, const char *key, int limit)
 int
 hstore_artifact_find(pl_job *j, const char *run, const char *job, const char *name, char *path, size_t pathlen, char *sha256)
 {
-	return store_artifact_find(j->store, run, job, name, path, pathlen, sha256);
+	char rname[128];
+	return store_artifact_find(j->store, hstore_run_named(j, run, rname, sizeof(rname)),
+	    job, name, path, pathlen, sha256);
 }
 
 int

@@ -880,8 +880,8 @@ submit_revision(struct spec *spec, char *base, size_t baselen, int *revision, ch
 	if (store_run_latest(S.store, base, &rr) == 0) {
 		/* A run of no known submitter is root's or the daemon's user's
 		 * (the store's migration 4 -> 5). */
-		int mine = rr.submitter >= 0 ? rr.submitter == spec->submitter :
-		    spec->submitter == 0 || spec->submitter == (int64_t)geteuid();
+		int mine = rr.submitter == spec->submitter || (rr.submitter < 0 &&
+		    (spec->submitter == 0 || spec->submitter == (int64_t)geteuid()));
 		if (!mine) {
 			snprintf(err, errlen, "the run name %s is another user's; give the new run"
 			    " another name ([run] name or submit --name)", base);

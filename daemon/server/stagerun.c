@@ -87,14 +87,19 @@ run_visible(pl_job *j, const char *name)
 }
 
 /* A run's snapshot into runs, once, when there is such a run and the
- * stage may see it. */
+ * stage may see it: under the name as given, of the run it names
+ * (hstore_run_named()). */
 static void
 add_run(pl_job *j, cJSON *runs, const char *name)
 {
+	char buf[128];
 	if (name == NULL || *name == '\0' || strlen(name) > 127 ||
-	    cJSON_HasObjectItem(runs, name) || !run_visible(j, name))
+	    cJSON_HasObjectItem(runs, name))
 		return;
-	cJSON *s = store_run_snapshot(j->store, name);
+	const char *run = hstore_run_named(j, name, buf, sizeof(buf));
+	if (!run_visible(j, run))
+		return;
+	cJSON *s = store_run_snapshot(j->store, run);
 	if (s != NULL)
 		cJSON_AddItemToObject(runs, name, s);
 }

@@ -59,24 +59,9 @@ store_attempt_deadline(struct store *s, int64_t attempt_id)
 	return d;
 }
 
-/*
- * The stored name of the run a stage names, in buf: NAME@N its revision
- * N (NAME@1: NAME), a bare NAME as `previous` reads it, the newest
- * revision that succeeded, else the newest (store_run_resolve()). A run's
- * own lookups name it by its stored name; no revision is newer than one
- * that runs. A name of no run is given back as it is.
- */
-static const char *
-run_named(struct store *s, const char *run, char *buf, size_t len)
-{
-	return run != NULL && store_run_resolve(s, run, 1, buf, len) == 0 ? buf : run;
-}
-
 char *
 store_value_get(struct store *s, const char *run, const char *job, const char *key)
 {
-	char name[128];
-	run = run_named(s, run, name, sizeof(name));
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT v.value FROM vals v JOIN runs r ON r.id = v.run_id"
 	    " JOIN jobs j ON j.id = v.job_id WHERE r.name = ? AND (?2 IS NULL OR j.name = ?2)"
@@ -204,8 +189,6 @@ int
 store_artifact_find(struct store *s, const char *run, const char *job, const char *name,
     char *path, size_t pathlen, char *sha256)
 {
-	char rname[128];
-	run = run_named(s, run, rname, sizeof(rname));
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT a.path, a.sha256 FROM artifacts a"
 	    " JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id"
@@ -513,8 +496,6 @@ store_job_get(struct store *s, int64_t run_id, const char *name, struct job_row 
 int64_t
 store_run_id(struct store *s, const char *name)
 {
-	char buf[128];
-	name = run_named(s, name, buf, sizeof(buf));
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT id FROM runs WHERE name = ?");
 	int64_t id = 0;

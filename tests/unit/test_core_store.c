@@ -350,22 +350,6 @@ case_migration_revisions(void)
 	CHECK(store_run_resolve(s, "r1@2", 1, name, sizeof(name)) == 0 && strcmp(name, "r1@2") == 0);
 	CHECK(sqlite3_exec(store_db(s), "INSERT INTO runs(name, state, base, revision)"
 	    " VALUES('r1@x', 'failed', 'r1', 3)", NULL, NULL, NULL) != SQLITE_OK);
-	/* What a stage reads of a run it names: NAME@N that revision, NAME
-	 * the newest that succeeded. */
-	CHECK(sqlite3_exec(store_db(s),
-	    " INSERT INTO jobs(id, run_id, name, stage, state) SELECT id, id, 'j', 'exec', 'succeeded'"
-	    "  FROM runs;"
-	    " INSERT INTO vals(run_id, job_id, key, value) SELECT id, id, 'k', name FROM runs;",
-	    NULL, NULL, NULL) == SQLITE_OK);
-	char *v = store_value_get(s, "r1", NULL, "k");
-	CHECK(v != NULL && strcmp(v, "r1@3") == 0, "r1 read as %s", v ? v : "(none)");
-	free(v);
-	v = store_value_get(s, "r1@4", "j", "k");
-	CHECK(v != NULL && strcmp(v, "r1@4") == 0);
-	free(v);
-	v = store_value_get(s, "r1@1", "j", "k");
-	CHECK(v != NULL && strcmp(v, "r1") == 0);
-	free(v);
 	CHECK(store_run_id(s, "r2") == 2 && store_run_id(s, "r9") == 0);
 	store_close(s);
 }

@@ -40,9 +40,20 @@ static int nlaunch;
 static pthread_mutex_t fmtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fcv = PTHREAD_COND_INITIALIZER;
 
+/* What a job named "look" reads of the value k of these runs (NULL: its
+ * previous), into looked (revisions). */
+static const char *look_runs[4];
+static char looked[4][64];
+
 static int
 fake_run(struct pl_job *pj)
 {
+	for (int i = 0; strcmp(pj->name, "look") == 0 && i < 3; i++) {
+		char *v = hstore_value_get(pj, look_runs[i] ? look_runs[i] : pj->spec->previous,
+		    NULL, "k");
+		snprintf(looked[i], sizeof(looked[i]), "%s", v ? v : "(none)");
+		free(v);
+	}
 	pthread_mutex_lock(&fmtx);
 	if (nlaunch == MAXL)
 		abort();
@@ -221,6 +232,73 @@ row(const char *run, const char *job)
 	if (store_job_get(store, store_run_id(store, run), job, &r) == -1)
 		r.attempts = -1;
 	return r;
+}
+
+/* Run run's only job: launched, ended with rc, its value k set to v. */
+static void
+one_job(const char *run, int rc, const char *state, const char *v)
+{
+	finish(launched(run, "a", 1, 5), rc);
+	CHECK(run_is(run, state, 5));
+	CHECK(store_begin(store) == 0 && store_value_set(store, store_run_id(store, run),
+	    row(run, "a").id, "k", v) == 0 && store_commit(store) == 0);
+}
+
+/* Revisions: a spec submitted again under an ended run's name is its
+ * next revision, NAME@N; a submit while the newest runs is refused
+ * (ESTATE), and a retry of a revision that is not the newest. What a
+ * stage reads of another run by name: a bare NAME is its newest revision
+ * that succeeded, NAME@N that one; its previous, as submit resolved it
+ * (previous = v1: v1@2 then), stays that revision when a newer one has
+ * succeeded since. */
+static void
+revisions(void)
+{
+	char err[512];
+	start("max_jobs = 8\n");
+	CHECK(sched_init(loop, store, &conf) == 0);
+	submit("v1", "[a]\nstage = fake\n");
+	one_job("v1", PL_OK, "succeeded", "r1");
+	submit("v1", "[a]\nstage = fake\n");
+	one_job("v1@2", PL_OK, "succeeded", "r2");
+	submit("v1", "[a]\nstage = fake\n");
+	one_job("v1@3", PL_EIO, "failed", "r3");
+	CHECK(sched_retry("v1", NULL, err, sizeof(err)) == PLP_ESTATE &&
+	    strstr(err, "run v1@1 has a newer revision, v1@3") != NULL, "retry v1: %s", err);
+
+	look_runs[0] = "v1";
+	look_runs[1] = "v1@3";
+	submit("x", "[run]\nprevious = v1\n[look]\nstage = fake\n");
+	char *prev = store_run_previous_get(store, "x");
+	CHECK(prev != NULL && strcmp(prev, "v1@2") == 0, "x's previous: %s", prev ? prev : "-");
+	free(prev);
+	struct launch *l = launched("x", "look", 1, 5);
+	CHECK(l != NULL);
+	CHECK(strcmp(looked[0], "r2") == 0 && strcmp(looked[1], "r3") == 0 &&
+	    strcmp(looked[2], "r2") == 0, "v1: %s, v1@3: %s, previous: %s", looked[0], looked[1],
+	    looked[2]);
+	struct spec *s = spec_parse("x.ini", "[a]\nstage = fake\n", NULL);
+	CHECK(s != NULL && spec_check(s, &conf, host_check_section, NULL) == 0);
+	CHECK(sched_submit(s, err, sizeof(err)) == PLP_ESTATE &&
+	    strstr(err, "run x is running") != NULL, "a resubmit of x while it runs: %s", err);
+	spec_free(s);
+	finish(l, PL_OK);
+	CHECK(run_is("x", "succeeded", 5));
+
+	/* v1@4 succeeds; x's retry reads v1 as v1@4, its previous as v1@2. */
+	submit("v1", "[a]\nstage = fake\n");
+	one_job("v1@4", PL_OK, "succeeded", "r4");
+	look_runs[1] = "v1@1";
+	CHECK(sched_retry("x", "look", err, sizeof(err)) == PLP_OK &&
+	    strstr(err, "retrying the stored spec of x; to run an edited spec, submit it") != NULL,
+	    "retry x: %s", err);
+	l = launched("x", "look", 2, 5);
+	CHECK(l != NULL);
+	CHECK(strcmp(looked[0], "r4") == 0 && strcmp(looked[1], "r1") == 0 &&
+	    strcmp(looked[2], "r2") == 0, "v1: %s, v1@1: %s, previous: %s", looked[0], looked[1],
+	    looked[2]);
+	finish(l, PL_OK);
+	CHECK(run_is("x", "succeeded", 5));
 }
 
 /* A job never starts before its dependencies succeed: a diamond with a
@@ -621,6 +699,7 @@ fresh_dir(const char *name)
 			name();                                             \
 	}
 SCHED_CASE(dag)
+SCHED_CASE(revisions)
 SCHED_CASE(retry)
 SCHED_CASE(resources)
 SCHED_CASE(cancel)
@@ -630,6 +709,7 @@ SCHED_CASE(waits)
 
 static const struct unit_case cases[] = {
 	UNIT_CASE(dag),
+	UNIT_CASE(revisions),
 	UNIT_CASE(retry),
 	UNIT_CASE(resources),
 	UNIT_CASE(cancel),
