@@ -900,9 +900,11 @@ submit_revision(struct spec *spec, char *base, size_t baselen, int *revision, ch
 		int prev;
 		if (run_ref_split(spec->previous, pbase, sizeof(pbase), &prev) == 0 &&
 		    strcmp(pbase, base) == 0) {
-			snprintf(err, errlen, "%s: previous = %s names this run: a run's earlier"
-			    " revision is not its previous version (name the version before it)",
-			    spec->path ? spec->path : "-", spec->previous);
+			const struct spec_kv *kv = spec->run ? spec_find(spec->run, "previous") : NULL;
+			snprintf(err, errlen, "%s:%d: previous: previous = %s names this run: a"
+			    " run's earlier revision is not its previous version (name the version"
+			    " before it)", spec->path ? spec->path : "-", kv ? kv->line : 0,
+			    spec->previous);
 			return PLP_EINVAL;
 		}
 		if (store_run_resolve(S.store, spec->previous, 1, name, sizeof(name)) == 0) {

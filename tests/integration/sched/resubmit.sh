@@ -144,7 +144,7 @@ grep -q "another user's" "$X" || fail "root's refusal: $(cat "$X")"
 pfail() { printf '[run]\nname = %s\nprevious = %s\n[x]\nstage = exec\ncommand = %s\n' "$1" "$2" "$3" > "$S/$1.ini"; }
 pfail rel rel@1 true
 pctl submit "$S/rel.ini" > "$X" 2>&1 && fail "a previous naming the run itself was taken"
-grep -q "previous = rel@1 names this run" "$X" || { cat "$X"; fail "previous = self: $(cat "$X")"; }
+grep -q "specs/rel.ini:3: previous: previous = rel@1 names this run" "$X" || { cat "$X"; fail "previous = self: $(cat "$X")"; }
 pfail p1 "rel@0" true
 pctl check "$S/p1.ini" > "$X" 2>&1 && fail "check took previous = rel@0"
 grep -q "p1.ini:3: previous: bad run name \"rel@0\"" "$X" || { cat "$X"; fail "previous = rel@0: $(cat "$X")"; }
