@@ -163,6 +163,43 @@ is_vision(const char *module)
  * whose name matches (.*\.)?(KEY)$ in full; the first key in dict order
  * wins. POSIX extended regexps stand in for Python's re here; the keys PEFT
  * writes (module names, simple alternations) mean the same in both. */
+#define PATTERN_MAX 256      /* bytes of one rank_pattern/alpha_pattern key (the message says it) */
+#define PATTERN_MAX_REPEAT 8 /* *, + and ? in one key (the message says it) */
+
+/* Whether key is a pattern small enough to compile: glibc's regcomp()
+ * copies a repeated subexpression once per repetition operator, so a
+ * key such as "a++++...+" or "(a{999}){999}" took gigabytes (the fuzzer
+ * found it). PEFT's keys are module names and simple alternations: no
+ * counted repetition ({m,n}), no operator right after another, a few at
+ * most. NULL, or why not. */
+static const char *
+pattern_refused(const char *key)
+{
+	size_t n = strlen(key);
+	int reps = 0;
+	if (n == 0)
+		return "empty";
+	if (n > PATTERN_MAX)
+		return "over 256 bytes";
+	for (size_t i = 0; i < n; i++) {
+		char c = key[i];
+		if (c == '\\' && i + 1 < n) {
+			i++;
+			continue;
+		}
+		if (c == '{')
+			return "a counted repetition ({m,n})";
+		if (c == '*' || c == '+' || c == '?') {
+			if (++reps > PATTERN_MAX_REPEAT)
+				return "more than 8 of *, + and ?";
+			if (i > 0 && (key[i - 1] == '*' || key[i - 1] == '+' || key[i - 1] == '?') &&
+			    !(i > 1 && key[i - 2] == '\\'))
+				return "a repetition of a repetition";
+		}
+	}
+	return NULL;
+}
+
 static const cJSON *
 pattern_match(const cJSON *pat, const char *module, char *err, size_t errlen, int *bad)
 {
@@ -170,8 +207,16 @@ pattern_match(const cJSON *pat, const char *module, char *err, size_t errlen, in
 	if (!cJSON_IsObject(pat))
 		return NULL;
 	for (const cJSON *e = pat->child; e; e = e->next) {
-		char re[1024];
+		char re[PATTERN_MAX + 32];
 		regex_t rx;
+		const char *why = pattern_refused(e->string);
+		if (why != NULL) {
+			snprintf(err, errlen, "adapter_config.json: pattern \"%.80s%s\": %s: not a "
+			    "pattern this merger takes (module names and simple alternations)",
+			    e->string, strlen(e->string) > 80 ? "..." : "", why);
+			*bad = 1;
+			return NULL;
+		}
 		snprintf(re, sizeof(re), "^(.*\\.)?(%s)$", e->string);
 		if (regcomp(&rx, re, REG_EXTENDED | REG_NOSUB) != 0) {
 			snprintf(err, errlen, "adapter_config.json: pattern \"%s\" is not a "
