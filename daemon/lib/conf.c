@@ -197,8 +197,21 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	int bad = 0;
 	switch (k->kind) {
 	case 'p':
-		if (*value == '\0')
+		if (*value == '\0') {
 			bad = 1;
+		} else {
+			/* Resolved against the file's directory, it must fit
+			 * (PATH_MAX): a path cut short would name another file. */
+			char *r = path_resolve(c->dir, value);
+			size_t n = strlen(r);
+			free(r);
+			if (n >= PATH_MAX) {
+				errs_add(p->errs, c->path, p->line, name, "the path is %zu bytes "
+				    "long resolved, over the limit of %d", n, PATH_MAX - 1);
+				p->nerr++;
+				return 1;
+			}
+		}
 		break;
 	case 'i':
 		/* The http_max_per_ bounds alone may be 0: no limit. */

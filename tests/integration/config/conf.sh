@@ -74,4 +74,11 @@ sed -i '$d' "$long"
 "$PIPELINED" -nv -f "$long" >"$TEST_TMP/long.nv" 2>&1 || { cat "$TEST_TMP/long.nv"; fail "-n refused long lines"; }
 grep -qxF "state_dir = $deep" "$TEST_TMP/long.nv" || fail "the long state_dir was not read whole"
 grep -qxF "sbatch_options = $opts" "$TEST_TMP/long.nv" || fail "the long sbatch_options were not read whole"
+# A path longer than the system's limit once resolved is refused at its
+# line, never cut short into the name of another file.
+huge=$(printf 'p%.0s' $(seq 1 4100))
+printf '[daemon]\nlog_level = info\nlog_file = %s\n' "$huge" >"$TEST_TMP/huge.conf"
+out=$("$PIPELINED" -n -f "$TEST_TMP/huge.conf" 2>&1) && fail "-n accepted a path over PATH_MAX"
+echo "$out" | grep -q "huge.conf:3: log_file: the path is [0-9]* bytes long resolved, over the limit of 4095" ||
+	fail "a path over PATH_MAX: $out"
 echo ok
