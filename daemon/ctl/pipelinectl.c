@@ -2225,7 +2225,7 @@ cmd_stage(int argc, char **argv)
 	char *errs = NULL;
 	if (host_check_section(reg, &spec, sec, &errs) != 0)
 		ctl_fail(CTL_EUSAGE, pl_proto_err_name(PLP_EINVAL), "%s", errs ? errs : "invalid keys");
-	struct pl_job *j = job_new(JOB_MODE_RUN, reg, &spec, sec);
+	struct pl_job *j = job_new(JOB_MODE_RUN, &host_by_hand, reg, &spec, sec);
 	j->conf = have_conf ? &conf : NULL;
 	j->json_out = ctl_json;
 	char tmpl[] = "/tmp/pipelinectl-stage.XXXXXX";

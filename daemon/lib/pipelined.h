@@ -735,15 +735,115 @@ enum pl_proto_err gc_collect(struct store *s, const struct conf *c, int64_t view
 	    int64_t uid, const char *run, int dry, cJSON **result, char *err, size_t errlen);
 int	gc_finish(struct store *s, const struct conf *c);
 
-/* host.c, host_spawn.c, job.c: the pl_host table and struct pl_job */
+/*
+ * host.c, host_spawn.c, job.c: the pl_host table and struct pl_job. The
+ * table is one for every program; where what a stage reports goes and
+ * where what it looks up comes from is the job's host backend (after
+ * exec.h's struct executor), chosen once, by job_new(), for the way the
+ * job runs:
+ *
+ *   host_store      in the daemon (host_store.c): each report stored in
+ *                   a transaction of its own, then announced; lookups in
+ *                   the store; spawns under pipeline-shim with their rows
+ *   host_stage_proc in a stage process (stagectx.c): each report written
+ *                   to the process's events file for the daemon to store;
+ *                   lookups in the context the daemon handed over
+ *   host_by_hand    pipelinectl stage, and every stage's check (host.c):
+ *                   reports printed, nothing stored to look up
+ *
+ * Only the daemon names host_store, so a program that does not
+ * (pipelinectl) links neither it nor the store's writes. Every backend
+ * has every function: the ones of the store's transaction and process
+ * rows do nothing where nothing is stored (job.c's job_none_*).
+ */
+struct proc_row;
+struct host_backend {
+	/* The daemon's own jobs (host_store): warnings go to the daemon's
+	 * log too and debug lines only at its debug level; a spawned
+	 * process's events count against the events quota, its directory is
+	 * the attempt's, its run's shim starts it and its state is
+	 * announced (host_spawn.c). */
+	int daemon;
+	/* host->input(): key's path, or NULL with why ("" when it was
+	 * reported at check time); logs nothing. The store's may name the
+	 * run's artifacts and walks a path with the daemon's rights. */
+	const char *(*input)(pl_job *j, const char *key, char *why, size_t whylen);
+	/* host->spawn(), its structs checked. */
+	int	(*spawn)(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+	/* Lookups (run NULL: the job's own): host->artifact_find(),
+	 * value_get(), value_history(). */
+	int	(*artifact_find)(pl_job *j, const char *run, const char *job, const char *name,
+		    char *path, size_t pathlen, char *sha256);
+	char	*(*value_get)(pl_job *j, const char *run, const char *job, const char *key);
+	char	*(*value_history)(pl_job *j, const char *key, int limit);
+	/* A transaction around the records below (the calls nest); the
+	 * events reader's is undoable (nothing in memory runs ahead of it),
+	 * reads its error, and after a failed commit calls fail (the
+	 * store's failure hook). 0 or -1. */
+	int	(*begin)(pl_job *j);
+	int	(*commit)(pl_job *j);
+	void	(*rollback)(pl_job *j);
+	void	(*undoable)(pl_job *j);
+	int	(*error)(pl_job *j, char *msg, size_t len);
+	void	(*fail)(pl_job *j);
+	/* A job.TYPE event of the job's, taking d (on failure too): 0 or -1. */
+	int	(*event)(pl_job *j, const char *type, cJSON *d);
+	/* The job's progress, and d, the data of the job.progress event that
+	 * follows, put in the form this backend publishes (the feed's: done
+	 * and unit; a job program's line: step). done is NAN for a job
+	 * program's line with no count: d only. */
+	int	(*progress)(pl_job *j, double done, double total, const char *unit, cJSON *d);
+	int	(*metric)(pl_job *j, const char *name, int64_t step, double value);
+	/* An artifact's record; its job.artifact event follows. */
+	int	(*artifact)(pl_job *j, const char *name, const char *path, uint64_t size,
+		    const char *sha256);
+	/* host->value_set(): the value recorded (no event follows). */
+	int	(*value_set)(pl_job *j, const char *key, const char *value);
+	/* A spawned process's row (host_spawn.c): found (0, or -1 when none),
+	 * inserted, updated with its events offset; and the job's state, with
+	 * the message status shows (a batch job's pending reason). */
+	int	(*proc_find)(pl_job *j, const char *name, struct proc_row *row);
+	int	(*proc_insert)(pl_job *j, const char *name, const char *executor, const char *dir,
+		    int64_t *id);
+	int	(*proc_update)(pl_job *j, struct proc *p, int64_t events_offset);
+	int	(*job_state)(pl_job *j, enum pl_job_state state, const char *message);
+};
+extern const struct host_backend host_store;       /* host_store.c */
+/* The stored name of a run j's stage names, in buf: its own run and its
+ * previous (submit resolved it) as they are; another NAME@N that revision,
+ * a bare NAME its newest revision that succeeded, else its newest (as
+ * previous is read); a name of no run as it is (host_store.c: the
+ * daemon's jobs only). */
+const char *hstore_run_named(struct pl_job *j, const char *run, char *buf, size_t len);
+extern const struct host_backend host_stage_proc;  /* stagectx.c */
+extern const struct host_backend host_by_hand;     /* host.c */
+/* job.c: a backend's functions where nothing is stored (the metric's
+ * too: its event is the record), all of them in one initializer. */
+#define HOST_NOTHING_STORED \
+	.begin = job_none_txn, .commit = job_none_txn, .rollback = job_none_void, \
+	.undoable = job_none_void, .error = job_none_error, .fail = job_none_void, \
+	.metric = job_none_metric, .proc_find = job_none_proc_find, \
+	.proc_insert = job_none_proc_insert, .proc_update = job_none_proc_update, \
+	.job_state = job_none_job_state
+int	job_none_txn(pl_job *j);
+void	job_none_void(pl_job *j);
+int	job_none_error(pl_job *j, char *msg, size_t len);
+int	job_none_metric(pl_job *j, const char *name, int64_t step, double value);
+int	job_none_proc_find(pl_job *j, const char *name, struct proc_row *row);
+int	job_none_proc_insert(pl_job *j, const char *name, const char *executor,
+	    const char *dir, int64_t *id);
+int	job_none_proc_update(pl_job *j, struct proc *p, int64_t events_offset);
+int	job_none_job_state(pl_job *j, enum pl_job_state state, const char *message);
+
 enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };
 struct pl_job {
 	int mode;
 	const struct stage_reg *reg;
 	const struct spec *spec;
 	const struct spec_section *sec;
+	const struct host_backend *hb;    /* set by job_new(), never changed */
 	const struct conf *conf;          /* NULL by hand */
-	struct store *store;              /* NULL by hand */
+	struct store *store;              /* host_store's; NULL in any other backend */
 	/* Identity */
 	char run[128];
 	char name[128];
@@ -806,9 +906,12 @@ struct pl_job {
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
-/* host_spawn.c: host->spawn() (pipeline-plugin(3)): start or adopt a
- * process, read its events until it ends. */
+/* host_spawn.c: host->spawn() (pipeline-plugin(3)): the plugin's structs
+ * checked, then the backend's spawn. host_spawn_shim(), the spawn of the
+ * daemon and by hand: start or adopt a process under pipeline-shim, read
+ * its events until it ends. */
 int	host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+int	host_spawn_shim(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
 /* job.c, for host.c and host_spawn.c: host->log() (into the job log,
  * and the daemon's for warnings), host->cancelled() (cancelled or past
  * its deadline), an event printed by hand (pipelinectl stage; takes d). */
@@ -830,49 +933,20 @@ int	job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max,
 #define JOB_ARTIFACT_MAX(j) \
 	((uint64_t)conf_number((j)->conf, "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE))
 int	job_artifact_refused(int err);
-struct pl_job *job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
-	    const struct spec_section *sec);
+/* A job of a stage, run or checked (mode), with its host backend. */
+struct pl_job *job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
+	    const struct spec *spec, const struct spec_section *sec);
 void	job_free(struct pl_job *j);
 /* Run a stage's check hook plus the host's generic key checks. */
-/* host_store.c: the host's store, set only by hstore_bind() (the
- * daemon's scheduler). The others are referred to weakly: a program that
- * binds no store (pipelinectl) links none of them, nor the store's
- * writes (tests/tools/check-layers.sh checks it), and calls them only
- * behind j->store. Each works on j's store, run, job and attempt. */
-void	hstore_bind(struct pl_job *j, struct store *s);
-int	hstore_begin(struct pl_job *j) __attribute__((weak));
-int	hstore_commit(struct pl_job *j) __attribute__((weak));
-void	hstore_rollback(struct pl_job *j) __attribute__((weak));
-/* The transaction open is given back on a failed commit (nothing in
- * memory ran ahead of it), its error read, and the store's failure hook
- * called by its caller after all (the events reader, host_spawn.c). */
-void	hstore_undoable(struct pl_job *j) __attribute__((weak));
-int	hstore_error(struct pl_job *j, char *msg, size_t len) __attribute__((weak));
-void	hstore_fail(struct pl_job *j) __attribute__((weak));
-int64_t	hstore_event(struct pl_job *j, const char *run, const char *job, const char *type, cJSON *data) __attribute__((weak));
-int	hstore_job_state(struct pl_job *j, const char *run, const char *job, enum pl_job_state state, int attempt, const char *message) __attribute__((weak));
-int	hstore_job_progress(struct pl_job *j, double done, double total, const char *unit) __attribute__((weak));
-int	hstore_metric(struct pl_job *j, const char *name, int64_t step, double value) __attribute__((weak));
-int	hstore_artifact(struct pl_job *j, const char *name, const char *path, uint64_t size, const char *sha256) __attribute__((weak));
-int	hstore_value_set(struct pl_job *j, const char *key, const char *value) __attribute__((weak));
-char	*hstore_value_get(struct pl_job *j, const char *run, const char *job, const char *key) __attribute__((weak));
-char	*hstore_value_history(struct pl_job *j, const char *key, int limit) __attribute__((weak));
-int	hstore_artifact_find(struct pl_job *j, const char *run, const char *job, const char *name, char *path, size_t pathlen, char *sha256) __attribute__((weak));
-/* The stored name of a run j's stage names, in buf: its own run and its
- * previous (submit resolved it) as they are; another NAME@N that revision,
- * a bare NAME its newest revision that succeeded, else its newest (as
- * previous is read); a name of no run as it is. */
-const char *hstore_run_named(struct pl_job *j, const char *run, char *buf, size_t len)
-	    __attribute__((weak));
-int	hstore_proc_find(struct pl_job *j, const char *name, struct proc_row *row) __attribute__((weak));
-int	hstore_proc_insert(struct pl_job *j, const char *name, const char *executor, const char *dir, int64_t *id) __attribute__((weak));
-int	hstore_proc_update(struct pl_job *j, struct proc *p, int64_t events_offset) __attribute__((weak));
-
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
 	    const struct spec_section *sec, char **errs);
 /* Every PATH and INPUT key of j's stage resolved as host->input() would,
  * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
 cJSON	*host_inputs_resolve(pl_job *j);
+/* host->input() of a job of a run the store holds (host_store): the
+ * run's artifacts looked up, paths walked with the daemon's rights when
+ * the stage works with them. */
+const char *host_input_in_run(pl_job *j, const char *key, char *why, size_t whylen);
 /* The i-th key of a stage's table; NULL past the end. */
 const struct pl_key *host_key(const struct stage_reg *reg, int i);
 /* A key by name; *index (may be NULL) gets its place in the table. */
@@ -886,27 +960,14 @@ int64_t	host_events_read(struct pl_job *j, struct proc *p, const struct pl_spawn
 	    int64_t offset, struct pl_exit *out);
 
 /* stagectx.c: the host's side in a stage process (pipeline-stage), where
- * the run hook runs as the run's owner: what the daemon handed over in
- * the context file, and what the host functions report, written to the
- * events file. Below host.c and host_spawn.c. */
+ * the run hook runs as the run's owner: the backend host_stage_proc,
+ * which answers lookups from the context file the daemon handed over
+ * (j->ctx) and writes what the stage reports to the events file
+ * (j->evfd). Below host.c and host_spawn.c. */
 #define STAGE_PROC_NAME "pl-stage"   /* the spawn name of a job's stage process */
 /* Append {"type":type,...d's members} as one line (takes d); type
  * without its "job." prefix. 0 or -1. */
 int	stagectx_emit(pl_job *j, const char *type, cJSON *d);
-/* An input key as the daemon resolved it: the path, or NULL with the
- * reason in *why ("" when already reported). */
-const char *stagectx_input(pl_job *j, const char *key, const char **why);
-/* A value or artifact the stage stored, for its own later lookups. */
-void	stagectx_note_value(pl_job *j, const char *key, const char *value);
-void	stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex);
-char	*stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key);
-char	*stagectx_value_history(pl_job *j, const char *key, int limit);
-int	stagectx_artifact_find(pl_job *j, const char *run, const char *jobname,
-	    const char *name, char *path, size_t pathlen, char *sha256);
-/* host->spawn() in a stage process: the program started directly (the
- * process already runs as the owner, in the shim's process group), its
- * events relayed to the stage's events file and handed to on_event. */
-int	stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
 
 /* stagerun.c: a job's run hook, in the daemon or in a stage process of
  * its own as the run's owner (pipeline-plugin(3), "How a stage runs"). */

@@ -1,13 +1,12 @@
 /* host.c: the pl_host function table that stage plugins call, and the
  * struct pl_job behind it: values and keys, inputs, progress, metrics,
  * events, artifacts, stored values, and the checks of a stage's section.
- * The same table serves the daemon (job->store set, by the scheduler
- * only: everything is stored through host_store.c, then announced), a
- * stage process (job->evfd set: everything is written to its events file
- * for the daemon to store, lookups answered from the context the daemon
- * handed over: stagectx.c) and `pipelinectl stage` (no store:
- * progress, events and artifacts are printed). Spawning and the events
- * reader are host_spawn.c's. */
+ * The same table serves every program: where a report goes and where a
+ * lookup comes from is the job's host backend (struct host_backend),
+ * the daemon's (host_store.c), a stage process's (stagectx.c) or, here,
+ * host_by_hand: `pipelinectl stage` and every stage's check, where
+ * reports are printed and nothing is stored to look up. Spawning and the
+ * events reader are host_spawn.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -172,7 +171,7 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 			if (seen[idx])
 				continue;
 			seen[idx] = 1;
-			rc = hstore_artifact_find(j, j->run, d->name, name, path, len, NULL);
+			rc = j->hb->artifact_find(j, j->run, d->name, name, path, len, NULL);
 			q[tail++] = d;
 		}
 	}
@@ -183,8 +182,8 @@ upstream_artifact(pl_job *j, const char *name, char *path, size_t len)
 
 /* Whether the job's stage works with the daemon's own rights: a run of
  * the daemon's own user (or with no owner), whose stages run in the
- * daemon's process or as that user. (By hand, pipelinectl stage, there is
- * no store: the stage works with its caller's own rights.) */
+ * daemon's process or as that user. (By hand, pipelinectl stage, the
+ * stage works with its caller's own rights.) */
 static int
 with_our_rights(const pl_job *j)
 {
@@ -214,14 +213,16 @@ input_trusted(pl_job *j, const char *key, char *path, char *why, size_t whylen)
 }
 
 /* An input resolved (pooled), or NULL with why it is not ("" when it
- * was reported at check time). A job's artifact (JOB.ARTIFACT, or the
- * nearest upstream one) is a path like any other: walked again now, when
- * the stage works with the daemon's rights, since what lay on it when the
- * job that made it ran may have changed since. */
+ * was reported at check time). in_run: the job is of a run the store
+ * holds (the daemon's, host_store), whose artifacts it may name; by hand
+ * and at check time there are none. A job's artifact (JOB.ARTIFACT, or
+ * the nearest upstream one) is a path like any other: walked again now,
+ * when the stage works with the daemon's rights, since what lay on it
+ * when the job that made it ran may have changed since. */
 static const char *
-input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
+input_resolve(pl_job *j, const char *key, char *why, size_t whylen, int in_run)
 {
-	int ours = j->store != NULL && with_our_rights(j);
+	int ours = in_run && with_our_rights(j);
 	const char *v = spec_get(j->sec, key);
 	int ki = -1;
 	const struct pl_key *k = host_find_key(j->reg, key, &ki);
@@ -230,7 +231,7 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 	if (k && ki < 64 && (j->bad_inputs >> ki & 1))
 		return NULL;
 	if (v == NULL || *v == '\0') {
-		if (k && k->artifact && j->store) {
+		if (k && k->artifact && in_run) {
 			if (upstream_artifact(j, k->artifact, path, sizeof(path)) == PL_OK)
 				return ours ? input_trusted(j, key, xstrdup(path), why, whylen) :
 				    pool(j, xstrdup(path));
@@ -251,10 +252,10 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 	if (dot && v[0] != '/' && j->spec) {
 		char jn[128];
 		snprintf(jn, sizeof(jn), "%.*s", (int)(dot - v), v);
-		if (spec_job(j->spec, jn) != NULL && j->store == NULL)
+		if (spec_job(j->spec, jn) != NULL && !in_run)
 			return NULL;
 		if (spec_job(j->spec, jn) != NULL) {
-			if (hstore_artifact_find(j, j->run, jn, dot + 1, path, sizeof(path),
+			if (j->hb->artifact_find(j, j->run, jn, dot + 1, path, sizeof(path),
 			    NULL) == PL_OK)
 				return ours ? input_trusted(j, key, xstrdup(path), why, whylen) :
 				    pool(j, xstrdup(path));
@@ -288,17 +289,19 @@ input_resolve(pl_job *j, const char *key, char *why, size_t whylen)
 	return pool(j, r);
 }
 
+const char *
+host_input_in_run(pl_job *j, const char *key, char *why, size_t whylen)
+{
+	return input_resolve(j, key, why, whylen, 1);
+}
+
 static const char *
 h_input(pl_job *j, const char *key)
 {
 	char why[PATH_MAX + 256];
-	const char *p, *w = why;
-	if (j->ctx != NULL)
-		p = stagectx_input(j, key, &w);
-	else
-		p = input_resolve(j, key, why, sizeof(why));
-	if (p == NULL && w[0] != '\0')
-		job_log(j, PL_LOG_ERROR, "%s", w);
+	const char *p = j->hb->input(j, key, why, sizeof(why));
+	if (p == NULL && why[0] != '\0')
+		job_log(j, PL_LOG_ERROR, "%s", why);
 	return p;
 }
 
@@ -311,7 +314,7 @@ host_inputs_resolve(pl_job *j)
 	for (int i = 0; (k = host_key(j->reg, i)) != NULL; i++) {
 		if (k->type != PL_KEY_INPUT && k->type != PL_KEY_PATH)
 			continue;
-		const char *p = input_resolve(j, k->name, why, sizeof(why));
+		const char *p = j->hb->input(j, k->name, why, sizeof(why));
 		cJSON *e = cJSON_AddObjectToObject(o, k->name);
 		if (p != NULL)
 			cJSON_AddStringToObject(e, "path", p);
@@ -357,23 +360,16 @@ static int h_attempt(pl_job *j) { return j->attempt; }
 static int h_adopted(pl_job *j) { return j->adopted; }
 static const char *h_workdir(pl_job *j) { return j->workdir; }
 
+/* A job.TYPE event in a transaction of its own (takes d). */
 static void
 emit(pl_job *j, const char *type, cJSON *d)
 {
-	if (j->evfd >= 0) {
-		stagectx_emit(j, type, d);
-		return;
-	}
-	if (j->store == NULL) {
-		job_print_event(j, type, d);
-		return;
-	}
-	if (hstore_begin(j) == -1) {
+	if (j->hb->begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	hstore_event(j, j->run, j->name, type, d);
-	hstore_commit(j);
+	j->hb->event(j, type, d);
+	j->hb->commit(j);
 }
 
 static void
@@ -384,23 +380,13 @@ h_progress(pl_job *j, double done, double total, const char *unit)
 	cJSON_AddNumberToObject(d, "total", total);
 	if (unit)
 		cJSON_AddStringToObject(d, "unit", unit);
-	if (j->evfd >= 0) {
-		/* A job program's progress names its count "step". */
-		cJSON_AddNumberToObject(d, "step", done);
-		stagectx_emit(j, "progress", d);
-		return;
-	}
-	if (j->store == NULL) {
-		job_print_event(j, "job.progress", d);
-		return;
-	}
-	if (hstore_begin(j) == -1) {
+	if (j->hb->begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	hstore_job_progress(j, done, total, unit);
-	hstore_event(j, j->run, j->name, "job.progress", d);
-	hstore_commit(j);
+	j->hb->progress(j, done, total, unit, d);
+	j->hb->event(j, "job.progress", d);
+	j->hb->commit(j);
 }
 
 static void
@@ -410,21 +396,13 @@ h_metric(pl_job *j, const char *name, int64_t step, double value)
 	cJSON_AddStringToObject(d, "name", name);
 	cJSON_AddNumberToObject(d, "step", (double)step);
 	cJSON_AddNumberToObject(d, "value", value);
-	if (j->evfd >= 0) {
-		stagectx_emit(j, "metric", d);
-		return;
-	}
-	if (j->store == NULL) {
-		job_print_event(j, "job.metric", d);
-		return;
-	}
-	if (hstore_begin(j) == -1) {
+	if (j->hb->begin(j) == -1) {
 		cJSON_Delete(d);
 		return;
 	}
-	hstore_metric(j, name, step, value);
-	hstore_event(j, j->run, j->name, "job.metric", d);
-	hstore_commit(j);
+	j->hb->metric(j, name, step, value);
+	j->hb->event(j, "job.metric", d);
+	j->hb->commit(j);
 }
 
 static void
@@ -442,8 +420,8 @@ h_event(pl_job *j, const char *type, const char *json)
 	emit(j, t, d);
 }
 
-/* Store an artifact and publish its job.artifact event (by hand: print
- * it). Takes abs. */
+/* An artifact's record and its job.artifact event, in one transaction.
+ * Takes abs. */
 static int
 artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const char *hex)
 {
@@ -452,28 +430,16 @@ artifact_record(pl_job *j, const char *name, char *abs, uint64_t size, const cha
 	cJSON_AddStringToObject(d, "path", abs);
 	cJSON_AddNumberToObject(d, "size", (double)size);
 	cJSON_AddStringToObject(d, "sha256", hex);
-	if (j->evfd >= 0) {
-		/* The digest was computed here, as the owner: the daemon takes it. */
-		stagectx_note_artifact(j, name, abs, hex);
-		free(abs);
-		return stagectx_emit(j, "artifact", d) == 0 ? PL_OK : PL_EIO;
-	}
-	if (j->store == NULL) {
-		job_print_event(j, "job.artifact", d);
-		free(abs);
-		return PL_OK;
-	}
 	int rc = PL_EIO;
-	if (hstore_begin(j) == 0) {
-		if (hstore_artifact(j, name, abs, size, hex) == 0 &&
-		    hstore_event(j, j->run, j->name, "job.artifact", d) > 0) {
-			d = NULL;
-			rc = hstore_commit(j) == 0 ? PL_OK : PL_EIO;
-		} else {
-			hstore_rollback(j);
-		}
-	}
-	cJSON_Delete(d);
+	if (j->hb->begin(j) == -1)
+		cJSON_Delete(d);
+	else if (j->hb->artifact(j, name, abs, size, hex) == -1) {
+		cJSON_Delete(d);
+		j->hb->rollback(j);
+	} else if (j->hb->event(j, "job.artifact", d) == -1)
+		j->hb->rollback(j);
+	else
+		rc = j->hb->commit(j) == 0 ? PL_OK : PL_EIO;
 	free(abs);
 	return rc;
 }
@@ -518,58 +484,31 @@ static int
 h_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
     char *path, size_t pathlen, char *sha256)
 {
-	if (j->ctx != NULL)
-		return stagectx_artifact_find(j, run, jobname, name, path, pathlen, sha256);
-	if (j->store == NULL)
-		return PL_ENOENT;
-	return hstore_artifact_find(j, run ? run : j->run, jobname, name, path,
-	    pathlen, sha256);
+	return j->hb->artifact_find(j, run, jobname, name, path, pathlen, sha256);
 }
 
 static int
 h_value_set(pl_job *j, const char *key, const char *value)
 {
-	if (j->evfd >= 0) {
-		cJSON *d = cJSON_CreateObject();
-		cJSON_AddStringToObject(d, "key", key);
-		cJSON_AddStringToObject(d, "value", value ? value : "");
-		stagectx_note_value(j, key, value);
-		return stagectx_emit(j, "value", d) == 0 ? PL_OK : PL_EIO;
-	}
-	if (j->store == NULL) {
-		cJSON *d = cJSON_CreateObject();
-		cJSON_AddStringToObject(d, "key", key);
-		cJSON_AddStringToObject(d, "value", value ? value : "");
-		job_print_event(j, "job.value", d);
-		return PL_OK;
-	}
-	if (hstore_begin(j) == -1)
+	if (j->hb->begin(j) == -1)
 		return PL_EIO;
-	if (hstore_value_set(j, key, value) == -1) {
-		hstore_rollback(j);
+	if (j->hb->value_set(j, key, value) == -1) {
+		j->hb->rollback(j);
 		return PL_EIO;
 	}
-	return hstore_commit(j) == 0 ? PL_OK : PL_EIO;
+	return j->hb->commit(j) == 0 ? PL_OK : PL_EIO;
 }
 
 static char *
 h_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
 {
-	if (j->ctx != NULL)
-		return stagectx_value_get(j, run, jobname, key);
-	if (j->store == NULL)
-		return NULL;
-	return hstore_value_get(j, run ? run : j->run, jobname, key);
+	return j->hb->value_get(j, run, jobname, key);
 }
 
 static char *
 h_value_history(pl_job *j, const char *key, int limit)
 {
-	if (j->ctx != NULL)
-		return stagectx_value_history(j, key, limit);
-	if (j->store == NULL)
-		return xstrdup("[]");
-	return hstore_value_history(j, key, limit);
+	return j->hb->value_history(j, key, limit);
 }
 
 struct pl_host plugin_host = {
@@ -606,6 +545,78 @@ struct pl_host plugin_host = {
 	.value_get = h_value_get,
 	.value_history = h_value_history,
 	.artifact_digest = h_artifact_digest,
+};
+
+/* host_by_hand: pipelinectl stage, and every stage's check (no run, no
+ * store): reports printed (job_print_event), inputs resolved against the
+ * spec's directory with the caller's rights, nothing stored to look up;
+ * spawns under pipeline-shim with no rows. */
+static const char *
+hand_input(pl_job *j, const char *key, char *why, size_t whylen)
+{
+	return input_resolve(j, key, why, whylen, 0);
+}
+
+static int
+hand_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
+    char *path, size_t pathlen, char *sha256)
+{
+	return PL_ENOENT;
+}
+
+static char *
+hand_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
+{
+	return NULL;
+}
+
+static char *
+hand_value_history(pl_job *j, const char *key, int limit)
+{
+	return xstrdup("[]");
+}
+
+static int
+hand_event(pl_job *j, const char *type, cJSON *d)
+{
+	job_print_event(j, type, d);
+	return 0;
+}
+
+static int
+hand_progress(pl_job *j, double done, double total, const char *unit, cJSON *d)
+{
+	return 0;
+}
+
+static int
+hand_artifact(pl_job *j, const char *name, const char *path, uint64_t size, const char *sha256)
+{
+	return 0;
+}
+
+static int
+hand_value_set(pl_job *j, const char *key, const char *value)
+{
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "key", key);
+	cJSON_AddStringToObject(d, "value", value ? value : "");
+	job_print_event(j, "job.value", d);
+	return 0;
+}
+
+const struct host_backend host_by_hand = {
+	.daemon = 0,
+	.input = hand_input,
+	.spawn = host_spawn_shim,
+	.artifact_find = hand_artifact_find,
+	.value_get = hand_value_get,
+	.value_history = hand_value_history,
+	HOST_NOTHING_STORED,
+	.event = hand_event,
+	.progress = hand_progress,
+	.artifact = hand_artifact,
+	.value_set = hand_value_set,
 };
 
 /*
@@ -768,7 +779,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		}
 	}
 	if (st->check != NULL && nerr == 0) {
-		struct pl_job *j = job_new(JOB_MODE_CHECK, reg, spec, sec);
+		struct pl_job *j = job_new(JOB_MODE_CHECK, &host_by_hand, reg, spec, sec);
 		j->errs = errs;
 		j->bad_inputs = bad_inputs;
 		int rc = st->check(j);

@@ -1,11 +1,15 @@
-/* host_spawn.c: host->spawn(): a job's processes under pipeline-shim
- * through its executor, adoption of one started before a restart (by its
- * row in procs, or its shim's records), and the events-file reader that
- * stores a process's progress, metrics and artifacts as it writes them.
+/* host_spawn.c: host->spawn(), and the spawn of the daemon's jobs and of
+ * a stage run by hand (host_spawn_shim()): a job's processes under
+ * pipeline-shim through its executor, adoption of one started before a
+ * restart (by its row in procs, or its shim's records), and the
+ * events-file reader that records a process's progress, metrics and
+ * artifacts as it writes them, through the job's host backend (stored in
+ * the daemon, printed by hand, where rows and transactions are nothing).
  * The table and the other host functions are host.c's. */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,7 +103,7 @@ events_commit_failed(struct evreader *r, const char *why)
 		    strerror(errno));
 	reader_refuse(r, "events: %s's event lines from byte %lld could not be stored (%s); "
 	    "they are not read again", r->p->name, (long long)r->offset, why);
-	hstore_fail(r->j);
+	r->j->hb->fail(r->j);
 }
 
 /* The marks of an earlier process of this name in this attempt, whose
@@ -125,15 +129,16 @@ marks_clear(struct evreader *r)
 	closedir(d);
 }
 
-/* Once per reader with a store: a mark left for this offset means these
- * lines failed a commit before the restart: refused, not read again. */
+/* Once per reader with a job directory (the daemon's): a mark left for
+ * this offset means these lines failed a commit before the restart:
+ * refused, not read again. */
 static void
 events_mark_check(struct evreader *r)
 {
 	char mark[PATH_MAX];
 	struct stat st;
 	r->marked = 1;
-	if (r->j->store == NULL || r->j->jobdirfd < 0)
+	if (r->j->jobdirfd < 0)
 		return;
 	mark_name(r, r->offset, mark, sizeof(mark));
 	if (fstatat(r->j->jobdirfd, mark, &st, AT_SYMLINK_NOFOLLOW) == 0)
@@ -142,16 +147,17 @@ events_mark_check(struct evreader *r)
 		    "read again", r->p->name, (long long)r->offset);
 }
 
-/* The events quota of one attempt (pipelined.conf(5): events_max_lines,
- * events_max_size): 0 while a line of len bytes (its newline included)
- * fits, else -1 with the job refused, naming the quota. */
+/* The events quota of one attempt of the daemon's (pipelined.conf(5):
+ * events_max_lines, events_max_size): 0 while a line of len bytes (its
+ * newline included) fits, else -1 with the job refused, naming the
+ * quota. */
 static int
 quota_take(struct evreader *r, size_t len)
 {
 	pl_job *j = r->j;
 	int64_t maxl = conf_number(j->conf, "daemon.events_max_lines", CONF_EVENTS_MAX_LINES);
 	int64_t maxb = conf_number(j->conf, "daemon.events_max_size", CONF_EVENTS_MAX_SIZE);
-	if (j->store == NULL)
+	if (!j->hb->daemon)
 		return 0;
 	if (j->ev_lines + 1 > maxl) {
 		reader_refuse(r, "events quota: the job's programs reported more than %lld event "
@@ -264,7 +270,7 @@ line_parse(struct evreader *r, struct line *L, char *ln)
 		if (job_artifact_refused(e) || e == ECANCELED) {
 			/* The batch ends before this line, which is not
 			 * stored: not counted either. */
-			if (r->j->store != NULL) {
+			if (r->j->hb->daemon) {
 				r->j->ev_lines--;
 				r->j->ev_bytes -= (int64_t)strlen(ln) + 1;
 			}
@@ -282,12 +288,13 @@ line_parse(struct evreader *r, struct line *L, char *ln)
 }
 
 /* Pass 2 over one line, inside the batch's transaction: its rows and
- * its job.TYPE event (by hand: printed). */
+ * its job.TYPE event, through the job's backend (by hand: printed). */
 static void
 line_store(struct evreader *r, struct line *L)
 {
+	pl_job *j = r->j;
 	if (L->bad) {
-		job_log(r->j, PL_LOG_WARN, "ignored a malformed event line: %.200s", L->text);
+		job_log(j, PL_LOG_WARN, "ignored a malformed event line: %.200s", L->text);
 		return;
 	}
 	if (L->unpublished)
@@ -302,8 +309,8 @@ line_store(struct evreader *r, struct line *L)
 		 * event, as in the daemon. */
 		const cJSON *k = cJSON_GetObjectItemCaseSensitive(L->o, "key");
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(L->o, "value");
-		if (r->j->store && cJSON_IsString(k) && cJSON_IsString(v))
-			hstore_value_set(r->j, k->valuestring, v->valuestring);
+		if (cJSON_IsString(k) && cJSON_IsString(v))
+			j->hb->value_set(j, k->valuestring, v->valuestring);
 		cJSON_Delete(d);
 		return;
 	}
@@ -312,32 +319,15 @@ line_store(struct evreader *r, struct line *L)
 		if (cJSON_IsString(m))
 			snprintf(r->out->error, sizeof(r->out->error), "%s", m->valuestring);
 	}
-	if (strcmp(L->type, "artifact") == 0) {
-		cJSON_ReplaceItemInObject(d, "path", cJSON_CreateString(L->apath));
-		cJSON_DeleteItemFromObject(d, "size");
-		cJSON_DeleteItemFromObject(d, "sha256");
-		cJSON_AddNumberToObject(d, "size", (double)L->size);
-		cJSON_AddStringToObject(d, "sha256", L->hex);
-	}
-	if (r->j->store == NULL) {
-		job_print_event(r->j, type, d);
-		return;
-	}
 	if (strcmp(L->type, "progress") == 0) {
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(L->o, "total");
 		const cJSON *u = cJSON_GetObjectItemCaseSensitive(L->o, "unit");
 		/* The program's own unit (optimizer-steps, examples), as the
 		 * feed has it: status and watch say the same. */
-		if (cJSON_IsNumber(s))
-			hstore_job_progress(r->j, s->valuedouble,
-			    cJSON_IsNumber(t) ? t->valuedouble : 0,
-			    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step");
-		/* The feed speaks done/total/unit for every progress. */
-		cJSON_DeleteItemFromObject(d, "done");
-		cJSON_AddNumberToObject(d, "done", cJSON_IsNumber(s) ? s->valuedouble : 0);
-		if (!cJSON_HasObjectItem(d, "unit"))
-			cJSON_AddStringToObject(d, "unit", "step");
+		j->hb->progress(j, cJSON_IsNumber(s) ? s->valuedouble : NAN,
+		    cJSON_IsNumber(t) ? t->valuedouble : 0,
+		    cJSON_IsString(u) && *u->valuestring ? u->valuestring : "step", d);
 	} else if (strcmp(L->type, "metric") == 0) {
 		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");
@@ -345,13 +335,17 @@ line_store(struct evreader *r, struct line *L)
 		/* The step is stored as an integer: past 2^63 it has none. */
 		if (cJSON_IsString(nm) && cJSON_IsNumber(s) && cJSON_IsNumber(v) &&
 		    s->valuedouble > -0x1p63 && s->valuedouble < 0x1p63)
-			hstore_metric(r->j, nm->valuestring, (int64_t)s->valuedouble,
-			    v->valuedouble);
+			j->hb->metric(j, nm->valuestring, (int64_t)s->valuedouble, v->valuedouble);
 	} else if (strcmp(L->type, "artifact") == 0) {
 		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(L->o, "name");
-		hstore_artifact(r->j, nm->valuestring, L->apath, L->size, L->hex);
+		cJSON_ReplaceItemInObject(d, "path", cJSON_CreateString(L->apath));
+		cJSON_DeleteItemFromObject(d, "size");
+		cJSON_DeleteItemFromObject(d, "sha256");
+		cJSON_AddNumberToObject(d, "size", (double)L->size);
+		cJSON_AddStringToObject(d, "sha256", L->hex);
+		j->hb->artifact(j, nm->valuestring, L->apath, L->size, L->hex);
 	}
-	hstore_event(r->j, r->j->run, r->j->name, type, d);
+	j->hb->event(j, type, d);
 }
 
 /* Store one batch of complete event lines, then hand them to the
@@ -412,21 +406,22 @@ events_read(struct evreader *r)
 		/* Pass 2: one transaction for the batch and the new offset.
 		 * Nothing in memory runs ahead of it (undoable): a commit that
 		 * fails comes back here, which marks the lines first. */
+		const struct host_backend *hb = r->j->hb;
 		int64_t id0 = r->p->id;
-		int txn = r->j->store != NULL && newoff > r->offset, failed = 0;
+		int txn = newoff > r->offset, failed = 0;
 		char why[256];
-		if (txn && hstore_begin(r->j) == -1) {
-			hstore_error(r->j, why, sizeof(why));
+		if (txn && hb->begin(r->j) == -1) {
+			hb->error(r->j, why, sizeof(why));
 			failed = 1;
 			events_commit_failed(r, why);
 		} else if (txn)
-			hstore_undoable(r->j);
+			hb->undoable(r->j);
 		for (int i = 0; i < nl && !failed; i++)
 			line_store(r, &lines[i]);
 		if (txn && !failed) {
-			hstore_proc_update(r->j, r->p, newoff);
-			if (hstore_commit(r->j) == -1) {
-				hstore_error(r->j, why, sizeof(why));
+			hb->proc_update(r->j, r->p, newoff);
+			if (hb->commit(r->j) == -1) {
+				hb->error(r->j, why, sizeof(why));
 				r->p->id = id0;
 				failed = 1;
 				events_commit_failed(r, why);
@@ -512,35 +507,36 @@ free_vec(char **v)
 	free(v);
 }
 
-/* A process's row, committed on its own. */
+/* A process's row, committed on its own (where nothing is stored,
+ * nothing). */
 static void
 proc_save(pl_job *j, struct proc *p, int64_t offset)
 {
-	hstore_begin(j);
-	hstore_proc_update(j, p, offset);
-	hstore_commit(j);
+	j->hb->begin(j);
+	j->hb->proc_update(j, p, offset);
+	j->hb->commit(j);
 }
 
-/* A process's struct proc before it starts: where it runs, its
- * directory (below the attempt's, or by hand below the work directory's
- * .pl) and log. */
+/* A process's struct proc before it starts: where it runs (in the
+ * daemon, through its run's shim), its directory (below the attempt's,
+ * or by hand below the work directory's .pl) and log. */
 static void
 proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->ex = j->ex;
 	p->pidfd = -1;
-	p->run = j->store ? j->run : NULL;
+	p->run = j->hb->daemon ? j->run : NULL;
 	p->opts = j->ex_opts;
 	snprintf(p->log, sizeof(p->log), "%s", j->logpath[0] ? j->logpath : "/dev/stderr");
-	if (j->store)
+	if (j->hb->daemon)
 		snprintf(p->dir, sizeof(p->dir), "%s/attempt-%d/%s", j->jobdir, j->attempt, spec->name);
 	else
 		snprintf(p->dir, sizeof(p->dir), "%s/.pl/%s", j->workdir, spec->name);
 	/* The shim's records: the daemon's own beside the job's directory
 	 * (exec.h); by hand, and under a batch system, the process
 	 * directory itself. */
-	if (j->store && p->ex == &exec_local)
+	if (j->hb->daemon && p->ex == &exec_local)
 		proc_records_dir(p->dir, p->rdir, sizeof(p->rdir));
 	p->attempt_id = j->attempt_id;
 	snprintf(p->name, sizeof(p->name), "%s", spec->name);
@@ -557,7 +553,7 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 	struct proc_row row;
 
 	*found = *done = 0;
-	if (j->store && j->has_final && strcmp(j->final.name, spec->name) == 0) {
+	if (j->has_final && strcmp(j->final.name, spec->name) == 0) {
 		/* The same name again in this attempt: its row first, so that
 		 * the lookup below finds it, as for any ended process. */
 		proc_save(j, &j->final, j->final_offset);
@@ -567,8 +563,7 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 	 * this attempt (a fresh attempt's first spawn has none). */
 	int may_have_row = j->adopted || j->nspawned > 0;
 	j->nspawned++;
-	*found = j->store && may_have_row &&
-	    hstore_proc_find(j, spec->name, &row) == 0;
+	*found = may_have_row && j->hb->proc_find(j, spec->name, &row) == 0;
 	if (*found) {
 		/* Re-entered after a restart: this process was started before. */
 		p->id = row.id;
@@ -593,14 +588,13 @@ proc_row_find(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evr
 			return row.state == PROC_LOST ? PL_ELOST : PL_OK;
 		}
 	} else if (row_first) {
-		if (hstore_begin(j) == -1)
+		if (j->hb->begin(j) == -1)
 			return PL_EIO;
-		if (hstore_proc_insert(j, spec->name, p->ex->name, p->dir,
-		    &p->id) == -1) {
-			hstore_rollback(j);
+		if (j->hb->proc_insert(j, spec->name, p->ex->name, p->dir, &p->id) == -1) {
+			j->hb->rollback(j);
 			return PL_EIO;
 		}
-		hstore_commit(j);
+		j->hb->commit(j);
 	}
 	return PL_OK;
 }
@@ -698,17 +692,15 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 	if (rc == -1) {
 		job_log(j, PL_LOG_ERROR, "spawn %s: could not start the shim%s%s", spec->name,
 		    p->reason[0] ? ": " : "", p->reason);
-		if (j->store) {
-			p->state = PROC_LOST;
-			proc_save(j, p, r->offset);
-		}
+		p->state = PROC_LOST;
+		proc_save(j, p, r->offset);
 		return PL_ECHILD;
 	}
 	/* The shim's pid and start time. A run's shim wrote shim.json
 	 * before it replied, so a daemon that dies before this is
 	 * committed finds them there (local_adopt): no commit of its
 	 * own for that case, the next one carries it. */
-	if (j->store && (p->ex != &exec_local || p->child))
+	if (p->ex != &exec_local || p->child)
 		proc_save(j, p, r->offset);
 	return PL_OK;
 }
@@ -730,11 +722,11 @@ proc_announce_state(pl_job *j, const struct pl_spawn *spec, struct proc *p, stru
 		    p->ext_id, p->reason[0] ? ": " : "", p->reason);
 	else
 		snprintf(m, sizeof(m), "running%s%s", p->ext_id[0] ? " as " : "", p->ext_id);
-	hstore_begin(j);
-	hstore_proc_update(j, p, r->offset);
-	hstore_event(j, j->run, j->name, "job.proc", d);
-	hstore_job_state(j, j->run, j->name, PLJ_running, j->attempt, m);
-	hstore_commit(j);
+	j->hb->begin(j);
+	j->hb->proc_update(j, p, r->offset);
+	j->hb->event(j, "job.proc", d);
+	j->hb->job_state(j, PLJ_running, m);
+	j->hb->commit(j);
 }
 
 /* How the wait ended: the spawn's own deadline, and when SIGTERM was
@@ -795,7 +787,8 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 		events_read(r);
 		if (w != 0)
 			break;
-		if ((p->state != last_state || strcmp(p->reason, last_reason) != 0) && j->store) {
+		if ((p->state != last_state || strcmp(p->reason, last_reason) != 0) &&
+		    j->hb->daemon) {
 			snprintf(last_reason, sizeof(last_reason), "%s", p->reason);
 			proc_announce_state(j, spec, p, r);
 			last_state = p->state;
@@ -818,11 +811,12 @@ proc_wait(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evreade
 
 /* The ended process's row: a local process of a run's job keeps it for
  * the transaction that records the job's end (job_flush_final), any other
- * is saved now. Then the executor's hold on it is released. */
+ * is saved now (where nothing is stored, both are nothing). Then the
+ * executor's hold on it is released. */
 static void
 proc_end(pl_job *j, struct proc *p, struct evreader *r)
 {
-	if (j->store && p->ex == &exec_local && j->mode == JOB_MODE_RUN) {
+	if (p->ex == &exec_local && j->mode == JOB_MODE_RUN) {
 		/* An earlier process's row first, on its own. */
 		if (j->has_final)
 			proc_save(j, &j->final, j->final_offset);
@@ -830,7 +824,7 @@ proc_end(pl_job *j, struct proc *p, struct evreader *r)
 		j->final.pidfd = -1;
 		j->final_offset = r->offset;
 		j->has_final = 1;
-	} else if (j->store)
+	} else
 		proc_save(j, p, r->offset);
 	p->ex->release(p);
 }
@@ -867,8 +861,8 @@ proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
 /* The process's row found or written, the process re-adopted or
  * started, waited for with its events read, its ending recorded and
  * returned. */
-static int
-spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+int
+host_spawn_shim(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
 	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
 		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
@@ -887,8 +881,8 @@ spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	 * its end write one, and a re-entered job reads them (below). Other
 	 * stages' jobs are killed, not re-entered, after a restart: their
 	 * processes are found by their rows, written first. */
-	int row_first = j->store && (p.ex != &exec_local || j->reg == NULL ||
-	    !(j->reg->st->flags & PL_STAGE_ADOPTABLE));
+	int row_first = p.ex != &exec_local || j->reg == NULL ||
+	    !(j->reg->st->flags & PL_STAGE_ADOPTABLE);
 	int found, done;
 	int rc = proc_row_find(j, spec, &p, &r, out, row_first, &found, &done);
 	if (rc != PL_OK || done)
@@ -934,13 +928,13 @@ spawn_run(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 void
 job_flush_final(struct pl_job *j)
 {
-	if (j->has_final && j->store)
-		hstore_proc_update(j, &j->final, j->final_offset);
+	if (j->has_final)
+		j->hb->proc_update(j, &j->final, j->final_offset);
 	j->has_final = 0;
 }
 
 /* host->spawn(): the plugin's structs must be of this host's ABI and
- * size. */
+ * size; then the job's backend spawns. */
 int
 host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
@@ -954,5 +948,5 @@ host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	}
 	/* What the host writes starts zeroed, whatever the plugin's struct held. */
 	memset(&out->exited, 0, sizeof(*out) - offsetof(struct pl_exit, exited));
-	return j->ctx != NULL ? stagectx_spawn(j, spec, out) : spawn_run(j, spec, out);
+	return j->hb->spawn(j, spec, out);
 }

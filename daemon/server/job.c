@@ -1,7 +1,8 @@
 /* job.c: a struct pl_job's life (job_new, job_free) and what both host.c
  * and host_spawn.c do with it: the job log, host->log(), cancellation and
  * timeouts, an event printed by hand (pipelinectl stage), an artifact's
- * digest. Below host_spawn.c and host.c. */
+ * digest, and the host backend's functions where nothing is stored
+ * (job_none_*). Below host_spawn.c and host.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,11 +17,12 @@
 #include "plio.h"
 
 struct pl_job *
-job_new(int mode, const struct stage_reg *reg, const struct spec *spec,
-    const struct spec_section *sec)
+job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
+    const struct spec *spec, const struct spec_section *sec)
 {
 	struct pl_job *j = xcalloc(1, sizeof(*j));
 	j->mode = mode;
+	j->hb = hb;
 	j->reg = reg;
 	j->spec = spec;
 	j->sec = sec;
@@ -104,10 +106,10 @@ job_log(pl_job *j, int level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	static const char *const lv[] = { "error", "warning", "info", "debug" };
-	if (level == PL_LOG_DEBUG && log_getlevel() < LOG_LVL_DEBUG && j->store)
+	if (level == PL_LOG_DEBUG && log_getlevel() < LOG_LVL_DEBUG && j->hb->daemon)
 		return;
 	job_logf(j, "%s: %s", lv[level < 0 || level > 3 ? 2 : level], msg);
-	if (j->store && level <= PL_LOG_WARN)
+	if (j->hb->daemon && level <= PL_LOG_WARN)
 		log_warnx("%s/%s: %s", j->run, j->name, msg);
 }
 
@@ -120,6 +122,59 @@ job_cancelled(pl_job *j)
 		j->timed_out = 1;
 		return 1;
 	}
+	return 0;
+}
+
+/* Where nothing is stored (by hand, a stage process, whose events file
+ * is the record), a transaction and a process's row are nothing: no
+ * row is found, every write succeeds. */
+int
+job_none_txn(pl_job *j)
+{
+	return 0;
+}
+
+void
+job_none_void(pl_job *j)
+{
+}
+
+int
+job_none_error(pl_job *j, char *msg, size_t len)
+{
+	if (len > 0)
+		msg[0] = '\0';
+	return 0;
+}
+
+int
+job_none_metric(pl_job *j, const char *name, int64_t step, double value)
+{
+	return 0;
+}
+
+int
+job_none_proc_find(pl_job *j, const char *name, struct proc_row *row)
+{
+	return -1;
+}
+
+int
+job_none_proc_insert(pl_job *j, const char *name, const char *executor, const char *dir,
+    int64_t *id)
+{
+	return 0;
+}
+
+int
+job_none_proc_update(pl_job *j, struct proc *p, int64_t events_offset)
+{
+	return 0;
+}
+
+int
+job_none_job_state(pl_job *j, enum pl_job_state state, const char *message)
+{
 	return 0;
 }
 

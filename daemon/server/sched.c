@@ -504,9 +504,9 @@ static int
 job_launch(struct sjob *j, int adopt)
 {
 	struct srun *r = j->run;
-	struct pl_job *pj = job_new(JOB_MODE_RUN, j->reg, r->spec, j->sec);
+	struct pl_job *pj = job_new(JOB_MODE_RUN, &host_store, j->reg, r->spec, j->sec);
 	pj->conf = S.conf;
-	hstore_bind(pj, S.store);
+	pj->store = S.store;
 	pj->run_id = r->id;
 	pj->job_id = j->id;
 	pj->attempt_id = j->attempt_id;

@@ -1,13 +1,15 @@
-/* stagectx.c: the host's side in a stage process. A job whose stage
- * runs out of the daemon (stagerun.c) runs its run hook in
- * pipeline-stage, as the run's owner, under the run's shim; the host
+/* stagectx.c: host_stage_proc, the host backend in a stage process. A
+ * job whose stage runs out of the daemon (stagerun.c) runs its run hook
+ * in pipeline-stage, as the run's owner, under the run's shim; the host
  * table there is the daemon's (host.c), and what the daemon would have
  * looked up or stored goes through here instead: inputs, values and
- * artifacts from the context file the daemon wrote before the start,
- * and everything the stage reports appended to the process's events
- * file, which the daemon reads and stores as it does a job program's
- * (host_spawn.c). Programs the stage spawns are started directly: the
- * process already is the owner, in the shim's process group. */
+ * artifacts from the context file the daemon wrote before the start
+ * (j->ctx), and everything the stage reports appended to the process's
+ * events file (j->evfd), which the daemon reads and stores as it does a
+ * job program's (host_spawn.c): the file is the record, so a
+ * transaction and a process's row are nothing here. Programs the stage
+ * spawns are started directly: the process already is the owner, in the
+ * shim's process group. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -60,8 +62,10 @@ stagectx_emit(pl_job *j, const char *type, cJSON *d)
 	return emit_line(j, type, d, 1);
 }
 
-const char *
-stagectx_input(pl_job *j, const char *key, const char **why)
+/* An input key as the daemon resolved it: the path, or NULL with the
+ * daemon's reason ("" when already reported). */
+static const char *
+ctx_input(pl_job *j, const char *key, char *why, size_t whylen)
 {
 	const cJSON *in = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(j->ctx, "inputs"), key);
@@ -69,7 +73,8 @@ stagectx_input(pl_job *j, const char *key, const char **why)
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(in, "error");
 	if (cJSON_IsString(p))
 		return p->valuestring;
-	*why = cJSON_IsString(e) ? e->valuestring : in ? "" : "not a path or input key";
+	snprintf(why, whylen, "%s", cJSON_IsString(e) ? e->valuestring : in ? "" :
+	    "not a path or input key");
 	return NULL;
 }
 
@@ -90,8 +95,10 @@ own_list(pl_job *j, const char *list)
 	return l;
 }
 
-void
-stagectx_note_value(pl_job *j, const char *key, const char *value)
+/* host->value_set(): the value kept for the stage's own later lookups,
+ * and its line. */
+static int
+ctx_value_set(pl_job *j, const char *key, const char *value)
 {
 	cJSON *v = cJSON_CreateObject();
 	cJSON_AddStringToObject(v, "job", j->name);
@@ -100,10 +107,17 @@ stagectx_note_value(pl_job *j, const char *key, const char *value)
 	cJSON_AddNumberToObject(v, "ts", now_wall());
 	cJSON_AddTrueToObject(v, "new");
 	cJSON_InsertItemInArray(own_list(j, "values"), 0, v);
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "key", key);
+	cJSON_AddStringToObject(d, "value", value ? value : "");
+	return stagectx_emit(j, "value", d);
 }
 
-void
-stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char *hex)
+/* An artifact (its digest computed here, as the owner: the daemon
+ * takes it), kept for the stage's own later lookups; its job.artifact
+ * line follows. */
+static int
+ctx_artifact(pl_job *j, const char *name, const char *path, uint64_t size, const char *hex)
 {
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "job", j->name);
@@ -111,6 +125,15 @@ stagectx_note_artifact(pl_job *j, const char *name, const char *path, const char
 	cJSON_AddStringToObject(a, "path", path);
 	cJSON_AddStringToObject(a, "sha256", hex);
 	cJSON_InsertItemInArray(own_list(j, "artifacts"), 0, a);
+	return 0;
+}
+
+/* A job program's progress line names its count "step". */
+static int
+ctx_progress(pl_job *j, double done, double total, const char *unit, cJSON *d)
+{
+	cJSON_AddNumberToObject(d, "step", done);
+	return 0;
 }
 
 /* The snapshot of run (NULL: this one), or NULL when the daemon handed
@@ -129,8 +152,8 @@ str_of(const cJSON *o, const char *k)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-char *
-stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
+static char *
+ctx_value_get(pl_job *j, const char *run, const char *jobname, const char *key)
 {
 	const cJSON *v;
 	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(ctx_run(j, run), "values"))
@@ -142,8 +165,8 @@ stagectx_value_get(pl_job *j, const char *run, const char *jobname, const char *
 
 /* From the history the daemon handed over (the newest values of the
  * runs of the same owner) and what the stage stored since, newest first. */
-char *
-stagectx_value_history(pl_job *j, const char *key, int limit)
+static char *
+ctx_value_history(pl_job *j, const char *key, int limit)
 {
 	cJSON *a = cJSON_CreateArray();
 	const cJSON *v;
@@ -172,8 +195,8 @@ stagectx_value_history(pl_job *j, const char *key, int limit)
 	return t;
 }
 
-int
-stagectx_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
+static int
+ctx_artifact_find(pl_job *j, const char *run, const char *jobname, const char *name,
     char *path, size_t pathlen, char *sha256)
 {
 	const cJSON *a;
@@ -332,8 +355,11 @@ child_env(pl_job *j, const struct pl_spawn *spec, const char *dir)
 	return env;
 }
 
-int
-stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
+/* host->spawn() in a stage process: the program started directly (the
+ * process already runs as the owner, in the shim's process group), its
+ * events relayed to the stage's events file and handed to on_event. */
+static int
+ctx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
 	if (spec->argv == NULL || spec->argv[0] == NULL || !valid_name(spec->name)) {
 		job_log(j, PL_LOG_ERROR, "spawn: bad pl_spawn (name or argv)");
@@ -427,3 +453,17 @@ stagectx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	}
 	return PL_OK;
 }
+
+const struct host_backend host_stage_proc = {
+	.daemon = 0,
+	.input = ctx_input,
+	.spawn = ctx_spawn,
+	.artifact_find = ctx_artifact_find,
+	.value_get = ctx_value_get,
+	.value_history = ctx_value_history,
+	HOST_NOTHING_STORED,
+	.event = stagectx_emit,
+	.progress = ctx_progress,
+	.artifact = ctx_artifact,
+	.value_set = ctx_value_set,
+};

@@ -117,7 +117,7 @@ main(int argc, char **argv)
 	spec.jobs = &sec;
 	spec.njobs = 1;
 
-	struct pl_job *j = job_new(JOB_MODE_RUN, reg, &spec, sec);
+	struct pl_job *j = job_new(JOB_MODE_RUN, &host_stage_proc, reg, &spec, sec);
 	j->conf = &conf;
 	const cJSON *at = cJSON_GetObjectItemCaseSensitive(ctx, "attempt");
 	j->attempt = cJSON_IsNumber(at) ? at->valueint : 1;

@@ -51,7 +51,7 @@ store_setup(void)
 	    store_job_create(st, run_id, "j", "exec", 0, &job_id) == -1 ||
 	    store_attempt_start(st, job_id, 1, 0, &attempt_id) == -1 || store_commit(st) == -1)
 		abort();
-	hstore_bind(job, st);
+	job->store = st;
 	job->run_id = run_id;
 	job->job_id = job_id;
 	job->attempt_id = attempt_id;
@@ -76,7 +76,7 @@ setup(void)
 	spec = spec_parse("r.ini", "[run]\nname = r\n[j]\nstage = exec\n", &errs);
 	if (spec == NULL)
 		abort();
-	job = job_new(JOB_MODE_RUN, NULL, spec, spec->jobs[0]);
+	job = job_new(JOB_MODE_RUN, &host_store, NULL, spec, spec->jobs[0]);
 	snprintf(job->workdir, sizeof(job->workdir), "%s/work", dir);
 	snprintf(job->jobdir, sizeof(job->jobdir), "%s", dir);
 	snprintf(job->logpath, sizeof(job->logpath), "/dev/null");

@@ -49,7 +49,7 @@ static int
 fake_run(struct pl_job *pj)
 {
 	for (int i = 0; strcmp(pj->name, "look") == 0 && i < 3; i++) {
-		char *v = hstore_value_get(pj, look_runs[i] ? look_runs[i] : pj->spec->previous,
+		char *v = pj->hb->value_get(pj, look_runs[i] ? look_runs[i] : pj->spec->previous,
 		    NULL, "k");
 		snprintf(looked[i], sizeof(looked[i]), "%s", v ? v : "(none)");
 		free(v);

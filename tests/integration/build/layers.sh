@@ -13,8 +13,8 @@
 #     (store.o calls util.o);
 #   - a module of the daemon calling a program's function (web.o calling
 #     pipelinectl.c's ctl_request);
-#   - pipelinectl linking the HTTP side (httpd_start), and the store's
-#     writes (store_job_state); a job's store set other than by hstore_bind;
+#   - pipelinectl linking the HTTP side (httpd_start), the store's writes
+#     (store_job_state), and the store's host backend (host_store);
 #   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
 #     and a module of the daemon on no line of it;
 #   - control.c's direct calls of the scheduler, seen once control is put
@@ -129,12 +129,12 @@ expect "pipelinectl" "daemon/pipelinectl: links httpd_start, defined in daemon/h
 printf '%s\n' 'int store_job_state(void);' 'int store_job_state(void) { return 0; }' 'int main(void) { return store_job_state(); }' >"$TEST_TMP/probe.c"
 cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
 expect "pipelinectl store" "daemon/pipelinectl: links store_job_state, defined in daemon/server/store.o"
+# 6c. pipelinectl holding the store's host backend: a program that
+# defines host_store (a datum, as the backend is).
+printf '%s\n' 'int host_store = 1;' 'int main(void) { return host_store; }' >"$TEST_TMP/probe.c"
+cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
+expect "pipelinectl backend" "daemon/pipelinectl: links host_store, defined in daemon/server/host_store.o"
 cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
-# 6c. A job given a store other than by hstore_bind (host_store.c).
-cp "$T/daemon/server/sched.c" "$TEST_TMP/sched.c"
-echo 'static void layer_probe(struct pl_job *pj) { pj->store = S.store; }' >>"$T/daemon/server/sched.c"
-expect "store bound" "daemon/server/sched.c:$(wc -l <"$T/daemon/server/sched.c"): sets a job's store; only hstore_bind"
-cp "$TEST_TMP/sched.c" "$T/daemon/server/sched.c"
 
 call_in() {  # call_in OBJ DECL CALL: the copy's OBJ made to make CALL too
 	printf '%s\n' "$2" 'int layer_probe(void);' "int layer_probe(void) { $3; return 0; }" \
