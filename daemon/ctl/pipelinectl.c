@@ -2129,6 +2129,8 @@ stage_help(const struct stage_reg *reg)
 			cJSON_AddStringToObject(x, "help", k->help ? k->help : "");
 			if (k->def != NULL)
 				cJSON_AddStringToObject(x, "default", k->def);
+			if (k->choices != NULL)
+				cJSON_AddStringToObject(x, "choices", k->choices);
 			cJSON_AddBoolToObject(x, "required", (k->flags & PL_KEY_REQUIRED) != 0);
 			cJSON_AddBoolToObject(x, "input", k->artifact != NULL);
 			cJSON_AddItemToArray(a, x);
@@ -2141,7 +2143,8 @@ stage_help(const struct stage_reg *reg)
 	for (int i = 0; (k = host_key(reg, i)) != NULL; i++) {
 		if (k->flags & PL_KEY_HIDDEN)
 			continue;
-		printf("  %-22s %s%s%s%s%s%s\n", k->name, k->help ? k->help : "",
+		printf("  %-22s %s%s%s%s%s%s%s%s%s\n", k->name, k->help ? k->help : "",
+		    k->choices ? " (" : "", k->choices ? k->choices : "", k->choices ? ")" : "",
 		    k->def ? " (default: " : "", k->def ? k->def : "", k->def ? ")" : "",
 		    (k->flags & PL_KEY_REQUIRED) ? " (required)" : "",
 		    k->artifact ? " (input)" : "");

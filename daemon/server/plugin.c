@@ -53,6 +53,21 @@ plugin_struct_check(const char *what, const void *src, size_t size, char *why, s
 	return 0;
 }
 
+/* Whether v is one of choices ("a|b|c"). */
+static int
+plugin_key_choice(const char *choices, const char *v)
+{
+	size_t vl = strlen(v);
+
+	for (const char *c = choices; *c != '\0'; ) {
+		size_t n = strcspn(c, "|");
+		if (n == vl && strncmp(c, v, n) == 0)
+			return 1;
+		c += n + (c[n] == '|');
+	}
+	return 0;
+}
+
 int
 plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen)
 {
@@ -77,6 +92,20 @@ plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen
 		plc_sb_appendf(&sb, "bad value \"%s\": expected %s", v, what);
 		return 1;
 	}
+	/* The key's choices (pl_key choices, "a|b|c"): the value is one of
+	 * them, else "V" is not a, b or c. */
+	if (k->choices != NULL && !plugin_key_choice(k->choices, v)) {
+		plc_sb_appendf(&sb, "\"%s\" is not ", v);
+		const char *c = k->choices;
+		for (int i = 0; *c != '\0'; i++) {
+			size_t n = strcspn(c, "|");
+			const char *next = c + n + (c[n] == '|');
+			plc_sb_appendf(&sb, "%s%.*s", i == 0 ? "" : *next == '\0' ? " or " : ", ",
+			    (int)n, c);
+			c = next;
+		}
+		return 2;
+	}
 	/* The key's bounds (pl_key min and max), on the value as parsed. */
 	int64_t lo = k->min, hi = k->max;
 	unsigned b = k->flags & (PL_KEY_MIN | PL_KEY_MAX);
@@ -85,7 +114,9 @@ plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen
 	    k->type == PL_KEY_FLOAT || k->type == PL_KEY_DURATION;
 	if (!num || !(((b & PL_KEY_MIN) && x < (double)lo) || ((b & PL_KEY_MAX) && x > (double)hi)))
 		return 0;
-	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
+	if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX) && lo == hi)
+		plc_sb_appendf(&sb, "%s is out of range: must be %lld", v, (long long)lo);
+	else if ((b & PL_KEY_MIN) && (b & PL_KEY_MAX))
 		plc_sb_appendf(&sb, "%s is out of range: must be between %lld and %lld", v,
 		    (long long)lo, (long long)hi);
 	else if (b & PL_KEY_MIN)
@@ -96,18 +127,25 @@ plugin_key_value(const struct pl_key *k, const char *v, char *why, size_t whylen
 }
 
 /* Every default of a stage's key table is a value of its key: the getters
- * then never fall back to their def argument for a key with a default. */
+ * then never fall back to their def argument for a key with a default.
+ * Choices are a string key's, and not empty. */
 static int
 check_defaults(const struct pl_stage *st)
 {
 	char why[256];
 
-	for (const struct pl_key *k = st->keys; k != NULL && k->name != NULL; k++)
+	for (const struct pl_key *k = st->keys; k != NULL && k->name != NULL; k++) {
+		if (k->choices != NULL && (k->type != PL_KEY_STRING || *k->choices == '\0')) {
+			snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key %s: choices "
+			    "on a key that is not a string, or empty", st->name, k->name);
+			return -1;
+		}
 		if (k->def != NULL && plugin_key_value(k, k->def, why, sizeof(why)) != 0) {
 			snprintf(reg_error, sizeof(reg_error), "stage \"%s\": key %s: default %s",
 			    st->name, k->name, why);
 			return -1;
 		}
+	}
 	return 0;
 }
 

@@ -36,8 +36,9 @@ extern "C" {
  * means. The host and its plugins must speak the same version, and every
  * struct that crosses the boundary must be of exactly the host's size.
  * 2: struct pl_exit starts with abi and size, as every struct that
- * crosses the boundary does. */
-#define PL_ABI_VERSION 2
+ * crosses the boundary does.
+ * 3: struct pl_key gains choices, and the flag PL_KEY_CHECKPOINT. */
+#define PL_ABI_VERSION 3
 
 /* The two symbols a plugin exports: its entry point, and the ABI version
  * it was built for (a const uint32_t the host reads before it calls the
@@ -107,6 +108,9 @@ enum pl_key_type {
 #define PL_KEY_VOLATILE 0x40  /* the key does not change what the stage makes
                                  (threads, a server's address, a timeout): it
                                  is left out of the job's reuse key */
+#define PL_KEY_CHECKPOINT 0x80 /* a checkpoint records the key's value: a job
+                                 program resumes only from one made with the
+                                 same value (train's configuration digest) */
 
 /* One key a stage accepts; a stage's table ends with PL_KEY_END.
  * Keys not in the table (and not common keys) are refused at submit. */
@@ -119,6 +123,8 @@ struct pl_key {
 	const char *help;      /* one line, shown by `pipelinectl stage STAGE --help` */
 	int64_t min;           /* with PL_KEY_MIN: the smallest value accepted */
 	int64_t max;           /* with PL_KEY_MAX: the largest value accepted */
+	const char *choices;   /* STRING: the values accepted, separated by '|'
+	                          ("auto|yes|no"); NULL: any */
 };
 
 /* A key table entry of each type, written with designated initializers;
@@ -132,7 +138,8 @@ struct pl_key {
  * as its key's type or lies outside its bounds, so that host->get_int()
  * and its kin return the default of a key left unset and never their def
  * argument: a stage reads a key with a default through the table, passing
- * 0 as def. */
+ * 0 as def. A key's bounds and choices are checked by the host (and by the
+ * job programs, from jobs/pljob/keys.py), not by the stage's check hook. */
 #define PL_KEY_STRING(...)   { .type = PL_KEY_STRING, __VA_ARGS__ }
 #define PL_KEY_INT(...)      { .type = PL_KEY_INT, __VA_ARGS__ }
 #define PL_KEY_FLOAT(...)    { .type = PL_KEY_FLOAT, __VA_ARGS__ }

@@ -5,7 +5,9 @@
 # or a newer ABI (tests/plugins/old_abi.c, new_abi.c) is refused before
 # its init runs; a stage struct larger than the host's (a newer header) is
 # refused; a key default that is no value of its key is refused at
-# registration (bad_default.c). A plugin that hands host->spawn() a struct
+# registration (bad_default.c), as are a default that is none of its key's
+# choices (bad_choice.c) and choices on a key that is not a string
+# (choice_type.c). A plugin that hands host->spawn() a struct
 # pl_spawn and struct pl_exit of the host's size works
 # (tests/plugins/spawn_size.c), and one of another size, larger or the
 # shortest an older host took, gets an error naming the plugin. Runs
@@ -13,7 +15,7 @@
 . "$(dirname "$0")/../../lib.sh"
 P=$TEST_TMP/plugins; mkdir -p "$P"
 cp "$TOP/plugins/exec.so" "$P/"
-for b in bad_abi no_symbol init_fails host_abi big_stage spawn_size old_abi new_abi bad_default; do
+for b in bad_abi no_symbol init_fails host_abi big_stage spawn_size old_abi new_abi bad_default bad_choice choice_type; do
 	cp "$TOP/tests/plugins/$b.so" "$P/"
 	chmod 0755 "$P/$b.so"
 done
@@ -23,16 +25,18 @@ PL_PLUGIN_DIR=$P pl_conf
 pl_start
 L=$TEST_TMP/pipelined.out
 refused() { grep -qF "$P/$1: refused: $2" "$L" || fail "$1 not refused clearly: $(grep -F "$1" "$L")"; }
-refused bad_abi.so "init failed: ABI version mismatch: stage struct of ABI 42 (host: ABI 2)"
+refused bad_abi.so "init failed: ABI version mismatch: stage struct of ABI 43 (host: ABI 3)"
 refused no_symbol.so "no entry symbol pl_plugin_init"
 refused init_fails.so "init failed: input/output error"
-refused host_abi.so "init failed: ABI version mismatch: plugin of an ABI it does not state (no pl_plugin_abi) refused the host (host: ABI 2)"
-refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 2 size 72 (host: ABI 2 size 64): built for a newer host"
-refused old_abi.so "ABI version mismatch: plugin of ABI 1 (host: ABI 2): built for an older host"
-refused new_abi.so "ABI version mismatch: plugin of ABI 3 (host: ABI 2): built for a newer host"
+refused host_abi.so "init failed: ABI version mismatch: plugin of an ABI it does not state (no pl_plugin_abi) refused the host (host: ABI 3)"
+refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 3 size 72 (host: ABI 3 size 64): built for a newer host"
+refused old_abi.so "ABI version mismatch: plugin of ABI 2 (host: ABI 3): built for an older host"
+refused new_abi.so "ABI version mismatch: plugin of ABI 4 (host: ABI 3): built for a newer host"
 refused bad_default.so 'init failed: invalid argument or spec value: stage "bad_default": key count: default bad value "many": expected an integer'
+refused bad_choice.so 'init failed: invalid argument or spec value: stage "bad_choice": key mode: default "fast" is not auto, yes or no'
+refused choice_type.so 'init failed: invalid argument or spec value: stage "choice_type": key level: choices on a key that is not a string, or empty'
 refused writable.so "file is group- or world-writable (mode 0664)"
-[ "$(grep -c "refused" "$L")" = 9 ] || fail "expected exactly 9 refusals"
+[ "$(grep -c "refused" "$L")" = 11 ] || fail "expected exactly 11 refusals"
 grep -q "loaded 2 plugins (2 stages)" "$L" || fail "exec.so and spawn_size.so should be the only plugins loaded"
 # The failed init's registration was undone: its stage is unknown.
 cat > "$TEST_TMP/half.ini" <<INI
@@ -64,11 +68,11 @@ done
 wait_run big failed
 wait_run short failed
 wait_run small failed
-pctl logs big old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 2 size 4096 (host: ABI 2 size 72): built for a newer host" ||
+pctl logs big old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 3 size 4096 (host: ABI 3 size 72): built for a newer host" ||
     fail "a larger pl_spawn not refused naming the plugin: $(pctl logs big old)"
-pctl logs short old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 2 size 24 (host: ABI 2 size 72)" ||
+pctl logs short old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 3 size 24 (host: ABI 3 size 72)" ||
     fail "a shorter pl_spawn not refused naming the plugin: $(pctl logs short old)"
-pctl logs small old | grep -qF "spawn: $P/spawn_size.so: struct pl_exit of ABI 2 size 4 (host: ABI 2 size 288)" ||
+pctl logs small old | grep -qF "spawn: $P/spawn_size.so: struct pl_exit of ABI 3 size 4 (host: ABI 3 size 288)" ||
     fail "a too small pl_exit not refused naming the plugin: $(pctl logs small old)"
 # The same refusals by pipelinectl's own loader.
 PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>&1 | grep -q "^exec" || fail "stage --list"
