@@ -276,8 +276,9 @@ bench: all
 lint-man:
 	tests/tools/lint-man.sh
 
-# jobs/pljob/keys.py from the train and probe plugins' key tables (commit
-# it after changing a training key; train/job-keys fails while it is stale).
+# jobs/pljob/keys.py from the train, probe and tokenize plugins' key tables
+# (commit it after changing one of their keys; train/job-keys fails while
+# it is stale).
 jobkeys: all
 	tests/tools/gen-jobkeys.sh
 

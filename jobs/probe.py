@@ -31,11 +31,11 @@ check (a missing package, a known-bad combination such as G08, no CUDA
 device) fails the probe with exit 2 before anything is loaded, naming
 every failed check.
 
-Config keys: engine (tiny|hf, default hf), base, tokens (required),
-example_key (probe this example instead of the longest), and the engine's
-model keys (lora_r, lora_alpha, lora_dropout, use_rslora, seed, ... and for
-tiny gpu_capacity_mb; see train.py and jobs/engines/), each read through
-the probe stage's key table (jobs/pljob/keys.py), which gives its default.
+Config keys (CONFIG.json): the probe stage's, described with their
+defaults, bounds and choices in pipeline.ini(5) (its probe section); the
+recipe's are train's (plugins/lib/job/trainkeys.h), so the probe measures
+the configuration train will run.  Each is read through the stage's key
+table (jobs/pljob/keys.py, generated from the plugin's C table).
 """
 
 import sys
@@ -55,15 +55,15 @@ def pick(examples, key):
 def body(job):
     import engines
     cfg, ev = job.cfg, job.events
-    engine_name = cfg.choice("engine", engines.ENGINES)
+    engine_name = cfg.choice("engine")
     tokens = cfg.path_in("tokens")
     want = cfg.str("example_key", None)
     ev.started(engine=engine_name)
     if engine_name == "hf":
         # pipelinectl doctor's checks, before anything is loaded.
         import doctor
-        rep = doctor.run_checks(cfg.choice("device", ("cuda", "cpu")),
-                                cfg.int("cuda_device", min=0))
+        rep = doctor.run_checks(cfg.choice("device"),
+                                cfg.int("cuda_device"))
         ev.emit("doctor", ok=rep.ok(), checks=rep.checks)
         if not rep.ok():
             raise pljob.BadInput("doctor: " + rep.summary())

@@ -46,27 +46,14 @@ up to 5 examples are named, with the total):
 Special tokens: tokenizer_config.json's added_tokens_decoder gives their
 ids (as transformers), also those that are no piece of tokenizer.model.
 
-Config keys (CONFIG.json):
-  base            directory of the base model: tokenizer.model (SentencePiece)
-                  or tokenizer.json (HF tokenizers, when importable),
-                  tokenizer_config.json with chat_template (or, without
-                  it, chat_template.jinja or chat_template.json beside
-                  it), and config.json
-                  (its vocab_size) (required)
-  corpus          the corpus JSONL (required)
-  output_dir      where tokens.npz and stats.json go (default $PL_WORKDIR)
-  max_seq_length  most tokens in one example (default 8192)
-  num_ctx         the serving context the prompt must fit (default 9216, what
-                  the client sends per request; G01)
-  num_ctx_margin  tokens a prompt must stay below num_ctx by (default 256)
-  add_special_tokens  also let the tokenizer add its BOS, as tokenizer(text)
-                  does by default (default false, as apply_chat_template)
-  chat_template   a file holding a Jinja template to use instead of the base's
-  end_of_turn     the end-of-turn marker (default <end_of_turn>)
-  tokenizer       auto | sentencepiece | hf (default auto: tokenizer.json
-                  when the tokenizers package is importable, else
-                  tokenizer.model)
-  threads         tokenizer threads (default 2)
+Config keys (CONFIG.json): the tokenize stage's, described with their
+defaults, bounds and choices in pipeline.ini(5) (its tokenize section);
+read through the stage's key table (jobs/pljob/keys.py, generated from
+plugins/tokenize.c's), their one definition.  base is the base model's
+directory: tokenizer.model (SentencePiece) or tokenizer.json (HF
+tokenizers, when importable; tokenizer auto takes it then), tokenizer_config.json
+with chat_template (or, without it, chat_template.jinja or
+chat_template.json beside it), and config.json (its vocab_size).
 
 Artifacts:
   tokens  tokens.npz (numpy, no pickles): input_ids int32 (all examples
@@ -444,14 +431,14 @@ def body(job):
     base = cfg.path_in("base", kind="dir")
     corpus = cfg.path_in("corpus")
     outdir = cfg.str("output_dir", job.workdir)
-    max_len = cfg.int("max_seq_length", 8192, min=2)
-    num_ctx = cfg.int("num_ctx", 9216, min=1)
-    margin = cfg.int("num_ctx_margin", 256, min=0)
-    add_special = cfg.bool("add_special_tokens", False)
-    eot = cfg.str("end_of_turn", "<end_of_turn>")
-    kind = cfg.choice("tokenizer", ("auto", "sentencepiece", "hf"), "auto")
-    threads = cfg.int("threads", 2, min=1)
-    tmpl_path = cfg.str("chat_template", None)
+    max_len = cfg.int("max_seq_length")
+    num_ctx = cfg.int("num_ctx")
+    margin = cfg.int("num_ctx_margin")
+    add_special = cfg.bool("add_special_tokens")
+    eot = cfg.str("end_of_turn")
+    kind = cfg.choice("tokenizer")
+    threads = cfg.int("threads")
+    tmpl_path = cfg.str("chat_template")
     ev.started()
     tok = Tokenizer(base, kind, threads)
     if tmpl_path:
@@ -564,4 +551,5 @@ def body(job):
 
 
 if __name__ == "__main__":
-    sys.exit(pljob.main("Pre-tokenize and mask a chat corpus (stage tokenize).", body))
+    sys.exit(pljob.main("Pre-tokenize and mask a chat corpus (stage tokenize).", body,
+                        stage="tokenize"))

@@ -52,34 +52,13 @@ path}; at the end memory {peak_mb, pre_step_mb} (the run's real peak, for
 the probe calibration), artifact adapter, done.  An out-of-memory is an oom
 event {phase, mb, capacity_mb} and exit status 3.
 
-Config keys (CONFIG.json; each default is the train stage's key table's,
-jobs/pljob/keys.py, generated from the plugin's C table):
-  engine          tiny | hf (default hf)
-  base            the base model directory (required)
-  tokens          tokens.npz from tokenize (required)
-  output_dir      where the adapter directory goes (default $PL_WORKDIR)
-  num_train_epochs          3
-  max_steps       this many optimizer steps, overriding num_train_epochs as
-                  in transformers; 0: the epochs decide (0)
-  learning_rate   0.0002
-  lr_scheduler_type         linear (the only one)
-  warmup_steps    5
-  gradient_accumulation_steps 8
-  per_device_train_batch_size 1 (the only value supported)
-  weight_decay    0.01
-  max_grad_norm   1.0 (0: no clipping)
-  seed            3407
-  save_steps      25
-  lora_r          112; lora_alpha: lora_r; lora_dropout: 0; use_rslora: false
-  threads         torch CPU threads (default 1; part of the determinism)
-  shared_prefix   hf only: auto | yes | no (auto): train a step's shared
-                  prompt prefix once (jobs/engines/prefix.py); not part of
-                  the configuration digest, so a run resumes across it
-  gpu_capacity_mb tiny only: the GPU-memory stand-in's card size (0: none)
-  oom_at_step     tiny only, test-only: fail like a CUDA OOM at this step
-  test_stall_at_step  test-only: after this step's events, sleep forever
-                  (so a test can kill -9 the process at a known step)
-and the hf engine's recipe keys (jobs/engines/hf.py).
+Config keys (CONFIG.json): the train stage's, described with their
+defaults, bounds and choices in pipeline.ini(5) (its train section, and
+`pipelinectl stage train --help`); read through the stage's key table,
+jobs/pljob/keys.py, generated from the plugin's C table, which is their one
+definition.  The keys a checkpoint records (PL_KEY_CHECKPOINT) make the
+configuration digest (config_digest()); shared_prefix, for one, is not
+among them, so a run resumes across it.
 """
 
 import json
@@ -145,40 +124,20 @@ def stack_key(st):
 
 def config_digest(cfg, tokens_sha, stack):
     """A digest of everything that changes the result, as this program
-    reads it (typed, defaults applied, so "25" and 25 agree), with the
-    token file's sha256 and the stack the run trains on (stack_key()):
-    another torch, transformers, PEFT or bitsandbytes changes the numbers,
-    so a resume on another stack is refused, not continued."""
-    r = cfg.int("lora_r", min=1)
-    d = {
-        "engine": cfg.str("engine"),
-        "num_train_epochs": cfg.int("num_train_epochs"),
-        "max_steps": cfg.int("max_steps"),
-        "learning_rate": cfg.float("learning_rate"),
-        "warmup_steps": cfg.int("warmup_steps"),
-        "gradient_accumulation_steps": cfg.int("gradient_accumulation_steps"),
-        "weight_decay": cfg.float("weight_decay"),
-        "max_grad_norm": cfg.float("max_grad_norm"),
-        "seed": cfg.int("seed"),
-        "lora_r": r,
-        "lora_alpha": cfg.float("lora_alpha", float(r)),
-        "lora_dropout": cfg.float("lora_dropout"),
-        "use_rslora": cfg.bool("use_rslora"),
-        "adam_beta1": cfg.float("adam_beta1"),
-        "adam_beta2": cfg.float("adam_beta2"),
-        "adam_epsilon": cfg.float("adam_epsilon"),
-        "threads": cfg.int("threads"),
-        "logits_to_keep": cfg.bool("logits_to_keep"),
-        "device": cfg.str("device"),
-        "optim": cfg.str("optim"),
-        "load_in_4bit": cfg.bool("load_in_4bit"),
-        "bnb_4bit_quant_type": cfg.str("bnb_4bit_quant_type"),
-        "bnb_4bit_use_double_quant": cfg.bool("bnb_4bit_use_double_quant"),
-        "bnb_4bit_compute_dtype": cfg.str("bnb_4bit_compute_dtype"),
-        "dtype": cfg.str("dtype"),
-        "tokens_sha256": tokens_sha,
-        "stack": stack_key(stack),
-    }
+    reads it (typed, defaults applied, so "25" and 25 agree): every key of
+    the train stage's table with PL_KEY_CHECKPOINT (pljob.keys: the C
+    table, pipeline.ini(5)), with the token file's sha256 and the stack the
+    run trains on (stack_key()): another torch, transformers, PEFT or
+    bitsandbytes changes the numbers, so a resume on another stack is
+    refused, not continued.  The digest is the sha256 of the JSON of these
+    keys' values by name, sorted: a key given the flag changes the digest
+    of every checkpoint made before (HACKING.md: The plugin ABI in brief)."""
+    d = {k: cfg.value(k) for k, ent in cfg.keys.items() if ent.checkpoint}
+    if d.get("lora_alpha") is None:
+        # The one key whose default is another key's value (lora_r's).
+        d["lora_alpha"] = cfg.float("lora_alpha", float(d["lora_r"]))
+    d["tokens_sha256"] = tokens_sha
+    d["stack"] = stack_key(stack)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest(), d
 
 
@@ -186,22 +145,19 @@ def body(job):
     import torch
     import engines
     cfg, ev = job.cfg, job.events
-    engine_name = cfg.choice("engine", engines.ENGINES)
+    engine_name = cfg.choice("engine")
     tokens = cfg.path_in("tokens")
     outdir = cfg.str("output_dir", job.workdir)
-    epochs = cfg.int("num_train_epochs", min=0)
-    max_steps = cfg.int("max_steps", min=0)
-    accum = cfg.int("gradient_accumulation_steps", min=1)
-    bs = cfg.int("per_device_train_batch_size", min=1)
-    if bs != 1:
-        raise pljob.BadInput("%s: key per_device_train_batch_size: only 1 is supported "
-                             "(use gradient_accumulation_steps)" % cfg.path)
-    cfg.choice("lr_scheduler_type", ("linear",))
-    warmup = cfg.int("warmup_steps", min=0)
-    max_grad_norm = cfg.float("max_grad_norm", min=0)
+    epochs = cfg.int("num_train_epochs")
+    max_steps = cfg.int("max_steps")
+    accum = cfg.int("gradient_accumulation_steps")
+    cfg.int("per_device_train_batch_size")  # 1, the table's only value
+    cfg.choice("lr_scheduler_type")
+    warmup = cfg.int("warmup_steps")
+    max_grad_norm = cfg.float("max_grad_norm")
     seed = cfg.int("seed")
-    save_steps = cfg.int("save_steps", min=0)
-    stall_at = cfg.int("test_stall_at_step", min=0)
+    save_steps = cfg.int("save_steps")
+    stall_at = cfg.int("test_stall_at_step")
     if not epochs and not max_steps:
         raise pljob.BadInput("%s: num_train_epochs and max_steps are both 0" % cfg.path)
 
@@ -216,7 +172,7 @@ def body(job):
     tokens_sha = pljob.sha256_file(tokens)
     digest, digest_keys = config_digest(cfg, tokens_sha, stack)
     plan = Plan(len(examples), accum, epochs, max_steps, seed)
-    sched = Schedule(cfg.float("learning_rate", min=0), warmup, plan.total)
+    sched = Schedule(cfg.float("learning_rate"), warmup, plan.total)
 
     pljob.seed_everything(seed)
     eng = engines.get(engine_name)(cfg, ev)

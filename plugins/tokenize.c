@@ -36,9 +36,9 @@ static const struct pl_key tokenize_keys[] = {
 	    .help = "the base model directory (tokenizer_config.json and its tokenizer)"),
 	PL_KEY_INPUT(.name = "corpus", .flags = PL_KEY_REQUIRED | PL_KEY_FILE, .artifact = "corpus",
 	    .help = "the training corpus, JSONL: {\"key\", \"messages\": [...]} per line"),
-	PL_KEY_INT(.name = "max_seq_length", .def = "8192",
+	PL_KEY_INT(.name = "max_seq_length", .def = "8192", .flags = PL_KEY_MIN, .min = 2,
 	    .help = "longest example allowed, in tokens (prompt and response)"),
-	PL_KEY_INT(.name = "num_ctx", .def = "9216",
+	PL_KEY_INT(.name = "num_ctx", .def = "9216", .flags = PL_KEY_MIN, .min = 1,
 	    .help = "the context the served model gets (Ollama num_ctx, G01)"),
 	PL_KEY_INT(.name = "num_ctx_margin", .def = "256", .flags = PL_KEY_MIN, .min = 0,
 	    .help = "tokens a prompt must stay below num_ctx by (room for the answer)"),
@@ -50,9 +50,10 @@ static const struct pl_key tokenize_keys[] = {
 	    .help = "a Jinja chat template file instead of the one in tokenizer_config.json"),
 	PL_KEY_STRING(.name = "end_of_turn", .def = "<end_of_turn>",
 	    .help = "the end-of-turn marker that closes the response"),
-	PL_KEY_STRING(.name = "tokenizer", .def = "auto",
-	    .help = "auto, sentencepiece or hf: which tokenizer library to use"),
-	PL_KEY_INT(.name = "threads", .def = "2", .flags = PL_KEY_VOLATILE, .help = "tokenizer threads"),
+	PL_KEY_STRING(.name = "tokenizer", .def = "auto", .choices = "auto|sentencepiece|hf",
+	    .help = "which tokenizer library to use"),
+	PL_KEY_INT(.name = "threads", .def = "2", .flags = PL_KEY_VOLATILE | PL_KEY_MIN, .min = 1,
+	    .help = "tokenizer threads"),
 	PL_KEY_STRING(.name = "python",
 	    .help = "the Python interpreter (default: daemon.python, else /usr/bin/python3)"),
 	PL_KEY_PATH(.name = "jobs_dir",
@@ -85,21 +86,12 @@ tokenize_event(void *arg, const char *type, const char *line)
 static int
 tokenize_check(pl_job *job)
 {
-	int64_t max = host->get_int(job, "max_seq_length", 0);
 	int64_t ctx = host->get_int(job, "num_ctx", 0);
 	int64_t margin = host->get_int(job, "num_ctx_margin", 0);
-	const char *tk = host->get(job, "tokenizer");
 
-	if (max < 2)
-		host->check_error(job, "max_seq_length", "%lld is too small",
-		    (long long)max);
 	if (ctx <= margin)
 		host->check_error(job, "num_ctx", "%lld leaves no room above "
 		    "num_ctx_margin %lld", (long long)ctx, (long long)margin);
-	if (tk != NULL && strcmp(tk, "auto") != 0 && strcmp(tk, "sentencepiece") != 0 &&
-	    strcmp(tk, "hf") != 0)
-		host->check_error(job, "tokenizer", "\"%s\" is not auto, "
-		    "sentencepiece or hf", tk);
 	plc_check_base(host, job, "base");
 	plc_check_corpus(host, job, "corpus", 5);
 	return PL_OK;

@@ -604,9 +604,6 @@ static int
 train_check(pl_job *job)
 {
 	trainkeys_check(host, job);
-	const char *e = host->get(job, "engine");
-	if (e != NULL && strcmp(e, "hf") != 0 && strcmp(e, "tiny") != 0)
-		host->check_error(job, "engine", "\"%s\" is not hf or tiny", e);
 	const char *u = host->get(job, "ollama_url");
 	if (u != NULL && *u != '\0' && strncmp(u, "http://", 7) != 0 &&
 	    strncmp(u, "https://", 8) != 0)

@@ -40,21 +40,11 @@ threads torch threads), as train.py's bit-identical resume needs; memory
 figures are the process's resident set (peak: VmHWM, reset through
 /proc/self/clear_refs) against the host's memory.
 
-Every recipe value is a config key with the recipe's default (the stage's
-key table's, jobs/pljob/keys.py, from the plugin's C table):
-  dtype bfloat16 (the model's, 4-bit or not), load_in_4bit true,
-  bnb_4bit_quant_type nf4, bnb_4bit_use_double_quant true,
-  bnb_4bit_compute_dtype bfloat16 (the 4-bit layers' only), gradient_checkpointing true,
-  attn_implementation sdpa, lora_r 112, lora_alpha (= lora_r), lora_dropout 0,
-  use_rslora false, lm_head_bf16 true, mlp_chunk 2048 (0: off),
-  save_on_cpu true, pin_memory true, logits_to_keep true,
-  token_type_ids true, optim paged_adamw_8bit (or adamw_torch),
-  learning_rate 0.0002, weight_decay 0.01, adam_beta1 0.9, adam_beta2 0.999,
-  adam_epsilon 1e-8, seed 3407, expandable_segments false (the allocator
-  setting of the v14 runs: bought 3 steps, not a fix), cuda_device 0,
-  device cuda (or cpu), threads 1 (CPU threads), shared_prefix auto (or
-  yes, no: a step's shared prompt prefix trained once, jobs/engines/prefix.py),
-  suffix_batch 1 (how many suffixes run in one forward in that mode).
+Every recipe value above is a config key of the train and probe stages,
+whose defaults are the recipe's: pipeline.ini(5) describes each with its
+default, bounds and choices; the job reads them through the stage's key
+table (jobs/pljob/keys.py, generated from the plugins' C table,
+plugins/lib/job/trainkeys.h), their one definition.
 
 This module imports only the standard library at import time, so it loads
 under any Python; constructing HfEngine checks for torch (with CUDA),
@@ -110,33 +100,33 @@ class HfEngine(Engine):
         super().__init__(cfg, events)
         self.base = cfg.path_in("base", kind="dir")
         self.load_in_4bit = cfg.bool("load_in_4bit")
-        self.quant_type = cfg.choice("bnb_4bit_quant_type", ("nf4", "fp4"))
+        self.quant_type = cfg.choice("bnb_4bit_quant_type")
         self.double_quant = cfg.bool("bnb_4bit_use_double_quant")
-        self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype", ("bfloat16", "float16", "float32"))
-        self.dtype = cfg.choice("dtype", ("auto", "float32", "bfloat16", "float16"))
+        self.compute_dtype = cfg.choice("bnb_4bit_compute_dtype")
+        self.dtype = cfg.choice("dtype")
         self.grad_ckpt = cfg.bool("gradient_checkpointing")
-        self.attn = cfg.choice("attn_implementation", ("sdpa", "eager", "flash_attention_2"))
-        self.r = cfg.int("lora_r", min=1)
-        self.alpha = cfg.float("lora_alpha", float(self.r), min=0)
-        self.dropout = cfg.float("lora_dropout", min=0, max=1)
+        self.attn = cfg.choice("attn_implementation")
+        self.r = cfg.int("lora_r")
+        self.alpha = cfg.float("lora_alpha", float(self.r))
+        self.dropout = cfg.float("lora_dropout")
         self.rslora = cfg.bool("use_rslora")
         self.lm_head_bf16 = cfg.bool("lm_head_bf16")
-        self.mlp_chunk = cfg.int("mlp_chunk", min=0)
+        self.mlp_chunk = cfg.int("mlp_chunk")
         self.save_on_cpu = cfg.bool("save_on_cpu")
         self.pin_memory = cfg.bool("pin_memory")
         self.logits_response_only = cfg.bool("logits_to_keep")
         self.token_type_ids = cfg.bool("token_type_ids")
-        self.optim = cfg.choice("optim", ("paged_adamw_8bit", "adamw_torch"))
-        self.lr = cfg.float("learning_rate", min=0)
-        self.weight_decay = cfg.float("weight_decay", min=0)
-        self.betas = (cfg.float("adam_beta1", min=0, max=1), cfg.float("adam_beta2", min=0, max=1))
-        self.eps = cfg.float("adam_epsilon", min=0)
+        self.optim = cfg.choice("optim")
+        self.lr = cfg.float("learning_rate")
+        self.weight_decay = cfg.float("weight_decay")
+        self.betas = (cfg.float("adam_beta1"), cfg.float("adam_beta2"))
+        self.eps = cfg.float("adam_epsilon")
         self.seed = cfg.int("seed")
-        self.device = cfg.int("cuda_device", min=0)
-        self.cpu = cfg.choice("device", ("cuda", "cpu")) == "cpu"
-        self.threads = cfg.int("threads", min=1)
-        self.shared_prefix = cfg.choice("shared_prefix", prefix.MODES)
-        self.suffix_batch = cfg.int("suffix_batch", min=1)
+        self.device = cfg.int("cuda_device")
+        self.cpu = cfg.choice("device") == "cpu"
+        self.threads = cfg.int("threads")
+        self.shared_prefix = cfg.choice("shared_prefix")
+        self.suffix_batch = cfg.int("suffix_batch")
         self.shared = None
         if cfg.bool("expandable_segments"):
             # Read by the CUDA caching allocator at its first use.

@@ -8,8 +8,10 @@
     the stage, resolved.  Values may arrive as JSON numbers/bools or as the
     strings a run spec holds ("25", "yes"); Config converts them and names the
     key when it cannot.  With a stage's key table (pljob.keys, generated from
-    the C tables) a key's default is the table's, and reading a key the table
-    lacks, as another type or with another default, is a JobError.
+    the C tables) a key's default, bounds and choices are the table's, a value
+    outside them is refused with the words the daemon's check uses, and
+    reading a key the table lacks, as another type, with another default or
+    with bounds or choices of the program's own, is a JobError.
   * Exit statuses: 0 success, 1 other failure, 2 bad input (after an "error"
     event), 3 out of memory (after an "oom" event).
 
@@ -138,11 +140,14 @@ class Config:
     types and raise BadInput naming the config file and key.
 
     With a stage's key table (use_keys(), pljob.keys: the plugin's C table)
-    the table is the one definition of every key: a key's default and
-    bounds are the table's, and reading a key the table lacks, as another
-    type, or with a default that differs from the table's is a JobError
-    (a bug of the program, not of the input).  A default given here is
-    used only for a key whose table entry has none (lora_alpha: lora_r)."""
+    the table is the one definition of every key: a key's default, bounds
+    and choices are the table's, and a value outside them is refused as
+    pipelinectl check refuses it in a spec ("KEY: 0 is out of range: must
+    be 1 or more", "KEY: \"x\" is not a, b or c").  Reading a key the table
+    lacks, as another type, with a default that differs from the table's,
+    or with bounds or choices given here is a JobError (a bug of the
+    program, not of the input).  A default given here is used only for a
+    key whose table entry has none (lora_alpha: lora_r)."""
 
     def __init__(self, data, path="<config>"):
         if not isinstance(data, dict):
@@ -154,7 +159,7 @@ class Config:
         self.stage = None
 
     def use_keys(self, stage):
-        """Read keys through the key table of stage (train, probe)."""
+        """Read keys through the key table of stage (train, probe, tokenize)."""
         from . import keys
         self.keys = keys.STAGES[stage]
         self.stage = stage
@@ -175,8 +180,9 @@ class Config:
         return v is not None and v != ""
 
     def entry(self, key, kind):
-        """The key table's (type, default, min, max) of key, checked against
-        the accessor kind (str, int, float, bool); None without a table."""
+        """The key table's entry of key (pljob.keys.K: type, default, min,
+        max, choices, checkpoint), checked against the accessor kind (str,
+        int, float, bool); None without a table."""
         if self.keys is None:
             return None
         ent = self.keys.get(key)
@@ -261,11 +267,30 @@ class Config:
             return False
         raise BadInput("%s: key %s: expected a boolean, got %s" % (self.path, key, json.dumps(v)))
 
-    def choice(self, key, choices, default=None, required=False):
+    def choice(self, key, choices=None, default=None, required=False):
+        """A string key that takes one of its choices: the key table's, or,
+        without a table, choices."""
+        ent = self.entry(key, "str")
+        if ent is not None:
+            if choices is not None:
+                raise JobError("%s: key %s: choices given beside the %s stage's key table's "
+                               "(they are the table's alone)" % (self.path, key, self.stage))
+            choices = ent.choices
+        if not choices:
+            raise JobError("%s: key %s has no choices" % (self.path, key))
         v = self.str(key, default, required)
         if v is not None and v not in choices:
-            raise BadInput("%s: key %s: %r is not one of %s" % (self.path, key, v, ", ".join(choices)))
+            raise BadInput("%s: key %s: %s" % (self.path, key, choice_error(v, choices)))
         return v
+
+    def value(self, key, default=None):
+        """key read as its table type declares it (int, float, bool, else
+        a string), checked as the accessor of that type checks it."""
+        ent = self.keys[key]
+        if ent.choices:
+            return self.choice(key, default=default)
+        kind = {"int": "int", "float": "float", "bool": "bool"}.get(ent.type, "str")
+        return getattr(self, kind)(key, default)
 
     def path_in(self, key, required=True, kind="file"):
         """An input path key; it must exist (as a file or a directory)."""
@@ -280,14 +305,37 @@ class Config:
 
     def _range(self, key, v, lo, hi):
         ent = self.keys.get(key) if self.keys else None
-        if ent and lo is None:
-            lo = ent[2]
-        if ent and hi is None:
-            hi = ent[3]
-        if lo is not None and v < lo:
-            raise BadInput("%s: key %s: %s is below the minimum %s" % (self.path, key, v, lo))
-        if hi is not None and v > hi:
-            raise BadInput("%s: key %s: %s is above the maximum %s" % (self.path, key, v, hi))
+        if ent:
+            if lo is not None or hi is not None:
+                raise JobError("%s: key %s: bounds given beside the %s stage's key table's "
+                               "(they are the table's alone)" % (self.path, key, self.stage))
+            lo, hi = ent.min, ent.max
+        why = range_error(self.data.get(key), v, lo, hi)
+        if why:
+            raise BadInput("%s: key %s: %s" % (self.path, key, why))
+
+
+def range_error(raw, v, lo, hi):
+    """Why the value v (raw as the config holds it) is outside [lo, hi], in
+    the words of the daemon's check (plugin_key_value() in
+    daemon/server/plugin.c), or None."""
+    if not ((lo is not None and v < lo) or (hi is not None and v > hi)):
+        return None
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    if lo is not None and lo == hi:
+        return "%s is out of range: must be %s" % (text, lo)
+    if lo is not None and hi is not None:
+        return "%s is out of range: must be between %s and %s" % (text, lo, hi)
+    if lo is not None:
+        return "%s is out of range: must be %s or more" % (text, lo)
+    return "%s is out of range: must be %s or less" % (text, hi)
+
+
+def choice_error(v, choices):
+    """Why v is not one of choices, in the words of the daemon's check."""
+    if len(choices) == 1:
+        return '"%s" is not %s' % (v, choices[0])
+    return '"%s" is not %s or %s' % (v, ", ".join(choices[:-1]), choices[-1])
 
 
 def _typed(kind, text):

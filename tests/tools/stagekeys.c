@@ -7,9 +7,12 @@
  *
  *     stagekeys PLUGIN.so STAGE
  *
- * prints one line per key: "NAME": ("TYPE", DEFAULT, MIN, MAX), where
- * DEFAULT is the default's text or None, and MIN and MAX are numbers when
- * the key has PL_KEY_MIN or PL_KEY_MAX, else None.
+ * prints one line per key:
+ *     "NAME": K("TYPE", DEFAULT, MIN, MAX, CHOICES, CHECKPOINT),
+ * where DEFAULT is the default's text or None, MIN and MAX are numbers
+ * when the key has PL_KEY_MIN or PL_KEY_MAX, else None, CHOICES is a
+ * tuple of the key's choices or None, and CHECKPOINT is True when the key
+ * has PL_KEY_CHECKPOINT (K is keys.py's named tuple).
  */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -93,7 +96,7 @@ main(int argc, char **argv)
 			    want, k->name, k->type);
 			return 1;
 		}
-		printf("    \"%s\": (\"%s\", ", k->name, t);
+		printf("    \"%s\": K(\"%s\", ", k->name, t);
 		if (k->def != NULL)
 			print_str(k->def);
 		else
@@ -103,9 +106,25 @@ main(int argc, char **argv)
 		else
 			fputs(", None", stdout);
 		if (k->flags & PL_KEY_MAX)
-			printf(", %" PRId64 "),\n", k->max);
+			printf(", %" PRId64, k->max);
 		else
-			fputs(", None),\n", stdout);
+			fputs(", None", stdout);
+		if (k->choices != NULL) {
+			/* "a|b|c" as the tuple ("a", "b", "c"); "a" as ("a",). */
+			fputs(", (", stdout);
+			int i = 0;
+			for (const char *c = k->choices; *c != '\0'; i++) {
+				size_t n = strcspn(c, "|");
+				char w[256];
+				snprintf(w, sizeof(w), "%.*s", (int)n, c);
+				fputs(i > 0 ? ", " : "", stdout);
+				print_str(w);
+				c += n + (c[n] == '|');
+			}
+			fputs(i == 1 ? ",)" : ")", stdout);
+		} else
+			fputs(", None", stdout);
+		printf(", %s),\n", (k->flags & PL_KEY_CHECKPOINT) ? "True" : "False");
 	}
 	return 0;
 }

@@ -1,12 +1,14 @@
 #!/bin/bash
-# train/job-keys: one definition of every training key.  The train and probe
-# plugins' C key tables (trainkeys.h and their own keys) are the source;
-# jobs/pljob/keys.py is generated from the built plugins
-# (tests/tools/gen-jobkeys.sh) and this test fails when it is stale, or
-# when a changed default would go unnoticed by the check.  The job
-# programs (train.py, probe.py, the engines) read every key through that
-# table: a key the table lacks, a default written in Python, or a read of
-# another type fails here, statically for every call and at run time.
+# train/job-keys: one definition of every job program's key.  The train,
+# probe and tokenize plugins' C key tables (trainkeys.h and their own keys)
+# are the source; jobs/pljob/keys.py is generated from the built plugins
+# (tests/tools/gen-jobkeys.sh, make jobkeys) and this test fails when it is
+# stale, or when a changed default would go unnoticed by the check.  The
+# job programs (train.py, probe.py, the engines, tokenize_corpus.py) read
+# every key through that table: a key the table lacks, a default, bound or
+# choice written in Python, or a read of another type fails here,
+# statically for every call and at run time (config/job-key-bounds: the
+# bounds and choices refused in check's words).
 # lora_r's default is the table's 112 for both engines (tiny.py had 16).
 # The model's dtype is a key of its own (dtype), apart from what the 4-bit
 # layers compute in (bnb_4bit_compute_dtype): check refuses an unknown
@@ -20,13 +22,13 @@ cd "$TEST_TMP"
 
 "$TOP/tests/tools/gen-jobkeys.sh" --check || fail "jobs/pljob/keys.py is stale"
 # The check must be able to fail: a default changed in the file.
-sed 's/"lora_r": ("int", "112"/"lora_r": ("int", "16"/' "$TOP/jobs/pljob/keys.py" >stale.py
+sed 's/"lora_r": K("int", "112"/"lora_r": K("int", "16"/' "$TOP/jobs/pljob/keys.py" >stale.py
 cmp -s stale.py "$TOP/jobs/pljob/keys.py" && fail "the lora_r entry was not found to change"
 "$TOP/tests/tools/gen-jobkeys.sh" --check stale.py 2>stale.err && fail "a stale keys.py passed the check"
 grep -q 'is stale' stale.err || fail "the stale check does not say so: $(cat stale.err)"
 
 # Every key the programs read, and no default written in Python for a key
-# the table gives one.
+# the table gives one, nor a bound or choices (they are the table's).
 $PY - "$TOP/jobs" <<'PY' || fail "static key check"
 import ast, os, sys
 jobs = sys.argv[1]
@@ -58,18 +60,22 @@ def reads(path):
         for kw in n.keywords:
             if kw.arg == "default":
                 d = kw.value
-        out.append((n.lineno, n.func.attr, n.args[0].value, d))
+        own = [kw.arg for kw in n.keywords if kw.arg in ("min", "max", "choices")]
+        if n.func.attr == "choice" and len(n.args) > 1:
+            own.append("choices")
+        out.append((n.lineno, n.func.attr, n.args[0].value, d, own))
     return out
 
 
 engines = [os.path.join(jobs, "engines", f) for f in ("tiny.py", "hf.py", "prefix.py", "base.py")]
 programs = {"train": [os.path.join(jobs, "train.py")] + engines,
-            "probe": [os.path.join(jobs, "probe.py")] + engines}
+            "probe": [os.path.join(jobs, "probe.py")] + engines,
+            "tokenize": [os.path.join(jobs, "tokenize_corpus.py")]}
 bad, seen = [], set()
 for stage, files in programs.items():
     table = keys.STAGES[stage]
     for f in files:
-        for line, acc, key, d in reads(f):
+        for line, acc, key, d, own in reads(f):
             seen.add(key)
             where = "%s:%d" % (os.path.relpath(f, jobs), line)
             if key not in table:
@@ -77,13 +83,30 @@ for stage, files in programs.items():
             elif d is not None and table[key][1] is not None:
                 bad.append("%s: key %s: a default (%s) written beside the table's %r"
                            % (where, key, ast.unparse(d), table[key][1]))
+            if own:
+                bad.append("%s: key %s: %s written beside the table's" % (where, key, ", ".join(own)))
 # The scan must see the programs' reads, or it proves nothing.
-for k in ("lora_r", "learning_rate", "save_steps", "example_key", "bnb_4bit_quant_type", "gpu_capacity_mb"):
+for k in ("lora_r", "learning_rate", "save_steps", "example_key", "bnb_4bit_quant_type", "gpu_capacity_mb",
+          "max_seq_length", "tokenizer"):
     if k not in seen:
         bad.append("the scan did not find the read of %s" % k)
 if bad:
     sys.exit("\n".join(sorted(set(bad))))
-print("5f: %d keys read by train.py, probe.py and the engines, all in the tables" % len(seen))
+# The engines and the shared-prefix modes the programs know are the
+# table's choices.
+import engines
+from engines import prefix
+for stage in ("train", "probe"):
+    if tuple(engines.ENGINES) != keys.STAGES[stage]["engine"].choices:
+        bad.append("engines.ENGINES %s, the %s table's engine choices %s"
+                   % (engines.ENGINES, stage, keys.STAGES[stage]["engine"].choices))
+    if tuple(prefix.MODES) != keys.STAGES[stage]["shared_prefix"].choices:
+        bad.append("engines.prefix.MODES %s, the %s table's choices %s"
+                   % (prefix.MODES, stage, keys.STAGES[stage]["shared_prefix"].choices))
+if bad:
+    sys.exit("\n".join(sorted(set(bad))))
+print("5f: %d keys read by train.py, probe.py, the engines and tokenize_corpus.py, all in the tables"
+      % len(seen))
 PY
 
 # At run time: the table's defaults, and refusals of what it lacks.
@@ -110,8 +133,11 @@ for call, exc, want in (
         (lambda: c.float("lora_r"), pljob.JobError, "read as float, the train stage's key table declares it int"),
         (lambda: c.bool("engine"), pljob.JobError, "t.json: key engine is read as bool"),
         (lambda: p.int("save_steps"), pljob.JobError, "p.json: key save_steps is not in the probe stage's"),
-        # Bounds come from the table too (lora_r: PL_KEY_MIN 1).
-        (lambda: b.int("lora_r"), pljob.BadInput, "b.json: key lora_r: 0 is below the minimum 1")):
+        # Bounds and choices come from the table too (lora_r: PL_KEY_MIN 1),
+        # and a program giving its own is refused.
+        (lambda: b.int("lora_r"), pljob.BadInput, "b.json: key lora_r: 0 is out of range: must be 1 or more"),
+        (lambda: c.int("lora_r", min=2), pljob.JobError, "key lora_r: bounds given beside the train stage's"),
+        (lambda: c.choice("engine", ("tiny",)), pljob.JobError, "key engine: choices given beside")):
     try:
         call()
     except exc as e:
@@ -123,6 +149,32 @@ for call, exc, want in (
 e = tiny.TinyEngine(pljob.Config({"engine": "tiny", "base": sys.argv[2]}), None)
 assert e.r == 112 and e.alpha == 112.0 and e.threads == 1, (e.r, e.alpha)
 print("5f: defaults and refusals ok")
+
+# train.py's configuration digest is derived from the table's
+# PL_KEY_CHECKPOINT keys; it must stay what the hand-made list of keys it
+# replaced gave for the same configuration, or every checkpoint made before
+# would be refused on resume.  The two digests were computed by that list.
+import train
+stack = {"stack": "recipe", "lock": "x", "lock_sha256": "ab", "torch": "2.1", "transformers": None,
+         "peft": None, "bitsandbytes": None, "accelerate": None, "python": "3.11"}
+for data, want in (
+        ({"engine": "tiny"}, "d3c88115ddc9136914582553d98075a52dc5139d975067de3c9c29e30edb46fe"),
+        ({"engine": "hf", "lora_r": "8", "learning_rate": "0.001", "threads": 4, "use_rslora": "yes",
+          "dtype": "float32", "load_in_4bit": False, "lora_alpha": "16"},
+         "d9b375a59c94a6ceaf67a455815677d5103628577430811ffd5fa6c335dae6ff")):
+    c = pljob.Config(data, "d.json")
+    c.use_keys("train")
+    got, keys_ = train.config_digest(c, "0" * 64, stack)
+    assert got == want, "config digest of %s changed: %s, was %s (keys %s)" % (data, got, want, sorted(keys_))
+# A key the checkpoint does not record leaves the digest alone; one it
+# records changes it.
+c = pljob.Config({"engine": "tiny", "shared_prefix": "no", "save_steps": 3}, "d.json")
+c.use_keys("train")
+assert train.config_digest(c, "0" * 64, stack)[0] == "d3c88115ddc9136914582553d98075a52dc5139d975067de3c9c29e30edb46fe"
+c = pljob.Config({"engine": "tiny", "seed": 1}, "d.json")
+c.use_keys("train")
+assert train.config_digest(c, "0" * 64, stack)[0] != "d3c88115ddc9136914582553d98075a52dc5139d975067de3c9c29e30edb46fe"
+print("5f: the configuration digest is the hand-made list's")
 PY
 
 # The dtype keys, through check (train's and probe's tables alike).
