@@ -15,6 +15,10 @@
  * served template to compare with the tokens), and stores the summary (without the corpus keys, which can
  * be long; their count and digest instead) as the job value "stats", for
  * status and for later stages.
+ *
+ * The key table is the one definition of the job program's keys, their
+ * defaults, bounds and choices: tokenize_corpus.py reads it from
+ * jobs/pljob/keys.py (make jobkeys).
  */
 #include <errno.h>
 #include <limits.h>

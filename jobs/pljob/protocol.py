@@ -211,12 +211,18 @@ class Config:
         return v
 
     def str(self, key, default=None, required=False):
+        """A string key; one with choices in the key table must be one of
+        them, however it is read."""
         v = self._raw(key, default, required, "str")
         if v is None:
             return default
         if isinstance(v, (dict, list)):
             raise BadInput("%s: key %s: expected a string, got %s" % (self.path, key, json.dumps(v)))
-        return str(v)
+        v = str(v)
+        ent = self.keys.get(key) if self.keys else None
+        if ent and ent.choices and v not in ent.choices:
+            raise BadInput("%s: key %s: %s" % (self.path, key, choice_error(v, ent.choices)))
+        return v
 
     def int(self, key, default=None, required=False, min=None, max=None):
         v = self._raw(key, default, required, "int")
@@ -286,10 +292,7 @@ class Config:
     def value(self, key, default=None):
         """key read as its table type declares it (int, float, bool, else
         a string), checked as the accessor of that type checks it."""
-        ent = self.keys[key]
-        if ent.choices:
-            return self.choice(key, default=default)
-        kind = {"int": "int", "float": "float", "bool": "bool"}.get(ent.type, "str")
+        kind = {"int": "int", "float": "float", "bool": "bool"}.get(self.keys[key].type, "str")
         return getattr(self, kind)(key, default)
 
     def path_in(self, key, required=True, kind="file"):

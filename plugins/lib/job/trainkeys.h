@@ -3,9 +3,11 @@
  * stages so that the probe measures exactly the configuration train will
  * run. Each is passed to the job program (jobs/probe.py, jobs/train.py and
  * their engines) in its CONFIG.json; the defaults are the recipe's
- * (HACKING.md: The training recipe). This table is their one definition:
- * the job programs read it from jobs/pljob/keys.py, generated from the
- * built plugins by tests/tools/gen-jobkeys.sh (train/job-keys: not stale).
+ * (HACKING.md: The training recipe). This table is their one definition,
+ * defaults, bounds and choices (checked by the host), and PL_KEY_CHECKPOINT
+ * on the keys train.py's checkpoints record: the job programs read it from
+ * jobs/pljob/keys.py, generated from the built plugins by make jobkeys
+ * (train/job-keys: not stale).
  */
 #ifndef PL_TRAINKEYS_H
 #define PL_TRAINKEYS_H
