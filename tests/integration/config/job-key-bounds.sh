@@ -125,4 +125,9 @@ grep -qF '"message":"tok.json: key max_seq_length: 1 is out of range: must be 2 
 # The help lists a key's choices with its default.
 "$CTL" stage tokenize --help | grep -q '^  tokenizer .*(auto|sentencepiece|hf) (default: auto)$' ||
     fail "stage tokenize --help does not list the tokenizer's choices: $("$CTL" stage tokenize --help)"
+"$CTL" --json stage tokenize --help | $PY -c '
+import json, sys
+keys = {k["name"]: k for k in json.load(sys.stdin)["keys"]}
+assert keys["tokenizer"]["choices"] == "auto|sentencepiece|hf", keys["tokenizer"]
+assert "choices" not in keys["threads"], keys["threads"]' || fail "stage tokenize --help --json: the choices"
 echo "config/job-key-bounds: ok"
