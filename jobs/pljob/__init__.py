@@ -9,8 +9,9 @@ file and ends with an exit status.  This package holds what they share, one
 concern a module:
 
   protocol  events, the config (CONFIG.json), exit statuses, Job and main()
-  keys      the train and probe stages' key tables, generated from the C
-            tables (tests/tools/gen-jobkeys.sh); Config reads defaults there
+  keys      the train, probe and tokenize stages' key tables, generated
+            from the C tables (make jobkeys); Config takes defaults, bounds
+            and choices there
   files     files written whole, checkpoints (COMPLETE marker) and the RNG
             states they carry
   tensors   safetensors reading and writing with numpy only: the one header
