@@ -788,11 +788,31 @@ bake_check(pl_job *job)
 	return PL_OK;
 }
 
+/* Reuse: a bake of the same key (its case file, system prompt,
+ * capabilities and options by their digests and values) through the same
+ * Ollama version, of the tag serving the same manifest and weights (the
+ * GGUF register made) stands for this one. Through the openai backend the
+ * server cannot say what it serves: never reused. */
+static int
+bake_reuse_key(pl_job *job, char *buf, size_t len)
+{
+	const char *b = host->get(job, "backend");
+	if (b != NULL && strcmp(b, "ollama") != 0) {
+		snprintf(buf, len, "the %s backend's server does not say which weights it serves",
+		    b);
+		return PL_ENOSYS;
+	}
+	return ollama_reuse_key(host->get(job, "url"), host->get(job, "model"), buf, len) == 0 ?
+	    PL_OK : PL_EIO;
+}
+
 static const struct pl_stage bake_stage = PL_STAGE(
 	.name = "bake",
 	.summary = "score a served model on a case file, every pass stored",
+	.flags = PL_STAGE_REUSE,
 	.keys = bake_keys,
 	.check = bake_check,
-	.run = bake_run);
+	.run = bake_run,
+	.reuse_key = bake_reuse_key);
 
 PL_PLUGIN(&host, &bake_stage)

@@ -248,6 +248,7 @@ convert_run(pl_job *job)
 static const struct pl_stage convert_stage = PL_STAGE(
 	.name = "convert",
 	.summary = "Gemma 3 checkpoint to GGUF (f16, bf16, f32), natively",
+	.flags = PL_STAGE_REUSE,
 	.keys = convert_keys,
 	.check = convert_check,
 	.run = convert_run);

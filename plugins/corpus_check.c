@@ -1455,7 +1455,7 @@ out:
 static const struct pl_stage cc_stage = PL_STAGE(
 	.name = "corpus_check",
 	.summary = "check a training corpus as data: conflicts, duplicates, coverage, guards, leakage",
-	.flags = 0,
+	.flags = PL_STAGE_REUSE,
 	.keys = cc_keys,
 	.check = cc_check,
 	.run = cc_run);

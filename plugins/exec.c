@@ -138,7 +138,7 @@ exec_run(pl_job *job)
 static const struct pl_stage exec_stage = PL_STAGE(
 	.name = "exec",
 	.summary = "run a command",
-	.flags = PL_STAGE_ADOPTABLE | PL_STAGE_SPAWN_ONLY,
+	.flags = PL_STAGE_ADOPTABLE | PL_STAGE_SPAWN_ONLY | PL_STAGE_REUSE_ASKED,
 	.keys = exec_keys,
 	.check = exec_check,
 	.run = exec_run);

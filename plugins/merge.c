@@ -1264,7 +1264,7 @@ merge_check(pl_job *job)
 static const struct pl_stage merge_stage = PL_STAGE(
 	.name = "merge",
 	.summary = "merge a PEFT LoRA adapter into its base checkpoint (streaming, OpenBLAS)",
-	.flags = 0,
+	.flags = PL_STAGE_REUSE,
 	.keys = merge_keys,
 	.check = merge_check,
 	.run = merge_run);

@@ -326,7 +326,7 @@ probe_run(pl_job *job)
 static const struct pl_stage probe_stage = PL_STAGE(
 	.name = "probe",
 	.summary = "one-step VRAM probe, calibrated; refuses a config that will not fit",
-	.flags = 0,
+	.flags = PL_STAGE_REUSE,
 	.keys = probe_keys,
 	.check = probe_check,
 	.run = probe_run);

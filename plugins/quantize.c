@@ -236,6 +236,7 @@ quantize_run(pl_job *job)
 static const struct pl_stage quantize_stage = PL_STAGE(
 	.name = "quantize",
 	.summary = "GGUF F16/BF16/F32 to Q8_0, identical to llama-quantize",
+	.flags = PL_STAGE_REUSE,
 	.keys = quantize_keys,
 	.check = quantize_check,
 	.run = quantize_run);

@@ -1170,11 +1170,33 @@ out:
 	return rc;
 }
 
+/* Reuse: the key holds the server's version; an earlier register of the
+ * same key stands only while the server still has its tag at the
+ * manifest digest it recorded (a tag deleted or created again behind the
+ * daemon's back is registered again). */
+static int
+register_reuse_key(pl_job *job, char *buf, size_t len)
+{
+	return ollama_reuse_key(host->get(job, "url"), NULL, buf, len) == 0 ? PL_OK : PL_EIO;
+}
+
+static int
+register_reuse_check(pl_job *job, const char *run, const char *jobname, char *why, size_t len)
+{
+	char *m = host->value_get(job, run, jobname, "register.manifest");
+	int rc = ollama_reuse_check(host->get(job, "url"), host->get(job, "tag"), m, why, len);
+	free(m);
+	return rc == 0 ? PL_OK : PL_ENOENT;
+}
+
 static const struct pl_stage register_stage = PL_STAGE(
 	.name = "register",
 	.summary = "create the Ollama tag from the GGUF and prove what it serves",
+	.flags = PL_STAGE_REUSE,
 	.keys = register_keys,
 	.check = register_check,
-	.run = register_run);
+	.run = register_run,
+	.reuse_key = register_reuse_key,
+	.reuse_check = register_reuse_check);
 
 PL_PLUGIN(&host, &register_stage)

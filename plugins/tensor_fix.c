@@ -742,7 +742,7 @@ fix_check(pl_job *job)
 static const struct pl_stage fix_stage = PL_STAGE(
 	.name = "tensor_fix",
 	.summary = "drop and rename checkpoint tensors for the GGUF converter, counts verified (G23)",
-	.flags = 0,
+	.flags = PL_STAGE_REUSE,
 	.keys = fix_keys,
 	.check = fix_check,
 	.run = fix_run);

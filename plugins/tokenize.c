@@ -191,7 +191,7 @@ tokenize_run(pl_job *job)
 static const struct pl_stage tokenize_stage = PL_STAGE(
 	.name = "tokenize",
 	.summary = "pre-tokenize and mask a corpus with the base's chat template",
-	.flags = 0,
+	.flags = PL_STAGE_REUSE,
 	.keys = tokenize_keys,
 	.check = tokenize_check,
 	.run = tokenize_run);

@@ -825,7 +825,7 @@ train_run(pl_job *job)
 static const struct pl_stage train_stage = PL_STAGE(
 	.name = "train",
 	.summary = "LoRA training with evict-retry launches and checkpoint resume",
-	.flags = PL_STAGE_ADOPTABLE,
+	.flags = PL_STAGE_ADOPTABLE | PL_STAGE_REUSE,
 	.keys = train_keys,
 	.check = train_check,
 	.run = train_run);

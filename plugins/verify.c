@@ -456,6 +456,7 @@ verify_run(pl_job *job)
 static const struct pl_stage verify_stage = PL_STAGE(
 	.name = "verify",
 	.summary = "GGUF structure and digests against the previous version (G24)",
+	.flags = PL_STAGE_REUSE,
 	.keys = verify_keys,
 	.check = verify_check,
 	.run = verify_run);

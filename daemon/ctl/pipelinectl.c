@@ -679,10 +679,62 @@ read_spec(const char *path, char *abs, size_t abslen)
 
 /* The verbs below read their arguments from A (parse_args checked them). */
 
+/*
+ * --plan (submit, check): the daemon, which has the store, checks the spec
+ * and says what each job would do, and submits nothing. One line a job,
+ * in the order the jobs could run:
+ *   tokenize: reuse r1/tokenize (the same key as job tokenize of run r1, ...)
+ *   train: run (key lr: 0.0002 -> 0.0003)
+ *   merge: run (runs after train, which runs: ...)
+ */
+static int
+plan_request(enum pl_verb verb, const char *name)
+{
+	const char *file = A.pos[0];
+	char abs[PATH_MAX];
+	char *text = read_spec(file, abs, sizeof(abs));
+	cJSON *a = cJSON_CreateObject(), *r = NULL;
+	cJSON_AddStringToObject(a, "path", abs);
+	cJSON_AddStringToObject(a, "text", text);
+	if (name)
+		cJSON_AddStringToObject(a, "name", name);
+	cJSON_AddBoolToObject(a, "plan", 1);
+	free(text);
+	request(verb, a, &r, 0);
+	if (ctl_json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "ok", 1);
+		cJSON_AddStringToObject(o, "verb", ctl_verb);
+		for (cJSON *x = r ? r->child : NULL; x; x = x->next)
+			cJSON_AddItemToObject(o, x->string, cJSON_Duplicate(x, 1));
+		print_json(o);
+		cJSON_Delete(o);
+		cJSON_Delete(r);
+		return CTL_OK;
+	}
+	const cJSON *e;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r, "plan")) {
+		const char *act = jstr(e, "action");
+		printf("%s: %s", jstr(e, "job"), act);
+		if (strcmp(act, "reuse") == 0)
+			printf(" %s/%s", jstr(e, "from_run"), jstr(e, "from_job"));
+		const cJSON *w;
+		int i = 0;
+		cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(e, "why"))
+			if (cJSON_IsString(w))
+				printf("%s%s", i++ ? "; " : " (", w->valuestring);
+		printf("%s\n", i ? ")" : "");
+	}
+	cJSON_Delete(r);
+	return CTL_OK;
+}
+
 static int
 cmd_check(int argc, char **argv)
 {
 	const char *file = A.pos[0];
+	if (opt_val(cmd_find("check"), "--plan") != NULL)
+		return plan_request(PLV_check, NULL);
 	load_conf();
 	plugin_load_dir(conf.plugin_dir, &plugin_host);
 	char abs[PATH_MAX];
@@ -716,6 +768,8 @@ cmd_submit(int argc, char **argv)
 {
 	const struct cmd *c = cmd_find("submit");
 	const char *name = opt_val(c, "--name"), *file = A.pos[0];
+	if (opt_val(c, "--plan") != NULL)
+		return plan_request(PLV_submit, name);
 	char abs[PATH_MAX];
 	char *text = read_spec(file, abs, sizeof(abs));
 	cJSON *a = cJSON_CreateObject();
@@ -2345,8 +2399,14 @@ struct copt {
 };
 
 static const struct copt no_opts[] = { { NULL, NULL, NULL, 0 } };
+static const struct copt check_opts[] = {
+	{ "--plan", NULL, "ask pipelined what each job would do: run, or reuse which job, and why",
+	    0 },
+	{ NULL, NULL, NULL, 0 } };
 static const struct copt submit_opts[] = {
 	{ "--name", "RUN", "the run's name instead of the spec's [run] name", 0 },
+	{ "--plan", NULL, "say what each job would do (run, or reuse which job, and why); submit"
+	    " nothing", 0 },
 	{ NULL, NULL, NULL, 0 } };
 static const struct copt watch_opts[] = {
 	{ "--plain", NULL, "a line per event instead of the live view (also when not on a terminal)",
@@ -2391,7 +2451,7 @@ static const struct cmd {
 	const struct copt *opts;
 	const char *more;       /* a second synopsis, or NULL */
 } cmds[] = {
-	{ PLV_check, NULL, cmd_check, "SPEC", "validate a run spec", no_opts, NULL },
+	{ PLV_check, NULL, cmd_check, "SPEC", "validate a run spec", check_opts, NULL },
 	{ PLV_submit, NULL, cmd_submit, "SPEC", "submit a run; prints its name", submit_opts, NULL },
 	{ PLV_watch, NULL, cmd_watch, "RUN", "follow a run live; exit 0 only if it succeeds",
 	    watch_opts, NULL },

@@ -407,11 +407,19 @@ typedef int spec_stage_check(const struct stage_reg *reg, const struct spec *spe
 int	spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check,
 	    char **errs);
 int	spec_is_common_key(const char *key);
-/* Whether a stage's jobs are never reused (register, bake, gate). */
+/* Whether a stage's jobs are never reused: its plugin's descriptor has
+ * neither PL_STAGE_REUSE nor PL_STAGE_REUSE_ASKED (gate), or no plugin
+ * provides it. */
 int	spec_reuse_never(const char *stage);
 /* Whether job sec of s may be reused: not turned off by reuse = no in
- * [run] or the section, and a pure stage or reuse = yes (pipeline.ini(5)). */
+ * [run] or the section, and a stage reused by default (PL_STAGE_REUSE) or
+ * reuse = yes on one that allows it (pipeline.ini(5)). */
 int	spec_reuse_allowed(const struct spec *s, const struct spec_section *sec);
+/* Why job sec of s is not reused ("reuse = no in [run]", "stage gate
+ * never reuses", ...) written to buf and returned, or NULL when it may
+ * be. */
+const char *spec_reuse_off(const struct spec *s, const struct spec_section *sec, char *buf,
+	    size_t len);
 extern const char *const spec_common_keys[];
 extern const char *const spec_run_keys[];
 
@@ -675,6 +683,11 @@ int	store_reuse_copy(struct store *s, int64_t src_job, int64_t run_id, int64_t j
 /* explain's rows: {job, nearest}, or NULL when the viewer may not read
  * the job or there is none. */
 cJSON	*store_q_explain(struct store *s, const char *run, const char *job, int64_t viewer);
+/* The nearest earlier job of stage that the viewer may read and that did
+ * its work, with a key, finished before job not_id started (0: any),
+ * one named job first; explain's row form, or NULL. */
+cJSON	*store_q_nearest(struct store *s, const char *stage, const char *job, int64_t not_id,
+	    int64_t viewer);
 /* For tests: the SQLite handle. */
 void	*store_db(struct store *s);
 
@@ -835,7 +848,21 @@ int	job_none_proc_insert(pl_job *j, const char *name, const char *executor,
 int	job_none_proc_update(pl_job *j, struct proc *p, int64_t events_offset);
 int	job_none_job_state(pl_job *j, enum pl_job_state state, const char *message);
 
-enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2 };
+/* JOB_MODE_PLAN: a job of a spec not submitted, whose key is computed
+ * for `submit --plan` (reuse_plan): it logs nothing, and the artifacts of
+ * its own run are those of the jobs the plan reuses (struct reuse_plan). */
+enum { JOB_MODE_CHECK = 1, JOB_MODE_RUN = 2, JOB_MODE_PLAN = 3 };
+struct plan_art {              /* an artifact a planned reuse would give */
+	char job[128], name[128], path[PATH_MAX], sha256[65];
+};
+struct reuse_plan {
+	struct plan_art *a;
+	int n;
+};
+/* The newest of plan's artifacts name (of job, or of any job when NULL):
+ * PL_OK with path and sha256 (when not NULL) copied, or PL_ENOENT. */
+int	reuse_plan_find(const struct reuse_plan *plan, const char *job, const char *name,
+	    char *path, size_t pathlen, char *sha256);
 struct pl_job {
 	int mode;
 	const struct stage_reg *reg;
@@ -865,6 +892,7 @@ struct pl_job {
 	char failmsg[512];
 	bool check_failed;                /* check mode: the hook reported an error */
 	int64_t reuse_src;                /* reuse.c: the job whose work this one takes, or 0 */
+	const struct reuse_plan *plan;    /* JOB_MODE_PLAN: what the plan's reused jobs give */
 	char reuse_msg[400];              /* ... and the message its state carries */
 	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
@@ -984,6 +1012,14 @@ int	reuse_try(struct pl_job *pj);
 /* explain's answer for a job the viewer may read: {job, nearest, lines},
  * or NULL. */
 cJSON	*reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer);
+/* `submit --plan`: what each job of spec (checked, not submitted; owner
+ * and name set) would do, in the order it could run: an array of {job,
+ * stage, action: "run" or "reuse", from_run, from_job (reuse), after (a
+ * job it waits for, which runs), key (when known), why: [lines]}. Reads
+ * inputs with the rights of spec->owner, asks the stages' servers
+ * (reuse_key, reuse_check): on a thread that may block, never the loop's. */
+cJSON	*reuse_plan(struct store *s, const struct conf *c, const struct spec *spec,
+	    int64_t viewer);
 /* A filtered copy of the configuration for a stage process: every key
  * but those that hold secrets. */
 cJSON	*stage_conf_copy(const struct conf *c);

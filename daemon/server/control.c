@@ -36,6 +36,8 @@ struct client {
 	size_t len, cap;
 	int hello;
 	int closing;
+	int busy;                 /* a plan is being made for it (plan_work) */
+	int orphan;               /* closed while busy: plan_done frees it */
 	struct access_peer peer;  /* SO_PEERCRED, SO_PEERGROUPS */
 	pid_t pid;
 	int64_t viewer;           /* whose runs it sees (access.c) */
@@ -64,6 +66,10 @@ on_close(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	nclients--;
+	if (c->busy) {
+		c->orphan = 1;
+		return;
+	}
 	free(c->buf);
 	free(c);
 }
@@ -270,11 +276,94 @@ peer_fs_leave(struct peer_fs *s)
 	s->on = 0;
 }
 
+/*
+ * `submit --plan`, `check --plan`: what each job of a checked spec would
+ * do. The plan hashes inputs (through the digest cache, but a new file of
+ * gigabytes is read whole) and asks the stages' servers, so it is made on
+ * a thread of libuv's pool; the client's further requests wait (its reads
+ * stop) until its reply is sent, and a client that goes meanwhile is
+ * freed when the plan is done.
+ */
+struct plan_req {
+	uv_work_t w;
+	struct client *c;
+	struct spec *spec;
+	const struct conf *conf;
+	int64_t viewer;
+	cJSON *plan;
+};
+
+static void client_lines(struct client *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void
+plan_work(uv_work_t *w)
+{
+	struct plan_req *p = w->data;
+	p->plan = reuse_plan(ctx.store, p->conf, p->spec, p->viewer);
+}
+
+static void
+plan_done(uv_work_t *w, int status)
+{
+	struct plan_req *p = w->data;
+	struct client *c = p->c;
+	c->busy = 0;
+	if (c->orphan) {
+		free(c->buf);
+		free(c);
+	} else {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "run", p->spec->name);
+		cJSON_AddNumberToObject(r, "jobs", p->spec->njobs);
+		cJSON_AddBoolToObject(r, "submitted", 0);
+		cJSON_AddItemToObject(r, "plan", p->plan ? p->plan : cJSON_CreateArray());
+		p->plan = NULL;
+		reply_ok(c, r);
+		c->last = uv_now(ctx.loop);
+		if (!c->closing) {
+			uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+			client_lines(c);
+		}
+	}
+	cJSON_Delete(p->plan);
+	spec_free(p->spec);
+	free(p);
+}
+
+/* Start the plan of spec (taken) for c. */
+static void
+plan_start(struct client *c, struct spec *spec)
+{
+	struct plan_req *p = xcalloc(1, sizeof(*p));
+	p->w.data = p;
+	p->c = c;
+	p->spec = spec;
+	p->conf = CONF;
+	p->viewer = c->viewer;
+	spec->owner = run_owner(c);
+	spec->submitter = (int64_t)c->peer.uid;
+	if (uv_queue_work(ctx.loop, &p->w, plan_work, plan_done) != 0) {
+		reply_err(c, PLP_EINTERNAL, "the plan could not be started");
+		spec_free(spec);
+		free(p);
+		return;
+	}
+	c->busy = 1;
+	uv_read_stop((uv_stream_t *)&c->pipe);
+}
+
 static void
 check_submit(struct client *c, const cJSON *req, int submit)
 {
 	const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
 	const char *name = arg_str(req, "name");
+	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(req, "plan");
+	if (plan != NULL && !cJSON_IsBool(plan)) {
+		reply_err(c, PLP_EINVAL, "request field \"plan\" must be true or false");
+		return;
+	}
 	if (path == NULL || text == NULL) {
 		reply_err(c, PLP_EINVAL, "%s needs \"path\" and \"text\"",
 		    pl_verb_name(submit ? PLV_submit : PLV_check));
@@ -299,6 +388,10 @@ check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	free(errs);
+	if (cJSON_IsTrue(plan)) {
+		plan_start(c, spec);
+		return;
+	}
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "run", spec->name);
 	cJSON_AddNumberToObject(r, "jobs", spec->njobs);
@@ -759,7 +852,14 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	c->last = uv_now(ctx.loop);
 	c->len += (size_t)nread;
-	for (;;) {
+	client_lines(c);
+}
+
+/* Answer the whole lines c sent, in order, until one starts a plan. */
+static void
+client_lines(struct client *c)
+{
+	while (!c->busy) {
 		char *nl = memchr(c->buf, '\n', c->len);
 		if (nl == NULL)
 			break;
@@ -831,7 +931,7 @@ on_sweep(uv_timer_t *t)
 	uint64_t now = uv_now(ctx.loop);
 	uint64_t idle = (uint64_t)(CONF->control_idle_timeout * 1000);
 	for (struct client *c = clients; c; c = c->next)
-		if (!c->closing && now - c->last >= idle)
+		if (!c->closing && !c->busy && now - c->last >= idle)
 			client_close(c);
 }
 

@@ -111,10 +111,14 @@ hs_value_history(pl_job *j, const char *key, int limit)
 	return store_value_history(j->store, key, limit);
 }
 
+/* A planned job's own run is not in the store: its artifacts are those
+ * of the jobs the plan reuses (reuse.c: reuse_plan). */
 static int
 hs_artifact_find(pl_job *j, const char *run, const char *job, const char *name, char *path,
     size_t pathlen, char *sha256)
 {
+	if (j->plan != NULL && (run == NULL || strcmp(run, j->run) == 0))
+		return reuse_plan_find(j->plan, job, name, path, pathlen, sha256);
 	char rname[128];
 	return store_artifact_find(j->store, run ? hstore_run_named(j, run, rname, sizeof(rname)) :
 	    j->run, job, name, path, pathlen, sha256);

@@ -69,6 +69,8 @@ job_logf(struct pl_job *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (j->mode == JOB_MODE_PLAN)
+		return; /* a plan runs nothing: no log */
 	if (j->logpath[0] == '\0') {
 		fprintf(j->out ? j->out : stderr, "%s\n", msg);
 		fflush(j->out ? j->out : stderr);

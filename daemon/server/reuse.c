@@ -20,15 +20,20 @@
  *           previous GGUF, adapter and merged weights, and this run's
  *           adapter and merged weights (so that a verify whose previous
  *           version is another runs again: it never passes by a copy of
- *           itself).
+ *           itself);
+ *   server  what the stage's reuse_key hook says its server holds (the
+ *           Ollama version; the digests a bake's tag serves).
  * No run name, job name, position or path of the run's own directories
  * enters it. The key and its parts are stored with the job (explain reads
- * them). A job that may be reused (spec_reuse_allowed) and whose key is
- * that of an earlier job that did its work, of a run its submitter may
- * read, whose artifacts are all still there with the size and digest
- * recorded, is not run: the scheduler ends it `reused` and gives it
- * copies of that job's artifact and value records, in the transaction
- * that records its state (store_reuse_copy).
+ * them). A job that may be reused (its stage's descriptor says so:
+ * spec_reuse_off) and whose key is that of an earlier job that did its
+ * work, of a run its submitter may read, whose artifacts are all still
+ * there with the size and digest recorded, and which the stage's
+ * reuse_check hook lets stand (register: the server still has the tag at
+ * the manifest that job made), is not run: the scheduler ends it `reused`
+ * and gives it copies of that job's artifact and value records, in the
+ * transaction that records its state (store_reuse_copy). reuse_plan makes
+ * the same decisions for a spec not submitted (`submit --plan`).
  *
  * Digests: a file's digest is kept in the store with its device, inode,
  * size, mtime and ctime, and is computed again only when one of those
@@ -207,7 +212,13 @@ static void
 input_digest(struct pl_job *pj, const char *path, char out[80])
 {
 	char hex[65];
-	if (store_artifact_digest_in_run(pj->store, pj->run_id, path, hex) == 0 ||
+	for (int i = 0; pj->plan != NULL && i < pj->plan->n; i++)
+		if (strcmp(pj->plan->a[i].path, path) == 0) {
+			snprintf(out, 80, "%s", pj->plan->a[i].sha256);
+			return;
+		}
+	if ((pj->plan == NULL &&
+	    store_artifact_digest_in_run(pj->store, pj->run_id, path, hex) == 0) ||
 	    digest_path(pj->store, path, hex, NULL) == 0)
 		snprintf(out, 80, "%s", hex);
 	else
@@ -251,20 +262,53 @@ compared_add(struct pl_job *pj, cJSON *cmp, const char *label, const char *run,
 	    "sha256");
 	if (cJSON_IsString(h) && strlen(h->valuestring) == 64)
 		snprintf(sha, sizeof(sha), "%s", h->valuestring);
-	else if (store_artifact_find(pj->store, run, NULL, name, path, sizeof(path), sha) != PL_OK)
+	else if (pj->hb->artifact_find(pj, run, NULL, name, path, sizeof(path), sha) != PL_OK)
 		snprintf(sha, sizeof(sha), "none");
 	cJSON_Delete(j);
 	free(v);
 	cJSON_AddStringToObject(cmp, label, sha);
 }
 
-/* The parts of pj's key (see the top). */
+/* What the stage says the key must hold besides its keys and files
+ * (pl_stage.reuse_key: "NAME=VALUE" lines), as parts.server; -1 with why
+ * when it cannot tell (its server does not answer): then the job is not
+ * reused. */
+static int
+server_parts(struct pl_job *pj, cJSON *parts, char *why, size_t len)
+{
+	const struct pl_stage *st = pj->reg->st;
+	if (st->reuse_key == NULL)
+		return 0;
+	char buf[2048] = "";
+	cJSON *srv = cJSON_AddObjectToObject(parts, "server");
+	int rc = st->reuse_key(pj, buf, sizeof(buf));
+	if (rc != PL_OK) {
+		snprintf(why, len, "stage %s cannot say what its server holds: %s", st->name,
+		    buf[0] ? buf : plugin_host.strerror(rc));
+		cJSON_AddStringToObject(srv, "unknown", buf[0] ? buf : plugin_host.strerror(rc));
+		return -1;
+	}
+	char *save = NULL;
+	for (char *l = strtok_r(buf, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+		char *eq = strchr(l, '=');
+		if (eq == NULL || eq == l)
+			continue;
+		*eq = '\0';
+		cJSON_DeleteItemFromObjectCaseSensitive(srv, l);
+		cJSON_AddStringToObject(srv, l, eq + 1);
+	}
+	return 0;
+}
+
+/* The parts of pj's key (see the top); why the job cannot be reused
+ * whatever its key in unknown ("" when it may). */
 static cJSON *
-key_parts(struct pl_job *pj)
+key_parts(struct pl_job *pj, char *unknown, size_t unknownlen)
 {
 	const struct pl_stage *stg = pj->reg->st;
 	cJSON *parts = cJSON_CreateObject();
 	cJSON_AddStringToObject(parts, "stage", stg->name);
+	unknown[0] = '\0';
 	cJSON *code = cJSON_AddObjectToObject(parts, "code");
 	char hex[65];
 	if (pj->reg->plugin != NULL && digest_path(pj->store, pj->reg->plugin->path, hex,
@@ -355,6 +399,7 @@ key_parts(struct pl_job *pj)
 		}
 	}
 	cJSON_Delete(paths);
+	server_parts(pj, parts, unknown, unknownlen);
 	return parts;
 }
 
@@ -403,6 +448,45 @@ run_viewer(struct pl_job *pj)
 	return access_viewer(pj->conf, &p);
 }
 
+/* The earlier job of key key whose work stands for pj's: one the viewer
+ * may read, whose artifacts are there as recorded and whose stage says
+ * what it made outside them still stands (reuse_check). 1 with it in
+ * *out, or 0, with in note why the first of the same key was not taken
+ * (or "" when there was none). */
+static int
+reuse_find(struct pl_job *pj, const char *key, int64_t viewer, struct reuse_cand *out,
+    char *note, size_t notelen)
+{
+	struct reuse_cand *c = NULL;
+	int nc = 0, found = 0;
+	note[0] = '\0';
+	if (store_reuse_candidates(pj->store, key, pj->job_id, &c, &nc) == -1)
+		return 0;
+	for (int i = 0; i < nc && !found; i++) {
+		char why[PATH_MAX + 256] = "";
+		if (!access_run(viewer, c[i].submitter))
+			continue;
+		int ok = artifacts_intact(pj, c[i].job_id, why, sizeof(why));
+		if (ok && pj->reg->st->reuse_check != NULL) {
+			int rc = pj->reg->st->reuse_check(pj, c[i].run, c[i].job, why, sizeof(why));
+			if (rc != PL_OK && why[0] == '\0')
+				snprintf(why, sizeof(why), "stage %s refused it: %s",
+				    pj->reg->st->name, plugin_host.strerror(rc));
+			ok = rc == PL_OK;
+		}
+		if (!ok) {
+			if (note[0] == '\0')
+				snprintf(note, notelen, "job %s of run %s had the same key, but %s",
+				    c[i].job, c[i].run, why);
+			continue;
+		}
+		*out = c[i];
+		found = 1;
+	}
+	free(c);
+	return found;
+}
+
 int
 reuse_try(struct pl_job *pj)
 {
@@ -426,32 +510,20 @@ reuse_try(struct pl_job *pj)
 		    strerror(errno));
 		return 0;
 	}
-	cJSON *parts = key_parts(pj);
+	char note[1024] = "", off[160];
+	cJSON *parts = key_parts(pj, note, sizeof(note));
 	char *text = cJSON_PrintUnformatted(parts);
 	char key[65];
 	plc_sha256_buf(text, strlen(text), key);
-	char note[1024] = "";
-	int allowed = spec_reuse_allowed(pj->spec, pj->sec);
-	struct reuse_cand *c = NULL;
-	int nc = 0;
-	if (allowed && store_reuse_candidates(pj->store, key, pj->job_id, &c, &nc) == 0) {
-		int64_t viewer = run_viewer(pj);
-		for (int i = 0; i < nc && pj->reuse_src == 0; i++) {
-			char why[PATH_MAX + 256];
-			if (!access_run(viewer, c[i].submitter))
-				continue;
-			if (!artifacts_intact(pj, c[i].job_id, why, sizeof(why))) {
-				if (note[0] == '\0')
-					snprintf(note, sizeof(note), "job %s of run %s had the same key,"
-					    " but %s", c[i].job, c[i].run, why);
-				continue;
-			}
-			pj->reuse_src = c[i].job_id;
-			snprintf(pj->reuse_msg, sizeof(pj->reuse_msg), "reused job %s of run %s",
-			    c[i].job, c[i].run);
-		}
+	int allowed = spec_reuse_off(pj->spec, pj->sec, off, sizeof(off)) == NULL;
+	struct reuse_cand c;
+	if (!allowed)
+		snprintf(note, sizeof(note), "%s (pipeline.ini(5) reuse)", off);
+	else if (note[0] == '\0' && reuse_find(pj, key, run_viewer(pj), &c, note, sizeof(note))) {
+		pj->reuse_src = c.job_id;
+		snprintf(pj->reuse_msg, sizeof(pj->reuse_msg), "reused job %s of run %s",
+		    c.job, c.run);
 	}
-	free(c);
 	if (as == 1)
 		owner_fs_leave(&save);
 	if (store_begin(pj->store) == 0) {
@@ -520,6 +592,46 @@ diff_obj(cJSON *lines, const char *what, const cJSON *a, const cJSON *b)
 	return n;
 }
 
+/* Why a job of stage with key and parts (a JSON object) and note ran,
+ * against near, the nearest earlier job of its stage: lines of lines, the
+ * reasons prefixed with pre ("ran: " for explain; "" for a plan, whose
+ * line names near without its key). */
+static void
+why_lines(cJSON *lines, const char *pre, const char *stage, const char *key,
+    const cJSON *parts, const char *note, const cJSON *near)
+{
+	if (note != NULL)
+		line_add(lines, "%s%s", pre, note);
+	if (near == NULL) {
+		line_add(lines, "%sno earlier run of stage %s", pre, stage);
+		return;
+	}
+	const char *nkey = jstr_or(near, "key", "");
+	if (*pre != '\0')
+		line_add(lines, "nearest earlier: job %s of run %s (%s), key %s",
+		    jstr_or(near, "job", "?"), jstr_or(near, "run", "?"),
+		    jstr_or(near, "state", "?"), nkey);
+	else if (note == NULL || strcmp(nkey, key) != 0) /* a plan's: the changes say the rest */
+		line_add(lines, "against job %s of run %s", jstr_or(near, "job", "?"),
+		    jstr_or(near, "run", "?"));
+	if (strcmp(nkey, key) == 0) {
+		if (note == NULL)
+			line_add(lines, "%sthe same key%s", pre, parts ? ", but reuse is off for this"
+			    " job (pipeline.ini(5) reuse)" : "");
+		return;
+	}
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(near, "parts");
+	int n = 0;
+	static const char *const objs[][2] = { { "code", "code" }, { "server", "server" },
+	    { "keys", "key" }, { "inputs", "input" }, { "compared", "compared" } };
+	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
+		n += diff_obj(lines, objs[i][1], cJSON_GetObjectItemCaseSensitive(a, objs[i][0]),
+		    cJSON_GetObjectItemCaseSensitive(parts, objs[i][0]));
+	if (n == 0)
+		line_add(lines, "the parts are the same but the keys differ (a daemon of"
+		    " another key's form?)");
+}
+
 cJSON *
 reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer)
 {
@@ -542,33 +654,169 @@ reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer)
 		    " (the same key)", jstr_or(me, "from_job", "?"), jstr_or(me, "from_run", "?"));
 		return q;
 	}
-	const char *note = jstr_or(me, "note", NULL);
-	if (note != NULL)
-		line_add(lines, "ran: %s", note);
-	if (near == NULL) {
-		line_add(lines, "ran: no earlier run of stage %s", jstr_or(me, "stage", "?"));
-		return q;
-	}
-	const char *nkey = jstr_or(near, "key", "");
-	line_add(lines, "nearest earlier: job %s of run %s (%s), key %s",
-	    jstr_or(near, "job", "?"), jstr_or(near, "run", "?"), jstr_or(near, "state", "?"),
-	    nkey);
-	if (strcmp(nkey, key) == 0) {
-		if (note == NULL)
-			line_add(lines, "ran: the same key%s", cJSON_GetObjectItemCaseSensitive(me,
-			    "parts") ? ", but reuse is off for this job (pipeline.ini(5) reuse)" : "");
-		return q;
-	}
-	const cJSON *a = cJSON_GetObjectItemCaseSensitive(near, "parts");
-	const cJSON *b = cJSON_GetObjectItemCaseSensitive(me, "parts");
-	int n = 0;
-	static const char *const objs[][2] = { { "code", "code" }, { "keys", "key" },
-	    { "inputs", "input" }, { "compared", "compared" } };
-	for (int i = 0; i < 4; i++)
-		n += diff_obj(lines, objs[i][1], cJSON_GetObjectItemCaseSensitive(a, objs[i][0]),
-		    cJSON_GetObjectItemCaseSensitive(b, objs[i][0]));
-	if (n == 0)
-		line_add(lines, "the parts are the same but the keys differ (a daemon of"
-		    " another key's form?)");
+	why_lines(lines, "ran: ", jstr_or(me, "stage", "?"), key,
+	    cJSON_GetObjectItemCaseSensitive(me, "parts"), jstr_or(me, "note", NULL), near);
 	return q;
+}
+
+int
+reuse_plan_find(const struct reuse_plan *plan, const char *job, const char *name, char *path,
+    size_t pathlen, char *sha256)
+{
+	for (int i = plan->n - 1; i >= 0; i--) {
+		const struct plan_art *a = &plan->a[i];
+		if (strcmp(a->name, name) != 0 || (job != NULL && strcmp(a->job, job) != 0))
+			continue;
+		snprintf(path, pathlen, "%s", a->path);
+		if (sha256 != NULL)
+			memcpy(sha256, a->sha256, 65);
+		return PL_OK;
+	}
+	return PL_ENOENT;
+}
+
+/* The artifacts a planned reuse of job src gives job name. */
+static void
+plan_add(struct reuse_plan *plan, struct store *s, int64_t src, const char *name)
+{
+	struct reuse_art *a;
+	int n;
+	if (store_job_artifact_rows(s, src, &a, &n) == -1)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (a[i].removed)
+			continue;
+		plan->a = reallocarray(plan->a, (size_t)plan->n + 1, sizeof(*plan->a));
+		if (plan->a == NULL)
+			fatal("reallocarray");
+		struct plan_art *p = &plan->a[plan->n++];
+		snprintf(p->job, sizeof(p->job), "%s", name);
+		snprintf(p->name, sizeof(p->name), "%s", a[i].name);
+		snprintf(p->path, sizeof(p->path), "%s", a[i].path);
+		memcpy(p->sha256, a[i].sha256, sizeof(p->sha256));
+	}
+	free(a);
+}
+
+/* One job of the plan: whether an earlier job stands for it, as
+ * reuse_try would find now. 1: reused (added to plan). */
+static int
+plan_job(struct store *s, const struct conf *c, const struct spec *spec,
+    const struct spec_section *sec, int64_t viewer, struct reuse_plan *plan, cJSON *e)
+{
+	const struct stage_reg *reg = plugin_stage(sec->stage);
+	cJSON *why = cJSON_GetObjectItemCaseSensitive(e, "why");
+	if (reg == NULL) {
+		line_add(why, "no plugin provides stage %s", sec->stage);
+		return 0;
+	}
+	struct pl_job *pj = job_new(JOB_MODE_PLAN, &host_store, reg, spec, sec);
+	pj->conf = c;
+	pj->store = s;
+	pj->owner = spec->owner;
+	pj->plan = plan;
+	struct owner_fs save;
+	int as = owner_fs_enter(pj->owner, &save), reused = 0;
+	if (as == -1) {
+		line_add(why, "its inputs cannot be read with the rights of the run's owner: %s",
+		    strerror(errno));
+		job_free(pj);
+		return 0;
+	}
+	char note[1024] = "";
+	cJSON *parts = key_parts(pj, note, sizeof(note));
+	char *text = cJSON_PrintUnformatted(parts);
+	char key[65];
+	plc_sha256_buf(text, strlen(text), key);
+	free(text);
+	cJSON_AddStringToObject(e, "key", key);
+	struct reuse_cand rc;
+	if (note[0] == '\0' && reuse_find(pj, key, viewer, &rc, note, sizeof(note))) {
+		cJSON_ReplaceItemInObjectCaseSensitive(e, "action", cJSON_CreateString("reuse"));
+		cJSON_AddStringToObject(e, "from_run", rc.run);
+		cJSON_AddStringToObject(e, "from_job", rc.job);
+		line_add(why, "the same key as job %s of run %s, whose artifacts are there as"
+		    " recorded%s", rc.job, rc.run, reg->st->reuse_check ? " and whose stage says"
+		    " what it made still stands" : "");
+		plan_add(plan, s, rc.job_id, sec->name);
+		reused = 1;
+	} else {
+		cJSON *near = store_q_nearest(s, reg->st->name, sec->name, 0, viewer);
+		why_lines(why, "", reg->st->name, key, parts, note[0] ? note : NULL, near);
+		cJSON_Delete(near);
+	}
+	if (as == 1)
+		owner_fs_leave(&save);
+	cJSON_Delete(parts);
+	job_free(pj);
+	return reused;
+}
+
+/* A job after one that runs: its inputs are known only then, unless no
+ * earlier job of its stage was ever run. */
+static void
+plan_after(struct store *s, const struct spec_section *sec, const char *after, int64_t viewer,
+    cJSON *why)
+{
+	cJSON *near = store_q_nearest(s, sec->stage, sec->name, 0, viewer);
+	if (near == NULL)
+		line_add(why, "no earlier run of stage %s", sec->stage);
+	else
+		line_add(why, "runs after %s, which runs: its inputs are known only then"
+		    " (if they come out the same, it is still reused)", after);
+	cJSON_Delete(near);
+}
+
+cJSON *
+reuse_plan(struct store *s, const struct conf *c, const struct spec *spec, int64_t viewer)
+{
+	int n = spec->njobs;
+	int **dep = xcalloc((size_t)n + 1, sizeof(*dep));
+	for (int i = 0; i < n; i++)
+		dep[i] = xcalloc((size_t)spec->jobs[i]->nafter + 1, sizeof(**dep));
+	spec_after_index(spec, dep);
+	/* 0: not planned yet, 1: runs, 2: reused. */
+	char *done = xcalloc((size_t)n + 1, 1);
+	struct reuse_plan plan = { NULL, 0 };
+	cJSON *out = cJSON_CreateArray();
+	for (int left = n, progress = 1; left > 0 && progress;) {
+		progress = 0;
+		for (int i = 0; i < n; i++) {
+			const struct spec_section *sec = spec->jobs[i];
+			int ready = !done[i], runs = -1;
+			for (int k = 0; ready && k < sec->nafter; k++) {
+				if (dep[i][k] < 0)
+					continue;
+				if (!done[dep[i][k]])
+					ready = 0;
+				else if (done[dep[i][k]] == 1 && runs < 0)
+					runs = dep[i][k];
+			}
+			if (!ready)
+				continue;
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "job", sec->name);
+			cJSON_AddStringToObject(e, "stage", sec->stage ? sec->stage : "?");
+			cJSON_AddStringToObject(e, "action", "run");
+			cJSON *why = cJSON_AddArrayToObject(e, "why");
+			char off[160];
+			done[i] = 1;
+			if (spec_reuse_off(spec, sec, off, sizeof(off)) != NULL)
+				line_add(why, "%s", off);
+			else if (runs >= 0) {
+				cJSON_AddStringToObject(e, "after", spec->jobs[runs]->name);
+				plan_after(s, sec, spec->jobs[runs]->name, viewer, why);
+			} else if (plan_job(s, c, spec, sec, viewer, &plan, e))
+				done[i] = 2;
+			cJSON_AddItemToArray(out, e);
+			left--;
+			progress = 1;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		free(dep[i]);
+	free(dep);
+	free(done);
+	free(plan.a);
+	return out;
 }

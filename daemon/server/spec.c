@@ -23,42 +23,48 @@ const char *const spec_common_keys[] = {
 };
 const char *const spec_run_keys[] = { "name", "previous", "description", "reuse", NULL };
 
-/* The stages whose jobs are never reused: they change what is outside
- * their files (a server's models, a promotion), which a key cannot see. */
-static const char *const reuse_never[] = { "register", "bake", "gate", NULL };
-/* The stages reused by default: what they make is a function of their
- * keys, their inputs' bytes and their code. */
-static const char *const reuse_pure[] = { "tokenize", "corpus_check", "merge",
-	"tensor_fix", "convert", "quantize", "verify", "train", "probe", NULL };
-
-static int
-word_in(const char *const *list, const char *w)
+/* Whether a stage's jobs may be reused, and how: its descriptor says
+ * (PL_STAGE_REUSE, PL_STAGE_REUSE_ASKED in pipeline/plugin.h); an unknown
+ * stage never. */
+static unsigned
+stage_reuse(const char *stage)
 {
-	for (int i = 0; list[i]; i++)
-		if (strcmp(list[i], w) == 0)
-			return 1;
-	return 0;
+	const struct stage_reg *reg = stage ? plugin_stage(stage) : NULL;
+	return reg ? reg->st->flags & (PL_STAGE_REUSE | PL_STAGE_REUSE_ASKED) : 0;
 }
 
 int
 spec_reuse_never(const char *stage)
 {
-	return word_in(reuse_never, stage);
+	return stage_reuse(stage) == 0;
+}
+
+const char *
+spec_reuse_off(const struct spec *s, const struct spec_section *sec, char *buf, size_t len)
+{
+	int run_on = 1, job_on = 0;
+	const char *rv = s->run ? spec_get(s->run, "reuse") : NULL;
+	const char *v = spec_get(sec, "reuse");
+	int job_set = v != NULL && parse_bool(v, &job_on) == 0;
+	unsigned how = stage_reuse(sec->stage);
+	if (rv != NULL && parse_bool(rv, &run_on) == 0 && !run_on)
+		snprintf(buf, len, "reuse = no in [run]");
+	else if (how == 0)
+		snprintf(buf, len, "stage %s never reuses", sec->stage ? sec->stage : "?");
+	else if (job_set && !job_on)
+		snprintf(buf, len, "reuse = no on the job");
+	else if (!job_set && !(how & PL_STAGE_REUSE))
+		snprintf(buf, len, "stage %s reuses only with reuse = yes", sec->stage);
+	else
+		return NULL;
+	return buf;
 }
 
 int
 spec_reuse_allowed(const struct spec *s, const struct spec_section *sec)
 {
-	int b;
-	const char *rv = s->run ? spec_get(s->run, "reuse") : NULL;
-	if (rv != NULL && parse_bool(rv, &b) == 0 && !b)
-		return 0;
-	if (sec->stage == NULL || spec_reuse_never(sec->stage))
-		return 0;
-	const char *v = spec_get(sec, "reuse");
-	if (v != NULL && parse_bool(v, &b) == 0)
-		return b;
-	return word_in(reuse_pure, sec->stage);
+	char buf[160];
+	return spec_reuse_off(s, sec, buf, sizeof(buf)) == NULL;
 }
 
 /* Sections, keys and jobs are looked up through plc_strmap (plio.h), each
@@ -462,14 +468,13 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 			sec->timeout = d;
 	}
 	if ((v = spec_get(sec, "reuse")) != NULL) {
+		const char *stage = spec_get(sec, "stage") ? spec_get(sec, "stage") : sec->name;
 		int b;
 		if (parse_bool(v, &b) == -1)
 			BAD("reuse", "must be yes or no, not \"%s\"", v);
-		else if (b && spec_reuse_never(spec_get(sec, "stage") ? spec_get(sec, "stage") :
-		    sec->name))
-			BAD("reuse", "stage %s is never reused (it changes what is outside its"
-			    " files); remove the key or set it to no", spec_get(sec, "stage") ?
-			    spec_get(sec, "stage") : sec->name);
+		else if (b && plugin_stage(stage) != NULL && spec_reuse_never(stage))
+			BAD("reuse", "stage %s is never reused (its plugin says so: see"
+			    " pipeline.ini(5) reuse); remove the key or set it to no", stage);
 	}
 	sec->after = split_list(spec_get(sec, "after"), &sec->nafter);
 	for (int k = 0; k < sec->nafter; k++) {

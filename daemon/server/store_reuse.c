@@ -254,6 +254,40 @@ job_json(struct store *s, sqlite3_stmt *st)
 	" j.reuse_note, fr.name, f.name, r.submitter FROM jobs j JOIN runs r ON r.id = j.run_id" \
 	" LEFT JOIN jobs f ON f.id = j.reused_from LEFT JOIN runs fr ON fr.id = f.run_id"
 
+/* The nearest earlier job of stage (see store_q_nearest); the caller
+ * holds the store's lock. */
+static cJSON *
+nearest_locked(struct store *s, const char *stage, const char *job, int64_t not_id,
+    int64_t viewer)
+{
+	cJSON *near = NULL;
+	sqlite3_stmt *st = store_prep(s, "SELECT " EXPLAIN_COLS " WHERE j.stage = ? AND j.id != ? AND"
+	    " j.key IS NOT NULL AND j.state IN ('succeeded', 'reused') AND j.finished <="
+	    " coalesce((SELECT started FROM jobs WHERE id = ?), 1e300) AND " ACCESS_SQL("r")
+	    " ORDER BY (j.name = :job) DESC, j.finished DESC, j.id DESC LIMIT 1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, stage, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, not_id);
+	sqlite3_bind_int64(st, 3, not_id);
+	sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":job"), job, -1, SQLITE_TRANSIENT);
+	access_bind(st, viewer);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		near = job_json(s, st);
+	store_unprep(s, st);
+	return near;
+}
+
+cJSON *
+store_q_nearest(struct store *s, const char *stage, const char *job, int64_t not_id,
+    int64_t viewer)
+{
+	pthread_mutex_lock(&s->mtx);
+	cJSON *near = nearest_locked(s, stage, job, not_id, viewer);
+	pthread_mutex_unlock(&s->mtx);
+	return near;
+}
+
 cJSON *
 store_q_explain(struct store *s, const char *run, const char *job, int64_t viewer)
 {
@@ -275,23 +309,10 @@ store_q_explain(struct store *s, const char *run, const char *job, int64_t viewe
 	}
 	/* The nearest earlier job of the stage whose key is known, that the
 	 * viewer may read and that did its work. */
-	st = store_prep(s, "SELECT " EXPLAIN_COLS " WHERE j.stage = ? AND j.id != ? AND"
-	    " j.key IS NOT NULL AND j.state IN ('succeeded', 'reused') AND j.finished <="
-	    " coalesce((SELECT started FROM jobs WHERE id = ?), 1e300) AND " ACCESS_SQL("r")
-	    " ORDER BY (j.name = :job) DESC, j.finished DESC, j.id DESC LIMIT 1");
 	cJSON *id = cJSON_GetObjectItemCaseSensitive(me, "id");
 	cJSON *stage = cJSON_GetObjectItemCaseSensitive(me, "stage");
-	if (st != NULL && cJSON_IsNumber(id) && cJSON_IsString(stage)) {
-		sqlite3_bind_text(st, 1, stage->valuestring, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, 2, (int64_t)id->valuedouble);
-		sqlite3_bind_int64(st, 3, (int64_t)id->valuedouble);
-		sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":job"), job, -1,
-		    SQLITE_TRANSIENT);
-		access_bind(st, viewer);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			near = job_json(s, st);
-	}
-	store_unprep(s, st);
+	if (cJSON_IsNumber(id) && cJSON_IsString(stage))
+		near = nearest_locked(s, stage->valuestring, job, (int64_t)id->valuedouble, viewer);
 	pthread_mutex_unlock(&s->mtx);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "job", me);

@@ -37,7 +37,9 @@ extern "C" {
  * struct that crosses the boundary must be of exactly the host's size.
  * 2: struct pl_exit starts with abi and size, as every struct that
  * crosses the boundary does.
- * 3: struct pl_key gains choices, and the flag PL_KEY_CHECKPOINT. */
+ * 3: struct pl_key gains choices, and the flag PL_KEY_CHECKPOINT; struct
+ * pl_stage declares what may be reused (PL_STAGE_REUSE,
+ * PL_STAGE_REUSE_ASKED, reuse_key, reuse_check). */
 #define PL_ABI_VERSION 3
 
 /* The two symbols a plugin exports: its entry point, and the ABI version
@@ -168,6 +170,17 @@ typedef struct pl_job pl_job;
                                   the daemon may run it in its own process for
                                   any owner (without: a stage of another user's
                                   run runs in a stage process as that user) */
+/* Reuse (pipeline-plugin(3) REUSE): a job whose key (its stage, code, keys
+ * and the digests of its inputs) is that of an earlier job that did its
+ * work is not run, and takes that job's artifacts and values. A stage
+ * declares here whether its jobs may be: */
+#define PL_STAGE_REUSE 0x4      /* by default: what it makes is a function of
+                                  its key (and, with reuse_check, of what a
+                                  server still holds); reuse = no turns it off */
+#define PL_STAGE_REUSE_ASKED 0x8 /* only where the spec says reuse = yes (a
+                                  command whose effects the key cannot see) */
+/* A stage with neither is never reused (gate: it decides against the
+ * incumbent of the moment); reuse = yes on its jobs is refused at submit. */
 struct pl_stage {
 	uint32_t abi;          /* PL_ABI_VERSION */
 	uint32_t size;         /* sizeof(struct pl_stage) */
@@ -183,6 +196,23 @@ struct pl_stage {
 	 * after logging why (host->fail() sets the message operators see). */
 	int (*run)(pl_job *job);
 	uint32_t key_size;     /* sizeof(struct pl_key) */
+	/* Reuse, for a stage that may be reused; both may be NULL. Called
+	 * before the job would run (and for `pipelinectl submit --plan`),
+	 * where only get(), input(), run_get(), conf_get(), value_get(),
+	 * artifact_find() and log() may be used; each must be quick (a
+	 * bounded request to a server). */
+	/* What the key must hold that no key or file of the job shows:
+	 * "NAME=VALUE" lines written to buf (the version of the server the
+	 * stage talks to, the digest of what a tag serves now). PL_OK, or a
+	 * negative code with why in buf: then the job is not reused. */
+	int (*reuse_key)(pl_job *job, char *buf, size_t len);
+	/* An earlier job of the same key, run/jobname, whose files are there
+	 * as recorded: PL_OK when what it made outside them still stands
+	 * (the server still holds the tag it created, at the same digest),
+	 * else a negative code with why in buf: the job runs, and
+	 * `pipelinectl explain` says why. */
+	int (*reuse_check)(pl_job *job, const char *run, const char *jobname, char *why,
+	    size_t len);
 };
 /* A struct pl_stage with abi, size and key_size set, and the members
  * given as designated initializers:

@@ -267,3 +267,64 @@ ollama_delete(struct ollama *c, const char *name)
 	free(b);
 	return rc;
 }
+
+/* A bounded request: reuse asks before a job would run, and for a plan. */
+#define REUSE_TIMEOUT 10
+
+int
+ollama_reuse_key(const char *url, const char *tag, char *buf, size_t len)
+{
+	struct ollama o;
+	struct ollama_show sh;
+	char version[64], manifest[80];
+	buf[0] = '\0';
+	if (ollama_init(&o, url, REUSE_TIMEOUT) == -1 ||
+	    ollama_version(&o, version, sizeof(version)) == -1) {
+		snprintf(buf, len, "%s", o.error);
+		return -1;
+	}
+	if (tag == NULL) {
+		snprintf(buf, len, "ollama version=%s\n", version);
+		return 0;
+	}
+	memset(&sh, 0, sizeof(sh));
+	if (ollama_manifest_digest(&o, tag, manifest, sizeof(manifest)) == -1 ||
+	    ollama_show(&o, tag, &sh) == -1) {
+		snprintf(buf, len, "%s", o.error);
+		return -1;
+	}
+	snprintf(buf, len, "ollama version=%s\n%s manifest=%s\n%s weights=%s\n", version, tag,
+	    manifest, tag, sh.weights);
+	ollama_show_free(&sh);
+	return 0;
+}
+
+int
+ollama_reuse_check(const char *url, const char *tag, const char *manifest, char *buf,
+    size_t len)
+{
+	struct ollama o;
+	char now[80];
+	if (manifest == NULL || *manifest == '\0') {
+		snprintf(buf, len, "it recorded no manifest digest for %s", tag);
+		return -1;
+	}
+	if (ollama_init(&o, url, REUSE_TIMEOUT) == -1) {
+		snprintf(buf, len, "%s", o.error);
+		return -1;
+	}
+	if (ollama_manifest_digest(&o, tag, now, sizeof(now)) == -1) {
+		if (errno == ENOENT && o.status == 200) /* /api/tags answered, without it */
+			snprintf(buf, len, "the server at %s no longer has tag %s", o.url, tag);
+		else
+			snprintf(buf, len, "the server cannot be asked whether it still has tag %s:"
+			    " %s", tag, o.error);
+		return -1;
+	}
+	if (strcmp(now, manifest) != 0) {
+		snprintf(buf, len, "tag %s on the server at %s moved: manifest %.12s, not the"
+		    " %.12s it made", tag, o.url, now, manifest);
+		return -1;
+	}
+	return 0;
+}

@@ -38,6 +38,17 @@ int	ollama_modelfile_weights(const char *modelfile, char *hex, size_t len);
  * the tag does not exist. */
 int	ollama_manifest_digest(struct ollama *c, const char *name, char *hex, size_t len);
 
+/* Reuse (pipeline-plugin(3) REUSE): what a stage's key holds of the
+ * server at url, as "NAME=VALUE" lines in buf: its version and, when tag
+ * is not NULL, the manifest and weights digests the tag serves now. 0, or
+ * -1 with why in buf (the server does not answer, the tag is not there). */
+int	ollama_reuse_key(const char *url, const char *tag, char *buf, size_t len);
+/* Whether the server at url still serves tag at the manifest digest an
+ * earlier job recorded (manifest; NULL: it recorded none): 0, or -1 with
+ * why in buf. */
+int	ollama_reuse_check(const char *url, const char *tag, const char *manifest, char *buf,
+	    size_t len);
+
 /* POST /api/copy: 200 with an empty body. */
 int	ollama_copy(struct ollama *c, const char *source, const char *destination);
 /* DELETE /api/delete. */

@@ -29,7 +29,7 @@ refused bad_abi.so "init failed: ABI version mismatch: stage struct of ABI 43 (h
 refused no_symbol.so "no entry symbol pl_plugin_init"
 refused init_fails.so "init failed: input/output error"
 refused host_abi.so "init failed: ABI version mismatch: plugin of an ABI it does not state (no pl_plugin_abi) refused the host (host: ABI 3)"
-refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 3 size 72 (host: ABI 3 size 64): built for a newer host"
+refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 3 size 88 (host: ABI 3 size 80): built for a newer host"
 refused old_abi.so "ABI version mismatch: plugin of ABI 2 (host: ABI 3): built for an older host"
 refused new_abi.so "ABI version mismatch: plugin of ABI 4 (host: ABI 3): built for a newer host"
 refused bad_default.so 'init failed: invalid argument or spec value: stage "bad_default": key count: default bad value "many": expected an integer'

@@ -24,10 +24,10 @@ S=$TEST_TMP/specs; O=$TEST_TMP/out; mkdir -p "$S" "$O"
 echo "hello" > "$S/src.txt"
 
 # Bad values are refused at submit, naming the file, line and key.
-printf '[run]\nreuse = yes\n[r]\nstage = register\nreuse = yes\n[e]\nstage = exec\nreuse = maybe\ncommand = true\n' > "$S/bad.ini"
+printf '[run]\nreuse = yes\n[g]\nstage = gate\nreuse = yes\n[e]\nstage = exec\nreuse = maybe\ncommand = true\n' > "$S/bad.ini"
 pctl check "$S/bad.ini" > "$O/x" 2>&1 && fail "check took bad reuse values"
 for l in "bad.ini:2: reuse: must be no (turns reuse off for every job), not \"yes\"" \
-    "bad.ini:5: reuse: stage register is never reused" "bad.ini:8: reuse: must be yes or no, not \"maybe\""; do
+    "bad.ini:5: reuse: stage gate is never reused" "bad.ini:8: reuse: must be yes or no, not \"maybe\""; do
 	grep -qF "$l" "$O/x" || { cat "$O/x"; fail "check does not say: $l"; }
 done
 

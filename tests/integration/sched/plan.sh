@@ -1,0 +1,140 @@
+#!/bin/bash
+# sched/plan.sh: `submit --plan` and `check --plan` against a real daemon
+# say, before anything runs, what each job would do and why, and submit
+# nothing. On a fresh store every job runs: "no earlier run", gate "never
+# reuses", an exec job without reuse = yes "reuses only with reuse = yes".
+# After a run of the spec (exec jobs with reuse = yes, and convert and
+# quantize of the tiny fixture, pure stages reused by default), the plan
+# of the same spec reuses each of them, naming the run and job; a changed
+# key names the key with its old and new values, and a job after it waits
+# for it ("runs after"); reuse = no in [run] is said; --json gives the
+# same plan; and the run submitted afterwards does what the plan said.
+. "$(dirname "$0")/../../lib.sh"
+pl_conf
+pl_start
+S=$TEST_TMP/specs; O=$TEST_TMP/out; mkdir -p "$S" "$O"
+echo "hello" > "$S/src.txt"
+FX=$TEST_TMP/fx
+/usr/bin/python3 "$TOP/tests/fixtures/gen_gemma3.py" "$FX" --layout causal > "$FX.log" 2>&1 ||
+	{ cat "$FX.log"; fail "gen_gemma3.py"; }
+
+# spec FILE SUFFIX [RUN-LINES]
+spec() {
+	cat > "$1" <<INI
+[run]
+name = p1
+${3:-}
+[make]
+stage = exec
+reuse = yes
+input = $S/src.txt
+command = echo make >> $O/count; tr a-z A-Z < "\$PL_INPUT" > out.txt; echo '{"type":"artifact","name":"out","path":"out.txt"}' >> "\$PL_EVENTS"
+[use]
+stage = exec
+reuse = yes
+after = make
+input = make.out
+env = SUFFIX=$2
+command = echo use >> $O/count; (cat "\$PL_INPUT"; echo \$SUFFIX) > final.txt; echo '{"type":"artifact","name":"final","path":"final.txt"}' >> "\$PL_EVENTS"
+[last]
+stage = exec
+reuse = yes
+after = use
+input = use.final
+command = echo last >> $O/count; cp "\$PL_INPUT" last.txt; echo '{"type":"artifact","name":"last","path":"last.txt"}' >> "\$PL_EVENTS"
+[plain]
+stage = exec
+command = echo plain >> $O/count
+[convert]
+input = $FX
+[quantize]
+after = convert
+[gate]
+after = last
+INI
+}
+# line OUT JOB: the plan's line of JOB.
+line() { grep "^$2: " "$1" || { cat "$1"; fail "the plan has no line for $2"; }; }
+expect() {	# expect OUT JOB TEXT
+	line "$1" "$2" | grep -qF -- "$3" || { cat "$1"; fail "plan of $2: wanted \"$3\""; }
+}
+count() { [ -f "$O/count" ] && tr '\n' ' ' < "$O/count" | sed 's/ $//'; }
+# nothing_done OUT RUNS: plain and gate never reuse, and the plan ran
+# nothing and left RUNS runs in the store.
+nothing_done() {
+	expect "$1" plain "plain: run (stage exec reuses only with reuse = yes)"
+	expect "$1" gate "gate: run (stage gate never reuses)"
+	[ -z "$(count)" ] || fail "a plan ran programs: $(count)"
+	[ "$(db "SELECT count(*) FROM runs")" = "$2" ] || fail "a plan submitted a run"
+}
+spec "$S/a.ini" one
+
+# A fresh store: everything runs, and why.
+pctl check --plan "$S/a.ini" > "$O/p0" || { cat "$O/p0"; fail "check --plan on a fresh store"; }
+[ "$(wc -l < "$O/p0")" = 7 ] || { cat "$O/p0"; fail "not one line a job"; }
+for j in make use last convert quantize; do
+	expect "$O/p0" "$j" ": run (no earlier run of stage"
+done
+nothing_done "$O/p0" 0
+note "a fresh store: $(line "$O/p0" make)"
+
+pctl submit "$S/a.ini" > /dev/null || fail "submit p1"
+wait_run p1 failed 60	# gate has no bakes to compare
+for j in make use last plain convert quantize; do
+	[ "$(job_state p1 $j)" = succeeded ] || fail "p1/$j is $(job_state p1 $j)"
+done
+
+# The same spec again: every job that may be reused is, by name.
+: > "$O/count"
+pctl submit --plan --name p2 "$S/a.ini" > "$O/p1" || { cat "$O/p1"; fail "submit --plan"; }
+for j in make use last convert quantize; do
+	expect "$O/p1" "$j" "$j: reuse p1/$j (the same key as job $j of run p1"
+done
+nothing_done "$O/p1" 1
+note "the same spec: $(line "$O/p1" quantize)"
+
+# --json: the same plan, as data.
+pctl --json check --plan "$S/a.ini" > "$O/j1" || fail "--json check --plan"
+/usr/bin/python3 - "$O/j1" <<'PY' || fail "--json plan: $(cat "$O/j1")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["ok"] and o["verb"] == "check" and o["submitted"] is False, o
+plan = {e["job"]: e for e in o["plan"]}
+assert plan["use"]["action"] == "reuse" and plan["use"]["from_run"] == "p1", plan["use"]
+assert plan["use"]["from_job"] == "use" and len(plan["use"]["key"]) == 64, plan["use"]
+assert plan["gate"]["action"] == "run" and plan["gate"]["why"] == ["stage gate never reuses"]
+PY
+
+# A changed key: use runs and says why; last waits for it; make is reused.
+spec "$S/b.ini" two
+pctl check --plan "$S/b.ini" > "$O/p2" || { cat "$O/p2"; fail "check --plan b"; }
+expect "$O/p2" make "make: reuse p1/make"
+expect "$O/p2" use "key env: SUFFIX=one -> SUFFIX=two"
+expect "$O/p2" last "last: run (runs after use, which runs"
+note "a changed key: $(line "$O/p2" use)"
+
+# reuse = no in [run]: said for every job.
+spec "$S/c.ini" one "reuse = no"
+pctl check --plan "$S/c.ini" > "$O/p3" || { cat "$O/p3"; fail "check --plan c"; }
+expect "$O/p3" make "make: run (reuse = no in [run])"
+expect "$O/p3" convert "convert: run (reuse = no in [run])"
+
+# The run does what its plan said.
+: > "$O/count"
+pctl submit --name p3 "$S/b.ini" > /dev/null || fail "submit p3"
+wait_run p3 failed 60
+for j in make convert quantize; do
+	[ "$(job_state p3 $j)" = reused ] || fail "p3/$j is $(job_state p3 $j), as planned: reused"
+done
+for j in use last plain; do
+	[ "$(job_state p3 $j)" = succeeded ] || fail "p3/$j is $(job_state p3 $j), as planned: run"
+done
+[ "$(count)" = "use plain last" ] || [ "$(count)" = "plain use last" ] || fail "p3 ran: $(count)"
+note "p3 did what its plan said"
+
+# A plan is refused like a check: bad specs name the line.
+printf '[x]\nstage = exec\nreuse = maybe\ncommand = true\n' > "$S/bad.ini"
+pctl submit --plan "$S/bad.ini" > "$O/x" 2>&1 && fail "submit --plan took a bad spec"
+grep -qF "bad.ini:3: reuse: must be yes or no" "$O/x" || { cat "$O/x"; fail "bad spec's plan"; }
+pl_stop
+echo "PASS"
