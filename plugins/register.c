@@ -977,6 +977,32 @@ upload_create(pl_job *job, struct ollama *o, const char *tag, const char *gguf,
 	return PL_OK;
 }
 
+/* The previous version's weights, which this one's must differ from:
+ * previous_tag's on the server, or those the previous run's register job
+ * recorded; "" when there are none. 0, or -1 with why in o->error. */
+static int
+previous_weights(pl_job *job, struct ollama *o, char *w, size_t len)
+{
+	const char *prev = host->get(job, "previous_tag"), *prun;
+	struct ollama_show sh;
+	char *v;
+	w[0] = '\0';
+	if (prev != NULL && *prev) {
+		memset(&sh, 0, sizeof(sh));
+		if (ollama_show(o, prev, &sh) == -1)
+			return -1;
+		snprintf(w, len, "%s", sh.weights);
+		ollama_show_free(&sh);
+		return 0;
+	}
+	prun = host->run_get(job, "previous");
+	v = prun ? host->value_get(job, prun, NULL, "register.weights") : NULL;
+	if (v != NULL)
+		snprintf(w, len, "%s", v);
+	free(v);
+	return 0;
+}
+
 static int
 register_run(pl_job *job)
 {
@@ -1024,22 +1050,9 @@ register_run(pl_job *job)
 		    "pipeline (tested: %s); using the profile %s", version, o.url, OLLAMA_TESTED,
 		    ollama_profile_name(profile));
 
-	/* The previous version's weights: named, or recorded by the previous
-	 * run's register job. */
-	if (prev != NULL && *prev) {
-		if (ollama_show(&o, prev, &sh) == -1) {
-			rc = host->fail(job, "previous_tag %s: %s", prev, o.error);
-			goto out;
-		}
-		snprintf(prev_w, sizeof(prev_w), "%s", sh.weights);
-		ollama_show_free(&sh);
-	} else {
-		const char *prun = host->run_get(job, "previous");
-		char *v = prun ? host->value_get(job, prun, NULL, "register.weights") : NULL;
-		if (v) {
-			snprintf(prev_w, sizeof(prev_w), "%s", v);
-			free(v);
-		}
+	if (previous_weights(job, &o, prev_w, sizeof(prev_w)) == -1) {
+		rc = host->fail(job, "previous_tag %s: %s", prev, o.error);
+		goto out;
 	}
 	/* What the tag served before, if anything; then unload it, or its
 	 * runner keeps serving the old weights after the create (G24). */
@@ -1170,14 +1183,27 @@ out:
 	return rc;
 }
 
-/* Reuse: the key holds the server's version; an earlier register of the
- * same key stands only while the server still has its tag at the
- * manifest digest it recorded (a tag deleted or created again behind the
- * daemon's back is registered again). */
+/* Reuse: the key holds the server's version and the previous version's
+ * weights this one must differ from (G24: a register checked against
+ * another previous version is no proof against this one); an earlier
+ * register of the same key stands only while the server still has its
+ * tag at the manifest digest it recorded (a tag deleted or created again
+ * behind the daemon's back is registered again). */
 static int
 register_reuse_key(pl_job *job, char *buf, size_t len)
 {
-	return ollama_reuse_key(host->get(job, "url"), NULL, buf, len) == 0 ? PL_OK : PL_EIO;
+	struct ollama o;
+	char w[80];
+	if (ollama_reuse_key(host->get(job, "url"), NULL, buf, len) == -1)
+		return PL_EIO;
+	if (ollama_init(&o, host->get(job, "url"), 10) == -1 ||
+	    previous_weights(job, &o, w, sizeof(w)) == -1) {
+		snprintf(buf, len, "previous_tag %s: %s", host->get(job, "previous_tag"), o.error);
+		return PL_EIO;
+	}
+	size_t n = strlen(buf);
+	snprintf(buf + n, len - n, "previous weights=%s\n", w[0] ? w : "none");
+	return PL_OK;
 }
 
 static int

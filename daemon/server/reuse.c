@@ -595,13 +595,16 @@ diff_obj(cJSON *lines, const char *what, const cJSON *a, const cJSON *b)
 /* Why a job of stage with key and parts (a JSON object) and note ran,
  * against near, the nearest earlier job of its stage: lines of lines, the
  * reasons prefixed with pre ("ran: " for explain; "" for a plan, whose
- * line names near without its key). */
+ * line is the note alone when there is one, and else names near without
+ * its key). */
 static void
 why_lines(cJSON *lines, const char *pre, const char *stage, const char *key,
     const cJSON *parts, const char *note, const cJSON *near)
 {
 	if (note != NULL)
 		line_add(lines, "%s%s", pre, note);
+	if (note != NULL && *pre == '\0')
+		return; /* a plan's line: the note says why */
 	if (near == NULL) {
 		line_add(lines, "%sno earlier run of stage %s", pre, stage);
 		return;
@@ -611,7 +614,7 @@ why_lines(cJSON *lines, const char *pre, const char *stage, const char *key,
 		line_add(lines, "nearest earlier: job %s of run %s (%s), key %s",
 		    jstr_or(near, "job", "?"), jstr_or(near, "run", "?"),
 		    jstr_or(near, "state", "?"), nkey);
-	else if (note == NULL || strcmp(nkey, key) != 0) /* a plan's: the changes say the rest */
+	else /* a plan's line: the changes say the rest */
 		line_add(lines, "against job %s of run %s", jstr_or(near, "job", "?"),
 		    jstr_or(near, "run", "?"));
 	if (strcmp(nkey, key) == 0) {

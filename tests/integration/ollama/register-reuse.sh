@@ -9,7 +9,9 @@
 # deleted behind the daemon's back makes register run again (plan and
 # explain name the tag), and the bake after it, whose tag serves the same
 # bytes again, is reused; the tag moved to another manifest makes register
-# run; with the server gone, the plan says its server cannot be asked.
+# run; a previous version whose weights are these makes register run (and
+# refuse them); with the server gone, the plan says its server cannot be
+# asked.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/bake.sh"
 trap 'pl_stop; ollama_stop' EXIT
@@ -19,10 +21,11 @@ ollama_start
 ollama_modelfile "$TOP/etc/Modelfile.tmpl" "$TEST_TMP/Modelfile.tmpl"
 pl_start
 
-spec() {	# spec RUN
+spec() {	# spec RUN [PREVIOUS]
 	cat <<INI
 [run]
 name = $1
+${2:+previous = $2}
 
 [register]
 gguf = $TEST_TMP/a.gguf
@@ -82,6 +85,19 @@ curl -s "$OURL/api/tags" | grep -q '"name":"router:ru"' || fail "router:ru is no
 # The tag serves the same manifest and weights again: the bake is reused.
 [ "$(job_state r3 bake)" = reused ] || fail "r3's bake is $(job_state r3 bake), wanted reused (the tag serves the same bytes)"
 note "a deleted tag: $(grep '^register' p3)"
+
+# The same spec with previous = r1, whose weights are these: the key
+# holds the previous version's weights, so register runs, and refuses the
+# GGUF as the previous version's (G24) instead of passing by a copy of a
+# register checked against no previous version.
+spec r6 r1 > r6.ini
+pctl check --plan r6.ini > p6 || { cat p6; fail "check --plan r6"; }
+expect p6 register "server previous weights: none -> "
+pctl submit r6.ini > /dev/null || fail "submit r6"
+wait_run r6 failed 60
+[ "$(job_state r6 register)" = failed ] || fail "r6's register is $(job_state r6 register), wanted failed"
+pctl logs r6 register 2>&1 | grep -q "the previous version's" || { pctl logs r6 register; fail "r6 not refused for r1's weights"; }
+note "previous = r1: $(grep '^register' p6)"
 
 # The tag moved to another manifest (created again with another
 # parameter): register runs.
