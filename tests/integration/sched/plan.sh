@@ -132,6 +132,32 @@ done
 [ "$(count)" = "use plain last" ] || [ "$(count)" = "plain use last" ] || fail "p3 ran: $(count)"
 note "p3 did what its plan said"
 
+# A plan is made off the daemon's loop: while one hashes a large input
+# (512 MiB, sparse), other clients are answered; its client going away in
+# the middle leaves the daemon serving; the next plan takes the digest
+# from the cache.
+truncate -s 512M "$S/big.bin"
+printf '[run]\nname = big\n[b]\nstage = exec\nreuse = yes\ninput = %s\ncommand = true\n' "$S/big.bin" > "$S/big.ini"
+"$PIPELINECTL" -f "$PL_CONF" check --plan "$S/big.ini" > "$O/big1" 2>&1 &
+cpid=$!
+sleep 0.3
+t0=$(date +%s%N)
+pctl status > /dev/null || fail "status while a plan hashes"
+t1=$(date +%s%N)
+[ $(( (t1 - t0) / 1000000 )) -lt 1000 ] || fail "status took $(( (t1 - t0) / 1000000 )) ms while a plan hashed"
+kill "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+[ "$(db "SELECT count(*) FROM digests WHERE path = '$S/big.bin'")" = 0 ] ||
+	note "the plan was done before its client went (a fast machine): the orphan path was not taken"
+for _ in $(seq 1 100); do
+	[ "$(db "SELECT count(*) FROM digests WHERE path = '$S/big.bin'")" = 1 ] && break
+	sleep 0.1
+done
+[ "$(db "SELECT count(*) FROM digests WHERE path = '$S/big.bin'")" = 1 ] || fail "the abandoned plan kept no digest"
+pctl list > /dev/null || fail "the daemon does not answer after a plan's client went"
+pctl check --plan "$S/big.ini" > "$O/big2" || { cat "$O/big2"; fail "check --plan big"; }
+expect "$O/big2" b "b: run (against job "
+note "status answered in $(( (t1 - t0) / 1000000 )) ms while a plan hashed 512 MiB"
+
 # A plan is refused like a check: bad specs name the line.
 printf '[x]\nstage = exec\nreuse = maybe\ncommand = true\n' > "$S/bad.ini"
 pctl submit --plan "$S/bad.ini" > "$O/x" 2>&1 && fail "submit --plan took a bad spec"
