@@ -83,6 +83,11 @@ wait_run p1 failed 60	# gate has no bakes to compare
 for j in make use last plain convert quantize; do
 	[ "$(job_state p1 $j)" = succeeded ] || fail "p1/$j is $(job_state p1 $j)"
 done
+# explain says the same of the jobs that never reuse.
+pctl explain p1 gate | grep -qx "ran: stage gate never reuses (pipeline.ini(5) reuse)" ||
+	{ pctl explain p1 gate; fail "explain p1 gate does not say gate never reuses"; }
+pctl explain p1 plain | grep -qx "ran: stage exec reuses only with reuse = yes (pipeline.ini(5) reuse)" ||
+	{ pctl explain p1 plain; fail "explain p1 plain does not say why"; }
 
 # The same spec again: every job that may be reused is, by name.
 : > "$O/count"
