@@ -111,7 +111,7 @@ job_log(pl_job *j, int level, const char *fmt, ...)
 	if (level == PL_LOG_DEBUG && log_getlevel() < LOG_LVL_DEBUG && j->hb->daemon)
 		return;
 	job_logf(j, "%s: %s", lv[level < 0 || level > 3 ? 2 : level], msg);
-	if (j->hb->daemon && level <= PL_LOG_WARN)
+	if (j->hb->daemon && level <= PL_LOG_WARN && j->mode != JOB_MODE_PLAN)
 		log_warnx("%s/%s: %s", j->run, j->name, msg);
 }
 

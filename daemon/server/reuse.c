@@ -300,8 +300,9 @@ server_parts(struct pl_job *pj, cJSON *parts, char *why, size_t len)
 	return 0;
 }
 
-/* The parts of pj's key (see the top); why the job cannot be reused
- * whatever its key in unknown ("" when it may). */
+/* The parts of pj's key (see the top). When the job cannot be reused
+ * whatever its key (its stage's server cannot say what it holds), why is
+ * written to unknown; else unknown is "". */
 static cJSON *
 key_parts(struct pl_job *pj, char *unknown, size_t unknownlen)
 {
