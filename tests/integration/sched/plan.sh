@@ -165,7 +165,8 @@ note "status answered in $(( (t1 - t0) / 1000000 )) ms while a plan hashed 512 M
 
 # A plan is refused like a check: bad specs name the line.
 printf '[x]\nstage = exec\nreuse = maybe\ncommand = true\n' > "$S/bad.ini"
-pctl submit --plan "$S/bad.ini" > "$O/x" 2>&1 && fail "submit --plan took a bad spec"
+rc=0; pctl submit --plan "$S/bad.ini" > "$O/x" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$O/x"; fail "submit --plan of a bad spec exited $rc, not 1"; }
 grep -qF "bad.ini:3: reuse: must be yes or no" "$O/x" || { cat "$O/x"; fail "bad spec's plan"; }
 pl_stop
 echo "PASS"
