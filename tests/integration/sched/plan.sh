@@ -7,8 +7,9 @@
 # quantize of the tiny fixture, pure stages reused by default), the plan
 # of the same spec reuses each of them, naming the run and job; a changed
 # key names the key with its old and new values, and a job after it waits
-# for it ("runs after"); reuse = no in [run] is said; --json gives the
-# same plan; and the run submitted afterwards does what the plan said.
+# for it ("runs after"); reuse = no in [run] or on a job is said; --json
+# gives the same plan; and the run submitted afterwards does what the plan
+# said. A plan is made off the daemon's loop and survives its client.
 . "$(dirname "$0")/../../lib.sh"
 pl_conf
 pl_start
@@ -123,6 +124,13 @@ spec "$S/c.ini" one "reuse = no"
 pctl check --plan "$S/c.ini" > "$O/p3" || { cat "$O/p3"; fail "check --plan c"; }
 expect "$O/p3" make "make: run (reuse = no in [run])"
 expect "$O/p3" convert "convert: run (reuse = no in [run])"
+
+# reuse = no on one job: said for it; the job after it waits for it.
+sed '/^\[convert\]/a reuse = no' "$S/a.ini" > "$S/d.ini"
+pctl check --plan "$S/d.ini" > "$O/p4" || { cat "$O/p4"; fail "check --plan d"; }
+expect "$O/p4" convert "convert: run (reuse = no on the job)"
+expect "$O/p4" quantize "quantize: run (runs after convert, which runs"
+expect "$O/p4" make "make: reuse p1/make"
 
 # The run does what its plan said.
 : > "$O/count"
