@@ -111,6 +111,23 @@ hs_value_history(pl_job *j, const char *key, int limit)
 	return store_value_history(j->store, key, limit);
 }
 
+/* reuse_plan_find(), here below reuse.c, which plans with this backend. */
+int
+reuse_plan_find(const struct reuse_plan *plan, const char *job, const char *name, char *path,
+    size_t pathlen, char *sha256)
+{
+	for (int i = plan->n - 1; i >= 0; i--) {
+		const struct plan_art *a = &plan->a[i];
+		if (strcmp(a->name, name) != 0 || (job != NULL && strcmp(a->job, job) != 0))
+			continue;
+		snprintf(path, pathlen, "%s", a->path);
+		if (sha256 != NULL)
+			memcpy(sha256, a->sha256, 65);
+		return PL_OK;
+	}
+	return PL_ENOENT;
+}
+
 /* A planned job's own run is not in the store: its artifacts are those
  * of the jobs the plan reuses (reuse.c: reuse_plan). */
 static int

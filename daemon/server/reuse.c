@@ -663,22 +663,6 @@ reuse_explain(struct store *s, const char *run, const char *job, int64_t viewer)
 	return q;
 }
 
-int
-reuse_plan_find(const struct reuse_plan *plan, const char *job, const char *name, char *path,
-    size_t pathlen, char *sha256)
-{
-	for (int i = plan->n - 1; i >= 0; i--) {
-		const struct plan_art *a = &plan->a[i];
-		if (strcmp(a->name, name) != 0 || (job != NULL && strcmp(a->job, job) != 0))
-			continue;
-		snprintf(path, pathlen, "%s", a->path);
-		if (sha256 != NULL)
-			memcpy(sha256, a->sha256, 65);
-		return PL_OK;
-	}
-	return PL_ENOENT;
-}
-
 /* The artifacts a planned reuse of job src gives job name. */
 static void
 plan_add(struct reuse_plan *plan, struct store *s, int64_t src, const char *name)
