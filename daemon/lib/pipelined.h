@@ -859,8 +859,9 @@ struct reuse_plan {
 	struct plan_art *a;
 	int n;
 };
-/* host_store.c: the newest of plan's artifacts name (of job, or of any job when NULL):
- * PL_OK with path and sha256 (when not NULL) copied, or PL_ENOENT. */
+/* host_store.c: the newest of plan's artifacts name (of job, or of any
+ * job when NULL): PL_OK with path and sha256 (when not NULL) copied, or
+ * PL_ENOENT. */
 int	reuse_plan_find(const struct reuse_plan *plan, const char *job, const char *name,
 	    char *path, size_t pathlen, char *sha256);
 struct pl_job {
