@@ -180,7 +180,7 @@ $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 # Each program links its archives once, each before what it calls: the
-# HTTP side (it reads through the server's wire.c and access.c), the
+# HTTP side (it reads through the store's read-only handle and access.c), the
 # server, the daemon's lib, the plugins' common code. Nothing calls back
 # up the list (control.c gets the page's login code from pipelined.c, in
 # its struct listen_ctx), so no --start-group: a call against the layers

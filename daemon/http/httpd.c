@@ -8,9 +8,10 @@
  *
  * Routes: GET /metrics, the Prometheus text exposition (metrics.c); the
  * status page and its JSON and event stream (web.c); /login, the one-time
- * link pipelinectl web prints. Everything is read from the store through
- * read-only SQLite connections (WAL: readers do not block the writer), the
- * status feed and counters kept in atomics; nothing here changes anything.
+ * link pipelinectl web prints. Everything is read through the store's
+ * read-only handles (store_ro.h; WAL: readers do not block the writer),
+ * the status feed and counters kept in atomics; nothing here changes
+ * anything.
  * Every request needs a credential and a Host: name the listener is
  * configured for, and sees the runs its credential may (access.c).
  */

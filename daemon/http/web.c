@@ -3,7 +3,8 @@
  *
  * Read-only. The page (etc/web: HTML, CSS and JavaScript of our own, no
  * build step) asks for JSON documents read from the store through a
- * read-only SQLite connection opened per request, and follows a run live
+ * read-only handle opened per request (store_ro.h: the queries are the
+ * store's, this file puts their rows together), and follows a run live
  * through /api/events: Server-Sent Events fed by a watcher of the status
  * feed (feed.c) that this file opens for each page, with the feed's own
  * replay after `since` (the Last-Event-ID the browser sends on a
@@ -27,11 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "pipelined.h"
 #include "plio.h"
-#include "wire.h"
+#include "store_ro.h"
 
 static char web_dbpath[PATH_MAX];
 static char web_feed[PATH_MAX];
@@ -76,47 +75,6 @@ web_static(const char *url, const char **type, size_t *len)
 	return NULL;
 }
 
-static sqlite3 *
-ro_open(void)
-{
-	sqlite3 *db = NULL;
-	if (sqlite3_open_v2(web_dbpath, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-	    NULL) != SQLITE_OK) {
-		log_warnx("web: cannot open %s read-only: %s", web_dbpath,
-		    db ? sqlite3_errmsg(db) : "out of memory");
-		sqlite3_close(db);
-		return NULL;
-	}
-	sqlite3_busy_timeout(db, 2000);
-	return db;
-}
-
-/* Rows of a query as an array of objects named by row (wire.c); the
- * parameters are strings (NULL binds NULL). */
-static cJSON *
-rows_as(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
-    const char *const *param, int64_t viewer)
-{
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		log_warnx("web: %s: %s", sql, sqlite3_errmsg(db));
-		return cJSON_CreateArray();
-	}
-	for (int i = 0; i < nparam; i++)
-		sqlite3_bind_text(st, i + 1, param[i], -1, SQLITE_TRANSIENT);
-	access_bind(st, viewer);
-	cJSON *a = wire_rows(st, row);
-	sqlite3_finalize(st);
-	return a;
-}
-
-static cJSON *
-rows(sqlite3 *db, const struct wire_row *row, const char *sql, int nparam,
-    const char *const *param)
-{
-	return rows_as(db, row, sql, nparam, param, ACCESS_ALL);
-}
-
 /* Values stored as JSON text are handed on as JSON, not as strings. */
 static void
 parse_values(cJSON *a, const char *field)
@@ -145,46 +103,23 @@ json_out(cJSON *o, size_t *len)
 /* May viewer see run (access.c)? 200, or 404: no such run, or another
  * user's, answered alike (access_no_run()). */
 static int
-run_access(sqlite3 *db, const char *run, int64_t viewer)
+run_access(struct store_ro *db, const char *run, int64_t viewer)
 {
-	sqlite3_stmt *st = NULL;
-	int status = 404;
-	if (run == NULL || sqlite3_prepare_v2(db, "SELECT submitter FROM runs WHERE name = ?", -1,
-	    &st, NULL) != SQLITE_OK) {
-		sqlite3_finalize(st);
-		return status;
-	}
-	sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) == SQLITE_ROW && access_run(viewer, sqlite3_column_type(st, 0) ==
-	    SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0)))
-		status = 200;
-	sqlite3_finalize(st);
-	return status;
+	int64_t submitter;
+	return store_ro_submitter(db, run, &submitter) && access_run(viewer, submitter) ? 200 : 404;
 }
 
 /* GET /api/runs: every run viewer may see, newest first, with its verdict,
  * and the newest event's id (the index's live stream starts after it). */
 static char *
-api_runs(sqlite3 *db, int64_t viewer, size_t *len)
+api_runs(struct store_ro *db, int64_t viewer, size_t *len)
 {
-	cJSON *a = rows_as(db, &wire_run, "SELECT r.name, r.state, r.previous, r.description, r.created,"
-	    " r.finished, r.message,"
-	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id) AS jobs,"
-	    " (SELECT count(*) FROM jobs j WHERE j.run_id = r.id AND j.state = 'succeeded')"
-	    "   AS succeeded,"
-	    " (SELECT v.value FROM vals v WHERE v.run_id = r.id AND v.key = 'gate.verdict'"
-	    "   ORDER BY v.id DESC LIMIT 1) AS verdict"
-	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC LIMIT 500", 0, NULL, viewer);
+	cJSON *a = store_ro_runs(db, viewer);
 	parse_values(a, "verdict");
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "runs", a);
 	/* The index follows every run's events from here on. */
-	cJSON *le = rows(db, &wire_last_event, "SELECT coalesce(max(id), 0) AS last_event FROM events",
-	    0, NULL);
-	cJSON_AddNumberToObject(o, "last_event",
-	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0),
-	    "last_event")));
-	cJSON_Delete(le);
+	cJSON_AddNumberToObject(o, "last_event", (double)store_ro_last_event(db, NULL));
 	return json_out(o, len);
 }
 
@@ -192,11 +127,9 @@ api_runs(sqlite3 *db, int64_t viewer, size_t *len)
  * its after keys), jobs, artifacts, bake summaries, verdicts and the
  * corpus_check summaries and changes. */
 static char *
-api_run(sqlite3 *db, const char *run, size_t *len)
+api_run(struct store_ro *db, const char *run, size_t *len)
 {
-	const char *p[] = { run };
-	cJSON *r = rows(db, &wire_run, "SELECT name, state, previous, description, spec_text, created,"
-	    " finished, message FROM runs WHERE name = ?", 1, p);
+	cJSON *r = store_ro_run(db, run);
 	if (cJSON_GetArraySize(r) != 1) {
 		cJSON_Delete(r);
 		return NULL;
@@ -204,18 +137,9 @@ api_run(sqlite3 *db, const char *run, size_t *len)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "run", cJSON_DetachItemFromArray(r, 0));
 	cJSON_Delete(r);
-	cJSON_AddItemToObject(o, "jobs", rows(db, &wire_job, "SELECT j.name, j.stage, j.state,"
-	    " j.attempts, j.started, j.finished, j.message, j.progress_done, j.progress_total,"
-	    " j.progress_unit FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = ?"
-	    " ORDER BY j.seq", 1, p));
-	cJSON_AddItemToObject(o, "artifacts", rows(db, &wire_artifact,
-	    "SELECT j.name AS job_name, a.name, a.path,"
-	    " a.size, a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id"
-	    " JOIN jobs j ON j.id = a.job_id WHERE r.name = ? ORDER BY a.id", 1, p));
-	cJSON *vals = rows(db, &wire_value, "SELECT j.name AS job_name, v.key, v.value FROM vals v"
-	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id WHERE r.name = ?"
-	    " AND v.key IN ('bake.summary', 'gate.verdict', 'corpus_check.summary',"
-	    " 'corpus_check.diff') ORDER BY v.id", 1, p);
+	cJSON_AddItemToObject(o, "jobs", store_ro_jobs(db, run));
+	cJSON_AddItemToObject(o, "artifacts", store_ro_artifacts(db, run));
+	cJSON *vals = store_ro_page_values(db, run);
 	parse_values(vals, "value");
 	/* The bake summaries without their per-case rows (the verdict has the
 	 * figures the page shows; the rows are in bake.json). */
@@ -228,37 +152,23 @@ api_run(sqlite3 *db, const char *run, size_t *len)
 	 * same snapshot: the page follows the feed after that event, so it
 	 * neither misses nor repeats a point. */
 	cJSON *curves = cJSON_AddObjectToObject(o, "metrics");
-	cJSON *tj = rows(db, &wire_job, "SELECT j.name FROM jobs j JOIN runs r ON r.id = j.run_id"
-	    " WHERE r.name = ? AND j.stage = 'train' ORDER BY j.seq", 1, p);
+	cJSON *tj = store_ro_train_jobs(db, run);
 	cJSON *t;
 	cJSON_ArrayForEach(t, tj) {
 		const char *jn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "name"));
-		const char *q[] = { run, jn };
 		if (jn != NULL)
-			cJSON_AddItemToObject(curves, jn, rows(db, &wire_metric,
-			    "SELECT m.name, m.step, m.value"
-			    " FROM metrics m JOIN jobs j ON j.id = m.job_id JOIN runs r ON"
-			    " r.id = j.run_id WHERE r.name = ? AND j.name = ? AND m.name IN"
-			    " ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, q));
+			cJSON_AddItemToObject(curves, jn, store_ro_curves(db, run, jn));
 	}
 	cJSON_Delete(tj);
-	cJSON *le = rows(db, &wire_last_event, "SELECT coalesce(max(id), 0) AS last_event FROM events"
-	    " WHERE run = ?", 1, p);
-	cJSON_AddNumberToObject(o, "last_event",
-	    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(le, 0),
-	    "last_event")));
-	cJSON_Delete(le);
+	cJSON_AddNumberToObject(o, "last_event", (double)store_ro_last_event(db, run));
 	return json_out(o, len);
 }
 
 /* GET /api/metrics?run=R&job=J: the job's loss, lr and resume steps. */
 static char *
-api_metrics(sqlite3 *db, const char *run, const char *job, size_t *len)
+api_metrics(struct store_ro *db, const char *run, const char *job, size_t *len)
 {
-	const char *p[] = { run, job };
-	cJSON *a = rows(db, &wire_metric, "SELECT m.name, m.step, m.value FROM metrics m JOIN jobs j ON"
-	    " j.id = m.job_id JOIN runs r ON r.id = j.run_id WHERE r.name = ? AND j.name = ?"
-	    " AND m.name IN ('loss', 'lr', 'resumed') ORDER BY m.name, m.step", 2, p);
+	cJSON *a = store_ro_curves(db, run, job);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "metrics", a);
 	return json_out(o, len);
@@ -308,14 +218,14 @@ web_api(const char *url, const char *run, const char *job, const char *off, int6
 {
 	*status = 200;
 	snprintf(err, errlen, "not found\n");
-	sqlite3 *db = ro_open();
+	struct store_ro *db = store_ro_open(web_dbpath, "web");
 	if (db == NULL) {
 		*status = 503;
 		snprintf(err, errlen, "the store could not be read\n");
 		return NULL;
 	}
 	char *b = NULL;
-	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	store_ro_begin(db);
 	/* Every document but the list is one run's, for who may see it. */
 	if (strcmp(url, "/api/runs") != 0 && (*status = run_access(db, run, viewer)) != 200) {
 		char name[160];
@@ -335,8 +245,8 @@ web_api(const char *url, const char *run, const char *job, const char *off, int6
 		b = api_metrics(db, run, job, len);
 	else if (strcmp(url, "/api/log") == 0 && job != NULL)
 		b = api_log(run, job, off, len);
-	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	sqlite3_close(db);
+	store_ro_end(db);
+	store_ro_close(db);
 	if (b == NULL && *status == 200)
 		*status = 404;
 	return b;

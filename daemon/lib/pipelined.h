@@ -97,7 +97,6 @@ const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
 /* access.c: who may see and act on which run (pipelined(8) SECURITY) */
 struct conf;
-struct sqlite3_stmt;
 struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUPS) */
 	uid_t uid;
 	gid_t gid;
@@ -107,11 +106,6 @@ struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUP
 /* A viewer: ACCESS_ALL (root, the daemon's user, admin_group), or the
  * uid whose runs it sees. */
 #define ACCESS_ALL ((int64_t)-1)
-/* The condition a query on runs r adds, with access_bind()'s :viewer. A
- * query using it names its other parameters too, or numbers them all
- * before it: SQLite gives :viewer the slot after the highest number seen
- * before it, which a later ?N could take again. */
-#define ACCESS_SQL(r) "(:viewer IS NULL OR " r ".submitter = :viewer)"
 /* The credentials of a Unix socket's peer (and its pid, if pid): 0 or -1. */
 int	access_peer_of(int fd, struct access_peer *p, pid_t *pid);
 int	access_in_group(const struct access_peer *p, gid_t g);
@@ -120,8 +114,6 @@ int	access_may_write(const struct conf *conf, const struct access_peer *p);
 int64_t	access_viewer(const struct conf *conf, const struct access_peer *p);
 /* May viewer see and act on a run submitted by submitter (-1: unknown)? */
 int	access_run(int64_t viewer, int64_t submitter);
-/* Bind :viewer in st, if it has one. */
-void	access_bind(struct sqlite3_stmt *st, int64_t viewer);
 /* "no run RUN", in buf: the answer for a run that does not exist and for
  * one viewer may not see alike (code ENOENT, HTTP 404). */
 const char *access_no_run(int64_t viewer, const char *run, char *buf, size_t len);

@@ -11,8 +11,9 @@
  * logs, values, artifacts or metrics, does not get its lines from the
  * feed, and cannot cancel, retry or gc it (gc.c). A viewer is reduced to one number:
  * ACCESS_ALL, or the uid whose runs it sees; the store's queries take it
- * as the :viewer parameter of ACCESS_SQL. A run the viewer may not see
- * is answered as a run that does not exist (access_no_run()).
+ * as a number (store_int.h's ACCESS_SQL), and this file decides from
+ * numbers only (access_run()). A run the viewer may not see is answered
+ * as a run that does not exist (access_no_run()).
  */
 #include <grp.h>
 #include <pwd.h>
@@ -20,8 +21,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <sqlite3.h>
 
 #include "pipelined.h"
 
@@ -92,18 +91,6 @@ int
 access_run(int64_t viewer, int64_t submitter)
 {
 	return viewer == ACCESS_ALL || (submitter >= 0 && submitter == viewer);
-}
-
-void
-access_bind(sqlite3_stmt *st, int64_t viewer)
-{
-	int i = sqlite3_bind_parameter_index(st, ":viewer");
-	if (i == 0)
-		return;
-	if (viewer == ACCESS_ALL)
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_int64(st, i, viewer);
 }
 
 /*

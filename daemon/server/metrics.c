@@ -2,9 +2,10 @@
  * metrics.c: the Prometheus text exposition of GET /metrics (httpd.c).
  *
  * Everything but a few counters comes from the store, read through a
- * read-only connection of this file's own, used by one HTTP thread at a time:
- * in WAL mode a reader neither waits for the writer nor makes it wait, so
- * a scrape costs the scheduler nothing. What the store does not hold (feed
+ * read-only handle of this file's own (store_ro.h; the queries are
+ * store_metrics.c's), used by one HTTP thread at a time: in WAL mode a
+ * reader neither waits for the writer nor makes it wait, so a scrape costs
+ * the scheduler nothing. This file names the series and renders them. What the store does not hold (feed
  * watchers and drops, the daemon's start time) the daemon keeps in
  * atomics that metrics_count() and feed.c update.
  *
@@ -19,11 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "pipelined.h"
+#include "store_ro.h"
 
-static sqlite3 *rdb;
+static struct store_ro *rdb;
 static char db_path[PATH_MAX];
 static double t_start;
 
@@ -45,21 +45,12 @@ metrics_init(const char *dbpath)
 	return 0;
 }
 
-/* The read connection, opened on first use by the HTTP thread. */
-static sqlite3 *
+/* The read handle, opened on first use by the HTTP thread. */
+static struct store_ro *
 rconn(void)
 {
-	if (rdb != NULL)
-		return rdb;
-	if (sqlite3_open_v2(db_path, &rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-	    NULL) != SQLITE_OK) {
-		log_warnx("metrics: cannot open %s read-only: %s", db_path,
-		    rdb ? sqlite3_errmsg(rdb) : "out of memory");
-		sqlite3_close(rdb);
-		rdb = NULL;
-		return NULL;
-	}
-	sqlite3_busy_timeout(rdb, 2000);
+	if (rdb == NULL)
+		rdb = store_ro_open(db_path, "metrics");
 	return rdb;
 }
 
@@ -85,23 +76,6 @@ head(FILE *f, const char *name, const char *type, const char *help)
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static const char *
-col(sqlite3_stmt *st, int i)
-{
-	const char *s = (const char *)sqlite3_column_text(st, i);
-	return s ? s : "";
-}
-
-static sqlite3_stmt *
-q(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		log_warnx("metrics: %s: %s", sql, sqlite3_errmsg(db));
-		return NULL;
-	}
-	return st;
-}
 
 /* Histogram buckets for job and attempt durations, in seconds: a second
  * to twelve hours, the span of the release chain's stages. */
@@ -117,17 +91,18 @@ struct hist {
 
 /* One histogram per stage from rows of (stage, seconds). */
 static void
-histogram(FILE *f, sqlite3 *db, const char *name, const char *help, const char *sql)
+histogram(FILE *f, struct store_ro *db, const char *name, const char *help, enum store_mq q)
 {
 	struct hist h[64];
 	int nh = 0;
-	sqlite3_stmt *st = q(db, sql);
-	if (st == NULL)
+	struct store_mrow *rows;
+	int nr = store_ro_mrows(db, q, &rows);
+	if (nr < 0)
 		return;
 	memset(h, 0, sizeof(h));
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *stage = col(st, 0);
-		double v = sqlite3_column_double(st, 1);
+	for (int r = 0; r < nr; r++) {
+		const char *stage = rows[r].label[0];
+		double v = rows[r].v;
 		int i;
 		for (i = 0; i < nh; i++)
 			if (strcmp(h[i].stage, stage) == 0)
@@ -143,7 +118,7 @@ histogram(FILE *f, sqlite3 *db, const char *name, const char *help, const char *
 		h[i].n++;
 		h[i].sum += v;
 	}
-	sqlite3_finalize(st);
+	store_mrows_free(rows, nr);
 	head(f, name, "histogram", help);
 	for (int i = 0; i < nh; i++) {
 		for (size_t k = 0; k < NB; k++) {
@@ -163,44 +138,46 @@ histogram(FILE *f, sqlite3 *db, const char *name, const char *help, const char *
 
 /* Rows of (label values..., number) as one series per row. */
 static void
-series(FILE *f, sqlite3 *db, const char *name, const char *type, const char *help,
-    const char *const *labels, int nl, const char *sql)
+series(FILE *f, struct store_ro *db, const char *name, const char *type, const char *help,
+    const char *const *labels, int nl, enum store_mq q)
 {
-	sqlite3_stmt *st = q(db, sql);
-	if (st == NULL)
+	struct store_mrow *rows;
+	int nr = store_ro_mrows(db, q, &rows);
+	if (nr < 0)
 		return;
 	head(f, name, type, help);
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	for (int k = 0; k < nr; k++) {
 		fputs(name, f);
 		if (nl > 0) {
 			fputc('{', f);
 			for (int i = 0; i < nl; i++) {
 				fprintf(f, "%s%s=", i ? "," : "", labels[i]);
-				lv(f, col(st, i));
+				lv(f, rows[k].label[i]);
 			}
 			fputc('}', f);
 		}
-		fprintf(f, " %.17g\n", sqlite3_column_double(st, nl));
+		fprintf(f, " %.17g\n", rows[k].v);
 	}
-	sqlite3_finalize(st);
+	store_mrows_free(rows, nr);
 }
 
 /* A state of every known name, 0 when none is in it, so a dashboard's
  * series do not come and go. The counts, in the order of known, go to
  * counts too (16 at the most) when it is not NULL. */
 static void
-states(FILE *f, sqlite3 *db, const char *name, const char *help, const char *const *known,
-    int nk, const char *sql, long *counts)
+states(FILE *f, struct store_ro *db, const char *name, const char *help, const char *const *known,
+    int nk, enum store_mq q, long *counts)
 {
 	long n[16] = { 0 };
-	sqlite3_stmt *st = q(db, sql);
-	if (st == NULL)
+	struct store_mrow *rows;
+	int nr = store_ro_mrows(db, q, &rows);
+	if (nr < 0)
 		return;
-	while (sqlite3_step(st) == SQLITE_ROW)
+	for (int k = 0; k < nr; k++)
 		for (int i = 0; i < nk && i < 16; i++)
-			if (strcmp(col(st, 0), known[i]) == 0)
-				n[i] = sqlite3_column_int64(st, 1);
-	sqlite3_finalize(st);
+			if (strcmp(rows[k].label[0], known[i]) == 0)
+				n[i] = (long)rows[k].v;
+	store_mrows_free(rows, nr);
 	head(f, name, "gauge", help);
 	for (int i = 0; i < nk && i < 16; i++)
 		fprintf(f, "%s{state=\"%s\"} %ld\n", name, known[i], n[i]);
@@ -211,57 +188,20 @@ states(FILE *f, sqlite3 *db, const char *name, const char *help, const char *con
 /* The running train jobs: step, loss, learning rate, peak memory and the
  * steps per second over the last minute of steps. */
 static void
-training(FILE *f, sqlite3 *db)
+training(FILE *f, struct store_ro *db)
 {
-	static const struct { const char *metric, *name, *help; double scale; } m[] = {
-		{ "loss", "pipelined_train_loss", "the newest training loss of a running train job", 1 },
-		{ "lr", "pipelined_train_learning_rate", "the newest learning rate of a running train job", 1 },
-		{ "peak_mb", "pipelined_train_peak_memory_bytes",
+	static const struct { const char *name, *help; double scale; } m[] = {
+		{ "pipelined_train_loss", "the newest training loss of a running train job", 1 },
+		{ "pipelined_train_learning_rate", "the newest learning rate of a running train job", 1 },
+		{ "pipelined_train_peak_memory_bytes",
 		    "the newest peak accelerator memory a running train job reported", 1048576 },
 	};
-	sqlite3_stmt *jobs = q(db, "SELECT r.name, j.name, j.id FROM jobs j JOIN runs r ON"
-	    " r.id = j.run_id WHERE j.stage = 'train' AND j.state = 'running' ORDER BY j.id");
-	sqlite3_stmt *last = q(db, "SELECT step, value FROM metrics WHERE job_id = ? AND"
-	    " name = ? ORDER BY step DESC LIMIT 1");
-	sqlite3_stmt *rate = q(db, "SELECT min(step), max(step), min(ts), max(ts) FROM metrics"
-	    " WHERE job_id = ?1 AND name = 'loss' AND ts >= (SELECT max(ts) FROM metrics"
-	    " WHERE job_id = ?1 AND name = 'loss') - 60");
-	if (jobs == NULL || last == NULL || rate == NULL)
-		goto out;
 	/* Rows first, then one family at a time (the format wants each
 	 * family's samples together). */
-	struct row { char run[128], job[128]; double v[4]; int has[4]; double sps; } *rows = NULL;
-	int nr = 0;
-	while (sqlite3_step(jobs) == SQLITE_ROW) {
-		rows = xrealloc(rows, (size_t)nr + 1, sizeof(*rows));
-		struct row *r = &rows[nr++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->run, sizeof(r->run), "%s", col(jobs, 0));
-		snprintf(r->job, sizeof(r->job), "%s", col(jobs, 1));
-		sqlite3_int64 id = sqlite3_column_int64(jobs, 2);
-		for (int i = 0; i < 3; i++) {
-			sqlite3_reset(last);
-			sqlite3_bind_int64(last, 1, id);
-			sqlite3_bind_text(last, 2, m[i].metric, -1, SQLITE_STATIC);
-			if (sqlite3_step(last) == SQLITE_ROW) {
-				r->v[i] = sqlite3_column_double(last, 1) * m[i].scale;
-				r->has[i] = 1;
-				if (i == 0) {
-					r->v[3] = sqlite3_column_double(last, 0);
-					r->has[3] = 1;
-				}
-			}
-		}
-		sqlite3_reset(rate);
-		sqlite3_bind_int64(rate, 1, id);
-		r->sps = -1;
-		if (sqlite3_step(rate) == SQLITE_ROW && sqlite3_column_type(rate, 0) != SQLITE_NULL) {
-			double ds = sqlite3_column_double(rate, 1) - sqlite3_column_double(rate, 0);
-			double dt = sqlite3_column_double(rate, 3) - sqlite3_column_double(rate, 2);
-			if (dt > 0)
-				r->sps = ds / dt;
-		}
-	}
+	struct store_train *rows;
+	int nr = store_ro_training(db, &rows);
+	if (nr < 0)
+		return;
 	for (int i = 0; i < 5; i++) {
 		static const char *const nm[2] = { "pipelined_train_step",
 		    "pipelined_train_steps_per_second" };
@@ -270,7 +210,7 @@ training(FILE *f, sqlite3 *db)
 		const char *name = i < 3 ? m[i].name : nm[i - 3];
 		head(f, name, "gauge", i < 3 ? m[i].help : hp[i - 3]);
 		for (int k = 0; k < nr; k++) {
-			double v = i == 4 ? rows[k].sps : rows[k].v[i];
+			double v = i == 4 ? rows[k].sps : rows[k].v[i] * (i < 3 ? m[i].scale : 1);
 			if (i == 4 ? v < 0 : !rows[k].has[i])
 				continue;
 			fprintf(f, "%s{run=", name);
@@ -281,32 +221,27 @@ training(FILE *f, sqlite3 *db)
 		}
 	}
 	free(rows);
-out:
-	sqlite3_finalize(jobs);
-	sqlite3_finalize(last);
-	sqlite3_finalize(rate);
 }
 
 /* Gate verdicts: one series per gate job, and the count per verdict. */
 static void
-verdicts(FILE *f, sqlite3 *db)
+verdicts(FILE *f, struct store_ro *db)
 {
-	sqlite3_stmt *st = q(db, "SELECT r.name, j.name, v.value FROM vals v JOIN jobs j ON"
-	    " j.id = v.job_id JOIN runs r ON r.id = j.run_id WHERE v.key = 'gate.verdict'"
-	    " ORDER BY v.id");
-	if (st == NULL)
+	struct store_mrow *rows;
+	int nr = store_ro_mrows(db, SMQ_VERDICTS, &rows);
+	if (nr < 0)
 		return;
 	struct v { char run[128], job[128], verdict[32]; double fair[2]; int hasfair; } *vs = NULL;
 	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cJSON *o = cJSON_Parse(col(st, 2));
+	for (int k = 0; k < nr; k++) {
+		cJSON *o = cJSON_Parse(rows[k].label[2]);
 		const cJSON *vd = cJSON_GetObjectItemCaseSensitive(o, "verdict");
 		if (cJSON_IsString(vd)) {
 			vs = xrealloc(vs, (size_t)n + 1, sizeof(*vs));
 			struct v *x = &vs[n++];
 			memset(x, 0, sizeof(*x));
-			snprintf(x->run, sizeof(x->run), "%s", col(st, 0));
-			snprintf(x->job, sizeof(x->job), "%s", col(st, 1));
+			snprintf(x->run, sizeof(x->run), "%s", rows[k].label[0]);
+			snprintf(x->job, sizeof(x->job), "%s", rows[k].label[1]);
 			snprintf(x->verdict, sizeof(x->verdict), "%s", vd->valuestring);
 			const cJSON *fs = cJSON_GetObjectItemCaseSensitive(o, "fair_slice");
 			const cJSON *ca = cJSON_GetObjectItemCaseSensitive(
@@ -321,7 +256,7 @@ verdicts(FILE *f, sqlite3 *db)
 		}
 		cJSON_Delete(o);
 	}
-	sqlite3_finalize(st);
+	store_mrows_free(rows, nr);
 	head(f, "pipelined_gate_verdict", "gauge",
 	    "1 for the verdict a gate job reached, labelled with it");
 	for (int i = 0; i < n; i++) {
@@ -412,18 +347,18 @@ render(size_t *len)
 	static const char *const l_bake[] = { "run", "job", "stage", "slice" };
 	char *buf = NULL;
 	FILE *f;
-	sqlite3 *db = rconn();
+	struct store_ro *db = rconn();
 
 	if (db == NULL)
 		return NULL;
 	if ((f = open_memstream(&buf, len)) == NULL)
 		return NULL;
 	/* One read transaction: every figure of a scrape from one snapshot. */
-	sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	store_ro_begin(db);
 	long nruns[16];
 	states(f, db, "pipelined_runs", "runs by state", run_states,
 	    (int)(sizeof(run_states) / sizeof(run_states[0])),
-	    "SELECT state, count(*) FROM runs GROUP BY state", nruns);
+	    SMQ_RUN_STATES, nruns);
 	/* Not yet ended: in a state proto.h's list does not call final. */
 	long open = 0;
 	for (int i = 0; i < PLR_COUNT; i++)
@@ -432,71 +367,58 @@ render(size_t *len)
 	fprintf(f, "pipelined_open_runs %ld\n", open);
 	head(f, "pipelined_jobs", "gauge", "jobs by stage and state");
 	{
-		sqlite3_stmt *st = q(db, "SELECT DISTINCT stage FROM jobs ORDER BY stage");
-		sqlite3_stmt *cnt = q(db, "SELECT count(*) FROM jobs WHERE stage = ? AND state = ?");
-		while (st && cnt && sqlite3_step(st) == SQLITE_ROW) {
+		/* Every state of every stage that has jobs, 0 when none is in
+		 * it; the rows come by stage. */
+		struct store_mrow *rows;
+		int nr = store_ro_mrows(db, SMQ_JOB_STATES, &rows);
+		for (int k = 0; k < nr; k++) {
+			if (k > 0 && strcmp(rows[k].label[0], rows[k - 1].label[0]) == 0)
+				continue;
 			for (size_t i = 0; i < sizeof(job_states) / sizeof(job_states[0]); i++) {
-				sqlite3_reset(cnt);
-				sqlite3_bind_text(cnt, 1, col(st, 0), -1, SQLITE_TRANSIENT);
-				sqlite3_bind_text(cnt, 2, job_states[i], -1, SQLITE_STATIC);
-				long n = sqlite3_step(cnt) == SQLITE_ROW ? sqlite3_column_int64(cnt, 0) : 0;
+				long n = 0;
+				for (int x = k; x < nr && strcmp(rows[x].label[0], rows[k].label[0]) == 0; x++)
+					if (strcmp(rows[x].label[1], job_states[i]) == 0)
+						n = (long)rows[x].v;
 				fputs("pipelined_jobs{stage=", f);
-				lv(f, col(st, 0));
+				lv(f, rows[k].label[0]);
 				fprintf(f, ",state=\"%s\"} %ld\n", job_states[i], n);
 			}
 		}
-		sqlite3_finalize(st);
-		sqlite3_finalize(cnt);
+		store_mrows_free(rows, nr);
 	}
 	histogram(f, db, "pipelined_job_duration_seconds",
 	    "seconds from a job's first start to its end, every attempt included, by stage",
-	    "SELECT stage, finished - started FROM jobs WHERE started IS NOT NULL AND"
-	    " finished IS NOT NULL AND state IN ('succeeded', 'failed')");
+	    SMQ_JOB_SECONDS);
 	histogram(f, db, "pipelined_attempt_duration_seconds",
-	    "seconds an attempt ran, by stage",
-	    "SELECT j.stage, a.finished - a.started FROM attempts a JOIN jobs j ON"
-	    " j.id = a.job_id WHERE a.started IS NOT NULL AND a.finished IS NOT NULL");
+	    "seconds an attempt ran, by stage", SMQ_ATTEMPT_SECONDS);
 	series(f, db, "pipelined_job_retries_total", "counter",
 	    "attempts after a job's first, by stage (retries and requeues)", l_stage, 1,
-	    "SELECT j.stage, count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id"
-	    " WHERE a.n > 1 GROUP BY j.stage ORDER BY j.stage");
+	    SMQ_RETRIES);
 	series(f, db, "pipelined_train_resumes_total", "counter",
 	    "relaunches of a train job that resumed from a checkpoint", l_run_job, 3,
-	    "SELECT r.name, j.name, j.stage, count(m.step) FROM jobs j JOIN runs r ON"
-	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'resumed'"
-	    " WHERE j.stage = 'train' GROUP BY j.id ORDER BY j.id");
+	    SMQ_TRAIN_RESUMES);
 	training(f, db);
 	series(f, db, "pipelined_bake_accuracy", "gauge",
 	    "a bake's accuracy, overall and on the cases its model's corpus does not hold",
-	    l_bake, 4,
-	    "SELECT r.name, j.name, j.stage, CASE m.name WHEN 'accuracy' THEN 'overall'"
-	    " ELSE 'held_out' END, m.value FROM jobs j JOIN runs r ON r.id = j.run_id"
-	    " JOIN metrics m ON m.job_id = j.id AND m.name IN ('accuracy', 'held_out_accuracy')"
-	    " WHERE j.stage = 'bake' ORDER BY j.id, m.name");
+	    l_bake, 4, SMQ_BAKE_ACCURACY);
 	series(f, db, "pipelined_bake_guard_breaches", "gauge",
 	    "held-out guard cases a bake's model failed", l_run_job, 3,
-	    "SELECT r.name, j.name, j.stage, m.value FROM jobs j JOIN runs r ON"
-	    " r.id = j.run_id JOIN metrics m ON m.job_id = j.id AND m.name = 'guard_breaches'"
-	    " WHERE j.stage = 'bake' ORDER BY j.id");
+	    SMQ_BAKE_BREACHES);
 	verdicts(f, db);
 	/* What the runs' artifact files hold (gc.c keeps the rest): a file
 	 * once however many records name it, those gc removed left out. */
 	series(f, db, "pipelined_artifact_bytes", "gauge",
 	    "bytes of the artifact files the runs hold (each file once; gc's removals left out)",
-	    NULL, 0, "SELECT coalesce(sum(size), 0) FROM (SELECT max(size) AS size FROM artifacts"
-	    " WHERE removed IS NULL GROUP BY path)");
+	    NULL, 0, SMQ_ARTIFACT_BYTES);
 	series(f, db, "pipelined_run_artifact_bytes", "gauge",
 	    "bytes of the artifact files one run holds (pipelinectl du)", l_run, 1,
-	    "SELECT r.name, sum(a.size) FROM runs r JOIN (SELECT run_id, max(size) AS size"
-	    " FROM artifacts WHERE removed IS NULL GROUP BY run_id, path) a ON a.run_id = r.id"
-	    " GROUP BY r.id ORDER BY r.id");
+	    SMQ_RUN_ARTIFACT_BYTES);
 	static const char *const outbox_states[] = { "pending", "delivered", "failed" };
 	states(f, db, "pipelined_notifications", "notifications in the outbox by state",
-	    outbox_states, 3, "SELECT state, count(*) FROM outbox GROUP BY state", NULL);
+	    outbox_states, 3, SMQ_OUTBOX_STATES, NULL);
 	series(f, db, "pipelined_events_total", "counter",
-	    "events published on the status feed (the newest event id)", NULL, 0,
-	    "SELECT coalesce(max(id), 0) FROM events");
-	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	    "events published on the status feed (the newest event id)", NULL, 0, SMQ_LAST_EVENT);
+	store_ro_end(db);
 
 	head(f, "pipelined_feed_watchers", "gauge", "connections following the status feed");
 	fprintf(f, "pipelined_feed_watchers %lu\n",

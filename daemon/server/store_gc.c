@@ -241,7 +241,7 @@ store_q_du(struct store *s, int64_t viewer, const char *run)
 	    " AND (:run IS NULL OR r.name = :run) ORDER BY r.id DESC");
 	cJSON *a = NULL;
 	if (st) {
-		access_bind(st, viewer);
+		store_bind_viewer(st, viewer);
 		sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":run"), run, -1,
 		    SQLITE_TRANSIENT);
 		a = store_rows(s, st, &wire_du);

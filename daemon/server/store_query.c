@@ -299,7 +299,7 @@ store_q_runs(struct store *s, int64_t viewer)
 	    " " RUN_BYTES_SQL " AS bytes"
 	    " FROM runs r WHERE " ACCESS_SQL("r") " ORDER BY r.id DESC");
 	if (st)
-		access_bind(st, viewer);
+		store_bind_viewer(st, viewer);
 	cJSON *a = st ? store_rows(s, st, &wire_run) : NULL;
 	pthread_mutex_unlock(&s->mtx);
 	return a;
@@ -411,7 +411,7 @@ store_q_events(struct store *s, int64_t since, const char *run, int64_t viewer, 
 		sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":run"), run, -1,
 		    SQLITE_TRANSIENT);
 		sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":limit"), limit);
-		access_bind(st, viewer);
+		store_bind_viewer(st, viewer);
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			const char *dt = (const char *)sqlite3_column_text(st, 5);
 			cJSON *d = dt ? cJSON_Parse(dt) : NULL;

@@ -271,7 +271,7 @@ nearest_locked(struct store *s, const char *stage, const char *job, int64_t not_
 	sqlite3_bind_int64(st, 2, not_id);
 	sqlite3_bind_int64(st, 3, not_id);
 	sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":job"), job, -1, SQLITE_TRANSIENT);
-	access_bind(st, viewer);
+	store_bind_viewer(st, viewer);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		near = job_json(s, st);
 	store_unprep(s, st);
@@ -298,7 +298,7 @@ store_q_explain(struct store *s, const char *run, const char *job, int64_t viewe
 	if (st != NULL) {
 		sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_TRANSIENT);
-		access_bind(st, viewer);
+		store_bind_viewer(st, viewer);
 		if (sqlite3_step(st) == SQLITE_ROW)
 			me = job_json(s, st);
 		store_unprep(s, st);

@@ -4,8 +4,9 @@
  * status page's etc/web/app.js and the notifications read them); the
  * columns are the schema's (store.c's migrations). A row type lists every
  * column its queries may select, by the name SQLite reports for it, with
- * its name on the wire. The lines that are not rows, an event's feed line
- * and a notification's body, are built here too.
+ * its name on the wire (store_wire.c turns a query's rows into JSON
+ * through them). The lines that are not rows, an event's feed line and a
+ * notification's body, are built here too.
  */
 #include <stdio.h>
 #include <string.h>
@@ -106,62 +107,6 @@ static const struct wire_field outbox_fields[] = {
 	{ NULL, NULL }
 };
 const struct wire_row wire_outbox = { "outbox", outbox_fields };
-
-static const struct wire_field last_event_fields[] = {
-	{ "last_event", "last_event" },
-	{ NULL, NULL }
-};
-const struct wire_row wire_last_event = { "last event", last_event_fields };
-
-/* The wire name of column i, or NULL. */
-static const char *
-wire_name(sqlite3_stmt *st, int i, const struct wire_row *row)
-{
-	const char *col = sqlite3_column_name(st, i);
-	for (const struct wire_field *f = row->fields; col != NULL && f->column; f++)
-		if (strcmp(col, f->column) == 0)
-			return f->name;
-	log_warnx("wire: a %s row has no field for column %s", row->what, col ? col : "?");
-	return NULL;
-}
-
-static void
-add_col(cJSON *o, sqlite3_stmt *st, int i, const char *name)
-{
-	switch (sqlite3_column_type(st, i)) {
-	case SQLITE_INTEGER:
-		cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(st, i));
-		break;
-	case SQLITE_FLOAT:
-		cJSON_AddNumberToObject(o, name, sqlite3_column_double(st, i));
-		break;
-	case SQLITE_TEXT:
-		cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(st, i));
-		break;
-	default:
-		cJSON_AddNullToObject(o, name);
-	}
-}
-
-cJSON *
-wire_rows(sqlite3_stmt *st, const struct wire_row *row)
-{
-	cJSON *a = cJSON_CreateArray();
-	const char *names[64];
-	int n = sqlite3_column_count(st);
-	if (n > (int)(sizeof(names) / sizeof(names[0])))
-		n = (int)(sizeof(names) / sizeof(names[0]));
-	for (int i = 0; i < n; i++)
-		names[i] = wire_name(st, i, row);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		cJSON *o = cJSON_CreateObject();
-		for (int i = 0; i < n; i++)
-			if (names[i] != NULL)
-				add_col(o, st, i, names[i]);
-		cJSON_AddItemToArray(a, o);
-	}
-	return a;
-}
 
 /* An event's id (named idname), time, run and job (when given), in that
  * order: the feed line and the notification body share them. */

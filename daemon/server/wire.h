@@ -12,11 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
 #include <cjson/cJSON.h>
 
 struct wire_field {
-	const char *column;     /* as sqlite3_column_name() gives it */
+	const char *column;     /* as the store names it (store_wire.c) */
 	const char *name;       /* in JSON */
 };
 
@@ -26,7 +25,7 @@ struct wire_row {
 };
 
 extern const struct wire_row wire_run, wire_job, wire_value, wire_artifact, wire_metric,
-    wire_outbox, wire_last_event, wire_du;
+    wire_outbox, wire_du;
 
 /* An event's feed line (pipelined(8), proto.h): id, ts, run and job
  * (when given), type, then data's fields (those not named so already);
@@ -41,10 +40,5 @@ char	*wire_outbox_body(const char *kind, const char *key, int64_t id, double ts,
 /* The notice a watcher gets when it is dropped (feed.c): the bytes it
  * left queued and the id to resume after; malloc'd, with its newline. */
 char	*wire_feed_dropped(size_t queued, int64_t resume_since);
-
-/* The rows st gives, stepped to the end (the caller resets or finalizes
- * it), as an array of objects named by row. A column row does not name is
- * left out and logged: a query and its row type disagree. */
-cJSON	*wire_rows(sqlite3_stmt *st, const struct wire_row *row);
 
 #endif

@@ -24,6 +24,14 @@
 #                       nothing of daemon/server/store.c (no store writes)
 #                       and not the store's host backend (host_store.c):
 #                       its jobs' backend is host_by_hand
+#   the store           no SQL and no SQLite outside daemon/server/store*.[ch]:
+#                       a line of any other source of daemon/, plugins/ or
+#                       include/ (comments left out) that names sqlite3 or
+#                       an SQLITE_ constant, or holds a string starting an
+#                       SQL statement, is a violation. /metrics, the page
+#                       and access.c read through the store's functions
+#                       (store_ro.h). Tests are not checked: the unit tests
+#                       open SQLite databases of their own.
 #
 # Includes are read from the sources ("..." includes, resolved as the
 # compiler does: the file's directory, then the layer's -I paths); calls
@@ -52,6 +60,9 @@ ALLOWED_CIRCLES=""
 LIBPLD_LAYERS="
 log slurm
 errlist sock util wire addr become
+store_wire
+store_ro
+store_metrics
 access shimfiles ini metrics plugin
 web exec_local exec_slurm
 httpd executor job
@@ -279,6 +290,17 @@ END {
 	printf "check-layers: %d modules of daemon/lib, daemon/server and daemon/http\n", nm
 	exit bad > 0
 }' "$syms" || bad=$((bad + 1))
+
+# No SQL and no SQLite outside the store's files (daemon/server/store*):
+# an identifier of SQLite's API or its header, or a string literal that
+# starts an SQL statement, on a line that is not a comment's.
+SQL_RE='\<(sqlite3[A-Za-z0-9_]*|SQLITE_[A-Z0-9_]+)\>|"[[:space:]]*(SELECT|INSERT( OR [A-Z]+)? INTO|REPLACE INTO|UPDATE [a-z_]+ SET|DELETE FROM|PRAGMA [a-z_]+|CREATE (TABLE|INDEX|UNIQUE INDEX|VIEW|TRIGGER)|DROP (TABLE|INDEX)|ALTER TABLE|WITH [a-z_]+ AS|BEGIN|COMMIT|ROLLBACK|SAVEPOINT)\>'
+while IFS=: read -r f n line; do
+	case "${line#"${line%%[![:space:]]*}"}" in \**|/\**|//*) continue;; esac
+	what=$(grep -oE "$SQL_RE" <<<"$line" | head -n 1)
+	viol "$f:$n: $what: SQL or SQLite outside the store (daemon/server/store*; read through store_ro.h)"
+done < <(grep -nE "$SQL_RE" daemon/*/*.[ch] plugins/*.[ch] plugins/lib/*/*.[ch] include/pipeline/*.h 2>/dev/null |
+    grep -v '^daemon/server/store[a-z_]*\.[ch]:' || true)
 
 echo "check-layers: $nincl includes, $(ls daemon/*/*.o plugins/lib/*/*.o | wc -l) objects, $(ls plugins/*.so 2>/dev/null | wc -l) plugins"
 if [ $bad -gt 0 ]; then

@@ -4,7 +4,7 @@
  * file-size limit standing in for a full disk. After every injected
  * failure the store must be consistent: integrity_check ok, event ids
  * 1..N without a gap, and every committed event announced exactly once.
- * The wire layer (wire.c): a row's fields are named by its row type, not
+ * The wire layer (wire.c, store_wire.c): a row's fields are named by its row type, not
  * by its columns. States cross the store's boundary as proto.h's enums. */
 #include <stdlib.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include <sqlite3.h>
 
 #include "pipelined.h"
-#include "wire.h"
+#include "store_int.h"
 #include "runner.h"
 
 static int64_t announced, last_announced;

@@ -15,6 +15,9 @@
 #     pipelinectl.c's ctl_request);
 #   - pipelinectl linking the HTTP side (httpd_start), the store's writes
 #     (store_job_state), and the store's host backend (host_store);
+#   - SQL and SQLite outside the store's files: a sqlite3_ call in
+#     metrics.c, a query's text in web.c, SQLite's header in access.c
+#     (and none in a comment, nor in store_ro.c, the store's own);
 #   - a call within a layer of LIBPLD_LAYERS (feed.o calling sched_kick),
 #     and a module of the daemon on no line of it;
 #   - control.c's direct calls of the scheduler, seen once control is put
@@ -108,7 +111,7 @@ cc -c -o "$TEST_TMP/probe.o" "$TEST_TMP/probe.c" || fail "cc"
 cp "$T/daemon/server/wire.o" "$TEST_TMP/wire.o"
 ld -r -o "$T/daemon/server/wire.o" "$TEST_TMP/wire.o" "$TEST_TMP/probe.o" || fail "ld -r"
 expect "circle" "a call circle between daemon modules:" "wire -> store_query: store_q_runs" "store_query -> wire:"
-grep -q "circle between daemon modules:.*store_query wire" "$TEST_TMP/bad.out" ||
+grep -q "circle between daemon modules:.*store_query .*wire" "$TEST_TMP/bad.out" ||
     fail "circle: its members are not named"
 cp "$TEST_TMP/wire.o" "$T/daemon/server/wire.o"
 
@@ -135,6 +138,24 @@ printf '%s\n' 'int host_store = 1;' 'int main(void) { return host_store; }' >"$T
 cc -o "$T/daemon/pipelinectl" "$TEST_TMP/probe.c" || fail "cc"
 expect "pipelinectl backend" "daemon/pipelinectl: links host_store, defined in daemon/server/host_store.o"
 cp "$TOP/daemon/pipelinectl" "$T/daemon/pipelinectl"
+# 6d. SQL and SQLite outside daemon/server/store*: the check reads the
+# sources, comments left out.
+for f in daemon/server/metrics.c daemon/http/web.c daemon/server/access.c daemon/server/store_ro.c; do
+	cp "$T/$f" "$TEST_TMP/${f##*/}"
+done
+printf '%s\n' '/* sqlite3_step() and "SELECT 1" in a comment are no violation. */' \
+    'static void layer_probe(void *st) { sqlite3_step(st); }' >>"$T/daemon/server/metrics.c"
+printf '%s\n' 'static const char *layer_probe = "SELECT name FROM runs";' >>"$T/daemon/http/web.c"
+printf '%s\n' '#include <sqlite3.h>' >>"$T/daemon/server/access.c"
+printf '%s\n' 'static const char *layer_probe = "SELECT name FROM runs";' >>"$T/daemon/server/store_ro.c"
+expect "sql" "daemon/server/metrics.c:$(wc -l <"$T/daemon/server/metrics.c"): sqlite3_step: SQL or SQLite outside the store" \
+    "daemon/http/web.c:$(wc -l <"$T/daemon/http/web.c"): \"SELECT: SQL or SQLite outside the store" \
+    "daemon/server/access.c:$(wc -l <"$T/daemon/server/access.c"): sqlite3: SQL or SQLite outside the store"
+[ "$(grep -c 'outside the store' "$TEST_TMP/bad.out")" -eq 3 ] ||
+    { cat "$TEST_TMP/bad.out"; fail "sql: a comment or the store's own file reported"; }
+for f in daemon/server/metrics.c daemon/http/web.c daemon/server/access.c daemon/server/store_ro.c; do
+	cp "$TEST_TMP/${f##*/}" "$T/$f"
+done
 
 call_in() {  # call_in OBJ DECL CALL: the copy's OBJ made to make CALL too
 	printf '%s\n' "$2" 'int layer_probe(void);' "int layer_probe(void) { $3; return 0; }" \
