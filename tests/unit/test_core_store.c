@@ -4,8 +4,10 @@
  * file-size limit standing in for a full disk. After every injected
  * failure the store must be consistent: integrity_check ok, event ids
  * 1..N without a gap, and every committed event announced exactly once.
- * The wire layer (wire.c, store_wire.c): a row's fields are named by its row type, not
- * by its columns. States cross the store's boundary as proto.h's enums. */
+ * The wire layer (wire.c, store_wire.c): a row's fields are named by its
+ * row type, not by its columns. States cross the store's boundary as
+ * proto.h's enums. The read-only handle (store_ro.h) the page and
+ * /metrics read through. */
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -613,6 +615,84 @@ case_states(void)
 	store_close(s);
 }
 
+/* The read-only handle (store_ro.h), the readers' only way into the
+ * store: a run's submitter, the runs a viewer may see (:viewer bound as
+ * access.c's number), /metrics' rows by query and the running train jobs'
+ * figures, the page's curves by their wire names; a store that cannot be
+ * opened is NULL, and the handle writes nothing. */
+static void
+case_store_ro(void)
+{
+	char path[256];
+	struct store *s = open_store("ro", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(sqlite3_exec(store_db(s), "INSERT INTO runs(name, state, submitter)"
+	    " VALUES('theirs', 'running', NULL), ('mine', 'running', 1234);"
+	    " INSERT INTO jobs(id, run_id, name, stage, seq, state) VALUES"
+	    " (10, 2, 'tr', 'train', 1, 'running'), (11, 2, 'a', 'exec', 2, 'succeeded'),"
+	    " (12, 1, 'b', 'exec', 1, 'succeeded'), (13, 1, 'c', 'exec', 2, 'failed');"
+	    " INSERT INTO metrics(job_id, name, step, value, ts) VALUES"
+	    " (10, 'loss', 10, 2.0, 100), (10, 'loss', 40, 1.5, 130), (10, 'lr', 40, 0.5, 130),"
+	    " (10, 'peak_mb', 40, 256, 130), (10, 'other', 50, 9, 131)",
+	    NULL, NULL, NULL) == SQLITE_OK);
+	CHECK(store_ro_open("/nonexistent/ro.db", "test") == NULL);
+	struct store_ro *ro = store_ro_open(path, "test");
+	CHECK(ro != NULL);
+	if (ro == NULL) {
+		store_close(s);
+		return;
+	}
+	store_ro_begin(ro);
+	int64_t sub = 0;
+	CHECK(store_ro_submitter(ro, "mine", &sub) == 1 && sub == 1234);
+	CHECK(store_ro_submitter(ro, "theirs", &sub) == 1 && sub == -1);
+	CHECK(store_ro_submitter(ro, "nosuch", &sub) == 0);
+	cJSON *a = store_ro_runs(ro, ACCESS_ALL);
+	CHECK(cJSON_GetArraySize(a) == 2);
+	cJSON_Delete(a);
+	a = store_ro_runs(ro, 1234);
+	CHECK(cJSON_GetArraySize(a) == 1 && strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetArrayItem(a, 0), "name")), "mine") == 0);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(a, 0),
+	    "jobs")) == 2);
+	cJSON_Delete(a);
+	a = store_ro_runs(ro, 999);
+	CHECK(cJSON_GetArraySize(a) == 0);
+	cJSON_Delete(a);
+	struct store_mrow *rows;
+	int n = store_ro_mrows(ro, SMQ_JOB_STATES, &rows);
+	CHECK(n == 3);
+	if (n == 3) {
+		CHECK(strcmp(rows[0].label[0], "exec") == 0 && strcmp(rows[0].label[1], "failed") == 0 &&
+		    rows[0].v == 1);
+		CHECK(strcmp(rows[1].label[1], "succeeded") == 0 && rows[1].v == 2);
+		CHECK(strcmp(rows[2].label[0], "train") == 0 && rows[2].label[2] == NULL);
+	}
+	store_mrows_free(rows, n);
+	struct store_train *tr;
+	n = store_ro_training(ro, &tr);
+	CHECK(n == 1);
+	if (n == 1) {
+		CHECK(strcmp(tr[0].run, "mine") == 0 && strcmp(tr[0].job, "tr") == 0);
+		CHECK(tr[0].has[0] && tr[0].v[0] == 1.5 && tr[0].has[1] && tr[0].v[1] == 0.5);
+		CHECK(tr[0].has[2] && tr[0].v[2] == 256 && tr[0].has[3] && tr[0].v[3] == 40);
+		CHECK(tr[0].sps == 1);  /* 30 steps in 30 seconds */
+	}
+	free(tr);
+	a = store_ro_curves(ro, "mine", "tr");
+	CHECK(cJSON_GetArraySize(a) == 3);  /* loss twice, lr; not the others */
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(a, 1),
+	    "step")) == 40);
+	cJSON_Delete(a);
+	CHECK(store_ro_last_event(ro, NULL) == store_last_event(s));
+	store_ro_end(ro);
+	store_ro_close(ro);
+	store_close(s);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(migrations),
 	UNIT_CASE(migration_removed),
@@ -625,6 +705,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(full_disk),
 	UNIT_CASE(wire_rows),
 	UNIT_CASE(states),
+	UNIT_CASE(store_ro),
 	UNIT_END
 };
 
