@@ -39,7 +39,9 @@
  * size, mtime and ctime, and is computed again only when one of those
  * changed; a directory's is the host's manifest digest (plc_sha256_dir_known)
  * over its files' kept digests. Inputs are read with the rights of the
- * run's owner (owner_fs_enter), as its stage would read them. */
+ * run's owner (owner_fs_enter), as its stage would read them, and hashed
+ * as artifacts are (digest_file): bounded, blocking on nothing, and
+ * stopped by the job's cancel or timeout. */
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -59,9 +61,19 @@ static const char *const program_stages[] = { "tokenize", "probe", "train", NULL
 static const char *const program_globs[] = { "*.py", "pljob/*.py", "engines/*.py",
 	"requirements.lock", NULL };
 
-/* path's digest through the store's cache: 0, or -1 (errno set). */
 static int
-digest_file(struct store *s, const char *path, const struct stat *sb, char hex[65])
+reuse_stop(void *arg)
+{
+	return job_cancelled(arg);
+}
+
+/* path's digest through the store's cache: 0, or -1 (errno set). Read
+ * as a job's artifacts are (plc_sha256_path_ctl): the path resolved
+ * first, then nothing followed and nothing blocked on (a FIFO swapped in
+ * is refused, not waited for), at most artifact_max_size bytes, and given
+ * up when pj (NULL: the daemon's own files) is cancelled or times out. */
+static int
+digest_file(pl_job *pj, struct store *s, const char *path, const struct stat *sb, char hex[65])
 {
 	struct store_digest d = { .path = path, .dev = (int64_t)sb->st_dev,
 	    .ino = (int64_t)sb->st_ino, .size = (int64_t)sb->st_size,
@@ -69,7 +81,11 @@ digest_file(struct store *s, const char *path, const struct stat *sb, char hex[6
 	    .ctime = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec };
 	if (store_digest_get(s, &d, hex) == 0)
 		return 0;
-	if (plc_sha256_file(path, hex) == -1)
+	char real[PATH_MAX];
+	uint64_t bytes;
+	struct plc_hash_ctl ctl = { .max = pj ? JOB_ARTIFACT_MAX(pj) : 0,
+	    .stop = pj ? reuse_stop : NULL, .arg = pj };
+	if (realpath(path, real) == NULL || plc_sha256_path_ctl(real, hex, &bytes, &ctl) == -1)
 		return -1;
 	/* Changed while it was read: not kept (the next look reads it again). */
 	struct stat after;
@@ -83,6 +99,7 @@ digest_file(struct store *s, const char *path, const struct stat *sb, char hex[6
 }
 
 struct dir_known {
+	pl_job *pj;
 	struct store *s;
 	const char *root;
 };
@@ -96,19 +113,19 @@ dir_known(void *arg, const char *rel, uint64_t size, char hex[65])
 	snprintf(full, sizeof(full), "%s/%s", k->root, rel);
 	if (stat(full, &sb) == -1 || (uint64_t)sb.st_size != size)
 		return 0; /* the walk reads it, and fails as it should */
-	return digest_file(k->s, full, &sb, hex) == 0 ? 1 : -1;
+	return digest_file(k->pj, k->s, full, &sb, hex) == 0 ? 1 : -1;
 }
 
 /* A file's or directory's digest, by the host's definition (job_digest),
  * through the cache. size: its bytes, or NULL. */
 static int
-digest_path(struct store *s, const char *path, char hex[65], int64_t *size)
+digest_path(pl_job *pj, struct store *s, const char *path, char hex[65], int64_t *size)
 {
 	struct stat sb;
 	if (stat(path, &sb) == -1)
 		return -1;
 	if (S_ISDIR(sb.st_mode)) {
-		struct dir_known k = { s, path };
+		struct dir_known k = { pj, s, path };
 		uint64_t bytes = 0;
 		int rc = plc_sha256_dir_known(path, hex, &bytes, dir_known, &k);
 		if (size)
@@ -121,7 +138,7 @@ digest_path(struct store *s, const char *path, char hex[65], int64_t *size)
 	}
 	if (size)
 		*size = (int64_t)sb.st_size;
-	return digest_file(s, path, &sb, hex);
+	return digest_file(pj, s, path, &sb, hex);
 }
 
 static int
@@ -155,7 +172,7 @@ programs_digest(struct store *s, const char *dir, cJSON *code)
 		qsort(gl.gl_pathv, gl.gl_pathc, sizeof(char *), cmp_name);
 		for (size_t i = 0; i < gl.gl_pathc; i++) {
 			char hex[65];
-			if (digest_path(s, gl.gl_pathv[i], hex, NULL) == -1)
+			if (digest_path(NULL, s, gl.gl_pathv[i], hex, NULL) == -1)
 				snprintf(hex, sizeof(hex), "unreadable");
 			const char *rel = gl.gl_pathv[i] + strlen(dir) + 1;
 			size_t n = strlen(rel) + strlen(hex) + 3;
@@ -195,12 +212,12 @@ stack_digest(struct pl_job *pj, cJSON *code)
 	}
 	if (slash != NULL) {
 		snprintf(slash, sizeof(file) - (size_t)(slash - file), "/pipeline-stack.json");
-		if (digest_path(pj->store, file, hex, NULL) == 0) {
+		if (digest_path(pj, pj->store, file, hex, NULL) == 0) {
 			cJSON_AddStringToObject(code, "python stack", hex);
 			return;
 		}
 	}
-	if (realpath(py, real) != NULL && digest_path(pj->store, real, hex, NULL) == 0)
+	if (realpath(py, real) != NULL && digest_path(pj, pj->store, real, hex, NULL) == 0)
 		cJSON_AddStringToObject(code, "python (no lock)", hex);
 	else
 		cJSON_AddStringToObject(code, "python (no lock)", "unreadable");
@@ -219,7 +236,7 @@ input_digest(struct pl_job *pj, const char *path, char out[80])
 		}
 	if ((pj->plan == NULL &&
 	    store_artifact_digest_in_run(pj->store, pj->run_id, path, hex) == 0) ||
-	    digest_path(pj->store, path, hex, NULL) == 0)
+	    digest_path(pj, pj->store, path, hex, NULL) == 0)
 		snprintf(out, 80, "%s", hex);
 	else
 		snprintf(out, 80, "unreadable: %s", strerror(errno));
@@ -312,7 +329,7 @@ key_parts(struct pl_job *pj, char *unknown, size_t unknownlen)
 	unknown[0] = '\0';
 	cJSON *code = cJSON_AddObjectToObject(parts, "code");
 	char hex[65];
-	if (pj->reg->plugin != NULL && digest_path(pj->store, pj->reg->plugin->path, hex,
+	if (pj->reg->plugin != NULL && digest_path(pj, pj->store, pj->reg->plugin->path, hex,
 	    NULL) == 0)
 		cJSON_AddStringToObject(code, "plugin", hex);
 	else
@@ -423,7 +440,7 @@ artifacts_intact(struct pl_job *pj, int64_t job_id, char *why, size_t len)
 			snprintf(why, len, "its artifact %s (%s) was removed by gc", a[i].name,
 			    a[i].path);
 			ok = 0;
-		} else if (digest_path(pj->store, a[i].path, hex, &size) == -1) {
+		} else if (digest_path(pj, pj->store, a[i].path, hex, &size) == -1) {
 			snprintf(why, len, "its artifact %s (%s) cannot be read: %s", a[i].name,
 			    a[i].path, strerror(errno));
 			ok = 0;
