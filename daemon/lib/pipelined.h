@@ -887,6 +887,8 @@ struct pl_job {
 	int64_t reuse_src;                /* reuse.c: the job whose work this one takes, or 0 */
 	const struct reuse_plan *plan;    /* JOB_MODE_PLAN: what the plan's reused jobs give */
 	char reuse_msg[400];              /* ... and the message its state carries */
+	char ran_why[400];                /* reuse.c: why a job that may be reused ran
+	                                     ("" when it may not): its message once done */
 	char refused[512];                /* a spec path refused to the daemon's rights (host.c) */
 	/* Check mode: errors, and the input keys whose path failed its
 	 * check (host->input() gives NULL for them: reported once). */

@@ -55,6 +55,8 @@
 #include "pipelined.h"
 #include "plio.h"
 
+static void ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note);
+
 /* The stages that run job programs from the jobs directory. */
 static const char *const program_stages[] = { "tokenize", "probe", "train", NULL };
 /* The job programs and the Python lock, relative to the jobs directory. */
@@ -548,6 +550,8 @@ reuse_try(struct pl_job *pj)
 		store_job_key_set(pj->store, pj->job_id, key, text, note[0] ? note : NULL);
 		store_commit(pj->store);
 	}
+	if (allowed && pj->reuse_src == 0)
+		ran_why(pj, key, parts, note);
 	job_logf(pj, "key %s%s", key, allowed ? "" : " (this job is not reused: see"
 	    " pipeline.ini(5) reuse)");
 	if (note[0])
@@ -651,6 +655,41 @@ why_lines(cJSON *lines, const char *pre, const char *stage, const char *key,
 	if (n == 0)
 		line_add(lines, "the parts are the same but the keys differ (a daemon of"
 		    " another key's form?)");
+}
+
+/* Why pj, a job that may be reused, runs, in a line (pj->ran_why), for
+ * the message status, watch and the page show once it is done: the note
+ * (an earlier job of the same key that was not taken, and why), else
+ * what changed against the nearest earlier job of its stage, as explain
+ * and a plan say it, or that there is none. */
+static void
+ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note)
+{
+	pj->ran_why[0] = '\0';
+	if (note != NULL && *note != '\0') {
+		snprintf(pj->ran_why, sizeof(pj->ran_why), "ran: %s", note);
+		return;
+	}
+	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, run_viewer(pj));
+	cJSON *lines = cJSON_CreateArray();
+	why_lines(lines, "", pj->sec->stage, key, parts, NULL,
+	    q ? cJSON_GetObjectItemCaseSensitive(q, "nearest") : NULL);
+	struct plc_sb sb;
+	plc_sb_init(&sb, pj->ran_why, sizeof(pj->ran_why));
+	plc_sb_append(&sb, "ran:");
+	int n = 0;
+	const cJSON *l;
+	cJSON_ArrayForEach(l, lines) {
+		/* "against job J of run R" names what the rest compares with. */
+		if (!cJSON_IsString(l) || strncmp(l->valuestring, "against ", 8) == 0 || n == 3)
+			continue;
+		plc_sb_append(&sb, n++ ? "; " : " ");
+		plc_sb_append(&sb, l->valuestring);
+	}
+	if (cJSON_GetArraySize(lines) > n + 1 && n == 3)
+		plc_sb_append(&sb, "; ... (pipelinectl explain)");
+	cJSON_Delete(lines);
+	cJSON_Delete(q);
 }
 
 cJSON *

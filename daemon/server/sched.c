@@ -603,7 +603,8 @@ job_finished(struct sjob *j)
 		snprintf(msg, sizeof(msg), "%s", pj->reuse_msg);
 	} else if (rc == PL_OK) {
 		astate = jstate = PLJ_succeeded;
-		msg[0] = '\0';
+		/* Why it ran instead of being reused (reuse.c), when it may be. */
+		snprintf(msg, sizeof(msg), "%s", pj->ran_why);
 	} else if (pj->timed_out || rc == PL_ETIMEDOUT) {
 		astate = PLJ_failed;
 		jstate = PLJ_failed;

@@ -71,6 +71,9 @@ done
 [ "$(artifact_path r2 use final)" = "$(artifact_path r1 use final)" ] ||
 	fail "r2's final is not r1's file"
 pctl status r2 | grep -q "reused job use of run r1" || { pctl status r2; fail "status does not name what use took"; }
+# A job that may be reused but ran says why in its message (status, watch
+# and the page show it): r1's first job had no earlier run.
+pctl status r1 | grep -q "ran: no earlier run of stage exec" || { pctl status r1; fail "status does not say why r1's job ran"; }
 pctl explain r2 use > "$O/x" || fail "explain r2 use"
 grep -q "reused: took the artifacts and values of job use of run r1" "$O/x" || { cat "$O/x"; fail "explain r2 use"; }
 pctl --json status | grep -q '"succeeded":2' || fail "the run list does not count reused jobs as done"
@@ -84,6 +87,7 @@ submit r3 "$S/b.ini"
 [ "$(count)" = "use" ] || fail "r3 ran: $(count)"
 pctl explain r3 use > "$O/x"
 grep -q "key env: SUFFIX=one -> SUFFIX=two" "$O/x" || { cat "$O/x"; fail "explain r3 use does not name env"; }
+pctl status r3 | grep -q "ran: key env: SUFFIX=one -> SUFFIX=two" || { pctl status r3; fail "status does not say why r3's use ran"; }
 note "r3: a changed key reran use only; explain: $(grep 'key env' "$O/x")"
 
 # A changed input file: both rerun.
