@@ -28,7 +28,9 @@ static const struct pl_host *host;
 static const struct pl_key gate_keys[] = {
 	PL_KEY_STRING(.name = "candidate", .def = "bake",
 	    .help = "the candidate's bake: JOB of this run, RUN/JOB, or a results file "
-	    "(bake.json)"),
+	    "(bake.json); a sweep's gate: every variant's bake, separated by spaces"),
+	PL_KEY_STRING(.name = "sweep_values", .flags = PL_KEY_HIDDEN,
+	    .help = "set by a sweep: each candidate's values, \"BAKE: k=v ...; ...\""),
 	PL_KEY_STRING(.name = "incumbent", .def = "bake-incumbent",
 	    .help = "the incumbent's bake, as candidate; none: a first release"),
 	PL_KEY_FLOAT(.name = "tie_pp", .def = "0.5", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 0, .max = 100,

@@ -752,10 +752,34 @@ cmd_check(int argc, char **argv)
 		cJSON_AddStringToObject(o, "run", s->name);
 		cJSON_AddNumberToObject(o, "jobs", s->njobs);
 		cJSON_AddArrayToObject(o, "errors");
+		if (s->nvariants > 0) {
+			cJSON *va = cJSON_AddArrayToObject(o, "variants");
+			for (int v = 0; v < s->nvariants; v++) {
+				cJSON *x = cJSON_CreateObject();
+				cJSON_AddNumberToObject(x, "variant", v + 1);
+				cJSON_AddStringToObject(x, "values", s->variant_values[v]);
+				cJSON *jl = cJSON_AddArrayToObject(x, "jobs");
+				for (int j = 0; j < s->njobs; j++)
+					if (s->jobs[j]->vindex == v + 1)
+						cJSON_AddItemToArray(jl, cJSON_CreateString(s->jobs[j]->name));
+				cJSON_AddItemToArray(va, x);
+			}
+		}
 		print_json(o);
 		cJSON_Delete(o);
 	} else {
 		printf("%s: OK (run %s, %d jobs)\n", file, s->name, s->njobs);
+		/* A sweep's variants, a line each: values, then jobs. */
+		if (s->nvariants > 0)
+			printf("sweep of [%s] (line %d): %d variants\n", s->sweep_job, s->sweep_line,
+			    s->nvariants);
+		for (int v = 0; v < s->nvariants; v++) {
+			printf("  %-24s", s->variant_values[v]);
+			for (int j = 0; j < s->njobs; j++)
+				if (s->jobs[j]->vindex == v + 1)
+					printf(" %s", s->jobs[j]->name);
+			printf("\n");
+		}
 	}
 	free(errs);
 	free(text);
@@ -895,7 +919,11 @@ print_jobs_table(const cJSON *jobs)
 		if (*jstr(j, "message"))
 			snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s%s", *msg ? "; " : "",
 			    jstr(j, "message"));
-		tab_row(&t, jstr(j, "name"), jstr(j, "stage"), jstr(j, "state"), tries, dur, prog, msg);
+		/* A sweep's job: its values beside its stage. */
+		char stage[256];
+		snprintf(stage, sizeof(stage), "%s%s%s%s", jstr(j, "stage"), *jstr(j, "variant") ?
+		    " (" : "", jstr(j, "variant"), *jstr(j, "variant") ? ")" : "");
+		tab_row(&t, jstr(j, "name"), stage, jstr(j, "state"), tries, dur, prog, msg);
 	}
 	tab_print(&t);
 }
@@ -1284,6 +1312,7 @@ cmd_web(int argc, char **argv)
 struct wjob {
 	char name[128];
 	char stage[32];
+	char variant[96];       /* a sweep's job's values, or "" */
 	char state[16];
 	double done, total;
 	char unit[48];
@@ -1766,8 +1795,9 @@ watch_draw(struct watch *w, const char *run)
 		size_t nb = u8_bytes(j->name, namew);
 		snprintf(name, sizeof(name), "%.*s", (int)nb, j->name);
 		int pad = namew - u8_len(name, strlen(name));
-		draw_line(cols, j->state, strlen(name) + (size_t)pad, "%s%*s %-10s [%s] %s%s%s", name,
-		    pad, "", j->state, bar, words, *words && *j->note ? "; " : "", j->note);
+		draw_line(cols, j->state, strlen(name) + (size_t)pad, "%s%*s %-10s [%s] %s%s%s%s%s",
+		    name, pad, "", j->state, bar, *j->variant ? j->variant : "", *j->variant &&
+		    *words ? "; " : "", words, *words && *j->note ? "; " : "", j->note);
 		lines++;
 	}
 	/* The run's line: its time left stays longest. */
@@ -2056,6 +2086,7 @@ cmd_watch(int argc, char **argv)
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
 		struct wjob *j = wjob_find(&w, jstr(x, "name"));
 		snprintf(j->stage, sizeof(j->stage), "%s", jstr(x, "stage"));
+		snprintf(j->variant, sizeof(j->variant), "%s", jstr(x, "variant"));
 	}
 	cJSON_Delete(r);
 	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));

@@ -74,6 +74,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "feed_idle_timeout", 'd', "how long a feed connection may wait to send its request" },
 	{ "daemon", "max_spec_bytes", 'z', "the largest run spec checked or submitted (refused before it is parsed)" },
 	{ "daemon", "max_spec_jobs", 'i', "the most jobs a run spec may have (counted after any expansion)" },
+	{ "daemon", "max_variants", 'i', "the ceiling of a run spec's max_variants: the most variants a sweep may make" },
 	{ "retention", "keep_promoted", 'n', "gc keeps the promoted run and this many promoted before it, per alias" },
 	{ "retention", "keep_days", 'n', "gc keeps every run submitted in this many last days" },
 	{ "retention", "min_size", 'Z', "gc removes the artifact files of this size or more (0: every artifact file)" },
@@ -401,6 +402,8 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 		c->max_spec_bytes = (int)i;
 	else if (strcmp(name, "max_spec_jobs") == 0)
 		c->max_spec_jobs = (int)i;
+	else if (strcmp(name, "max_variants") == 0)
+		c->max_variants = (int)i;
 	return 1;
 }
 
@@ -503,6 +506,7 @@ conf_defaults(struct conf *c)
 	c->feed_idle_timeout = 10;
 	c->max_spec_bytes = CONF_MAX_SPEC_BYTES;
 	c->max_spec_jobs = CONF_MAX_SPEC_JOBS;
+	c->max_variants = CONF_MAX_VARIANTS;
 	c->keep_promoted = 2;
 	c->keep_days = 14;
 	c->gc_min_size = 0;
@@ -659,6 +663,7 @@ conf_print(const struct conf *c, FILE *f)
 	    "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE));
 	fprintf(f, "max_spec_bytes = %d\n", c->max_spec_bytes);
 	fprintf(f, "max_spec_jobs = %d\n", c->max_spec_jobs);
+	fprintf(f, "max_variants = %d\n", c->max_variants);
 	fprintf(f, "\n[retention]\n");
 	fprintf(f, "keep_promoted = %d\n", c->keep_promoted);
 	fprintf(f, "keep_days = %d\n", c->keep_days);

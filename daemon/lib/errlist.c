@@ -96,3 +96,41 @@ errs_add(char **errs, const char *file, int line, const char *key, const char *f
 	free(t);
 	*errs = acc.buf;
 }
+
+/* Append the lines of more that *errs does not hold yet: the copies of a
+ * swept job (spec_sweep.c) share their lines, so their errors repeat. */
+void
+errs_merge(char **errs, const char *more)
+{
+	if (errs == NULL || more == NULL)
+		return;
+	while (*more) {
+		size_t n = strcspn(more, "\n");
+		char *line = strndup(more, n + (more[n] == '\n'));
+		if (line == NULL)
+			fatal("errs_merge");
+		more += n + (more[n] == '\n');
+		if (*errs != NULL && strstr(*errs, line) != NULL) {
+			free(line);
+			continue;
+		}
+		if (*errs == NULL || *errs != acc.buf)
+			errs_measure(*errs);
+		if (acc.n >= ERRS_MAX) {
+			acc.more++;
+			char *t;
+			int k = asprintf(&t, ERRS_MORE "%d more error%s\n", acc.more,
+			    acc.more == 1 ? "" : "s");
+			if (k == -1)
+				fatal("errs_merge");
+			errs_put(acc.body, t, (size_t)k);
+			free(t);
+		} else {
+			errs_put(acc.body, line, strlen(line));
+			acc.n++;
+			acc.body = acc.len;
+		}
+		free(line);
+		*errs = acc.buf;
+	}
+}

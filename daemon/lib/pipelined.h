@@ -212,6 +212,8 @@ int	file_open_at(int dirfd, const char *name, int flags, mode_t mode);
  * list last. */
 void	errs_add(char **errs, const char *file, int line, const char *key,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Append the lines of more (an error list) that *errs lacks. */
+void	errs_merge(char **errs, const char *more);
 /* The longest message errs_add() keeps, its NUL included: a longer one is
  * cut, so a message that lists names sizes its list to fit. */
 #define ERRS_MSG_MAX 1024
@@ -298,6 +300,7 @@ struct conf {
 	double feed_idle_timeout;     /* seconds to the watch request, or to a drop notice's delivery */
 	int max_spec_bytes;           /* a run spec's largest size (spec_load) */
 	int max_spec_jobs;            /* a run spec's most jobs, after any expansion */
+	int max_variants;             /* the ceiling of a spec's max_variants (sweeps) */
 	int keep_promoted;            /* [retention]: promoted runs kept before the newest, per alias */
 	int keep_days;                /* runs submitted in these last days are kept */
 	int64_t gc_min_size;          /* artifact files gc removes: this size or more */
@@ -360,6 +363,12 @@ struct spec_section {
 	int nres;
 	char *executor;
 	const struct executor *ex;  /* exec_find(executor), set by spec_check */
+	/* A sweep's copy (spec_expand): its values ("lora_r=64"), the section
+	 * it was copied from, its variant's number from 1; NULL, NULL, 0 for
+	 * a job no sweep copied. */
+	char *variant;
+	char *origin;
+	int vindex;
 };
 struct spec {
 	char *path;        /* as given (absolute when submitted) */
@@ -372,6 +381,14 @@ struct spec {
 	char *previous;
 	char *owner;       /* who its jobs run as: "UID:GID[:G1,G2...]" (NULL: the daemon's user) */
 	int64_t submitter; /* the uid that submitted it (SO_PEERCRED); -1: unknown */
+	/* Its sweep, once expanded (spec_expand): the swept job's name and
+	 * its line, and per variant its name suffix ("r64") and values
+	 * ("lora_r=64"); nvariants 0 without a sweep. */
+	char *sweep_job;
+	int sweep_line;
+	int nvariants;
+	char **variant_suffix;
+	char **variant_values;
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
@@ -382,6 +399,18 @@ struct spec *spec_parse(const char *path, const char *text, char **errs);
 struct spec *spec_load(const char *path, const char *text, const struct conf *c,
 	    char **errs);
 void	spec_free(struct spec *s);
+void	spec_section_free(struct spec_section *sec);
+/* spec_sweep.c: expand the spec's sweep (pipeline.ini(5) SWEEPS), if it
+ * has one, into a copy per variant of the swept job and of the jobs on a
+ * path from it to the gate's candidate, within max_variants ([run], at
+ * most c's ceiling; c NULL: the defaults). 0, or -1 with the errors
+ * (file:line) in errs. spec_load does it; a restart, which parses the
+ * stored text, does it again. */
+int	spec_expand(struct spec *s, const struct conf *c, char **errs);
+/* A spec's max_variants when [run] sets none, and the ceiling of
+ * pipelined.conf(5) when it sets none. */
+#define SPEC_MAX_VARIANTS 16
+#define CONF_MAX_VARIANTS 64
 const struct spec_kv *spec_find(const struct spec_section *sec, const char *key);
 const char *spec_get(const struct spec_section *sec, const char *key);
 /* The jobs each job's `after` names, as indices in s->jobs (-1: no such
@@ -1071,6 +1100,8 @@ struct sched_wait {
 };
 /* Fill *w for a job of a run: 0, or -1 when there is no such job. */
 int	sched_job_wait(const char *run, const char *job, struct sched_wait *w);
+/* A sweep's job's values ("lora_r=64"), to free; NULL for another job. */
+char	*sched_job_variant(const char *run, const char *job);
 const char *sched_job_log(const char *run, const char *job);
 /* What control.c and feed.c are given when they start listening: the
  * loop, the store, and where the configuration is (a reload replaces it). */

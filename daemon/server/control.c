@@ -582,8 +582,15 @@ v_status(struct client *c, const cJSON *req)
 			return;
 		}
 		cJSON *j;
-		cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(r, "jobs"))
+		cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
 			add_wait(c, j, run);
+			/* A sweep's variant: its values beside it. */
+			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
+			char *var = cJSON_IsString(nm) ? sched_job_variant(run, nm->valuestring) : NULL;
+			if (var != NULL)
+				cJSON_AddStringToObject(j, "variant", var);
+			free(var);
+		}
 		reply_ok(c, r);
 		return;
 	}

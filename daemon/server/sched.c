@@ -1206,6 +1206,17 @@ job_wait(struct sjob *j, struct sched_wait *w)
 	}
 }
 
+char *
+sched_job_variant(const char *run, const char *job)
+{
+	pthread_mutex_lock(&smtx);
+	struct srun *r = run_find(run);
+	struct sjob *j = r ? job_find(r, job) : NULL;
+	char *v = j != NULL && j->sec->variant != NULL ? xstrdup(j->sec->variant) : NULL;
+	pthread_mutex_unlock(&smtx);
+	return v;
+}
+
 int
 sched_job_wait(const char *run, const char *job, struct sched_wait *w)
 {
@@ -1279,6 +1290,15 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 	/* Finished runs are loaded too: retry needs them in memory. */
 	char *errs = NULL;
 	struct spec *spec = spec_parse(path ? path : name, text ? text : "", &errs);
+	/* A sweep is expanded again as it was at submit time: a ceiling
+	 * lowered since does not undo a run it let in. */
+	struct conf nolimit;
+	memset(&nolimit, 0, sizeof(nolimit));
+	nolimit.max_variants = 100000;
+	if (spec != NULL && spec_expand(spec, &nolimit, &errs) == -1) {
+		spec_free(spec);
+		spec = NULL;
+	}
 	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
 		if (state == PLR_running) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,

@@ -16,12 +16,13 @@
 
 const char *const spec_common_keys[] = {
 	"stage", "after", "retries", "retry_backoff", "retry_backoff_max", "timeout",
-	"resources", "executor", "reuse",
+	"resources", "executor", "reuse", "sweep",
 	/* slurm executor options (pipeline.ini(5) "SLURM EXECUTOR") */
 	"partition", "gres", "time", "mem", "account", "sbatch_options",
 	NULL
 };
-const char *const spec_run_keys[] = { "name", "previous", "description", "reuse", NULL };
+const char *const spec_run_keys[] = { "name", "previous", "description", "reuse",
+	"max_variants", NULL };
 
 /* Whether a stage's jobs may be reused, and how: its descriptor says
  * (PL_STAGE_REUSE, PL_STAGE_REUSE_ASKED in pipeline/plugin.h); an unknown
@@ -272,6 +273,10 @@ spec_load(const char *path, const char *text, const struct conf *c, char **errs)
 		return NULL;
 	}
 	struct spec *s = spec_parse(path, text, errs);
+	if (s != NULL && spec_expand(s, c, errs) == -1) {
+		spec_free(s);
+		return NULL;
+	}
 	/* A sweep's jobs, once expanded here, count against the limit. */
 	if (s != NULL && s->njobs > max_jobs) {
 		errs_add(errs, path, 0, "max_spec_jobs", "the spec has %d jobs, more than the "
@@ -283,8 +288,8 @@ spec_load(const char *path, const char *text, const struct conf *c, char **errs)
 	return s;
 }
 
-static void
-section_free(struct spec_section *sec)
+void
+spec_section_free(struct spec_section *sec)
 {
 	if (sec == NULL)
 		return;
@@ -299,6 +304,8 @@ section_free(struct spec_section *sec)
 	strv_free(sec->res_names);
 	free(sec->res_counts);
 	free(sec->executor);
+	free(sec->variant);
+	free(sec->origin);
 	free(sec);
 }
 
@@ -307,9 +314,9 @@ spec_free(struct spec *s)
 {
 	if (s == NULL)
 		return;
-	section_free(s->run);
+	spec_section_free(s->run);
 	for (int i = 0; i < s->njobs; i++)
-		section_free(s->jobs[i]);
+		spec_section_free(s->jobs[i]);
 	free(s->jobs);
 	free(s->path);
 	free(s->dir);
@@ -317,6 +324,9 @@ spec_free(struct spec *s)
 	free(s->name);
 	free(s->previous);
 	free(s->owner);
+	free(s->sweep_job);
+	strv_free(s->variant_suffix);
+	strv_free(s->variant_values);
 	free(s);
 }
 
@@ -565,7 +575,8 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 				for (int k = 0; spec_run_keys[k]; k++)
 					suggest_try(&sg, spec_run_keys[k]);
 				errs_add(errs, s->path, s->run->kv[i].line, s->run->kv[i].key,
-				    "unknown key in [run]%s (known: name, previous, description, reuse)",
+				    "unknown key in [run]%s (known: name, previous, description, reuse, "
+				    "max_variants)",
 				    suggest_hint(&sg, hint, sizeof(hint)));
 				nerr++;
 			}
@@ -596,7 +607,10 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			errs_add(errs, s->path, sec->line, "-", "bad job name [%s]", sec->name);
 			nerr++;
 		}
-		nerr += check_common(s, &jobs, sec, c, errs);
+		/* The copies of a swept job share its lines: an error they
+		 * share is told once. */
+		char *mine = NULL, **e = sec->vindex > 0 ? &mine : errs;
+		nerr += check_common(s, &jobs, sec, c, e);
 		const char *stage = spec_get(sec, "stage");
 		sec->stage = xstrdup(stage ? stage : sec->name);
 		const struct stage_reg *reg = plugin_stage(sec->stage);
@@ -605,15 +619,18 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			char hint[128];
 			for (int q = 0; q < plugin_nstages(); q++)
 				suggest_try(&sg, plugin_stage_at(q)->st->name);
-			errs_add(errs, s->path, key_line(sec, "stage"), "stage",
+			errs_add(e, s->path, key_line(sec, "stage"), "stage",
 			    "unknown stage \"%s\" in [%s]%s (no plugin provides it; "
-			    "`pipelinectl stage --list` lists the stages)", sec->stage, sec->name,
+			    "`pipelinectl stage --list` lists the stages)", sec->stage,
+			    sec->origin ? sec->origin : sec->name,
 			    suggest_hint(&sg, hint, sizeof(hint)));
 			nerr++;
-			continue;
+		} else if (stage_check != NULL)
+			nerr += stage_check(reg, s, sec, e);
+		if (mine != NULL) {
+			errs_merge(errs, mine);
+			free(mine);
 		}
-		if (stage_check != NULL)
-			nerr += stage_check(reg, s, sec, errs);
 	}
 	nerr += find_cycle(s, &jobs, errs);
 	plc_strmap_free(&jobs);

@@ -254,6 +254,122 @@ case_chain(void)
 	free(big);
 }
 
+/* A sweep: the swept job and those on a path from it to the gate's
+ * candidate are made once per variant; the jobs before it, the gate and
+ * a job after the candidate that only orders on it stay shared. */
+static void
+case_sweep(void)
+{
+	char *errs = NULL;
+	const char *text =
+	    "[tokenize]\nx = 1\n"
+	    "[train]\nafter = tokenize\ntokens = tokenize.tokens\nlora_r = 8\n"
+	    "sweep = lora_r: 16 64; lora_alpha: 8 32\n"
+	    "[register]\nafter = train\nadapter = train.adapter\ntag = router:v2\n"
+	    "[bake]\nafter = register\nmodel = router:v2\n"
+	    "[bake-incumbent]\nstage = bake\nafter = bake\nmodel = router:v1\n"
+	    "[gate]\nafter = bake, bake-incumbent\n";
+	struct spec *s = spec_load("sw.ini", text, NULL, &errs);
+	CHECK(s != NULL && errs == NULL);
+	if (s == NULL) {
+		fprintf(stderr, "%s", errs ? errs : "");
+		free(errs);
+		return;
+	}
+	/* tokenize, 4 x (train, register, bake), bake-incumbent, gate */
+	CHECK(s->njobs == 15);
+	CHECK(s->nvariants == 4 && strcmp(s->sweep_job, "train") == 0 && s->sweep_line == 7);
+	CHECK(strcmp(s->variant_values[1], "lora_r=16 lora_alpha=32") == 0);
+	CHECK(strcmp(s->variant_suffix[1], "r16-alpha32") == 0);
+	CHECK(strcmp(s->jobs[0]->name, "tokenize") == 0 && s->jobs[0]->vindex == 0);
+	const struct spec_section *t = s->jobs[4];
+	CHECK(strcmp(t->name, "train-r16-alpha32") == 0 && t->vindex == 2);
+	CHECK(strcmp(t->origin, "train") == 0 && strcmp(t->variant, "lora_r=16 lora_alpha=32") == 0);
+	CHECK(strcmp(spec_get(t, "lora_r"), "16") == 0 && spec_find(t, "lora_r")->line == 7);
+	CHECK(strcmp(spec_get(t, "lora_alpha"), "32") == 0);
+	CHECK(spec_find(t, "sweep") == NULL);
+	CHECK(strcmp(spec_get(t, "stage"), "train") == 0);
+	CHECK(strcmp(spec_get(t, "tokens"), "tokenize.tokens") == 0);
+	const struct spec_section *r = s->jobs[5], *b = s->jobs[6];
+	CHECK(strcmp(r->name, "register-r16-alpha32") == 0);
+	CHECK(strcmp(spec_get(r, "after"), "train-r16-alpha32") == 0);
+	CHECK(strcmp(spec_get(r, "adapter"), "train-r16-alpha32.adapter") == 0);
+	CHECK(strcmp(spec_get(r, "tag"), "router:v2-r16-alpha32") == 0);
+	CHECK(strcmp(spec_get(b, "model"), "router:v2-r16-alpha32") == 0);
+	const struct spec_section *inc = s->jobs[13], *g = s->jobs[14];
+	CHECK(strcmp(inc->name, "bake-incumbent") == 0 && inc->vindex == 0);
+	CHECK(strcmp(spec_get(inc, "after"), "bake-r16-alpha8, bake-r16-alpha32, bake-r64-alpha8, "
+	    "bake-r64-alpha32") == 0);
+	CHECK(strcmp(g->name, "gate") == 0);
+	CHECK(strcmp(spec_get(g, "candidate"), "bake-r16-alpha8 bake-r16-alpha32 bake-r64-alpha8 "
+	    "bake-r64-alpha32") == 0);
+	CHECK(strcmp(spec_get(g, "sweep_values"), "bake-r16-alpha8: lora_r=16 lora_alpha=8; "
+	    "bake-r16-alpha32: lora_r=16 lora_alpha=32; bake-r64-alpha8: lora_r=64 lora_alpha=8; "
+	    "bake-r64-alpha32: lora_r=64 lora_alpha=32") == 0);
+	spec_free(s);
+
+	/* Values a name cannot hold: the variants are numbered. */
+	s = spec_load("sw.ini", "[train]\nsweep = lora_dropout: 0.05 0.1\n[bake]\nafter = train\n",
+	    NULL, &errs);
+	CHECK(s != NULL && s->njobs == 4 && strcmp(s->jobs[0]->name, "train-1") == 0 &&
+	    strcmp(s->jobs[1]->name, "bake-1") == 0 && strcmp(s->jobs[3]->name, "bake-2") == 0);
+	CHECK(s && strcmp(spec_get(s->jobs[3], "after"), "train-2") == 0);
+	spec_free(s);
+	free(errs);
+}
+
+/* A sweep's bad input, each error at its file:line. */
+static void
+case_sweep_errors(void)
+{
+	struct conf c;
+	char *errs = NULL;
+	struct spec *s;
+#define REFUSED(text, conf, want) do { \
+	errs = NULL; \
+	s = spec_load("e.ini", text, conf, &errs); \
+	CHECK(s == NULL && errs != NULL && strstr(errs, want) != NULL); \
+	if (s != NULL || errs == NULL || strstr(errs, want) == NULL) \
+		fprintf(stderr, "want %s\ngot %s\n", want, errs ? errs : "(none)"); \
+	spec_free(s); \
+	free(errs); \
+} while (0)
+	REFUSED("[train]\nsweep = lora_r:\n", NULL,
+	    "e.ini:2: sweep: lora_r: an empty list of values");
+	REFUSED("[train]\n\nsweep = lora_r 16 64\n", NULL,
+	    "e.ini:3: sweep: expected KEY: V1 V2 ..., not \"lora_r 16 64\"");
+	REFUSED("[train]\nsweep = \n", NULL, "e.ini:2: sweep: an empty sweep");
+	REFUSED("[train]\nsweep = after: a b\n", NULL, "e.ini:2: sweep: cannot sweep after");
+	REFUSED("[train]\nsweep = lora_r: 1 2; lora_r: 3\n", NULL, "lora_r is swept twice");
+	REFUSED("[train]\nsweep = lora_r: 1 2 1\n", NULL, "lora_r: the value 1 appears twice");
+	REFUSED("[a]\nsweep = k: 1 2\n[b]\nsweep = k: 1 2\n", NULL,
+	    "e.ini:4: sweep: one sweep per spec: [a] sweeps already (line 2)");
+	/* 17 variants: over the default max_variants of 16. */
+	REFUSED("[train]\nsweep = a: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n", NULL,
+	    "e.ini:2: sweep: 17 variants, more than max_variants (16)");
+	REFUSED("[run]\nmax_variants = 2\n[train]\nsweep = a: 1 2; b: 1 2\n", NULL,
+	    "e.ini:4: sweep: 4 variants, more than max_variants (2)");
+	memset(&c, 0, sizeof(c));
+	snprintf(c.path, sizeof(c.path), "/etc/p.conf");
+	c.max_spec_bytes = CONF_MAX_SPEC_BYTES;
+	c.max_spec_jobs = CONF_MAX_SPEC_JOBS;
+	c.max_variants = 4;
+	REFUSED("[run]\nmax_variants = 5\n[train]\nsweep = a: 1 2\n", &c,
+	    "e.ini:2: max_variants: 5 is above the ceiling of 4 (max_variants: /etc/p.conf;");
+	/* Under the ceiling, the default is the ceiling. */
+	REFUSED("[train]\nsweep = a: 1 2 3 4 5\n", &c, "5 variants, more than max_variants (4)");
+	/* The job limit counts the expanded jobs. */
+	c.max_variants = 64;
+	c.max_spec_jobs = 5;
+	REFUSED("[t]\nsweep = a: 1 2 3\n[u]\nafter = t\n", &c,
+	    "e.ini: max_spec_jobs: the spec has 6 jobs, more than the limit of 5");
+	/* A shared job cannot name one swept job's artifact. */
+	REFUSED("[train]\nsweep = a: 1 2\n[bake]\nafter = train\n[gate]\nafter = bake\n"
+	    "[report]\nafter = gate\ninput = train.adapter\n", NULL,
+	    "e.ini:9: input: names train, which the sweep in [train] makes once per variant");
+#undef REFUSED
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parse),
 	UNIT_CASE(comments),
@@ -265,6 +381,8 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(long_message),
 	UNIT_CASE(limits),
 	UNIT_CASE(chain),
+	UNIT_CASE(sweep),
+	UNIT_CASE(sweep_errors),
 	UNIT_END
 };
 

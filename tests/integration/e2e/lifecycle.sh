@@ -121,6 +121,45 @@ for r in tiny-v1 tiny-v2; do
 	    --tokens "$toks" --cases "$TEST_TMP/e2e/spec/tiny/cases.jsonl" --label $r ||
 	    fail "$r: the served Q8_0 export does not reproduce the tiny engine"
 done
+
+# Resubmit tiny-v2 with three cases added to its case file: its next
+# revision, tiny-v2@2, runs only what reads the cases (corpus_check, the
+# two bakes) and the gate, which never reuses; every other job is reused
+# from tiny-v2, the GGUF the same bytes.
+cases=$TEST_TMP/e2e/spec/tiny/cases.jsonl
+/usr/bin/python3 - "$cases" <<'PY' || fail "three more cases"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+with open(sys.argv[1], "a") as f:
+    for c in lines[:3]:
+        c = dict(c, id=c["id"] + "-again", user="please " + c["user"])
+        f.write(json.dumps(c) + "\n")
+PY
+t3=$(date +%s)
+rev=$(pctl submit "$E2E_V2") || fail "resubmit tiny-v2"
+[ "$rev" = tiny-v2@2 ] || fail "the resubmit made $rev, not tiny-v2@2"
+for _ in $(seq 1 9000); do
+	st2=$(run_state tiny-v2@2)
+	case "$st2" in succeeded|failed|cancelled|rejected) break;; esac
+	sleep 0.1
+done
+note "tiny-v2@2 ended $st2 in $(($(date +%s) - t3)) s (tiny-v2: $((t2 - t1)) s)"
+pctl status tiny-v2@2
+for j in corpus_check bake bake-incumbent; do
+	[ "$(job_state tiny-v2@2 $j)" = succeeded ] || fail "tiny-v2@2: $j did not run: $(job_state tiny-v2@2 $j)"
+done
+for j in tokenize probe train merge tensor_fix convert quantize verify register; do
+	[ "$(job_state tiny-v2@2 $j)" = reused ] ||
+	    { pctl explain tiny-v2@2 $j; fail "tiny-v2@2: $j was not reused: $(job_state tiny-v2@2 $j)"; }
+done
+case "$(job_state tiny-v2@2 gate)" in succeeded|rejected) ;; *) fail "tiny-v2@2: the gate did not decide";; esac
+[ "$(artifact_path tiny-v2@2 quantize gguf)" = "$(artifact_path tiny-v2 quantize gguf)" ] ||
+	fail "tiny-v2@2's GGUF is not tiny-v2's"
+[ "$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id
+	WHERE r.name = 'tiny-v2@2' AND j.name = 'quantize' AND a.name = 'gguf'")" = \
+  "$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id
+	WHERE r.name = 'tiny-v2' AND j.name = 'quantize' AND a.name = 'gguf'")" ] || fail "the GGUF digests differ"
+pctl explain tiny-v2@2 bake | grep -qi "cases" || { pctl explain tiny-v2@2 bake; fail "explain of bake does not name the cases"; }
 integrity_ok
 pl_stop
 echo "e2e/lifecycle: ok"
