@@ -252,6 +252,52 @@ corp_print(const struct corp *cs, int n, int per_cap)
 	}
 }
 
+
+/* A sweep's gate: its leaderboard, a row a variant, best first. */
+static void
+leaderboard_print(const cJSON *g)
+{
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(g, "sweep"), *x;
+	if (sw == NULL)
+		return;
+	int first = strcmp(jstr(sw, "correction"), "holm") != 0;
+	printf("leaderboard %s/%s: %.0f variants, ranked by %s accuracy (ties within %g pp "
+	    "by overall)%s\n", jstr(g, "run"), jstr(g, "job"), jnum(sw, "variants"),
+	    first ? "held-out" : "fair-slice", jnum(g, "tie_pp"), first ? "" :
+	    "; p: McNemar against the incumbent, Holm-corrected for the variants compared");
+	printf("  %-4s %-24s %-22s %8s %8s %8s %8s %8s  %s\n", "RANK", "BAKE", "VALUES",
+	    first ? "HELDOUT%" : "FAIR%", "OVERALL%", "BREACHES", "P", "P-HOLM", "VERDICT");
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(sw, "leaderboard")) {
+		char fair[16] = "-", all[16] = "-", br[16] = "-", p[16] = "-", ph[16] = "-";
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(x, first ? "held_out_acc" :
+		    "fair_acc");
+		if (cJSON_IsNumber(f)) {
+			snprintf(fair, sizeof(fair), "%.2f", f->valuedouble * 100);
+			snprintf(all, sizeof(all), "%.2f", jnum(x, "overall_acc") * 100);
+			snprintf(br, sizeof(br), "%.0f", jnum(x, "guard_breaches"));
+		}
+		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "p_mcnemar"))) {
+			snprintf(p, sizeof(p), "%.3g", jnum(x, "p_mcnemar"));
+			snprintf(ph, sizeof(ph), "%.3g", jnum(x, "p_holm"));
+		}
+		printf("  %-4.0f %-24s %-22s %8s %8s %8s %8s %8s  %s: %s\n", jnum(x, "rank"),
+		    jstr(x, "bake"), jstr(x, "values"), fair, all, br, p, ph, jstr(x, "verdict"),
+		    jstr(x, "reason"));
+	}
+}
+
+/* Each gate's verdict, and a sweep's leaderboard. */
+static void
+verdicts_print(const cJSON *verdicts)
+{
+	const cJSON *g;
+	cJSON_ArrayForEach(g, verdicts) {
+		printf("verdict %s/%s: %s: %s\n", jstr(g, "run"), jstr(g, "job"),
+		    jstr(g, "verdict"), jstr(g, "reason"));
+		leaderboard_print(g);
+	}
+}
+
 int
 ctl_report(int argc, char **argv)
 {
@@ -285,7 +331,8 @@ ctl_report(int argc, char **argv)
 			return 1;
 		ncols += n1;
 	}
-	if (ncols == 0 && ncs == 0 && cJSON_GetArraySize(stacks) == 0) {
+	if (ncols == 0 && ncs == 0 && cJSON_GetArraySize(stacks) == 0 &&
+	    cJSON_GetArraySize(verdicts) == 0) {
 		cJSON_Delete(verdicts);
 		cJSON_Delete(stacks);
 		ctl_fail(CTL_ERROR, "ENODATA", "run %s%s%s has no bake, corpus_check or train results", runs[0],
@@ -354,6 +401,8 @@ ctl_report(int argc, char **argv)
 		goto out;
 	}
 	if (ncols == 0) {
+		/* A gate on results files: its verdict alone. */
+		verdicts_print(verdicts);
 		corp_print(cs, ncs, 1);
 		stack_print(stacks);
 		goto out;
@@ -466,10 +515,7 @@ ctl_report(int argc, char **argv)
 				corp_cap(dc, name, cells[ncols], sizeof(cells[ncols]));
 			row(lbl, cells, ncols + (dc != NULL));
 		}
-	const cJSON *g;
-	cJSON_ArrayForEach(g, verdicts)
-		printf("verdict %s/%s: %s: %s\n", jstr(g, "run"), jstr(g, "job"),
-		    jstr(g, "verdict"), jstr(g, "reason"));
+	verdicts_print(verdicts);
 	if (!same)
 		printf("warning: the bakes come from different case sets; their numbers do not "
 		    "compare\n");

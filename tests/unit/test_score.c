@@ -572,6 +572,31 @@ case_fair_slice_rule(void)
 	sc_agg_free(&ia);
 }
 
+/* Holm's correction against values worked by hand: sorted p 0.01, 0.02,
+ * 0.04, 0.3 become 0.04, 0.06, 0.08, 0.3; a step that would go down is
+ * held at the one before; nothing passes 1. */
+static void
+case_holm(void)
+{
+	double p[] = { 0.04, 0.3, 0.01, 0.02 }, a[4];
+	sc_holm(p, 4, a);
+	NEAR(a[2], 0.04, 1e-12);
+	NEAR(a[3], 0.06, 1e-12);
+	NEAR(a[0], 0.08, 1e-12);
+	NEAR(a[1], 0.3, 1e-12);
+	double q[] = { 0.125, 0.125, 0.21875 }, b[3];
+	sc_holm(q, 3, b);
+	NEAR(b[0], 0.375, 1e-12);
+	NEAR(b[1], 0.375, 1e-12);
+	NEAR(b[2], 0.375, 1e-12);
+	double r[] = { 0.6, 0.7 }, c[2];
+	sc_holm(r, 2, c);
+	CHECK(c[0] == 1.0 && c[1] == 1.0);
+	double one = 0.2, d;
+	sc_holm(&one, 1, &d);
+	NEAR(d, 0.2, 1e-12);
+}
+
 /* McNemar's exact test against tables worked by hand. */
 static void
 case_mcnemar(void)
@@ -602,6 +627,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(release_rule),
 	UNIT_CASE(fair_slice_rule),
 	UNIT_CASE(mcnemar),
+	UNIT_CASE(holm),
 	UNIT_END
 };
 

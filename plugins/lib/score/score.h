@@ -205,6 +205,8 @@ int	sc_fair_slice(const struct sc_row *a, int na, const struct sc_row *b, int nb
 /* McNemar's exact test: the two-sided binomial p of b successes against c
  * at probability 1/2 (1 when b + c is 0). */
 double	sc_mcnemar_exact(int b, int c);
+/* Holm's correction of n p-values: adj[i] for p[i]. */
+void	sc_holm(const double *p, int n, double *adj);
 /* The fair slice as the verdict and the report store it, the sides named
  * a and b (the keys a, a_only, a_overall and b's). */
 cJSON	*sc_fair_json(const struct sc_fair *f, const char *a, const char *b);

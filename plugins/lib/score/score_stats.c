@@ -364,3 +364,36 @@ sc_fair_json(const struct sc_fair *f, const char *a, const char *b)
 	cJSON_AddItemToObject(o, k, sc_rate_json(&f->ob));
 	return o;
 }
+
+/*
+ * Holm's step-down correction of n p-values for having tested n
+ * hypotheses (a sweep's gate picks the best of n variants): the k-th
+ * smallest p, from 0, is multiplied by n - k, made no smaller than the
+ * one before it, and capped at 1.
+ */
+void
+sc_holm(const double *p, int n, double *adj)
+{
+	int *ord = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+	if (ord == NULL) {
+		for (int i = 0; i < n; i++)
+			adj[i] = 1.0;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		ord[i] = i;
+	/* Insertion sort by p: a sweep has tens of variants at most. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && p[ord[j]] < p[ord[j - 1]]; j--) {
+			int t = ord[j];
+			ord[j] = ord[j - 1];
+			ord[j - 1] = t;
+		}
+	double run = 0;
+	for (int k = 0; k < n; k++) {
+		double a = fmin(1.0, (n - k) * p[ord[k]]);
+		run = fmax(run, a);
+		adj[ord[k]] = run;
+	}
+	free(ord);
+}
