@@ -392,7 +392,8 @@ struct spec {
 };
 /* Parse text (named path for messages). Errors -> errs. */
 struct spec *spec_parse(const char *path, const char *text, char **errs);
-/* spec_parse within the submit limits of c (NULL: the defaults): a text
+/* spec_parse within the submit limits of c (NULL: the defaults), its sweep
+ * expanded (spec_sweep.c, where it lives): a text
  * of more than max_spec_bytes is refused before it is parsed, a spec of
  * more than max_spec_jobs jobs once it is parsed and expanded. What the
  * daemon checks or submits, and pipelinectl check, go through here. */

@@ -251,43 +251,6 @@ spec_parse(const char *path, const char *text, char **errs)
 	return s;
 }
 
-/* Where a limit comes from, for its message. */
-static const char *
-limit_from(const struct conf *c)
-{
-	if (c == NULL || c->path[0] == '\0' || strcmp(c->path, "/dev/null") == 0)
-		return "the default";
-	return c->path;
-}
-
-struct spec *
-spec_load(const char *path, const char *text, const struct conf *c, char **errs)
-{
-	int max_bytes = c ? c->max_spec_bytes : CONF_MAX_SPEC_BYTES;
-	int max_jobs = c ? c->max_spec_jobs : CONF_MAX_SPEC_JOBS;
-	size_t len = strlen(text);
-	if (len > (size_t)max_bytes) {
-		errs_add(errs, path, 0, "max_spec_bytes", "the spec is %zu bytes, more than the "
-		    "limit of %d (max_spec_bytes: %s; pipelined.conf(5))", len, max_bytes,
-		    limit_from(c));
-		return NULL;
-	}
-	struct spec *s = spec_parse(path, text, errs);
-	if (s != NULL && spec_expand(s, c, errs) == -1) {
-		spec_free(s);
-		return NULL;
-	}
-	/* A sweep's jobs, once expanded here, count against the limit. */
-	if (s != NULL && s->njobs > max_jobs) {
-		errs_add(errs, path, 0, "max_spec_jobs", "the spec has %d jobs, more than the "
-		    "limit of %d (max_spec_jobs: %s; pipelined.conf(5))", s->njobs, max_jobs,
-		    limit_from(c));
-		spec_free(s);
-		return NULL;
-	}
-	return s;
-}
-
 void
 spec_section_free(struct spec_section *sec)
 {

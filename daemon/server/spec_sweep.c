@@ -6,6 +6,8 @@
  * the shared jobs naming every variant. Done on the parsed spec, before
  * any check, so every later step (the checks, the store, the scheduler,
  * a restart that parses the stored text again) sees the expanded jobs.
+ * spec_load() is here too: the parse, the expansion and the submit
+ * limits, so that spec.c below calls nothing of this file.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +16,15 @@
 
 #include "pipelined.h"
 #include "plio.h"
+
+/* Where a limit comes from, for its message. */
+static const char *
+limit_from(const struct conf *c)
+{
+	if (c == NULL || c->path[0] == '\0' || strcmp(c->path, "/dev/null") == 0)
+		return "the default";
+	return c->path;
+}
 
 struct sweep_key {
 	char *key;
@@ -170,8 +181,7 @@ variants_limit(const struct spec *s, const struct conf *c, char **errs)
 	if (i > ceiling) {
 		errs_add(errs, s->path, kv->line, "max_variants", "%lld is above the ceiling of %d "
 		    "(max_variants: %s; pipelined.conf(5))", (long long)i, ceiling,
-		    c == NULL || c->path[0] == '\0' || strcmp(c->path, "/dev/null") == 0 ?
-		    "the default" : c->path);
+		    limit_from(c));
 		return -1;
 	}
 	return (int)i;
@@ -594,4 +604,32 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 	free(swept);
 	keys_free(keys, nkeys);
 	return 0;
+}
+
+struct spec *
+spec_load(const char *path, const char *text, const struct conf *c, char **errs)
+{
+	int max_bytes = c ? c->max_spec_bytes : CONF_MAX_SPEC_BYTES;
+	int max_jobs = c ? c->max_spec_jobs : CONF_MAX_SPEC_JOBS;
+	size_t len = strlen(text);
+	if (len > (size_t)max_bytes) {
+		errs_add(errs, path, 0, "max_spec_bytes", "the spec is %zu bytes, more than the "
+		    "limit of %d (max_spec_bytes: %s; pipelined.conf(5))", len, max_bytes,
+		    limit_from(c));
+		return NULL;
+	}
+	struct spec *s = spec_parse(path, text, errs);
+	if (s != NULL && spec_expand(s, c, errs) == -1) {
+		spec_free(s);
+		return NULL;
+	}
+	/* A sweep's jobs, once expanded here, count against the limit. */
+	if (s != NULL && s->njobs > max_jobs) {
+		errs_add(errs, path, 0, "max_spec_jobs", "the spec has %d jobs, more than the "
+		    "limit of %d (max_spec_jobs: %s; pipelined.conf(5))", s->njobs, max_jobs,
+		    limit_from(c));
+		spec_free(s);
+		return NULL;
+	}
+	return s;
 }

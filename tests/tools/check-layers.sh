@@ -68,6 +68,7 @@ web exec_local exec_slurm
 httpd executor job
 conf
 conf_check spec
+spec_sweep
 store
 store_query
 store_gc store_reuse
