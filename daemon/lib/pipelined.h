@@ -489,7 +489,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * store_int.h; rows go out in JSON through wire.h.
  */
 struct store;
-#define STORE_SCHEMA_VERSION 8 /* = the number of migrations in store.c */
+#define STORE_SCHEMA_VERSION 9 /* = the number of migrations in store.c */
 int	store_open(struct store **sp, const char *path);
 void	store_close(struct store *s);
 int	store_integrity_ok(struct store *s);
@@ -550,8 +550,10 @@ int	store_run_create(struct store *s, const struct spec *spec, const char *base,
  * events, and reads them back (a word it does not know is an error). */
 int	store_run_state(struct store *s, int64_t run_id, const char *run,
 	    enum pl_run_state state, const char *message);
+/* variant: a sweep's job's values; deps: its expanded after list (a
+ * sweep's run); NULL otherwise. */
 int	store_job_create(struct store *s, int64_t run_id, const char *name,
-	    const char *stage, int seq, int64_t *id);
+	    const char *stage, int seq, const char *variant, const char *deps, int64_t *id);
 int	store_job_state(struct store *s, int64_t job_id, const char *run,
 	    const char *job, enum pl_job_state state, int attempt, const char *message);
 int	store_job_progress(struct store *s, int64_t job_id, double done,

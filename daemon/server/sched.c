@@ -936,7 +936,21 @@ sched_submit_locked(struct spec *spec, char *err, size_t errlen)
 		goto rollback;
 	for (int i = 0; i < r->njobs; i++) {
 		struct sjob *j = &r->jobs[i];
-		if (store_job_create(S.store, r->id, j->sec->name, j->sec->stage, i, &j->id) == -1)
+		/* A sweep's run keeps each job's values and after list for
+		 * the status page, which reads the store. */
+		char *deps = NULL;
+		for (int k = 0; spec->nvariants > 0 && k < j->sec->nafter; k++) {
+			char *d;
+			if (asprintf(&d, "%s%s%s", deps ? deps : "", deps ? " " : "",
+			    j->sec->after[k]) == -1)
+				fatal("sched_submit");
+			free(deps);
+			deps = d;
+		}
+		int rc = store_job_create(S.store, r->id, j->sec->name, j->sec->stage, i,
+		    j->sec->variant, spec->nvariants > 0 ? (deps ? deps : "") : NULL, &j->id);
+		free(deps);
+		if (rc == -1)
 			goto rollback;
 	}
 	if (store_commit(S.store) == -1)

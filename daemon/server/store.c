@@ -221,6 +221,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;"
 	"UPDATE runs SET base = name;"
 	"CREATE UNIQUE INDEX runs_revision ON runs(base, revision);",
+	/* 8 -> 9: a sweep's jobs (spec_sweep.c): a variant job's values
+	 * ("lora_r=64"), and every job's expanded after list, which the
+	 * status page draws the DAG from (the stored spec text has the
+	 * sweep unexpanded). NULL for the jobs of a run without a sweep. */
+	"ALTER TABLE jobs ADD COLUMN variant TEXT;"
+	"ALTER TABLE jobs ADD COLUMN deps TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -742,16 +748,24 @@ store_run_state(struct store *s, int64_t run_id, const char *run, enum pl_run_st
 
 int
 store_job_create(struct store *s, int64_t run_id, const char *name, const char *stage,
-    int seq, int64_t *id)
+    int seq, const char *variant, const char *deps, int64_t *id)
 {
-	sqlite3_stmt *st = store_prep(s, "INSERT INTO jobs(run_id, name, stage, seq, state)"
-	    " VALUES(?, ?, ?, ?, 'pending')");
+	sqlite3_stmt *st = store_prep(s, "INSERT INTO jobs(run_id, name, stage, seq, state,"
+	    " variant, deps) VALUES(?, ?, ?, ?, 'pending', ?, ?)");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int64(st, 1, run_id);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 3, stage, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int(st, 4, seq);
+	if (variant)
+		sqlite3_bind_text(st, 5, variant, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 5);
+	if (deps)
+		sqlite3_bind_text(st, 6, deps, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 6);
 	if (step_done(s, st) == -1)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);

@@ -157,8 +157,8 @@ store_ro_jobs(struct store_ro *ro, const char *run)
 {
 	return rows(ro, &wire_job, "SELECT j.name, j.stage, j.state,"
 	    " j.attempts, j.started, j.finished, j.message, j.progress_done, j.progress_total,"
-	    " j.progress_unit FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.name = ?"
-	    " ORDER BY j.seq", run, NULL);
+	    " j.progress_unit, j.variant, j.deps FROM jobs j JOIN runs r ON r.id = j.run_id"
+	    " WHERE r.name = ? ORDER BY j.seq", run, NULL);
 }
 
 cJSON *

@@ -58,6 +58,8 @@ static const struct wire_field job_fields[] = {
 	{ "progress_total", "progress_total" },
 	{ "progress_unit", "progress_unit" },
 	{ "next_at", "next_at" },
+	{ "variant", "variant" },       /* a sweep's job's values */
+	{ "deps", "after" },            /* a sweep's run: the job's expanded after list */
 	{ NULL, NULL }
 };
 const struct wire_row wire_job = { "job", job_fields };

@@ -187,7 +187,7 @@ function drawDag() {
     const box = svg("g", { class: "box " + j.state, "data-job": n, transform: `translate(${p.x},${p.y})` });
     box.appendChild(svg("rect", { width: 150, height: 54 }));
     box.appendChild(svg("text", { x: 8, y: 16, "font-weight": 600 }, n));
-    box.appendChild(svg("text", { x: 8, y: 31 }, j.stage + " · " + j.state + (j.attempts > 1 ? " · try " + j.attempts : "")));
+    box.appendChild(svg("text", { x: 8, y: 31 }, j.stage + (j.variant ? " (" + j.variant + ")" : "") + " · " + j.state + (j.attempts > 1 ? " · try " + j.attempts : "")));
     if (j.total > 0) {
       const f = Math.min(1, j.done / j.total);
       box.appendChild(svg("rect", { class: "barbg", x: 8, y: 38, width: 134, height: 4 }));
@@ -240,6 +240,27 @@ function drawVerdict(values) {
   row("held-out", (s) => { const h = agg(s, "held_out"); return h ? pct(h.acc) : ""; });
   row("overall", (s) => { const o = agg(s, "overall"); return o ? pct(o.acc) : ""; });
   row("guard breaches", (s) => { const b = agg(s, "guard_breaches"); return b === undefined ? "" : String(b); });
+  // A sweep's gate: its leaderboard, a row a variant, best first.
+  const lt = $("leaderboard");
+  const lb = v.sweep && v.sweep.leaderboard;
+  lt.hidden = !lb;
+  if (!lb) return;
+  const lbody = lt.tBodies[0];
+  clear(lbody);
+  const num = (x, f) => (x === undefined || x === null ? "" : f(x));
+  for (const x of lb) {
+    const tr = el("tr", null, x.best ? "fair" : null);
+    tr.appendChild(el("td", String(x.rank), "num"));
+    tr.appendChild(el("td", x.bake));
+    tr.appendChild(el("td", x.values || ""));
+    tr.appendChild(el("td", pct(x.fair_acc !== undefined ? x.fair_acc : x.held_out_acc), "num"));
+    tr.appendChild(el("td", pct(x.overall_acc), "num"));
+    tr.appendChild(el("td", num(x.guard_breaches, String), "num"));
+    tr.appendChild(el("td", num(x.p_mcnemar, (p) => p.toPrecision(3)), "num"));
+    tr.appendChild(el("td", num(x.p_holm, (p) => p.toPrecision(3)), "num"));
+    tr.appendChild(el("td", x.verdict + (x.reason ? ": " + x.reason : "")));
+    lbody.appendChild(tr);
+  }
 }
 
 function drawArtifacts(arts) {
@@ -479,9 +500,14 @@ async function showRun(name) {
   if (es) { es.close(); es = null; }
   const d = await getJSON("/api/run?run=" + encodeURIComponent(name));
   cur = { name, jobs: new Map(), deps: parseAfter(d.run.spec_text), curve: null, logOffset: null };
-  for (const j of d.jobs)
+  for (const j of d.jobs) {
     cur.jobs.set(j.name, { stage: j.stage, state: j.state, attempts: j.attempts, message: j.message || "",
-      done: j.progress_done || 0, total: j.progress_total || 0, unit: j.progress_unit || "" });
+      done: j.progress_done || 0, total: j.progress_total || 0, unit: j.progress_unit || "",
+      variant: j.variant || "" });
+    // A sweep's run: the spec text has the sweep unexpanded; each job
+    // carries its expanded after list.
+    if (j.after !== undefined && j.after !== null) cur.deps[j.name] = j.after.split(" ").filter(Boolean);
+  }
   $("run-name").textContent = name;
   $("run-desc").textContent = d.run.description || "";
   setRunState(d.run.state, d.run.message);

@@ -48,7 +48,7 @@ store_setup(void)
 	}
 	if (store_open(&st, dbpath) == -1 || store_begin(st) == -1 ||
 	    store_run_create(st, spec, spec->name, 1, &run_id) == -1 ||
-	    store_job_create(st, run_id, "j", "exec", 0, &job_id) == -1 ||
+	    store_job_create(st, run_id, "j", "exec", 0, NULL, NULL, &job_id) == -1 ||
 	    store_attempt_start(st, job_id, 1, 0, &attempt_id) == -1 || store_commit(st) == -1)
 		abort();
 	job->store = st;

@@ -140,12 +140,15 @@ case_migrations(void)
 	store_close(s);
 }
 
-/* What schema 7 -> 8 added, undone: a store as the build before wrote it. */
-#define BACK_TO_7 "DROP INDEX runs_revision; ALTER TABLE runs DROP COLUMN base;" \
+/* What schema 8 -> 9 added, undone. */
+#define BACK_TO_8 "ALTER TABLE jobs DROP COLUMN variant; ALTER TABLE jobs DROP COLUMN deps;"
+
+/* What schema 7 -> 8 added, undone too: a store as the build before wrote it. */
+#define BACK_TO_7 BACK_TO_8 " DROP INDEX runs_revision; ALTER TABLE runs DROP COLUMN base;" \
 	" ALTER TABLE runs DROP COLUMN revision;"
 
 /* What schema 6 -> 7 added, undone too. */
-#define BACK_TO_6 BACK_TO_7 "DROP INDEX jobs_key; ALTER TABLE jobs DROP COLUMN key;" \
+#define BACK_TO_6 BACK_TO_7 " DROP INDEX jobs_key; ALTER TABLE jobs DROP COLUMN key;" \
 	" ALTER TABLE jobs DROP COLUMN key_parts; ALTER TABLE jobs DROP COLUMN reuse_note;" \
 	" ALTER TABLE jobs DROP COLUMN reused_from; DROP TABLE digests;"
 
@@ -693,12 +696,44 @@ case_store_ro(void)
 	store_close(s);
 }
 
+/* Schema 8 -> 9: a store of version 8 opens migrated, its jobs without a
+ * sweep's values or after list; a job created with them keeps them. */
+static void
+case_migration_sweep(void)
+{
+	char path[256];
+	struct store *s = open_store("migration_sweep", path, sizeof(path));
+	sqlite3_stmt *st;
+	int64_t id;
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(sqlite3_exec(store_db(s), BACK_TO_8
+	    " INSERT INTO runs(id, name, state, submitter) VALUES(1, 'r1', 'running', 1000);"
+	    " INSERT INTO jobs(id, run_id, name, stage, state) VALUES(1, 1, 'make', 'exec', 'running');"
+	    " PRAGMA user_version = 8;", NULL, NULL, NULL) == SQLITE_OK);
+	CHECK((s = reopen(s, path)) != NULL);
+	if (s == NULL)
+		return;
+	CHECK(schema_of(s) == 9);
+	CHECK(store_job_create(s, 1, "train-r64", "train", 1, "lora_r=64", "probe", &id) == 0);
+	CHECK(sqlite3_prepare_v2(store_db(s), "SELECT group_concat(name || ':' ||"
+	    " coalesce(variant, '-') || ':' || coalesce(deps, '-'), ' ') FROM jobs", -1, &st,
+	    NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(st) == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0),
+	    "make:-:- train-r64:lora_r=64:probe") == 0);
+	sqlite3_finalize(st);
+	store_close(s);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(migrations),
 	UNIT_CASE(migration_removed),
 	UNIT_CASE(migration_reuse),
 	UNIT_CASE(migration_revisions),
 	UNIT_CASE(run_refs),
+	UNIT_CASE(migration_sweep),
 	UNIT_CASE(event_ids),
 	UNIT_CASE(alloc_faults),
 	UNIT_CASE(checkpoints),

@@ -3,13 +3,15 @@
 # and a real daemon: the job before the swept one runs once, the swept job
 # and those after it once per variant (without a gate, everything after
 # the swept job is swept; bake/sweep-gate has a gate); check lists the
-# variants, status shows each variant job's values; a kill -9 and restart
+# variants, status shows each variant job's values, and the status page's
+# /api/run each job's values and expanded after list; a kill -9 and restart
 # finds the same jobs (the stored text is expanded again). Bad input is
 # refused whole with file:line, by check and by the daemon: a key the
 # stage does not have (did you mean), an empty list, too many variants,
 # a max_variants above pipelined.conf's ceiling, a value the key refuses.
 . "$(dirname "$0")/../../lib.sh"
-pl_conf "max_variants = 8"
+PORT=$(free_port)
+pl_conf "max_variants = 8" "http_listen = 127.0.0.1:$PORT" "http_token = sweep-token-0123456789"
 cd "$TEST_TMP"
 S=$TEST_TMP/specs
 mkdir -p "$S"
@@ -60,6 +62,16 @@ cat status.txt
 grep -qE "^train-3 +exec \(env=PL_SWEEP_VALUE=128\) +succeeded" status.txt || fail "status lacks train-3's values"
 grep -qE "^prep +exec +succeeded" status.txt || fail "status: prep"
 pctl --json status sw | grep -qF '"name":"bake-1"' || fail "status --json lacks bake-1"
+# The status page's data: each job's values and expanded after list (the
+# spec text it draws the DAG from has the sweep unexpanded).
+curl -sf -H "Authorization: Bearer sweep-token-0123456789" "http://127.0.0.1:$PORT/api/run?run=sw" >api.json ||
+    fail "GET /api/run"
+/usr/bin/python3 - api.json <<'PY' || fail "/api/run lacks the sweep's values or after lists"
+import json, sys
+j = {x["name"]: x for x in json.load(open(sys.argv[1]))["jobs"]}
+assert j["train-2"]["variant"] == "env=PL_SWEEP_VALUE=64" and j["train-2"]["after"] == "prep", j["train-2"]
+assert j["bake-3"]["after"] == "train-3" and j["prep"]["variant"] is None and j["prep"]["after"] == "", j
+PY
 # A restart parses the stored text again: the same ten jobs.
 pl_kill9
 pl_start
