@@ -369,6 +369,11 @@ struct spec_section {
 	char *variant;
 	char *origin;
 	int vindex;
+	/* A shared job after a sweep's variants (its gate, a job that only
+	 * orders on them): its after on the variant jobs is met once each
+	 * has ended, worked or not, and one worked (sched.c: dep_met); the
+	 * gate ranks those that finished. */
+	int sweep_any;
 };
 struct spec {
 	char *path;        /* as given (absolute when submitted) */

@@ -122,18 +122,31 @@ ready_set(struct sjob *j)
 		r->ready[j->seq / 64] &= ~bit;
 }
 
+/* Whether n's dependency d, in state st, is met: d succeeded; for a
+ * sweep's gate (sweep_any) and a variant's job, d ended at all (the gate
+ * ranks the variants that finished; sched_kick skips it when none did). */
+static int
+dep_met(const struct sjob *n, const struct sjob *d, enum pl_job_state st)
+{
+	if (n->sec->sweep_any && d->sec->vindex > 0)
+		return pl_job_state_final(st);
+	return pl_job_state_ok(st);
+}
+
 /* Keep the run's ready bits right after j went from state was to its
- * own: j's bit, and, when j's success came or went, its dependents'
- * counts of unmet dependencies and their bits. */
+ * own: j's bit, and, when j's success (or end, dep_met) came or went,
+ * its dependents' counts of unmet dependencies and their bits. */
 static void
 ready_note(struct sjob *j, enum pl_job_state was)
 {
 	struct srun *r = j->run;
-	int d = pl_job_state_ok(was) - pl_job_state_ok(j->st);
 	if (r->ready == NULL)
 		return;
-	for (int k = 0; d != 0 && k < j->nrdeps; k++) {
+	for (int k = 0; k < j->nrdeps; k++) {
 		struct sjob *n = &r->jobs[j->rdeps[k]];
+		int d = dep_met(n, j, was) - dep_met(n, j, j->st);
+		if (d == 0)
+			continue;
 		n->unmet += d;
 		ready_set(n);
 	}
@@ -758,8 +771,19 @@ again:
 					changed = 1;
 					continue;
 				}
+				/* A sweep's gate waits out a variant that did not
+				 * work, unless none did. */
+				int nvar = 0, vopen = 0, vok = 0;
+				const struct sjob *vlast = NULL;
 				for (int k = 0; k < j->ndeps; k++) {
 					struct sjob *d = &r->jobs[j->deps[k]];
+					if (j->sec->sweep_any && d->sec->vindex > 0) {
+						nvar++;
+						vopen += !pl_job_state_final(d->st);
+						vok += pl_job_state_ok(d->st);
+						vlast = d;
+						continue;
+					}
 					if (pl_job_state_final(d->st) && !pl_job_state_ok(d->st)) {
 						char m[256];
 						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name,
@@ -768,6 +792,13 @@ again:
 						changed = 1;
 						break;
 					}
+				}
+				if (open_job(j) && nvar > 0 && vopen == 0 && vok == 0) {
+					char m[256];
+					snprintf(m, sizeof(m), "no variant worked (the last, %s, %s)",
+					    vlast->sec->name, pl_job_state_name(vlast->st));
+					job_set(j, PLJ_skipped, m);
+					changed = 1;
 				}
 			}
 		}
@@ -1148,7 +1179,7 @@ job_wait(struct sjob *j, struct sched_wait *w)
 		return;
 	for (int k = 0; k < j->ndeps && j->unmet > 0; k++) {
 		struct sjob *d = &j->run->jobs[j->deps[k]];
-		if (!pl_job_state_ok(d->st)) {
+		if (!dep_met(j, d, d->st)) {
 			w->why = SW_AFTER;
 			snprintf(w->what, sizeof(w->what), "%s", d->sec->name);
 			return;

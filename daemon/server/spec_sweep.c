@@ -553,6 +553,9 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 		for (int i = 0; i < o->nkv; i++)
 			if (strcmp(o->kv[i].key, "after") == 0) {
 				char *a = after_rewrite(s, swept, o->kv[i].value, sfx, nv, NULL);
+				/* After the swept part: once every variant ended and
+				 * one worked (sched.c: dep_met). */
+				o->sweep_any |= strcmp(a, o->kv[i].value) != 0;
 				free(o->kv[i].value);
 				o->kv[i].value = a;
 			}
@@ -583,6 +586,7 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 				}
 				kv_push(o, "sweep_values", vals, s->sweep_line);
 				free(vals);
+				o->sweep_any = 1;
 			}
 		}
 		jobs[n++] = o;

@@ -80,6 +80,35 @@ names=$(pctl --json status sw | python3 -c 'import json,sys; print(" ".join(sort
     fail "the jobs after a restart: $names"
 pctl status sw | grep -qE "^train-1 +exec \(env=PL_SWEEP_VALUE=16\)" || fail "values lost on restart"
 
+# A variant that fails does not hold the gate back: the gate, after
+# every variant's bake, runs once each has ended and one worked (here
+# the exec bakes store no bake.summary, so it refuses to compare them,
+# naming each); when no variant works, it is skipped.
+gatespec() {	# gatespec NAME FAILING...
+	printf '[run]\nname = %s\n\n[train]\nstage = exec\ncommand = sh -c %s\n' "$1" \
+	    "'case \$X in $2) exit 1;; esac'"
+	printf 'env = X=0\nsweep = env: X=1 X=2 X=3\n\n[bake]\nstage = exec\nafter = train\n'
+	printf 'command = true\n\n[gate]\nafter = bake\nincumbent = none\n'
+}
+gatespec gone2 2 >"$S/gone2.ini"
+pctl check "$S/gone2.ini" | grep -qF "OK (run gone2, 7 jobs)" || fail "gone2: $(pctl check "$S/gone2.ini" 2>&1)"
+pctl submit "$S/gone2.ini" >/dev/null || fail "submit gone2"
+wait_run gone2 failed 60
+[ "$(job_state gone2 train-2)" = failed ] && [ "$(job_state gone2 bake-2)" = skipped ] ||
+    fail "gone2: variant 2 did not fail"
+[ "$(job_state gone2 bake-1)" = succeeded ] && [ "$(job_state gone2 bake-3)" = succeeded ] ||
+    fail "gone2: the other variants did not go on"
+[ "$(job_state gone2 gate)" = failed ] || fail "gone2: the gate did not run: $(job_state gone2 gate)"
+pctl logs gone2 gate >gate.log 2>&1
+grep -q "refused: no variant's bake can be compared (bake-1: not compared: candidate: no bake.summary stored by job bake-1" gate.log ||
+    { cat gate.log; fail "gone2: the gate did not name the variants"; }
+gatespec gone3 "1|2|3" >"$S/gone3.ini"
+pctl submit "$S/gone3.ini" >/dev/null || fail "submit gone3"
+wait_run gone3 failed 60
+[ "$(job_state gone3 gate)" = skipped ] || fail "gone3: the gate was not skipped"
+pctl status gone3 | grep -E "^gate " | grep -q "no variant worked (the last, bake-3, skipped)" ||
+    fail "gone3: $(pctl status gone3)"
+
 # Bad input, each at its file:line, by check and by the daemon.
 bad() {	# bad NAME SWEEPLINE WANT
 	sed "s|^sweep = .*|$2|" "$S/sw.ini" >"$S/$1.ini"
@@ -102,6 +131,6 @@ sed 1,2d "$S/sw.ini" >>"$S/ceil.ini"
 out=$(pctl submit "$S/ceil.ini" 2>&1) && fail "max_variants above the ceiling accepted"
 echo "$out" | grep -qF "$S/ceil.ini:3: max_variants: 9 is above the ceiling of 8 (max_variants: $PL_CONF; pipelined.conf(5))" ||
     fail "ceiling: $out"
-[ "$(db "SELECT count(*) FROM runs")" = 1 ] || fail "a refused spec left a run"
+[ "$(db "SELECT count(*) FROM runs")" = 3 ] || fail "a refused spec left a run"
 pl_stop
 echo "config/sweep: ok"
