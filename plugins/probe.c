@@ -57,6 +57,9 @@ static const struct pl_key probe_keys[] = {
 	    .help = "how many of the newest probe/real pairs the over-estimate averages"),
 	PL_KEY_FLOAT(.name = "mb_per_rank", .def = "15",
 	    .help = "probe MB per LoRA rank unit, for the suggested rank (F31)"),
+	PL_KEY_BOOL(.name = "prune", .def = "no", .flags = PL_KEY_HIDDEN,
+	    .help = "set by a sweep: a prediction that does not fit rejects the job, "
+	    "pruning its variants, instead of failing it"),
 	PL_KEY_STRING(.name = "gpu",
 	    .help = "the GPU's name for calibration (default: what the job reports)"),
 	PL_KEY_STRING(.name = "recipe",
@@ -305,17 +308,23 @@ probe_run(pl_job *job)
 		snprintf(basis, sizeof(basis), "over_estimate: no probe/real pairs "
 		    "yet for %s, %s", gpu, recipe);
 	if (pred > limit) {
+		/* A sweep's probe: the variant is pruned (rejected, its jobs
+		 * skipped), not failed; the figures are the reason. */
+		int prune = host->get_bool(job, "prune", 0);
+		rc = 0;
 		if (fit > 0)
-			return host->fail(job, "probe: predicted peak %.0f MB (probe %.1f MB "
+			rc = host->fail(job, "probe: predicted peak %.0f MB (probe %.1f MB "
 			    "x (1 - %.1f%%), %s) exceeds budget_mb %.0f - margin_mb %.0f = "
 			    "%.0f MB at lora_r %d; the highest rank predicted to fit is "
 			    "lora_r %d (~%g MB per rank, F31)", pred, p.peak_mb,
 			    over * 100.0, basis, budget, margin, limit, rank, fit, mbpr);
-		return host->fail(job, "probe: predicted peak %.0f MB (probe %.1f MB "
-		    "x (1 - %.1f%%), %s) exceeds budget_mb %.0f - margin_mb %.0f = "
-		    "%.0f MB at lora_r %d, and no rank is predicted to fit "
-		    "(~%g MB per rank, F31)", pred, p.peak_mb, over * 100.0, basis,
-		    budget, margin, limit, rank, mbpr);
+		else
+			rc = host->fail(job, "probe: predicted peak %.0f MB (probe %.1f MB "
+			    "x (1 - %.1f%%), %s) exceeds budget_mb %.0f - margin_mb %.0f = "
+			    "%.0f MB at lora_r %d, and no rank is predicted to fit "
+			    "(~%g MB per rank, F31)", pred, p.peak_mb, over * 100.0, basis,
+			    budget, margin, limit, rank, mbpr);
+		return prune ? PL_EREJECTED : rc;
 	}
 	host->log(job, PL_LOG_INFO, "probe: predicted peak %.0f MB (probe %.1f MB x "
 	    "(1 - %.1f%%), %s) fits budget_mb %.0f - margin_mb %.0f = %.0f MB",

@@ -374,6 +374,9 @@ struct spec_section {
 	 * has ended, worked or not, and one worked (sched.c: dep_met); the
 	 * gate ranks those that finished. */
 	int sweep_any;
+	/* A sweep's probe copy (prune = yes): its rejection skips its
+	 * variants without failing the run (sched.c). */
+	int sweep_probe;
 };
 struct spec {
 	char *path;        /* as given (absolute when submitted) */

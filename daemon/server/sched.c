@@ -713,10 +713,16 @@ run_finish_check(struct srun *r)
 		return; /* a job runs or waits (first_open was just advanced) */
 	int all_final = 1, all_ok = 1, nfailed = 0, nrejected = 0;
 	for (int i = 0; i < r->njobs; i++) {
-		all_final &= pl_job_state_final(r->jobs[i].st) && !r->jobs[i].running;
-		all_ok &= pl_job_state_ok(r->jobs[i].st);
-		nfailed += r->jobs[i].st == PLJ_failed || r->jobs[i].st == PLJ_cancelled;
-		nrejected += r->jobs[i].st == PLJ_rejected;
+		const struct sjob *j = &r->jobs[i];
+		/* A sweep's variant pruned by its probe (rejected) and the
+		 * variant's jobs skipped after it are no failure: a skip after
+		 * a failed job comes with that failure. */
+		int pruned = (j->sec->sweep_probe && j->st == PLJ_rejected) ||
+		    (j->sec->vindex > 0 && j->st == PLJ_skipped);
+		all_final &= pl_job_state_final(j->st) && !j->running;
+		all_ok &= pl_job_state_ok(j->st) || pruned;
+		nfailed += j->st == PLJ_failed || j->st == PLJ_cancelled;
+		nrejected += j->st == PLJ_rejected && !pruned;
 	}
 	if (!all_final)
 		return;
@@ -786,8 +792,13 @@ again:
 					}
 					if (pl_job_state_final(d->st) && !pl_job_state_ok(d->st)) {
 						char m[256];
-						snprintf(m, sizeof(m), "dependency %s %s", d->sec->name,
-						    pl_job_state_name(d->st));
+						if (d->sec->sweep_probe && d->st == PLJ_rejected)
+							snprintf(m, sizeof(m), "pruned: %s predicts "
+							    "it will not fit (its message has the "
+							    "figures)", d->sec->name);
+						else
+							snprintf(m, sizeof(m), "dependency %s %s",
+							    d->sec->name, pl_job_state_name(d->st));
 						job_set(j, PLJ_skipped, m);
 						changed = 1;
 						break;

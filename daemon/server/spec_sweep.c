@@ -382,6 +382,61 @@ suffixes(const struct spec *s, const char *swept, const struct sweep_key *keys, 
 	return sfx;
 }
 
+/* The keys a probe's figure depends on (pipeline.ini(5) SWEEPS): a
+ * sweep over one of them probes each distinct set of their values. */
+static const char *const memory_keys[] = { "lora_r", "per_device_train_batch_size", NULL };
+
+/* In sec's after, the job old becomes new. */
+static void
+after_swap(struct spec_section *sec, const char *old, const char *new)
+{
+	struct spec_kv *kv = (struct spec_kv *)spec_find(sec, "after");
+	if (kv == NULL)
+		return;
+	int n;
+	char **a = split_list(kv->value, &n), *out = NULL;
+	for (int i = 0; i < n; i++) {
+		if (out)
+			cat(&out, ", ");
+		cat(&out, strcmp(a[i], old) == 0 ? new : a[i]);
+	}
+	strv_free(a);
+	free(kv->value);
+	kv->value = out ? out : xstrdup("");
+}
+
+/* The probe a swept train job runs after, when the sweep is over one of
+ * memory_keys and every job after the probe is swept: its index, else
+ * -1. mk[] gets the indices of those keys among keys. */
+static int
+prune_probe(const struct spec *s, int sj, const char *swept, const struct sweep_key *keys,
+    int nkeys, int *mk, int *nmk)
+{
+	int pj = -1, n;
+	*nmk = 0;
+	for (int k = 0; k < nkeys; k++)
+		for (int m = 0; memory_keys[m]; m++)
+			if (strcmp(keys[k].key, memory_keys[m]) == 0)
+				mk[(*nmk)++] = k;
+	if (*nmk == 0 || strcmp(stage_of(s->jobs[sj]), "train") != 0)
+		return -1;
+	char **a = split_list(spec_get(s->jobs[sj], "after"), &n);
+	for (int i = 0; i < n && pj < 0; i++) {
+		int j = job_index(s, a[i]);
+		if (j >= 0 && !swept[j] && strcmp(stage_of(s->jobs[j]), "probe") == 0)
+			pj = j;
+	}
+	strv_free(a);
+	for (int j = 0; j < s->njobs && pj >= 0; j++) {
+		char **b = split_list(spec_get(s->jobs[j], "after"), &n);
+		for (int i = 0; i < n; i++)
+			if (strcmp(b[i], s->jobs[pj]->name) == 0 && !swept[j])
+				pj = -1;
+		strv_free(b);
+	}
+	return pj;
+}
+
 int
 spec_expand(struct spec *s, const struct conf *c, char **errs)
 {
@@ -508,8 +563,80 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 	s->variant_suffix = xcalloc((size_t)nv + 1, sizeof(char *));
 	s->variant_values = xcalloc((size_t)nv + 1, sizeof(char *));
 	int *pick = xcalloc((size_t)nkeys, sizeof(int));
+	/* The probe prunes: once per distinct set of the memory keys' values
+	 * (probe-r64), with prune = yes, each variant's train after its
+	 * own; a variant its probe says will not fit is skipped. */
+	int *mk = xcalloc((size_t)nkeys + 1, sizeof(int)), nmk = 0;
+	int pj = prune_probe(s, sj, swept, keys, nkeys, mk, &nmk);
+	int *vprobe = xcalloc((size_t)nv, sizeof(int)), ntup = 0;
+	char **tup = xcalloc((size_t)nv + 1, sizeof(char *));      /* "lora_r=64" */
+	char **tsfx = xcalloc((size_t)nv + 1, sizeof(char *));     /* "r64" */
+	int *tfirst = xcalloc((size_t)nv + 1, sizeof(int));        /* a variant of it */
+	int tok = 1;
+	for (int v = 0; pj >= 0 && v < nv; v++) {
+		int rest = v;
+		for (int k = nkeys - 1; k >= 0; k--) {
+			pick[k] = rest % keys[k].nvals;
+			rest /= keys[k].nvals;
+		}
+		char *tv = NULL, *ts = NULL;
+		for (int m = 0; m < nmk; m++) {
+			const struct sweep_key *k = &keys[mk[m]];
+			cat(&tv, m ? " " : "");
+			cat(&tv, k->key);
+			cat(&tv, "=");
+			cat(&tv, k->vals[pick[mk[m]]]);
+			cat(&ts, m ? "-" : "");
+			cat(&ts, key_short(k->key));
+			cat(&ts, k->vals[pick[mk[m]]]);
+			tok &= suffix_ok(k->vals[pick[mk[m]]]);
+		}
+		int t;
+		for (t = 0; t < ntup && strcmp(tup[t], tv) != 0; t++)
+			;
+		if (t == ntup) {
+			tup[ntup] = tv;
+			tsfx[ntup] = ts;
+			tfirst[ntup++] = v;
+		} else {
+			free(tv);
+			free(ts);
+		}
+		vprobe[v] = t;
+	}
+	for (int t = 0; t < ntup && !tok; t++) {
+		free(tsfx[t]);
+		if (asprintf(&tsfx[t], "m%d", t + 1) == -1)
+			fatal("spec_expand");
+	}
 	for (int j = 0; j < s->njobs; j++) {
 		struct spec_section *o = s->jobs[j];
+		if (j == pj) {
+			for (int t = 0; t < ntup; t++) {
+				int rest = tfirst[t];
+				for (int k = nkeys - 1; k >= 0; k--) {
+					pick[k] = rest % keys[k].nvals;
+					rest /= keys[k].nvals;
+				}
+				struct spec_section *cp = section_copy(s, o, swept, tsfx[t], keys, 0,
+				    pick, skv->line, tags_old, tags_new, 0);
+				for (int m = 0; m < nmk; m++) {
+					const struct sweep_key *k = &keys[mk[m]];
+					struct spec_kv *kv = (struct spec_kv *)spec_find(cp, k->key);
+					if (kv != NULL) {
+						free(kv->value);
+						kv->value = xstrdup(k->vals[pick[mk[m]]]);
+						kv->line = skv->line;
+					} else
+						kv_push(cp, k->key, k->vals[pick[mk[m]]], skv->line);
+				}
+				kv_push(cp, "prune", "yes", skv->line);
+				cp->variant = xstrdup(tup[t]);
+				cp->sweep_probe = 1;
+				jobs[n++] = cp;
+			}
+			continue;
+		}
 		if (j == sj) {
 			for (int v = 0; v < nv; v++) {
 				int rest = v;
@@ -540,6 +667,23 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 					    ntags);
 					cp->variant = xstrdup(vals);
 					cp->vindex = v + 1;
+					if (w == sj && pj >= 0) {
+						char *pn;
+						if (asprintf(&pn, "%s-%s", s->jobs[pj]->name,
+						    tsfx[vprobe[v]]) == -1)
+							fatal("spec_expand");
+						after_swap(cp, s->jobs[pj]->name, pn);
+						/* Its calibration pair is its own probe's. */
+						struct spec_kv *pk = (struct spec_kv *)spec_find(cp,
+						    "probe_job");
+						if (pk == NULL)
+							kv_push(cp, "probe_job", pn, skv->line);
+						else if (strcmp(pk->value, s->jobs[pj]->name) == 0) {
+							free(pk->value);
+							pk->value = xstrdup(pn);
+						}
+						free(pn);
+					}
 					jobs[n++] = cp;
 				}
 			}
@@ -593,8 +737,13 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 	}
 	free(pick);
 	for (int j = 0; j < s->njobs; j++)
-		if (swept[j])
+		if (swept[j] || j == pj)
 			spec_section_free(s->jobs[j]);
+	free(mk);
+	free(vprobe);
+	strv_free(tup);
+	strv_free(tsfx);
+	free(tfirst);
 	free(s->jobs);
 	s->jobs = jobs;
 	s->njobs = n;

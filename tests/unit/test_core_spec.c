@@ -370,6 +370,47 @@ case_sweep_errors(void)
 #undef REFUSED
 }
 
+/* A sweep over a memory key after a probe: the probe runs once per
+ * distinct value of the memory keys (lora_r), not per variant, with
+ * prune = yes; each variant's train runs after its own probe and takes
+ * its calibration pair from it. */
+static void
+case_sweep_probe(void)
+{
+	char *errs = NULL;
+	struct spec *s = spec_load("p.ini", "[probe]\nlora_r = 32\nbudget_mb = 64\n"
+	    "[train]\nafter = probe\nsweep = lora_r: 8 4096; lora_alpha: 8 16\n"
+	    "[bake]\nafter = train\n", NULL, &errs);
+	CHECK(s != NULL && errs == NULL);
+	if (s == NULL) {
+		fprintf(stderr, "%s", errs ? errs : "");
+		free(errs);
+		return;
+	}
+	CHECK(s->njobs == 10);
+	const struct spec_section *p0 = s->jobs[0], *p1 = s->jobs[1], *t3 = s->jobs[6];
+	CHECK(strcmp(p0->name, "probe-r8") == 0 && strcmp(p1->name, "probe-r4096") == 0);
+	CHECK(p0->sweep_probe && p0->vindex == 0 && strcmp(p1->variant, "lora_r=4096") == 0);
+	CHECK(strcmp(spec_get(p1, "lora_r"), "4096") == 0 && spec_find(p1, "lora_r")->line == 6);
+	CHECK(strcmp(spec_get(p1, "prune"), "yes") == 0 && strcmp(spec_get(p1, "budget_mb"), "64") == 0);
+	CHECK(strcmp(spec_get(p1, "stage"), "probe") == 0);
+	CHECK(strcmp(t3->name, "train-r4096-alpha8") == 0);
+	CHECK(strcmp(spec_get(t3, "after"), "probe-r4096") == 0);
+	CHECK(strcmp(spec_get(t3, "probe_job"), "probe-r4096") == 0);
+	CHECK(strcmp(spec_get(s->jobs[2], "after"), "probe-r8") == 0);
+	for (int j = 0; j < s->njobs; j++)
+		CHECK(strcmp(s->jobs[j]->name, "probe") != 0);
+	spec_free(s);
+
+	/* A sweep over keys no probe depends on: the probe stays one. */
+	s = spec_load("p.ini", "[probe]\nlora_r = 8\n[train]\nafter = probe\nsweep = lora_alpha: 8 16\n",
+	    NULL, &errs);
+	CHECK(s != NULL && s->njobs == 3 && strcmp(s->jobs[0]->name, "probe") == 0);
+	CHECK(s && strcmp(spec_get(s->jobs[1], "after"), "probe") == 0);
+	spec_free(s);
+	free(errs);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parse),
 	UNIT_CASE(comments),
@@ -383,6 +424,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(chain),
 	UNIT_CASE(sweep),
 	UNIT_CASE(sweep_errors),
+	UNIT_CASE(sweep_probe),
 	UNIT_END
 };
 
