@@ -225,8 +225,7 @@ static const char *const migrations[] = {
 	 * ("lora_r=64"), and every job's expanded after list, which the
 	 * status page draws the DAG from (the stored spec text has the
 	 * sweep unexpanded). NULL for the jobs of a run without a sweep. */
-	"ALTER TABLE jobs ADD COLUMN variant TEXT;"
-	"ALTER TABLE jobs ADD COLUMN deps TEXT;",
+	"ALTER TABLE jobs ADD COLUMN variant TEXT; ALTER TABLE jobs ADD COLUMN deps TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
