@@ -693,6 +693,15 @@ struct reuse_art {             /* one artifact record of a job */
 int	store_digest_get(struct store *s, const struct store_digest *d, char hex[65]);
 /* Keep hex as d's digest (inside a transaction). */
 int	store_digest_put(struct store *s, const struct store_digest *d, const char *hex);
+/* d as path's, of which sb is the stat. */
+struct stat;
+void	store_digest_of(struct store_digest *d, const char *path, const struct stat *sb);
+/* Keep hex as the digest of path, which was sb (its stat before it was
+ * read) when it was hashed, if path is sb still (inside a transaction): a
+ * file that changed while it was read is not kept (the next look reads it
+ * again). */
+void	store_digest_keep(struct store *s, const char *path, const struct stat *sb,
+	    const char hex[65]);
 /* Record a job's key, its parts (JSON) and why no earlier job was taken
  * (NULL: none was refused); a job that was reused before (run again)
  * loses the records its reuse copied and reused_from (inside a
@@ -852,6 +861,12 @@ struct host_backend {
 		    int64_t *id);
 	int	(*proc_update)(pl_job *j, struct proc *p, int64_t events_offset);
 	int	(*job_state)(pl_job *j, enum pl_job_state state, const char *message);
+	/* A file job_artifact_as() hashed whole, with its stat before it was
+	 * read: the store keeps its digest for reuse, so the first reuse of
+	 * a multi-GB artifact is a stat per file (store_digest_keep); where
+	 * nothing is stored, or the digest is a stage process's, nothing. */
+	void	(*digest_keep)(pl_job *j, const char *path, const struct stat *sb,
+		    const char *hex);
 };
 extern const struct host_backend host_store;       /* host_store.c */
 /* The stored name of a run j's stage names, in buf: its own run and its
@@ -869,8 +884,10 @@ extern const struct host_backend host_by_hand;     /* host.c */
 	.undoable = job_none_void, .error = job_none_error, .fail = job_none_void, \
 	.metric = job_none_metric, .proc_find = job_none_proc_find, \
 	.proc_insert = job_none_proc_insert, .proc_update = job_none_proc_update, \
-	.job_state = job_none_job_state
+	.job_state = job_none_job_state, .digest_keep = job_none_digest_keep
 int	job_none_txn(pl_job *j);
+void	job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb,
+	    const char *hex);
 void	job_none_void(pl_job *j);
 int	job_none_error(pl_job *j, char *msg, size_t len);
 int	job_none_metric(pl_job *j, const char *name, int64_t step, double value);

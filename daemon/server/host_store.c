@@ -165,6 +165,16 @@ hs_job_state(pl_job *j, enum pl_job_state state, const char *message)
 	return store_job_state(j->store, j->job_id, j->run, j->name, state, j->attempt, message);
 }
 
+/* What the daemon hashed to record an artifact, kept for reuse. */
+static void
+hs_digest_keep(pl_job *j, const char *path, const struct stat *sb, const char *hex)
+{
+	if (hs_begin(j) == 0) {
+		store_digest_keep(j->store, path, sb, hex);
+		hs_commit(j);
+	}
+}
+
 const struct host_backend host_store = {
 	.daemon = 1,
 	.input = host_input_in_run,
@@ -187,4 +197,5 @@ const struct host_backend host_store = {
 	.proc_insert = hs_proc_insert,
 	.proc_update = hs_proc_update,
 	.job_state = hs_job_state,
+	.digest_keep = hs_digest_keep,
 };

@@ -208,6 +208,20 @@ artifact_stop(void *arg)
 	return job_cancelled(arg);
 }
 
+/* Each file an artifact's hash read whole: the backend's to keep. */
+static void
+artifact_hashed(void *arg, const char *path, const struct stat *sb, const char hex[65])
+{
+	pl_job *j = arg;
+	j->hb->digest_keep(j, path, sb, hex);
+}
+
+void
+job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb, const char *hex)
+{
+	(void)j, (void)path, (void)sb, (void)hex;
+}
+
 int
 job_artifact_refused(int err)
 {
@@ -264,7 +278,8 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char
 		/* Bounded and interruptible: a FIFO or a device is refused
 		 * before it is opened, the size is capped, and cancel and the
 		 * job's timeout stop it between chunks. */
-		struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j };
+		struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j,
+		    .hashed = artifact_hashed, .hashed_arg = j };
 		rc = plc_sha256_path_ctl(*abs, hex, size, &ctl);
 		snprintf(why, whylen, "%s", ctl.why);
 	} else if (lstat(*abs, &st) == -1)

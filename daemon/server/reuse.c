@@ -38,7 +38,11 @@
  * Digests: a file's digest is kept in the store with its device, inode,
  * size, mtime and ctime, and is computed again only when one of those
  * changed; a directory's is the host's manifest digest (plc_sha256_dir_known)
- * over its files' kept digests. Inputs are read with the rights of the
+ * over its files' kept digests. What the daemon hashed itself to record
+ * an artifact is kept the same way (job_artifact_as, the backend's
+ * digest_keep), so that the first reuse of a multi-GB artifact is a stat
+ * per file; a digest a stage process reported is its owner's word and is
+ * not kept. Inputs are read with the rights of the
  * run's owner (owner_fs_enter), as its stage would read them, and hashed
  * as artifacts are (digest_file): bounded, blocking on nothing, and
  * stopped by the job's cancel or timeout. */
@@ -77,10 +81,8 @@ reuse_stop(void *arg)
 static int
 digest_file(pl_job *pj, struct store *s, const char *path, const struct stat *sb, char hex[65])
 {
-	struct store_digest d = { .path = path, .dev = (int64_t)sb->st_dev,
-	    .ino = (int64_t)sb->st_ino, .size = (int64_t)sb->st_size,
-	    .mtime = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
-	    .ctime = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec };
+	struct store_digest d;
+	store_digest_of(&d, path, sb);
 	if (store_digest_get(s, &d, hex) == 0)
 		return 0;
 	char real[PATH_MAX];
@@ -90,11 +92,8 @@ digest_file(pl_job *pj, struct store *s, const char *path, const struct stat *sb
 	if (realpath(path, real) == NULL || plc_sha256_path_ctl(real, hex, &bytes, &ctl) == -1)
 		return -1;
 	/* Changed while it was read: not kept (the next look reads it again). */
-	struct stat after;
-	if (stat(path, &after) == 0 && after.st_mtim.tv_sec == sb->st_mtim.tv_sec &&
-	    after.st_mtim.tv_nsec == sb->st_mtim.tv_nsec && after.st_size == sb->st_size &&
-	    store_begin(s) == 0) {
-		store_digest_put(s, &d, hex);
+	if (store_begin(s) == 0) {
+		store_digest_keep(s, path, sb, hex);
 		store_commit(s);
 	}
 	return 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -73,6 +74,31 @@ store_digest_put(struct store *s, const struct store_digest *d, const char *hex)
 	sqlite3_bind_int64(st, 6, d->ctime);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_TRANSIENT);
 	return done(s, st);
+}
+
+void
+store_digest_of(struct store_digest *d, const char *path, const struct stat *sb)
+{
+	d->path = path;
+	d->dev = (int64_t)sb->st_dev;
+	d->ino = (int64_t)sb->st_ino;
+	d->size = (int64_t)sb->st_size;
+	d->mtime = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+	d->ctime = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec;
+}
+
+void
+store_digest_keep(struct store *s, const char *path, const struct stat *sb, const char hex[65])
+{
+	struct stat now;
+	if (stat(path, &now) == -1 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino ||
+	    now.st_size != sb->st_size || now.st_mtim.tv_sec != sb->st_mtim.tv_sec ||
+	    now.st_mtim.tv_nsec != sb->st_mtim.tv_nsec || now.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
+	    now.st_ctim.tv_nsec != sb->st_ctim.tv_nsec)
+		return;
+	struct store_digest d;
+	store_digest_of(&d, path, sb);
+	store_digest_put(s, &d, hex);
 }
 
 /* The records a reuse gave job_id (when it has them), but those gc marked:

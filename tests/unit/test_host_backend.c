@@ -25,7 +25,8 @@ case_complete(void)
 		CHECK(b->input && b->spawn && b->artifact_find && b->value_get && b->value_history);
 		CHECK(b->begin && b->commit && b->rollback && b->undoable && b->error && b->fail);
 		CHECK(b->event && b->progress && b->metric && b->artifact && b->value_set);
-		CHECK(b->proc_find && b->proc_insert && b->proc_update && b->job_state);
+		CHECK(b->proc_find && b->proc_insert && b->proc_update && b->job_state &&
+		    b->digest_keep);
 	}
 	CHECK(host_store.daemon == 1 && host_stage_proc.daemon == 0 && host_by_hand.daemon == 0);
 }

@@ -96,6 +96,9 @@ int	plc_sha256_dir_known(const char *path, char hex[65], uint64_t *bytes,
 	    void *arg);
 /* The total size of the regular files below path (plc_sha256_dir's *bytes). */
 int	plc_tree_bytes(const char *path, uint64_t *bytes);
+struct stat;
+typedef void plc_hashed_fn(void *arg, const char *path, const struct stat *sb,
+    const char hex[65]);
 /* The bounds of a hash of a path someone else names (a job program's
  * artifact): at most max bytes read (0: no cap), stop(arg) polled before
  * every chunk of 1 MiB and every file (non-zero: give up), and why, the
@@ -104,6 +107,11 @@ struct plc_hash_ctl {
 	uint64_t	 max;
 	int		(*stop)(void *arg);
 	void		*arg;
+	/* When set: called with hashed_arg for each regular file hashed
+	 * whole, with its path (path, or path/REL below a directory), what
+	 * fstat said of it before it was read, and its digest. */
+	plc_hashed_fn	*hashed;
+	void		*hashed_arg;
 	char		 why[768];
 };
 /* sha256 of a regular file, or of a directory by plc_sha256_dir's

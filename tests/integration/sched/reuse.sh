@@ -59,6 +59,29 @@ submit r1 "$S/a.ini"
 [ "$(states r1)" = "succeeded succeeded" ] || fail "r1: $(states r1)"
 note "r1 ran both jobs"
 
+# What the daemon hashed to record an artifact is in the digest cache with
+# that digest, so that the first reuse does not read it again (a merged
+# checkpoint and its GGUFs are many GB): a file, and each file of a
+# directory. A stage process's digests are its owner's word and are not
+# kept (PL_STAGE_PROCESS=all: the first reuse hashes them).
+printf '[tree]\nstage = exec\nreuse = yes\ncommand = mkdir -p t/s; echo a > t/a; echo b > t/s/b; echo %s >> "$PL_EVENTS"\n' \
+    "'{\"type\":\"artifact\",\"name\":\"t\",\"path\":\"t\"}'" > "$S/tree.ini"
+submit tree1 "$S/tree.ini"
+t=$(artifact_path tree1 tree t)
+for a in "r1 make out $(digest_of r1 make)" "r1 use final $(digest_of r1 use)" \
+    "tree1 tree t/a $(sha256sum < "$t/a" | cut -d' ' -f1)" "tree1 tree t/s/b $(sha256sum < "$t/s/b" | cut -d' ' -f1)"; do
+	set -- $a
+	p=$(artifact_path "$1" "$2" "${3%%/*}")${3#${3%%/*}}
+	[ -f "$p" ] || fail "$1/$2's artifact $3: no file $p"
+	kept=$(db "SELECT sha256 FROM digests WHERE path = '$p'")
+	if [ "${PL_STAGE_PROCESS:-}" = all ]; then
+		[ -z "$kept" ] || fail "$1/$2's $3 ($p): a stage process's digest was kept"
+	else
+		[ "$kept" = "$4" ] || fail "$1/$2's $3 ($p): digest cache has \"$kept\", not its digest $4"
+	fi
+done
+note "the digests of r1's and tree1's artifacts (a directory's by file): kept unless a stage process made them"
+
 # The same spec, another name: nothing runs.
 : > "$O/count"
 submit r2 "$S/a.ini"
