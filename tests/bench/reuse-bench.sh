@@ -1,0 +1,185 @@
+#!/bin/bash
+# tests/bench/reuse-bench.sh: what reuse by content saves on the real
+# router, Gemma 3 270M (tests/tools/realbase.sh), on a private daemon and
+# the REAL Ollama (tests/lib/e2e.sh: router_daemon), as `make demo` runs
+# it: router-v0 (etc/examples/router/v0.ini, the incumbent; not timed
+# against anything), then router-v1 (v1.ini, the demo's: tokenize, probe,
+# train on the CPU, merge, tensor_fix, convert, quantize, verify,
+# register, bake, gate), then, back to back, the same v1 again with three
+# cases added to cases.jsonl (the spec's own, edited in place, as an
+# operator would).  The target: the second run's wall time at most 0.35x
+# the first's, and the same verdict on the cases both runs had.
+#
+# The second run is submitted under a new name (router-v1-cases) by
+# default, which reuse by content covers as well as a revision does (no
+# run name enters a key).  BENCH_RESUBMIT=yes submits the edited spec under
+# its own name instead (a resubmit makes a new revision of router-v1), and
+# reads that revision as router-v1@2; second_submit below is the one place
+# that differs.
+#
+# Prints: both runs' wall times (submit to end, by the clock here, and the
+# store's created to finished), their ratio; each job of both runs with its
+# state and wall time, and for the second run what `pipelinectl explain`
+# says of each job (reused from where, or why it ran); the gate's verdict of
+# both; every case both bakes had whose pass mask over the passes differs
+# (none expected: the same GGUF digest, greedy answers); the load average
+# (1 minute, every 10 s) during each run, and how busy the machine's CPU
+# was.  The machine this runs on may be shared: the ratio is the figure,
+# the absolute times are notes.
+# Environment: BENCH_RESUBMIT (above); BENCH_SHORT=yes runs v1 shortened
+# as e2e/router-real does (corpus-check.jsonl, 2 epochs, one bake pass),
+# for a quicker look; the figures are the demo's shape.
+# Exit status: 0 when both runs succeeded and the verdicts of the shared
+# cases and of the gate agree (the ratio is printed, not asserted).
+# Not part of `make check` or `make bench`'s assertions; run it alone:
+#   tests/bench/reuse-bench.sh
+# (HACKING.md: Benchmarks).
+set -u
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+export TOP
+TEST_TMP=$(mktemp -d /tmp/reuse-bench.XXXXXX)
+export TEST_TMP
+. "$TOP/tests/lib.sh"
+. "$TOP/tests/lib/e2e.sh"
+trap 'kill $SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
+SAMPLER=
+cd "$TEST_TMP"
+RESUBMIT=${BENCH_RESUBMIT:-no}
+router_daemon "$TEST_TMP/e2e"
+R=$ROUTER_DIR
+note "work directory $TEST_TMP"
+
+if [ "${BENCH_SHORT:-no}" = yes ]; then
+	sed -i -e 's/^passes = 2$/passes = 1/' "$R/v0.ini"
+	sed -i -e 's/^corpus = corpus-v1.jsonl$/corpus = corpus-check.jsonl/' \
+	    -e '/^max_steps = /d' -e 's/^passes = 2$/passes = 1/' "$R/v1.ini"
+fi
+
+# The load sampler: the 1-minute load average every 10 s, each line with
+# its time, so that each run's share can be cut out.
+( while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 10; done ) >load.txt &
+SAMPLER=$!
+
+# wait_ended RUN: until the run has ended (at most 4 hours); prints its state.
+wait_ended() {
+	local st=
+	for _ in $(seq 1 28800); do
+		st=$(run_state "$1")
+		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return;; esac
+		sleep 0.5
+	done
+	echo timeout
+}
+
+# timed_run SPEC NAME: submits SPEC, waits for its end, records the
+# clock's start and end in NAME.time and the status in NAME.status.json.
+timed_run() {
+	local spec=$1 name=$2 t0 t1 st
+	t0=$(date +%s.%N)
+	pctl submit "$spec" >/dev/null || fail "submit $spec"
+	st=$(wait_ended "$name")
+	t1=$(date +%s.%N)
+	echo "$t0 $t1 $st" >"$name.time"
+	pctl --json status "$name" >"$name.status.json"
+	note "$name $st in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
+}
+
+timed_run "$R/v0.ini" router-v0
+[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
+
+stat0=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
+timed_run "$R/v1.ini" router-v1
+
+# The second run: three cases more, the rest of the spec as it was.
+cat >>"$R/cases.jsonl" <<'EOF'
+{"id": "f-add-01", "kind": "route", "user": "show me what is in the receipts folder", "expect": {"capability": "open_folder", "args": {"path": "receipts"}}, "forbid": ["delete_file"]}
+{"id": "f-add-02", "kind": "route", "user": "start a 7 minute countdown", "expect": {"capability": "set_timer", "args": {"minutes": 7}}}
+{"id": "f-add-03", "kind": "route", "user": "put on some lo-fi beats", "expect": {"capability": "play_music"}, "forbid": ["delete_file"]}
+EOF
+if [ "$RESUBMIT" = yes ]; then
+	SPEC2=$R/v1.ini
+	RUN2=router-v1@2
+else
+	sed -e 's/^name = router-v1$/name = router-v1-cases/' "$R/v1.ini" >"$R/v1-cases.ini"
+	grep -q '^name = router-v1-cases$' "$R/v1-cases.ini" || fail "v1-cases.ini: name not substituted"
+	SPEC2=$R/v1-cases.ini
+	RUN2=router-v1-cases
+fi
+timed_run "$SPEC2" "$RUN2"
+stat1=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
+kill $SAMPLER 2>/dev/null
+
+for run in router-v1 "$RUN2"; do
+	pctl --json values "$run" bake >"$run.bake.json" || fail "values $run bake"
+	pctl --json values "$run" gate >"$run.gate.json" || fail "values $run gate"
+done
+for job in $(/usr/bin/python3 -c 'import json, sys
+for j in json.load(open(sys.argv[1]))["jobs"]: print(j["name"])' "$RUN2.status.json"); do
+	echo "$job: $(pctl explain "$RUN2" "$job" 2>&1 | tr '\n' ' ')" >>explain.txt
+done
+
+/usr/bin/python3 - router-v1 "$RUN2" load.txt "$stat0" "$stat1" "$(nproc)" <<'PY'
+import json, statistics, sys
+a, b = sys.argv[1], sys.argv[2]
+load = [tuple(map(float, l.split())) for l in open(sys.argv[3]) if l.strip()]
+b0, t0 = (float(x) for x in sys.argv[4].split())
+b1, t1 = (float(x) for x in sys.argv[5].split())
+ok = True
+
+def clock(name):
+    s, e, st = open(name + ".time").read().split()
+    return float(s), float(e), st
+
+def status(name):
+    return json.load(open(name + ".status.json"))
+
+def value(name, stage, key):
+    for v in json.load(open("%s.%s.json" % (name, stage)))["values"]:
+        if v["key"] == key:
+            return json.loads(v["value"])
+    return None
+
+wall = {}
+for n in (a, b):
+    s, e, st = clock(n)
+    r = status(n)["run"]
+    wall[n] = e - s
+    ls = [x[1] for x in load if s <= x[0] <= e]
+    print("%-16s %-9s wall %7.1f s (store: %.1f s); load %s" % (
+        n, st, e - s, (r["finished"] or 0) - r["created"],
+        "median %.2f, range %.2f-%.2f" % (statistics.median(ls), min(ls), max(ls)) if ls else "not sampled"))
+    ok = ok and st == "succeeded"
+ratio = wall[b] / wall[a]
+print("ratio %s / %s: %.3fx (target at most 0.35x: %s)" % (b, a, ratio, "met" if ratio <= 0.35 else "MISSED"))
+print("machine busy %.0f%% of its %s cores' CPU over the two runs"
+      % (100 * (b1 - b0) / max(1, t1 - t0), sys.argv[6]))
+print()
+print("%-12s %-11s %-10s %8s   %-10s %8s" % ("job", "stage", a, "s", b, "s"))
+ja = {j["name"]: j for j in status(a)["jobs"]}
+for j in status(b)["jobs"]:
+    x = ja.get(j["name"], {})
+    d = lambda j: (j["finished"] - j["started"]) if j.get("started") and j.get("finished") else 0.0
+    print("%-12s %-11s %-10s %8.1f   %-10s %8.1f" % (j["name"], j["stage"], x.get("state", "-"),
+          d(x) if x else 0.0, j["state"], d(j)))
+ran = [j["name"] for j in status(b)["jobs"] if j["state"] != "reused"]
+reused = [j["name"] for j in status(b)["jobs"] if j["state"] == "reused"]
+print("second run: ran %s; reused %s" % (", ".join(ran) or "none", ", ".join(reused) or "none"))
+print()
+ra = value(a, "bake", "bake.summary")["rows"]
+rb = value(b, "bake", "bake.summary")["rows"]
+both = sorted(set(ra) & set(rb))
+diff = [c for c in both if ra[c][2] != rb[c][2] or ra[c][1] != rb[c][1]]
+print("cases: %d in %s, %d in %s, %d in both; new in %s: %s" % (
+    len(ra), a, len(rb), b, len(both), b, ", ".join(sorted(set(rb) - set(ra)))))
+print("pass masks of the %d shared cases: %s" % (len(both), "all the same" if not diff else
+      "DIFFER on " + ", ".join("%s (%s -> %s)" % (c, ra[c][2], rb[c][2]) for c in diff)))
+ga, gb = value(a, "gate", "gate.verdict"), value(b, "gate", "gate.verdict")
+print("gate: %s %s, %s %s" % (a, ga and ga["verdict"], b, gb and gb["verdict"]))
+ok = ok and not diff and ga and gb and ga["verdict"] == gb["verdict"]
+sys.exit(0 if ok else 1)
+PY
+rc=$?
+echo
+echo "explain, $RUN2:"
+sed 's/^/  /' explain.txt
+exit $rc
