@@ -37,6 +37,15 @@
 # Not part of `make check` or `make bench`'s assertions; run it alone:
 #   tests/bench/reuse-bench.sh
 # (HACKING.md: Benchmarks).
+# Measured (2026-12-06, 2 cores shared with other work; v1 with
+# max_steps 12 by hand for the load, not the demo's 30): router-v1
+# 2344.6 s (load median 10.6; train 1001.8 s, bake 1155.0 s, probe 152.4 s),
+# router-v1-cases 627.2 s (load median 5.3; bake 549.6 s, probe 60.7 s
+# run again since train added a probe_pair, register 15.0 s): 0.267x.
+# Reused: tokenize, train, merge, tensor_fix, convert, quantize, verify;
+# the 69 shared cases' pass masks all the same.  The gate of the second
+# run fails by design: "case sets differ" from router-v0's bake (the
+# incumbent must be baked on the new cases in the same run).
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
