@@ -86,6 +86,7 @@ PROBE = dict(COMMON, **{
     "over_estimate": K("float", "4.7", None, None, None, False),
     "calibration_pairs": K("int", "5", 0, None, None, False),
     "mb_per_rank": K("float", "15", None, None, None, False),
+    "prune": K("bool", "no", None, None, None, False),
     "host_mem_cap": K("string", "12G", None, None, None, False),
 })
 
