@@ -132,6 +132,27 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 daemons_alive && fail "a daemon of $PL_CONF outlived kill -9 for 10 s"
+# And the pid file's lock let go: its holder, as the kernel names it
+# (F_GETLK), is killed too should pgrep have missed it.
+lock_holder() {
+	/usr/bin/python3 - "$TEST_TMP/state/pipelined.pid" <<'PY'
+import fcntl, os, struct, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR)
+except OSError:
+    sys.exit(0)
+lk = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+r = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, lk))
+print(r[4] if r[0] != fcntl.F_UNLCK else "")
+PY
+}
+for _ in $(seq 1 100); do
+	h=$(lock_holder)
+	[ -z "$h" ] && break
+	kill -9 "$h" 2>/dev/null
+	sleep 0.1
+done
+[ -z "$(lock_holder)" ] || fail "the pid file's lock is still held by $(lock_holder)"
 PL_PID=
 
 # Off loopback: a token is needed.
