@@ -60,6 +60,7 @@
 #include "plio.h"
 
 static void ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note);
+static void ran_why_stored(struct pl_job *pj);
 
 /* The stages that run job programs from the jobs directory. */
 static const char *const program_stages[] = { "tokenize", "probe", "train", NULL };
@@ -518,6 +519,7 @@ reuse_try(struct pl_job *pj)
 		int n = 0;
 		if (store_attempt_procs(pj->store, pj->attempt_id, &rows, &n) == -1 || n > 0) {
 			free(rows);
+			ran_why_stored(pj);
 			return 0;
 		}
 		free(rows);
@@ -688,6 +690,24 @@ ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note
 	if (cJSON_GetArraySize(lines) > n + 1 && n == 3)
 		plc_sb_append(&sb, "; ... (pipelinectl explain)");
 	cJSON_Delete(lines);
+	cJSON_Delete(q);
+}
+
+/* ran_why() of a job re-entered after a restart with its processes
+ * running: from the key, parts and note recorded before the restart. */
+static void
+ran_why_stored(struct pl_job *pj)
+{
+	char off[160];
+	pj->ran_why[0] = '\0';
+	if (spec_reuse_off(pj->spec, pj->sec, off, sizeof(off)) != NULL)
+		return;
+	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, run_viewer(pj));
+	cJSON *me = cJSON_GetObjectItemCaseSensitive(q, "job");
+	const char *key = jstr_or(me, "key", NULL);
+	if (key != NULL)
+		ran_why(pj, key, cJSON_GetObjectItemCaseSensitive(me, "parts"),
+		    jstr_or(me, "note", NULL));
 	cJSON_Delete(q);
 }
 

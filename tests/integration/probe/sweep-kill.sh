@@ -4,7 +4,8 @@
 # pipelined killed -9 while the second variant trains. The restarted
 # daemon adopts that training where it runs (its shim outlived the
 # daemon), and every variant is trained exactly once: one attempt each,
-# none lost, one adapter each, the first and third never started again.
+# none lost, one adapter each, the first and third never started again;
+# the adopted one says why it ran, as the others do.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 trap reap EXIT
@@ -50,6 +51,10 @@ for r in 4 8 16; do
 	[ "$(db "SELECT count(*) FROM procs p JOIN attempts a ON a.id = p.attempt_id JOIN jobs j ON j.id = a.job_id WHERE j.name = 'train-r$r'")" = 1 ] ||
 		fail "train-r$r: its training process was started more than once"
 done
+# The adopted training says why it ran, from the key it recorded before
+# the kill, as the others do.
+pctl status k | grep -E "^$second " | grep -q "ran: key lora_r: " ||
+	{ pctl status k; fail "$second, adopted, does not say why it ran"; }
 integrity_ok
 pl_stop
 echo "probe/sweep-kill: ok"
