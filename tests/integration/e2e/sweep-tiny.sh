@@ -2,8 +2,9 @@
 # e2e/sweep-tiny.sh: a sweep of three LoRA ranks through the whole tiny
 # lifecycle on a real daemon and the REAL Ollama (tests/lib/e2e.sh):
 # etc/examples/tiny.ini as a first release (no previous, no incumbent)
-# with `sweep = lora_r: 8 16 32` in [train]. corpus_check, tokenize and
-# probe run once and are shared; train .. bake run once per variant
+# with `sweep = lora_r: 8 16 32` in [train]. corpus_check and tokenize
+# run once and are shared; the probe once per rank (probe-r8 ..: lora_r is
+# memory-relevant, pipeline.ini(5) SWEEPS); train .. bake once per variant
 # (train-r8 .. bake-r32), each registering its own tag
 # (router:tiny-v2-r8 ..) and baking it; one gate ranks the three and
 # gives one verdict; pipelinectl report shows the leaderboard, a row a
@@ -36,11 +37,11 @@ pctl submit "$SPEC" >/dev/null || fail "submit"
 st=$(wait_end tiny-sweep 1800)
 note "tiny-sweep ended $st in $(( $(date +%s) - t0 )) s"
 pctl status tiny-sweep | tee status.txt
-for j in corpus_check tokenize probe; do
+for j in corpus_check tokenize probe-r8 probe-r16 probe-r32; do
 	[ "$(job_state tiny-sweep $j)" = succeeded ] || fail "shared job $j did not succeed"
 done
 # The shared jobs ran once: one job of each name, one attempt each.
-[ "$(db "SELECT group_concat(name || ':' || attempts, ' ') FROM (SELECT name, attempts FROM jobs WHERE name IN ('corpus_check','tokenize','probe') ORDER BY name)")" = "corpus_check:1 probe:1 tokenize:1" ] ||
+[ "$(db "SELECT group_concat(name || ':' || attempts, ' ') FROM (SELECT name, attempts FROM jobs WHERE name IN ('corpus_check','tokenize') OR stage = 'probe' ORDER BY name)")" = "corpus_check:1 probe-r16:1 probe-r32:1 probe-r8:1 tokenize:1" ] ||
     fail "the shared jobs did not run once: $(db "SELECT name, attempts FROM jobs")"
 [ "$(db "SELECT count(*) FROM jobs WHERE stage = 'train'")" = 3 ] || fail "not three train jobs"
 for r in 8 16 32; do
