@@ -107,13 +107,16 @@ stage = exec
 command = python3 -c 'import os; f=open(os.environ["PL_EVENTS"],"a"); [f.write("{\"type\":\"progress\",\"step\":%d,\"total\":20000,\"pad\":\"%s\"}\n" % (i, "p"*100)) for i in range(1,20001)]'
 INI
 # The stuck watcher reads again once the run is over: what it gets ends
-# with the feed.dropped notice, after whole lines.
-python3 - "$TEST_TMP/run/feed.sock" "$TEST_TMP/flood.done" > "$TEST_TMP/stuck.out" 2>&1 <<'PY' &
+# with the feed.dropped notice, after whole lines.  It says when its
+# watch is sent (stuck.ready): on a loaded machine Python may take
+# longer to start than the flood takes to end.
+python3 - "$TEST_TMP/run/feed.sock" "$TEST_TMP/flood.done" "$TEST_TMP/stuck.ready" > "$TEST_TMP/stuck.out" 2>&1 <<'PY' &
 import json, os, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.connect(sys.argv[1])
 s.sendall(b'{"verb":"watch","version":1,"since":0}\n')
+open(sys.argv[3], "w").close()
 for _ in range(250):   # does not read until the run is over
     if os.path.exists(sys.argv[2]):
         break
@@ -134,7 +137,9 @@ assert last["resume_since"] == evs[-2]["id"], (last, evs[-2])
 print("dropped after %d events, resume_since %d" % (len(evs) - 1, last["resume_since"]))
 PY
 stuck=$!
-sleep 0.5
+for _ in $(seq 1 300); do [ -e "$TEST_TMP/stuck.ready" ] && break; sleep 0.1; done
+[ -e "$TEST_TMP/stuck.ready" ] || fail "the stuck watcher did not connect in 30 s"
+sleep 0.2
 pctl submit "$TEST_TMP/flood.ini" >/dev/null
 t0=$(date +%s)
 pctl watch flood --plain > "$TEST_TMP/watch.out" || fail "watch of flood did not succeed"
@@ -142,6 +147,7 @@ t1=$(date +%s)
 [ $((t1 - t0)) -lt 20 ] || fail "the run took $((t1 - t0))s: a stuck watcher slowed the daemon"
 n=$(grep -c " progress " "$TEST_TMP/watch.out")
 [ "$n" = 20000 ] || fail "the reading watcher got $n of 20000 progress events"
+for _ in $(seq 1 100); do grep -q "dropped a watcher" "$TEST_TMP/pipelined.out" && break; sleep 0.1; done
 grep -q "dropped a watcher" "$TEST_TMP/pipelined.out" || fail "the stuck watcher was not dropped"
 touch "$TEST_TMP/flood.done"
 wait $stuck || { cat "$TEST_TMP/stuck.out"; fail "the stuck watcher did not get feed.dropped"; }
