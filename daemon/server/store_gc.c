@@ -142,7 +142,8 @@ out:
 }
 
 /* Mark the records ids removed at ts by uid, in one transaction of its
- * own: committed before gc unlinks a file of theirs. */
+ * own: committed before gc unlinks a file of theirs. The digest cache's
+ * rows of the files no record holds any more go in the same one. */
 int
 store_gc_mark(struct store *s, const int64_t *ids, int n, double ts, int64_t uid)
 {
@@ -163,6 +164,25 @@ store_gc_mark(struct store *s, const int64_t *ids, int n, double ts, int64_t uid
 		sqlite3_reset(st);
 	}
 	store_unprep(s, st);
+	/* The digests kept for a file no record holds any more (the file,
+	 * or under a directory, its files) go with the mark: the cache
+	 * would otherwise grow with every artifact ever hashed. */
+	st = rc == -1 ? NULL : store_prep(s, "DELETE FROM digests WHERE EXISTS (SELECT 1"
+	    " FROM artifacts a WHERE a.id = ? AND (digests.path = a.path OR"
+	    " substr(digests.path, 1, length(a.path) + 1) = a.path || '/') AND NOT EXISTS"
+	    " (SELECT 1 FROM artifacts b WHERE b.path = a.path AND b.removed IS NULL))");
+	if (rc == 0 && st == NULL)
+		rc = -1;
+	for (int i = 0; rc == 0 && i < n; i++) {
+		sqlite3_bind_int64(st, 1, ids[i]);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			log_warnx("%s: %s", __func__, sqlite3_errmsg(s->db));
+			rc = -1;
+		}
+		sqlite3_reset(st);
+	}
+	if (st != NULL)
+		store_unprep(s, st);
 	if (rc == -1) {
 		store_rollback(s);
 		return -1;

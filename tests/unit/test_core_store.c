@@ -288,7 +288,22 @@ case_migration_removed(void)
 	CHECK(v != NULL && v[0] == NULL);
 	strv_free(v);
 	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 1);
+	/* The digest cache: the file's row and those of files under it go
+	 * with the mark; a neighbour whose name only starts the same stays. */
+	const char *dp[] = { "/x/runs/r/j/work/m.gguf", "/x/runs/r/j/work/m.gguf/a",
+		"/x/runs/r/j/work/m.gguf2" };
+	char h64[65], hex[65];
+	memset(h64, 'e', 64);
+	h64[64] = '\0';
+	for (int i = 0; i < 3; i++) {
+		struct store_digest d = { .path = dp[i], .dev = 1, .ino = 2 + i, .size = 3 };
+		CHECK(store_begin(s) == 0 && store_digest_put(s, &d, h64) == 0 && store_commit(s) == 0);
+	}
 	CHECK(store_gc_mark(s, &id, 1, 1234.5, 1000) == 0);
+	for (int i = 0; i < 3; i++) {
+		struct store_digest d = { .path = dp[i], .dev = 1, .ino = 2 + i, .size = 3 };
+		CHECK((store_digest_get(s, &d, hex) == 0) == (i == 2));
+	}
 	CHECK(store_gc_path_held(s, "/x/runs/r/j/work/m.gguf") == 0);
 	v = store_gc_pending(s, &mk);
 	CHECK(v != NULL && v[0] != NULL && strcmp(v[0], "/x/runs/r/j/work/m.gguf") == 0 &&
