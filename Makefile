@@ -83,19 +83,24 @@ LINK_FLAGS  = $(CFLAGS) $(HARDEN_LDFLAGS) $(LDFLAGS)
 # The layers (HACKING.md: Layers): include/pipeline, the ABI, sees nothing
 # else; plugins/lib, the plugins' library, sees the ABI and its own
 # subjects' headers; the plugins see both; the daemon's directories see
-# those and daemon/lib, the daemon (daemon/server, daemon/http) sees its
-# own two; the tests and the fuzz targets see everything.
+# those and daemon/lib (pld.h); the server, pipelinectl and pipeline-stage
+# daemon/server too (pipelinectl and pipeline-stage its host.h only); the
+# HTTP side and pipelined.c, which runs it, daemon/http too (http.h); the
+# tests and the fuzz targets see everything. Which header of daemon/server
+# a directory may include is tests/tools/check-layers.sh's to check.
 PLIB_DIRS  := $(sort $(dir $(wildcard plugins/lib/*/*.[ch])))
 INC_ABI    := -Iinclude
 INC_PLIB   := -Iinclude $(patsubst %/,-I%,$(PLIB_DIRS))
 INC_DLIB   := $(INC_PLIB) -Idaemon/lib
-INC_SERVER := $(INC_DLIB) -Idaemon/server -Idaemon/http
-INC_ALL    := $(INC_SERVER) -Idaemon/ctl
+INC_SERVER := $(INC_DLIB) -Idaemon/server
+INC_HTTP   := $(INC_SERVER) -Idaemon/http
+INC_ALL    := $(INC_HTTP) -Idaemon/ctl
 LAYER_INC   = $(INC_ALL)
 plugins/%.o: LAYER_INC = $(INC_PLIB)
 plugins/lib/%.o: LAYER_INC = $(INC_PLIB)
 daemon/lib/%.o daemon/shim/%.o: LAYER_INC = $(INC_DLIB)
-daemon/server/%.o daemon/http/%.o daemon/stage/%.o daemon/ctl/%.o: LAYER_INC = $(INC_SERVER)
+daemon/server/%.o daemon/stage/%.o daemon/ctl/%.o: LAYER_INC = $(INC_SERVER)
+daemon/http/%.o daemon/server/pipelined.o: LAYER_INC = $(INC_HTTP)
 tests/plugins/%.o: LAYER_INC = $(INC_ABI)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(WERROR) $(CFLAGS) $(HARDEN_CFLAGS) -D_GNU_SOURCE $(LAYER_INC) \
            -DPL_PREFIX='"$(PREFIX)"' -MMD -MP

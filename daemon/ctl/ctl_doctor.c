@@ -18,7 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "ctl.h"
 #include "plio.h"
 

@@ -22,7 +22,7 @@
 
 #include "ctl.h"
 #include "plio.h"
-#include "pipelined.h"
+#include "pld.h"
 
 struct series {
 	char run[128];

@@ -27,7 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "ctl.h"
 #include "plio.h"
 

@@ -33,7 +33,10 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "http.h"
+#include "access.h"
+#include "metrics.h"
 #include "plio.h"
 
 static struct MHD_Daemon *httpd;

@@ -28,7 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "http.h"
+#include "access.h"
 #include "plio.h"
 #include "store_ro.h"
 

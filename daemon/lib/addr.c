@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "pipelined.h"
+#include "pld.h"
 
 /*
  * Parse "ADDRESS:PORT" ("127.0.0.1:9464", "[::1]:9464") into ss. Returns 0,

@@ -13,7 +13,7 @@
 
 #include <ini.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "plio.h"
 
 struct conf_key {

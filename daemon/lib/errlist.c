@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "plio.h"
 
 /* The list errs_add() wrote last on this thread: appending costs the new

@@ -7,7 +7,7 @@
 
 #include <ini.h>
 
-#include "pipelined.h"
+#include "pld.h"
 
 /* inih reader over a string that counts lines. inih (as Debian builds it)
  * takes lines of at most 200 bytes and cuts values at " ;" (an inline

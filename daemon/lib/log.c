@@ -2,6 +2,7 @@
  * log_warnx does not; messages start with the function name. In the
  * foreground lines go to stderr, otherwise to the log file. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
 
 static FILE *log_fp;
 static int log_lvl = LOG_LVL_INFO;

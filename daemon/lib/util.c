@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "plio.h"
 
 double

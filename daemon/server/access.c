@@ -22,7 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "access.h"
 
 int
 access_peer_of(int fd, struct access_peer *p, pid_t *pid)

@@ -25,7 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 #define BECOME_DEPTH 64

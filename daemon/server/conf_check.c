@@ -15,7 +15,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 struct check {

@@ -27,7 +27,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 struct client {

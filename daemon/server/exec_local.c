@@ -31,7 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "exec.h"
 
 static int
 pidfd_open_(pid_t pid)

@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "plio.h"
 #include "slurm.h"
 

@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
+#include "metrics.h"
 #include "wire.h"
 
 #define REPLAY_BATCH 256

@@ -35,7 +35,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 #define GC_DEPTH 64     /* directories deep gc walks or removes */

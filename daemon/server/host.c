@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 
 

@@ -21,7 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
+#include "store.h"
 #include "plio.h"
 
 extern char **environ;

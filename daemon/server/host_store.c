@@ -8,7 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 
 static int
 hs_begin(pl_job *j)

@@ -14,13 +14,15 @@
  * and _count. pipelined(8) lists every series.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "metrics.h"
 #include "store_ro.h"
 
 static struct store_ro *rdb;

@@ -36,7 +36,8 @@
 #include <curl/curl.h>
 #include <openssl/hmac.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 extern char **environ;

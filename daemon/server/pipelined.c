@@ -23,7 +23,10 @@
 #include <systemd/sd-daemon.h>
 
 #include "exec.h"
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
+#include "metrics.h"
+#include "http.h"
 #include "plio.h"
 
 /* The loop's handles and what the parts were given, pipelined.c's own:

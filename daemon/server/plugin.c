@@ -17,7 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 
 #define MAX_STAGES 256

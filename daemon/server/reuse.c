@@ -56,7 +56,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 static void ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note);

@@ -15,7 +15,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "exec.h"
 #include "plio.h"
 
 /* A shim needs nothing of an environment: the job's is data it is sent

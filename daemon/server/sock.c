@@ -7,7 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 /* Create a listening Unix socket: its directory 0750, the socket itself

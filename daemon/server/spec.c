@@ -10,7 +10,8 @@
 
 #include <ini.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 #include "slurm.h"
 

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 
 /* Where a limit comes from, for its message. */

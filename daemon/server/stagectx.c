@@ -24,7 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 
 extern char **environ;

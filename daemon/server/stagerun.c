@@ -17,7 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 
 int

@@ -39,7 +39,7 @@
 
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "host.h"
 #include "store_int.h"
 #include "wire.h"
 

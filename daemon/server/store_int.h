@@ -10,9 +10,13 @@
 #ifndef PL_STORE_INT_H
 #define PL_STORE_INT_H
 
+#include <pthread.h>
+
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "access.h"
+#include "store.h"
 #include "store_ro.h"
 #include "wire.h"
 

@@ -9,7 +9,7 @@
 
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "store_int.h"
 #include "wire.h"
 

@@ -11,7 +11,7 @@
 
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "store_int.h"
 
 static int

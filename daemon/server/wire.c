@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "wire.h"
 
 /* Runs: the runs list, one run, the status page's. */

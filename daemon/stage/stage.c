@@ -26,7 +26,8 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "plio.h"
 
 static struct pl_job *job;

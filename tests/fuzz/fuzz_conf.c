@@ -6,7 +6,7 @@
  * in range: resources with a name and a capacity from 0 to 1000000, at
  * least one job at a time, at least 4 KiB queued for a watcher.
  */
-#include "pipelined.h"
+#include "pld.h"
 #include "fuzz.h"
 
 int

@@ -17,7 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "pipeline/proto.h"
 #include "fuzz.h"
 

@@ -13,7 +13,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 #include "fuzz.h"
 

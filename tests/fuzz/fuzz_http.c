@@ -9,7 +9,8 @@
  * "more" for what is already over a limit, and once it has an answer for
  * a prefix keeps it for every longer one.
  */
-#include "pipelined.h"
+#include "pld.h"
+#include "http.h"
 #include "fuzz.h"
 
 static int

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,6 +19,13 @@
 #                       modules call each other without a circle and call
 #                       nothing of the programs (daemon/server/pipelined.c,
 #                       daemon/ctl, daemon/stage, daemon/shim)
+#   the headers         by layer: daemon/lib/pld.h for every program;
+#                       daemon/server's for the server, of which
+#                       pipelinectl and pipeline-stage include only
+#                       host.h, the HTTP side only store_ro.h, access.h
+#                       and metrics.h (which include nothing else of
+#                       daemon/server); daemon/http/http.h for the HTTP
+#                       side and pipelined.c only
 #   daemon/shim         pipeline-shim: includes daemon/lib's exec.h only
 #   daemon/pipelinectl  links nothing of daemon/http (no HTTP server),
 #                       nothing of daemon/server/store.c (no store writes)
@@ -117,11 +124,21 @@ norm() {
 check_includes() {
 	local f=$1; shift
 	local dir=${f%/*} n inc hit allowed p
+	local -a where=("$dir")
+	# --not-own: not even the file's own directory (a header that other
+	# layers include, SERVER_EXPORTS).
+	[ "${1-}" = --not-own ] && { where=(); shift; }
+	where+=("$@")
 	while IFS=: read -r n inc; do
 		nincl=$((nincl + 1))
 		hit=""
-		for p in "$dir" "$@"; do
-			[ -f "$p/$inc" ] && { hit=$(norm "$p/$inc"); break; }
+		for p in "${where[@]}"; do
+			# A directory, or one header of a layer (its path).
+			if [ -d "$p" ]; then
+				[ -f "$p/$inc" ] && { hit=$(norm "$p/$inc"); break; }
+			elif [ "${p##*/}" = "$inc" ] && [ -f "$p" ]; then
+				hit=$p; break
+			fi
 		done
 		if [ -z "$hit" ]; then
 			# Not found where the layer may look: name where it is.
@@ -132,7 +149,7 @@ check_includes() {
 			continue
 		fi
 		allowed=0
-		for p in "$dir" "$@"; do
+		for p in "${where[@]}"; do
 			case "$hit/" in "$(norm "$p")"/*) allowed=1;; esac
 		done
 		[ $allowed -eq 1 ] || viol "$f:$n: includes \"$inc\" ($hit), above its layer"
@@ -147,9 +164,30 @@ for d in $PLIB_DIRS; do
 done
 for f in plugins/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
 for f in daemon/lib/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
-for f in daemon/shim/*.[ch]; do [ -f "$f" ] && check_includes "$f" daemon/lib; done
-for f in daemon/server/*.[ch] daemon/http/*.[ch] daemon/stage/*.[ch] daemon/ctl/*.[ch]; do
-	[ -f "$f" ] && check_includes "$f" include $PLIB_DIRS daemon/lib daemon/server daemon/http
+for f in daemon/shim/*.[ch]; do [ -f "$f" ] && check_includes "$f" daemon/lib/exec.h; done
+# The daemon's headers by layer (HACKING.md: Layers): daemon/lib/pld.h
+# for every program; of daemon/server, the plugin host (host.h) for
+# pipelinectl and pipeline-stage, the read-only store, access.c and
+# metrics.c (store_ro.h, access.h, metrics.h) for the HTTP side, and the
+# rest (server.h, store.h, ...) for the server only; daemon/http/http.h
+# for the HTTP side and pipelined.c, which runs it. A header of
+# SERVER_EXPORTS includes nothing of daemon/server, so that what includes
+# it sees no more of the server than that header.
+SERVER_EXPORTS="daemon/server/host.h daemon/server/store_ro.h daemon/server/access.h daemon/server/metrics.h"
+HTTP_SEES="daemon/server/store_ro.h daemon/server/access.h daemon/server/metrics.h"
+for f in daemon/server/*.[ch]; do
+	[ -f "$f" ] || continue
+	case " $SERVER_EXPORTS " in
+	*" $f "*) check_includes "$f" --not-own include $PLIB_DIRS daemon/lib;;
+	*) case $f in
+	   daemon/server/pipelined.c) check_includes "$f" include $PLIB_DIRS daemon/lib daemon/http/http.h;;
+	   *) check_includes "$f" include $PLIB_DIRS daemon/lib;;
+	   esac;;
+	esac
+done
+for f in daemon/http/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS daemon/lib $HTTP_SEES; done
+for f in daemon/stage/*.[ch] daemon/ctl/*.[ch]; do
+	[ -f "$f" ] && check_includes "$f" include $PLIB_DIRS daemon/lib daemon/server/host.h
 done
 
 # Symbols, from one nm(1) per kind of file: "D SYMBOL OBJECT" for each

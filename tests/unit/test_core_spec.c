@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "host.h"
 #include "runner.h"
 
 static void

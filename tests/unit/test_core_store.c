@@ -17,7 +17,9 @@
 
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
+#include "metrics.h"
 #include "store_int.h"
 #include "runner.h"
 

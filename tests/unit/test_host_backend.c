@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "runner.h"
 
 static const struct host_backend *const backends[] = { &host_store, &host_stage_proc,

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "http.h"
 #include "runner.h"
 
 static double

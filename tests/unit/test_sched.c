@@ -22,7 +22,8 @@
 
 #include <sqlite3.h>
 
-#include "pipelined.h"
+#include "pld.h"
+#include "server.h"
 #include "plio.h"
 #include "runner.h"
 

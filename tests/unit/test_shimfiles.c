@@ -9,7 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "pipelined.h"
+#include "pld.h"
 #include "exec.h"
 #include "runner.h"
 

@@ -3,8 +3,13 @@
 # the built tree, and fails, naming the file and line or the object and
 # symbol, on a copy of it with each kind of violation put in:
 #   - include/pipeline/plugin.h including a header of the common library;
-#   - a file of plugins/lib/io including daemon/lib/pipelined.h, and its
+#   - a file of plugins/lib/io including daemon/lib/pld.h, and its
 #     object calling the store (store_begin);
+#   - a header of a layer a file may not call: the server including the
+#     HTTP side's http.h, pipelinectl the store's store.h, pipeline-stage
+#     server.h, the HTTP side server.h, daemon/lib the plugin host's
+#     host.h, pipeline-shim pld.h, and host.h (which pipelinectl
+#     includes) reaching for store.h;
 #   - plugins/lib/io calling a subject above it (gguf_open of format);
 #   - daemon/lib calling the server (conf.o calling store_commit);
 #   - a plugin including a daemon header, and its .so needing
@@ -67,14 +72,31 @@ expect "abi include" "include/pipeline/plugin.h:$n: includes \"plio.h\""
 cp "$TEST_TMP/plugin.h" "$T/include/pipeline/plugin.h"
 
 # 2. The common library including the daemon's header and calling it.
-printf '%s\n' '#include <stddef.h>' '#include "pipelined.h"' 'int layer_probe(void);' \
+printf '%s\n' '#include <stddef.h>' '#include "pld.h"' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$T/plugins/lib/io/layer_probe.c"
 printf '%s\n' 'struct store; int store_begin(struct store *);' 'int layer_probe(void);' \
     'int layer_probe(void) { return store_begin((void *)0); }' >"$TEST_TMP/probe.c"
 cc -c -o "$T/plugins/lib/io/layer_probe.o" "$TEST_TMP/probe.c" || fail "cc"
-expect "plugins lib" "plugins/lib/io/layer_probe.c:2: includes \"pipelined.h\" (daemon/lib/pipelined.h)" \
+expect "plugins lib" "plugins/lib/io/layer_probe.c:2: includes \"pld.h\" (daemon/lib/pld.h)" \
     "plugins/lib/io/layer_probe.o: refers to store_begin, defined in daemon/server/store.o"
 rm -f "$T"/plugins/lib/io/layer_probe.*
+
+# 2a. The daemon's headers by layer: each file given an include of a
+# header of a layer it may not call, at its end.
+planted="daemon/server/sched.c:http.h daemon/ctl/pipelinectl.c:store.h daemon/stage/stage.c:server.h
+daemon/http/web.c:server.h daemon/lib/util.c:host.h daemon/shim/shim.c:pld.h daemon/server/host.h:store.h"
+pats=()
+for x in $planted; do
+	f=${x%%:*} h=${x#*:}
+	cp "$T/$f" "$TEST_TMP/planted.${f//\//_}"
+	printf '#include "%s"\n' "$h" >>"$T/$f"
+	pats+=("$f:$(wc -l <"$T/$f"): includes \"$h\"")
+done
+expect "headers" "${pats[@]}"
+[ "$(grep -c '^LAYERS: .*: includes ' "$TEST_TMP/bad.out")" -eq 7 ] ||
+    { cat "$TEST_TMP/bad.out"; fail "headers: not exactly the 7 includes put in reported"; }
+for x in $planted; do f=${x%%:*}; cp "$TEST_TMP/planted.${f//\//_}" "$T/$f"; done
+"$CHECK" "$T" >"$TEST_TMP/copy.out" 2>&1 || { cat "$TEST_TMP/copy.out"; fail "headers: the copy, restored, fails"; }
 
 # 2b. io, the bottom subject, including and calling the GGUF reader above it.
 printf '%s\n' '#include "gguf.h"' >"$T/plugins/lib/io/layer_probe.c"
