@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "pld.h"
-#include "exec.h"
+#include "executor.h"
 
 static int
 pidfd_open_(pid_t pid)

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "exec.h"
+#include "executor.h"
 
 /* Every executor of the tree, each always built in. */
 static const struct {

@@ -19,7 +19,7 @@
 
 #include "pipeline/plugin.h"
 #include "pipeline/proto.h"
-#include "exec.h"
+#include "executor.h"
 #include "pld.h"
 
 struct stat;
@@ -173,7 +173,7 @@ extern struct pl_host plugin_host;  /* host_name is set by pipelinectl */
  * host.c, host_spawn.c, job.c: the pl_host table and struct pl_job. The
  * table is one for every program; where what a stage reports goes and
  * where what it looks up comes from is the job's host backend (after
- * exec.h's struct executor), chosen once, by job_new(), for the way the
+ * executor.h's struct executor), chosen once, by job_new(), for the way the
  * job runs:
  *
  *   host_store      in the daemon (host_store.c): each report stored in

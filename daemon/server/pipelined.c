@@ -22,7 +22,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "exec.h"
+#include "executor.h"
 #include "pld.h"
 #include "server.h"
 #include "metrics.h"

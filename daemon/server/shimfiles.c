@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pld.h"
-#include "exec.h"
+#include "executor.h"
 #include "plio.h"
 
 /* A shim needs nothing of an environment: the job's is data it is sent

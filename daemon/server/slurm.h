@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exec.h"
+#include "executor.h"
 
 /* Slurm's job states (JOB_* and the flag states that scontrol prints). */
 enum slurm_state {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "pld.h"
-#include "exec.h"
+#include "executor.h"
 #include "runner.h"
 
 /* Every descriptor taken (the rlimit lowered: the case's process is its
