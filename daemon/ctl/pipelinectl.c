@@ -1314,6 +1314,7 @@ struct wjob {
 	char name[128];
 	char stage[32];
 	char variant[96];       /* a sweep's job's values, or "" */
+	char origin[128];	/* the spec's job a sweep's job copies, or "" */
 	char state[16];
 	double done, total;
 	char unit[48];
@@ -1321,6 +1322,7 @@ struct wjob {
 	char msg[160];
 	char note[160];		/* a stage's figures (corpus_check's counts) */
 	double t0;		/* when it began running (feed time), or 0 */
+	double t1;		/* when it succeeded (feed time), or 0 */
 	double loss;		/* the newest loss metric, if has_loss */
 	int has_loss;
 	double speedup;		/* the newest prefix_speedup metric, or 0 */
@@ -1331,6 +1333,7 @@ struct wjob {
 };
 
 struct watch {
+	char run[128];		/* the revision watched, as the daemon names it */
 	struct wjob *jobs;
 	int njobs;
 	int tty;
@@ -1392,18 +1395,27 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The median of n (> 0) durations, sorted in place. */
+static double
+median(double *d, int n)
+{
+	qsort(d, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+}
+
 /*
  * Durations from history: for each job of the run, the median seconds a
  * job of the same name and stage took in the newest (at most five)
- * earlier runs in which it succeeded. These estimate the jobs still to
- * come; a job without history has hist -1.
+ * earlier runs in which it succeeded; for a sweep's job that none did,
+ * those of the job it copies (train for train-r64). These estimate the
+ * jobs still to come; a job without history has hist -1.
  */
 static void
 watch_history(struct watch *w, const char *run)
 {
 	cJSON *runs = NULL;
-	double *d[64];
-	int nd[64];
+	double *d[64], *od[64];
+	int nd[64], no[64];
 	int nj = w->njobs < 64 ? w->njobs : 64;
 
 	for (int i = 0; i < w->njobs; i++)
@@ -1411,8 +1423,11 @@ watch_history(struct watch *w, const char *run)
 	if (request(PLV_status, NULL, &runs, Q_DATA | Q_ERR) == -1)
 		return;
 	memset(nd, 0, sizeof(nd));
-	for (int i = 0; i < nj; i++)
+	memset(no, 0, sizeof(no));
+	for (int i = 0; i < nj; i++) {
 		d[i] = calloc(5, sizeof(double));
+		od[i] = calloc(5, sizeof(double));
+	}
 	const cJSON *r;
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(runs, "runs")) {
 		if (w->nhist >= 5)
@@ -1430,24 +1445,30 @@ watch_history(struct watch *w, const char *run)
 			if (pl_job_state_find(jstr(x, "state")) != PLJ_succeeded || jnum(x, "started") <= 0 ||
 			    secs < 0)
 				continue;
-			for (int i = 0; i < nj; i++)
-				if (nd[i] < 5 && strcmp(w->jobs[i].name, jstr(x, "name")) == 0 &&
-				    strcmp(w->jobs[i].stage, jstr(x, "stage")) == 0) {
+			for (int i = 0; i < nj; i++) {
+				if (strcmp(w->jobs[i].stage, jstr(x, "stage")) != 0)
+					continue;
+				if (nd[i] < 5 && strcmp(w->jobs[i].name, jstr(x, "name")) == 0) {
 					d[i][nd[i]++] = secs;
 					used = 1;
+				} else if (no[i] < 5 && *w->jobs[i].origin &&
+				    strcmp(w->jobs[i].origin, jstr(x, "name")) == 0) {
+					od[i][no[i]++] = secs;
+					used = 1;
 				}
+			}
 		}
 		cJSON_Delete(st);
 		w->nhist += used;
 	}
 	cJSON_Delete(runs);
 	for (int i = 0; i < nj; i++) {
-		if (nd[i] > 0 && d[i] != NULL) {
-			qsort(d[i], (size_t)nd[i], sizeof(double), cmp_double);
-			w->jobs[i].hist = nd[i] % 2 ? d[i][nd[i] / 2] :
-			    (d[i][nd[i] / 2 - 1] + d[i][nd[i] / 2]) / 2;
-		}
+		if (nd[i] > 0 && d[i] != NULL)
+			w->jobs[i].hist = median(d[i], nd[i]);
+		else if (no[i] > 0 && od[i] != NULL)
+			w->jobs[i].hist = median(od[i], no[i]);
 		free(d[i]);
+		free(od[i]);
 	}
 }
 
@@ -1484,16 +1505,55 @@ rate_get(const struct wjob *j)
 	return dt > 0 && dd > 0 ? dd / dt : -1;
 }
 
+/* Whether every holder a wait names is a job of the watched run (a
+ * sweep's next training waits for the gpu its previous one holds). */
+static int
+held_by_own(const struct watch *w, const cJSON *wait)
+{
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(wait, "held_by"), *x;
+	size_t n = strlen(w->run);
+	int seen = 0;
+	if (n == 0 || !cJSON_IsArray(h))
+		return 0;
+	cJSON_ArrayForEach(x, h) {
+		if (!cJSON_IsString(x) || strncmp(x->valuestring, w->run, n) != 0 ||
+		    x->valuestring[n] != '/')
+			return 0;
+		seen++;
+	}
+	return seen > 0 && seen == (int)jnum(wait, "holders");
+}
+
 /* Whether an open job waits for what another run's jobs hold (a
  * resource, a job slot): nothing says how long, so neither its time left
- * nor its run's is known while it waits. */
+ * nor its run's is known while it waits. What its own run's jobs hold
+ * they give back as the run goes on, which its time left counts. */
 static int
-job_blocked(const struct wjob *j)
+job_blocked(const struct watch *w, const struct wjob *j)
 {
 	const char *why = jstr(j->wait, "reason");
-	return !job_final(j->state) && pl_job_state_find(j->state) != PLJ_running &&
-	    (strcmp(why, "resource") == 0 || strcmp(why, "slots") == 0 ||
-	    strcmp(why, "stopping") == 0);
+	if (job_final(j->state) || pl_job_state_find(j->state) == PLJ_running)
+		return 0;
+	if (strcmp(why, "resource") == 0 || strcmp(why, "slots") == 0)
+		return !held_by_own(w, j->wait);
+	return strcmp(why, "stopping") == 0;
+}
+
+/* A sweep's job without history: the median of its variants' of this
+ * run that succeeded (the same job of the spec, another value), or -1. */
+static double
+sibling_secs(const struct watch *w, const struct wjob *j)
+{
+	double d[64];
+	int n = 0;
+	if (*j->origin == '\0')
+		return -1;
+	for (int i = 0; i < w->njobs && n < 64; i++) {
+		const struct wjob *s = &w->jobs[i];
+		if (s != j && strcmp(s->origin, j->origin) == 0 && s->t0 > 0 && s->t1 >= s->t0)
+			d[n++] = s->t1 - s->t0;
+	}
+	return n > 0 ? median(d, n) : -1;
 }
 
 /* Seconds left of a job: from its rate while it reports progress, else
@@ -1505,20 +1565,21 @@ job_left(const struct watch *w, const struct wjob *j)
 {
 	if (job_final(j->state))
 		return 0;
-	if (job_blocked(j))
+	if (job_blocked(w, j))
 		return -1;
 	int running = pl_job_state_find(j->state) == PLJ_running;
 	double r = running ? rate_get(j) : -1;
 	if (r > 0 && j->total > 0)
 		return (j->total - j->done) / r;
-	if (j->hist < 0)
+	double hist = j->hist >= 0 ? j->hist : sibling_secs(w, j);
+	if (hist < 0)
 		return -1;
 	if (running && j->t0 > 0) {
-		double left = j->hist - (w->now - j->t0);
+		double left = hist - (w->now - j->t0);
 		return left > 0 ? left : -1;
 	}
 	double until = strcmp(jstr(j->wait, "reason"), "backoff") == 0 ? jnum(j->wait, "until") : 0;
-	return j->hist + (until > w->now ? until - w->now : 0);
+	return hist + (until > w->now ? until - w->now : 0);
 }
 
 /* The run's time left, assuming its jobs run one after another as the
@@ -1532,7 +1593,7 @@ run_left(const struct watch *w, int *unknown, const struct wjob **blocked)
 	*blocked = NULL;
 	for (int i = 0; i < w->njobs; i++) {
 		const struct wjob *j = &w->jobs[i];
-		if (*blocked == NULL && job_blocked(j))
+		if (*blocked == NULL && job_blocked(w, j))
 			*blocked = j;
 		double l = job_left(w, j);
 		if (l < 0)
@@ -2006,6 +2067,8 @@ watch_event(struct watch *w, const char *run, char *line, int64_t *last_id, int 
 		snprintf(j->state, sizeof(j->state), "%s", jstr(ev, "state"));
 		snprintf(j->msg, sizeof(j->msg), "%s", jstr(ev, "message"));
 		j->attempt = (int)jnum(ev, "attempt");
+		if (pl_job_state_find(j->state) == PLJ_succeeded)
+			j->t1 = jnum(ev, "ts");
 		if (pl_job_state_find(j->state) == PLJ_running) {
 			if (j->t0 == 0)
 				j->t0 = jnum(ev, "ts");
@@ -2088,7 +2151,9 @@ cmd_watch(int argc, char **argv)
 		struct wjob *j = wjob_find(&w, jstr(x, "name"));
 		snprintf(j->stage, sizeof(j->stage), "%s", jstr(x, "stage"));
 		snprintf(j->variant, sizeof(j->variant), "%s", jstr(x, "variant"));
+		snprintf(j->origin, sizeof(j->origin), "%s", jstr(x, "origin"));
 	}
+	snprintf(w.run, sizeof(w.run), "%s", jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "name"));
 	cJSON_Delete(r);
 	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
 	watch_history(&w, run);

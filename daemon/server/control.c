@@ -585,12 +585,18 @@ v_status(struct client *c, const cJSON *req)
 		cJSON *j;
 		cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
 			add_wait(c, j, run);
-			/* A sweep's variant: its values beside it. */
+			/* A sweep's variant: its values beside it, and the
+			 * job of the spec it is a copy of. */
 			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
-			char *var = cJSON_IsString(nm) ? sched_job_variant(run, nm->valuestring) : NULL;
+			char *origin = NULL;
+			char *var = cJSON_IsString(nm) ? sched_job_variant(run, nm->valuestring,
+			    &origin) : NULL;
 			if (var != NULL)
 				cJSON_AddStringToObject(j, "variant", var);
+			if (var != NULL && origin != NULL)
+				cJSON_AddStringToObject(j, "origin", origin);
 			free(var);
+			free(origin);
 		}
 		reply_ok(c, r);
 		return;

@@ -1264,12 +1264,13 @@ job_wait(struct sjob *j, struct sched_wait *w)
 }
 
 char *
-sched_job_variant(const char *run, const char *job)
+sched_job_variant(const char *run, const char *job, char **origin)
 {
 	pthread_mutex_lock(&smtx);
 	struct srun *r = run_find(run);
 	struct sjob *j = r ? job_find(r, job) : NULL;
 	char *v = j != NULL && j->sec->variant != NULL ? xstrdup(j->sec->variant) : NULL;
+	*origin = j != NULL && j->sec->origin != NULL ? xstrdup(j->sec->origin) : NULL;
 	pthread_mutex_unlock(&smtx);
 	return v;
 }

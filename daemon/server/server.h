@@ -136,8 +136,9 @@ struct sched_wait {
 };
 /* Fill *w for a job of a run: 0, or -1 when there is no such job. */
 int	sched_job_wait(const char *run, const char *job, struct sched_wait *w);
-/* A sweep's job's values ("lora_r=64"), to free; NULL for another job. */
-char	*sched_job_variant(const char *run, const char *job);
+/* A sweep's job's values ("lora_r=64"), to free, and in *origin the
+ * spec's job it copies (to free); NULL for another job. */
+char	*sched_job_variant(const char *run, const char *job, char **origin);
 const char *sched_job_log(const char *run, const char *job);
 /* What control.c and feed.c are given when they start listening: the
  * loop, the store, and where the configuration is (a reload replaces it). */
