@@ -32,6 +32,8 @@ static const struct pl_key gate_keys[] = {
 	    "(bake.json); a sweep's gate: every variant's bake, separated by spaces"),
 	PL_KEY_STRING(.name = "sweep_values", .flags = PL_KEY_HIDDEN,
 	    .help = "set by a sweep: each candidate's values, \"BAKE: k=v ...; ...\""),
+	PL_KEY_STRING(.name = "sweep_tags", .flags = PL_KEY_HIDDEN,
+	    .help = "set by a sweep whose gate names a tag: each candidate's, \"BAKE: TAG; ...\""),
 	PL_KEY_STRING(.name = "incumbent", .def = "bake-incumbent",
 	    .help = "the incumbent's bake, as candidate; none: a first release"),
 	PL_KEY_FLOAT(.name = "tie_pp", .def = "0.5", .flags = PL_KEY_MIN | PL_KEY_MAX, .min = 0, .max = 100,
@@ -178,6 +180,7 @@ side_json(const struct side *s)
 struct entry {
 	char bake[256];          /* as candidate names it */
 	char values[256];        /* its sweep values, from sweep_values */
+	char tag[256];           /* the tag it registered, from sweep_tags, or "" */
 	struct side s;
 	int ok;                  /* loaded, complete, on the incumbent's case set */
 	int vetoed;
@@ -187,9 +190,10 @@ struct entry {
 	char why[600];           /* why it is out or lost */
 };
 
-/* "BAKE: k=v k=v; BAKE2: ..." -> each entry's values. */
+/* "BAKE: k=v k=v; BAKE2: ..." -> each entry's values (tags 0), or
+ * "BAKE: TAG; ..." -> each entry's tag (tags 1). */
 static void
-sweep_values(const char *sv, struct entry *e, int n)
+sweep_map(const char *sv, struct entry *e, int n, int tags)
 {
 	char *t = strdup(sv ? sv : ""), *save = NULL;
 	if (t == NULL)
@@ -201,7 +205,9 @@ sweep_values(const char *sv, struct entry *e, int n)
 			continue;
 		*c = '\0';
 		for (int i = 0; i < n; i++)
-			if (strcmp(e[i].bake, p) == 0)
+			if (strcmp(e[i].bake, p) == 0 && tags)
+				snprintf(e[i].tag, sizeof(e[i].tag), "%s", c + 2);
+			else if (strcmp(e[i].bake, p) == 0)
 				snprintf(e[i].values, sizeof(e[i].values), "%s", c + 2);
 	}
 	free(t);
@@ -237,12 +243,14 @@ entry_cmp(const void *x, const void *y)
 	return 0;
 }
 
-/* Load and rank the candidates; the best is moved into *cand and its
- * verdict into *v; *board is the leaderboard. PL_OK, or the failure
- * when no variant can be compared. */
+/* Load and rank the candidates; the best is moved into *cand, its
+ * verdict into *v and its tag (sweep_tags; "" without) into tag; *board
+ * is the leaderboard. PL_OK, or the failure when no variant can be
+ * compared. */
 static int
 sweep_rank(pl_job *job, char **names, int n, int first, const struct side *inc, double tie,
-    int min_fair, struct side *cand, struct sc_verdict *v, cJSON **board)
+    int min_fair, struct side *cand, struct sc_verdict *v, cJSON **board, char *tag,
+    size_t tagsz)
 {
 	struct entry *e = calloc((size_t)n, sizeof(*e));
 	struct entry **ord = calloc((size_t)n, sizeof(*ord));
@@ -259,7 +267,8 @@ sweep_rank(pl_job *job, char **names, int n, int first, const struct side *inc, 
 		snprintf(e[i].bake, sizeof(e[i].bake), "%s", names[i]);
 		ord[i] = &e[i];
 	}
-	sweep_values(host->get(job, "sweep_values"), e, n);
+	sweep_map(host->get(job, "sweep_values"), e, n, 0);
+	sweep_map(host->get(job, "sweep_tags"), e, n, 1);
 	for (int i = 0; i < n; i++) {
 		struct entry *x = &e[i];
 		if (load_value(job, "candidate", x->bake, &x->s, why, sizeof(why)) == -1) {
@@ -380,6 +389,7 @@ sweep_rank(pl_job *job, char **names, int n, int first, const struct side *inc, 
 	}
 	*cand = best->s;
 	memset(&best->s, 0, sizeof(best->s));
+	snprintf(tag, tagsz, "%s", best->tag);
 out:
 	for (int i = 0; i < n; i++)
 		side_free(&e[i].s);
@@ -459,6 +469,7 @@ gate_run(pl_job *job)
 	int first = iv != NULL && strcmp(iv, "none") == 0;
 	int rc;
 	cJSON *out = NULL, *board = NULL;
+	char best_tag[256] = "";
 
 	memset(&inc, 0, sizeof(inc));
 	memset(&cand, 0, sizeof(cand));
@@ -475,7 +486,8 @@ gate_run(pl_job *job)
 			goto out;
 		}
 		if ((rc = sweep_rank(job, names, ncand, first, &inc, tie,
-		    (int)host->get_int(job, "min_fair_cases", 0), &cand, &v, &board)) != PL_OK)
+		    (int)host->get_int(job, "min_fair_cases", 0), &cand, &v, &board, best_tag,
+		    sizeof(best_tag))) != PL_OK)
 			goto out;
 		goto verdict;
 	}
@@ -543,6 +555,9 @@ verdict:
 
 	if (v.pass && host->get_bool(job, "promote", 0)) {
 		const char *alias = host->get(job, "alias"), *tag = host->get(job, "tag");
+		/* A sweep's: the tag the winning variant registered. */
+		if (*best_tag != '\0')
+			tag = best_tag;
 		if (tag == NULL || *tag == '\0')
 			tag = sstr(cand.sum, "model");
 		if (alias == NULL || *alias == '\0' || *tag == '\0') {

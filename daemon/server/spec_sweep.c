@@ -527,6 +527,24 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 		    spec_get(s->jobs[j], "tag") != NULL)
 			tags_old[ntags++] = xstrdup(spec_get(s->jobs[j], "tag"));
 	char **tags_new = xcalloc((size_t)ntags + 1, sizeof(char *));
+	/* The gate's tag to promote, when it is one of those: the winning
+	 * variant's (sweep_tags); another it could not follow. */
+	int gtag = -1;
+	if (gate >= 0) {
+		const char *cv = spec_get(s->jobs[gate], "candidate");
+		int cj = job_index(s, cv ? cv : "bake");
+		const struct spec_kv *tk = spec_find(s->jobs[gate], "tag");
+		for (int t = 0; t < ntags && tk != NULL && gtag < 0; t++)
+			if (strcmp(tk->value, tags_old[t]) == 0)
+				gtag = t;
+		if (cj >= 0 && swept[cj] && tk != NULL && gtag < 0) {
+			errs_add(errs, s->path, tk->line, "tag", "%s is no tag a variant of the "
+			    "sweep in [%s] registers: a sweep's gate promotes the winning "
+			    "variant's (name the swept register's tag, or leave tag out for the "
+			    "model the winning bake served)", tk->value, s->jobs[sj]->name);
+			nerr++;
+		}
+	}
 
 	/* Shared jobs that name a swept job's artifact cannot say which. */
 	for (int j = 0; j < s->njobs; j++) {
@@ -731,6 +749,19 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 				}
 				kv_push(o, "sweep_values", vals, s->sweep_line);
 				free(vals);
+				/* Each bake's tag, as its variant's register has it. */
+				char *tl = NULL;
+				for (int v = 0; v < nv && gtag >= 0; v++) {
+					char *one;
+					if (asprintf(&one, "%s-%s: %s-%s%s", s->jobs[cj]->name,
+					    sfx[v], tags_old[gtag], sfx[v], v + 1 < nv ? "; " : "") == -1)
+						fatal("spec_expand");
+					cat(&tl, one);
+					free(one);
+				}
+				if (tl != NULL)
+					kv_push(o, "sweep_tags", tl, spec_find(o, "tag")->line);
+				free(tl);
 				o->sweep_any = 1;
 			}
 		}
