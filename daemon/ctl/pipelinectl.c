@@ -1334,6 +1334,7 @@ struct wjob {
 
 struct watch {
 	char run[128];		/* the revision watched, as the daemon names it */
+	char ref[136];		/* a ref that stays on it (run@1 for the first) */
 	struct wjob *jobs;
 	int njobs;
 	int tty;
@@ -2035,8 +2036,9 @@ feed_open(const char *run, int64_t since, char *why, size_t sz)
 /* One line of the feed: the watch's state, and a plain line or the line
  * itself. 1 when the run has ended (a final state no retry superseded). */
 static int
-watch_event(struct watch *w, const char *run, char *line, int64_t *last_id, int *dropped)
+watch_event(struct watch *w, char *line, int64_t *last_id, int *dropped)
 {
+	const char *run = w->run;
 	cJSON *ev = cJSON_Parse(line);
 	if (ev == NULL)
 		return 0;
@@ -2130,37 +2132,45 @@ watch_event(struct watch *w, const char *run, char *line, int64_t *last_id, int 
 	/* An ended state a later retry superseded (replayed from before
 	 * the retry) is not the end. */
 	int done = strcmp(type, "run.state") == 0 && run_final(w->run_state) &&
-	    !state_superseded(run, id);
+	    !state_superseded(w->ref, id);
 	cJSON_Delete(ev);
 	return done;
 }
 
-static int
-cmd_watch(int argc, char **argv)
+/* The ref of a run's stored name that stays on its revision: "r" is
+ * r@1 (a bare name is the newest revision). */
+static void
+pin_ref(const char *name, char *buf, size_t sz)
 {
-	int plain = opt_val(cmd_find("watch"), "--plain") != NULL;
-	const char *run = A.pos[0];
-	struct watch w = { .tty = !plain && !ctl_json && isatty(1) };
+	snprintf(buf, sz, strchr(name, '@') != NULL ? "%s" : "%s@1", name);
+}
+
+/* One revision of a run, ref its name (or a bare name: the newest), from
+ * its job list to its end: the exit status its state gives. */
+static int
+watch_revision(struct watch *w, const char *ref)
+{
 	/* The job list first (this also says whether the run exists). */
 	cJSON *a = cJSON_CreateObject();
-	cJSON_AddStringToObject(a, "run", run);
+	cJSON_AddStringToObject(a, "run", ref);
 	cJSON *r = NULL;
 	request(PLV_status, a, &r, Q_DATA);
 	const cJSON *x;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r, "jobs")) {
-		struct wjob *j = wjob_find(&w, jstr(x, "name"));
+		struct wjob *j = wjob_find(w, jstr(x, "name"));
 		snprintf(j->stage, sizeof(j->stage), "%s", jstr(x, "stage"));
 		snprintf(j->variant, sizeof(j->variant), "%s", jstr(x, "variant"));
 		snprintf(j->origin, sizeof(j->origin), "%s", jstr(x, "origin"));
 	}
-	snprintf(w.run, sizeof(w.run), "%s", jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "name"));
+	snprintf(w->run, sizeof(w->run), "%s", jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "name"));
+	pin_ref(w->run, w->ref, sizeof(w->ref));
 	cJSON_Delete(r);
-	snprintf(w.run_state, sizeof(w.run_state), "%s", pl_run_state_name(PLR_running));
-	watch_history(&w, run);
+	snprintf(w->run_state, sizeof(w->run_state), "%s", pl_run_state_name(PLR_running));
+	watch_history(w, w->run);
 
 	char why[160];
 	int64_t last_id = 0;
-	struct conn fc = { .fd = feed_open(run, 0, why, sizeof(why)), .path = feed_path };
+	struct conn fc = { .fd = feed_open(w->ref, 0, why, sizeof(why)), .path = feed_path };
 	if (fc.fd == -1)
 		close(sock_connect(feed_path)); /* says why and exits 5, or is back */
 	int replayed = 0, dropped = 0, done = 0;
@@ -2168,10 +2178,10 @@ cmd_watch(int argc, char **argv)
 	while (!done) {
 		char *line;
 		while (!done && fc.fd != -1 && (line = conn_take(&fc)) != NULL) {
-			done = watch_event(&w, run, line, &last_id, &dropped);
+			done = watch_event(w, line, &last_id, &dropped);
 			free(line);
-			if (w.tty && !done)
-				watch_draw(&w, run);
+			if (w->tty && !done)
+				watch_draw(w, w->run);
 		}
 		if (done)
 			break;
@@ -2180,48 +2190,48 @@ cmd_watch(int argc, char **argv)
 			/* The feed closed: a watcher dropped for reading slowly
 			 * reconnects at once; a daemon gone is said at once, and
 			 * tried for every second until RECONNECT_S have passed. */
-			fc.fd = feed_open(run, last_id, why, sizeof(why));
+			fc.fd = feed_open(w->ref, last_id, why, sizeof(why));
 			fc.len = 0;
 			if (fc.fd != -1) {
 				dropped = 0;
-				if (w.gone > 0) {
-					w.now = t > w.now ? t : w.now;
-					w.back = w.now;
-					w.gone_for = t - w.gone;
-					w.gone = 0;
-					daemon_news(&w, run, last_id);
+				if (w->gone > 0) {
+					w->now = t > w->now ? t : w->now;
+					w->back = w->now;
+					w->gone_for = t - w->gone;
+					w->gone = 0;
+					daemon_news(w, w->run, last_id);
 					next_poll = 0;
 				}
 				continue;
 			}
-			if (w.gone == 0) {
-				w.gone = t;
-				w.give_up = t + RECONNECT_S;
-				snprintf(w.gone_why, sizeof(w.gone_why), "%s", why);
-				w.now = t > w.now ? t : w.now;
-				daemon_news(&w, run, last_id);
+			if (w->gone == 0) {
+				w->gone = t;
+				w->give_up = t + RECONNECT_S;
+				snprintf(w->gone_why, sizeof(w->gone_why), "%s", why);
+				w->now = t > w->now ? t : w->now;
+				daemon_news(w, w->run, last_id);
 				ctl_conn_reset();
 			}
-			if (t >= w.give_up) {
+			if (t >= w->give_up) {
 				char since[16], span[32];
-				fmt_clock(w.gone, since, sizeof(since));
+				fmt_clock(w->gone, since, sizeof(since));
 				fmt_secs(span, sizeof(span), RECONNECT_S);
-				if (w.tty)
-					watch_draw(&w, run);
+				if (w->tty)
+					watch_draw(w, w->run);
 				ctl_fail(CTL_ENODAEMON, "ENODAEMON", "pipelined did not come back within %s "
-				    "(gone since %s: %s)", span, since, w.gone_why);
+				    "(gone since %s: %s)", span, since, w->gone_why);
 			}
 		}
 		/* Why the open jobs wait: once the stored events are read (the
 		 * feed is quiet), then every WAIT_POLL_S while the run runs and
 		 * the daemon is up. */
-		if (replayed && fc.fd != -1 && t >= next_poll && !run_final(w.run_state)) {
+		if (replayed && fc.fd != -1 && t >= next_poll && !run_final(w->run_state)) {
 			int open = 0;
-			for (int i = 0; i < w.njobs; i++)
-				open |= !job_final(w.jobs[i].state) &&
-				    pl_job_state_find(w.jobs[i].state) != PLJ_running;
-			if (open && watch_waits(&w, run) == 0 && w.tty)
-				watch_draw(&w, run);
+			for (int i = 0; i < w->njobs; i++)
+				open |= !job_final(w->jobs[i].state) &&
+				    pl_job_state_find(w->jobs[i].state) != PLJ_running;
+			if (open && watch_waits(w, w->ref) == 0 && w->tty)
+				watch_draw(w, w->run);
 			next_poll = t + WAIT_POLL_S;
 		}
 		struct pollfd pfd = { .fd = fc.fd, .events = POLLIN };
@@ -2236,26 +2246,95 @@ cmd_watch(int argc, char **argv)
 		if (n == 0) {
 			/* Quiet: the estimates and countdowns go by the clock. */
 			t = now_wall();
-			if (t > w.now)
-				w.now = t;
+			if (t > w->now)
+				w->now = t;
 			if (!replayed)
 				next_poll = 0;
 			replayed = 1;
-			if (w.tty)
-				watch_draw(&w, run);
+			if (w->tty)
+				watch_draw(w, w->run);
 		}
 	}
 	if (fc.fd != -1)
 		close(fc.fd);
 	free(fc.buf);
-	if (w.tty)
-		watch_draw(&w, run);
+	if (w->tty)
+		watch_draw(w, w->run);
 	else if (!ctl_json)
-		failed_lines(&w, run, 0, 0);
-	for (int i = 0; i < w.njobs; i++)
-		cJSON_Delete(w.jobs[i].wait);
-	free(w.jobs);
-	return run_exit(w.run_state);
+		failed_lines(w, w->run, 0, 0);
+	return run_exit(w->run_state);
+}
+
+
+/* The name of the run's revision after the one w watched, once one is
+ * submitted: asked every second, through the daemon's absences. */
+static void
+next_revision(const struct watch *w, const char *run, char *next, size_t sz)
+{
+	for (;;) {
+		cJSON *a = cJSON_CreateObject(), *r = NULL;
+		cJSON_AddStringToObject(a, "run", run);
+		if (request(PLV_status, a, &r, Q_DATA | Q_ERR | Q_SOFT) == 0) {
+			const char *n = jstr(cJSON_GetObjectItemCaseSensitive(r, "run"), "name");
+			int newer = *n && strcmp(n, w->run) != 0;
+			if (newer)
+				snprintf(next, sz, "%s", n);
+			cJSON_Delete(r);
+			if (newer)
+				return;
+		} else
+			ctl_conn_reset();
+		sleep(1);
+	}
+}
+
+static void
+watch_reset(struct watch *w)
+{
+	for (int i = 0; i < w->njobs; i++)
+		cJSON_Delete(w->jobs[i].wait);
+	free(w->jobs);
+	int tty = w->tty;
+	memset(w, 0, sizeof(*w));
+	w->tty = tty;
+}
+
+static int
+cmd_watch(int argc, char **argv)
+{
+	const struct cmd *c = cmd_find("watch");
+	int plain = opt_val(c, "--plain") != NULL, follow = opt_val(c, "--follow") != NULL;
+	const char *run = A.pos[0];
+	if (follow && strchr(run, '@') != NULL)
+		ctl_fail(CTL_EUSAGE, "EUSAGE", "--follow follows a run's newest revisions: name the "
+		    "run without @N");
+	struct watch w = { .tty = !plain && !ctl_json && isatty(1) };
+	int rc = watch_revision(&w, run);
+	/* --follow: on to each revision a resubmit makes, until killed. */
+	while (follow) {
+		char next[128];
+		next_revision(&w, run, next, sizeof(next));
+		watch_reset(&w);
+		const char *at = strchr(next, '@');
+		int rev = at != NULL ? atoi(at + 1) : 1;
+		if (ctl_json) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "type", "watch.revision");
+			cJSON_AddStringToObject(o, "run", next);
+			cJSON_AddNumberToObject(o, "revision", rev);
+			cJSON_AddNumberToObject(o, "ts", now_wall());
+			print_json(o);
+			cJSON_Delete(o);
+		} else {
+			char ts[16];
+			fmt_clock(now_wall(), ts, sizeof(ts));
+			printf("%s following run %s (revision %d)\n", ts, next, rev);
+		}
+		fflush(stdout);
+		rc = watch_revision(&w, next);
+	}
+	watch_reset(&w);
+	return rc;
 }
 
 /* ---- stage: one stage by hand, in-process --------------------------- */
@@ -2508,6 +2587,7 @@ static const struct copt submit_opts[] = {
 static const struct copt watch_opts[] = {
 	{ "--plain", NULL, "a line per event instead of the live view (also when not on a terminal)",
 	    0 },
+	{ "--follow", NULL, "after the run ends, follow each new revision of it (a resubmit)", 0 },
 	{ NULL, NULL, NULL, 0 } };
 static const struct copt logs_opts[] = {
 	{ "-f", NULL, "follow the log while the job runs", 0 },
