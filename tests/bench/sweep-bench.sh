@@ -1,0 +1,214 @@
+#!/bin/bash
+# tests/bench/sweep-bench.sh: what a sweep costs against the same ranks
+# tried one by one, on the real router, Gemma 3 270M
+# (tests/tools/realbase.sh), on a private daemon and the REAL Ollama
+# (tests/lib/e2e.sh: router_daemon), as `make demo` runs it: router-v0
+# (etc/examples/router/v0.ini, the incumbent, baked once and not timed
+# against anything), then router-v1-sweep (v1.ini with `sweep = lora_r:
+# 8 16 32` in [train]: corpus_check and tokenize once, the probe once per
+# rank, train .. bake once per variant, one gate against router-v0's
+# bake), then the three ranks submitted one by one as runs of their own
+# (router-v1-r8, -r16, -r32: v1.ini with lora_r set in [probe] and
+# [train], each registering its own tag).  Every run after router-v0
+# has `reuse = no` in [run], so that no run takes another's work and each
+# pays for what it does (reuse by content would otherwise give the later
+# runs the earlier ones' trainings).
+#
+# The target (pipeline.ini(5) SWEEPS): the sweep's wall time at most the
+# sum of the three one-by-one runs' trainings and bakes (each run's jobs
+# from train to bake: train, merge, tensor_fix, convert, quantize,
+# verify, register, bake) plus one shared part (the first one-by-one
+# run's corpus_check, tokenize, probe and gate; router-v0's bake is the
+# incumbent of all four, baked once); and the sweep's verdict following
+# the same rule as the one-by-one runs: the variant the sweep's gate
+# ranks best is the rank whose own run ranks best by that rule (a veto
+# last, then fair-slice accuracy, within 0.5 pp overall accuracy).
+#
+# Prints: each run's wall time (submit to end, by the clock here) and its
+# load; per one-by-one run its trainings-and-bakes and shared seconds; the
+# target, the sweep's ratio to it and to the three runs' sum; each job of
+# the sweep with its wall time; the sweep's leaderboard (`pipelinectl
+# report`) and the one-by-one runs' verdicts ranked by the rule; whether
+# the winners agree.  The machine this runs on may be shared: the ratios
+# are the figures, the absolute times are notes.
+# Environment: BENCH_MAX_STEPS=N trains N optimizer steps instead of the
+# demo's 30; BENCH_SHORT=yes runs v1 shortened as e2e/router-real does
+# (corpus-check.jsonl, 2 epochs, one bake pass), for a quicker look;
+# BENCH_RANKS="8 16 32" the ranks (three by default).
+# Exit status: 0 when every run succeeded or was rejected by its gate
+# and the winners agree (the ratio is printed, not asserted).
+# Not part of `make check` or `make bench`'s assertions; run it alone:
+#   tests/bench/sweep-bench.sh
+# (HACKING.md: Benchmarks).  Hours on 2 CPU cores: seven trainings.
+set -u
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+export TOP
+TEST_TMP=$(mktemp -d /tmp/sweep-bench.XXXXXX)
+export TEST_TMP
+. "$TOP/tests/lib.sh"
+. "$TOP/tests/lib/e2e.sh"
+trap 'kill $SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
+SAMPLER=
+cd "$TEST_TMP"
+RANKS=${BENCH_RANKS:-8 16 32}
+router_daemon "$TEST_TMP/e2e"
+R=$ROUTER_DIR
+note "work directory $TEST_TMP"
+
+if [ "${BENCH_SHORT:-no}" = yes ]; then
+	sed -i -e 's/^passes = 2$/passes = 1/' "$R/v0.ini"
+	sed -i -e 's/^corpus = corpus-v1.jsonl$/corpus = corpus-check.jsonl/' \
+	    -e '/^max_steps = /d' -e 's/^passes = 2$/passes = 1/' "$R/v1.ini"
+fi
+if [ -n "${BENCH_MAX_STEPS:-}" ]; then
+	sed -i "s/^max_steps = 30\$/max_steps = $BENCH_MAX_STEPS/" "$R/v1.ini"
+	[ "$(grep -c "^max_steps = $BENCH_MAX_STEPS\$" "$R/v1.ini")" = 2 ] || fail "v1.ini: max_steps not substituted"
+fi
+[ "$(grep -c '^lora_r = 16$' "$R/v1.ini")" = 2 ] || fail "v1.ini: not two lora_r = 16 lines ([probe], [train])"
+
+# The specs: the sweep, and one run a rank; reuse off in each.
+sed -e 's/^name = router-v1$/name = router-v1-sweep\nreuse = no/' \
+    -e "s/^\\[train\\]\$/[train]\\nsweep = lora_r: $RANKS/" "$R/v1.ini" >"$R/v1-sweep.ini"
+grep -q '^sweep = lora_r: ' "$R/v1-sweep.ini" && grep -q '^reuse = no$' "$R/v1-sweep.ini" ||
+    fail "v1-sweep.ini: the sweep or reuse = no not added"
+for r in $RANKS; do
+	sed -e "s/^name = router-v1\$/name = router-v1-r$r\\nreuse = no/" -e "s/^lora_r = 16\$/lora_r = $r/" \
+	    -e "s/^tag = router:v1\$/tag = router:v1-r$r/" -e "s/^model = router:v1\$/model = router:v1-r$r/" \
+	    "$R/v1.ini" >"$R/v1-r$r.ini"
+	[ "$(grep -c "^lora_r = $r\$" "$R/v1-r$r.ini")" = 2 ] || fail "v1-r$r.ini: lora_r not set"
+done
+pctl check "$R/v1-sweep.ini" >check.txt || { cat check.txt; fail "check v1-sweep.ini"; }
+cat check.txt
+
+# The load sampler: the 1-minute load average every 10 s, each line with
+# its time, so that each run's share can be cut out.
+( while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 10; done ) >load.txt &
+SAMPLER=$!
+
+# wait_ended RUN: until the run has ended (at most 8 hours); prints its state.
+wait_ended() {
+	local st=
+	for _ in $(seq 1 57600); do
+		st=$(run_state "$1")
+		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return;; esac
+		sleep 0.5
+	done
+	echo timeout
+}
+
+# timed_run SPEC NAME: submits SPEC, waits for NAME's end, records the
+# clock's start and end in NAME.time, the status in NAME.status.json and
+# the gate's values in NAME.gate.json.
+timed_run() {
+	local spec=$1 name=$2 t0 t1 st
+	t0=$(date +%s.%N)
+	pctl submit "$spec" >/dev/null || fail "submit $spec"
+	st=$(wait_ended "$name")
+	t1=$(date +%s.%N)
+	echo "$t0 $t1 $st" >"$name.time"
+	pctl --json status "$name" >"$name.status.json"
+	pctl --json values "$name" gate >"$name.gate.json" 2>/dev/null
+	note "$name $st in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
+}
+
+timed_run "$R/v0.ini" router-v0
+[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
+timed_run "$R/v1-sweep.ini" router-v1-sweep
+pctl report router-v1-sweep >sweep-report.txt 2>&1
+runs=
+for r in $RANKS; do
+	timed_run "$R/v1-r$r.ini" "router-v1-r$r"
+	runs="$runs router-v1-r$r"
+done
+kill $SAMPLER 2>/dev/null
+
+/usr/bin/python3 - load.txt router-v1-sweep $runs <<'PY'
+import json, statistics, sys
+load = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+sweep, ones = sys.argv[2], sys.argv[3:]
+SWEPT = ("train", "merge", "tensor_fix", "convert", "quantize", "verify", "register", "bake")
+SHARED = ("corpus_check", "tokenize", "probe", "gate")
+ok = True
+
+def clock(name):
+    s, e, st = open(name + ".time").read().split()
+    return float(s), float(e), st
+
+def jobs(name):
+    return json.load(open(name + ".status.json"))["jobs"]
+
+def secs(j):
+    return j["finished"] - j["started"] if j.get("started") and j.get("finished") else 0.0
+
+def verdict(name):
+    try:
+        for v in json.load(open(name + ".gate.json"))["values"]:
+            if v["key"] == "gate.verdict":
+                return json.loads(v["value"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+wall = {}
+for n in [sweep] + ones:
+    s, e, st = clock(n)
+    wall[n] = e - s
+    ls = [x[1] for x in load if s <= x[0] <= e]
+    print("%-18s %-9s wall %8.1f s; load %s" % (n, st, e - s,
+        "median %.2f, range %.2f-%.2f" % (statistics.median(ls), min(ls), max(ls)) if ls else "not sampled"))
+    ok = ok and st in ("succeeded", "rejected")
+print()
+swept = {}
+for n in ones:
+    js = jobs(n)
+    swept[n] = sum(secs(j) for j in js if j["stage"] in SWEPT)
+    sh = sum(secs(j) for j in js if j["stage"] in SHARED)
+    print("%-18s trainings and bakes %8.1f s, shared part %7.1f s" % (n, swept[n], sh))
+shared = sum(secs(j) for j in jobs(ones[0]) if j["stage"] in SHARED)
+target = sum(swept.values()) + shared
+print("target: %.1f s (the %d trainings and bakes) + %.1f s (one shared part, %s's) = %.1f s"
+      % (sum(swept.values()), len(ones), shared, ones[0], target))
+print("%s: %.1f s, %.3fx the target (at most 1x: %s), %.3fx the %d runs' sum (%.1f s)"
+      % (sweep, wall[sweep], wall[sweep] / target, "met" if wall[sweep] <= target else "MISSED",
+         wall[sweep] / sum(wall[n] for n in ones), len(ones), sum(wall[n] for n in ones)))
+print()
+print("%-16s %-11s %-10s %8s" % ("job", "stage", "state", "s"))
+for j in jobs(sweep):
+    print("%-16s %-11s %-10s %8.1f" % (j["name"], j["stage"], j["state"], secs(j)))
+print()
+print(open("sweep-report.txt").read().rstrip())
+print()
+# The one-by-one runs ranked by the gate's rule: a veto last, then the
+# fair slice beyond tie_pp, then overall accuracy.
+rows = []
+for n in ones:
+    v = verdict(n)
+    if v is None:
+        print("%-18s no verdict" % n)
+        continue
+    f = v.get("fair_slice", {})
+    rows.append((n, v["verdict"], v["verdict"] in ("veto", "incomplete"),
+                 f.get("candidate", {}).get("acc", 0.0), f.get("candidate_overall", {}).get("acc", 0.0),
+                 v.get("tie_pp", 0.5), f.get("mcnemar_p")))
+import functools
+def cmp(a, b):
+    if a[2] != b[2]:
+        return 1 if a[2] else -1
+    d = round((a[3] - b[3]) * 10000) / 100
+    if abs(d) > a[5]:
+        return -1 if d > 0 else 1
+    return -1 if a[4] > b[4] else (1 if a[4] < b[4] else 0)
+rows.sort(key=functools.cmp_to_key(cmp))
+print("one by one, ranked by the rule:")
+for i, r in enumerate(rows):
+    print("  %d %-18s fair %6.2f%%  overall %6.2f%%  p %s  %s" % (i + 1, r[0], r[3] * 100, r[4] * 100,
+          "%.3g" % r[6] if r[6] is not None else "-", r[1]))
+sv = verdict(sweep)
+best = sv and sv.get("sweep", {}).get("leaderboard", [{}])[0].get("values", "")
+one = rows[0][0].rsplit("-r", 1)[1] if rows else None
+same = best == "lora_r=%s" % one
+print("sweep's winner: %s (%s); one by one: lora_r=%s (%s): %s" % (best, sv and sv["verdict"], one,
+      rows[0][1] if rows else "-", "the same rule, the same winner" if same else "DIFFERENT"))
+ok = ok and same
+sys.exit(0 if ok else 1)
+PY
