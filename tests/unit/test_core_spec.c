@@ -307,6 +307,16 @@ case_sweep(void)
 	CHECK(strcmp(spec_get(g, "sweep_values"), "bake-r16-alpha8: lora_r=16 lora_alpha=8; "
 	    "bake-r16-alpha32: lora_r=16 lora_alpha=32; bake-r64-alpha8: lora_r=64 lora_alpha=8; "
 	    "bake-r64-alpha32: lora_r=64 lora_alpha=32") == 0);
+	CHECK(spec_get(g, "sweep_tags") == NULL);
+	spec_free(s);
+
+	/* A gate that names the register's tag promotes the winner's. */
+	s = spec_load("sw.ini", "[train]\nsweep = lora_r: 8 16\n[register]\nafter = train\n"
+	    "tag = router:v2\n[bake]\nafter = register\n[gate]\nafter = bake\n"
+	    "tag = router:v2\n", NULL, &errs);
+	CHECK(s != NULL && s->njobs == 7);
+	CHECK(s && strcmp(spec_get(s->jobs[6], "sweep_tags"), "bake-r8: router:v2-r8; "
+	    "bake-r16: router:v2-r16") == 0);
 	spec_free(s);
 
 	/* Values a name cannot hold: the variants are numbered. */
@@ -368,6 +378,10 @@ case_sweep_errors(void)
 	REFUSED("[train]\nsweep = a: 1 2\n[bake]\nafter = train\n[gate]\nafter = bake\n"
 	    "[report]\nafter = gate\ninput = train.adapter\n", NULL,
 	    "e.ini:9: input: names train, which the sweep in [train] makes once per variant");
+	/* A gate's tag to promote that no variant registers. */
+	REFUSED("[train]\nsweep = a: 1 2\n[register]\nafter = train\ntag = r:v2\n[bake]\n"
+	    "after = register\n[gate]\nafter = bake\ntag = r:v1\n", NULL,
+	    "e.ini:10: tag: r:v1 is no tag a variant of the sweep in [train] registers");
 #undef REFUSED
 }
 
