@@ -8,7 +8,8 @@
 # (train-r8 .. bake-r32), each registering its own tag
 # (router:tiny-v2-r8 ..) and baking it; one gate ranks the three and
 # gives one verdict; pipelinectl report shows the leaderboard, a row a
-# variant with its values, and status each variant job's values.
+# variant with its values, and status each variant job's values; a
+# passing verdict promotes the winner's tag to router:latest.
 # run.sh: alone (three trainings).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/e2e.sh"
@@ -71,6 +72,17 @@ want = "succeeded" if v["pass"] else "rejected"
 assert sys.argv[2] == want, (sys.argv[2], v["verdict"])
 print("winner", lb[0]["values"], v["verdict"])
 PY
+# A passing verdict moved router:latest to the winner's own tag.
+win=$(/usr/bin/python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))["verdicts"][0]
+print(v["sweep"]["leaderboard"][0]["values"].split("=")[1] if v["pass"] else "")' report.json)
+if [ -n "$win" ]; then
+	digest() { curl -s "$OURL/api/tags" | /usr/bin/python3 -c 'import json, sys
+print(([m["digest"] for m in json.load(sys.stdin)["models"] if m["name"] == sys.argv[1]] + [""])[0])' "$1"; }
+	[ -n "$(digest router:latest)" ] && [ "$(digest router:latest)" = "$(digest "router:tiny-v2-r$win")" ] ||
+	    fail "router:latest is not router:tiny-v2-r$win, the winner's tag"
+	note "router:latest is router:tiny-v2-r$win"
+fi
 integrity_ok
 pl_stop
 echo "e2e/sweep-tiny: ok"
