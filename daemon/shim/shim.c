@@ -461,9 +461,13 @@ drop_privileges(const struct cred *cr)
 	uid_t ru, eu, su;
 	gid_t rg, eg, sg, now[SHIM_NGROUPS];
 	long n = syscall(SYS_getgroups, SHIM_NGROUPS, now);
+	/* The same groups, in any order: the kernel sorts them. */
 	int same = n == cr->ngroups;
-	for (long i = 0; same && i < n; i++)
-		same = now[i] == cr->groups[i];
+	for (long i = 0; same && i < n; i++) {
+		same = 0;
+		for (int k = 0; !same && k < cr->ngroups; k++)
+			same = now[i] == cr->groups[k];
+	}
 	if (syscall(SYS_getresuid, &ru, &eu, &su) == -1 ||
 	    syscall(SYS_getresgid, &rg, &eg, &sg) == -1 || !same ||
 	    ru != cr->uid || eu != cr->uid || su != cr->uid ||

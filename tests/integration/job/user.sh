@@ -91,6 +91,10 @@ P=$TEST_TMP/p; mkdir -p "$P/a" "$P/b" "$P/c"; chmod 0777 "$P" "$P/c"
 st() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$1/exit.json"; }
 "$SHIM" -d "$P/a" -l "$P/a.log" -u "$nobody:$nogroup:$gid" -- sh -c 'echo "$(id -u) $(id -g) $(id -G)"'
 grep -qx "$nobody $nogroup $nogroup $gid" "$P/a.log" || fail "shim -u: the program said $(cat "$P/a.log")"
+# The groups in another order than the kernel keeps them (sorted): the same.
+mkdir -p "$P/a2"
+"$SHIM" -d "$P/a2" -l "$P/a2.log" -u "$nobody:$nogroup:$nogroup,$gid" -- sh -c 'echo "$(id -u) $(id -G)"'
+grep -qx "$nobody $nogroup $gid" "$P/a2.log" || fail "shim -u, groups unsorted: $(cat "$P/a2.log")"
 "$SHIM" -d "$P/b" -l "$P/b.log" -u "$nobody:x" -- touch "$P/b/ran"
 [ "$(st "$P/b")" = 126 ] && [ ! -e "$P/b/ran" ] || fail "a malformed -u ran the program"
 grep -q "bad -u $nobody:x" "$P/b.log" || fail "malformed -u: $(cat "$P/b.log")"
