@@ -106,11 +106,11 @@ int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
  * a file). file_open_at: open(2) name in dirfd, O_NOFOLLOW, refused
  * unless a regular file with one link (EINVAL, EMLINK). */
 int	dirs_make_at(int dirfd, const char *rel, mode_t mode);
-/* dirs_make_at for a directory that owner's job programs write (the work
- * and process directories): made 0750 and, when owner (a spec->owner) is
- * set, given to its uid and gid; the directories above are made 0711, so
- * that the owner can reach it. */
-int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
+/* dirs_make_at for a directory that a job's programs write (the work and
+ * process directories): made 0750, the directories above 0711, so that
+ * its owner can reach it once priv.c's dirs_make_owned() has given it to
+ * that owner. */
+int	dirs_make_leaf(int dirfd, const char *rel);
 /* The uid and gid of an owner string ("UID:GID[:G1,...]"): 0 or -1. */
 int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
 /* Take an owner's file-system rights on the calling thread only (its

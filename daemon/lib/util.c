@@ -752,7 +752,7 @@ json_has_nul(const char *json)
 }
 
 int
-dirs_make_owned(int dirfd, const char *rel, const char *owner)
+dirs_make_leaf(int dirfd, const char *rel)
 {
 	char up[PATH_MAX];
 	const char *leaf = strrchr(rel, '/');
@@ -765,13 +765,6 @@ dirs_make_owned(int dirfd, const char *rel, const char *owner)
 	} else
 		leaf = rel;
 	int fd = dirs_make_at(pfd, leaf, 0750), e = errno;
-	uid_t uid;
-	gid_t gid;
-	if (fd >= 0 && owner_ids(owner, &uid, &gid) == 0 && fchown(fd, uid, gid) == -1) {
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
 	if (pfd != dirfd)
 		close(pfd);
 	errno = e;

@@ -30,6 +30,7 @@
 #include "pld.h"
 #include "server.h"
 #include "plio.h"
+#include "priv.h"
 
 struct client {
 	uv_pipe_t pipe;
@@ -165,6 +166,11 @@ peer_may_write(const struct client *c)
 static char *
 run_owner(const struct client *c)
 {
+	/* The privileged parent reads the peer's credentials itself, and
+	 * starts shims only for owners so vouched for (priv.c). */
+	int fd;
+	if (priv_active() && uv_fileno((const uv_handle_t *)&c->pipe, &fd) == 0)
+		priv_vouch(fd);
 	uid_t uid = c->peer.uid;
 	gid_t gid = c->peer.gid, jg[256];
 	const gid_t *g = c->peer.groups;

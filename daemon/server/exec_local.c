@@ -33,11 +33,19 @@
 
 #include "pld.h"
 #include "executor.h"
+#include "priv.h"
 
 static int
 pidfd_open_(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* p's records directory. */
+static const char *
+records(const struct proc *p)
+{
+	return p->rdir[0] ? p->rdir : p->dir;
 }
 
 /* Whether the shim's record `name` (shim.json, exit.json) is in p's
@@ -46,7 +54,7 @@ static int
 has_record(const struct proc *p, const char *name)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/%s", p->rdir[0] ? p->rdir : p->dir, name);
+	snprintf(path, sizeof(path), "%s/%s", records(p), name);
 	return access(path, F_OK) == 0;
 }
 
@@ -54,6 +62,7 @@ has_record(const struct proc *p, const char *name)
 
 struct rshim {
 	char run[128];
+	char owner[4096];    /* the -u its requests carry ("": none), its pin */
 	int fd;              /* our end of its socket */
 	pid_t pid;           /* our child */
 	uint64_t start;      /* its start time (/proc stat field 22) */
@@ -112,29 +121,35 @@ exec_local_run_done(const char *run)
 	pthread_mutex_unlock(&rmtx);
 }
 
-/* Start run's shim: `pipeline-shim -G 3`, our child. */
-static struct rshim *
-rshim_start(const char *run, const char *shim)
+/* The owner a shim command line's -u names (before "--"), or "". */
+static const char *
+argv_owner(char *const argv[])
 {
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		log_warn("%s: socketpair", __func__);
-		return NULL;
-	}
-	pid_t pid = shim_spawn_fd(shim, "-G", sv[1]);
-	int e = errno;
-	close(sv[1]);
-	if (pid == -1) {
-		errno = e;
+	for (int i = 1; argv[i] && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-u") == 0 && argv[i + 1])
+			return argv[i + 1];
+	return "";
+}
+
+/* Start run's shim for owner's processes: `pipeline-shim [-u OWNER] -G
+ * 3`, started by the privileged parent where there is one (priv.c), which
+ * pins it to that owner; else our child. */
+static struct rshim *
+rshim_start(const char *run, const char *shim, const char *owner)
+{
+	pid_t pid;
+	uint64_t start;
+	int fd = priv_shim_start(shim, owner[0] ? owner : NULL, &pid, &start);
+	if (fd == -1) {
 		log_warn("%s: %s", __func__, shim);
-		close(sv[0]);
 		return NULL;
 	}
 	struct rshim *r = xcalloc(1, sizeof(*r));
 	snprintf(r->run, sizeof(r->run), "%s", run);
-	r->fd = sv[0];
+	snprintf(r->owner, sizeof(r->owner), "%s", owner);
+	r->fd = fd;
 	r->pid = pid;
-	r->start = proc_starttime(pid);
+	r->start = start;
 	r->next = rshims;
 	rshims = r;
 	return r;
@@ -201,8 +216,9 @@ rshim_gone(const char *run, pid_t pid)
  * the send only: the request's end, or its refusal, comes on a pipe of
  * its own (local_wait). */
 static int
-rshim_try(struct proc *p, const char *shim, int rq)
+rshim_try(struct proc *p, char *const argv[], int rq)
 {
+	const char *shim = argv[0], *owner = argv_owner(argv);
 	if (p->run == NULL || p->run[0] == '\0')
 		return 1;
 	for (int tries = 0; tries < 2; tries++) {
@@ -213,10 +229,10 @@ rshim_try(struct proc *p, const char *shim, int rq)
 			return 1;
 		}
 		struct rshim *r = rshims;
-		while (r && strcmp(r->run, p->run) != 0)
+		while (r && (strcmp(r->run, p->run) != 0 || strcmp(r->owner, owner) != 0))
 			r = r->next;
 		if (r == NULL)
-			r = rshim_start(p->run, shim);
+			r = rshim_start(p->run, shim, owner);
 		int rc = r ? rshim_send(r, p, rq) : -2;
 		pid_t pid = r ? r->pid : 0;
 		pthread_mutex_unlock(&rmtx);
@@ -250,14 +266,14 @@ local_start(struct proc *p, char *const argv[], char *const envp[], const char *
 		log_warnx("%s: %s: %s", __func__, p->dir, p->reason);
 		return -1;
 	}
-	int rc = rshim_try(p, argv[0], rq);
+	int rc = rshim_try(p, argv, rq);
 	if (rc != 1) {
 		close(rq);
 		if (rc == -1)
 			log_warnx("%s: %s: %s", __func__, p->dir, p->reason);
 		return rc;
 	}
-	pid_t pid = shim_spawn_fd(argv[0], "-R", rq);
+	pid_t pid = shim_spawn_fd(argv[0], NULL, "-R", rq);
 	int e = errno;
 	close(rq);
 	if (pid == -1) {
@@ -333,9 +349,13 @@ kill_orphans(struct proc *p)
 	    i < (ORPHAN_GRACE_S + ORPHAN_WAIT_S) * 20; i++) {
 		if (i == 0 || i == ORPHAN_GRACE_S * 20) {
 			int sig = i == 0 ? SIGTERM : SIGKILL;
-			kill(-pgid, sig);
-			if (alive)
-				kill(pgid, sig);
+			if (priv_active())
+				priv_signal(records(p), PRIV_SIG_ORPHANS, sig);
+			else {
+				kill(-pgid, sig);
+				if (alive)
+					kill(pgid, sig);
+			}
 		}
 		usleep(50000);
 	}
@@ -524,7 +544,8 @@ local_signal(struct proc *p, int sig)
 	for (int i = 0; i < 200 && !has_record(p, "shim.json") && p->pid > 0 && kill(p->pid, 0) == 0; i++)
 		usleep(5000);
 	if (proc_read_shim(p, &child, &pgid, &cstart) == 0 && child > 0)
-		return signal_child(child, cstart, sig);
+		return priv_active() ? priv_signal(records(p), PRIV_SIG_CHILD, sig) :
+		    signal_child(child, cstart, sig);
 	/* No record: a shim of its own that has not started the child, our
 	 * child (it forwards the signal), never a run's shim, which would
 	 * forward it to every process of the run. */

@@ -109,8 +109,9 @@ extern char *const shim_clean_env[];
  * envc, the strings NUL-terminated): the descriptor, or -1 with errno
  * (E2BIG: *len over SHIM_REQ_MAX); *len its size. */
 int	shim_request_fd(char *const argv[], char *const envp[], size_t *len);
-/* Start `shim OPT 3` (-R: a request, -G: a run's shim's socket), fd on
- * its descriptor 3, with shim_clean_env: its pid, or -1 with errno. */
-pid_t	shim_spawn_fd(const char *shim, const char *opt, int fd);
+/* Start `shim [-u PIN] OPT 3` (-R: a request, -G: a run's shim's socket,
+ * pinned to the owner PIN unless NULL), fd on its descriptor 3, with
+ * shim_clean_env: its pid, or -1 with errno. */
+pid_t	shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd);
 
 #endif

@@ -24,6 +24,7 @@
 #include "pld.h"
 #include "host.h"
 #include "store.h"
+#include "priv.h"
 #include "plio.h"
 
 extern char **environ;

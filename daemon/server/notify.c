@@ -246,7 +246,7 @@ run_command(const struct ncfg *cf, const char *cmd, const char *kind, const char
 		snprintf(err, errsz, "the request to %s: %s", shim, strerror(errno));
 		return -1;
 	}
-	pid_t pid = shim_spawn_fd(shim, "-R", rq);
+	pid_t pid = shim_spawn_fd(shim, NULL, "-R", rq);
 	int serr = errno;
 	close(rq);
 	if (pid == -1) {

@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "http.h"
 #include "plio.h"
+#include "priv.h"
 
 /* The loop's handles and what the parts were given, pipelined.c's own:
  * sched.c, control.c and feed.c get what they need at start. */
@@ -89,13 +90,13 @@ sd_status(void)
 	char st[256];
 	snprintf(st, sizeof(st), "STATUS=%d job%s running, %d plugin stage%s", running,
 	    running == 1 ? "" : "s", plugin_nstages(), plugin_nstages() == 1 ? "" : "s");
-	sd_notify(0, st);
+	priv_notify(st);
 }
 
 static void
 stop(int code)
 {
-	sd_notify(0, "STOPPING=1");
+	priv_notify("STOPPING=1");
 	sched_stop();
 	unlink(conf->control_socket);
 	unlink(conf->feed_socket);
@@ -164,11 +165,39 @@ on_hup(uv_signal_t *s, int signum)
 	sched_reconf(nc);
 }
 
+/* The privileged parent's SIGHUP: its configuration read again. */
+static int
+priv_reload(struct priv_rules *r)
+{
+	struct conf *nc = xcalloc(1, sizeof(*nc));
+	char *errs = NULL;
+	int rc = conf_load(nc, conf->path, &errs);
+	if (rc == 0)
+		priv_rules_load(r, nc);
+	free(errs);
+	conf_free(nc);
+	free(nc);
+	return rc;
+}
+
 /* The pid file, state_dir/pipelined.pid, holds a write lock (fcntl) for
  * the daemon's life: a second daemon on the same state directory finds
  * the lock and names its holder, whose pid the kernel reports (F_GETLK),
  * so a stale file left by a kill -9 means nothing. The lock is the
  * process's own: not inherited by children, gone with the process. */
+/* Who holds the lock on byte `at` of the pid file fd: 0 when none. */
+static pid_t
+lock_holder(int fd, off_t at)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	return fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? fl.l_pid : 0;
+}
+
+/* A daemon split in two (priv.c) holds byte 0 in its privileged parent
+ * and byte 1 in its daemon process; one process, the whole file. Half
+ * of a split daemon is one on its way out (the other half died, and it
+ * follows): waited for, up to PIDFILE_WAIT_S. */
+#define PIDFILE_WAIT_S 5
 static pid_t
 pidfile_holder(const char *state_dir)
 {
@@ -177,12 +206,16 @@ pidfile_holder(const char *state_dir)
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd == -1)
 		return 0;
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-	pid_t pid = 0;
-	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
-		pid = fl.l_pid;
+	pid_t p0 = 0, p1 = 0;
+	for (int i = 0; i < PIDFILE_WAIT_S * 20; i++) {
+		p0 = lock_holder(fd, 0);
+		p1 = lock_holder(fd, 1);
+		if ((p0 == 0) == (p1 == 0))
+			break;
+		usleep(50000);
+	}
 	close(fd);
-	return pid;
+	return p0 ? p0 : p1;
 }
 
 static int
@@ -209,7 +242,7 @@ pidfile_lock(const char *state_dir)
 	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) == -1 || pwrite(fd, buf, (size_t)n, 0) != n)
 		log_warn("%s: %s", __func__, path);
-	return 0;	/* fd kept open: the lock lives as long as the daemon */
+	return fd;	/* kept open: the lock lives as long as the daemon */
 }
 
 /* Detach without lying: the parent waits until the child has bound its
@@ -339,7 +372,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "pipelined: %s: %s\n", conf->state_dir, strerror(errno));
 		return 1;
 	}
-	if (pidfile_lock(conf->state_dir) == -1)
+	int pidfd = pidfile_lock(conf->state_dir);
+	if (pidfd == -1)
 		return 1;
 	if (log_init(foreground, conf->log_level, conf->log_file) == -1) {
 		fprintf(stderr, "pipelined: log_file %s: %s\n", conf->log_file, strerror(errno));
@@ -354,6 +388,11 @@ main(int argc, char **argv)
 		log_info("became %s (uid %u): root given up", conf->user, (unsigned)geteuid());
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* Multi-user: the privileged parent forks off here, before the
+	 * store, the plugins and the threads (priv.c); what follows is the
+	 * daemon process. */
+	if (priv_start(conf, priv_reload, pidfd) == -1)
+		fatal("cannot start the privileged parent");
 	proc_reserve_fd();
 
 	char dbpath[PATH_MAX];
@@ -398,7 +437,7 @@ main(int argc, char **argv)
 		fatalx("cannot load runs from the store");
 	log_info("pipelined %s ready: control %s, feed %s, %d run%s known", PL_VERSION,
 	    conf->control_socket, conf->feed_socket, nruns, nruns == 1 ? "" : "s");
-	sd_notify(0, "READY=1");
+	priv_notify("READY=1");
 	if (ready_fd >= 0)
 		detached(ready_fd);
 	sd_status();

@@ -37,6 +37,7 @@
 
 #include "pld.h"
 #include "server.h"
+#include "priv.h"
 #include "plio.h"
 
 struct srun;

@@ -66,12 +66,13 @@ shim_request_fd(char *const argv[], char *const envp[], size_t *len)
 }
 
 pid_t
-shim_spawn_fd(const char *shim, const char *opt, int fd)
+shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, 3); /* dup2 clears CLOEXEC */
-	char *const argv[] = { (char *)shim, (char *)opt, "3", NULL };
+	char *const argv[] = { (char *)shim, pin ? "-u" : (char *)opt, pin ? (char *)pin :
+	    "3", pin ? (char *)opt : NULL, pin ? "3" : NULL, NULL };
 	pid_t pid;
 	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, shim_clean_env);
 	posix_spawn_file_actions_destroy(&fa);

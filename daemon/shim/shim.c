@@ -4,7 +4,7 @@
  *
  *   pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
  *   pipeline-shim -R FD          (the same, its command line and environment read from FD)
- *   pipeline-shim -G FD          (a run's shim: see below)
+ *   pipeline-shim [-u UID:GID[:GROUPS]] -G FD   (a run's shim: see below)
  *
  * The first form supervises one process: it starts a session of its own,
  * locks RDIR (flock; RDIR is DIR unless -r names another), runs PROGRAM in
@@ -45,7 +45,10 @@
  * the daemon's thread waits for (one wake-up per process); a request it
  * refuses gets {int32 pid, int32 errno, uint64 start} there, then the pipe
  * closed. So the daemon needs no lock around the socket beyond the send,
- * and its threads wait each on its own pipe. It exits when the daemon's
+ * and its threads wait each on its own pipe. With -u before -G (how the
+ * privileged parent starts it, priv.c) it is pinned to that one owner:
+ * a request to run as anyone else, or with no -u (as the shim's root),
+ * is refused with EPERM. It exits when the daemon's
  * end is closed (the run ended, or the daemon went) and its last child
  * has ended.
  */
@@ -623,11 +626,11 @@ usage(void)
 {
 	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
 	    "       pipeline-shim -R FD\n"
-	    "       pipeline-shim -G FD\n");
+	    "       pipeline-shim [-u UID:GID[:GROUPS]] -G FD\n");
 	exit(2);
 }
 
-static int run_shim(int sock);
+static int run_shim(int sock, const char *pin);
 
 /* A request's bytes from fd: a memfd or a file (read from its start, as
  * often as it is sent), or a pipe (read to its end: a Slurm batch
@@ -685,7 +688,7 @@ main(int argc, char **argv)
 	if (parse_args(argc, argv, &s, &gfd, &rfd) == -1)
 		usage();
 	if (gfd >= 0)
-		return run_shim(gfd);
+		return run_shim(gfd, s.user);
 	if (rfd >= 0) {
 		/* -R: the command line and the environment are the request's;
 		 * the shim's own environment is the daemon's clean one. */
@@ -904,9 +907,28 @@ parse_request(char *buf, size_t len, char ***argvp, char ***envpp)
 	return (int)ac;
 }
 
+/* Whether the request's -u (text, NULL: none) is the pin's (pin), the
+ * one owner a run's shim started with -u takes requests for: the same
+ * uid, gid and groups. */
 static int
-run_shim(int sock)
+pinned_ok(const struct cred *pin, const char *text)
 {
+	static struct cred c;
+	if (text == NULL || parse_cred(text, &c) == -1)
+		return 0;
+	return c.uid == pin->uid && c.gid == pin->gid && c.ngroups == pin->ngroups &&
+	    memcmp(c.groups, pin->groups, (size_t)c.ngroups * sizeof(gid_t)) == 0;
+}
+
+static int
+run_shim(int sock, const char *pin)
+{
+	static struct cred pinc;
+	if (pin != NULL && (parse_cred(pin, &pinc) == -1 || pinc.uid == 0)) {
+		fprintf(stderr, "pipeline-shim: -u %s: a run's shim is pinned to one owner "
+		    "other than root (UID:GID[:G1,G2...])\n", pin);
+		return 2;
+	}
 	setsid(); /* terminal signals meant for the daemon stay away */
 	if (sock > 3)
 		close_range(3, (unsigned)sock - 1, 0);
@@ -977,11 +999,12 @@ run_shim(int sock)
 		int ac = buf == NULL ? -1 : parse_request(buf, len, &cargv, &cenv);
 		struct sup s;
 		int gfd;
-		if (ac < 0 || parse_args(ac, cargv, &s, &gfd, NULL) == -1 || gfd >= 0) {
+		int bad = ac < 0 || parse_args(ac, cargv, &s, &gfd, NULL) == -1 || gfd >= 0;
+		if (bad || (pin != NULL && !pinned_ok(&pinc, s.user))) {
 			if (ac >= 0)
 				free(cargv);
 			free(buf);
-			reply(done, buf == NULL ? err : EINVAL, self_start);
+			reply(done, buf == NULL ? err : bad ? EINVAL : EPERM, self_start);
 			close(done);
 			continue;
 		}

@@ -72,6 +72,7 @@ store_wire
 store_ro
 store_metrics
 access shimfiles ini metrics plugin
+priv
 web exec_local exec_slurm
 httpd executor job
 conf

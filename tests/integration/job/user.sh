@@ -95,6 +95,9 @@ grep -qx "$nobody $nogroup $nogroup $gid" "$P/a.log" || fail "shim -u: the progr
 mkdir -p "$P/a2"
 "$SHIM" -d "$P/a2" -l "$P/a2.log" -u "$nobody:$nogroup:$nogroup,$gid" -- sh -c 'echo "$(id -u) $(id -G)"'
 grep -qx "$nobody $nogroup $gid" "$P/a2.log" || fail "shim -u, groups unsorted: $(cat "$P/a2.log")"
+# A run's shim pinned to an owner (-u before -G, how the privileged
+# parent starts it) refuses a request without -u (root) or for another.
+grep -q -- "-u UID:GID\[:GROUPS\]\] -G FD" <("$SHIM" 2>&1) || fail "shim usage: no pinned -G"
 "$SHIM" -d "$P/b" -l "$P/b.log" -u "$nobody:x" -- touch "$P/b/ran"
 [ "$(st "$P/b")" = 126 ] && [ ! -e "$P/b/ran" ] || fail "a malformed -u ran the program"
 grep -q "bad -u $nobody:x" "$P/b.log" || fail "malformed -u: $(cat "$P/b.log")"

@@ -1,0 +1,930 @@
+/*
+ * priv.c: the privileged parent of a multi-user daemon, after OpenBSD's
+ * bgpd and relayd (priv.h; pipelined(8) SECURITY). The parent keeps root
+ * and does nothing but wait for the daemon process's requests, check
+ * each by rules of its own and act:
+ *
+ *   PRIV_SHIM_START  starts a run's pipeline-shim pinned to one owner
+ *                    (-u before -G), never uid 0 and never a user who is
+ *                    neither job_user nor, by the group database the
+ *                    parent reads itself, a member of group or
+ *                    admin_group; root's own runs without job_user get an
+ *                    unpinned shim only while the parent's configuration
+ *                    has no job_user. The shim's socket goes back.
+ *   PRIV_SIGNAL      reads the records directory named, below the state
+ *                    directory, the daemon's and writable by nobody else,
+ *                    and its shim.json, root's (the shim's); signals only
+ *                    the child of a shim this parent started (or one
+ *                    started before it, by an earlier parent), by its
+ *                    pidfd and start time, and its group while it leads
+ *                    it; never a pid or group under 2.
+ *   PRIV_FCHOWN      gives a regular file or directory the daemon's user
+ *                    owns to an owner the shim rule allows.
+ *   PRIV_NOTIFY      passes READY=1, STOPPING=1 or STATUS=... to the
+ *                    service manager, which hears the main process only.
+ *
+ * The daemon process that ends ends the parent (its socket's end of
+ * file), which exits with its status; a parent that ends takes the
+ * daemon process with it (PR_SET_PDEATHSIG): a daemon without its parent
+ * could start no job. Either way the shims run on, in sessions of their
+ * own, and the next start re-adopts them. SIGTERM, SIGINT and SIGHUP sent
+ * to the parent (the service manager's main process) go on to the daemon
+ * process; SIGHUP also reloads the parent's rules from the configuration.
+ *
+ * The daemon process stays root in this step: a spec's checks, a
+ * submitter's files, the plugins' check hooks, stage starts, sbatch and
+ * the probe's cgroup still need it (HACKING.md: Processes and threads).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "exec.h"
+#include "pld.h"
+#include "executor.h"
+#include "priv.h"
+
+/* ---- the decoder ------------------------------------------------------- */
+
+static const size_t priv_len[PRIV_NTYPES] = {
+	[PRIV_SHIM_START] = sizeof(struct priv_shim_start),
+	[PRIV_SIGNAL] = sizeof(struct priv_signal),
+	[PRIV_FCHOWN] = sizeof(struct priv_fchown),
+	[PRIV_NOTIFY] = sizeof(struct priv_notify),
+	[PRIV_VOUCH] = sizeof(struct priv_vouch),
+};
+static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1 };
+
+/* The signals the daemon sends: a job's end (TERM, KILL), Slurm's
+ * warnings forwarded (USR1, USR2), a hang-up, an interrupt. */
+static int
+sig_allowed(int sig)
+{
+	return sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP ||
+	    sig == SIGUSR1 || sig == SIGUSR2;
+}
+
+/* A string field: NUL-terminated inside its n bytes, and nothing but
+ * NULs after the terminator (no stale bytes travel). */
+static int
+field_ok(const char *f, size_t n)
+{
+	const char *nul = memchr(f, '\0', n);
+	if (nul == NULL)
+		return 0;
+	for (const char *q = nul; q < f + n; q++)
+		if (*q != '\0')
+			return 0;
+	return 1;
+}
+
+int
+priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
+{
+	union priv_msg m;
+	if (n < sizeof(struct priv_hdr)) {
+		snprintf(why, whylen, "a message of %zu bytes, shorter than a header", n);
+		return -1;
+	}
+	memcpy(&m, buf, n < sizeof(m) ? n : sizeof(m));
+	uint32_t t = m.h.type;
+	if (t == 0 || t >= PRIV_NTYPES) {
+		snprintf(why, whylen, "type %u unknown", t);
+		return -1;
+	}
+	if (n != priv_len[t] || m.h.len != n || m.h.zero != 0) {
+		snprintf(why, whylen, "type %u: %zu bytes (header says %u), not %zu", t, n, m.h.len,
+		    priv_len[t]);
+		return -1;
+	}
+	if (nfd != priv_nfd[t]) {
+		snprintf(why, whylen, "type %u: %d descriptors, not %d", t, nfd, priv_nfd[t]);
+		return -1;
+	}
+	switch (t) {
+	case PRIV_SHIM_START:
+		if (m.shim.owner.kind > PRIV_OWNER_ROOT || m.shim.owner.ngroups > PRIV_NGROUPS ||
+		    (m.shim.owner.kind == PRIV_OWNER_ROOT && (m.shim.owner.uid != 0 ||
+		    m.shim.owner.gid != 0 || m.shim.owner.ngroups != 0))) {
+			snprintf(why, whylen, "shim start: a malformed owner");
+			return -1;
+		}
+		for (uint32_t i = m.shim.owner.ngroups; i < PRIV_NGROUPS; i++)
+			if (m.shim.owner.groups[i] != 0) {
+				snprintf(why, whylen, "shim start: groups past its count");
+				return -1;
+			}
+		break;
+	case PRIV_SIGNAL:
+		if (m.sig.mode > PRIV_SIG_ORPHANS || !sig_allowed(m.sig.sig) ||
+		    !field_ok(m.sig.rdir, sizeof(m.sig.rdir)) || m.sig.rdir[0] != '/') {
+			snprintf(why, whylen, "signal: a malformed mode, signal or directory");
+			return -1;
+		}
+		break;
+	case PRIV_FCHOWN:
+		if (m.chown.uid == (uint32_t)-1 || m.chown.gid == (uint32_t)-1) {
+			snprintf(why, whylen, "fchown: no owner");
+			return -1;
+		}
+		break;
+	case PRIV_NOTIFY:
+		if (!field_ok(m.notify.text, sizeof(m.notify.text)) ||
+		    (strcmp(m.notify.text, "READY=1") != 0 && strcmp(m.notify.text, "STOPPING=1") != 0 &&
+		    strncmp(m.notify.text, "STATUS=", 7) != 0) || strchr(m.notify.text, '\n')) {
+			snprintf(why, whylen, "notify: not READY=1, STOPPING=1 or one STATUS= line");
+			return -1;
+		}
+		break;
+	}
+	return (int)t;
+}
+
+/* ---- the parent's rules ------------------------------------------------ */
+
+/* The shims this parent started, by pid and start time: the last
+ * PRIV_SHIMS of them (an older one's records are refused). */
+#define PRIV_SHIMS 65536
+static struct { pid_t pid; uint64_t start; } started[PRIV_SHIMS];
+static unsigned nstarted;
+
+/* The owners vouched for (PRIV_VOUCH), by their pin (owner_pin()):
+ * kept in state_dir/priv.owners, root's, one a line, so that a restart's
+ * parent starts the shims of the runs it finds. */
+#define PRIV_VOUCHED 1024
+#define PIN_MAX (24 + 11 * PRIV_NGROUPS)
+static char vouched[PRIV_VOUCHED][PIN_MAX];
+static int nvouched;
+
+static int
+is_vouched(const char *pin)
+{
+	for (int i = 0; i < nvouched; i++)
+		if (strcmp(vouched[i], pin) == 0)
+			return 1;
+	return 0;
+}
+
+/* Is uid:gid the start of a vouched owner's pin? */
+static int
+ids_vouched(uid_t uid, gid_t gid)
+{
+	char pre[32];
+	int n = snprintf(pre, sizeof(pre), "%u:%u", (unsigned)uid, (unsigned)gid);
+	for (int i = 0; i < nvouched; i++)
+		if (strncmp(vouched[i], pre, (size_t)n) == 0 &&
+		    (vouched[i][n] == '\0' || vouched[i][n] == ':'))
+			return 1;
+	return 0;
+}
+
+static int
+vouch_open(const char *state_dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/priv.owners", state_dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	if (fd == -1 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 077)) {
+		log_warnx("privileged parent: %s: not root's own file: no owner is vouched for "
+		    "across a restart", path);
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	FILE *f = fdopen(dup(fd), "r");
+	char line[PIN_MAX + 2];
+	while (f != NULL && fgets(line, sizeof(line), f) && nvouched < PRIV_VOUCHED) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] && !is_vouched(line))
+			snprintf(vouched[nvouched++], PIN_MAX, "%s", line);
+	}
+	if (f != NULL)
+		fclose(f);
+	return fd;
+}
+
+static void
+vouch_add(struct priv_rules *r, const char *pin)
+{
+	if (is_vouched(pin) || nvouched == PRIV_VOUCHED)
+		return;
+	snprintf(vouched[nvouched++], PIN_MAX, "%s", pin);
+	if (r->vouchfd >= 0 && (dprintf(r->vouchfd, "%s\n", pin) < 0 || fdatasync(r->vouchfd) == -1))
+		log_warn("privileged parent: priv.owners");
+}
+
+/* The text a shim is pinned with: "UID:GID[:G1,G2...]" (control.c's
+ * run_owner()), or "root". */
+static void
+owner_pin(const struct priv_owner *o, char *pin, size_t len)
+{
+	if (o->kind == PRIV_OWNER_ROOT) {
+		snprintf(pin, len, "root");
+		return;
+	}
+	size_t n = (size_t)snprintf(pin, len, "%u:%u", o->uid, o->gid);
+	for (uint32_t i = 0; i < o->ngroups && n < len; i++)
+		n += (size_t)snprintf(pin + n, len - n, "%c%u", i ? ',' : ':', o->groups[i]);
+}
+
+void
+priv_rules_load(struct priv_rules *r, const struct conf *c)
+{
+	r->group = c->gid;
+	r->admin_group = c->admin_gid;
+	r->job_uid = c->job_uid;
+	r->daemon_uid = geteuid();
+	if (c->shim[0])
+		snprintf(r->shim, sizeof(r->shim), "%s", c->shim);
+	else
+		snprintf(r->shim, sizeof(r->shim), "%s/pipeline-shim", self_dir());
+	if (realpath(c->state_dir, r->state_dir) == NULL)
+		snprintf(r->state_dir, sizeof(r->state_dir), "%s", c->state_dir);
+	if (r->since == 0) {
+		r->since = proc_starttime(getpid());
+		r->vouchfd = vouch_open(r->state_dir);
+	}
+}
+
+int
+priv_shim_known(const struct priv_rules *r, pid_t pid, uint64_t t)
+{
+	if (pid <= 1 || t == 0)
+		return 0;
+	if (t < r->since)
+		return 1;	/* an earlier parent's: its record says so */
+	unsigned n = nstarted < PRIV_SHIMS ? nstarted : PRIV_SHIMS;
+	for (unsigned i = 0; i < n; i++)
+		if (started[i].pid == pid && started[i].start == t)
+			return 1;
+	return 0;
+}
+
+/* May processes run as (or files be given to) uid, gid with these
+ * groups? Not root; a user of the password database that is job_user or
+ * a member of group or admin_group by the group database; gid and every
+ * group among that user's. 0, or -1 with why. */
+static int
+owner_allowed(const struct priv_rules *r, uid_t uid, gid_t gid, const uint32_t *groups,
+    uint32_t ngroups, char *why, size_t whylen)
+{
+	if (uid == 0) {
+		snprintf(why, whylen, "uid 0 refused");
+		return -1;
+	}
+	struct passwd *pw = getpwuid(uid);
+	gid_t g[256];
+	int ng = 256;
+	if (pw == NULL || getgrouplist(pw->pw_name, pw->pw_gid, g, &ng) == -1) {
+		snprintf(why, whylen, "uid %u: no such user, or too many groups", (unsigned)uid);
+		return -1;
+	}
+	int member = uid == r->job_uid, has_gid = 0;
+	for (int i = 0; i < ng; i++) {
+		if ((r->group != (gid_t)-1 && g[i] == r->group) ||
+		    (r->admin_group != (gid_t)-1 && g[i] == r->admin_group))
+			member = 1;
+		has_gid |= g[i] == gid;
+	}
+	if (!member) {
+		snprintf(why, whylen, "uid %u is not job_user nor a member of group or admin_group",
+		    (unsigned)uid);
+		return -1;
+	}
+	if (!has_gid || gid == 0) {
+		snprintf(why, whylen, "gid %u is not one of uid %u's groups", (unsigned)gid,
+		    (unsigned)uid);
+		return -1;
+	}
+	for (uint32_t k = 0; k < ngroups; k++) {
+		int in = 0;
+		for (int i = 0; i < ng && !in; i++)
+			in = g[i] == (gid_t)groups[k];
+		if (!in || groups[k] == 0) {
+			snprintf(why, whylen, "group %u is not one of uid %u's groups",
+			    (unsigned)groups[k], (unsigned)uid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct priv_reply *rep,
+    int *rfd)
+{
+	char pin[PIN_MAX];
+	const struct priv_owner *o = &m->owner;
+	owner_pin(o, pin, sizeof(pin));
+	if (o->kind == PRIV_OWNER_ROOT) {
+		if (r->job_uid != (uid_t)-1 || !is_vouched(pin)) {
+			snprintf(rep->why, sizeof(rep->why), "no root shim: %s",
+			    r->job_uid != (uid_t)-1 ? "root's runs run as job_user" :
+			    "root submitted nothing");
+			return EPERM;
+		}
+	} else if ((o->uid == 0 || !is_vouched(pin)) && owner_allowed(r, o->uid, o->gid,
+	    o->groups, o->ngroups, rep->why, sizeof(rep->why)) == -1)
+		return EPERM;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+		return errno;
+	pid_t pid = shim_spawn_fd(r->shim, o->kind == PRIV_OWNER_ROOT ? NULL : pin, "-G", sv[1]);
+	int e = errno;
+	close(sv[1]);
+	if (pid == -1) {
+		close(sv[0]);
+		snprintf(rep->why, sizeof(rep->why), "%s: %s", r->shim, strerror(e));
+		return e;
+	}
+	rep->pid = pid;
+	rep->start = proc_starttime(pid);
+	started[nstarted++ % PRIV_SHIMS].pid = pid;
+	started[(nstarted - 1) % PRIV_SHIMS].start = rep->start;
+	*rfd = sv[0];
+	return 0;
+}
+
+/* The records directory the daemon named: below the state directory (no
+ * link, no dot, its real path), in a .shim directory, the daemon user's
+ * and writable by nobody else. Its descriptor, or -1 with why. */
+static int
+records_open(const struct priv_rules *r, const char *rdir, char *why, size_t whylen)
+{
+	char real[PATH_MAX];
+	size_t sl = strlen(r->state_dir);
+	if (realpath(rdir, real) == NULL || strcmp(real, rdir) != 0 ||
+	    strncmp(real, r->state_dir, sl) != 0 || real[sl] != '/') {
+		snprintf(why, whylen, "%s: not a real path below %s", rdir, r->state_dir);
+		return -1;
+	}
+	char *slash = strrchr(real, '/');
+	if (slash - real < 6 || strncmp(slash - 6, "/.shim", 6) != 0) {
+		snprintf(why, whylen, "%s: not a records directory", rdir);
+		return -1;
+	}
+	int fd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd == -1 || fstat(fd, &st) == -1 || st.st_uid != r->daemon_uid ||
+	    (st.st_mode & 022)) {
+		snprintf(why, whylen, "%s: not the daemon's own records directory", rdir);
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* What the shim recorded in dfd/shim.json, a regular file of root's (the
+ * shim's), never the job's. 0, or -1 with why. */
+static int
+record_read(int dfd, pid_t *shim, uint64_t *sstart, pid_t *child, pid_t *pgid,
+    uint64_t *cstart, char *why, size_t whylen)
+{
+	int fd = openat(dfd, "shim.json", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	char buf[1024];
+	ssize_t n = -1;
+	if (fd != -1 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	    st.st_nlink == 1)
+		n = read(fd, buf, sizeof(buf) - 1);
+	if (fd != -1)
+		close(fd);
+	cJSON *o = NULL;
+	if (n > 0) {
+		buf[n] = '\0';
+		o = cJSON_Parse(buf);
+	}
+	const cJSON *v[5];
+	static const char *const k[5] = { "shim_pid", "shim_start", "child_pid", "pgid",
+		"child_start" };
+	int ok = cJSON_IsObject(o);
+	for (int i = 0; ok && i < 5; i++)
+		ok = cJSON_IsNumber(v[i] = cJSON_GetObjectItemCaseSensitive(o, k[i])) &&
+		    v[i]->valuedouble >= 0 && v[i]->valuedouble < 1e18;
+	if (ok) {
+		*shim = (pid_t)v[0]->valuedouble;
+		*sstart = (uint64_t)v[1]->valuedouble;
+		*child = (pid_t)v[2]->valuedouble;
+		*pgid = (pid_t)v[3]->valuedouble;
+		*cstart = (uint64_t)v[4]->valuedouble;
+	} else
+		snprintf(why, whylen, "no shim.json of the shim's to read");
+	cJSON_Delete(o);
+	return ok ? 0 : -1;
+}
+
+static int
+act_signal(struct priv_rules *r, const struct priv_signal *m, struct priv_reply *rep)
+{
+	int dfd = records_open(r, m->rdir, rep->why, sizeof(rep->why));
+	if (dfd == -1)
+		return EPERM;
+	pid_t shim, child, pgid;
+	uint64_t sstart, cstart;
+	int rc = record_read(dfd, &shim, &sstart, &child, &pgid, &cstart, rep->why,
+	    sizeof(rep->why));
+	close(dfd);
+	if (rc == -1)
+		return ENOENT;
+	if (child <= 1 || cstart == 0 || !priv_shim_known(r, shim, sstart)) {
+		snprintf(rep->why, sizeof(rep->why), "pid %d: not the child of a shim this parent "
+		    "started", (int)child);
+		return EPERM;
+	}
+	int fd = (int)syscall(SYS_pidfd_open, child, 0);
+	if (fd == -1)
+		return errno == ESRCH ? 0 : errno;
+	char st;
+	pid_t pg, ppid = 0;
+	uint64_t t;
+	int alive = proc_stat(child, &st, &pg, &t) == 0 && t == cstart;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	FILE *f = alive ? fopen(path, "re") : NULL;
+	if (f != NULL) {
+		char line[1024], *rp;
+		if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL)
+			sscanf(rp + 2, "%*c %d", &ppid);
+		fclose(f);
+	}
+	rc = 0;
+	if (m->mode == PRIV_SIG_CHILD) {
+		if (!alive)
+			rc = 0;	/* gone, or its pid another's now */
+		else if (ppid != shim) {
+			snprintf(rep->why, sizeof(rep->why), "pid %d is not shim %d's child",
+			    (int)child, (int)shim);
+			rc = EPERM;
+		} else if (pg == child)
+			rc = kill(-child, m->sig) == -1 ? errno : 0;
+		else
+			rc = syscall(SYS_pidfd_send_signal, fd, m->sig, NULL, 0) == -1 ? errno : 0;
+	} else {
+		/* The shim is gone: the group it recorded, led by its child
+		 * (whose pid no other group takes while the group lives). */
+		if (pgid != child || (alive == 0 && proc_stat(child, NULL, NULL, &t) == 0)) {
+			snprintf(rep->why, sizeof(rep->why), "pid %d: not the recorded child", (int)child);
+			rc = EPERM;
+		} else {
+			if (kill(-pgid, m->sig) == -1 && errno != ESRCH)
+				rc = errno;
+			if (alive && pg == pgid)
+				kill(pgid, m->sig);
+		}
+	}
+	close(fd);
+	return rc == ESRCH ? 0 : rc;
+}
+
+static int
+act_fchown(struct priv_rules *r, const struct priv_fchown *m, int fd, struct priv_reply *rep)
+{
+	struct stat st;
+	if ((m->uid == 0 || !ids_vouched(m->uid, m->gid)) &&
+	    owner_allowed(r, m->uid, m->gid, NULL, 0, rep->why, sizeof(rep->why)) == -1)
+		return EPERM;
+	if (fstat(fd, &st) == -1 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
+	    (st.st_uid != r->daemon_uid && st.st_uid != m->uid)) {
+		snprintf(rep->why, sizeof(rep->why), "not a file or directory of the daemon's");
+		return EPERM;
+	}
+	return fchown(fd, m->uid, m->gid) == -1 ? errno : 0;
+}
+
+/* Read the credentials of a submitter's connection: root (its runs
+ * root's, or job_user's), or a member of group or admin_group by the
+ * groups it connected with or the group database; the owner its runs
+ * run as is vouched for. */
+static int
+act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
+{
+	struct ucred cr;
+	gid_t g[PRIV_NGROUPS + 1];
+	socklen_t cl = sizeof(cr), gl = sizeof(g);
+	int dom = 0;
+	socklen_t dl = sizeof(dom);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == -1 || dom != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == -1 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl) == -1 ||
+	    gl / sizeof(gid_t) > PRIV_NGROUPS) {
+		snprintf(rep->why, sizeof(rep->why), "vouch: not a Unix socket's peer of %d groups "
+		    "or fewer", PRIV_NGROUPS);
+		return EINVAL;
+	}
+	struct priv_owner o;
+	memset(&o, 0, sizeof(o));
+	char pin[PIN_MAX];
+	if (cr.uid == 0) {
+		if (r->job_uid != (uid_t)-1)
+			return 0;	/* job_user's runs: its own rule */
+		o.kind = PRIV_OWNER_ROOT;
+	} else {
+		o.uid = cr.uid;
+		o.gid = cr.gid;
+		o.ngroups = gl / sizeof(gid_t);
+		int member = 0;
+		for (uint32_t i = 0; i <= o.ngroups; i++) {
+			gid_t x = i < o.ngroups ? g[i] : cr.gid;
+			if (i < o.ngroups)
+				o.groups[i] = g[i];
+			member |= (r->group != (gid_t)-1 && x == r->group) ||
+			    (r->admin_group != (gid_t)-1 && x == r->admin_group);
+		}
+		if (!member && owner_allowed(r, cr.uid, cr.gid, NULL, 0, rep->why,
+		    sizeof(rep->why)) == -1)
+			return EPERM;
+	}
+	owner_pin(&o, pin, sizeof(pin));
+	vouch_add(r, pin);
+	return 0;
+}
+
+void
+priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
+    struct priv_reply *rep, int *rfd)
+{
+	union priv_msg m;
+	memset(rep, 0, sizeof(*rep));
+	*rfd = -1;
+	int t = priv_decode(buf, n, nfd, rep->why, sizeof(rep->why));
+	if (t != -1)
+		memcpy(&m, buf, n);
+	else if (n >= sizeof(struct priv_hdr))
+		memcpy(&rep->h, buf, sizeof(rep->h));
+	rep->h.type = t == -1 ? 0 : (uint32_t)t;
+	rep->h.len = sizeof(*rep);
+	rep->h.zero = 0;
+	switch (t) {
+	case -1: rep->err = EINVAL; break;
+	case PRIV_SHIM_START: rep->h.id = m.h.id; rep->err = act_shim_start(r, &m.shim, rep, rfd); break;
+	case PRIV_SIGNAL: rep->h.id = m.h.id; rep->err = act_signal(r, &m.sig, rep); break;
+	case PRIV_FCHOWN: rep->h.id = m.h.id; rep->err = act_fchown(r, &m.chown, fds[0], rep); break;
+	case PRIV_NOTIFY: rep->h.id = m.h.id; sd_notify(0, m.notify.text); break;
+	case PRIV_VOUCH: rep->h.id = m.h.id; rep->err = act_vouch(r, fds[0], rep); break;
+	}
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+}
+
+/* ---- the channel ------------------------------------------------------- */
+
+#define PRIV_MAXFD 4
+
+/* One message with its descriptors (MSG_CMSG_CLOEXEC): its length, 0 at
+ * the end, -1 on error. A message cut short (MSG_TRUNC, MSG_CTRUNC) gets
+ * a length of 1, which no type has. */
+static ssize_t
+chan_recv(int s, void *buf, size_t len, int *fds, int *nfd)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	union { char b[CMSG_SPACE(PRIV_MAXFD * sizeof(int))]; struct cmsghdr a; } c;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b,
+		.msg_controllen = sizeof(c.b) };
+	ssize_t n;
+	while ((n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
+		;
+	*nfd = 0;
+	if (n <= 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + (size_t)i * sizeof(int), sizeof(int));
+			if (*nfd < PRIV_MAXFD)
+				fds[(*nfd)++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? 1 : n;
+}
+
+static int
+chan_send(int s, const void *buf, size_t len, int fd)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
+	memset(&c, 0, sizeof(c));
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		mh.msg_control = c.b;
+		mh.msg_controllen = sizeof(c.b);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	ssize_t n;
+	while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+		;
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+/* ---- the parent -------------------------------------------------------- */
+
+static void __attribute__((noreturn))
+parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv_rules *))
+{
+	static struct priv_rules rules;
+	priv_rules_load(&rules, c);
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	int status = 0;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = s, .events = POLLIN } };
+		if (poll(pf, 2, -1) == -1 && errno != EINTR)
+			break;
+		if (pf[0].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					continue;
+				if (si.ssi_signo == SIGHUP) {
+					reload(&rules);
+				}
+				kill(daemon, (int)si.ssi_signo);
+			}
+			/* The shims it started, and the daemon process. */
+			pid_t pid;
+			int st;
+			while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+				if (pid == daemon) {
+					status = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+					_exit(status);
+				}
+		}
+		if (!(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		union priv_msg m;
+		int fds[PRIV_MAXFD], nfd, rfd;
+		ssize_t n = chan_recv(s, &m, sizeof(m), fds, &nfd);
+		if (n == 0 || (n == -1 && errno != EAGAIN))
+			break;	/* the daemon process is gone */
+		if (n == -1)
+			continue;
+		struct priv_reply rep;
+		priv_handle(&rules, &m, (size_t)n, fds, nfd, &rep, &rfd);
+		if (rep.err != 0 && rep.err != ENOENT)
+			log_warnx("privileged parent: refused: %s", rep.why[0] ? rep.why :
+			    strerror(rep.err));
+		int sent = chan_send(s, &rep, sizeof(rep), rfd);
+		if (rfd != -1)
+			close(rfd);
+		if (sent == -1)
+			break;
+	}
+	/* The daemon process ended (or its socket broke): wait for it, its
+	 * status the parent's. */
+	int st;
+	kill(daemon, SIGKILL);
+	while (waitpid(daemon, &st, 0) == -1 && errno == EINTR)
+		;
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+}
+
+static int chan = -1;
+static pthread_mutex_t chan_mtx = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t chan_id;
+
+int
+priv_active(void)
+{
+	return chan >= 0;
+}
+
+/* The daemon process's watch on its parent: when the parent ends, so
+ * does the daemon process, at once. (PR_SET_PDEATHSIG alone does not
+ * last: the kernel clears it when the fsuid changes, as a spec's checks
+ * change it.) */
+static void *
+parent_watch(void *arg)
+{
+	struct pollfd pf = { .fd = (int)(intptr_t)arg, .events = POLLIN };
+	while (poll(&pf, 1, -1) == -1 && errno == EINTR)
+		;
+	_exit(1);
+}
+
+int
+priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd)
+{
+	if (geteuid() != 0 || (c->gid == (gid_t)-1 && c->admin_gid == (gid_t)-1 &&
+	    c->job_uid == (uid_t)-1))
+		return 0;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+		return -1;
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == -1)
+		return -1;
+	if (pid > 0) {
+		close(sv[1]);
+		struct flock rest = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 1 };
+		fcntl(pidfd, F_SETLK, &rest);
+		parent_loop(c, sv[0], pid, reload);
+	}
+	close(sv[0]);
+	int pfd = (int)syscall(SYS_pidfd_open, parent, 0);
+	pthread_t th;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || pfd == -1 || getppid() != parent ||
+	    pthread_create(&th, NULL, parent_watch, (void *)(intptr_t)pfd) != 0)
+		_exit(1);
+	fcntl(pfd, F_SETFD, FD_CLOEXEC);
+	struct flock one = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1 };
+	int rc;
+	while ((rc = fcntl(pidfd, F_SETLKW, &one)) == -1 && errno == EINTR)
+		;
+	if (rc == -1)
+		_exit(1);
+	chan = sv[1];
+	return 0;
+}
+
+/* A request and its reply: the reply's err (0, or an errno: errno set to
+ * it too), its descriptor in *rfd when asked for. */
+static int
+priv_call(union priv_msg *m, size_t len, int fd, struct priv_reply *rep, int *rfd)
+{
+	pthread_mutex_lock(&chan_mtx);
+	m->h.len = (uint32_t)len;
+	m->h.id = ++chan_id;
+	m->h.zero = 0;
+	int fds[PRIV_MAXFD], nfd = 0;
+	ssize_t n = -1;
+	if (chan_send(chan, m, len, fd) == 0)
+		n = chan_recv(chan, rep, sizeof(*rep), fds, &nfd);
+	pthread_mutex_unlock(&chan_mtx);
+	int bad = n != (ssize_t)sizeof(*rep) || rep->h.id != m->h.id;
+	for (int i = 0; i < nfd; i++) {
+		if (i == 0 && rfd != NULL && !bad && rep->err == 0)
+			*rfd = fds[0];
+		else
+			close(fds[i]);
+	}
+	if (bad) {
+		/* The parent is gone: the daemon can start nothing more. */
+		log_warnx("privileged parent: no reply; exiting");
+		_exit(1);
+	}
+	if (rep->err != 0 && rep->why[0])
+		log_warnx("privileged parent: %s", rep->why);
+	errno = rep->err;
+	return rep->err;
+}
+
+/* Parse "UID:GID[:G1,G2...]" (control.c's run_owner()). */
+static int
+owner_parse(const char *owner, struct priv_owner *o)
+{
+	memset(o, 0, sizeof(*o));
+	if (owner == NULL) {
+		o->kind = PRIV_OWNER_ROOT;
+		return 0;
+	}
+	char *end;
+	o->uid = (uint32_t)strtoul(owner, &end, 10);
+	if (*end != ':')
+		return -1;
+	o->gid = (uint32_t)strtoul(end + 1, &end, 10);
+	while (*end == ':' || *end == ',') {
+		if (o->ngroups == PRIV_NGROUPS)
+			return -1;
+		o->groups[o->ngroups++] = (uint32_t)strtoul(end + 1, &end, 10);
+	}
+	return *end == '\0' ? 0 : -1;
+}
+
+int
+priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start)
+{
+	int sv[2];
+	if (chan < 0) {
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+			return -1;
+		*pid = shim_spawn_fd(shim, NULL, "-G", sv[1]);
+		int e = errno;
+		close(sv[1]);
+		if (*pid == -1) {
+			close(sv[0]);
+			errno = e;
+			return -1;
+		}
+		*start = proc_starttime(*pid);
+		return sv[0];
+	}
+	union priv_msg m;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_SHIM_START;
+	if (owner_parse(owner, &m.shim.owner) == -1) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct priv_reply rep;
+	int fd = -1;
+	if (priv_call(&m, sizeof(m.shim), -1, &rep, &fd) != 0)
+		return -1;
+	*pid = rep.pid;
+	*start = rep.start;
+	return fd;
+}
+
+int
+priv_signal(const char *rdir, int mode, int sig)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_SIGNAL;
+	m.sig.mode = (uint32_t)mode;
+	m.sig.sig = sig;
+	if (snprintf(m.sig.rdir, sizeof(m.sig.rdir), "%s", rdir) >= (int)sizeof(m.sig.rdir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return priv_call(&m, sizeof(m.sig), -1, &rep, NULL) == 0 ? 0 : -1;
+}
+
+int
+priv_fchown(int fd, uid_t uid, gid_t gid)
+{
+	if (chan < 0)
+		return fchown(fd, uid, gid);
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_FCHOWN;
+	m.chown.uid = uid;
+	m.chown.gid = gid;
+	return priv_call(&m, sizeof(m.chown), fd, &rep, NULL) == 0 ? 0 : -1;
+}
+
+void
+priv_notify(const char *text)
+{
+	if (chan < 0) {
+		sd_notify(0, text);
+		return;
+	}
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_NOTIFY;
+	snprintf(m.notify.text, sizeof(m.notify.text), "%s", text);
+	priv_call(&m, sizeof(m.notify), -1, &rep, NULL);
+}
+
+void
+priv_vouch(int fd)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_VOUCH;
+	priv_call(&m, sizeof(m.vouch), fd, &rep, NULL);
+}
+
+int
+dirs_make_owned(int dirfd, const char *rel, const char *owner)
+{
+	int fd = dirs_make_leaf(dirfd, rel), e = errno;
+	uid_t uid;
+	gid_t gid;
+	if (fd >= 0 && owner_ids(owner, &uid, &gid) == 0 && priv_fchown(fd, uid, gid) == -1) {
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	errno = e;
+	return fd;
+}

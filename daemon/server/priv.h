@@ -1,0 +1,157 @@
+/*
+ * priv.h: the privileged parent of a multi-user daemon and its channel
+ * (priv.c, pipelined(8) SECURITY, HACKING.md: Processes and threads).
+ *
+ * Started as root with group, admin_group or job_user set, pipelined
+ * forks once, before it opens the store: the parent keeps root and does
+ * only the acts below, each asked for by one message over a
+ * SOCK_SEQPACKET socketpair and checked by the parent by rules of its
+ * own; the child, the daemon process, is everything else. A message is a
+ * fixed header and a fixed body for its type: no pointer, no length but
+ * the header's, every string NUL-terminated inside its field,
+ * descriptors attached with SCM_RIGHTS, as many as the type takes. The
+ * reply has the request's id and type.
+ */
+#ifndef PL_PRIV_H
+#define PL_PRIV_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PRIV_NGROUPS 64
+
+enum priv_type {
+	PRIV_SHIM_START = 1,	/* a run's shim, pinned to one owner; reply: its socket */
+	PRIV_SIGNAL,		/* a signal to a process a shim started */
+	PRIV_FCHOWN,		/* a descriptor of the daemon's given to an owner */
+	PRIV_NOTIFY,		/* a line for the service manager (sd_notify) */
+	PRIV_VOUCH,		/* a submitter's connection: its credentials */
+	PRIV_NTYPES
+};
+
+struct priv_hdr {
+	uint32_t type;		/* enum priv_type */
+	uint32_t len;		/* the whole message, header included */
+	uint32_t id;		/* the request's, echoed by its reply */
+	uint32_t zero;		/* 0 */
+};
+
+/* Who a shim's processes run as: uid, gid and the supplementary groups.
+ * PRIV_OWNER_ROOT: root's own run without job_user (no -u at all), which
+ * the parent starts only when its own configuration has no job_user. */
+#define PRIV_OWNER_USER 0
+#define PRIV_OWNER_ROOT 1
+struct priv_owner {
+	uint32_t kind;		/* PRIV_OWNER_* */
+	uint32_t uid, gid;
+	uint32_t ngroups;	/* <= PRIV_NGROUPS */
+	uint32_t groups[PRIV_NGROUPS];
+};
+
+struct priv_shim_start {
+	struct priv_hdr h;
+	struct priv_owner owner;
+};
+
+/* PRIV_SIGNAL: the process a shim started, named by its records
+ * directory (exec.h: STATE/.../.shim/NAME), which the parent reads
+ * itself. PRIV_SIG_CHILD: the child, and its group while it leads it;
+ * PRIV_SIG_ORPHANS: the group of a child whose shim is gone. */
+#define PRIV_SIG_CHILD 0
+#define PRIV_SIG_ORPHANS 1
+struct priv_signal {
+	struct priv_hdr h;
+	uint32_t mode;
+	int32_t sig;
+	char rdir[PATH_MAX];
+};
+
+/* PRIV_FCHOWN: one descriptor attached. */
+struct priv_fchown {
+	struct priv_hdr h;
+	uint32_t uid, gid;
+};
+
+struct priv_notify {
+	struct priv_hdr h;
+	char text[256];
+};
+
+/* Every reply: err 0 or an errno; PRIV_SHIM_START's carries the shim's
+ * pid and start time, and its socket attached when err is 0. */
+struct priv_reply {
+	struct priv_hdr h;
+	int32_t err;
+	int32_t pid;
+	uint64_t start;
+	char why[160];		/* the parent's reason for a refusal */
+};
+
+/* PRIV_VOUCH: the submitter's connection attached; the parent reads its
+ * credentials (SO_PEERCRED, SO_PEERGROUPS) and, for root, group's or
+ * admin_group's member, vouches for the owner its runs run as. */
+struct priv_vouch {
+	struct priv_hdr h;
+};
+
+union priv_msg {
+	struct priv_hdr h;
+	struct priv_shim_start shim;
+	struct priv_signal sig;
+	struct priv_fchown chown;
+	struct priv_notify notify;
+	struct priv_vouch vouch;
+};
+
+/* The parent's rules: what it read itself, at start and on SIGHUP. */
+struct priv_rules {
+	gid_t group, admin_group;	/* (gid_t)-1: unset */
+	uid_t job_uid;			/* (uid_t)-1: unset */
+	uid_t daemon_uid;		/* who owns what the daemon makes */
+	char shim[PATH_MAX];		/* the pipeline-shim it starts */
+	char state_dir[PATH_MAX];	/* real path: records lie below it */
+	uint64_t since;			/* its own start time (/proc) */
+	int vouchfd;			/* state_dir/priv.owners, appended; -1: none */
+};
+
+/* The decoder: a message of n bytes with nfd descriptors is one the
+ * parent may act on (its type, exact length, zero, strings, numbers and
+ * descriptors): its type, or -1 with why filled in. */
+int	priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen);
+
+/* The parent's handling of one message already received (fds: the nfd
+ * descriptors that came with it, closed here): fills rep and, for a shim
+ * started, *rfd (else -1). Split from the loop for the unit test. */
+struct conf;
+void	priv_rules_load(struct priv_rules *r, const struct conf *c);
+void	priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
+	    struct priv_reply *rep, int *rfd);
+/* Did this parent start the shim pid with start time t (or was it
+ * started before this parent, by an earlier one)? */
+int	priv_shim_known(const struct priv_rules *r, pid_t pid, uint64_t t);
+
+/* In main: fork the parent and the daemon process when c asks for it
+ * (root, and any of group, admin_group, job_user): returns in the daemon
+ * process (0) and never in the parent; -1 when the fork failed. The
+ * parent reads its rules again on SIGHUP with reload (conf_load() of the
+ * same file, then priv_rules_load(); the old rules kept when it fails).
+ * pidfd, the pid file whose whole length this process has locked: the
+ * parent keeps byte 0, the daemon process takes byte 1 (pipelined.c). */
+int	priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd);
+/* Whether a parent acts for this process. */
+int	priv_active(void);
+
+/* The daemon's side. Each blocks for its reply (one at a time; any
+ * thread). Without a parent they do the act themselves, as before. */
+int	priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start);
+int	priv_signal(const char *rdir, int mode, int sig);
+int	priv_fchown(int fd, uid_t uid, gid_t gid);
+void	priv_notify(const char *text);
+void	priv_vouch(int fd);
+/* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
+ * through the parent. */
+int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
+
+#endif

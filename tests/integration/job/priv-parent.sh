@@ -1,0 +1,78 @@
+#!/bin/bash
+# job/priv-parent.sh: a daemon started as root with a group is two
+# processes (pipelined(8) SECURITY): the privileged parent, root, the
+# process the service manager (and this test) started, and its one child,
+# the daemon process. The parent starts each run's shim, pinned to the
+# run's owner (-u before -G), and delivers the daemon's signals: a
+# member's runs run, a cancel and a timeout still stop their jobs, with
+# nothing refused. kill -9 of either process ends both, and a restart
+# finds the same truth: the job that ran across the kill ran once and
+# succeeded.
+. "$(dirname "$0")/../../lib.sh"
+trap 'pl_kill9 2>/dev/null' EXIT
+. "$TOP/tests/lib/member.sh"
+O=$TEST_TMP/out; mkdir -p "$O"; chmod 0777 "$O"
+member_daemon
+
+# The daemon process: the parent's one pipelined child, and the parent root.
+daemon_pid() { pgrep -P "$PL_PID" -x pipelined; }
+D=$(daemon_pid)
+[ -n "$D" ] && [ "$(echo "$D" | wc -w)" = 1 ] || fail "no one daemon process under the parent $PL_PID: '$D'"
+[ "$(stat -c %u "/proc/$PL_PID")" = 0 ] || fail "the parent is not root"
+[ "$(sed -n 's/^PPid:\s*//p' "/proc/$D/status")" = "$PL_PID" ] || fail "the daemon process is not the parent's child"
+note "the parent $PL_PID (root), the daemon process $D its child"
+
+# A member's run: its shim the parent's child, pinned to the member.
+member_exec m1 "sleep 30"
+wait_run m1 running 20
+shim=""
+for _ in $(seq 50); do shim=$(pgrep -P "$PL_PID" -f -- "-u $nobody:[0-9:,]* -G 3" | head -1); [ -n "$shim" ] && break; sleep 0.1; done
+[ -n "$shim" ] || fail "m1: no shim of the parent's pinned to uid $nobody: $(pgrep -af pipeline-shim)"
+[ "$(sed -n 's/^PPid:\s*//p' "/proc/$shim/status")" = "$PL_PID" ] || fail "m1: the shim is not the parent's child"
+note "a member's shim: started by the parent, pinned: $(tr '\0' ' ' < "/proc/$shim/cmdline")"
+
+# Cancel: the signal goes through the parent, and the job stops.
+as_member "$PIPELINECTL" -f "$PL_CONF" cancel m1 >/dev/null || fail "m1: cancel"
+wait_run m1 cancelled 20
+for _ in $(seq 50); do pgrep -u "$nobody" -x sleep -P "$shim" >/dev/null || break; sleep 0.1; done
+pgrep -u "$nobody" -x sleep -P "$shim" >/dev/null && fail "m1: the job's sleep outlived its cancel"
+note "cancel: the job stopped"
+
+# Timeout: the same.
+printf '[run]\nname = t1\n[x]\nstage = exec\ntimeout = 1s\ncommand = sleep 30\n' > specs/t1.ini
+chmod 0644 specs/t1.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/t1.ini >/dev/null || fail "t1: submit"
+wait_run t1 failed 30
+pctl status t1 | grep -qi 'timeout\|timed out' || fail "t1: not a timeout: $(pctl status t1)"
+note "timeout: the job stopped"
+grep -q 'privileged parent: refused' "$TEST_TMP/pipelined.out" &&
+	fail "the parent refused the daemon: $(grep 'privileged parent' "$TEST_TMP/pipelined.out")"
+
+# kill -9 of the daemon process: the parent follows; a restart adopts the
+# job that runs on and it succeeds, once.
+member_exec k1 "sleep 2; echo once >> $O/k1"
+wait_run k1 running 20
+kill -9 "$(daemon_pid)"
+for _ in $(seq 50); do kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$PL_PID" 2>/dev/null && fail "the parent outlived its daemon process"
+wait "$PL_PID" 2>/dev/null
+PL_PID=""
+pl_start
+chmod 0666 "$TEST_TMP/run/control.sock"
+wait_run k1 succeeded 30
+[ "$(cat "$O/k1")" = once ] || fail "k1: ran $(wc -l < "$O/k1") times"
+note "kill -9 of the daemon process: the parent ended, the restart adopted the job: it ran once"
+
+# kill -9 of the parent: the daemon process follows.
+member_exec k2 "sleep 2; echo once >> $O/k2"
+wait_run k2 running 20
+D=$(daemon_pid)
+pl_kill9
+for _ in $(seq 50); do kill -0 "$D" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$D" 2>/dev/null && fail "the daemon process $D outlived its parent"
+pl_start
+chmod 0666 "$TEST_TMP/run/control.sock"
+wait_run k2 succeeded 30
+[ "$(cat "$O/k2")" = once ] || fail "k2: ran $(wc -l < "$O/k2") times"
+note "kill -9 of the parent: the daemon process ended, the restart adopted the job: it ran once"
+pl_stop

@@ -1,0 +1,389 @@
+/* test_priv.c: the privileged parent's checks (priv.c), driven through
+ * priv_handle() as the parent's loop drives it: every message type
+ * decoded, and refused short, long, with garbage, a string without its
+ * NUL, a stray byte, the wrong number of descriptors; a shim refused for
+ * uid 0 and for a user who is neither job_user nor a member, started
+ * (a real pipeline-shim, pinned) for a member and for root once root
+ * vouched; a signal refused for a process no shim of the parent's
+ * started, for pgid 1, for a records directory outside the state
+ * directory or writable by others; an fchown refused to root, to a
+ * non-member and of a FIFO, done for a member. Needs root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pld.h"
+#include "server.h"
+#include "plio.h"
+#include "priv.h"
+#include "runner.h"
+
+#define NOBODY 65534
+#define NOGRP 65534
+#define NOTAGROUP 4242424	/* a gid nobody is a member of */
+
+static char tmp[64];
+static struct priv_rules rules;
+
+static void
+setup(gid_t group)
+{
+	if (geteuid() != 0)
+		UNIT_SKIP("needs root");
+	snprintf(tmp, sizeof(tmp), "/tmp/test_priv.XXXXXX");
+	CHECK(mkdtemp(tmp) != NULL);
+	memset(&rules, 0, sizeof(rules));
+	rules.group = group;
+	rules.admin_group = (gid_t)-1;
+	rules.job_uid = (uid_t)-1;
+	rules.daemon_uid = 0;
+	rules.vouchfd = -1;
+	rules.since = 1;	/* every process started after the parent */
+	snprintf(rules.shim, sizeof(rules.shim), "%s/../../daemon/pipeline-shim", self_dir());
+	CHECK(realpath(tmp, rules.state_dir) != NULL);
+}
+
+/* One message through the parent: the reply's err; *rfd the descriptor
+ * that came back (closed unless asked for). */
+static int
+handle(const void *m, size_t n, int fd, int *rfd)
+{
+	struct priv_reply rep;
+	int r = -1, fds[1] = { fd };
+	priv_handle(&rules, m, n, fds, fd >= 0 ? 1 : 0, &rep, &r);
+	if (rfd)
+		*rfd = r;
+	else if (r >= 0)
+		close(r);
+	if (rep.err == 0 && rep.pid > 0 && r >= 0 && rfd == NULL)
+		waitpid(rep.pid, NULL, 0);
+	return rep.err;
+}
+
+static void
+hdr(union priv_msg *m, uint32_t type, size_t len)
+{
+	memset(m, 0, sizeof(*m));
+	m->h.type = type;
+	m->h.len = (uint32_t)len;
+	m->h.id = 7;
+}
+
+static void
+case_decode(void)
+{
+	union priv_msg m;
+	char why[160], junk[sizeof(m) + 8];
+	static const struct { uint32_t type; size_t len; int nfd; } ok[] = {
+		{ PRIV_SHIM_START, sizeof(struct priv_shim_start), 0 },
+		{ PRIV_SIGNAL, sizeof(struct priv_signal), 0 },
+		{ PRIV_FCHOWN, sizeof(struct priv_fchown), 1 },
+		{ PRIV_NOTIFY, sizeof(struct priv_notify), 0 },
+		{ PRIV_VOUCH, sizeof(struct priv_vouch), 1 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		hdr(&m, ok[i].type, ok[i].len);
+		if (ok[i].type == PRIV_SIGNAL) {
+			m.sig.sig = SIGTERM;
+			strcpy(m.sig.rdir, "/x/.shim/p");
+		}
+		if (ok[i].type == PRIV_NOTIFY)
+			strcpy(m.notify.text, "READY=1");
+		CHECK(priv_decode(&m, ok[i].len, ok[i].nfd, why, sizeof(why)) == (int)ok[i].type,
+		    "type %u: %s", ok[i].type, why);
+		/* Short, long, the header's length another, a descriptor
+		 * more or less, a stray header word. */
+		CHECK(priv_decode(&m, ok[i].len - 1, ok[i].nfd, why, sizeof(why)) == -1);
+		memcpy(junk, &m, ok[i].len);
+		m.h.len = (uint32_t)ok[i].len + 1;
+		memcpy(junk, &m, sizeof(m.h));
+		CHECK(priv_decode(junk, ok[i].len + 1, ok[i].nfd, why, sizeof(why)) == -1);
+		m.h.len = (uint32_t)ok[i].len - 4;
+		CHECK(priv_decode(&m, ok[i].len, ok[i].nfd, why, sizeof(why)) == -1);
+		m.h.len = (uint32_t)ok[i].len;
+		CHECK(priv_decode(&m, ok[i].len, ok[i].nfd + 1, why, sizeof(why)) == -1);
+		if (ok[i].nfd)
+			CHECK(priv_decode(&m, ok[i].len, 0, why, sizeof(why)) == -1);
+		m.h.zero = 1;
+		CHECK(priv_decode(&m, ok[i].len, ok[i].nfd, why, sizeof(why)) == -1);
+	}
+	/* Garbage: no header, unknown types. */
+	CHECK(priv_decode("abc", 3, 0, why, sizeof(why)) == -1);
+	memset(junk, 0xa5, sizeof(junk));
+	CHECK(priv_decode(junk, sizeof(junk), 0, why, sizeof(why)) == -1);
+	hdr(&m, 0, sizeof(m.h));
+	CHECK(priv_decode(&m, sizeof(m.h), 0, why, sizeof(why)) == -1);
+	hdr(&m, PRIV_NTYPES, sizeof(m.h));
+	CHECK(priv_decode(&m, sizeof(m.h), 0, why, sizeof(why)) == -1);
+	/* Strings: no NUL in the field, a byte after it, relative. */
+	hdr(&m, PRIV_SIGNAL, sizeof(m.sig));
+	m.sig.sig = SIGTERM;
+	memset(m.sig.rdir, 'a', sizeof(m.sig.rdir));
+	m.sig.rdir[0] = '/';
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	memset(m.sig.rdir, 0, sizeof(m.sig.rdir));
+	strcpy(m.sig.rdir, "/a");
+	m.sig.rdir[10] = 'x';
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	memset(m.sig.rdir, 0, sizeof(m.sig.rdir));
+	strcpy(m.sig.rdir, "a/.shim/p");
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	/* Numbers: a signal not sent, a mode unknown. */
+	strcpy(m.sig.rdir, "/a/.shim/p");
+	m.sig.sig = SIGSTOP;
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	m.sig.sig = 0;
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	m.sig.sig = SIGTERM;
+	m.sig.mode = 2;
+	CHECK(priv_decode(&m, sizeof(m.sig), 0, why, sizeof(why)) == -1);
+	/* Owners: too many groups, a group past the count, root with ids. */
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.ngroups = PRIV_NGROUPS + 1;
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
+	m.shim.owner.ngroups = 1;
+	m.shim.owner.groups[1] = 5;
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.kind = PRIV_OWNER_ROOT;
+	m.shim.owner.uid = 5;
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
+	m.shim.owner.kind = 2;
+	m.shim.owner.uid = 0;
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
+	/* Notify: only the three lines. */
+	hdr(&m, PRIV_NOTIFY, sizeof(m.notify));
+	strcpy(m.notify.text, "MAINPID=1");
+	CHECK(priv_decode(&m, sizeof(m.notify), 0, why, sizeof(why)) == -1);
+	strcpy(m.notify.text, "STATUS=a\nREADY=1");
+	CHECK(priv_decode(&m, sizeof(m.notify), 0, why, sizeof(why)) == -1);
+	/* Refused by the handler too, with the request's id and EINVAL. */
+	struct priv_reply rep;
+	int rfd;
+	priv_handle(&rules, &m, sizeof(m.notify), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EINVAL && rep.h.id == 7 && rfd == -1);
+}
+
+static int
+shim_start(uint32_t kind, uid_t uid, gid_t gid, uint32_t ngroups, const uint32_t *groups)
+{
+	union priv_msg m;
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.kind = kind;
+	m.shim.owner.uid = uid;
+	m.shim.owner.gid = gid;
+	m.shim.owner.ngroups = ngroups;
+	for (uint32_t i = 0; i < ngroups; i++)
+		m.shim.owner.groups[i] = groups[i];
+	return handle(&m, sizeof(m.shim), -1, NULL);
+}
+
+static void
+case_shim_refused(void)
+{
+	setup(NOTAGROUP);
+	uint32_t g0[1] = { 0 }, gn[1] = { NOGRP };
+	CHECK(shim_start(PRIV_OWNER_USER, 0, 0, 0, NULL) == EPERM, "uid 0");
+	CHECK(shim_start(PRIV_OWNER_USER, NOBODY, NOGRP, 1, gn) == EPERM, "a non-member");
+	CHECK(shim_start(PRIV_OWNER_ROOT, 0, 0, 0, NULL) == EPERM, "root, not vouched for");
+	/* A member, but root's group among its groups, or gid 0. */
+	setup(NOGRP);
+	CHECK(shim_start(PRIV_OWNER_USER, NOBODY, NOGRP, 1, g0) == EPERM, "group 0");
+	CHECK(shim_start(PRIV_OWNER_USER, NOBODY, 0, 0, NULL) == EPERM, "gid 0");
+	CHECK(shim_start(PRIV_OWNER_USER, 0, NOGRP, 1, gn) == EPERM, "uid 0, a member's gid");
+}
+
+/* A real shim: pinned to its owner (its command line says so). */
+static void
+case_shim_member(void)
+{
+	setup(NOGRP);	/* nobody's own group: a member by the database */
+	union priv_msg m;
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.uid = NOBODY;
+	m.shim.owner.gid = NOGRP;
+	m.shim.owner.ngroups = 1;
+	m.shim.owner.groups[0] = NOGRP;
+	struct priv_reply rep;
+	int rfd;
+	priv_handle(&rules, &m, sizeof(m.shim), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == 0 && rep.pid > 0 && rfd >= 0, "%s", rep.why);
+	if (rep.pid <= 0)
+		return;
+	CHECK(priv_shim_known(&rules, rep.pid, rep.start));
+	CHECK(!priv_shim_known(&rules, rep.pid, rep.start + 1));
+	char path[64], cmd[256] = "";
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)rep.pid);
+	/* Read again while the exec is under way (an empty command line). */
+	ssize_t n = -1;
+	for (int i = 0; i < 100 && n <= 0; i++) {
+		int fd = open(path, O_RDONLY);
+		n = fd >= 0 ? read(fd, cmd, sizeof(cmd) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			usleep(10000);
+	}
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == '\0')
+			cmd[i] = ' ';
+	CHECK(strstr(cmd, "-u 65534:65534:65534 -G 3") != NULL, "%zd %s", n, cmd);
+	close(rfd);
+	waitpid(rep.pid, NULL, 0);
+}
+
+/* Root: a shim of root's only once root vouched (its own connection),
+ * and never while job_user is set. */
+static void
+case_shim_root_vouched(void)
+{
+	setup(NOTAGROUP);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	union priv_msg m;
+	hdr(&m, PRIV_VOUCH, sizeof(m.vouch));
+	CHECK(handle(&m, sizeof(m.vouch), sv[0], NULL) == 0);
+	close(sv[1]);
+	CHECK(shim_start(PRIV_OWNER_ROOT, 0, 0, 0, NULL) == 0, "root vouched for");
+	CHECK(shim_start(PRIV_OWNER_USER, 0, 0, 0, NULL) == EPERM, "uid 0 pinned");
+	rules.job_uid = NOBODY;
+	CHECK(shim_start(PRIV_OWNER_ROOT, 0, 0, 0, NULL) == EPERM, "job_user set");
+	/* A descriptor that is no socket vouches for nobody. */
+	int fd = open("/dev/null", O_RDONLY);
+	hdr(&m, PRIV_VOUCH, sizeof(m.vouch));
+	CHECK(handle(&m, sizeof(m.vouch), fd, NULL) == EINVAL);
+}
+
+/* A records directory below the state directory, 0700, with a shim.json
+ * naming these. */
+static void
+record(const char *rdir, pid_t shim, uint64_t sstart, pid_t child, pid_t pgid, uint64_t cstart)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", rdir);
+	CHECK(plc_mkdirs(path, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/shim.json", rdir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "{\"shim_pid\":%d,\"shim_start\":%llu,\"child_pid\":%d,\"pgid\":%d,"
+	    "\"child_start\":%llu}\n", (int)shim, (unsigned long long)sstart, (int)child, (int)pgid,
+	    (unsigned long long)cstart);
+	fclose(f);
+}
+
+static int
+sig(const char *rdir, uint32_t mode)
+{
+	union priv_msg m;
+	hdr(&m, PRIV_SIGNAL, sizeof(m.sig));
+	m.sig.mode = mode;
+	m.sig.sig = SIGTERM;
+	snprintf(m.sig.rdir, sizeof(m.sig.rdir), "%s", rdir);
+	return handle(&m, sizeof(m.sig), -1, NULL);
+}
+
+static void
+case_signal_refused(void)
+{
+	setup(NOGRP);
+	/* A process of ours, in a group of its own: no shim started it. */
+	pid_t kid = fork();
+	if (kid == 0) {
+		setpgid(0, 0);
+		pause();
+		_exit(0);
+	}
+	setpgid(kid, kid);
+	usleep(20000);
+	uint64_t kstart = proc_starttime(kid), self = proc_starttime(getpid());
+	char rdir[PATH_MAX];
+	snprintf(rdir, sizeof(rdir), "%s/runs/r/j/attempt-1/.shim/main", rules.state_dir);
+	record(rdir, getpid(), self, kid, kid, kstart);
+	CHECK(sig(rdir, PRIV_SIG_CHILD) == EPERM, "a pid no shim of ours started");
+	CHECK(sig(rdir, PRIV_SIG_ORPHANS) == EPERM, "its group");
+	/* Started before the parent (an earlier one's, adopted): still not
+	 * the child of the shim its record names. */
+	rules.since = ~0ULL;
+	record(rdir, 1, 1, kid, kid, kstart);
+	CHECK(sig(rdir, PRIV_SIG_CHILD) == EPERM, "not the named shim's child");
+	/* pgid 1, pid 1; a start time that is not the process's. */
+	record(rdir, getpid(), self, 1, 1, 1);
+	CHECK(sig(rdir, PRIV_SIG_CHILD) == EPERM && sig(rdir, PRIV_SIG_ORPHANS) == EPERM, "pgid 1");
+	record(rdir, getpid(), self, kid, kid, kstart + 1);
+	CHECK(sig(rdir, PRIV_SIG_ORPHANS) == EPERM, "another start time");
+	/* Where the records lie: outside the state directory, not a .shim
+	 * directory, writable by others, through a link. */
+	char out[PATH_MAX], link[PATH_MAX];
+	snprintf(out, sizeof(out), "/tmp/.shim");
+	CHECK(sig("/tmp/.shim", PRIV_SIG_CHILD) == EPERM, "outside");
+	snprintf(out, sizeof(out), "%s/runs/r/j/attempt-1/main", rules.state_dir);
+	record(out, 1, 1, kid, kid, kstart);
+	CHECK(sig(out, PRIV_SIG_CHILD) == EPERM, "not .shim");
+	chmod(rdir, 0777);
+	CHECK(sig(rdir, PRIV_SIG_CHILD) == EPERM, "writable by others");
+	chmod(rdir, 0700);
+	snprintf(link, sizeof(link), "%s/runs/r/j/attempt-1/.shim/ln", rules.state_dir);
+	CHECK(symlink(rdir, link) == 0);
+	CHECK(sig(link, PRIV_SIG_CHILD) == EPERM, "a link");
+	/* The child lives on: nothing was signalled. */
+	int st;
+	CHECK(waitpid(kid, &st, WNOHANG) == 0, "the process was signalled");
+	/* Adopted, and the named shim's child (we are its parent): signalled. */
+	record(rdir, getpid(), self, kid, kid, kstart);
+	CHECK(sig(rdir, PRIV_SIG_CHILD) == 0);
+	CHECK(waitpid(kid, &st, 0) == kid && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+}
+
+static int
+chown_to(int fd, uid_t uid, gid_t gid)
+{
+	union priv_msg m;
+	hdr(&m, PRIV_FCHOWN, sizeof(m.chown));
+	m.chown.uid = uid;
+	m.chown.gid = gid;
+	return handle(&m, sizeof(m.chown), fd, NULL);
+}
+
+static void
+case_fchown(void)
+{
+	setup(NOTAGROUP);
+	char path[PATH_MAX], fifo[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/f", tmp);
+	snprintf(fifo, sizeof(fifo), "%s/p", tmp);
+	int fd = open(path, O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0 && mkfifo(fifo, 0600) == 0);
+	struct stat st;
+	CHECK(chown_to(dup(fd), NOBODY, NOGRP) == EPERM, "a non-member");
+	CHECK(chown_to(dup(fd), 0, 0) == EPERM, "root");
+	setup(NOGRP);
+	int pfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	CHECK(chown_to(pfd, NOBODY, NOGRP) == EPERM, "a FIFO");
+	CHECK(chown_to(dup(fd), NOBODY, 0) == EPERM, "gid 0");
+	CHECK(fstat(fd, &st) == 0 && st.st_uid == 0);
+	CHECK(chown_to(dup(fd), NOBODY, NOGRP) == 0, "a member");
+	CHECK(fstat(fd, &st) == 0 && st.st_uid == NOBODY && st.st_gid == NOGRP);
+	close(fd);
+}
+
+static const struct unit_case cases[] = {
+	UNIT_CASE(decode),
+	UNIT_CASE(shim_refused),
+	UNIT_CASE(shim_member),
+	UNIT_CASE(shim_root_vouched),
+	UNIT_CASE(signal_refused),
+	UNIT_CASE(fchown),
+	UNIT_END
+};
+
+int
+main(int argc, char **argv)
+{
+	return unit_main(argc, argv, cases);
+}
