@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,11 +72,20 @@ shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd)
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, 3); /* dup2 clears CLOEXEC */
+	/* No signal blocked in the shim (the privileged parent blocks those
+	 * its signalfd reads). */
+	posix_spawnattr_t at;
+	sigset_t none;
+	sigemptyset(&none);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
 	char *const argv[] = { (char *)shim, pin ? "-u" : (char *)opt, pin ? (char *)pin :
 	    "3", pin ? (char *)opt : NULL, pin ? "3" : NULL, NULL };
 	pid_t pid;
-	int rc = posix_spawn(&pid, shim, &fa, NULL, argv, shim_clean_env);
+	int rc = posix_spawn(&pid, shim, &fa, &at, argv, shim_clean_env);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
 	if (rc != 0) {
 		errno = rc;
 		return -1;

@@ -13,6 +13,9 @@
 # from /proc/PID/stat: what the machine's load moves least), with the
 # load average; then, per shape and build, the median ratio and the range.
 #   R=9 tests/bench/dag-compare.sh /path/to/base "$PWD"
+#   BENCH_CONF="group = plsubmit" R=5 tests/bench/dag-compare.sh BASE "$PWD"
+#                                   (multi-user daemons: root's runs;
+#                                   BENCH_MEMBER=1 too: nobody's, a member's)
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
@@ -30,6 +33,14 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT
+# BENCH_MEMBER=1: the runs submitted by nobody as a member of plsubmit
+# (with BENCH_CONF="group = plsubmit"): their work and process
+# directories given to the member, through the parent when split.
+AS=""
+if [ -n "${BENCH_MEMBER:-}" ]; then
+	AS="setpriv --reuid=nobody --regid=nogroup --groups=$(getent group plsubmit | cut -d: -f3)"
+	chmod 0755 "$W"
+fi
 mkdir "$MNT"
 # Inodes for every round's runs of every build (about 7 a job: R rounds x
 # 2 shapes x builds x N jobs), not the default ratio's 131,072 of 2 GB.
@@ -49,7 +60,11 @@ for top in "$@"; do
 	mkdir -p "$T"
 	# The tests' configuration for this build (lib.sh, in a subshell:
 	# its globals and its EXIT trap stay there), as dag-bench.sh has it.
-	(TOP=$top TEST_TMP=$T; . "$HERE/../lib.sh"; trap - EXIT; pl_conf "max_jobs = 2" "log_level = warn")
+	# BENCH_CONF: more daemon lines, ';'-separated ("group = plsubmit":
+	# a daemon split in two, its privileged parent starting the shims).
+	(TOP=$top TEST_TMP=$T; . "$HERE/../lib.sh"; trap - EXIT
+	 IFS=';' read -r -a extra <<< "${BENCH_CONF:-}"
+	 pl_conf "max_jobs = 2" "log_level = warn" ${extra[@]+"${extra[@]}"})
 	ln -s pipelined.conf "$T/conf"
 	"$top/daemon/pipelined" -d -f "$T/conf" >"$T/out" 2>&1 &
 	PIDS="$PIDS $!"
@@ -59,10 +74,17 @@ for top in "$@"; do
 		    "$top/daemon/pipelinectl" -f "$T/conf" status >/dev/null 2>&1 && break
 		sleep 0.1
 	done
+	[ -z "$AS" ] || { chmod 0755 "$T/run"; chmod 0666 "$T/run/control.sock"; }
 done
 
 now() { date +%s.%N; }
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # clock ticks
+# Clock ticks of the daemon's process and, split in two, of its daemon
+# process (the privileged parent's one pipelined child) too.
+cpu() {
+	local c
+	c=$(pgrep -P "$1" -x pipelined || true)
+	cat "/proc/$1/stat" ${c:+"/proc/$c/stat"} | awk '{ s += $14 + $15 } END { print s }'
+}
 tck=$(getconf CLK_TCK)
 : >"$W/ratios"
 for shape in chain fanout; do
@@ -80,8 +102,8 @@ for shape in chain fanout; do
 			dp=${!dp}
 			c0=$(cpu "$dp")
 			t0=$(now)
-			"$top/daemon/pipelinectl" -f "$T/conf" submit --name "$shape-$r" "$W/$shape.ini" >/dev/null
-			if ! "$top/daemon/pipelinectl" -f "$T/conf" watch "$shape-$r" --plain >/dev/null; then
+			$AS "$top/daemon/pipelinectl" -f "$T/conf" submit --name "$shape-$r" "$W/$shape.ini" >/dev/null
+			if ! $AS "$top/daemon/pipelinectl" -f "$T/conf" watch "$shape-$r" --plain >/dev/null; then
 				# A run that did not succeed is no figure: say why, go on.
 				echo "$shape round $r build $k: the run did not succeed:"
 				"$top/daemon/pipelinectl" -f "$T/conf" status "$shape-$r" | grep -v succeeded | head -5
