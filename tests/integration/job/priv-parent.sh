@@ -7,7 +7,7 @@
 # member's runs run, a cancel and a timeout still stop their jobs, with
 # nothing refused. kill -9 of either process ends both, and a restart
 # finds the same truth: the job that ran across the kill ran once and
-# succeeded.
+# succeeded, and so did each job of a DAG across six kills.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"
@@ -75,4 +75,32 @@ chmod 0666 "$TEST_TMP/run/control.sock"
 wait_run k2 succeeded 30
 [ "$(cat "$O/k2")" = once ] || fail "k2: ran $(wc -l < "$O/k2") times"
 note "kill -9 of the parent: the daemon process ended, the restart adopted the job: it ran once"
+
+# Six kills, of each process in turn, during a member's 24-job DAG: every
+# job ran exactly once and the run succeeded.
+{
+	printf '[run]\nname = dag\n'
+	for i in $(seq 1 24); do
+		printf '[j%d]\nstage = exec\ncommand = sleep 0.%d; echo j%d >> %s/dag\n' "$i" $((i % 5)) "$i" "$O"
+		[ "$i" -gt 4 ] && printf 'after = j%d\n' $((i - 4))
+	done
+} > specs/dag.ini
+chmod 0644 specs/dag.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/dag.ini >/dev/null || fail "dag: submit"
+for k in 1 2 3 4 5 6; do
+	sleep 0.$((RANDOM % 6 + 2))
+	if [ $((k % 2)) = 0 ]; then
+		pl_kill9
+	else
+		kill -9 "$(daemon_pid)"
+		wait "$PL_PID" 2>/dev/null
+		PL_PID=""
+	fi
+	pl_start
+	chmod 0666 "$TEST_TMP/run/control.sock"
+done
+wait_run dag succeeded 120
+[ "$(sort "$O/dag" | uniq -d)" = "" ] || fail "dag: jobs ran twice: $(sort "$O/dag" | uniq -d | tr '\n' ' ')"
+[ "$(sort -u "$O/dag" | wc -l)" = 24 ] || fail "dag: $(sort -u "$O/dag" | wc -l) of 24 jobs ran"
+note "six kills -9 of either process during a 24-job DAG: every job ran once"
 pl_stop
