@@ -3,7 +3,8 @@
  * decoded, and refused short, long, with garbage, a string without its
  * NUL, a stray byte, the wrong number of descriptors; a shim refused for
  * uid 0 and for a user who is neither job_user nor a member, started
- * (a real pipeline-shim, pinned) for a member and for root once root
+ * (a real pipeline-shim, pinned: it refuses a request for root or
+ * another owner, runs the owner's) for a member and for root once root
  * vouched; a signal refused for a process no shim of the parent's
  * started, for pgid 1, for a records directory outside the state
  * directory or writable by others; an fchown refused to root, to a
@@ -20,6 +21,7 @@
 
 #include "pld.h"
 #include "server.h"
+#include "exec.h"
 #include "plio.h"
 #include "priv.h"
 #include "runner.h"
@@ -199,7 +201,59 @@ case_shim_refused(void)
 	CHECK(shim_start(PRIV_OWNER_USER, 0, NOGRP, 1, gn) == EPERM, "uid 0, a member's gid");
 }
 
-/* A real shim: pinned to its owner (its command line says so). */
+/* One request to a run's shim on socket s: `true` as owner (NULL: no
+ * -u), in a process directory of its own. The shim's reply: 0 when it
+ * took it (the pipe closed once the process ended, with no reply), or
+ * the errno it refused it with. */
+static int
+shim_ask(int s, const char *owner)
+{
+	static int k;
+	char dir[PATH_MAX], log[PATH_MAX + 8];
+	snprintf(dir, sizeof(dir), "%s/p%d", tmp, k++);
+	CHECK(mkdir(dir, 0700) == 0);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	char *argv[12];
+	int a = 0;
+	argv[a++] = "pipeline-shim";
+	argv[a++] = "-d";
+	argv[a++] = dir;
+	argv[a++] = "-l";
+	argv[a++] = log;
+	if (owner) {
+		argv[a++] = "-u";
+		argv[a++] = (char *)owner;
+	}
+	argv[a++] = "--";
+	argv[a++] = "/bin/true";
+	argv[a] = NULL;
+	char *envp[] = { "PATH=/bin:/usr/bin", NULL };
+	size_t len;
+	int rq = shim_request_fd(argv, envp, &len), pfd[2];
+	CHECK(rq >= 0 && pipe(pfd) == 0);
+	char one = 1;
+	struct iovec iov = { .iov_base = &one, .iov_len = 1 };
+	union { char b[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr align; } c;
+	memset(&c, 0, sizeof(c));
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b,
+		.msg_controllen = sizeof(c.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	int fds[2] = { pfd[1], rq };
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	CHECK(sendmsg(s, &m, 0) == 1);
+	close(pfd[1]);
+	close(rq);
+	struct shim_reply rep;
+	ssize_t n = read(pfd[0], &rep, sizeof(rep));
+	close(pfd[0]);
+	return n == (ssize_t)sizeof(rep) ? rep.err : n == 0 ? 0 : -1;
+}
+
+/* A real shim: pinned to its owner (its command line says so, and it
+ * refuses requests for anyone else). */
 static void
 case_shim_member(void)
 {
@@ -234,6 +288,12 @@ case_shim_member(void)
 		if (cmd[i] == '\0')
 			cmd[i] = ' ';
 	CHECK(strstr(cmd, "-u 65534:65534:65534 -G 3") != NULL, "%zd %s", n, cmd);
+	/* Pinned: a request as root (no -u) or for another owner is refused
+	 * with EPERM; the owner's runs. */
+	CHECK(shim_ask(rfd, NULL) == EPERM, "no -u");
+	CHECK(shim_ask(rfd, "0:0") == EPERM, "root");
+	CHECK(shim_ask(rfd, "65534:65534:65534,0") == EPERM, "another group");
+	CHECK(shim_ask(rfd, "65534:65534:65534") == 0, "the owner");
 	close(rfd);
 	waitpid(rep.pid, NULL, 0);
 }
