@@ -14,6 +14,7 @@
  * others evicted, or the speed is reported as not comparable), and one
  * pass overstating a margin (F15: passes = 3, every pass stored).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -99,6 +100,14 @@ struct bake {
 	int passes;
 	int concurrency;
 	struct result *res;	/* [case * passes + pass] */
+	/* Per-case reuse: each case's digest (sc_case_digest), the passes
+	 * taken from an earlier bake (NULL: it runs), the cases that go to
+	 * the server (todo[ntodo]), how many were taken and where from. */
+	char (*csha)[65];
+	cJSON **kept;
+	int *todo;
+	int ntodo, reused;
+	char from[512];
 	/* The work queue: pass-major, so a pass finishes before the next. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -229,7 +238,7 @@ worker(void *arg)
 		/* A pass starts only when the one before it is done, so that
 		 * passes are repeats and not interleavings. */
 		while (!b->stop && b->next < b->total &&
-		    b->done < (b->next / b->ncases) * b->ncases)
+		    b->done < (b->next / b->ntodo) * b->ntodo)
 			pthread_cond_wait(&b->cv, &b->mu);
 		if (b->stop || b->next >= b->total) {
 			b->running--;
@@ -240,8 +249,8 @@ worker(void *arg)
 		}
 		t = b->next++;
 		pthread_mutex_unlock(&b->mu);
-		ci = t % b->ncases;
-		pass = t / b->ncases;
+		ci = b->todo[t % b->ntodo];
+		pass = t / b->ntodo;
 		if (sc_case_skipped(&b->cases[ci], &b->caps))
 			b->res[ci * b->passes + pass].outcome = SC_SKIPPED;
 		else
@@ -261,7 +270,9 @@ run_all(struct bake *b)
 	pthread_t *th = calloc(b->concurrency, sizeof(*th));
 	int last = -1, rc = PL_OK;
 
-	b->total = b->ncases * b->passes;
+	b->total = b->ntodo * b->passes;
+	if (b->total == 0)
+		return PL_OK;
 	b->running = b->concurrency;
 	for (int i = 0; i < b->concurrency; i++)
 		if (pthread_create(&th[i], NULL, worker, b) != 0) {
@@ -448,7 +459,7 @@ load_stats(struct bake *b, struct sc_keys *keys, int *have, char *src, size_t sr
 static cJSON *
 case_json(const struct bake *b, int ci, const struct sc_row *row, const char *train_key)
 {
-	cJSON *o = cJSON_CreateObject(), *ps;
+	cJSON *o = cJSON_CreateObject(), *ps, *x0;
 	const struct sc_case *c = &b->cases[ci];
 	int first = -1, varied = 0;
 
@@ -461,8 +472,22 @@ case_json(const struct bake *b, int ci, const struct sc_row *row, const char *tr
 	else
 		cJSON_AddNullToObject(o, "train_key");
 	cJSON_AddBoolToObject(o, "runnable", row->runnable);
-	ps = cJSON_AddArrayToObject(o, "passes");
-	for (int p = 0; p < b->passes && row->runnable; p++) {
+	cJSON_AddStringToObject(o, "case_sha256", b->csha[ci]);
+	if (b->kept[ci] != NULL) {
+		/* Taken from an earlier bake: its passes as they were stored. */
+		ps = cJSON_Duplicate(b->kept[ci], 1);
+		cJSON_AddItemToObject(o, "passes", ps);
+		cJSON_ArrayForEach(x0, ps) {
+			int oc = sc_outcome_parse(cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(x0, "outcome")));
+			if (first < 0)
+				first = oc;
+			else if (oc != first)
+				varied = 1;
+		}
+	} else
+		ps = cJSON_AddArrayToObject(o, "passes");
+	for (int p = 0; p < b->passes && row->runnable && b->kept[ci] == NULL; p++) {
 		const struct result *r = &b->res[ci * b->passes + p];
 		cJSON *x = cJSON_CreateObject();
 		cJSON_AddStringToObject(x, "outcome", sc_outcome_name(r->outcome));
@@ -487,6 +512,196 @@ case_json(const struct bake *b, int ci, const struct sc_row *row, const char *tr
 	return o;
 }
 
+/*
+ * Per-case reuse. A bake that runs (its job's key missed: the case file
+ * changed, or the job's other inputs did) takes, case by case, the
+ * results an earlier bake of the same identity stored for a case whose
+ * canonical text (sc_case_digest, id included) is this case's: what
+ * decides an answer and its score is the identity, sha256 over the
+ * stored row's form, this plugin's own bytes (the scoring), the server
+ * (the Ollama version, the manifest and weights digests the tag serves:
+ * ollama_reuse_key), the system prompt, the capability list with its
+ * flags (disabled included), passes, num_ctx (as resolved), max_tokens,
+ * seed, shift, max_bytes_per_token and concurrency (batched requests
+ * may answer otherwise). Held-out is not in it: a row's held_out is made
+ * again from this job's stats. A bake that succeeds stores the value
+ * bake.reuse/IDENTITY, so value_history() of that key lists the earlier
+ * bakes that may stand; each case's row (case/ID) carries its
+ * case_sha256. Through the openai backend the server cannot say what it
+ * serves: nothing is taken. -1 with why when there is no identity.
+ */
+static int
+bake_identity(struct bake *b, pl_job *job, char hex[65], char *why, size_t len)
+{
+	char srv[2048], plug[65] = "unknown";
+	Dl_info dl;
+
+	if (b->chat.backend != CHAT_OLLAMA) {
+		snprintf(why, len, "the openai backend's server does not say which weights it "
+		    "serves");
+		return -1;
+	}
+	if (ollama_reuse_key(b->chat.url, b->chat.model, srv, sizeof(srv)) == -1) {
+		snprintf(why, len, "what %s serves cannot be read: %s", b->chat.model, srv);
+		return -1;
+	}
+	if (dladdr((void *)bake_identity, &dl) == 0 || dl.dli_fname == NULL ||
+	    plc_sha256_file(dl.dli_fname, plug) == -1) {
+		snprintf(why, len, "the bake plugin's own file cannot be read");
+		return -1;
+	}
+	cJSON *o = cJSON_CreateObject();
+	char sys[65], num[64];
+	const char *shift = host->get(job, "shift");
+	plc_sha256_buf(b->system, strlen(b->system), sys);
+	cJSON_AddStringToObject(o, "rows", "case/ID with case_sha256, passes as stored");
+	cJSON_AddStringToObject(o, "plugin", plug);
+	cJSON_AddStringToObject(o, "server", srv);
+	cJSON_AddStringToObject(o, "system", sys);
+	cJSON_AddItemToObject(o, "capabilities", sc_caps_canon(&b->caps));
+	cJSON_AddNumberToObject(o, "passes", b->passes);
+	cJSON_AddNumberToObject(o, "num_ctx", b->chat.num_ctx);
+	cJSON_AddNumberToObject(o, "max_tokens", b->chat.max_tokens);
+	cJSON_AddNumberToObject(o, "seed", (double)b->chat.seed);
+	cJSON_AddStringToObject(o, "shift", shift ? (b->chat.shift ? "yes" : "no") : "unset");
+	snprintf(num, sizeof(num), "%.17g", b->chat.max_bytes_per_token);
+	cJSON_AddStringToObject(o, "max_bytes_per_token", num);
+	cJSON_AddNumberToObject(o, "concurrency", b->concurrency);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	plc_sha256_buf(text, strlen(text), hex);
+	free(text);
+	return 0;
+}
+
+/* The passes of a stored row, into case ci's results: 0, or -1 when the
+ * row does not stand for it (another case, another pass count, a bake
+ * error in a pass: that one runs again). */
+static int
+take_row(struct bake *b, int ci, const cJSON *row)
+{
+	const cJSON *ps = cJSON_GetObjectItemCaseSensitive(row, "passes"), *x;
+	int p = 0;
+
+	if (!cJSON_IsArray(ps) || cJSON_GetArraySize(ps) != b->passes ||
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "runnable")) ||
+	    strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "id")) ?: "",
+	    b->cases[ci].id) != 0 ||
+	    strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row,
+	    "case_sha256")) ?: "", b->csha[ci]) != 0)
+		return -1;
+	cJSON_ArrayForEach(x, ps) {
+		struct result *r = &b->res[ci * b->passes + p++];
+		int oc = sc_outcome_parse(cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(x, "outcome")));
+		const cJSON *sec = cJSON_GetObjectItemCaseSensitive(x, "s");
+		const cJSON *tok = cJSON_GetObjectItemCaseSensitive(x, "prompt_tokens");
+		const char *v;
+		if (oc < 0 || oc == SC_ERROR || oc == SC_SKIPPED)
+			return -1;
+		memset(r, 0, sizeof(*r));
+		r->outcome = oc;
+		r->chat = CHAT_OK;
+		r->seconds = cJSON_IsNumber(sec) ? sec->valuedouble : 0;
+		r->prompt_tokens = cJSON_IsNumber(tok) ? (long)tok->valuedouble : 0;
+		if ((v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "got"))))
+			snprintf(r->got, sizeof(r->got), "%s", v);
+		if ((v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "why"))))
+			snprintf(r->why, sizeof(r->why), "%s", v);
+		if ((v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "finish"))))
+			snprintf(r->finish, sizeof(r->finish), "%s", v);
+		if ((v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "output"))))
+			snprintf(r->output, sizeof(r->output), "%s", v);
+	}
+	b->kept[ci] = cJSON_Duplicate(ps, 1);
+	return 0;
+}
+
+/* Whether reuse = no is set on the job or in [run]. */
+static int
+reuse_off(pl_job *job)
+{
+	const char *v = host->run_get(job, "reuse");
+
+	if (!host->get_bool(job, "reuse", 1))
+		return 1;
+	return v != NULL && (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 ||
+	    strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
+/* Take what earlier bakes of identity ident stored for this job's cases
+ * (see bake_identity); the others go on b->todo. */
+static void
+reuse_cases(struct bake *b, pl_job *job, const char *ident)
+{
+	char key[128], *text;
+	cJSON *cands = NULL, *c;
+	const char *me_run = host->run_name(job), *me_job = host->job_name(job);
+	int nsrc = 0;
+
+	snprintf(key, sizeof(key), "bake.reuse/%s", ident);
+	if (ident != NULL && (text = host->value_history(job, key, 64)) != NULL) {
+		cands = cJSON_Parse(text);
+		free(text);
+	}
+	/* Not this job itself: an attempt before that got as far. */
+	for (c = cands ? cands->child : NULL; c != NULL; ) {
+		cJSON *next = c->next;
+		if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "run")) ?: "",
+		    me_run) == 0 && strcmp(cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(c, "job")) ?: "", me_job) == 0)
+			cJSON_Delete(cJSON_DetachItemViaPointer(cands, c));
+		c = next;
+	}
+	for (int i = 0; i < b->ncases; i++) {
+		cJSON *hist = NULL, *h;
+		if (cJSON_GetArraySize(cands) > 0 && !sc_case_skipped(&b->cases[i], &b->caps)) {
+			snprintf(key, sizeof(key), "case/%s", b->cases[i].id);
+			if ((text = host->value_history(job, key, 0)) != NULL) {
+				hist = cJSON_Parse(text);
+				free(text);
+			}
+		}
+		cJSON_ArrayForEach(h, hist) {
+			const char *hr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "run"));
+			const char *hj = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "job"));
+			cJSON *row = NULL;
+			int ok = 0;
+			if (hr == NULL || hj == NULL)
+				continue;
+			cJSON_ArrayForEach(c, cands)
+				if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c,
+				    "run")) ?: "", hr) == 0 && strcmp(cJSON_GetStringValue(
+				    cJSON_GetObjectItemCaseSensitive(c, "job")) ?: "", hj) == 0)
+					break;
+			if (c == NULL)
+				continue;
+			row = cJSON_Parse(cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(h, "value")) ?: "");
+			ok = row != NULL && take_row(b, i, row) == 0;
+			cJSON_Delete(row);
+			if (!ok)
+				continue;
+			b->reused++;
+			/* The sources, in the order they were first taken from. */
+			if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "taken"))) {
+				size_t n = strlen(b->from);
+				cJSON_AddBoolToObject(c, "taken", 1);
+				if (nsrc++ < 3)
+					snprintf(b->from + n, sizeof(b->from) - n, "%s%s/%s",
+					    n ? ", " : "", hr, hj);
+				else if (nsrc == 4)
+					snprintf(b->from + n, sizeof(b->from) - n, ", ...");
+			}
+			break;
+		}
+		cJSON_Delete(hist);
+		if (b->kept[i] == NULL)
+			b->todo[b->ntodo++] = i;
+	}
+	cJSON_Delete(cands);
+}
+
 static int
 bake_run(pl_job *job)
 {
@@ -494,9 +709,10 @@ bake_run(pl_job *job)
 	struct sc_keys keys;
 	struct sc_row *rows = NULL;
 	struct sc_agg agg;
-	char err[1024], digest[65], note[256], stats_src[4096];
+	char err[1024], digest[65], note[256], stats_src[4096], ident[65] = "";
+	char reuse_msg[700] = "";
 	const char *v;
-	int have_keys = 0, rc = PL_EFAIL;
+	int have_keys = 0, have_ident = 0, rc = PL_EFAIL;
 
 	memset(&b, 0, sizeof(b));
 	memset(&keys, 0, sizeof(keys));
@@ -617,10 +833,37 @@ bake_run(pl_job *job)
 
 	b.res = calloc((size_t)b.ncases * b.passes, sizeof(*b.res));
 	rows = calloc(b.ncases, sizeof(*rows));
-	if (b.res == NULL || rows == NULL) {
+	b.csha = calloc(b.ncases ? b.ncases : 1, sizeof(*b.csha));
+	b.kept = calloc(b.ncases ? b.ncases : 1, sizeof(*b.kept));
+	b.todo = calloc(b.ncases ? b.ncases : 1, sizeof(*b.todo));
+	if (b.res == NULL || rows == NULL || b.csha == NULL || b.kept == NULL ||
+	    b.todo == NULL) {
 		rc = host->fail(job, "out of memory");
 		goto out;
 	}
+	for (int i = 0; i < b.ncases; i++)
+		sc_case_digest(&b.cases[i], b.csha[i]);
+	have_ident = bake_identity(&b, job, ident, err, sizeof(err)) == 0;
+	if (!have_ident)
+		host->log(job, PL_LOG_INFO, "per-case reuse: none: %s", err);
+	else if (reuse_off(job))
+		host->log(job, PL_LOG_INFO, "per-case reuse: off (reuse = no)");
+	if (have_ident && !reuse_off(job))
+		reuse_cases(&b, job, ident);
+	else
+		for (int i = 0; i < b.ncases; i++)
+			b.todo[b.ntodo++] = i;
+	int nran = 0;
+	for (int i = 0; i < b.ntodo; i++)
+		if (!sc_case_skipped(&b.cases[b.todo[i]], &b.caps))
+			nran++;
+	if (b.reused > 0)
+		snprintf(reuse_msg, sizeof(reuse_msg), "%d of %d cases reused from %s, %d run",
+		    b.reused, b.ncases, b.from, nran);
+	else
+		snprintf(reuse_msg, sizeof(reuse_msg), "0 of %d cases reused, %d run", b.ncases,
+		    nran);
+	host->log(job, PL_LOG_INFO, "%s", reuse_msg);
 	if ((rc = run_all(&b)) != PL_OK) {
 		host->fail(job, "cancelled after %d of %d case-passes", b.done, b.total);
 		goto out;
@@ -682,6 +925,23 @@ bake_run(pl_job *job)
 		rc = host->fail(job, "aggregate failed");
 		goto out;
 	}
+	/* Speed is what this job measured: of the cases that ran. */
+	double ran_s = 0;
+	int ran_n = 0;
+	for (int i = 0; i < b.ntodo; i++) {
+		ran_s += rows[b.todo[i]].seconds;
+		ran_n += rows[b.todo[i]].runs;
+	}
+	agg.s_per_case = ran_n ? ran_s / ran_n : 0;
+	if (ran_n == 0) {
+		comparable = 0;
+		snprintf(note, sizeof(note), "speed not measured: no case ran (%d reused)",
+		    b.reused);
+	} else if (b.reused > 0) {
+		size_t n = strlen(note);
+		snprintf(note + n, sizeof(note) - n, "; timed on the %d case%s that ran, not the "
+		    "%d reused", nran, nran == 1 ? "" : "s", b.reused);
+	}
 
 	cJSON *sum = sc_agg_json(&agg);
 	cJSON_AddStringToObject(sum, "case_set", digest);
@@ -696,6 +956,9 @@ bake_run(pl_job *job)
 	cJSON_AddBoolToObject(sum, "speed_comparable", comparable);
 	cJSON_AddStringToObject(sum, "speed_note", note);
 	cJSON_AddBoolToObject(sum, "complete", errors == 0);
+	cJSON_AddNumberToObject(sum, "cases_reused", b.reused);
+	cJSON_AddNumberToObject(sum, "cases_run", nran);
+	cJSON_AddStringToObject(sum, "reused_from", b.from);
 	cJSON_AddItemToObject(sum, "rows", sc_rows_json(rows, b.ncases));
 	char *text = cJSON_PrintUnformatted(sum);
 	cJSON_Delete(sum);
@@ -718,14 +981,18 @@ bake_run(pl_job *job)
 	host->metric(job, "accuracy", 0, agg.overall.acc);
 	host->metric(job, "held_out_accuracy", 0, agg.held_out.acc);
 	host->metric(job, "guard_breaches", 0, agg.guard_breaches);
-	host->metric(job, "s_per_case", 0, agg.s_per_case);
+	if (ran_n > 0)
+		host->metric(job, "s_per_case", 0, agg.s_per_case);
+	host->value_set(job, "bake.reuse", reuse_msg);
 	host->log(job, PL_LOG_INFO, "overall %.2f%% [%.2f, %.2f] of %d runnable (%d not "
 	    "runnable); held-out %.2f%% of %d; %d held-out guard breach%s; spread %.2f pp "
 	    "over %d passes; %.3f s per case%s; %d bake error%s",
 	    agg.overall.acc * 100, agg.overall.lo * 100, agg.overall.hi * 100, agg.runnable,
 	    agg.skipped, agg.held_out.acc * 100, agg.held_out_cases, agg.guard_breaches,
 	    agg.guard_breaches == 1 ? "" : "es", agg.spread_pp, b.passes, agg.s_per_case,
-	    comparable ? "" : " (not comparable)", errors, errors == 1 ? "" : "s");
+	    ran_n == 0 ? " (not measured: no case ran)" : b.reused > 0 ?
+	    " (of the cases that ran)" : comparable ? "" : " (not comparable)", errors,
+	    errors == 1 ? "" : "s");
 
 	if (errors > host->get_int(job, "max_errors", 0)) {
 		rc = host->fail(job, "%d case-pass%s failed to get an honest answer "
@@ -734,11 +1001,23 @@ bake_run(pl_job *job)
 		    host->input(job, "cases"), b.cases[first_error_case].line, first_error);
 		goto out;
 	}
+	/* Last: the mark that these rows may stand for a later bake's. */
+	if (have_ident) {
+		char mk[128], mv[64];
+		snprintf(mk, sizeof(mk), "bake.reuse/%s", ident);
+		snprintf(mv, sizeof(mv), "{\"cases\":%d}", b.ncases);
+		host->value_set(job, mk, mv);
+	}
 	rc = PL_OK;
 out:
 	sc_agg_free(&agg);
 	free(rows);
 	free(b.res);
+	for (int i = 0; b.kept != NULL && i < b.ncases; i++)
+		cJSON_Delete(b.kept[i]);
+	free(b.kept);
+	free(b.csha);
+	free(b.todo);
 	cJSON_Delete(b.schema);
 	free(b.system);
 	sc_cases_free(b.cases, b.ncases);

@@ -43,6 +43,8 @@ enum sc_outcome {
 	SC_SKIPPED		/* the case's capability is disabled: not runnable */
 };
 const char	*sc_outcome_name(int outcome);
+/* The outcome a name (sc_outcome_name) stands for, or -1. */
+int	sc_outcome_parse(const char *name);
 
 /* The capability list: every capability the router accepts, hidden ones
  * included (G26), and those disabled for this bake. */
@@ -86,6 +88,13 @@ void	sc_cases_free(struct sc_case *cases, int n);
 /* 1 when the case cannot run because its capability is disabled. */
 int	sc_case_skipped(const struct sc_case *c, const struct sc_caps *caps);
 
+/* A case's canonical form (fields in a fixed order: id, kind, channel,
+ * setup, user, expect, args, forbid, train_key), and the sha256 of its
+ * text: two cases with the same digest ask the same and pass alike. */
+cJSON	*sc_case_canon(const struct sc_case *c);
+void	sc_case_digest(const struct sc_case *c, char hex[65]);
+/* The capability list as the digests hold it: "NAME[ hidden][ disabled]". */
+cJSON	*sc_caps_canon(const struct sc_caps *caps);
 /* The case-set digest: sha256 over the canonical form of every case (sorted
  * by id), the system prompt and the capability list with its flags. Bakes
  * with different digests are never compared. */

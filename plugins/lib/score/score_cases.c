@@ -50,6 +50,15 @@ sc_outcome_name(int o)
 	return "unknown";
 }
 
+int
+sc_outcome_parse(const char *name)
+{
+	for (int o = SC_PASS; o <= SC_SKIPPED; o++)
+		if (name != NULL && strcmp(name, sc_outcome_name(o)) == 0)
+			return o;
+	return -1;
+}
+
 /*
  * The capability list: one capability per line, optionally followed by the
  * words "hidden" (accepted but not documented in the prompt) and
@@ -486,6 +495,53 @@ case_cmp(const void *a, const void *b)
 	return strcmp((*x)->id, (*y)->id);
 }
 
+cJSON *
+sc_caps_canon(const struct sc_caps *caps)
+{
+	cJSON *capa = cJSON_CreateArray();
+
+	for (int i = 0; i < caps->n; i++) {
+		char b[SC_NAME_MAX + 32];
+		snprintf(b, sizeof(b), "%s%s%s", caps->name[i],
+		    caps->hidden[i] ? " hidden" : "", caps->disabled[i] ? " disabled" : "");
+		cJSON_AddItemToArray(capa, cJSON_CreateString(b));
+	}
+	return capa;
+}
+
+cJSON *
+sc_case_canon(const struct sc_case *c)
+{
+	cJSON *o = cJSON_CreateObject(), *f;
+
+	cJSON_AddStringToObject(o, "id", c->id);
+	cJSON_AddStringToObject(o, "kind", c->kind == SC_GUARD ? "guard" : "route");
+	cJSON_AddStringToObject(o, "channel", c->channel);
+	cJSON_AddItemToObject(o, "setup", cJSON_Duplicate(c->setup, 1));
+	cJSON_AddStringToObject(o, "user", c->user);
+	if (c->expect)
+		cJSON_AddStringToObject(o, "expect", c->expect);
+	if (c->args)
+		cJSON_AddItemToObject(o, "args", cJSON_Duplicate(c->args, 1));
+	f = cJSON_AddArrayToObject(o, "forbid");
+	for (int j = 0; j < c->nforbid; j++)
+		cJSON_AddItemToArray(f, cJSON_CreateString(c->forbid[j]));
+	if (c->train_key)
+		cJSON_AddStringToObject(o, "train_key", c->train_key);
+	return o;
+}
+
+void
+sc_case_digest(const struct sc_case *c, char hex[65])
+{
+	cJSON *o = sc_case_canon(c);
+	char *text = cJSON_PrintUnformatted(o);
+
+	plc_sha256_buf(text ? text : "", text ? strlen(text) : 0, hex);
+	free(text);
+	cJSON_Delete(o);
+}
+
 /*
  * The digest covers everything that decides what a case asks and what
  * counts as a pass, in a canonical form (cases sorted by id, fields in a
@@ -497,40 +553,17 @@ sc_case_set_digest(const struct sc_case *cases, int n, const char *system,
     const struct sc_caps *caps, char hex[65])
 {
 	const struct sc_case **v = calloc(n ? n : 1, sizeof(*v));
-	cJSON *all = cJSON_CreateObject(), *arr, *capa;
+	cJSON *all = cJSON_CreateObject(), *arr;
 	char *text;
 
 	for (int i = 0; i < n; i++)
 		v[i] = &cases[i];
 	qsort(v, n, sizeof(*v), case_cmp);
 	cJSON_AddStringToObject(all, "system", system ? system : "");
-	capa = cJSON_AddArrayToObject(all, "capabilities");
-	for (int i = 0; i < caps->n; i++) {
-		char b[SC_NAME_MAX + 32];
-		snprintf(b, sizeof(b), "%s%s%s", caps->name[i],
-		    caps->hidden[i] ? " hidden" : "", caps->disabled[i] ? " disabled" : "");
-		cJSON_AddItemToArray(capa, cJSON_CreateString(b));
-	}
+	cJSON_AddItemToObject(all, "capabilities", sc_caps_canon(caps));
 	arr = cJSON_AddArrayToObject(all, "cases");
-	for (int i = 0; i < n; i++) {
-		const struct sc_case *c = v[i];
-		cJSON *o = cJSON_CreateObject(), *f;
-		cJSON_AddStringToObject(o, "id", c->id);
-		cJSON_AddStringToObject(o, "kind", c->kind == SC_GUARD ? "guard" : "route");
-		cJSON_AddStringToObject(o, "channel", c->channel);
-		cJSON_AddItemToObject(o, "setup", cJSON_Duplicate(c->setup, 1));
-		cJSON_AddStringToObject(o, "user", c->user);
-		if (c->expect)
-			cJSON_AddStringToObject(o, "expect", c->expect);
-		if (c->args)
-			cJSON_AddItemToObject(o, "args", cJSON_Duplicate(c->args, 1));
-		f = cJSON_AddArrayToObject(o, "forbid");
-		for (int j = 0; j < c->nforbid; j++)
-			cJSON_AddItemToArray(f, cJSON_CreateString(c->forbid[j]));
-		if (c->train_key)
-			cJSON_AddStringToObject(o, "train_key", c->train_key);
-		cJSON_AddItemToArray(arr, o);
-	}
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(arr, sc_case_canon(v[i]));
 	text = cJSON_PrintUnformatted(all);
 	plc_sha256_buf(text, strlen(text), hex);
 	free(text);
