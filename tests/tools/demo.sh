@@ -8,11 +8,12 @@
 #             not route;
 #   router-v1 (router/v1.ini): LoRA on corpus-v1, tokenize -> probe ->
 #             train (engine hf, device cpu) -> merge -> tensor_fix ->
-#             convert -> quantize -> verify -> register -> bake -> gate
-#             against router-v0's bake;
+#             convert -> quantize -> verify -> register -> bake ->
+#             bake-v0 (router-v0 on the same case file, its bake reused)
+#             -> gate against it;
 #   router-v2 (router/v2.ini): the same on the larger corpus-v2, gated
-#             against router-v1's bake: promoted or not as the fair slice
-#             says.
+#             against bake-v1 (router-v1's rows taken case by case):
+#             promoted or not as the fair slice says.
 # `PYSTACK=current make demo`: the same on the current ML stack
 # (jobs/requirements-current.lock; default recipe, tests/tools/pyenv.sh);
 # the stack the train jobs ran on is in their `pipelinectl report`.
@@ -197,7 +198,7 @@ for spec in "${SPECS[@]}"; do
 		if [ "$run" = "$LAST" ] && ctl --json status "$run" | /usr/bin/python3 -c '
 import json, sys
 j = {x["name"]: x["state"] for x in json.load(sys.stdin)["jobs"]}
-sys.exit(0 if j.pop("gate") == "rejected" and all(s in ("succeeded", "skipped") for s in j.values()) else 1)'; then
+sys.exit(0 if j.pop("gate") == "rejected" and all(s in ("succeeded", "reused", "skipped") for s in j.values()) else 1)'; then
 			echo "== $run: every job done; the gate did not promote it (see the verdict)"
 		else
 			echo "== run $run did not succeed"

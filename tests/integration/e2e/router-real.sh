@@ -10,7 +10,8 @@
 #     examples, CHECK_EPOCHS epochs of 8-example steps, one bake pass):
 #     tokenize -> probe -> train (engine hf, device cpu, LoRA r16, shared
 #     prefix) -> merge -> tensor_fix -> convert -> quantize -> verify ->
-#     register -> bake -> gate against router-v0's bake.
+#     register -> bake -> bake-v0 (router-v0 on the same case file:
+#     router-v0's bake reused) -> gate against it.
 # One bake pass each, not the demo's two: greedy answers of one build on
 #   one machine repeat, and the second pass is most of a minute of v1's
 #   bake and two of v0's (v0 answers up to max_tokens).
