@@ -106,10 +106,22 @@ hs_value_get(pl_job *j, const char *run, const char *job, const char *key)
 	    j->run, job, key);
 }
 
+int64_t
+hstore_viewer(struct pl_job *j)
+{
+	int64_t sub = -1;
+	if (store_run_submitter(j->store, j->run, &sub) == -1 || sub < 0)
+		return ACCESS_ALL; /* root's or the daemon's user's, from before submitters */
+	struct access_peer p = { .uid = (uid_t)sub, .gid = (gid_t)-1 };
+	return access_viewer(j->conf, &p);
+}
+
+/* Of the runs the submitter may read: a member's stage that runs in the
+ * daemon (a daemon with user set) sees no other member's values. */
 static char *
 hs_value_history(pl_job *j, const char *key, int limit)
 {
-	return store_value_history(j->store, key, limit);
+	return store_value_history(j->store, key, limit, hstore_viewer(j));
 }
 
 /* reuse_plan_find(), here below reuse.c, which plans with this backend. */

@@ -458,17 +458,6 @@ artifacts_intact(struct pl_job *pj, int64_t job_id, char *why, size_t len)
 	return ok;
 }
 
-/* Who may read what the run's submitter may (access.c). */
-static int64_t
-run_viewer(struct pl_job *pj)
-{
-	int64_t sub = -1;
-	if (store_run_submitter(pj->store, pj->run, &sub) == -1 || sub < 0)
-		return ACCESS_ALL; /* root's or the daemon's user's, from before submitters */
-	struct access_peer p = { .uid = (uid_t)sub, .gid = (gid_t)-1 };
-	return access_viewer(pj->conf, &p);
-}
-
 /* The earlier job of key key whose work stands for pj's: one the viewer
  * may read, whose artifacts are there as recorded and whose stage says
  * what it made outside them still stands (reuse_check). 1 with it in
@@ -541,7 +530,7 @@ reuse_try(struct pl_job *pj)
 	struct reuse_cand c;
 	if (!allowed)
 		snprintf(note, sizeof(note), "%s (pipeline.ini(5) reuse)", off);
-	else if (note[0] == '\0' && reuse_find(pj, key, run_viewer(pj), &c, note, sizeof(note))) {
+	else if (note[0] == '\0' && reuse_find(pj, key, hstore_viewer(pj), &c, note, sizeof(note))) {
 		pj->reuse_src = c.job_id;
 		snprintf(pj->reuse_msg, sizeof(pj->reuse_msg), "reused job %s of run %s",
 		    c.job, c.run);
@@ -672,7 +661,7 @@ ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note
 		snprintf(pj->ran_why, sizeof(pj->ran_why), "ran: %s", note);
 		return;
 	}
-	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, run_viewer(pj));
+	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, hstore_viewer(pj));
 	cJSON *lines = cJSON_CreateArray();
 	why_lines(lines, "", pj->sec->stage, key, parts, NULL,
 	    q ? cJSON_GetObjectItemCaseSensitive(q, "nearest") : NULL);
@@ -703,7 +692,7 @@ ran_why_stored(struct pl_job *pj)
 	pj->ran_why[0] = '\0';
 	if (spec_reuse_off(pj->spec, pj->sec, off, sizeof(off)) != NULL)
 		return;
-	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, run_viewer(pj));
+	cJSON *q = store_q_explain(pj->store, pj->run, pj->name, hstore_viewer(pj));
 	cJSON *me = cJSON_GetObjectItemCaseSensitive(q, "job");
 	const char *key = jstr_or(me, "key", NULL);
 	if (key != NULL)

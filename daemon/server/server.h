@@ -52,6 +52,9 @@ extern const struct host_backend host_store;       /* host_store.c */
  * previous is read); a name of no run as it is (host_store.c: the
  * daemon's jobs only). */
 const char *hstore_run_named(struct pl_job *j, const char *run, char *buf, size_t len);
+/* Who may read what j's run's submitter may (access.c): what j looks up
+ * across runs is of those runs only. */
+int64_t	hstore_viewer(struct pl_job *j);
 /* host_store.c: the newest of plan's artifacts name (of job, or of any
  * job when NULL): PL_OK with path and sha256 (when not NULL) copied, or
  * PL_ENOENT. */

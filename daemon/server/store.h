@@ -121,7 +121,8 @@ int	store_value_set(struct store *s, int64_t run_id, int64_t job_id,
 /* Reads (lock internally), of a run by its stored name. */
 char	*store_value_get(struct store *s, const char *run, const char *job,
 	    const char *key);
-char	*store_value_history(struct store *s, const char *key, int limit);
+/* Every value of key of the runs viewer may read, newest first. */
+char	*store_value_history(struct store *s, const char *key, int limit, int64_t viewer);
 /* Run's values and artifacts, newest first, for a stage process's
  * lookups: {"values":[{job,key,value,ts}],"artifacts":[{job,name,path,
  * sha256}]}; NULL when there is no such run. */

@@ -80,16 +80,18 @@ store_value_get(struct store *s, const char *run, const char *job, const char *k
 }
 
 char *
-store_value_history(struct store *s, const char *key, int limit)
+store_value_history(struct store *s, const char *key, int limit, int64_t viewer)
 {
 	pthread_mutex_lock(&s->mtx);
 	sqlite3_stmt *st = store_prep(s, "SELECT r.name, j.name, v.value, v.ts FROM vals v"
 	    " JOIN runs r ON r.id = v.run_id JOIN jobs j ON j.id = v.job_id"
-	    " WHERE v.key = ? ORDER BY v.ts DESC, v.id DESC LIMIT ?");
+	    " WHERE v.key = ? AND " ACCESS_SQL("r") " ORDER BY v.ts DESC, v.id DESC LIMIT :limit");
 	cJSON *a = cJSON_CreateArray();
 	if (st) {
 		sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(st, 2, limit > 0 ? limit : 1000000);
+		sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":limit"),
+		    limit > 0 ? limit : 1000000);
+		store_bind_viewer(st, viewer);
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			cJSON *o = cJSON_CreateObject();
 			cJSON_AddStringToObject(o, "run", (const char *)sqlite3_column_text(st, 0));

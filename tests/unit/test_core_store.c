@@ -713,6 +713,46 @@ case_store_ro(void)
 	store_close(s);
 }
 
+/* A value's history is of the runs the viewer may read: a member's
+ * stage (a bake looking for earlier results) sees its own runs' values
+ * and no other member's; root's view, every run's, newest first. */
+static void
+case_value_history_viewer(void)
+{
+	char path[256];
+	struct store *s = open_store("history", path, sizeof(path));
+
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	CHECK(sqlite3_exec(store_db(s), "INSERT INTO runs(id, name, state, submitter) VALUES"
+	    " (1, 'mine', 'succeeded', 1234), (2, 'theirs', 'succeeded', 999),"
+	    " (3, 'roots', 'succeeded', NULL);"
+	    " INSERT INTO jobs(id, run_id, name, stage, state) VALUES (1, 1, 'bake', 'bake',"
+	    " 'succeeded'), (2, 2, 'bake', 'bake', 'succeeded'), (3, 3, 'bake', 'bake', 'succeeded');"
+	    " INSERT INTO vals(run_id, job_id, key, value, ts) VALUES (1, 1, 'case/a', 'm', 1),"
+	    " (2, 2, 'case/a', 't', 2), (3, 3, 'case/a', 'r', 3), (1, 1, 'other', 'x', 4)",
+	    NULL, NULL, NULL) == SQLITE_OK);
+	char *h = store_value_history(s, "case/a", 0, 1234);
+	cJSON *a = cJSON_Parse(h);
+	CHECK(cJSON_GetArraySize(a) == 1 && strcmp(cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(a, 0), "run")), "mine") == 0);
+	cJSON_Delete(a);
+	free(h);
+	h = store_value_history(s, "case/a", 0, ACCESS_ALL);
+	a = cJSON_Parse(h);
+	CHECK(cJSON_GetArraySize(a) == 3 && strcmp(cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(a, 0), "value")), "r") == 0);
+	cJSON_Delete(a);
+	free(h);
+	h = store_value_history(s, "case/a", 2, ACCESS_ALL);
+	a = cJSON_Parse(h);
+	CHECK(cJSON_GetArraySize(a) == 2);
+	cJSON_Delete(a);
+	free(h);
+	store_close(s);
+}
+
 /* Schema 8 -> 9: a store of version 8 opens migrated, its jobs without a
  * sweep's values or after list; a job created with them keeps them. */
 static void
@@ -758,6 +798,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(wire_rows),
 	UNIT_CASE(states),
 	UNIT_CASE(store_ro),
+	UNIT_CASE(value_history_viewer),
 	UNIT_END
 };
 
