@@ -806,31 +806,6 @@ bake_run(pl_job *job)
 	    b.chat.backend == CHAT_OLLAMA ? "ollama" : "openai", b.chat.url, b.ncases,
 	    b.passes, b.chat.num_ctx, b.chat.server_ctx, digest);
 
-	int comparable = 0;
-	char served[80] = "", tagd[80] = "";
-	if (b.chat.backend == CHAT_OLLAMA) {
-		comparable = ollama_placement(&b, host->get_bool(job, "evict", 0),
-		    keep, note, sizeof(note), served, sizeof(served));
-		/*
-		 * The runner must be the tag's: a tag overwritten while loaded
-		 * keeps its old runner, which goes on answering for the old
-		 * weights (G24). /api/ps prints the manifest
-		 * digest of the tag that loaded the runner.
-		 */
-		struct ollama o;
-		if (served[0] && ollama_init(&o, b.chat.url, 60) == 0 &&
-		    ollama_manifest_digest(&o, b.chat.model, tagd, sizeof(tagd)) == 0 &&
-		    strcmp(served, tagd) != 0) {
-			rc = host->fail(job, "%s: the loaded runner is manifest %.12s, the tag is "
-			    "%.12s: an older runner still serves it (unload it and bake again)",
-			    b.chat.model, served, tagd);
-			goto out;
-		}
-	} else
-		snprintf(note, sizeof(note), "the openai backend does not report GPU placement");
-	if (!comparable)
-		host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
-
 	b.res = calloc((size_t)b.ncases * b.passes, sizeof(*b.res));
 	rows = calloc(b.ncases, sizeof(*rows));
 	b.csha = calloc(b.ncases ? b.ncases : 1, sizeof(*b.csha));
@@ -864,6 +839,34 @@ bake_run(pl_job *job)
 		snprintf(reuse_msg, sizeof(reuse_msg), "0 of %d cases reused, %d run", b.ncases,
 		    nran);
 	host->log(job, PL_LOG_INFO, "%s", reuse_msg);
+	int comparable = 0;
+	char served[80] = "", tagd[80] = "";
+	/* Nothing to ask: no model loaded, none evicted, no speed. */
+	if (nran == 0)
+		snprintf(note, sizeof(note), "speed not measured: no case ran");
+	else if (b.chat.backend == CHAT_OLLAMA) {
+		comparable = ollama_placement(&b, host->get_bool(job, "evict", 0),
+		    keep, note, sizeof(note), served, sizeof(served));
+		/*
+		 * The runner must be the tag's: a tag overwritten while loaded
+		 * keeps its old runner, which goes on answering for the old
+		 * weights (G24). /api/ps prints the manifest
+		 * digest of the tag that loaded the runner.
+		 */
+		struct ollama o;
+		if (served[0] && ollama_init(&o, b.chat.url, 60) == 0 &&
+		    ollama_manifest_digest(&o, b.chat.model, tagd, sizeof(tagd)) == 0 &&
+		    strcmp(served, tagd) != 0) {
+			rc = host->fail(job, "%s: the loaded runner is manifest %.12s, the tag is "
+			    "%.12s: an older runner still serves it (unload it and bake again)",
+			    b.chat.model, served, tagd);
+			goto out;
+		}
+	} else
+		snprintf(note, sizeof(note), "the openai backend does not report GPU placement");
+	if (!comparable && nran > 0)
+		host->log(job, PL_LOG_WARN, "speed is not comparable: %s (G22)", note);
+
 	if ((rc = run_all(&b)) != PL_OK) {
 		host->fail(job, "cancelled after %d of %d case-passes", b.done, b.total);
 		goto out;

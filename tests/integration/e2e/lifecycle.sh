@@ -124,11 +124,13 @@ done
 
 # Resubmit tiny-v2 with three cases added to its case file: its next
 # revision, tiny-v2@2, runs only what reads the cases (corpus_check, the
-# two bakes) and the gate, which never reuses; every other job is reused
+# two bakes, each asking the server only the three new cases) and the
+# gate, which never reuses and decides; every other job is reused
 # from tiny-v2, the GGUF the same bytes. The probe may run again too (a
 # few seconds): its key holds the probe/real pairs of earlier trainings,
 # and tiny-v2's own training added one; explain must say that is why.
 cases=$TEST_TMP/e2e/spec/tiny/cases.jsonl
+ncases=$(grep -c . "$cases")
 /usr/bin/python3 - "$cases" <<'PY' || fail "three more cases"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -162,7 +164,25 @@ for j in tokenize train merge tensor_fix convert quantize verify register; do
 	[ "$(job_state tiny-v2@2 $j)" = reused ] ||
 	    { pctl explain tiny-v2@2 $j; fail "tiny-v2@2: $j was not reused: $(job_state tiny-v2@2 $j)"; }
 done
+# Each bake, the candidate's and the incumbent's, took the shared cases'
+# results as stored and asked the server only the three new ones; the
+# gate decided on the new case set.
+val() {	# val RUN JOB KEY
+	db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = v.run_id
+	    WHERE r.name = '$1' AND j.name = '$2' AND v.key = '$3' ORDER BY v.id DESC LIMIT 1"
+}
+for j in bake bake-incumbent; do
+	val tiny-v2@2 $j bake.reuse | grep -qx "$ncases of $((ncases + 3)) cases reused from tiny-v2/$j, 3 run" ||
+	    fail "tiny-v2@2 $j: bake.reuse is \"$(val tiny-v2@2 $j bake.reuse)\""
+	for id in $(head -n "$ncases" "$cases" | /usr/bin/python3 -c 'import json, sys
+for l in sys.stdin: print(json.loads(l)["id"])'); do
+		[ "$(val tiny-v2@2 $j "case/$id")" = "$(val tiny-v2 $j "case/$id")" ] ||
+		    fail "tiny-v2@2 $j: the row of case $id is not tiny-v2's"
+	done
+done
 case "$(job_state tiny-v2@2 gate)" in succeeded|rejected) ;; *) fail "tiny-v2@2: the gate did not decide";; esac
+[ "$(val tiny-v2@2 bake bake.case_set)" = "$(val tiny-v2@2 bake-incumbent bake.case_set)" ] ||
+    fail "tiny-v2@2: the bakes' case sets differ"
 [ "$(artifact_path tiny-v2@2 quantize gguf)" = "$(artifact_path tiny-v2 quantize gguf)" ] ||
 	fail "tiny-v2@2's GGUF is not tiny-v2's"
 [ "$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id JOIN jobs j ON j.id = a.job_id

@@ -117,6 +117,28 @@ val c2 gate gate.verdict | grep -q '"verdict"' || fail "c2: no verdict stored"
 [ "$(val c2 bake bake.case_set)" != "$(val c1 bake bake.case_set)" ] || fail "c2: the case set is c1's"
 note "c2: $CHATS chat requests; gate $(job_state c2 gate)"
 
+# Another stats (none: every case held out): the job's key misses, every
+# case is taken, none asked (nothing loaded, speed not measured), and
+# each row's held-out is made from this job's stats.
+spec c7 "$TEST_TMP/cases.jsonl" "$TEST_TMP/system.txt" "max_errors = 0" |
+    sed 's#^stats = .*#stats = none#' > c7.ini
+submit c7
+[ "$(job_state c7 bake)" = succeeded ] || { pctl logs c7 bake | tail; fail "c7: bake is $(job_state c7 bake)"; }
+[ "$(val c7 bake bake.reuse)" = "$((n + 3)) of $((n + 3)) cases reused from c2/bake, 0 run" ] ||
+    fail "c7: bake.reuse is \"$(val c7 bake bake.reuse)\""
+[ "$CHATS" -eq 0 ] || fail "c7: $CHATS chat requests, none wanted"
+val c7 bake bake.summary | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert s["speed_note"].startswith("speed not measured"), s["speed_note"]
+assert not s["speed_comparable"] and s["cases_run"] == 0, s
+assert s["held_out_cases"] == len(s["rows"]) and all(r[0] & 2 for r in s["rows"].values()), s' ||
+    fail "c7: its summary"
+val c2 bake bake.summary | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert not all(r[0] & 2 for r in s["rows"].values())' || fail "c2: every case held out (the fixture stats hold some)"
+
 # none_taken RUN WHY: RUN's bake, submitted, ran every case itself.
 none_taken() {
 	submit "$1"
