@@ -9,8 +9,12 @@
 # run's bakes as they were stored, and the gate gives a verdict on the new
 # case set. What changes an answer reuses nothing: another system prompt,
 # the tag at another manifest; nor does reuse = no, on the job or in [run].
+# A member's bakes run in a stage process as the member and take only
+# from the member's own runs: the first none of root's, the second the
+# first's.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/bake.sh"
+. "$TOP/tests/lib/member.sh"
 trap 'pl_stop; ollama_stop' EXIT
 cd "$TEST_TMP"
 tiny_gguf "$TEST_TMP/a.gguf" 1234
@@ -19,7 +23,7 @@ ollama_start
 tmpl=$(sed '1,/^FROM/d' "$TOP/etc/Modelfile.tmpl")
 ollama_create router:bc "$TEST_TMP/a.gguf" "$tmpl"
 ollama_create router:bi "$TEST_TMP/b.gguf" "$tmpl"
-pl_start
+member_daemon
 
 bake_section() {	# bake_section NAME MODEL CASES SYSTEM [LINE]
 	cat <<INI
@@ -53,12 +57,13 @@ val() {	# val RUN JOB KEY
 	    WHERE r.name = '$1' AND j.name = '$2' AND v.key = '$3' ORDER BY v.id DESC LIMIT 1"
 }
 chats() { grep -c 'POST *"/api/chat"' "$TEST_TMP/ollama/serve.log"; }
-submit() {	# submit RUN: submitted, waited for; the server's chats counted
-	local n0
+submit() {	# submit RUN [CMD...]: RUN.ini submitted (by CMD, else root), waited for; the server's chats counted
+	local n0 r=$1
+	shift
 	n0=$(chats)
-	pctl submit "$1.ini" >/dev/null || fail "submit $1"
+	${1+"$@"} "$PIPELINECTL" -f "$PL_CONF" submit "$TEST_TMP/$r.ini" >/dev/null || fail "submit $r"
 	for _ in $(seq 1 3000); do
-		case "$(run_state "$1")" in succeeded|failed|rejected|cancelled) break;; esac
+		case "$(run_state "$r")" in succeeded|failed|rejected|cancelled) break;; esac
 		sleep 0.1
 	done
 	CHATS=$(($(chats) - n0))
@@ -167,5 +172,22 @@ curl -sf "$OURL/api/generate" -d '{"model": "router:bc", "keep_alive": 0}' >/dev
     fail "unloading router:bc"
 spec c6 "$TEST_TMP/cases.jsonl" "$TEST_TMP/system.txt" "max_errors = 0" > c6.ini
 none_taken c6 "another manifest"
+
+# A member: its first bake may read none of root's runs (c6's bake has
+# its identity), so it takes nothing; its second, three cases more,
+# takes the first's rows in its stage process.
+spec m1 "$TEST_TMP/cases.jsonl" "$TEST_TMP/system.txt" "max_errors = 0" > m1.ini
+submit m1 as_member
+[ "$(job_state m1 bake)" = succeeded ] || { pctl logs m1 bake | tail; fail "m1: bake is $(job_state m1 bake)"; }
+[ "$(val m1 bake bake.reuse)" = "0 of $((n + 3)) cases reused, $((n + 3)) run" ] ||
+    fail "m1: bake.reuse is \"$(val m1 bake bake.reuse)\" (a member took root's rows)"
+head -n 3 cases.jsonl | sed 's/"id": *"\([^"]*\)"/"id": "\1-m"/' > m.jsonl
+cat cases.jsonl >> m.jsonl
+spec m2 "$TEST_TMP/m.jsonl" "$TEST_TMP/system.txt" "max_errors = 0" > m2.ini
+submit m2 as_member
+[ "$(val m2 bake bake.reuse)" = "$((n + 3)) of $((n + 6)) cases reused from m1/bake, 3 run" ] ||
+    { pctl logs m2 bake | tail; fail "m2: bake.reuse is \"$(val m2 bake bake.reuse)\""; }
+[ -f "$TEST_TMP/state/runs/m2/bake/attempt-1.stage.json" ] ||
+    fail "m2's bake did not run in a stage process"
 integrity_ok
 echo "ollama/bake-cases: ok"
