@@ -987,6 +987,7 @@ bake_run(pl_job *job)
 	if (ran_n > 0)
 		host->metric(job, "s_per_case", 0, agg.s_per_case);
 	host->value_set(job, "bake.reuse", reuse_msg);
+	host->value_set(job, "message", reuse_msg);
 	host->log(job, PL_LOG_INFO, "overall %.2f%% [%.2f, %.2f] of %d runnable (%d not "
 	    "runnable); held-out %.2f%% of %d; %d held-out guard breach%s; spread %.2f pp "
 	    "over %d passes; %.3f s per case%s; %d bake error%s",

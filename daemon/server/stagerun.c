@@ -232,6 +232,31 @@ run_out_of_process(pl_job *j)
 	    j->reg->st->name, ex.status, ex.error[0] ? ": " : "", ex.error);
 }
 
+/* What a stage that succeeded said it did, its value "message" (a bake:
+ * "69 of 72 cases reused from router-v1/bake, 3 run"), goes first in the
+ * job's message, before why it ran instead of being reused. Read back
+ * from where the backend keeps values: a stage process's lines are
+ * stored by now. */
+static void
+stage_message(struct pl_job *j)
+{
+	char *m = j->hb->value_get(j, NULL, j->name, "message");
+	if (m == NULL || *m == '\0') {
+		free(m);
+		return;
+	}
+	char why[sizeof(j->ran_why)];
+	struct plc_sb sb;
+	snprintf(why, sizeof(why), "%s", j->ran_why);
+	plc_sb_init(&sb, j->ran_why, sizeof(j->ran_why));
+	plc_sb_append(&sb, m);
+	if (why[0] != '\0') {
+		plc_sb_append(&sb, "; ");
+		plc_sb_append(&sb, why);
+	}
+	free(m);
+}
+
 int
 stage_run(struct pl_job *j)
 {
@@ -240,5 +265,7 @@ stage_run(struct pl_job *j)
 	 * failed commit) fails the job, whatever the stage made of it. */
 	if (rc == PL_OK && j->ev_refused)
 		rc = plugin_host.fail(j, "%s", j->refused);
+	if (rc == PL_OK)
+		stage_message(j);
 	return rc;
 }

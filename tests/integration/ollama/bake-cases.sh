@@ -56,6 +56,10 @@ val() {	# val RUN JOB KEY
 	db "SELECT v.value FROM vals v JOIN jobs j ON j.id = v.job_id JOIN runs r ON r.id = v.run_id
 	    WHERE r.name = '$1' AND j.name = '$2' AND v.key = '$3' ORDER BY v.id DESC LIMIT 1"
 }
+msg() {	# msg RUN JOB: the job's message
+	db "SELECT j.message FROM jobs j JOIN runs r ON r.id = j.run_id
+	    WHERE r.name = '$1' AND j.name = '$2'"
+}
 chats() { grep -c 'POST *"/api/chat"' "$TEST_TMP/ollama/serve.log"; }
 submit() {	# submit RUN [CMD...]: RUN.ini submitted (by CMD, else root), waited for; the server's chats counted
 	local n0 r=$1
@@ -98,6 +102,8 @@ for j in bake bake-inc; do
 	    fail "c2 $j: bake.reuse is \"$(val c2 $j bake.reuse)\""
 	pctl logs c2 $j | grep -q "$n of $((n + 3)) cases reused from c1/$j, 3 run" ||
 	    fail "c2 $j: its log does not say what it reused"
+	msg "c2" $j | grep -q "^$n of $((n + 3)) cases reused from c1/$j, 3 run; ran: input cases: " ||
+	    fail "c2 $j: its message is \"$(msg c2 $j)\""
 	# Every reused row is the stored one; the summary holds every case.
 	for id in $(/usr/bin/python3 -c 'import json,sys; [print(json.loads(l)["id"]) for l in open(sys.argv[1]) if l.strip()]' "$BAKE_DATA/cases.jsonl"); do
 		[ "$(val c2 $j "case/$id")" = "$(val c1 $j "case/$id")" ] ||
@@ -187,6 +193,8 @@ spec m2 "$TEST_TMP/m.jsonl" "$TEST_TMP/system.txt" "max_errors = 0" > m2.ini
 submit m2 as_member
 [ "$(val m2 bake bake.reuse)" = "$((n + 3)) of $((n + 6)) cases reused from m1/bake, 3 run" ] ||
     { pctl logs m2 bake | tail; fail "m2: bake.reuse is \"$(val m2 bake bake.reuse)\""; }
+msg m2 bake | grep -q "^$((n + 3)) of $((n + 6)) cases reused from m1/bake, 3 run; " ||
+    fail "m2: its message is \"$(msg m2 bake)\""
 [ -f "$TEST_TMP/state/runs/m2/bake/attempt-1.stage.json" ] ||
     fail "m2's bake did not run in a stage process"
 integrity_ok
