@@ -56,8 +56,16 @@
 # the 69 shared cases' pass masks all the same.  That was before a bake
 # took results case by case and before v1.ini baked the incumbent: the
 # second run's bake ran all 72 cases (549.6 s of its 627.2 s) and its
-# gate refused, "case sets differ" from router-v0's bake.  Now its bake
-# and bake-v0 each run 3 cases (not measured on the real router yet).
+# gate refused, "case sets differ" from router-v0's bake.
+# Measured again (2026-12-06 12:24-12:48, BENCH_RESUBMIT=yes
+# BENCH_MAX_STEPS=12, load median 3.3 then 2.6 on 2 cores): router-v0
+# 870.2 s (not timed against anything); router-v1 332.4 s (train 169.7 s,
+# bake 131.0 s, bake-v0 reused whole from router-v0's bake);
+# router-v1@2 34.6 s: 0.104x.  Ran: corpus_check, probe (19.9 s, its
+# calibration history), bake (3 of 72 cases, 3.9 s), bake-v0 (3 cases,
+# 9.4 s), gate; the rest reused (1.0 s in all).  The 69 shared cases'
+# pass masks all the same for both models; both gates promote, the
+# second on the 72-case set.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
@@ -138,9 +146,13 @@ fi
 stat1=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
 kill $SAMPLER 2>/dev/null
 
+# The first run's values by its revision: after a resubmit, router-v1
+# alone names the newest revision, the second run.
 for run in router-v1 "$RUN2"; do
+	ref=$run
+	[ "$run" = router-v1 ] && ref=router-v1@1
 	for job in bake bake-v0 gate; do
-		pctl --json values "$run" $job >"$run.$job.json" || fail "values $run $job"
+		pctl --json values "$ref" $job >"$run.$job.json" || fail "values $ref $job"
 	done
 done
 for job in $(/usr/bin/python3 -c 'import json, sys
