@@ -9,10 +9,13 @@
 # rank, train .. bake once per variant, one gate against router-v0's
 # bake), then the three ranks submitted one by one as runs of their own
 # (router-v1-r8, -r16, -r32: v1.ini with lora_r set in [probe] and
-# [train], each registering its own tag).  Every run after router-v0
-# has `reuse = no` in [run], so that no run takes another's work and each
-# pays for what it does (reuse by content would otherwise give the later
-# runs the earlier ones' trainings).
+# [train], each registering its own tag).  In every run after router-v0
+# the jobs from train to bake have `reuse = no`, so that no run takes
+# another's trainings and bakes and each pays for what it does (reuse by
+# content would otherwise give the later runs the earlier ones' work);
+# the shared part may be reused, and bake-v0, router-v0 baked on the
+# run's case file, is: it is router-v0's own bake, as a release would
+# take it.
 #
 # The target (pipeline.ini(5) SWEEPS): the sweep's wall time at most the
 # sum of the three one-by-one runs' trainings and bakes (each run's jobs
@@ -66,13 +69,14 @@ if [ -n "${BENCH_MAX_STEPS:-}" ]; then
 fi
 [ "$(grep -c '^lora_r = 16$' "$R/v1.ini")" = 2 ] || fail "v1.ini: not two lora_r = 16 lines ([probe], [train])"
 
-# The specs: the sweep, and one run a rank; reuse off in each.
-sed -e 's/^name = router-v1$/name = router-v1-sweep\nreuse = no/' \
-    -e "s/^\\[train\\]\$/[train]\\nsweep = lora_r: $RANKS/" "$R/v1.ini" >"$R/v1-sweep.ini"
-grep -q '^sweep = lora_r: ' "$R/v1-sweep.ini" && grep -q '^reuse = no$' "$R/v1-sweep.ini" ||
-    fail "v1-sweep.ini: the sweep or reuse = no not added"
+# The specs: the sweep, and one run a rank; reuse off from train to bake.
+NOREUSE='s/^\[\(train\|merge\|tensor_fix\|convert\|quantize\|verify\|register\|bake\)\]$/&\nreuse = no/'
+sed -e 's/^name = router-v1$/name = router-v1-sweep/' \
+    -e "s/^\\[train\\]\$/[train]\\nsweep = lora_r: $RANKS/" "$R/v1.ini" | sed -e "$NOREUSE" >"$R/v1-sweep.ini"
+grep -q '^sweep = lora_r: ' "$R/v1-sweep.ini" && [ "$(grep -c '^reuse = no$' "$R/v1-sweep.ini")" = 8 ] ||
+    fail "v1-sweep.ini: the sweep or the eight reuse = no not added"
 for r in $RANKS; do
-	sed -e "s/^name = router-v1\$/name = router-v1-r$r\\nreuse = no/" -e "s/^lora_r = 16\$/lora_r = $r/" \
+	sed -e "s/^name = router-v1\$/name = router-v1-r$r/" -e "$NOREUSE" -e "s/^lora_r = 16\$/lora_r = $r/" \
 	    -e "s/^tag = router:v1\$/tag = router:v1-r$r/" -e "s/^model = router:v1\$/model = router:v1-r$r/" \
 	    "$R/v1.ini" >"$R/v1-r$r.ini"
 	[ "$(grep -c "^lora_r = $r\$" "$R/v1-r$r.ini")" = 2 ] || fail "v1-r$r.ini: lora_r not set"
