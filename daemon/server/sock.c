@@ -1,6 +1,7 @@
 /* sock.c: the daemon's listening Unix sockets (control.c, feed.c). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +11,60 @@
 #include "pld.h"
 #include "server.h"
 #include "plio.h"
+
+/* Is pid on its way out: a zombie, or exiting (PF_EXITING in the flags,
+ * field 9 of /proc/PID/stat), or gone? */
+static int
+pid_leaving(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'), state = 0, *save = NULL;
+	unsigned long flags = 0;
+	int field = 2;
+	for (char *t = p ? strtok_r(p + 1, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save)) {
+		if (++field == 3)
+			state = t[0];
+		else if (field == 9) {
+			flags = strtoul(t, NULL, 10);
+			break;
+		}
+	}
+	return state == 'Z' || state == 'X' || (flags & 0x4) != 0; /* PF_EXITING */
+}
+
+/* Does a live process listen on sun? A listener whose process is on its
+ * way out is a daemon that follows its killed half (a split daemon's
+ * process after its parent: the kernel releases the pid file's lock
+ * before the exit's last work closes the sockets): waited for, up to
+ * 5 s, then taken as gone. */
+static int
+live_listener(const struct sockaddr_un *sun)
+{
+	for (int i = 0; i < 50; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd == -1)
+			return 0;
+		if (connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) == -1) {
+			close(fd);
+			return 0;
+		}
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+		int peer = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0 && uc.pid > 0;
+		close(fd);
+		if (!peer || !pid_leaving(uc.pid))
+			return 1;
+		usleep(100000);
+	}
+	return 0;
+}
 
 /* Create a listening Unix socket: its directory 0750, the socket itself
  * created under a umask giving `mode`, both given to group gid (the
@@ -37,15 +92,11 @@ sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t g
 		return -1;
 	}
 	strcpy(sun.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-		close(fd);
+	if (live_listener(&sun)) {
 		log_warnx("%s: %s: another pipelined is listening there", __func__, path);
 		errno = EADDRINUSE;
 		return -1;
 	}
-	if (fd >= 0)
-		close(fd);
 	unlink(path);
 	uv_pipe_init(loop, srv, 0);
 	mode_t old = umask((mode_t)(0777 & ~mode));
