@@ -43,6 +43,14 @@
 # Not part of `make check` or `make bench`'s assertions; run it alone:
 #   tests/bench/sweep-bench.sh
 # (HACKING.md: Benchmarks).  Hours on 2 CPU cores: seven trainings.
+# Measured (2026-12-06, BENCH_MAX_STEPS=12, not alone: the sweep ran
+# beside a whole make check, load median 6.0; the runs one by one at 4.2,
+# 4.2 and 2.3): router-v0 627.9 s; the sweep 2843.0 s; r8 976.7 s, r16
+# 834.5 s, r32 241.4 s; target 1975.4 s, so 1.44x as measured, mostly the
+# load (r32's trainings and bakes took 222 s alone, r8's 919 s loaded);
+# on 2 cores two bakes side by side share one CPU Ollama, so the sweep
+# gains nothing from overlap here.  Winner lora_r=16 both ways, with the
+# same accuracies per variant.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
