@@ -206,7 +206,7 @@ daemon/pipelinectl: $(CTL_SRCS:.c=.o) $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
 daemon/pipeline-stage: daemon/stage/stage.o $(SERVER_LIB) $(DLIB_LIB) $(COMMON_LIB)
 	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -Wl,--as-needed -rdynamic -o $@ $< $(filter %.a,$^) $(PKG_LIBS) $(PLUG_LIBS) -ldl
 
-daemon/pipeline-shim: daemon/shim/shim.o
+daemon/pipeline-shim: daemon/shim/shim.o daemon/lib/procstat.o
 	$(CC) $(LINK_FLAGS) $(HARDEN_PIE) -o $@ $^
 
 # The objects that only a pattern chain names (plugins/NAME.o for

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "pipeline/plugin.h"
+#include "procstat.h"
 #include "pipeline/proto.h"
 
 #define PL_VERSION "0.1.0"
@@ -96,8 +97,8 @@ void	suggest_try(struct suggest *s, const char *cand);
 const char *suggest_hint(const struct suggest *s, char *buf, size_t n);
 
 /* util.c: processes, and the files under the state directory. */
-/* A process's state letter, process group and start time (fields 3, 5
- * and 22 of /proc/PID/stat; any may be NULL): 0, -1 when it is gone. */
+/* A process's state letter, process group and start time (procstat.h's
+ * proc_stat_read(); any may be NULL): 0, -1 when it is gone. */
 int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
 /* The job files under the state directory, which jobs may write to, are
  * reached without following a link. dirs_make_at: make the directories

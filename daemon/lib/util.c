@@ -493,34 +493,16 @@ self_dir(void)
 int
 proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	struct proc_stat ps;
+	if (proc_stat_read(pid, &ps) == -1)
 		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name may contain spaces and parentheses: start after
-	 * the last ')'. Field 3 follows it; the process group is field 5,
-	 * the start time field 22. */
-	char *p = strrchr(buf, ')');
-	if (p == NULL)
-		return -1;
-	int field = 2;
-	char *save = NULL;
-	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-		if (++field == 3 && state)
-			*state = tok[0];
-		else if (field == 5 && pgrp)
-			*pgrp = (pid_t)strtol(tok, NULL, 10);
-		else if (field == 22) {
-			if (start)
-				*start = strtoull(tok, NULL, 10);
-			return 0;
-		}
-	}
-	return -1;
+	if (state)
+		*state = ps.state;
+	if (pgrp)
+		*pgrp = ps.pgrp;
+	if (start)
+		*start = ps.start;
+	return 0;
 }
 
 uint64_t

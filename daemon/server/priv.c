@@ -453,19 +453,9 @@ act_signal(struct priv_rules *r, const struct priv_signal *m, struct priv_reply 
 	int fd = (int)syscall(SYS_pidfd_open, child, 0);
 	if (fd == -1)
 		return errno == ESRCH ? 0 : errno;
-	char st;
-	pid_t pg, ppid = 0;
-	uint64_t t;
-	int alive = proc_stat(child, &st, &pg, &t) == 0 && t == cstart;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
-	FILE *f = alive ? fopen(path, "re") : NULL;
-	if (f != NULL) {
-		char line[1024], *rp;
-		if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL)
-			sscanf(rp + 2, "%*c %d", &ppid);
-		fclose(f);
-	}
+	struct proc_stat ps;
+	int alive = proc_stat_read(child, &ps) == 0 && ps.start == cstart;
+	pid_t pg = ps.pgrp, ppid = alive ? ps.ppid : 0;
 	rc = 0;
 	if (m->mode == PRIV_SIG_CHILD) {
 		if (!alive)
@@ -481,7 +471,7 @@ act_signal(struct priv_rules *r, const struct priv_signal *m, struct priv_reply 
 	} else {
 		/* The shim is gone: the group it recorded, led by its child
 		 * (whose pid no other group takes while the group lives). */
-		if (pgid != child || (alive == 0 && proc_stat(child, NULL, NULL, &t) == 0)) {
+		if (pgid != child || (alive == 0 && proc_stat_read(child, &ps) == 0)) {
 			snprintf(rep->why, sizeof(rep->why), "pid %d: not the recorded child", (int)child);
 			rc = EPERM;
 		} else {

@@ -12,31 +12,14 @@
 #include "server.h"
 #include "plio.h"
 
-/* Is pid on its way out: a zombie, or exiting (PF_EXITING in the flags,
- * field 9 of /proc/PID/stat), or gone? */
+/* Is pid on its way out: a zombie, or exiting (PF_EXITING), or gone? */
 static int
 pid_leaving(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	struct proc_stat ps;
+	if (proc_stat_read(pid, &ps) == -1)
 		return 1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'), state = 0, *save = NULL;
-	unsigned long flags = 0;
-	int field = 2;
-	for (char *t = p ? strtok_r(p + 1, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save)) {
-		if (++field == 3)
-			state = t[0];
-		else if (field == 9) {
-			flags = strtoul(t, NULL, 10);
-			break;
-		}
-	}
-	return state == 'Z' || state == 'X' || (flags & 0x4) != 0; /* PF_EXITING */
+	return ps.state == 'Z' || ps.state == 'X' || (ps.flags & 0x4) != 0; /* PF_EXITING */
 }
 
 /* Does a live process listen on sun? A listener whose process is on its

@@ -71,6 +71,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "procstat.h"
 
 extern char **environ;
 
@@ -86,25 +87,8 @@ forward(int sig)
 static unsigned long long
 starttime(pid_t pid)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	int field = 2;
-	char *save = NULL;
-	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-		if (++field == 22)
-			return strtoull(tok, NULL, 10);
-	return 0;
+	struct proc_stat ps;
+	return proc_stat_read(pid, &ps) == 0 ? ps.start : 0;
 }
 
 /* Write path atomically: a temporary, then rename. No fsync: the records

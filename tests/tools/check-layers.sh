@@ -27,7 +27,8 @@
 #                       nothing else of daemon/server);
 #                       daemon/http/http.h for the HTTP side and
 #                       pipelined.c only
-#   daemon/shim         pipeline-shim: includes daemon/lib's exec.h only
+#   daemon/shim         pipeline-shim: includes daemon/lib's exec.h and
+#                       procstat.h only (it links procstat.o alone)
 #   daemon/pipelinectl  links nothing of daemon/http (no HTTP server),
 #                       nothing of daemon/server/store.c (no store writes)
 #                       and not the store's host backend (host_store.c):
@@ -66,7 +67,7 @@ ALLOWED_CIRCLES=""
 # violation: a new module is placed here, in HACKING.md and in its Files
 # table.
 LIBPLD_LAYERS="
-log slurm
+log slurm procstat
 errlist sock util wire addr become
 store_wire
 store_ro
@@ -166,7 +167,7 @@ for d in $PLIB_DIRS; do
 done
 for f in plugins/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
 for f in daemon/lib/*.[ch]; do [ -f "$f" ] && check_includes "$f" include $PLIB_DIRS; done
-for f in daemon/shim/*.[ch]; do [ -f "$f" ] && check_includes "$f" daemon/lib/exec.h; done
+for f in daemon/shim/*.[ch]; do [ -f "$f" ] && check_includes "$f" daemon/lib/exec.h daemon/lib/procstat.h; done
 # The daemon's headers by layer (HACKING.md: Layers): daemon/lib/pld.h
 # for every program; of daemon/server, the plugin host (host.h) for
 # pipelinectl and pipeline-stage, the read-only store, access.c and
