@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/reuse-bench.sh: what reuse by content saves on the real
 # router, Gemma 3 270M (tests/tools/realbase.sh), on a private daemon and
-# the REAL Ollama (tests/lib/e2e.sh: router_daemon), as `make demo` runs
+# the REAL Ollama (tests/lib/e2e.sh: bench_router), as `make demo` runs
 # it: router-v0 (etc/examples/router/v0.ini, the incumbent; not timed
 # against anything), then router-v1 (v1.ini, the demo's: tokenize, probe,
 # train on the CPU, merge, tensor_fix, convert, quantize, verify,
@@ -73,60 +73,21 @@ TEST_TMP=$(mktemp -d /tmp/reuse-bench.XXXXXX)
 export TEST_TMP
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/e2e.sh"
-trap 'kill $SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
-SAMPLER=
+BENCH_SAMPLER=
+trap 'kill $BENCH_SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 RESUBMIT=${BENCH_RESUBMIT:-no}
-router_daemon "$TEST_TMP/e2e"
-R=$ROUTER_DIR
+bench_router "$TEST_TMP/e2e"
 note "work directory $TEST_TMP"
 
-if [ "${BENCH_SHORT:-no}" = yes ]; then
-	sed -i -e 's/^passes = 2$/passes = 1/' "$R/v0.ini"
-	sed -i -e 's/^corpus = corpus-v1.jsonl$/corpus = corpus-check.jsonl/' \
-	    -e '/^max_steps = /d' -e 's/^passes = 2$/passes = 1/' "$R/v1.ini"
-fi
-if [ -n "${BENCH_MAX_STEPS:-}" ]; then
-	sed -i "s/^max_steps = 30\$/max_steps = $BENCH_MAX_STEPS/" "$R/v1.ini"
-	[ "$(grep -c "^max_steps = $BENCH_MAX_STEPS\$" "$R/v1.ini")" = 2 ] || fail "v1.ini: max_steps not substituted"
-fi
 
-# The load sampler: the 1-minute load average every 10 s, each line with
-# its time, so that each run's share can be cut out.
-( while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 10; done ) >load.txt &
-SAMPLER=$!
+bench_sampler
 
-# wait_ended RUN: until the run has ended (at most 4 hours); prints its state.
-wait_ended() {
-	local st=
-	for _ in $(seq 1 28800); do
-		st=$(run_state "$1")
-		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return;; esac
-		sleep 0.5
-	done
-	echo timeout
-}
-
-# timed_run SPEC NAME [SUBMIT-ARGS]: submits SPEC, waits for NAME's end,
-# records the clock's start and end in NAME.time and the status in
-# NAME.status.json.
-timed_run() {
-	local spec=$1 name=$2 t0 t1 st
-	shift 2
-	t0=$(date +%s.%N)
-	pctl submit "$@" "$spec" >/dev/null || fail "submit $spec"
-	st=$(wait_ended "$name")
-	t1=$(date +%s.%N)
-	echo "$t0 $t1 $st" >"$name.time"
-	pctl --json status "$name" >"$name.status.json"
-	note "$name $st in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
-}
-
-timed_run "$R/v0.ini" router-v0
+bench_run "$R/v0.ini" router-v0
 [ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
 
 stat0=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
-timed_run "$R/v1.ini" router-v1
+bench_run "$R/v1.ini" router-v1
 
 # The second run: three cases more, the rest of the spec as it was.
 cat >>"$R/cases.jsonl" <<'EOF'
@@ -138,13 +99,13 @@ EOF
 # of another name.
 if [ "$RESUBMIT" = yes ]; then
 	RUN2=router-v1@2
-	timed_run "$R/v1.ini" "$RUN2"
+	bench_run "$R/v1.ini" "$RUN2"
 else
 	RUN2=router-v1-cases
-	timed_run "$R/v1.ini" "$RUN2" --name "$RUN2"
+	bench_run "$R/v1.ini" "$RUN2" --name "$RUN2"
 fi
 stat1=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
-kill $SAMPLER 2>/dev/null
+kill $BENCH_SAMPLER 2>/dev/null
 
 # The first run's values by its revision: after a resubmit, router-v1
 # alone names the newest revision, the second run.

@@ -2,7 +2,7 @@
 # tests/bench/sweep-bench.sh: what a sweep costs against the same ranks
 # tried one by one, on the real router, Gemma 3 270M
 # (tests/tools/realbase.sh), on a private daemon and the REAL Ollama
-# (tests/lib/e2e.sh: router_daemon), as `make demo` runs it: router-v0
+# (tests/lib/e2e.sh: bench_router), as `make demo` runs it: router-v0
 # (etc/examples/router/v0.ini, the incumbent, baked once and not timed
 # against anything), then router-v1-sweep (v1.ini with `sweep = lora_r:
 # 8 16 32` in [train]: corpus_check and tokenize once, the probe once per
@@ -58,23 +58,13 @@ TEST_TMP=$(mktemp -d /tmp/sweep-bench.XXXXXX)
 export TEST_TMP
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/e2e.sh"
-trap 'kill $SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
-SAMPLER=
+BENCH_SAMPLER=
+trap 'kill $BENCH_SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
 cd "$TEST_TMP"
 RANKS=${BENCH_RANKS:-8 16 32}
-router_daemon "$TEST_TMP/e2e"
-R=$ROUTER_DIR
+bench_router "$TEST_TMP/e2e"
 note "work directory $TEST_TMP"
 
-if [ "${BENCH_SHORT:-no}" = yes ]; then
-	sed -i -e 's/^passes = 2$/passes = 1/' "$R/v0.ini"
-	sed -i -e 's/^corpus = corpus-v1.jsonl$/corpus = corpus-check.jsonl/' \
-	    -e '/^max_steps = /d' -e 's/^passes = 2$/passes = 1/' "$R/v1.ini"
-fi
-if [ -n "${BENCH_MAX_STEPS:-}" ]; then
-	sed -i "s/^max_steps = 30\$/max_steps = $BENCH_MAX_STEPS/" "$R/v1.ini"
-	[ "$(grep -c "^max_steps = $BENCH_MAX_STEPS\$" "$R/v1.ini")" = 2 ] || fail "v1.ini: max_steps not substituted"
-fi
 [ "$(grep -c '^lora_r = 16$' "$R/v1.ini")" = 2 ] || fail "v1.ini: not two lora_r = 16 lines ([probe], [train])"
 
 # The specs: the sweep, and one run a rank; reuse off from train to bake.
@@ -92,47 +82,18 @@ done
 pctl check "$R/v1-sweep.ini" >check.txt || { cat check.txt; fail "check v1-sweep.ini"; }
 cat check.txt
 
-# The load sampler: the 1-minute load average every 10 s, each line with
-# its time, so that each run's share can be cut out.
-( while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 10; done ) >load.txt &
-SAMPLER=$!
+bench_sampler
 
-# wait_ended RUN: until the run has ended (at most 8 hours); prints its state.
-wait_ended() {
-	local st=
-	for _ in $(seq 1 57600); do
-		st=$(run_state "$1")
-		case "$st" in succeeded|failed|cancelled|rejected) echo "$st"; return;; esac
-		sleep 0.5
-	done
-	echo timeout
-}
-
-# timed_run SPEC NAME: submits SPEC, waits for NAME's end, records the
-# clock's start and end in NAME.time, the status in NAME.status.json and
-# the gate's values in NAME.gate.json.
-timed_run() {
-	local spec=$1 name=$2 t0 t1 st
-	t0=$(date +%s.%N)
-	pctl submit "$spec" >/dev/null || fail "submit $spec"
-	st=$(wait_ended "$name")
-	t1=$(date +%s.%N)
-	echo "$t0 $t1 $st" >"$name.time"
-	pctl --json status "$name" >"$name.status.json"
-	pctl --json values "$name" gate >"$name.gate.json" 2>/dev/null
-	note "$name $st in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
-}
-
-timed_run "$R/v0.ini" router-v0
+bench_run "$R/v0.ini" router-v0
 [ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
-timed_run "$R/v1-sweep.ini" router-v1-sweep
+bench_run "$R/v1-sweep.ini" router-v1-sweep
 pctl report router-v1-sweep >sweep-report.txt 2>&1
 runs=
 for r in $RANKS; do
-	timed_run "$R/v1-r$r.ini" "router-v1-r$r"
+	bench_run "$R/v1-r$r.ini" "router-v1-r$r"
 	runs="$runs router-v1-r$r"
 done
-kill $SAMPLER 2>/dev/null
+kill $BENCH_SAMPLER 2>/dev/null
 
 /usr/bin/python3 - load.txt router-v1-sweep $runs <<'PY'
 import json, statistics, sys

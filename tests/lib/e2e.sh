@@ -92,3 +92,52 @@ router_daemon() {
 	PL_RESOURCES="gpu = 1" pl_conf "python = $ROUTER_PY" "max_jobs = 2"
 	pl_start
 }
+
+# The real router's benchmarks (tests/bench/reuse-bench.sh, sweep-bench.sh):
+#   bench_router DIR  router_daemon DIR, then v0.ini and v1.ini as the
+#                     environment asks: BENCH_SHORT=yes shortens v1 as
+#                     e2e/router-real does (corpus-check.jsonl, 2 epochs,
+#                     one bake pass; v0 one pass), BENCH_MAX_STEPS=N
+#                     trains N optimizer steps instead of 30. Sets R (the
+#                     specs' directory).
+#   bench_sampler     the load sampler: the 1-minute load average every
+#                     10 s into load.txt in the current directory, each
+#                     line with its time, so that each run's share can be
+#                     cut out; its pid in BENCH_SAMPLER.
+#   bench_run SPEC NAME [SUBMIT-ARGS]
+#                     submits SPEC and waits for run NAME's end (8 hours
+#                     at most, asking every 0.5 s), recording the clock's start, end and state
+#                     in NAME.time, the status in NAME.status.json and the
+#                     gate's values in NAME.gate.json.
+bench_router() {
+	router_daemon "$1"
+	R=$ROUTER_DIR
+	if [ "${BENCH_SHORT:-no}" = yes ]; then
+		sed -i -e 's/^passes = 2$/passes = 1/' "$R/v0.ini"
+		sed -i -e 's/^corpus = corpus-v1.jsonl$/corpus = corpus-check.jsonl/' \
+		    -e '/^max_steps = /d' -e 's/^passes = 2$/passes = 1/' "$R/v1.ini"
+	fi
+	if [ -n "${BENCH_MAX_STEPS:-}" ]; then
+		sed -i "s/^max_steps = 30\$/max_steps = $BENCH_MAX_STEPS/" "$R/v1.ini"
+		[ "$(grep -c "^max_steps = $BENCH_MAX_STEPS\$" "$R/v1.ini")" = 2 ] ||
+		    fail "v1.ini: max_steps not substituted"
+	fi
+}
+
+bench_sampler() {
+	( while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 10; done ) >load.txt &
+	BENCH_SAMPLER=$!
+}
+
+bench_run() {
+	local spec=$1 name=$2 t0 t1 st
+	shift 2
+	t0=$(date +%s.%N)
+	pctl submit "$@" "$spec" >/dev/null || fail "submit $spec"
+	st=$(wait_end "$name" 28800 5)
+	t1=$(date +%s.%N)
+	echo "$t0 $t1 $st" >"$name.time"
+	pctl --json status "$name" >"$name.status.json"
+	pctl --json values "$name" gate >"$name.gate.json" 2>/dev/null
+	note "$name $st in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
+}
