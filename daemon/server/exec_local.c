@@ -121,16 +121,6 @@ exec_local_run_done(const char *run)
 	pthread_mutex_unlock(&rmtx);
 }
 
-/* The owner a shim command line's -u names (before "--"), or "". */
-static const char *
-argv_owner(char *const argv[])
-{
-	for (int i = 1; argv[i] && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "-u") == 0 && argv[i + 1])
-			return argv[i + 1];
-	return "";
-}
-
 /* Start run's shim for owner's processes: `pipeline-shim [-u OWNER] -G
  * 3`, started by the privileged parent where there is one (priv.c), which
  * pins it to that owner; else our child. */

@@ -14,8 +14,12 @@
  * which the job cannot write, what the daemon alone reads back and acts
  * on as root:
  *   job.sbatch    the script as submitted (slurm_script() explains it):
- *                 sbatch reads it after the daemon wrote it, and Slurm
- *                 runs it as the daemon's user
+ *                 sbatch reads it after the daemon wrote it; Slurm runs
+ *                 it as the run's owner where the privileged parent
+ *                 submitted it as the owner (a split daemon's run with
+ *                 an owner, priv.c), else as the daemon's user
+ *   slurm.owner   the owner the parent submitted the job as, whose
+ *                 scancel (through the parent) stops it
  *   slurm.jobid   the job id, written as soon as sbatch answered, so a
  *                 daemon killed before it stored the id still finds it
  *                 (and cancels that job, no other)
@@ -43,6 +47,7 @@
 
 #include "pld.h"
 #include "plio.h"
+#include "priv.h"
 #include "slurm.h"
 
 /* How long a job that Slurm says was killed (cancelled, preempted, node
@@ -106,7 +111,7 @@ static int
 own_file(const char *name)
 {
 	return strcmp(name, "slurm.jobid") == 0 || strcmp(name, "slurm.cancel") == 0 ||
-	    strcmp(name, "job.sbatch") == 0;
+	    strcmp(name, "job.sbatch") == 0 || strcmp(name, "slurm.owner") == 0;
 }
 
 static void
@@ -195,12 +200,47 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 		return -1;
 	}
 	/* Leftovers of an earlier start of this process directory. */
-	static const char *const stale[] = { "slurm.ended", "slurm.cancel", "slurm.jobid", NULL };
+	static const char *const stale[] = { "slurm.ended", "slurm.cancel", "slurm.jobid",
+		"slurm.owner", NULL };
 	for (int i = 0; stale[i]; i++) {
 		dir_file(p, stale[i], path, sizeof(path));
 		unlink(path);
 	}
-	char *text = slurm_script(&o, p->dir, p->log, argv, envp, cwd, err, sizeof(err));
+	/* A split daemon's run with an owner (priv.c): the batch job is the
+	 * owner's in Slurm, submitted by the parent as the owner, so its
+	 * batch step and the shim in it run as the owner. That shim gets no
+	 * -u: it has nobody to become (a shim that is not root cannot even
+	 * set its groups, and refuses). The job log, which Slurm (--output)
+	 * and the shim append to as the owner, is given to the owner. */
+	const char *owner = priv_active() ? argv_owner(argv) : "";
+	char **av = NULL;
+	if (owner[0]) {
+		int n = 0, k = 0;
+		while (argv[n])
+			n++;
+		av = xcalloc((size_t)n + 1, sizeof(char *));
+		for (int i = 0; i < n; i++) {
+			if (strcmp(argv[i], "-u") == 0 && i + 1 < n && argv[i + 1] == owner)
+				i++;
+			else
+				av[k++] = argv[i];
+		}
+		uid_t uid;
+		gid_t gid;
+		int fd = open(p->log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+		if (fd == -1 || owner_ids(owner, &uid, &gid) == -1 || priv_fchown(fd, uid, gid) == -1 ||
+		    dir_put(p, "slurm.owner", owner) == -1) {
+			log_warn("%s: %s: the job log for owner %s", __func__, p->log, owner);
+			snprintf(p->reason, sizeof(p->reason), "cannot give the job log to its owner");
+			if (fd != -1)
+				close(fd);
+			free(av);
+			return -1;
+		}
+		close(fd);
+	}
+	char *text = slurm_script(&o, p->dir, p->log, av ? av : argv, envp, cwd, err, sizeof(err));
+	free(av);
 	if (text == NULL) {
 		log_warnx("%s: %s: batch script: %s", __func__, p->dir, err);
 		joblog(p, "cannot write the batch script: %s", err);
@@ -212,7 +252,17 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	free(text);
 	if (rc == -1)
 		return -1;
-	if (slurm_submit(path, p->ext_id, sizeof(p->ext_id), err, sizeof(err)) == -1) {
+	if (owner[0]) {
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd == -1)
+			snprintf(err, sizeof(err), "%s: %s", path, strerror(errno));
+		rc = fd == -1 ? -1 : priv_sbatch(owner, fd, p->ext_id, sizeof(p->ext_id), err,
+		    sizeof(err));
+		if (fd != -1)
+			close(fd);
+	} else
+		rc = slurm_submit(path, p->ext_id, sizeof(p->ext_id), err, sizeof(err));
+	if (rc == -1) {
 		log_warnx("%s: %s: sbatch refused the job: %s", __func__, path, err);
 		joblog(p, "sbatch refused the job: %s", err);
 		snprintf(p->reason, sizeof(p->reason), "sbatch: %.110s", err);
@@ -475,10 +525,20 @@ slurm_signal(struct proc *p, int sig)
 		dir_put(p, "slurm.cancel", text);
 		track_get(p)->signalled = 1;
 	}
-	char err[256] = "";
+	char err[256] = "", f[PATH_MAX + 32];
 	/* Look again soon: the ending follows within a moment. */
 	track_get(p)->last_query = plc_mono_secs() - 1e9;
-	if (slurm_cancel(p->ext_id, s, err, sizeof(err)) == -1) {
+	/* The parent's job, submitted as its owner: cancelled by the parent
+	 * as the same owner, so that Slurm refuses any job not the owner's
+	 * (and the parent any it did not submit). */
+	dir_file(p, "slurm.owner", f, sizeof(f));
+	char *owner = priv_active() ? plc_read_file(f, NULL, 1024) : NULL;
+	if (owner != NULL)
+		owner[strcspn(owner, "\n")] = '\0';
+	int rc = owner != NULL ? priv_scancel(owner, p->ext_id, s, err, sizeof(err)) :
+	    slurm_cancel(p->ext_id, s, err, sizeof(err));
+	free(owner);
+	if (rc == -1) {
 		log_warnx("%s: scancel %s%s: %s", __func__, p->ext_id, s ? " --signal" : "", err);
 		return -1;
 	}

@@ -113,5 +113,7 @@ int	shim_request_fd(char *const argv[], char *const envp[], size_t *len);
  * pinned to the owner PIN unless NULL), fd on its descriptor 3, with
  * shim_clean_env: its pid, or -1 with errno. */
 pid_t	shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd);
+/* The owner a shim command line's -u names (before "--"), or "". */
+const char *argv_owner(char *const argv[]);
 
 #endif

@@ -22,6 +22,18 @@
  *                    owns to an owner the shim rule allows.
  *   PRIV_NOTIFY      passes READY=1, STOPPING=1 or STATUS=... to the
  *                    service manager, which hears the main process only.
+ *   PRIV_SBATCH      runs sbatch --parsable as a run's owner (the shim
+ *                    rule, and never uid or gid 0), in an environment of
+ *                    its own PATH and SLURM_CONF, the batch script a
+ *                    regular file it was given as a descriptor, on
+ *                    sbatch's standard input; the answer goes back only
+ *                    as a job id, remembered with the owner's uid. The
+ *                    job is the owner's in Slurm and runs as the owner.
+ *   PRIV_SCANCEL     runs scancel as the owner of a job id this parent's
+ *                    sbatch answered for that uid (an earlier parent's
+ *                    too, by priv.owners), never another: Slurm refuses
+ *                    a job not the owner's, the parent one it did not
+ *                    submit.
  *
  * The daemon process that ends ends the parent (its socket's end of
  * file), which exits with its status; a parent that ends takes the
@@ -32,8 +44,9 @@
  * process; SIGHUP also reloads the parent's rules from the configuration.
  *
  * The daemon process stays root in this step: a spec's checks, a
- * submitter's files, the plugins' check hooks, stage starts, sbatch and
- * the probe's cgroup still need it (HACKING.md: Processes and threads).
+ * submitter's files, the plugins' check hooks, stage starts, sbatch of
+ * root's own runs and the probe's cgroup still need it (HACKING.md:
+ * Processes and threads).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +72,7 @@
 #include "pld.h"
 #include "executor.h"
 #include "priv.h"
+#include "slurm.h"
 
 /* ---- the decoder ------------------------------------------------------- */
 
@@ -68,8 +82,11 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_FCHOWN] = sizeof(struct priv_fchown),
 	[PRIV_NOTIFY] = sizeof(struct priv_notify),
 	[PRIV_VOUCH] = sizeof(struct priv_vouch),
+	[PRIV_SBATCH] = sizeof(struct priv_sbatch),
+	[PRIV_SCANCEL] = sizeof(struct priv_scancel),
 };
-static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1 };
+static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
+	[PRIV_SBATCH] = 1 };
 
 /* The signals the daemon sends: a job's end (TERM, KILL), Slurm's
  * warnings forwarded (USR1, USR2), a hang-up, an interrupt. */
@@ -90,6 +107,21 @@ field_ok(const char *f, size_t n)
 		return 0;
 	for (const char *q = nul; q < f + n; q++)
 		if (*q != '\0')
+			return 0;
+	return 1;
+}
+
+/* An owner: its kind, its count, no group past the count, root's all
+ * zeros. user (Slurm's owners): a user, and no id 0 anywhere. */
+static int
+owner_wellformed(const struct priv_owner *o, int user)
+{
+	if (o->kind > PRIV_OWNER_ROOT || o->ngroups > PRIV_NGROUPS ||
+	    (o->kind == PRIV_OWNER_ROOT && (user || o->uid != 0 || o->gid != 0 || o->ngroups != 0)) ||
+	    (user && (o->uid == 0 || o->gid == 0)))
+		return 0;
+	for (uint32_t i = 0; i < PRIV_NGROUPS; i++)
+		if (i < o->ngroups ? user && o->groups[i] == 0 : o->groups[i] != 0)
 			return 0;
 	return 1;
 }
@@ -119,17 +151,25 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 	}
 	switch (t) {
 	case PRIV_SHIM_START:
-		if (m.shim.owner.kind > PRIV_OWNER_ROOT || m.shim.owner.ngroups > PRIV_NGROUPS ||
-		    (m.shim.owner.kind == PRIV_OWNER_ROOT && (m.shim.owner.uid != 0 ||
-		    m.shim.owner.gid != 0 || m.shim.owner.ngroups != 0))) {
+		if (!owner_wellformed(&m.shim.owner, 0)) {
 			snprintf(why, whylen, "shim start: a malformed owner");
 			return -1;
 		}
-		for (uint32_t i = m.shim.owner.ngroups; i < PRIV_NGROUPS; i++)
-			if (m.shim.owner.groups[i] != 0) {
-				snprintf(why, whylen, "shim start: groups past its count");
-				return -1;
-			}
+		break;
+	case PRIV_SBATCH:
+		if (!owner_wellformed(&m.sbatch.owner, 1)) {
+			snprintf(why, whylen, "sbatch: a malformed owner, or root");
+			return -1;
+		}
+		break;
+	case PRIV_SCANCEL:
+		if (!owner_wellformed(&m.scancel.owner, 1) || (m.scancel.sig != 0 &&
+		    !sig_allowed(m.scancel.sig)) || !field_ok(m.scancel.id, sizeof(m.scancel.id)) ||
+		    m.scancel.id[0] == '\0' ||
+		    m.scancel.id[strspn(m.scancel.id, "0123456789")] != '\0') {
+			snprintf(why, whylen, "scancel: a malformed owner, signal or job id");
+			return -1;
+		}
 		break;
 	case PRIV_SIGNAL:
 		if (m.sig.mode > PRIV_SIG_ORPHANS || !sig_allowed(m.sig.sig) ||
@@ -194,6 +234,32 @@ ids_vouched(uid_t uid, gid_t gid)
 	return 0;
 }
 
+/* The Slurm jobs this parent's sbatch submitted, by id and uid: the last
+ * PRIV_SJOBS of them, kept in priv.owners too ("sbatch ID UID" lines)
+ * for a restart's parent. */
+#define PRIV_SJOBS 4096
+static struct { char id[32]; uint32_t uid; } sjobs[PRIV_SJOBS];
+static unsigned nsjobs;
+
+static void
+sjob_add(int fd, const char *id, uint32_t uid)
+{
+	unsigned i = nsjobs++ % PRIV_SJOBS;
+	snprintf(sjobs[i].id, sizeof(sjobs[i].id), "%s", id);
+	sjobs[i].uid = uid;
+	if (fd >= 0 && (dprintf(fd, "sbatch %s %u\n", id, uid) < 0 || fdatasync(fd) == -1))
+		log_warn("privileged parent: priv.owners");
+}
+
+static int
+sjob_known(const char *id, uint32_t uid)
+{
+	for (unsigned i = 0; i < PRIV_SJOBS && i < nsjobs; i++)
+		if (sjobs[i].uid == uid && strcmp(sjobs[i].id, id) == 0)
+			return 1;
+	return 0;
+}
+
 static int
 vouch_open(const char *state_dir)
 {
@@ -213,7 +279,11 @@ vouch_open(const char *state_dir)
 	char line[PIN_MAX + 2];
 	while (f != NULL && fgets(line, sizeof(line), f) && nvouched < PRIV_VOUCHED) {
 		line[strcspn(line, "\n")] = '\0';
-		if (line[0] && !is_vouched(line))
+		char id[32];
+		unsigned uid;
+		if (sscanf(line, "sbatch %31[0-9] %u", id, &uid) == 2)
+			sjob_add(-1, id, uid);
+		else if (line[0] && !is_vouched(line))
 			snprintf(vouched[nvouched++], PIN_MAX, "%s", line);
 	}
 	if (f != NULL)
@@ -252,6 +322,9 @@ priv_rules_load(struct priv_rules *r, const struct conf *c)
 	r->admin_group = c->admin_gid;
 	r->job_uid = c->job_uid;
 	r->daemon_uid = geteuid();
+	const char *bin = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->all,
+	    "slurm.bin_dir"));	/* conf_get(), a layer above */
+	snprintf(r->slurm_bin, sizeof(r->slurm_bin), "%s", bin ? bin : "");
 	if (c->shim[0])
 		snprintf(r->shim, sizeof(r->shim), "%s", c->shim);
 	else
@@ -327,13 +400,13 @@ owner_allowed(const struct priv_rules *r, uid_t uid, gid_t gid, const uint32_t *
 	return 0;
 }
 
+/* May processes run as owner o: root's runs' unpinned shim, vouched
+ * for; a user vouched for, or allowed (owner_allowed()). 0, or EPERM with
+ * why; pin filled. */
 static int
-act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct priv_reply *rep,
-    int *rfd)
+owner_check(struct priv_rules *r, const struct priv_owner *o, char *pin, struct priv_reply *rep)
 {
-	char pin[PIN_MAX];
-	const struct priv_owner *o = &m->owner;
-	owner_pin(o, pin, sizeof(pin));
+	owner_pin(o, pin, PIN_MAX);
 	if (o->kind == PRIV_OWNER_ROOT) {
 		if (r->job_uid != (uid_t)-1 || !is_vouched(pin)) {
 			snprintf(rep->why, sizeof(rep->why), "no root shim: %s",
@@ -343,6 +416,17 @@ act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct pri
 		}
 	} else if ((o->uid == 0 || !is_vouched(pin)) && owner_allowed(r, o->uid, o->gid,
 	    o->groups, o->ngroups, rep->why, sizeof(rep->why)) == -1)
+		return EPERM;
+	return 0;
+}
+
+static int
+act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct priv_reply *rep,
+    int *rfd)
+{
+	char pin[PIN_MAX];
+	const struct priv_owner *o = &m->owner;
+	if (owner_check(r, o, pin, rep) != 0)
 		return EPERM;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
@@ -548,6 +632,101 @@ act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
 	return 0;
 }
 
+/* Slurm's command argv as owner o (a user owner_check() allowed: the
+ * decoder let no id 0 through), standard input in, in a clean
+ * environment: the parent's own PATH and SLURM_CONF (the operator's, as
+ * when the daemon ran Slurm's commands itself). Groups, gid and uid
+ * set and checked, with no way back to root, as become.c does. Its
+ * status, and its output in out (slurm_collect()). */
+static int
+slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *argv[],
+    char *out, size_t outlen)
+{
+	char prog[PATH_MAX], path[PATH_MAX + 8], conf[PATH_MAX + 16] = "";
+	snprintf(prog, sizeof(prog), "%s%s%s", r->slurm_bin, r->slurm_bin[0] ? "/" : "", argv[0]);
+	const char *pv = getenv("PATH"), *sc = getenv("SLURM_CONF");
+	snprintf(path, sizeof(path), "PATH=%s", pv ? pv : "/usr/local/bin:/usr/bin:/bin");
+	if (sc != NULL)
+		snprintf(conf, sizeof(conf), "SLURM_CONF=%s", sc);
+	char *env[] = { path, conf[0] ? conf : NULL, NULL };
+	gid_t g[PRIV_NGROUPS];
+	for (uint32_t i = 0; i < o->ngroups; i++)
+		g[i] = o->groups[i];
+	int p[2];
+	sigset_t none;
+	sigemptyset(&none);
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		uid_t ru, eu, su;
+		if (dup2(in, 0) == -1 || dup2(p[1], 1) == -1 || dup2(p[1], 2) == -1 ||
+		    close_range(3, ~0U, 0) == -1 || sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
+		    setgroups(o->ngroups, g) == -1 || setresgid(o->gid, o->gid, o->gid) == -1 ||
+		    setresuid(o->uid, o->uid, o->uid) == -1 || setresuid(0, 0, 0) != -1 ||
+		    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid || su != o->uid)
+			_exit(126);
+		environ = env;
+		execvp(prog, argv);
+		dprintf(2, "%s: %s\n", prog, strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	if (pid == -1) {
+		close(p[0]);
+		return -1;
+	}
+	return slurm_collect(pid, p[0], argv[0], out, outlen, SLURM_TIMEOUT_MS);
+}
+
+/* sbatch --parsable as the owner, the script the descriptor it checked
+ * (a regular file, read from its start); the job id remembered. */
+static int
+act_sbatch(struct priv_rules *r, const struct priv_sbatch *m, int fd, struct priv_reply *rep)
+{
+	char pin[PIN_MAX], out[8192], id[32];
+	struct stat st;
+	if (owner_check(r, &m->owner, pin, rep) != 0)
+		return EPERM;
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || lseek(fd, 0, SEEK_SET) == -1) {
+		snprintf(rep->why, sizeof(rep->why), "sbatch: the script is not a regular file");
+		return EINVAL;
+	}
+	char *argv[] = { "sbatch", "--parsable", NULL };
+	int rc = slurm_as(r, &m->owner, fd, argv, out, sizeof(out));
+	if (rc != 0 || slurm_parse_sbatch(out, id, sizeof(id)) == -1) {
+		slurm_last_words(out, rep->why, sizeof(rep->why));
+		if (rc == 0 || rep->why[0] == '\0')
+			snprintf(rep->why, sizeof(rep->why), "sbatch printed no job id (status %d)", rc);
+		return EIO;
+	}
+	sjob_add(r->vouchfd, id, m->owner.uid);
+	snprintf(rep->why, sizeof(rep->why), "%s", id);
+	return 0;
+}
+
+/* scancel as the owner of a job this parent submitted for that uid:
+ * Slurm then checks the job is the caller's too, and the daemon names no
+ * other user's job, nor one it did not submit through here. */
+static int
+act_scancel(struct priv_rules *r, const struct priv_scancel *m, struct priv_reply *rep)
+{
+	char pin[PIN_MAX], out[4096], sigarg[32], idarg[80], *argv[8];
+	if (owner_check(r, &m->owner, pin, rep) != 0)
+		return EPERM;
+	if (!sjob_known(m->id, m->owner.uid)) {
+		snprintf(rep->why, sizeof(rep->why), "scancel: Slurm job %s is not one this parent "
+		    "submitted for uid %u", m->id, m->owner.uid);
+		return EPERM;
+	}
+	slurm_cancel_argv(m->id, m->sig, argv, sigarg, idarg);
+	int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int rc = slurm_as(r, &m->owner, in, argv, out, sizeof(out));
+	close(in);
+	slurm_last_words(out, rep->why, sizeof(rep->why));
+	return rc == 0 ? 0 : EIO;
+}
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -570,6 +749,8 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 	case PRIV_FCHOWN: rep->h.id = m.h.id; rep->err = act_fchown(r, &m.chown, fds[0], rep); break;
 	case PRIV_NOTIFY: rep->h.id = m.h.id; sd_notify(0, m.notify.text); break;
 	case PRIV_VOUCH: rep->h.id = m.h.id; rep->err = act_vouch(r, fds[0], rep); break;
+	case PRIV_SBATCH: rep->h.id = m.h.id; rep->err = act_sbatch(r, &m.sbatch, fds[0], rep); break;
+	case PRIV_SCANCEL: rep->h.id = m.h.id; rep->err = act_scancel(r, &m.scancel, rep); break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -902,6 +1083,47 @@ priv_vouch(int fd)
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_VOUCH;
 	priv_call(&m, sizeof(m.vouch), fd, &rep, NULL);
+}
+
+int
+priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t errlen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_SBATCH;
+	if (owner == NULL || owner_parse(owner, &m.sbatch.owner) == -1) {
+		snprintf(err, errlen, "no owner to submit as");
+		return -1;
+	}
+	if (priv_call(&m, sizeof(m.sbatch), fd, &rep, NULL) != 0) {
+		snprintf(err, errlen, "%s", rep.why[0] ? rep.why : strerror(rep.err));
+		return -1;
+	}
+	/* The parent's answer checked as sbatch's own would be. */
+	if (slurm_parse_sbatch(rep.why, id, idlen) == -1 || strcmp(id, rep.why) != 0) {
+		snprintf(err, errlen, "the parent's sbatch answered no job id: \"%.100s\"", rep.why);
+		return -1;
+	}
+	return 0;
+}
+
+int
+priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errlen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_SCANCEL;
+	m.scancel.sig = sig;
+	if (owner == NULL || owner_parse(owner, &m.scancel.owner) == -1 ||
+	    snprintf(m.scancel.id, sizeof(m.scancel.id), "%s", id) >= (int)sizeof(m.scancel.id)) {
+		snprintf(err, errlen, "no owner, or a job id too long");
+		return -1;
+	}
+	int rc = priv_call(&m, sizeof(m.scancel), -1, &rep, NULL);
+	snprintf(err, errlen, "%s", rep.why);
+	return rc == 0 ? 0 : -1;
 }
 
 int

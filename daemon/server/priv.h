@@ -28,6 +28,8 @@ enum priv_type {
 	PRIV_FCHOWN,		/* a descriptor of the daemon's given to an owner */
 	PRIV_NOTIFY,		/* a line for the service manager (sd_notify) */
 	PRIV_VOUCH,		/* a submitter's connection: its credentials */
+	PRIV_SBATCH,		/* a batch script, submitted as its owner; reply: the job id */
+	PRIV_SCANCEL,		/* a job of the parent's sbatch, cancelled as its owner */
 	PRIV_NTYPES
 };
 
@@ -96,6 +98,23 @@ struct priv_vouch {
 	struct priv_hdr h;
 };
 
+/* PRIV_SBATCH: the batch script attached, a regular file, sbatch's
+ * standard input; the owner a user (never root), as for a shim. The
+ * reply's why holds the job id when err is 0 (digits), else Slurm's
+ * words. PRIV_SCANCEL: a job id the parent's own sbatch answered for the
+ * same uid, and the signal as slurm_cancel() takes it (0: cancel). */
+struct priv_sbatch {
+	struct priv_hdr h;
+	struct priv_owner owner;
+};
+
+struct priv_scancel {
+	struct priv_hdr h;
+	struct priv_owner owner;
+	int32_t sig;
+	char id[32];
+};
+
 union priv_msg {
 	struct priv_hdr h;
 	struct priv_shim_start shim;
@@ -103,6 +122,8 @@ union priv_msg {
 	struct priv_fchown chown;
 	struct priv_notify notify;
 	struct priv_vouch vouch;
+	struct priv_sbatch sbatch;
+	struct priv_scancel scancel;
 };
 
 /* The parent's rules: what it read itself, at start and on SIGHUP. */
@@ -111,6 +132,7 @@ struct priv_rules {
 	uid_t job_uid;			/* (uid_t)-1: unset */
 	uid_t daemon_uid;		/* who owns what the daemon makes */
 	char shim[PATH_MAX];		/* the pipeline-shim it starts */
+	char slurm_bin[256];		/* [slurm] bin_dir: sbatch's; "": PATH */
 	char state_dir[PATH_MAX];	/* real path: records lie below it */
 	uint64_t since;			/* its own start time (/proc) */
 	int vouchfd;			/* state_dir/priv.owners, appended; -1: none */
@@ -150,6 +172,12 @@ int	priv_signal(const char *rdir, int mode, int sig);
 int	priv_fchown(int fd, uid_t uid, gid_t gid);
 void	priv_notify(const char *text);
 void	priv_vouch(int fd);
+/* Slurm as a run's owner ("UID:GID[:G1,G2...]"): the script fd
+ * submitted (sbatch --parsable), its job id in id; job id signalled or
+ * cancelled (slurm_cancel()). 0, or -1 with the parent's or Slurm's words
+ * in err. Only where a parent acts (priv_active()). */
+int	priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t errlen);
+int	priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errlen);
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
  * through the parent. */
 int	dirs_make_owned(int dirfd, const char *rel, const char *owner);

@@ -228,3 +228,13 @@ proc_read_shim(struct proc *p, pid_t *child_pid, pid_t *pgid, uint64_t *child_st
 	cJSON_Delete(o);
 	return 0;
 }
+
+/* The owner a shim command line's -u names (before "--"), or "". */
+const char *
+argv_owner(char *const argv[])
+{
+	for (int i = 1; argv[i] && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-u") == 0 && argv[i + 1])
+			return argv[i + 1];
+	return "";
+}

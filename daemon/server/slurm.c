@@ -545,7 +545,8 @@ duration(const char *v)
  * batch script runs as, which files it writes or reads, where it runs or
  * what environment it gets (--uid, --gid, --output, --error, --input,
  * --chdir, --export, --get-user-env, --wrap...): the script is the
- * daemon's and starts as the daemon's user, so one of those from a
+ * daemon's and starts as the daemon's user (or, submitted by the
+ * privileged parent, as the run's owner: priv.c), so one of those from a
  * submitter's spec would write a file or run code with the daemon's
  * rights. pipelined.conf's [slurm] sbatch_options, the operator's, is not
  * limited. */
@@ -816,7 +817,7 @@ env_get(char *const envp[], const char *name)
  *    scancel --batch) and forwards them to the shim it started (its own
  *    child, $!), which forwards them to the job's process group, known
  *    to it alone: never a process group read from a file the job can
- *    write (the batch step runs as the daemon's user, root); it survives
+ *    write (the batch step may run as the daemon's user, root); it survives
  *    TERM (Slurm signals every process of the job; the shim forwards TERM
  *    itself), so the shim can still write exit.json before the batch step
  *    ends and Slurm kills what is left; a wait a trapped signal ended
@@ -831,8 +832,10 @@ env_get(char *const envp[], const char *name)
  *    the batch step's environment (Slurm's variables), then the job's,
  *    whose entries replace those of the same name; nothing of the job's
  *    environment (LD_PRELOAD) is in any process of the script's, which
- *    runs as the daemon's user; only the job's program, once the shim has
- *    made it the run's user, executes with it;
+ *    runs as the daemon's user (or as the run's owner, where the
+ *    privileged parent submitted it so: the shim then has no -u and
+ *    nobody to become); only the job's program, once the shim has made
+ *    it the run's user, executes with it;
  *  - exits with the job's own status, so Slurm's record (FAILED,
  *    COMPLETED) agrees with the exit record.
  */
@@ -1070,7 +1073,6 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 		snprintf(prog, sizeof(prog), "%s", argv[0]);
 	pthread_mutex_unlock(&bin_lock);
 	int fds[2];
-	size_t len = 0;
 	out[0] = '\0';
 	if (pipe2(fds, O_CLOEXEC) == -1) {
 		snprintf(out, outlen, "pipe: %s", strerror(errno));
@@ -1090,6 +1092,15 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 		snprintf(out, outlen, "%s: %s", prog, strerror(rc));
 		return -1;
 	}
+	return slurm_collect(pid, fds[0], argv[0], out, outlen, timeout_ms);
+}
+
+int
+slurm_collect(pid_t pid, int fd, const char *name, char *out, size_t outlen,
+    int timeout_ms)
+{
+	size_t len = 0;
+	out[0] = '\0';
 	double deadline = mono() + timeout_ms / 1000.0;
 	int killed = 0;
 	for (;;) {
@@ -1099,14 +1110,14 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 			killed = 1;
 			break;
 		}
-		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int n = poll(&pfd, 1, left);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			continue;
 		char tmp[4096];
-		ssize_t r = read(fds[0], tmp, sizeof(tmp));
+		ssize_t r = read(fd, tmp, sizeof(tmp));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -1118,31 +1129,30 @@ slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 		len += take;
 		out[len] = '\0';
 	}
-	close(fds[0]);
+	close(fd);
 	int status = 0, w;
 	while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
 		;
 	if (w == -1) {
 		/* Someone else reaped it (a SIGCHLD handler waiting for any
 		 * child): its status is lost, and a guess would be a lie. */
-		snprintf(out, outlen, "%s: exit status lost: %s", argv[0], strerror(errno));
+		snprintf(out, outlen, "%s: exit status lost: %s", name, strerror(errno));
 		return -1;
 	}
 	if (killed) {
-		snprintf(out, outlen, "%s: no answer within %d ms", argv[0], timeout_ms);
+		snprintf(out, outlen, "%s: no answer within %d ms", name, timeout_ms);
 		return -1;
 	}
 	if (!WIFEXITED(status)) {
 		snprintf(out + len, outlen - len, "%s%s: killed by signal %d", len ? "\n" : "",
-		    argv[0], WTERMSIG(status));
+		    name, WTERMSIG(status));
 		return -1;
 	}
 	return WEXITSTATUS(status);
 }
 
-/* The last line of Slurm's output, for an error message. */
-static void
-last_words(const char *out, char *err, size_t errlen)
+void
+slurm_last_words(const char *out, char *err, size_t errlen)
 {
 	const char *end = out + strlen(out);
 	while (end > out && isspace((unsigned char)end[-1]))
@@ -1153,8 +1163,6 @@ last_words(const char *out, char *err, size_t errlen)
 	snprintf(err, errlen, "%.*s", (int)(end - start), start);
 }
 
-#define SLURM_TIMEOUT_MS 30000
-
 int
 slurm_submit(const char *script_path, char *id, size_t idlen, char *err, size_t errlen)
 {
@@ -1162,7 +1170,7 @@ slurm_submit(const char *script_path, char *id, size_t idlen, char *err, size_t 
 	char *argv[] = { "sbatch", "--parsable", (char *)script_path, NULL };
 	int rc = slurm_cmd(argv, out, sizeof(out), SLURM_TIMEOUT_MS);
 	if (rc != 0) {
-		last_words(out, err, errlen);
+		slurm_last_words(out, err, errlen);
 		if (rc > 0 && err[0] == '\0')
 			snprintf(err, errlen, "sbatch exited with status %d", rc);
 		return -1;
@@ -1244,7 +1252,7 @@ slurm_query(const char *id, const char *jobcomp, struct slurm_job *j,
 		return 1;
 	if (rc != 0 && strstr(out, "Invalid job id") == NULL) {
 		/* The controller did not answer (down, munge, timeout). */
-		last_words(out, err, errlen);
+		slurm_last_words(out, err, errlen);
 		return -1;
 	}
 	/* Forgotten by the controller (MinJobAge passed): accounting, if
@@ -1269,29 +1277,34 @@ slurm_query(const char *id, const char *jobcomp, struct slurm_job *j,
 	return 0;
 }
 
-int
-slurm_cancel(const char *id, int sig, char *err, size_t errlen)
+void
+slurm_cancel_argv(const char *id, int sig, char *argv[8], char sigarg[32], char idarg[80])
 {
-	char out[4096], sigarg[32], idarg[80];
-	snprintf(idarg, sizeof(idarg), "%s", id);
-	char *argv[8];
+	snprintf(idarg, 80, "%s", id);
 	int k = 0;
 	argv[k++] = "scancel";
 	if (sig != 0 && sig != SIGKILL) {
-		snprintf(sigarg, sizeof(sigarg), "--signal=%d", sig);
+		snprintf(sigarg, 32, "--signal=%d", sig);
 		argv[k++] = sigarg;
 		argv[k++] = sig == SIGUSR1 || sig == SIGUSR2 ? "--batch" : "--full";
 	}
 	argv[k++] = idarg;
 	argv[k] = NULL;
+}
+
+int
+slurm_cancel(const char *id, int sig, char *err, size_t errlen)
+{
+	char out[4096], sigarg[32], idarg[80], *argv[8];
+	slurm_cancel_argv(id, sig, argv, sigarg, idarg);
 	int rc = slurm_cmd(argv, out, sizeof(out), SLURM_TIMEOUT_MS);
 	if (rc != 0) {
-		last_words(out, err, errlen);
+		slurm_last_words(out, err, errlen);
 		if (err[0] == '\0')
 			snprintf(err, errlen, "scancel exited with status %d", rc);
 		return -1;
 	}
 	/* scancel exits 0 but warns for a job that already ended. */
-	last_words(out, err, errlen);
+	slurm_last_words(out, err, errlen);
 	return 0;
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "executor.h"
 
@@ -129,7 +130,15 @@ void	slurm_set_bin_dir(const char *dir);
  * stdout and stderr captured into out (NUL-terminated, truncated), for at
  * most timeout_ms; returns the exit status, or -1 when it could not run,
  * was killed or its status was lost (out then says why). */
+/* How long a Slurm command may take. */
+#define SLURM_TIMEOUT_MS 30000
 int	slurm_cmd(char *const argv[], char *out, size_t outlen, int timeout_ms);
+/* The second half of slurm_cmd, for a command already started (pid)
+ * whose stdout and stderr are the pipe fd reads (closed here). */
+int	slurm_collect(pid_t pid, int fd, const char *name, char *out, size_t outlen,
+	    int timeout_ms);
+/* The last line of a command's output, for an error message. */
+void	slurm_last_words(const char *out, char *err, size_t errlen);
 /* Submit script_path; the job id into id. 0, or -1 with Slurm's message
  * in err. */
 int	slurm_submit(const char *script_path, char *id, size_t idlen, char *err, size_t errlen);
@@ -144,6 +153,9 @@ int	slurm_query(const char *id, const char *jobcomp, struct slurm_job *j,
  * group (--batch); any other signal goes to every process of the job
  * (--full). 0, or -1 with Slurm's message in err. */
 int	slurm_cancel(const char *id, int sig, char *err, size_t errlen);
+/* slurm_cancel's command line, in argv (8), with the buffers sigarg (32)
+ * and idarg (80) it points into. */
+void	slurm_cancel_argv(const char *id, int sig, char *argv[8], char sigarg[32], char idarg[80]);
 
 /* Quote s for /bin/sh ('...'); returns malloc'd text. */
 char	*slurm_shquote(const char *s);

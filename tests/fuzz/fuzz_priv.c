@@ -46,6 +46,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (t == PRIV_SIGNAL &&
 		    memchr(((const struct priv_signal *)(void *)m)->rdir, '\0', PATH_MAX) == NULL)
 			abort();
+		if (t == PRIV_SCANCEL &&
+		    memchr(((const struct priv_scancel *)(void *)m)->id, '\0', 32) == NULL)
+			abort();
 	} else if (why[0] == '\0')
 		abort();
 	struct priv_reply rep;

@@ -8,7 +8,11 @@
  * vouched; a signal refused for a process no shim of the parent's
  * started, for pgid 1, for a records directory outside the state
  * directory or writable by others; an fchown refused to root, to a
- * non-member and of a FIFO, done for a member. Needs root. */
+ * non-member and of a FIFO, done for a member; sbatch refused for a
+ * non-member, uid 0 and a FIFO, run as a member with the script on its
+ * standard input and a clean environment, its job id taken and garbage
+ * refused; scancel only of a job submitted for the same uid. Needs
+ * root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -77,6 +81,16 @@ hdr(union priv_msg *m, uint32_t type, size_t len)
 	m->h.id = 7;
 }
 
+/* A user owner with its gid as its one group. */
+static void
+owner_one(struct priv_owner *o, uid_t uid, gid_t gid)
+{
+	o->uid = uid;
+	o->gid = gid;
+	o->ngroups = 1;
+	o->groups[0] = gid;
+}
+
 static void
 case_decode(void)
 {
@@ -88,6 +102,8 @@ case_decode(void)
 		{ PRIV_FCHOWN, sizeof(struct priv_fchown), 1 },
 		{ PRIV_NOTIFY, sizeof(struct priv_notify), 0 },
 		{ PRIV_VOUCH, sizeof(struct priv_vouch), 1 },
+		{ PRIV_SBATCH, sizeof(struct priv_sbatch), 1 },
+		{ PRIV_SCANCEL, sizeof(struct priv_scancel), 0 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -97,6 +113,11 @@ case_decode(void)
 		}
 		if (ok[i].type == PRIV_NOTIFY)
 			strcpy(m.notify.text, "READY=1");
+		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
+			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
+			m.sbatch.owner.gid = NOGRP;
+			strcpy(m.scancel.id, "42");
+		}
 		CHECK(priv_decode(&m, ok[i].len, ok[i].nfd, why, sizeof(why)) == (int)ok[i].type,
 		    "type %u: %s", ok[i].type, why);
 		/* Short, long, the header's length another, a descriptor
@@ -159,6 +180,46 @@ case_decode(void)
 	m.shim.owner.kind = 2;
 	m.shim.owner.uid = 0;
 	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
+	/* Slurm's owners: a user, no id 0 (uid, gid, a group), not root. */
+	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
+	owner_one(&m.sbatch.owner, NOBODY, NOGRP);
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == PRIV_SBATCH, "%s", why);
+	m.sbatch.owner.groups[0] = 0;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "group 0");
+	m.sbatch.owner.groups[0] = NOGRP;
+	m.sbatch.owner.gid = 0;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "gid 0");
+	m.sbatch.owner.gid = NOGRP;
+	m.sbatch.owner.uid = 0;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "uid 0");
+	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
+	m.sbatch.owner.kind = PRIV_OWNER_ROOT;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "root");
+	/* A job id: digits only, NUL-terminated, nothing after; a signal
+	 * the daemon sends. */
+	hdr(&m, PRIV_SCANCEL, sizeof(m.scancel));
+	m.scancel.owner.uid = NOBODY;
+	m.scancel.owner.gid = NOGRP;
+	static const char *const badid[] = { "", "12a", "1;c", "-1", " 1", "1 " };
+	for (size_t i = 0; i < sizeof(badid) / sizeof(badid[0]); i++) {
+		strcpy(m.scancel.id, badid[i]);
+		CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "id '%s'",
+		    badid[i]);
+		memset(m.scancel.id, 0, sizeof(m.scancel.id));
+	}
+	memset(m.scancel.id, '1', sizeof(m.scancel.id));
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "no NUL");
+	memset(m.scancel.id, 0, sizeof(m.scancel.id));
+	strcpy(m.scancel.id, "42");
+	m.scancel.id[5] = '7';
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "a stray byte");
+	m.scancel.id[5] = '\0';
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == PRIV_SCANCEL, "%s", why);
+	m.scancel.sig = SIGSTOP;
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "SIGSTOP");
+	m.scancel.sig = SIGUSR1;
+	m.scancel.owner.uid = 0;
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "scancel as uid 0");
 	/* Notify: only the three lines. */
 	hdr(&m, PRIV_NOTIFY, sizeof(m.notify));
 	strcpy(m.notify.text, "MAINPID=1");
@@ -260,10 +321,7 @@ case_shim_member(void)
 	setup(NOGRP);	/* nobody's own group: a member by the database */
 	union priv_msg m;
 	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
-	m.shim.owner.uid = NOBODY;
-	m.shim.owner.gid = NOGRP;
-	m.shim.owner.ngroups = 1;
-	m.shim.owner.groups[0] = NOGRP;
+	owner_one(&m.shim.owner, NOBODY, NOGRP);
 	struct priv_reply rep;
 	int rfd;
 	priv_handle(&rules, &m, sizeof(m.shim), NULL, 0, &rep, &rfd);
@@ -432,6 +490,131 @@ case_fchown(void)
 	close(fd);
 }
 
+/* Slurm's commands in a directory of their own ([slurm] bin_dir): a
+ * sbatch that records who ran it, with what environment and standard
+ * input, and answers as the script asks (a job id, garbage, an error);
+ * a scancel that records its arguments. */
+static char sbin[PATH_MAX];
+
+static void
+fake_slurm(void)
+{
+	snprintf(sbin, sizeof(sbin), "%s/bin", tmp);
+	CHECK(mkdir(sbin, 0777) == 0 && chmod(sbin, 0777) == 0 && chmod(tmp, 0755) == 0);
+	snprintf(rules.slurm_bin, sizeof(rules.slurm_bin), "%s", sbin);
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/sbatch", sbin);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "#!/bin/sh\nd=$(dirname \"$0\")\ncat > \"$d/stdin\"\n"
+	    "{ id -u; id -g; id -G; env; echo \"args $*\"; } > \"$d/who\"\n"
+	    "case $(cat \"$d/stdin\") in\n"
+	    "*GARBAGE*) echo 'sbatch: warning: a line'; echo 'job 12';;\n"
+	    "*REFUSE*) echo 'sbatch: error: Batch job submission failed: Invalid' >&2; exit 1;;\n"
+	    "*) echo 'sbatch: warning: a line'; echo '4242;cluster';;\nesac\n");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/scancel", sbin);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "#!/bin/sh\necho \"$(id -u) $*\" >> \"$(dirname \"$0\")/cancelled\"\n");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/sbatch", sbin);
+	CHECK(chmod(path, 0755) == 0);
+	snprintf(path, sizeof(path), "%s/scancel", sbin);
+	CHECK(chmod(path, 0755) == 0);
+}
+
+/* sbatch of a script whose text is text (NULL: a FIFO) as uid:gid; the
+ * reply's err, its why in why. */
+static int
+sbatch(const char *text, uid_t uid, gid_t gid, char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	int fd;
+	snprintf(path, sizeof(path), "%s/job.sbatch", tmp);
+	unlink(path);
+	if (text == NULL) {
+		CHECK(mkfifo(path, 0600) == 0);
+		fd = open(path, O_RDWR);
+	} else {
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	}
+	union priv_msg m;
+	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
+	owner_one(&m.sbatch.owner, uid, gid);
+	struct priv_reply rep;
+	int rfd, fds[1] = { fd };
+	priv_handle(&rules, &m, sizeof(m.sbatch), fds, 1, &rep, &rfd);
+	CHECK(rfd == -1 && rep.h.type == PRIV_SBATCH);
+	snprintf(why, whylen, "%s", rep.why);
+	return rep.err;
+}
+
+static int
+scancel(const char *id, uid_t uid, int signo)
+{
+	union priv_msg m;
+	hdr(&m, PRIV_SCANCEL, sizeof(m.scancel));
+	m.scancel.owner.uid = uid;
+	m.scancel.owner.gid = NOGRP;
+	m.scancel.sig = signo;
+	snprintf(m.scancel.id, sizeof(m.scancel.id), "%s", id);
+	return handle(&m, sizeof(m.scancel), -1, NULL);
+}
+
+/* sbatch runs as the owner, never as a non-member, reads the script on
+ * its standard input, gets the parent's PATH and SLURM_CONF and nothing
+ * else of its environment; its job id comes back; garbage and Slurm's
+ * refusal are refused with sbatch's words. scancel runs as the owner of
+ * a job the parent submitted for that uid, and for no other job. */
+static void
+case_slurm(void)
+{
+	char why[160], path[PATH_MAX + 16];
+	setup(NOTAGROUP);
+	fake_slurm();
+	CHECK(sbatch("#!/bin/sh\ntrue\n", NOBODY, NOGRP, why, sizeof(why)) == EPERM,
+	    "a non-member: %s", why);
+	snprintf(path, sizeof(path), "%s/who", sbin);
+	CHECK(access(path, F_OK) == -1, "sbatch ran for a non-member");
+	setup(NOGRP);
+	fake_slurm();
+	CHECK(sbatch(NULL, NOBODY, NOGRP, why, sizeof(why)) == EINVAL, "a FIFO: %s", why);
+	setenv("SLURM_CONF", "/etc/slurm/test.conf", 1);
+	setenv("PL_LEAK", "1", 1);
+	CHECK(sbatch("#!/bin/sh\ntrue\n", NOBODY, NOGRP, why, sizeof(why)) == 0, "%s", why);
+	CHECK(strcmp(why, "4242") == 0, "job id '%s'", why);
+	snprintf(path, sizeof(path), "%s/who", sbin);
+	char *who = plc_read_file(path, NULL, 65536);
+	CHECK(who != NULL && strncmp(who, "65534\n65534\n65534\n", 18) == 0, "%s", who ? who : "(none)");
+	CHECK(who != NULL && strstr(who, "SLURM_CONF=/etc/slurm/test.conf\n") != NULL &&
+	    strstr(who, "PL_LEAK") == NULL && strstr(who, "args --parsable\n") != NULL, "%s", who ? who : "(none)");
+	free(who);
+	snprintf(path, sizeof(path), "%s/stdin", sbin);
+	char *in = plc_read_file(path, NULL, 65536);
+	CHECK(in != NULL && strcmp(in, "#!/bin/sh\ntrue\n") == 0, "stdin: %s", in ? in : "(none)");
+	free(in);
+	unsetenv("PL_LEAK");
+	/* A reply that is no job id; Slurm's refusal, in its words. */
+	CHECK(sbatch("GARBAGE", NOBODY, NOGRP, why, sizeof(why)) == EIO, "garbage");
+	CHECK(strstr(why, "no job id") != NULL, "%s", why);
+	CHECK(sbatch("REFUSE", NOBODY, NOGRP, why, sizeof(why)) == EIO, "refused");
+	CHECK(strstr(why, "Invalid") != NULL, "%s", why);
+	/* scancel: the job submitted, as its owner; another id, or the same
+	 * id for another uid, refused. */
+	CHECK(scancel("4242", NOBODY, 0) == 0);
+	CHECK(scancel("4242", NOBODY, SIGUSR1) == 0);
+	CHECK(scancel("4243", NOBODY, 0) == EPERM, "a job the parent did not submit");
+	CHECK(scancel("12", NOBODY, 0) == EPERM, "the garbage's number");
+	CHECK(scancel("4242", 1, 0) == EPERM, "another uid");
+	snprintf(path, sizeof(path), "%s/cancelled", sbin);
+	char *c = plc_read_file(path, NULL, 65536);
+	CHECK(c != NULL && strcmp(c, "65534 4242\n65534 --signal=10 --batch 4242\n") == 0, "%s", c ? c : "(none)");
+	free(c);
+	unsetenv("SLURM_CONF");
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -439,6 +622,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(shim_root_vouched),
 	UNIT_CASE(signal_refused),
 	UNIT_CASE(fchown),
+	UNIT_CASE(slurm),
 	UNIT_END
 };
 
