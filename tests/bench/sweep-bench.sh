@@ -65,6 +65,14 @@
 # runs have a daemon of their own (they had found the sweep's probe
 # calibration: their probes 13 s against the sweep's cold ones).
 # Winner lora_r=16 both ways, with the same accuracies per variant.
+# After that change (2026-12-06 17:32-17:59, b58c4d9, alone, load median
+# 2.1): the sweep 645.3 s; one by one (their own daemon) r8 208.2 s, r16
+# 198.8 s, r32 193.1 s; target 568.5 s, so 1.135x (MISSED), 1.077x the
+# target with a probe per rank (599.0 s).  The sweep's probes 16-17 s
+# each, its trainings 78-97 s and bakes 96-121 s: the jobs between
+# training and bake (merge .. register, no resource) still run beside the
+# next variant's training and slow both.  Winner lora_r=16 both ways, the
+# same accuracies per variant.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
