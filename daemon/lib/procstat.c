@@ -12,6 +12,7 @@ int
 proc_stat_read(pid_t pid, struct proc_stat *ps)
 {
 	char path[64], buf[4096];
+	memset(ps, 0, sizeof(*ps));
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd == -1)
@@ -24,7 +25,6 @@ proc_stat_read(pid_t pid, struct proc_stat *ps)
 	char *p = strrchr(buf, ')');
 	if (p == NULL)
 		return -1;
-	memset(ps, 0, sizeof(*ps));
 	int field = 2;
 	char *save = NULL;
 	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {

@@ -18,7 +18,8 @@ struct proc_stat {
 
 /* Fill *ps from /proc/PID/stat (the command name may hold spaces and
  * parentheses: the fields are read after its last ')'): 0, or -1 when
- * the process is gone or its line unreadable. */
+ * the process is gone or its line unreadable (*ps then all zeros, or the
+ * fields read before the line ended). */
 int	proc_stat_read(pid_t pid, struct proc_stat *ps);
 
 #endif
