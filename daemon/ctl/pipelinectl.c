@@ -836,6 +836,9 @@ ordinal(int n)
  * as level grows, until only the resource is left:
  *   0  waits for gpu (1 of 1 in use): held by run a (train); 1st in line
  *   1  waits for gpu, held by a/train; 1st in line
+ * (a sweep's job may wait for what the sweep keeps for an earlier
+ * variant: "waits for gpu (0 of 1 in use): kept for bake-r8; 1st in
+ * line")
  *   2  waits for gpu, 1st in line
  *   3  waits for gpu
  * "" when it does not wait (or waits for a job of its own run at level 3
@@ -884,17 +887,23 @@ wait_words(const cJSON *wt, int level, double now, char *buf, size_t sz)
 	}
 	if (nh > n && o < sizeof(held))
 		snprintf(held + o, sizeof(held) - o, " and %d more", nh - n);
+	/* Who holds it, and the earlier variant's job of the same run that
+	 * a sweep keeps it for: "held by a/train, kept for bake-r8". */
+	char who[700] = "";
+	const char *kf = jstr(wt, "kept_for");
+	snprintf(who, sizeof(who), "%s%s%s%s%s", *held ? "held by " : "", held,
+	    *held && *kf ? ", " : "", *kf ? "kept for " : "", kf);
 	if (level == 0 && slots)
 		snprintf(buf, sz, "waits for %s (%.0f of max_jobs %.0f running)%s%s; %d%s in line",
 		    what, jnum(wt, "used"), jnum(wt, "capacity"), *held ? ": " : "", held, place,
 		    ordinal(place));
 	else if (level == 0)
 		snprintf(buf, sz, "waits for %s (%.0f of %.0f in use)%s%s; %d%s in line", what,
-		    jnum(wt, "used"), jnum(wt, "capacity"), *held ? ": held by " : "", held, place,
+		    jnum(wt, "used"), jnum(wt, "capacity"), *who ? ": " : "", who, place,
 		    ordinal(place));
 	else if (level == 1)
-		snprintf(buf, sz, "waits for %s%s%s; %d%s in line", what, *held ? ", held by " : "",
-		    held, place, ordinal(place));
+		snprintf(buf, sz, "waits for %s%s%s; %d%s in line", what, *who ? ", " : "", who,
+		    place, ordinal(place));
 	else if (level == 2)
 		snprintf(buf, sz, "waits for %s, %d%s in line", what, place, ordinal(place));
 	else
@@ -1507,7 +1516,8 @@ rate_get(const struct wjob *j)
 }
 
 /* Whether every holder a wait names is a job of the watched run (a
- * sweep's next training waits for the gpu its previous one holds). */
+ * sweep's next training waits for the gpu its previous one holds, or
+ * keeps for its bake). */
 static int
 held_by_own(const struct watch *w, const cJSON *wait)
 {
@@ -1522,7 +1532,9 @@ held_by_own(const struct watch *w, const cJSON *wait)
 			return 0;
 		seen++;
 	}
-	return seen > 0 && seen == (int)jnum(wait, "holders");
+	/* What a sweep keeps for an earlier variant's job is its own run's
+	 * too, held by nobody while that job waits for its after. */
+	return (seen > 0 || *jstr(wait, "kept_for") != '\0') && seen == (int)jnum(wait, "holders");
 }
 
 /* Whether an open job waits for what another run's jobs hold (a

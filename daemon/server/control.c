@@ -536,7 +536,9 @@ v_ping(struct client *c, const cJSON *req)
 /* Why an open job waits, from the scheduler, as the job's "wait":
  * {"reason":"after","job"}, {"reason":"backoff","until"},
  * {"reason":"slots"|"resource","resource","need","used","capacity",
- * "place","held_by":["RUN/JOB"...],"holders"}, {"reason":"stopping"}. */
+ * "place","held_by":["RUN/JOB"...],"holders"} (and "kept","kept_for":
+ * JOB where a sweep keeps the resource for an earlier variant's job of
+ * the same run), {"reason":"stopping"}. */
 static void
 add_wait(struct client *c, cJSON *job, const char *run)
 {
@@ -558,6 +560,10 @@ add_wait(struct client *c, cJSON *job, const char *run)
 	if (w.why == SW_RESOURCE) {
 		cJSON_AddStringToObject(o, "resource", w.what);
 		cJSON_AddNumberToObject(o, "need", w.need);
+		if (w.kept_for[0] != '\0') {
+			cJSON_AddNumberToObject(o, "kept", w.kept);
+			cJSON_AddStringToObject(o, "kept_for", w.kept_for);
+		}
 	}
 	cJSON_AddNumberToObject(o, "used", w.used);
 	cJSON_AddNumberToObject(o, "capacity", w.capacity);

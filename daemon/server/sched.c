@@ -236,6 +236,82 @@ job_set(struct sjob *j, enum pl_job_state state, const char *msg)
 	return 0;
 }
 
+/* Whether j needs resource res (and how much), or 0. */
+static int
+res_need(const struct sjob *j, const struct resource *res)
+{
+	if (j->sec->ex->batch)
+		return 0; /* Slurm's resources are Slurm's. */
+	for (int i = 0; i < j->sec->nres; i++)
+		if (conf_resource(S.conf, j->sec->res_names[i]) == res)
+			return j->sec->res_counts[i];
+	return 0;
+}
+
+/*
+ * How much of res a sweep keeps from j for the variants before j's (0
+ * for a job of no variant, or of the first): per earlier variant, the
+ * most that one of its open jobs needs, less what its running jobs hold.
+ * So the variants take a resource that cannot hold them all in their
+ * order: when a variant's training ends, the device is kept for that
+ * variant's bake (when the bake asks for it too) rather than given to
+ * the next variant's training, and the light jobs between them (merge
+ * .. register) run alone, not beside that training. A job of the
+ * earliest variant still open is never kept from anything, so the
+ * sweep goes on. *why: the earlier variant's job it is kept for.
+ */
+static int
+res_kept(const struct sjob *j, const struct resource *res, const struct sjob **why)
+{
+	int v = j->sec->vindex, kept = 0;
+	*why = NULL;
+	if (v <= 1)
+		return 0;
+	const struct srun *r = j->run;
+	int *want = xcalloc((size_t)v * 2, sizeof(int)), *held = want + v;
+	const struct sjob **first = xcalloc((size_t)v, sizeof(*first));
+	for (int i = 0; i < r->njobs; i++) {
+		const struct sjob *o = &r->jobs[i];
+		int u = o->sec->vindex, n;
+		if (u < 1 || u >= v || (n = res_need(o, res)) == 0)
+			continue;
+		if (o->running && o->holds_res)
+			held[u] += n;
+		else if (open_job(o) && n > want[u]) {
+			want[u] = n;
+			first[u] = o;
+		}
+	}
+	for (int u = 1; u < v; u++)
+		if (want[u] > held[u]) {
+			kept += want[u] - held[u];
+			if (*why == NULL)
+				*why = first[u];
+		}
+	free(want);
+	free(first);
+	return kept;
+}
+
+/* Whether r has room for need units of it for j, with what a sweep
+ * keeps for j's earlier variants counted as used (*kept, *why:
+ * res_kept's). */
+static int
+res_room(const struct sjob *j, const struct resource *r, int need, int *kept,
+    const struct sjob **why)
+{
+	*kept = 0;
+	*why = NULL;
+	if (r->used + need > r->capacity)
+		return 0;
+	if (j->run->spec->nvariants > 0 && (*kept = res_kept(j, r, why)) > 0 &&
+	    r->used + need + *kept > r->capacity)
+		return 0;
+	*kept = 0;
+	*why = NULL;
+	return 1;
+}
+
 static int
 res_available(struct sjob *j)
 {
@@ -243,7 +319,9 @@ res_available(struct sjob *j)
 		return 1; /* Slurm's resources are Slurm's. */
 	for (int i = 0; i < j->sec->nres; i++) {
 		struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
-		if (r == NULL || r->used + j->sec->res_counts[i] > r->capacity)
+		int kept;
+		const struct sjob *why;
+		if (r == NULL || !res_room(j, r, j->sec->res_counts[i], &kept, &why))
 			return 0;
 	}
 	return 1;
@@ -1167,18 +1245,6 @@ sched_job_state(const char *run, const char *job)
 	return st;
 }
 
-/* Whether j needs resource res (and how much), or 0. */
-static int
-res_need(const struct sjob *j, const struct resource *res)
-{
-	if (j->sec->ex->batch)
-		return 0; /* Slurm's resources are Slurm's. */
-	for (int i = 0; i < j->sec->nres; i++)
-		if (conf_resource(S.conf, j->sec->res_names[i]) == res)
-			return j->sec->res_counts[i];
-	return 0;
-}
-
 /* Why the open job j waits, as the scheduling pass sees it (sched_kick):
  * its after, its backoff, max_jobs, or the first of its resources that
  * lacks room; the jobs that hold that, and its place among the ready
@@ -1213,9 +1279,10 @@ job_wait(struct sjob *j, struct sched_wait *w)
 		w->used = S.running;
 		w->capacity = S.conf->max_jobs;
 	} else {
+		const struct sjob *why = NULL;
 		for (int i = 0; i < j->sec->nres && !j->sec->ex->batch && res == NULL; i++) {
 			struct resource *r = conf_resource(S.conf, j->sec->res_names[i]);
-			if (r != NULL && r->used + j->sec->res_counts[i] > r->capacity) {
+			if (r != NULL && !res_room(j, r, j->sec->res_counts[i], &w->kept, &why)) {
 				res = r;
 				w->need = j->sec->res_counts[i];
 			}
@@ -1226,6 +1293,8 @@ job_wait(struct sjob *j, struct sched_wait *w)
 		snprintf(w->what, sizeof(w->what), "%s", res->name);
 		w->used = res->used;
 		w->capacity = res->capacity;
+		if (why != NULL)
+			snprintf(w->kept_for, sizeof(w->kept_for), "%s", why->sec->name);
 	}
 	w->place = 1;
 	for (struct srun *r = S.runs; r; r = r->next) {

@@ -128,6 +128,11 @@ struct sched_wait {
 	enum sched_why why;
 	char what[128];         /* the job or the resource waited for */
 	int need, used, capacity;
+	/* SW_RESOURCE: what a sweep keeps of it for an earlier variant,
+	 * which the job would take (sched.c: res_kept), and that variant's
+	 * open job it is kept for ("" when none is). */
+	int kept;
+	char kept_for[128];
 	double next_at;         /* SW_BACKOFF: wall clock */
 	/* SW_SLOTS, SW_RESOURCE: the place in the queue for it (1: the
 	 * next job the scheduler starts when it frees), and the running
