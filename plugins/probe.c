@@ -60,6 +60,9 @@ static const struct pl_key probe_keys[] = {
 	PL_KEY_BOOL(.name = "prune", .def = "no", .flags = PL_KEY_HIDDEN,
 	    .help = "set by a sweep: a prediction that does not fit rejects the job, "
 	    "pruning its variants, instead of failing it"),
+	PL_KEY_STRING(.name = "fits_if", .flags = PL_KEY_HIDDEN,
+	    .help = "set by a sweep: the probes of the sets with as much or more of every "
+	    "memory-relevant value; when one of them fits, so does this one, unmeasured"),
 	PL_KEY_STRING(.name = "gpu",
 	    .help = "the GPU's name for calibration (default: what the job reports)"),
 	PL_KEY_STRING(.name = "recipe",
@@ -139,6 +142,66 @@ recipe_name(pl_job *job, char *buf, size_t len)
 		    buf, len);
 }
 
+/*
+ * A sweep's probe of a set that another set dominates (fits_if: the
+ * probes of the sets with as much or more of every memory-relevant
+ * value, lora_r and per_device_train_batch_size, whose memory only grows
+ * with them): when one of those predicted a fit within this job's budget
+ * and margin, this one fits too and is not measured. Its value "probe"
+ * says by which, and has no probe_mb, so its training stores no
+ * calibration pair (a pair needs the figure of its own configuration).
+ * 1 when it so fits, 0 when it must be measured.
+ */
+static int
+probe_dominated(pl_job *job)
+{
+	const char *list = host->get(job, "fits_if");
+	char names[1024], *save = NULL;
+	if (list == NULL || *list == '\0')
+		return 0;
+	snprintf(names, sizeof(names), "%s", list);
+	double margin = host->get_double(job, "margin_mb", 0);
+	for (char *n = strtok_r(names, ", ", &save); n != NULL; n = strtok_r(NULL, ", ", &save)) {
+		char *pv = host->value_get(job, NULL, n, "probe");
+		cJSON *o = pv != NULL ? cJSON_Parse(pv) : NULL;
+		free(pv);
+		const cJSON *pm = cJSON_GetObjectItemCaseSensitive(o, "predicted_mb");
+		const cJSON *bm = cJSON_GetObjectItemCaseSensitive(o, "budget_mb");
+		const cJSON *rk = cJSON_GetObjectItemCaseSensitive(o, "lora_r");
+		double budget = host->get(job, "budget_mb") != NULL ?
+		    host->get_double(job, "budget_mb", 0) : cJSON_IsNumber(bm) ? bm->valuedouble : 0;
+		if (!cJSON_IsNumber(pm) || !cJSON_GetObjectItemCaseSensitive(o, "probe_mb") ||
+		    !(budget > 0) || pm->valuedouble > budget - margin) {
+			cJSON_Delete(o);
+			continue;
+		}
+		double pred = pm->valuedouble;
+		int rank = cJSON_IsNumber(rk) ? (int)rk->valuedouble : 0;
+		cJSON_Delete(o);
+		cJSON *v = cJSON_CreateObject();
+		cJSON_AddStringToObject(v, "fits_by", n);
+		cJSON_AddNumberToObject(v, "fits_by_predicted_mb", pred);
+		cJSON_AddNumberToObject(v, "budget_mb", budget);
+		cJSON_AddNumberToObject(v, "margin_mb", margin);
+		cJSON_AddNumberToObject(v, "lora_r", (double)host->get_int(job, "lora_r", 0));
+		char *text = cJSON_PrintUnformatted(v);
+		cJSON_Delete(v);
+		int rc = host->value_set(job, "probe", text);
+		free(text);
+		if (rc != PL_OK) {
+			host->log(job, PL_LOG_WARN, "probe: storing the probe value: %s; "
+			    "measuring instead", host->strerror(rc));
+			return 0;
+		}
+		host->log(job, PL_LOG_INFO, "probe: fits without a measure: %s (lora_r %d, as "
+		    "much or more of every memory-relevant value) predicts %.0f MB, within "
+		    "budget_mb %.0f - margin_mb %.0f = %.0f MB", n, rank, pred, budget, margin,
+		    budget - margin);
+		return 1;
+	}
+	return 0;
+}
+
 static int
 probe_run(pl_job *job)
 {
@@ -152,6 +215,8 @@ probe_run(pl_job *job)
 
 	memset(&p, 0, sizeof(p));
 	memset(&mc, 0, sizeof(mc));
+	if (probe_dominated(job))
+		return PL_OK;
 	rc = pyjob_prepare(host, job, probe_keys, "probe", NULL, &pj);
 	if (rc != PL_OK)
 		return rc;

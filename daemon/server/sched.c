@@ -124,13 +124,25 @@ ready_set(struct sjob *j)
 		r->ready[j->seq / 64] &= ~bit;
 }
 
+/* Whether d is a sweep's probe of a set that dominates n's, another
+ * probe copy (spec_sweep.c: fits_if): n runs once d has ended, fit or
+ * not (a probe that does not fit says nothing of a smaller set). */
+static int
+probe_after_probe(const struct sjob *n, const struct sjob *d)
+{
+	return n->sec->sweep_probe && d->sec->sweep_probe;
+}
+
 /* Whether n's dependency d, in state st, is met: d succeeded; for a
  * sweep's gate (sweep_any) and a variant's job, d ended at all (the gate
- * ranks the variants that finished; sched_kick skips it when none did). */
+ * ranks the variants that finished; sched_kick skips it when none did),
+ * and so for a probe after a probe of a set that dominates its own. */
 static int
 dep_met(const struct sjob *n, const struct sjob *d, enum pl_job_state st)
 {
 	if (n->sec->sweep_any && d->sec->vindex > 0)
+		return pl_job_state_final(st);
+	if (probe_after_probe(n, d))
 		return pl_job_state_final(st);
 	return pl_job_state_ok(st);
 }
@@ -870,7 +882,8 @@ again:
 						vlast = d;
 						continue;
 					}
-					if (pl_job_state_final(d->st) && !pl_job_state_ok(d->st)) {
+					if (pl_job_state_final(d->st) && !pl_job_state_ok(d->st) &&
+					    !probe_after_probe(j, d)) {
 						char m[256];
 						if (d->sec->sweep_probe && d->st == PLJ_rejected)
 							snprintf(m, sizeof(m), "pruned: %s predicts "

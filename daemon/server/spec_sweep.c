@@ -9,6 +9,7 @@
  * spec_load() is here too: the parse, the expansion and the submit
  * limits, so that spec.c below calls nothing of this file.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,6 +407,30 @@ after_swap(struct spec_section *sec, const char *old, const char *new)
 	kv->value = out ? out : xstrdup("");
 }
 
+/*
+ * The probes of the sets that dominate set t (as much or more of every
+ * memory key's value, the values integers, tv[u * nmk + m]): memory only
+ * grows with each of them, so when one of those fits, so does t. Their
+ * names ("probe-r32, probe-r64"), or NULL when none does.
+ */
+static char *
+probe_dominators(const char *probe, char **tsfx, const long long *tv, int ntup, int nmk, int t)
+{
+	char *out = NULL;
+	for (int u = 0; u < ntup; u++) {
+		int ge = u != t;
+		for (int m = 0; ge && m < nmk; m++)
+			ge = tv[u * nmk + m] >= tv[t * nmk + m];
+		if (!ge)
+			continue;
+		cat(&out, out ? ", " : "");
+		cat(&out, probe);
+		cat(&out, "-");
+		cat(&out, tsfx[u]);
+	}
+	return out;
+}
+
 /* The probe a swept train job runs after, when the sweep is over one of
  * memory_keys and every job after the probe is swept: its index, else
  * -1. mk[] gets the indices of those keys among keys. */
@@ -591,7 +616,10 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 	char **tup = xcalloc((size_t)nv + 1, sizeof(char *));      /* "lora_r=64" */
 	char **tsfx = xcalloc((size_t)nv + 1, sizeof(char *));     /* "r64" */
 	int *tfirst = xcalloc((size_t)nv + 1, sizeof(int));        /* a variant of it */
-	int tok = 1;
+	/* Each set's values as integers, for probe_dominators (mono: all
+	 * are). */
+	long long *tval = xcalloc(((size_t)nv + 1) * ((size_t)nmk + 1), sizeof(long long));
+	int tok = 1, mono = 1;
 	for (int v = 0; pj >= 0 && v < nv; v++) {
 		int rest = v;
 		for (int k = nkeys - 1; k >= 0; k--) {
@@ -614,6 +642,13 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 		for (t = 0; t < ntup && strcmp(tup[t], tv) != 0; t++)
 			;
 		if (t == ntup) {
+			for (int m = 0; m < nmk; m++) {
+				const char *x = keys[mk[m]].vals[pick[mk[m]]];
+				char *end;
+				errno = 0;
+				tval[ntup * nmk + m] = strtoll(x, &end, 10);
+				mono &= errno == 0 && end != x && *end == '\0';
+			}
 			tup[ntup] = tv;
 			tsfx[ntup] = ts;
 			tfirst[ntup++] = v;
@@ -650,6 +685,24 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 						kv_push(cp, k->key, k->vals[pick[mk[m]]], skv->line);
 				}
 				kv_push(cp, "prune", "yes", skv->line);
+				/* After the probes of the sets that dominate its own,
+				 * whose fit is its own (fits_if; sched.c runs it when
+				 * they end, fit or not). */
+				char *dom = mono ? probe_dominators(o->name, tsfx, tval, ntup, nmk,
+				    t) : NULL;
+				if (dom != NULL) {
+					struct spec_kv *ak = (struct spec_kv *)spec_find(cp, "after");
+					if (ak != NULL && *ak->value != '\0') {
+						cat(&ak->value, ", ");
+						cat(&ak->value, dom);
+					} else if (ak != NULL) {
+						free(ak->value);
+						ak->value = xstrdup(dom);
+					} else
+						kv_push(cp, "after", dom, skv->line);
+					kv_push(cp, "fits_if", dom, skv->line);
+					free(dom);
+				}
 				cp->variant = xstrdup(tup[t]);
 				cp->sweep_probe = 1;
 				jobs[n++] = cp;
@@ -773,6 +826,7 @@ spec_expand(struct spec *s, const struct conf *c, char **errs)
 			spec_section_free(s->jobs[j]);
 	free(mk);
 	free(vprobe);
+	free(tval);
 	strv_free(tup);
 	strv_free(tsfx);
 	free(tfirst);

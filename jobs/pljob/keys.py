@@ -87,6 +87,7 @@ PROBE = dict(COMMON, **{
     "calibration_pairs": K("int", "5", 0, None, None, False),
     "mb_per_rank": K("float", "15", None, None, None, False),
     "prune": K("bool", "no", None, None, None, False),
+    "fits_if": K("string", None, None, None, None, False),
     "host_mem_cap": K("string", "12G", None, None, None, False),
 })
 

@@ -388,7 +388,8 @@ case_sweep_errors(void)
 /* A sweep over a memory key after a probe: the probe runs once per
  * distinct value of the memory keys (lora_r), not per variant, with
  * prune = yes; each variant's train runs after its own probe and takes
- * its calibration pair from it. */
+ * its calibration pair from it; a smaller set's probe after the larger
+ * one's (fits_if). */
 static void
 case_sweep_probe(void)
 {
@@ -413,8 +414,40 @@ case_sweep_probe(void)
 	CHECK(strcmp(spec_get(t3, "after"), "probe-r4096") == 0);
 	CHECK(strcmp(spec_get(t3, "probe_job"), "probe-r4096") == 0);
 	CHECK(strcmp(spec_get(s->jobs[2], "after"), "probe-r8") == 0);
+	/* The smaller set's probe runs after the larger's, whose fit is its
+	 * own; the largest runs after nothing more. */
+	CHECK(spec_get(p0, "after") != NULL && strcmp(spec_get(p0, "after"), "probe-r4096") == 0);
+	CHECK(spec_get(p0, "fits_if") != NULL && strcmp(spec_get(p0, "fits_if"), "probe-r4096") == 0);
+	CHECK(spec_get(p1, "after") == NULL && spec_get(p1, "fits_if") == NULL);
 	for (int j = 0; j < s->njobs; j++)
 		CHECK(strcmp(s->jobs[j]->name, "probe") != 0);
+	spec_free(s);
+
+	/* Two memory keys: a set is dominated by those with as much or more
+	 * of both, not by one with more of one and less of the other. */
+	s = spec_load("p.ini", "[probe]\nlora_r = 8\nafter = tok\n[tok]\n[train]\nafter = probe\n"
+	    "sweep = lora_r: 8 16; per_device_train_batch_size: 2 1\n", NULL, &errs);
+	CHECK(s != NULL);
+	int seen = 0;
+	for (int j = 0; s != NULL && j < s->njobs; j++) {
+		const struct spec_section *p = s->jobs[j];
+		const char *a = spec_get(p, "after"), *f = spec_get(p, "fits_if");
+		if (!p->sweep_probe)
+			continue;
+		seen++;
+		if (strcmp(p->name, "probe-r8-size2") == 0)
+			CHECK(f && strcmp(f, "probe-r16-size2") == 0 &&
+			    strcmp(a, "tok, probe-r16-size2") == 0);
+		else if (strcmp(p->name, "probe-r8-size1") == 0)
+			CHECK(f && strcmp(f, "probe-r8-size2, probe-r16-size2, probe-r16-size1") == 0);
+		else if (strcmp(p->name, "probe-r16-size1") == 0)
+			CHECK(f && strcmp(f, "probe-r16-size2") == 0);
+		else if (strcmp(p->name, "probe-r16-size2") == 0)
+			CHECK(f == NULL && strcmp(a, "tok") == 0);
+		else
+			CHECK(!"an unexpected probe copy");
+	}
+	CHECK(seen == 4);
 	spec_free(s);
 
 	/* A sweep over keys no probe depends on: the probe stays one. */
