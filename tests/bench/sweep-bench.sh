@@ -42,7 +42,8 @@
 # Environment: BENCH_MAX_STEPS=N trains N optimizer steps instead of the
 # demo's 30; BENCH_SHORT=yes runs v1 shortened as e2e/router-real does
 # (corpus-check.jsonl, 2 epochs, one bake pass), for a quicker look;
-# BENCH_RANKS="8 16 32" the ranks (three by default).
+# BENCH_RANKS="8 16 32" the ranks (three by default); BENCH_KEEP=yes
+# keeps the runs' state and models (about 14 GB) in the work directory.
 # Exit status: 0 when every run succeeded or was rejected by its gate
 # and the winners agree (the ratio is printed, not asserted).
 # Not part of `make check` or `make bench`'s assertions; run it alone:
@@ -81,7 +82,10 @@ export TEST_TMP
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/e2e.sh"
 BENCH_SAMPLER=
-trap 'kill $BENCH_SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null' EXIT
+# The runs' models and the registered ones take about 14 GB: gone at
+# the end (BENCH_KEEP=yes keeps them), the figures' files kept.
+trap 'kill $BENCH_SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null
+      [ "${BENCH_KEEP:-no}" = yes ] || rm -rf "$TEST_TMP/state" "$TEST_TMP/state-sweep" "$TEST_TMP/e2e" "$TEST_TMP/ollama"' EXIT
 cd "$TEST_TMP"
 RANKS=${BENCH_RANKS:-8 16 32}
 bench_router "$TEST_TMP/e2e"
