@@ -34,6 +34,14 @@
  * with it, of any size up to SHIM_REQ_MAX: the daemon refuses a larger
  * one, naming both sizes, and never starts the shim another way. */
 #define SHIM_REQ_MAX (64 << 20)
+
+/* The most supplementary groups a run's owner carries: the shim's -u,
+ * the privileged parent's messages (priv.h: PRIV_NGROUPS) and the
+ * credentials the control socket reads of its peer (access.h) take as
+ * many, so an owner's groups reach its processes whole. The parent
+ * refuses an owner with more (the decoder, a vouch); the control socket
+ * then reads none of its connection's groups. */
+#define SHIM_NGROUPS 256
 struct shim_reply {
 	int32_t pid;
 	int32_t err;

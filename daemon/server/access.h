@@ -9,12 +9,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "exec.h"
+
 /* access.c: who may see and act on which run (pipelined(8) SECURITY) */
 struct conf;
 struct access_peer {          /* a peer's credentials (SO_PEERCRED, SO_PEERGROUPS) */
 	uid_t uid;
 	gid_t gid;
-	gid_t groups[64];
+	gid_t groups[SHIM_NGROUPS];	/* exec.h */
 	int ngroups;
 };
 /* A viewer: ACCESS_ALL (root, the daemon's user, admin_group), or the

@@ -364,8 +364,8 @@ owner_allowed(const struct priv_rules *r, uid_t uid, gid_t gid, const uint32_t *
 		return -1;
 	}
 	struct passwd *pw = getpwuid(uid);
-	gid_t g[256];
-	int ng = 256;
+	gid_t g[PRIV_NGROUPS];
+	int ng = PRIV_NGROUPS;
 	if (pw == NULL || getgrouplist(pw->pw_name, pw->pw_gid, g, &ng) == -1) {
 		snprintf(why, whylen, "uid %u: no such user, or too many groups", (unsigned)uid);
 		return -1;

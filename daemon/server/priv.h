@@ -20,7 +20,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PRIV_NGROUPS 64
+#include "exec.h"
+
+#define PRIV_NGROUPS SHIM_NGROUPS	/* exec.h: the shim's, the control socket's */
 
 enum priv_type {
 	PRIV_SHIM_START = 1,	/* a run's shim, pinned to one owner; reply: its socket */

@@ -159,7 +159,6 @@ record_exit(int dirfd, int logfd, int status, double t0)
 
 /* Who the child runs as (-u UID:GID[:G1,G2...]): set when the shim is
  * root and the job's owner is another user (pipelined(8) USERS). */
-#define SHIM_NGROUPS 256
 struct cred {
 	uid_t uid;
 	gid_t gid;

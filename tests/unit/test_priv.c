@@ -18,13 +18,17 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "pld.h"
 #include "server.h"
+#include "access.h"
 #include "exec.h"
 #include "plio.h"
 #include "priv.h"
@@ -233,8 +237,11 @@ case_decode(void)
 	CHECK(rep.err == EINVAL && rep.h.id == 7 && rfd == -1);
 }
 
+/* A shim start's reply; the shim's socket in *rfd when rfd is not NULL
+ * (else closed, the shim reaped). */
 static int
-shim_start(uint32_t kind, uid_t uid, gid_t gid, uint32_t ngroups, const uint32_t *groups)
+shim_start_rfd(uint32_t kind, uid_t uid, gid_t gid, uint32_t ngroups, const uint32_t *groups,
+    int *rfd)
 {
 	union priv_msg m;
 	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
@@ -242,9 +249,15 @@ shim_start(uint32_t kind, uid_t uid, gid_t gid, uint32_t ngroups, const uint32_t
 	m.shim.owner.uid = uid;
 	m.shim.owner.gid = gid;
 	m.shim.owner.ngroups = ngroups;
-	for (uint32_t i = 0; i < ngroups; i++)
+	for (uint32_t i = 0; i < ngroups && i < PRIV_NGROUPS; i++)
 		m.shim.owner.groups[i] = groups[i];
-	return handle(&m, sizeof(m.shim), -1, NULL);
+	return handle(&m, sizeof(m.shim), -1, rfd);
+}
+
+static int
+shim_start(uint32_t kind, uid_t uid, gid_t gid, uint32_t ngroups, const uint32_t *groups)
+{
+	return shim_start_rfd(kind, uid, gid, ngroups, groups, NULL);
 }
 
 static void
@@ -376,6 +389,74 @@ case_shim_root_vouched(void)
 	int fd = open("/dev/null", O_RDONLY);
 	hdr(&m, PRIV_VOUCH, sizeof(m.vouch));
 	CHECK(handle(&m, sizeof(m.vouch), fd, NULL) == EINVAL);
+}
+
+/* An owner of many supplementary groups (the shim and the control socket
+ * take SHIM_NGROUPS): the control socket reads them all, the parent
+ * vouches for them and starts the owner's shim pinned with every one,
+ * and the shim runs the owner's request. Nobody, its own group and 99
+ * more, set on a process that then connects to us as nobody (the
+ * credentials a connection carries are those of its connect()). */
+#define MANY 100
+static void
+case_shim_many_groups(void)
+{
+	setup(NOGRP);
+	uint32_t g[MANY];
+	gid_t kg[MANY];
+	char owner[24 + 11 * MANY];
+	size_t n = (size_t)snprintf(owner, sizeof(owner), "%u:%u", NOBODY, NOGRP);
+	for (int i = 0; i < MANY; i++) {
+		/* Ascending: the order the kernel gives them back in. */
+		g[i] = kg[i] = i == 0 ? NOGRP : NOTAGROUP + (uint32_t)i;
+		n += (size_t)snprintf(owner + n, sizeof(owner) - n, "%c%u", i ? ',' : ':', g[i]);
+	}
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "test_priv.%d", (int)getpid());
+	socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+	    strlen(sa.sun_path + 1));
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&sa, sl) == 0 && listen(ls, 1) == 0);
+	pid_t kid = fork();
+	if (kid == 0) {
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		char b;
+		if (setgroups(MANY, kg) == -1 || setresgid(NOGRP, NOGRP, NOGRP) == -1 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) == -1 ||
+		    connect(s, (struct sockaddr *)&sa, sl) == -1)
+			_exit(1);
+		(void)!read(s, &b, 1);
+		_exit(0);
+	}
+	int c = accept(ls, NULL, NULL);
+	CHECK(kid > 0 && c >= 0);
+	close(ls);
+	/* The control socket's view of the peer: every group, none cut. */
+	struct access_peer p;
+	CHECK(access_peer_of(c, &p, NULL) == 0 && p.ngroups == MANY, "the control socket read "
+	    "%d of the peer's %d groups", p.ngroups, MANY);
+	union priv_msg m;
+	hdr(&m, PRIV_VOUCH, sizeof(m.vouch));
+	CHECK(handle(&m, sizeof(m.vouch), dup(c), NULL) == 0, "vouched for");
+	close(c);
+	waitpid(kid, NULL, 0);
+	/* Not a member by the group database (NOTAGROUP's are nobody's):
+	 * only the vouch lets it through, with every group. */
+	int rfd = -1;
+	CHECK(shim_start_rfd(PRIV_OWNER_USER, NOBODY, NOGRP, MANY, g, &rfd) == 0,
+	    "a shim of %d groups", MANY);
+	if (rfd < 0)
+		return;
+	CHECK(shim_ask(rfd, owner) == 0, "the owner's request");
+	/* One group fewer is another owner: refused by the pinned shim. */
+	*strrchr(owner, ',') = '\0';
+	CHECK(shim_ask(rfd, owner) == EPERM, "a group cut");
+	close(rfd);
+	waitpid(-1, NULL, 0);	/* the shim, our one child left */
+	/* Past the limit: refused whole by the decoder, never cut. */
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.ngroups = PRIV_NGROUPS + 1;
+	CHECK(handle(&m, sizeof(m.shim), -1, NULL) == EINVAL);
 }
 
 /* A records directory below the state directory, 0700, with a shim.json
@@ -620,6 +701,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(shim_refused),
 	UNIT_CASE(shim_member),
 	UNIT_CASE(shim_root_vouched),
+	UNIT_CASE(shim_many_groups),
 	UNIT_CASE(signal_refused),
 	UNIT_CASE(fchown),
 	UNIT_CASE(slurm),
