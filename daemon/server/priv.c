@@ -73,6 +73,7 @@
 #include "executor.h"
 #include "priv.h"
 #include "slurm.h"
+#include "plio.h"
 
 /* ---- the decoder ------------------------------------------------------- */
 
@@ -237,18 +238,15 @@ ids_vouched(uid_t uid, gid_t gid)
 /* The Slurm jobs this parent's sbatch submitted, by id and uid: the last
  * PRIV_SJOBS of them, kept in priv.owners too ("sbatch ID UID" lines)
  * for a restart's parent. */
-#define PRIV_SJOBS 4096
 static struct { char id[32]; uint32_t uid; } sjobs[PRIV_SJOBS];
 static unsigned nsjobs;
 
 static void
-sjob_add(int fd, const char *id, uint32_t uid)
+sjob_add(const char *id, uint32_t uid)
 {
 	unsigned i = nsjobs++ % PRIV_SJOBS;
 	snprintf(sjobs[i].id, sizeof(sjobs[i].id), "%s", id);
 	sjobs[i].uid = uid;
-	if (fd >= 0 && (dprintf(fd, "sbatch %s %u\n", id, uid) < 0 || fdatasync(fd) == -1))
-		log_warn("privileged parent: priv.owners");
 }
 
 static int
@@ -260,12 +258,12 @@ sjob_known(const char *id, uint32_t uid)
 	return 0;
 }
 
+/* state_dir/priv.owners, root's own regular file (mode 0600), opened
+ * for appending: its descriptor, or -1 with a warning. */
 static int
-vouch_open(const char *state_dir)
+owners_fd(const char *path, int flags)
 {
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/priv.owners", state_dir);
-	int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = open(path, flags | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	struct stat st;
 	if (fd == -1 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 077)) {
@@ -275,20 +273,96 @@ vouch_open(const char *state_dir)
 			close(fd);
 		return -1;
 	}
-	FILE *f = fdopen(dup(fd), "r");
+	return fd;
+}
+
+/* The lines priv.owners holds: what the parent keeps (the owners it
+ * vouched for, its newest PRIV_SJOBS Slurm jobs) and what it forgot. */
+static unsigned owners_lines;
+
+/* Write priv.owners again with only what the parent keeps: in a new
+ * file beside it, synced and renamed over it (plc_atomic_*), so that a
+ * parent killed meanwhile leaves the old file or the new one, whole. */
+static void
+owners_compact(struct priv_rules *r)
+{
+	char path[PATH_MAX];
+	struct plc_atomic a;
+	unsigned n = nsjobs < PRIV_SJOBS ? nsjobs : PRIV_SJOBS;
+	snprintf(path, sizeof(path), "%s/priv.owners", r->state_dir);
+	if (plc_atomic_open(&a, path, 0600) == -1) {
+		log_warn("privileged parent: %s: cannot write it again", path);
+		return;
+	}
+	FILE *f = fdopen(dup(a.fd), "w");
+	int ok = f != NULL;
+	for (int i = 0; ok && i < nvouched; i++)
+		ok = fprintf(f, "%s\n", vouched[i]) >= 0;
+	for (unsigned k = 0; ok && k < n; k++) {
+		unsigned i = (nsjobs - n + k) % PRIV_SJOBS;
+		ok = fprintf(f, "sbatch %s %u\n", sjobs[i].id, sjobs[i].uid) >= 0;
+	}
+	if ((f != NULL && fclose(f) != 0) || !ok) {
+		log_warn("privileged parent: %s: cannot write it again", path);
+		plc_atomic_abort(&a);
+		return;
+	}
+	int done = plc_atomic_commit(&a) == 0;
+	if (!done)
+		log_warn("privileged parent: %s: cannot write it again", path);
+	else
+		owners_lines = (unsigned)nvouched + n;
+	/* The old descriptor may be the replaced file's: append to the new. */
+	close(r->vouchfd);
+	r->vouchfd = owners_fd(path, O_WRONLY);
+}
+
+/* A line appended to priv.owners, synced; the file written again once
+ * it holds twice what the parent keeps. */
+static void
+owners_append(struct priv_rules *r, const char *line)
+{
+	if (r->vouchfd < 0)
+		return;
+	if (dprintf(r->vouchfd, "%s\n", line) < 0 || fdatasync(r->vouchfd) == -1)
+		log_warn("privileged parent: priv.owners");
+	else if (++owners_lines > 2 * PRIV_SJOBS + (unsigned)nvouched)
+		owners_compact(r);
+}
+
+/* Read priv.owners at the parent's start (a line too long for a pin
+ * skipped whole), then write it again when it holds more than the parent
+ * keeps: the file stays bounded across restarts. */
+static void
+owners_open(struct priv_rules *r)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/priv.owners", r->state_dir);
+	r->vouchfd = owners_fd(path, O_RDWR | O_CREAT);
+	if (r->vouchfd == -1)
+		return;
+	FILE *f = fdopen(dup(r->vouchfd), "r");
 	char line[PIN_MAX + 2];
-	while (f != NULL && fgets(line, sizeof(line), f) && nvouched < PRIV_VOUCHED) {
+	int whole = 1;
+	owners_lines = 0;
+	while (f != NULL && fgets(line, sizeof(line), f)) {
+		int was = whole;
+		whole = strchr(line, '\n') != NULL;
+		owners_lines += whole || feof(f);
+		if (!was || !whole)
+			continue;	/* a part of a long line, or one cut short */
 		line[strcspn(line, "\n")] = '\0';
 		char id[32];
 		unsigned uid;
 		if (sscanf(line, "sbatch %31[0-9] %u", id, &uid) == 2)
-			sjob_add(-1, id, uid);
-		else if (line[0] && !is_vouched(line))
+			sjob_add(id, uid);
+		else if (line[0] && !is_vouched(line) && nvouched < PRIV_VOUCHED)
 			snprintf(vouched[nvouched++], PIN_MAX, "%s", line);
 	}
 	if (f != NULL)
 		fclose(f);
-	return fd;
+	if (owners_lines > (unsigned)nvouched + (nsjobs < PRIV_SJOBS ? nsjobs : PRIV_SJOBS))
+		owners_compact(r);
 }
 
 static void
@@ -297,8 +371,7 @@ vouch_add(struct priv_rules *r, const char *pin)
 	if (is_vouched(pin) || nvouched == PRIV_VOUCHED)
 		return;
 	snprintf(vouched[nvouched++], PIN_MAX, "%s", pin);
-	if (r->vouchfd >= 0 && (dprintf(r->vouchfd, "%s\n", pin) < 0 || fdatasync(r->vouchfd) == -1))
-		log_warn("privileged parent: priv.owners");
+	owners_append(r, pin);
 }
 
 /* The text a shim is pinned with: "UID:GID[:G1,G2...]" (control.c's
@@ -333,7 +406,7 @@ priv_rules_load(struct priv_rules *r, const struct conf *c)
 		snprintf(r->state_dir, sizeof(r->state_dir), "%s", c->state_dir);
 	if (r->since == 0) {
 		r->since = proc_starttime(getpid());
-		r->vouchfd = vouch_open(r->state_dir);
+		owners_open(r);
 	}
 }
 
@@ -700,7 +773,10 @@ act_sbatch(struct priv_rules *r, const struct priv_sbatch *m, int fd, struct pri
 			snprintf(rep->why, sizeof(rep->why), "sbatch printed no job id (status %d)", rc);
 		return EIO;
 	}
-	sjob_add(r->vouchfd, id, m->owner.uid);
+	char line[64];
+	sjob_add(id, m->owner.uid);
+	snprintf(line, sizeof(line), "sbatch %s %u", id, m->owner.uid);
+	owners_append(r, line);
 	snprintf(rep->why, sizeof(rep->why), "%s", id);
 	return 0;
 }

@@ -24,6 +24,12 @@
 
 #define PRIV_NGROUPS SHIM_NGROUPS	/* exec.h: the shim's, the control socket's */
 
+/* The parent's Slurm jobs it remembers (for PRIV_SCANCEL): the newest
+ * PRIV_SJOBS, also in state_dir/priv.owners, which it writes again with
+ * only those (and the owners it vouched for) at start and when the file
+ * holds twice as many. */
+#define PRIV_SJOBS 4096
+
 enum priv_type {
 	PRIV_SHIM_START = 1,	/* a run's shim, pinned to one owner; reply: its socket */
 	PRIV_SIGNAL,		/* a signal to a process a shim started */

@@ -696,6 +696,119 @@ case_slurm(void)
 	unsetenv("SLURM_CONF");
 }
 
+/* The lines of state_dir/priv.owners, and how many are sbatch's. */
+static int
+owners_lines(int *sbatch)
+{
+	char path[PATH_MAX + 16], line[4096];
+	snprintf(path, sizeof(path), "%s/priv.owners", rules.state_dir);
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	*sbatch = 0;
+	while (f != NULL && fgets(line, sizeof(line), f)) {
+		n++;
+		*sbatch += strncmp(line, "sbatch ", 7) == 0;
+	}
+	if (f != NULL)
+		fclose(f);
+	return f != NULL ? n : -1;
+}
+
+/* The parent's start, as priv_start() makes it: its rules read from a
+ * configuration of this state directory and Slurm's commands in sbin. */
+static void
+owners_start(void)
+{
+	struct conf c;
+	memset(&c, 0, sizeof(c));
+	snprintf(c.state_dir, sizeof(c.state_dir), "%s", rules.state_dir);
+	c.gid = NOGRP;
+	c.admin_gid = (gid_t)-1;
+	c.job_uid = (uid_t)-1;
+	c.all = cJSON_CreateObject();
+	cJSON_AddStringToObject(c.all, "slurm.bin_dir", sbin);
+	rules.since = 0;
+	rules.vouchfd = -1;
+	priv_rules_load(&rules, &c);
+	cJSON_Delete(c.all);
+	rules.since = 1;
+	CHECK(rules.vouchfd >= 0, "priv.owners not opened");
+}
+
+/* priv.owners stays bounded: the parent's start writes only what it
+ * keeps (the owners vouched for, the newest PRIV_SJOBS Slurm jobs), and
+ * a file grown past twice that while the parent runs is written again
+ * the same way; each time in a new file renamed over the old one, so a
+ * parent killed meanwhile leaves one or the other, and a leftover of
+ * such a kill (a link, even) is neither followed nor read. */
+#define SJ_BASE 9000000000ULL	/* ids no pid of the fake sbatch takes */
+static void
+case_owners_bounded(void)
+{
+	setup(NOGRP);
+	fake_slurm();
+	char path[PATH_MAX + 16], tmpf[PATH_MAX + 32], bait[PATH_MAX + 16];
+	/* A quick sbatch: a job id of its own (its pid) and nothing else. */
+	snprintf(path, sizeof(path), "%s/sbatch", sbin);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL && fputs("#!/bin/sh\necho $$\n", f) >= 0 && fclose(f) == 0);
+	snprintf(path, sizeof(path), "%s/priv.owners", rules.state_dir);
+	/* Where plc_atomic_open() writes the new file, which this process
+	 * (the parent here) would have left had it been killed there. */
+	snprintf(tmpf, sizeof(tmpf), "%s/.priv.owners.tmp.%d", rules.state_dir, (int)getpid());
+	snprintf(bait, sizeof(bait), "%s/bait", rules.state_dir);
+	/* Two owners (one twice), a line of garbage, three tables of jobs. */
+	f = fopen(path, "w");
+	CHECK(f != NULL && chmod(path, 0600) == 0);
+	fprintf(f, "65534:65534:65534\n1000:1000\n65534:65534:65534\n\n");
+	for (unsigned long long i = 0; i < 3 * PRIV_SJOBS; i++)
+		fprintf(f, "sbatch %llu 65534\n", SJ_BASE + i);
+	fclose(f);
+	f = fopen(bait, "w");
+	CHECK(f != NULL && fputs("bait\n", f) >= 0 && fclose(f) == 0);
+	CHECK(symlink(bait, tmpf) == 0);
+	owners_start();
+	int sb, n = owners_lines(&sb);
+	CHECK(n == 2 + PRIV_SJOBS && sb == PRIV_SJOBS, "at start: %d lines, %d of sbatch", n, sb);
+	char *b = plc_read_file(bait, NULL, 4096);
+	CHECK(b != NULL && strcmp(b, "bait\n") == 0, "the leftover's link was followed");
+	free(b);
+	struct stat st;
+	CHECK(lstat(tmpf, &st) == -1 && errno == ENOENT, "a temporary file left");
+	CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	    (st.st_mode & 0777) == 0600);
+	/* What it kept: the newest jobs, not the oldest. */
+	char id[32];
+	snprintf(id, sizeof(id), "%llu", SJ_BASE + 3 * PRIV_SJOBS - 1);
+	CHECK(scancel(id, NOBODY, 0) == 0, "the newest job forgotten");
+	snprintf(id, sizeof(id), "%llu", SJ_BASE + 2 * PRIV_SJOBS - 1);
+	CHECK(scancel(id, NOBODY, 0) == EPERM, "an old job kept");
+	/* A restart's parent reads what this one wrote. */
+	close(rules.vouchfd);
+	owners_start();
+	n = owners_lines(&sb);
+	CHECK(n == 2 + PRIV_SJOBS && sb == PRIV_SJOBS, "again: %d lines, %d of sbatch", n, sb);
+	/* Jobs submitted while the parent runs: the file never holds more
+	 * than twice the table (and the owners), and is written again. */
+	char why[160];
+	int most = 0;
+	for (int i = 0; i < PRIV_SJOBS + 8; i++) {
+		CHECK(sbatch("#!/bin/sh\ntrue\n", NOBODY, NOGRP, why, sizeof(why)) == 0, "%s", why);
+		n = owners_lines(&sb);
+		most = n > most ? n : most;
+		if (n > 2 + 2 * PRIV_SJOBS) {
+			CHECK(0, "after %d jobs: %d lines", i + 1, n);
+			break;
+		}
+	}
+	n = owners_lines(&sb);
+	CHECK(n < 2 + 2 * PRIV_SJOBS && most <= 2 + 2 * PRIV_SJOBS, "%d lines, %d at most", n, most);
+	CHECK(scancel(why, NOBODY, 0) == 0, "the last job forgotten");
+	close(rules.vouchfd);
+	owners_start();
+	CHECK(scancel(why, NOBODY, 0) == 0, "the last job forgotten across a restart");
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -705,6 +818,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(signal_refused),
 	UNIT_CASE(fchown),
 	UNIT_CASE(slurm),
+	UNIT_CASE_TIMEOUT(owners_bounded, 120),
 	UNIT_END
 };
 
