@@ -35,6 +35,10 @@
  *                    a job not the owner's, the parent one it did not
  *                    submit.
  *
+ * sbatch and scancel run in a helper process of the parent's, whose
+ * reply the loop reads when it comes, so the other requests are served
+ * meanwhile; replies carry their request's id.
+ *
  * The daemon process that ends ends the parent (its socket's end of
  * file), which exits with its status; a parent that ends takes the
  * daemon process with it (PR_SET_PDEATHSIG): a daemon without its parent
@@ -752,6 +756,19 @@ slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *a
 	return slurm_collect(pid, p[0], argv[0], out, outlen, SLURM_TIMEOUT_MS);
 }
 
+/* Set in a helper (below): the job id is its parent's to remember. */
+static int in_helper;
+
+/* A job id of the parent's sbatch, remembered in memory and priv.owners. */
+static void
+sjob_record(struct priv_rules *r, const char *id, uint32_t uid)
+{
+	char line[64];
+	sjob_add(id, uid);
+	snprintf(line, sizeof(line), "sbatch %s %u", id, uid);
+	owners_append(r, line);
+}
+
 /* sbatch --parsable as the owner, the script the descriptor it checked
  * (a regular file, read from its start); the job id remembered. */
 static int
@@ -773,10 +790,8 @@ act_sbatch(struct priv_rules *r, const struct priv_sbatch *m, int fd, struct pri
 			snprintf(rep->why, sizeof(rep->why), "sbatch printed no job id (status %d)", rc);
 		return EIO;
 	}
-	char line[64];
-	sjob_add(id, m->owner.uid);
-	snprintf(line, sizeof(line), "sbatch %s %u", id, m->owner.uid);
-	owners_append(r, line);
+	if (!in_helper)
+		sjob_record(r, id, m->owner.uid);
 	snprintf(rep->why, sizeof(rep->why), "%s", id);
 	return 0;
 }
@@ -892,6 +907,85 @@ chan_send(int s, const void *buf, size_t len, int fd)
 
 /* ---- the parent -------------------------------------------------------- */
 
+/* Slurm's commands take up to SLURM_TIMEOUT_MS: each PRIV_SBATCH and
+ * PRIV_SCANCEL is served by a helper, a child of the parent's that acts
+ * as the parent would (priv_handle()) and writes the reply to a pipe the
+ * loop polls, so the parent serves the requests that come meanwhile; the
+ * reply, once read, is sent with the request's id (the daemon's side
+ * matches replies to requests by id), the job id remembered by the
+ * parent first. Past PRIV_HELPERS at a time, the loop serves it itself. */
+#define PRIV_HELPERS 16
+static struct helper {
+	pid_t pid;
+	int fd;
+	uint32_t id, type, uid;
+} helpers[PRIV_HELPERS];
+static int nhelpers;
+
+static int
+helper_start(struct priv_rules *r, int s, int sfd, const union priv_msg *m, size_t n,
+    int *fds, int nfd)
+{
+	int p[2];
+	if (nhelpers == PRIV_HELPERS || pipe2(p, O_CLOEXEC) == -1)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct priv_reply rep;
+		int rfd;
+		close(s);
+		close(sfd);
+		close(p[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		in_helper = 1;
+		priv_handle(r, m, n, fds, nfd, &rep, &rfd);
+		_exit(write(p[1], &rep, sizeof(rep)) == (ssize_t)sizeof(rep) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid == -1) {
+		close(p[0]);
+		return -1;
+	}
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+	helpers[nhelpers++] = (struct helper){ .pid = pid, .fd = p[0], .id = m->h.id,
+		.type = m->h.type, .uid = m->sbatch.owner.uid };
+	return 0;
+}
+
+/* Helper k's reply, read (its end: EIO); a job id its sbatch answered
+ * remembered. The helper itself is reaped with the shims. */
+static void
+helper_done(struct priv_rules *r, int k, struct priv_reply *rep)
+{
+	struct helper h = helpers[k];
+	helpers[k] = helpers[--nhelpers];
+	ssize_t n;
+	while ((n = read(h.fd, rep, sizeof(*rep))) == -1 && errno == EINTR)
+		;
+	close(h.fd);
+	if (n != (ssize_t)sizeof(*rep)) {
+		memset(rep, 0, sizeof(*rep));
+		rep->h = (struct priv_hdr){ .type = h.type, .len = sizeof(*rep), .id = h.id };
+		rep->err = EIO;
+		snprintf(rep->why, sizeof(rep->why), "the parent's helper ended with no answer");
+	} else if (h.type == PRIV_SBATCH && rep->err == 0)
+		sjob_record(r, rep->why, h.uid);
+}
+
+/* A reply sent, a refusal logged: 0, or -1 when the daemon is gone. */
+static int
+reply(int s, const struct priv_reply *rep, int rfd)
+{
+	if (rep->err != 0 && rep->err != ENOENT)
+		log_warnx("privileged parent: refused: %s", rep->why[0] ? rep->why :
+		    strerror(rep->err));
+	int sent = chan_send(s, rep, sizeof(*rep), rfd);
+	if (rfd != -1)
+		close(rfd);
+	return sent;
+}
+
 static void __attribute__((noreturn))
 parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv_rules *))
 {
@@ -907,8 +1001,11 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	int status = 0;
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = s, .events = POLLIN } };
-		if (poll(pf, 2, -1) == -1 && errno != EINTR)
+		struct pollfd pf[2 + PRIV_HELPERS] = { { .fd = sfd, .events = POLLIN },
+			{ .fd = s, .events = POLLIN } };
+		for (int k = 0; k < nhelpers; k++)
+			pf[2 + k] = (struct pollfd){ .fd = helpers[k].fd, .events = POLLIN };
+		if (poll(pf, 2 + (nfds_t)nhelpers, -1) == -1 && errno != EINTR)
 			break;
 		if (pf[0].revents) {
 			struct signalfd_siginfo si;
@@ -929,6 +1026,16 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 					_exit(status);
 				}
 		}
+		/* Downwards: helper_done() moves the last helper to k. */
+		struct priv_reply rep;
+		int gone = 0;
+		for (int k = nhelpers - 1; k >= 0 && !gone; k--)
+			if (pf[2 + k].revents) {
+				helper_done(&rules, k, &rep);
+				gone = reply(s, &rep, -1) == -1;
+			}
+		if (gone)
+			break;
 		if (!(pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		union priv_msg m;
@@ -938,15 +1045,12 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 			break;	/* the daemon process is gone */
 		if (n == -1)
 			continue;
-		struct priv_reply rep;
+		int t = priv_decode(&m, (size_t)n, nfd, rep.why, sizeof(rep.why));
+		if ((t == PRIV_SBATCH || t == PRIV_SCANCEL) &&
+		    helper_start(&rules, s, sfd, &m, (size_t)n, fds, nfd) == 0)
+			continue;
 		priv_handle(&rules, &m, (size_t)n, fds, nfd, &rep, &rfd);
-		if (rep.err != 0 && rep.err != ENOENT)
-			log_warnx("privileged parent: refused: %s", rep.why[0] ? rep.why :
-			    strerror(rep.err));
-		int sent = chan_send(s, &rep, sizeof(rep), rfd);
-		if (rfd != -1)
-			close(rfd);
-		if (sent == -1)
+		if (reply(s, &rep, rfd) == -1)
 			break;
 	}
 	/* The daemon process ended (or its socket broke): wait for it, its
@@ -961,6 +1065,23 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 static int chan = -1;
 static pthread_mutex_t chan_mtx = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t chan_id;
+
+/* The requests sent and not answered yet, under chan_mtx: the parent
+ * answers a slow one (sbatch, scancel) after those that came later, so
+ * one thread at a time reads the channel (reading) and hands each reply
+ * to the request of its id, waking the others (chan_cv), one of which
+ * reads next. */
+struct waiter {
+	uint32_t id;
+	int done, nfd;
+	ssize_t n;
+	struct priv_reply *rep;
+	int fds[PRIV_MAXFD];
+	struct waiter *next;
+};
+static struct waiter *waiting;
+static int reading;
+static pthread_cond_t chan_cv = PTHREAD_COND_INITIALIZER;
 
 int
 priv_active(void)
@@ -1023,15 +1144,47 @@ priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd)
 static int
 priv_call(union priv_msg *m, size_t len, int fd, struct priv_reply *rep, int *rfd)
 {
+	struct waiter w = { .rep = rep, .n = -1 }, **pw;
 	pthread_mutex_lock(&chan_mtx);
 	m->h.len = (uint32_t)len;
-	m->h.id = ++chan_id;
+	m->h.id = w.id = ++chan_id;
 	m->h.zero = 0;
-	int fds[PRIV_MAXFD], nfd = 0;
-	ssize_t n = -1;
-	if (chan_send(chan, m, len, fd) == 0)
-		n = chan_recv(chan, rep, sizeof(*rep), fds, &nfd);
+	w.next = waiting;
+	waiting = &w;
 	pthread_mutex_unlock(&chan_mtx);
+	int sent = chan_send(chan, m, len, fd) == 0;
+	pthread_mutex_lock(&chan_mtx);
+	while (sent && !w.done) {
+		if (reading) {
+			pthread_cond_wait(&chan_cv, &chan_mtx);
+			continue;
+		}
+		reading = 1;
+		pthread_mutex_unlock(&chan_mtx);
+		struct priv_reply got;
+		int fds[PRIV_MAXFD], nfd;
+		memset(&got, 0, sizeof(got));
+		ssize_t n = chan_recv(chan, &got, sizeof(got), fds, &nfd);
+		pthread_mutex_lock(&chan_mtx);
+		reading = 0;
+		/* A reply to no request waiting, or none: ours, found bad. */
+		struct waiter *to = &w;
+		for (struct waiter *x = waiting; n == (ssize_t)sizeof(got) && x; x = x->next)
+			if (x->id == got.h.id)
+				to = x;
+		to->done = 1;
+		to->n = n;
+		*to->rep = got;
+		to->nfd = nfd;
+		memcpy(to->fds, fds, sizeof(fds));
+		pthread_cond_broadcast(&chan_cv);
+	}
+	for (pw = &waiting; *pw != &w; pw = &(*pw)->next)
+		;
+	*pw = w.next;
+	pthread_mutex_unlock(&chan_mtx);
+	int nfd = w.nfd, *fds = w.fds;
+	ssize_t n = w.n;
 	int bad = n != (ssize_t)sizeof(*rep) || rep->h.id != m->h.id;
 	for (int i = 0; i < nfd; i++) {
 		if (i == 0 && rfd != NULL && !bad && rep->err == 0)

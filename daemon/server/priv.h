@@ -173,8 +173,10 @@ int	priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pid
 /* Whether a parent acts for this process. */
 int	priv_active(void);
 
-/* The daemon's side. Each blocks for its reply (one at a time; any
- * thread). Without a parent they do the act themselves, as before. */
+/* The daemon's side. Each blocks its thread for its reply (any thread,
+ * several at a time: replies are matched to requests by id, and the
+ * parent answers a shim start while an sbatch runs). Without a parent
+ * they do the act themselves, as before. */
 int	priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start);
 int	priv_signal(const char *rdir, int mode, int sig);
 int	priv_fchown(int fd, uid_t uid, gid_t gid);

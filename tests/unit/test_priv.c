@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -714,19 +715,28 @@ owners_lines(int *sbatch)
 	return f != NULL ? n : -1;
 }
 
-/* The parent's start, as priv_start() makes it: its rules read from a
- * configuration of this state directory and Slurm's commands in sbin. */
+/* A configuration of this state directory, group NOGRP, the shim of
+ * the rules and Slurm's commands in sbin. */
+static void
+conf_here(struct conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->state_dir, sizeof(c->state_dir), "%s", rules.state_dir);
+	snprintf(c->shim, sizeof(c->shim), "%s", rules.shim);
+	c->gid = NOGRP;
+	c->admin_gid = (gid_t)-1;
+	c->job_uid = (uid_t)-1;
+	c->all = cJSON_CreateObject();
+	cJSON_AddStringToObject(c->all, "slurm.bin_dir", sbin);
+}
+
+/* The parent's start, as priv_start() makes it: its rules read from
+ * conf_here(). */
 static void
 owners_start(void)
 {
 	struct conf c;
-	memset(&c, 0, sizeof(c));
-	snprintf(c.state_dir, sizeof(c.state_dir), "%s", rules.state_dir);
-	c.gid = NOGRP;
-	c.admin_gid = (gid_t)-1;
-	c.job_uid = (uid_t)-1;
-	c.all = cJSON_CreateObject();
-	cJSON_AddStringToObject(c.all, "slurm.bin_dir", sbin);
+	conf_here(&c);
 	rules.since = 0;
 	rules.vouchfd = -1;
 	priv_rules_load(&rules, &c);
@@ -809,6 +819,84 @@ case_owners_bounded(void)
 	CHECK(scancel(why, NOBODY, 0) == 0, "the last job forgotten across a restart");
 }
 
+/* A slow sbatch does not hold the parent up: a real parent (priv_start():
+ * this case's process becomes it, its child the daemon's side and the
+ * rest of the case) runs a stand-in sbatch that answers after 5 s
+ * (tests/standins/sbatch_slow_standin.sh), and a shim start asked for
+ * meanwhile, from another thread, is answered while that sbatch still
+ * runs; then the sbatch's job id comes back and the parent knows it (its
+ * scancel goes through). */
+static int
+no_reload(struct priv_rules *r)
+{
+	return 0;
+}
+
+static volatile int slow_done;
+static char slow_id[32], slow_err[160];
+static int slow_fd, slow_rc = -2;
+
+static void *
+slow_sbatch(void *arg)
+{
+	slow_rc = priv_sbatch("65534:65534:65534", slow_fd, slow_id, sizeof(slow_id), slow_err,
+	    sizeof(slow_err));
+	slow_done = 1;
+	return NULL;
+}
+
+static void
+case_slurm_slow(void)
+{
+	char path[PATH_MAX + 64];
+	setup(NOGRP);
+	fake_slurm();
+	/* The stand-in, copied where nobody runs it from. */
+	snprintf(path, sizeof(path), "%s/../standins/sbatch_slow_standin.sh", self_dir());
+	char *text = plc_read_file(path, NULL, 65536);
+	CHECK(text != NULL, "%s", path);
+	if (text == NULL)
+		return;
+	snprintf(path, sizeof(path), "%s/sbatch", sbin);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0 && chmod(path, 0755) == 0);
+	free(text);
+	static struct conf c;	/* the parent's for good */
+	conf_here(&c);
+	snprintf(path, sizeof(path), "%s/pid", tmp);
+	int pidfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	CHECK(pidfd >= 0);
+	CHECK(priv_start(&c, no_reload, pidfd) == 0 && priv_active(), "no parent");
+	if (!priv_active())
+		return;
+	/* The daemon's side from here on. */
+	snprintf(path, sizeof(path), "%s/job.sbatch", tmp);
+	slow_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(slow_fd >= 0 && write(slow_fd, "#!/bin/sh\ntrue\n", 15) == 15);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, slow_sbatch, NULL) == 0);
+	snprintf(path, sizeof(path), "%s/started", sbin);
+	for (int i = 0; i < 1000 && access(path, F_OK) == -1; i++)
+		usleep(10000);
+	CHECK(access(path, F_OK) == 0, "the stand-in sbatch never started");
+	pid_t pid;
+	uint64_t start;
+	double t0 = plc_mono_secs();
+	int fd = priv_shim_start(rules.shim, "65534:65534:65534", &pid, &start);
+	double took = plc_mono_secs() - t0;
+	int during = !slow_done;
+	CHECK(fd >= 0, "the shim start failed: %s", strerror(errno));
+	CHECK(during, "the shim start was answered only after the sbatch (%.1f s)", took);
+	if (fd >= 0)
+		close(fd);
+	pthread_join(th, NULL);
+	CHECK(slow_rc == 0 && strcmp(slow_id, "4243") == 0, "sbatch: %d '%s' %s", slow_rc,
+	    slow_id, slow_err);
+	char err[160];
+	CHECK(priv_scancel("65534:65534:65534", "4243", 0, err, sizeof(err)) == 0, "scancel: %s",
+	    err);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -819,6 +907,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(fchown),
 	UNIT_CASE(slurm),
 	UNIT_CASE_TIMEOUT(owners_bounded, 120),
+	UNIT_CASE(slurm_slow),
 	UNIT_END
 };
 
