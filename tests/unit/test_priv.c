@@ -11,8 +11,10 @@
  * non-member and of a FIFO, done for a member; sbatch refused for a
  * non-member, uid 0 and a FIFO, run as a member with the script on its
  * standard input and a clean environment, its job id taken and garbage
- * refused; scancel only of a job submitted for the same uid. Needs
- * root. */
+ * refused; scancel only of a job submitted for the same uid; an owner of
+ * 100 groups read, vouched for and pinned whole; priv.owners bounded, at
+ * start and while jobs are submitted; a shim start answered by a real
+ * parent while a slow sbatch (a stand-in) runs. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
