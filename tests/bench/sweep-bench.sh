@@ -7,7 +7,8 @@
 # against anything), then router-v1-sweep (v1.ini with `sweep = lora_r:
 # 8 16 32` in [train]: corpus_check and tokenize once, the probe once per
 # rank, train .. bake once per variant, one gate against router-v0's
-# bake); then, on a second daemon whose store starts empty (so that
+# bake; the probe from the largest rank down, a smaller one fitting by
+# its figure); then, on a second daemon whose store starts empty (so that
 # neither side finds the other's probe calibration or shared part), router-v0
 # again as the incumbent and the three ranks submitted one by one as runs
 # of their own (router-v1-r8, -r16, -r32: v1.ini with lora_r set in
@@ -74,6 +75,22 @@
 # training and bake (merge .. register, no resource) still run beside the
 # next variant's training and slow both.  Winner lora_r=16 both ways, the
 # same accuracies per variant.
+# Then the variants were made to take the gpu in their order (a variant's
+# bake before the next training; merge .. register alone) and the probes
+# to run from the largest rank down, a smaller rank fitting by a larger
+# one's figure unmeasured.  Alone (2026-12-06 19:43-20:04, b043bfe, load
+# median 2.1): the sweep 584.4 s, exactly its jobs one after another
+# (tokenize 2.2 s, one probe 16.9 s, probe-r8 and -r16 0.0 s, the three
+# chains 179.2, 198.7 and 187.5 s); one by one r8 194.9 s, r16 197.0 s,
+# r32 194.4 s, their chains 176.6, 182.8 and 179.4 s; target 556.6 s, so
+# 1.050x (MISSED), 0.997x the three runs' sum (586.3 s), 0.999x the
+# target with a probe per rank.  The sweep now measures one probe where
+# the target counts one; what is left is the same jobs taking longer in
+# the sweep than one by one (bake-r16 110.2 s against 98.4 s, train-r16
+# 75.4 against 73.4), as they did in the run before (19:12-19:35, the
+# variants in order, three probes: 589.7 s against 513.5 s, its bakes
+# 99.2, 104.4 and 91.3 s against 86.1, 92.1 and 91.0).  Winner lora_r=16
+# both ways, the same accuracies per variant.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
