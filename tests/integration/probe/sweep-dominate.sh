@@ -8,6 +8,7 @@
 # after both, fits by probe-r16's figure without a measure (its value
 # says by which, with no probe_mb, so train-r8 stores no calibration
 # pair). The r16 and r8 variants train once each, r512's are pruned.
+# Resubmitted with lora_r 4 too, only r4's probe and training run.
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
 trap reap EXIT
@@ -71,5 +72,20 @@ PY
 pctl logs dom probe-r8 | grep -qF "fits without a measure: probe-r16" || fail "probe-r8's log does not say so"
 pctl logs dom train-r8 | grep -qF "no probe figure" || fail "train-r8 stored a calibration pair from another set's probe"
 pctl logs dom train-r16 | grep -qF "calibration pair for" || fail "train-r16 stored no calibration pair"
+# One more rank, below the others: only its variant trains (the
+# trainings whose keys did not change are reused; the probes run again,
+# cheaply, since train-r16 added a calibration pair that their keys
+# count), and its probe fits by a measured one's figure.
+sed -i 's/^sweep = lora_r: 8 16 512$/sweep = lora_r: 8 16 512 4/' "$TEST_TMP/dom.ini"
+rev=$(pctl submit "$TEST_TMP/dom.ini") || fail "resubmit"
+[ "$rev" = dom@2 ] || fail "the resubmit made $rev"
+wait_run dom@2 succeeded 300
+pctl status dom@2 | tee status2.txt
+for j in train-r8 train-r16; do
+	[ "$(job_state dom@2 $j)" = reused ] || fail "dom@2: $j was not reused"
+done
+[ "$(job_state dom@2 train-r4)" = succeeded ] || fail "dom@2: train-r4 did not run"
+pctl logs dom@2 probe-r4 | grep -qF "fits without a measure: probe-r16" ||
+	fail "dom@2: probe-r4 did not fit by probe-r16: $(pctl logs dom@2 probe-r4 | tail -5)"
 pl_stop
 echo "probe/sweep-dominate: ok"
