@@ -44,7 +44,10 @@
 # demo's 30; BENCH_SHORT=yes runs v1 shortened as e2e/router-real does
 # (corpus-check.jsonl, 2 epochs, one bake pass), for a quicker look;
 # BENCH_RANKS="8 16 32" the ranks (three by default); BENCH_KEEP=yes
-# keeps the runs' state and models (about 14 GB) in the work directory.
+# keeps the runs' state and models (about 14 GB) in the work directory;
+# BENCH_ONES_FIRST=yes runs the one-by-one side first, then the sweep (on
+# a machine whose speed drifts, the side that runs first is favoured or
+# not: both orders tell which).
 # Exit status: 0 when every run succeeded or was rejected by its gate
 # and the winners agree (the ratio is printed, not asserted).
 # Not part of `make check` or `make bench`'s assertions; run it alone:
@@ -102,7 +105,7 @@ BENCH_SAMPLER=
 # The runs' models and the registered ones take about 14 GB: gone at
 # the end (BENCH_KEEP=yes keeps them), the figures' files kept.
 trap 'kill $BENCH_SAMPLER 2>/dev/null; e2e_stop; pl_kill9 2>/dev/null
-      [ "${BENCH_KEEP:-no}" = yes ] || rm -rf "$TEST_TMP/state" "$TEST_TMP/state-sweep" "$TEST_TMP/e2e" "$TEST_TMP/ollama"' EXIT
+      [ "${BENCH_KEEP:-no}" = yes ] || rm -rf "$TEST_TMP/state" "$TEST_TMP/state-sweep" "$TEST_TMP/state-ones" "$TEST_TMP/e2e" "$TEST_TMP/ollama"' EXIT
 cd "$TEST_TMP"
 RANKS=${BENCH_RANKS:-8 16 32}
 bench_router "$TEST_TMP/e2e"
@@ -127,25 +130,40 @@ cat check.txt
 
 bench_sampler
 
-bench_run "$R/v0.ini" router-v0
-[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
-bench_run "$R/v1-sweep.ini" router-v1-sweep
-pctl report router-v1-sweep >sweep-report.txt 2>&1
-# The runs one by one on a daemon of their own, its store empty: each
-# side starts cold (no probe calibration history, nothing to reuse), as
-# the sweep did, and router-v0 is baked again as their incumbent.
-pl_stop
-mv "$TEST_TMP/state" "$TEST_TMP/state-sweep"
-mkdir "$TEST_TMP/state"
-cp router-v0.time router-v0-sweepside.time
-pl_start
-bench_run "$R/v0.ini" router-v0
-[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 (again) did not succeed"; }
-runs=
-for r in $RANKS; do
-	bench_run "$R/v1-r$r.ini" "router-v1-r$r"
-	runs="$runs router-v1-r$r"
-done
+# Each side bakes router-v0, its incumbent, first.
+side_sweep() {
+	bench_run "$R/v0.ini" router-v0
+	[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
+	cp router-v0.time router-v0-sweepside.time
+	bench_run "$R/v1-sweep.ini" router-v1-sweep
+	pctl report router-v1-sweep >sweep-report.txt 2>&1
+}
+side_ones() {
+	bench_run "$R/v0.ini" router-v0
+	[ "$(run_state router-v0)" = succeeded ] || { pctl status router-v0; fail "router-v0 did not succeed"; }
+	runs=
+	for r in $RANKS; do
+		bench_run "$R/v1-r$r.ini" "router-v1-r$r"
+		runs="$runs router-v1-r$r"
+	done
+}
+# The second side on a daemon of its own, its store empty: each side
+# starts cold (no probe calibration history, nothing to reuse).
+second_daemon() {
+	pl_stop
+	mv "$TEST_TMP/state" "$TEST_TMP/state-$1"
+	mkdir "$TEST_TMP/state"
+	pl_start
+}
+if [ "${BENCH_ONES_FIRST:-no}" = yes ]; then
+	side_ones
+	second_daemon ones
+	side_sweep
+else
+	side_sweep
+	second_daemon sweep
+	side_ones
+fi
 kill $BENCH_SAMPLER 2>/dev/null
 
 /usr/bin/python3 - load.txt router-v1-sweep $runs <<'PY'
