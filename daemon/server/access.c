@@ -15,6 +15,7 @@
  * numbers only (access_run()). A run the viewer may not see is answered
  * as a run that does not exist (access_no_run()).
  */
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -43,8 +44,26 @@ access_peer_of(int fd, struct access_peer *p, pid_t *pid)
 	socklen_t glen = sizeof(p->groups);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, p->groups, &glen) == 0)
 		p->ngroups = (int)(glen / sizeof(gid_t));
+	else if (errno == ERANGE) {
+		/* More than a run's owner carries: refused whole, never cut
+		 * (its jobs would run without the groups it has). */
+		log_warnx("access: uid %u connected with %u supplementary groups, more than "
+		    "%d: refused", (unsigned)p->uid, (unsigned)(glen / sizeof(gid_t)),
+		    SHIM_NGROUPS);
+		p->ngroups = (int)(glen / sizeof(gid_t));
+		return -2;
+	}
 #endif
 	return 0;
+}
+
+void
+access_too_many(const struct access_peer *p, char *msg, size_t len)
+{
+	snprintf(msg, len, "uid %u connected with %d supplementary groups, more than the %d "
+	    "pipelined takes (its jobs would run without the rest): connect with fewer, as "
+	    "from a login in fewer groups or through sg(1)", (unsigned)p->uid, p->ngroups,
+	    SHIM_NGROUPS);
 }
 
 /* Is the peer in group g: its primary group, the supplementary groups it

@@ -940,8 +940,14 @@ on_connection(uv_stream_t *srv, int status)
 		return;
 	}
 	uv_os_fd_t fd;
-	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
-	    access_peer_of(fd, &c->peer, &c->pid) == -1) {
+	int pr = uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ? -1 :
+	    access_peer_of(fd, &c->peer, &c->pid);
+	if (pr == -2) {
+		char msg[256];
+		access_too_many(&c->peer, msg, sizeof(msg));
+		reply_err(c, PLP_EPERM, "%s", msg);
+	}
+	if (pr != 0) {
 		client_close(c);
 		return;
 	}

@@ -325,7 +325,14 @@ on_connection(uv_stream_t *srv, int status)
 	}
 	struct access_peer peer;
 	uv_os_fd_t fd;
-	if (uv_fileno((uv_handle_t *)&w->pipe, &fd) != 0 || access_peer_of(fd, &peer, NULL) == -1) {
+	int pr = uv_fileno((uv_handle_t *)&w->pipe, &fd) != 0 ? -1 : access_peer_of(fd, &peer, NULL);
+	if (pr == -2) {
+		char msg[256];
+		access_too_many(&peer, msg, sizeof(msg));
+		w_error(w, PLP_EPERM, msg);
+		return;
+	}
+	if (pr != 0) {
 		w_close(w);
 		return;
 	}

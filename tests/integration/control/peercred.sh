@@ -3,7 +3,8 @@
 # check, submit, cancel or retry; the configured group may. The daemon
 # (root) checks a spec with the peer's file-system credentials: a file the
 # peer cannot read is not read, its lines are never quoted, and a missing
-# path and an unreadable one answer alike for a read-only peer.
+# path and an unreadable one answer alike for a read-only peer. A peer in
+# more supplementary groups than a run's owner carries is refused.
 . "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "needs root to switch uids"; exit 77; }
 pl_group plsubmit
@@ -75,5 +76,18 @@ echo "$r4" | grep -q "capabilities: .*missing.txt: Permission denied" || fail "m
 note "read-only peer: $r1"; note "member: $r3"
 # ... and the daemon is root again afterwards: root's check reads the file.
 check_raw "$(bake_spec "$S/caps.txt")" | grep -q SECRETWORD || fail "the daemon did not get its credentials back"
+# A member in 200 groups submits, its groups read whole; one in 300, more
+# than a run's owner carries, is refused with the reason, on the control
+# socket and on the feed, not taken with its groups cut.
+many() { setpriv --reuid=nobody --regid=nogroup --groups="$gid,$(seq -s, 70001 "$1")" "${@:2}"; }
+sed 's/^\[x\]$/[run]\nname = many\n\n[x]/' "$TEST_TMP/p.ini" >"$TEST_TMP/many.ini" && chmod 0644 "$TEST_TMP/many.ini"
+many 70199 "$PIPELINECTL" -f "$PL_CONF" submit "$TEST_TMP/many.ini" >/dev/null || fail "a member in 200 groups could not submit"
+wait_run many succeeded
+out=$(many 70299 "$PIPELINECTL" -f "$PL_CONF" status 2>&1) && fail "a peer in 300 groups was served: $out"
+echo "$out" | grep -q "uid 65534 connected with 300 supplementary groups, more than the 256 pipelined takes" ||
+	fail "unclear refusal of 300 groups: $out"
+out=$(many 70299 timeout 10 "$PIPELINECTL" -f "$PL_CONF" watch many 2>&1) && fail "the feed served a peer in 300 groups: $out"
+echo "$out" | grep -q "300 supplementary groups" || fail "unclear refusal on the feed: $out"
+note "300 groups: $out"
 pl_stop
 echo ok
