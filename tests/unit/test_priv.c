@@ -41,7 +41,9 @@
 #define NOGRP 65534
 #define NOTAGROUP 4242424	/* a gid nobody is a member of */
 
-static char tmp[64];
+/* Every case's directory is below top, made by main and removed when
+ * the cases are done. */
+static char top[64], tmp[96];
 static struct priv_rules rules;
 
 static void
@@ -49,8 +51,8 @@ setup(gid_t group)
 {
 	if (geteuid() != 0)
 		UNIT_SKIP("needs root");
-	snprintf(tmp, sizeof(tmp), "/tmp/test_priv.XXXXXX");
-	CHECK(mkdtemp(tmp) != NULL);
+	snprintf(tmp, sizeof(tmp), "%s/case.XXXXXX", top);
+	CHECK(top[0] != '\0' && mkdtemp(tmp) != NULL);
 	memset(&rules, 0, sizeof(rules));
 	rules.group = group;
 	rules.admin_group = (gid_t)-1;
@@ -916,5 +918,12 @@ static const struct unit_case cases[] = {
 int
 main(int argc, char **argv)
 {
-	return unit_main(argc, argv, cases);
+	snprintf(top, sizeof(top), "/tmp/test_priv.XXXXXX");
+	/* 0711: a case's own directory says who else may go below it. */
+	if (geteuid() != 0 || mkdtemp(top) == NULL || chmod(top, 0711) == -1)
+		top[0] = '\0';
+	int rc = unit_main(argc, argv, cases);
+	if (top[0] != '\0' && plc_rmtree_at(AT_FDCWD, top, 16) == -1)
+		fprintf(stderr, "test_priv: removing %s: %s\n", top, strerror(errno));
+	return rc;
 }
