@@ -41,6 +41,7 @@ struct client {
 	int busy;                 /* a plan is being made for it (plan_work) */
 	int orphan;               /* closed while busy: plan_done frees it */
 	struct access_peer peer;  /* SO_PEERCRED, SO_PEERGROUPS */
+	char *refused;            /* why its first request is refused (access_too_many) */
 	pid_t pid;
 	int64_t viewer;           /* whose runs it sees (access.c) */
 	char run[128];            /* the run known_run() resolved */
@@ -73,6 +74,7 @@ on_close(uv_handle_t *h)
 		return;
 	}
 	free(c->buf);
+	free(c->refused);
 	free(c);
 }
 
@@ -896,6 +898,11 @@ client_lines(struct client *c)
 			client_close(c);
 			return;
 		}
+		if (n > 1 && c->refused != NULL) {
+			reply_err(c, PLP_EPERM, "%s", c->refused);
+			client_close(c);
+			return;
+		}
 		if (n > 1)
 			dispatch(c, c->buf);
 		if (c->closing)
@@ -943,11 +950,13 @@ on_connection(uv_stream_t *srv, int status)
 	int pr = uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ? -1 :
 	    access_peer_of(fd, &c->peer, &c->pid);
 	if (pr == -2) {
+		/* Answered at its first request: a socket closed before it
+		 * reads what the peer sent loses the reply too. */
 		char msg[256];
 		access_too_many(&c->peer, msg, sizeof(msg));
-		reply_err(c, PLP_EPERM, "%s", msg);
-	}
-	if (pr != 0) {
+		c->refused = xstrdup(msg);
+		c->peer.ngroups = 0;
+	} else if (pr != 0) {
 		client_close(c);
 		return;
 	}

@@ -31,6 +31,7 @@ struct watcher {
 	uv_pipe_t pipe;
 	uv_shutdown_t shut;
 	char *req;               /* the request as it comes; freed once started */
+	char *refused;           /* why its request is refused (access_too_many) */
 	size_t reqlen;
 	int started, live, closing, dropping;
 	char run[128];
@@ -67,6 +68,7 @@ on_close(uv_handle_t *h)
 		w->next->prev = w->prev;
 	nwatchers--;
 	free(w->req);
+	free(w->refused);
 	free(w);
 	metrics_count(MC_FEED_WATCHERS, -1);
 }
@@ -230,7 +232,9 @@ start_watch(struct watcher *w, const char *line)
 	const cJSON *viewer = cJSON_GetObjectItemCaseSensitive(req, "viewer");
 	int64_t submitter = -1;
 	char msg[512], rname[128];
-	if (!cJSON_IsObject(req) || !cJSON_IsString(verb) ||
+	if (w->refused != NULL)
+		w_error(w, PLP_EPERM, w->refused);
+	else if (!cJSON_IsObject(req) || !cJSON_IsString(verb) ||
 	    strcmp(verb->valuestring, pl_verb_name(PLV_watch)) != 0) {
 		snprintf(msg, sizeof(msg), "the feed takes one request: {\"verb\":\"%s\","
 		    "\"version\":%d,\"since\":ID,\"run\":NAME}", pl_verb_name(PLV_watch),
@@ -327,12 +331,13 @@ on_connection(uv_stream_t *srv, int status)
 	uv_os_fd_t fd;
 	int pr = uv_fileno((uv_handle_t *)&w->pipe, &fd) != 0 ? -1 : access_peer_of(fd, &peer, NULL);
 	if (pr == -2) {
+		/* Answered at its request (start_watch): a socket closed
+		 * before it reads what the peer sent loses the reply too. */
 		char msg[256];
 		access_too_many(&peer, msg, sizeof(msg));
-		w_error(w, PLP_EPERM, msg);
-		return;
-	}
-	if (pr != 0) {
+		w->refused = xstrdup(msg);
+		peer.ngroups = 0;
+	} else if (pr != 0) {
 		w_close(w);
 		return;
 	}
