@@ -48,8 +48,8 @@
  * process; SIGHUP also reloads the parent's rules from the configuration.
  *
  * The daemon process stays root in this step: a spec's checks, a
- * submitter's files, the plugins' check hooks, stage starts, sbatch of
- * root's own runs and the probe's cgroup still need it (HACKING.md:
+ * submitter's files, the plugins' check hooks, sbatch of root's own
+ * runs and the probe's cgroup still need it (HACKING.md:
  * Processes and threads).
  */
 #include <errno.h>

@@ -1,6 +1,9 @@
 /* stagerun.c: where a job's run hook runs. For a run of the daemon's own
- * user it runs here, on the job thread. For anyone else's run a stage
- * runs in a process of its own as the run's owner (pipeline-stage under
+ * user it runs here, on the job thread, unless the daemon is split (a
+ * privileged parent, priv.c: then root's own runs' stages run in a
+ * process too, as root, under root's shim that the parent starts). For
+ * anyone else's run a stage runs in a process of its own as the run's
+ * owner (pipeline-stage under
  * the run's shim, like a job program): the daemon writes what the stage
  * may read (its section, the [run] section, its inputs resolved, the
  * values and artifacts of the runs it may look up, the configuration
@@ -35,6 +38,10 @@ stage_out_of_process(const struct pl_job *j)
 		return 1;
 	if (j->reg->st->flags & PL_STAGE_SPAWN_ONLY)
 		return 0;
+	/* A split daemon's (priv.c) every run, root's own too: the daemon
+	 * process opens no run's paths with root's rights. */
+	if (priv_active())
+		return 1;
 	return j->owner != NULL && owner_ids(j->owner, &uid, &gid) == 0 && uid != geteuid();
 }
 
