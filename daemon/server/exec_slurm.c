@@ -17,9 +17,13 @@
  *                 sbatch reads it after the daemon wrote it; Slurm runs
  *                 it as the run's owner where the privileged parent
  *                 submitted it as the owner (a split daemon's run with
- *                 an owner, priv.c), else as the daemon's user
- *   slurm.owner   the owner the parent submitted the job as, whose
- *                 scancel (through the parent) stops it
+ *                 an owner, priv.c), as root for root's own runs in a
+ *                 split daemon (submitted by the parent too, as root),
+ *                 else as the daemon's user (a daemon that is not split
+ *                 runs sbatch itself)
+ *   slurm.owner   the owner the parent submitted the job as ("root" for
+ *                 root's own run), whose scancel (through the parent)
+ *                 stops it
  *   slurm.jobid   the job id, written as soon as sbatch answered, so a
  *                 daemon killed before it stored the id still finds it
  *                 (and cancels that job, no other)
@@ -211,9 +215,17 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	 * batch step and the shim in it run as the owner. That shim gets no
 	 * -u: it has nobody to become (a shim that is not root cannot even
 	 * set its groups, and refuses). The job log, which Slurm (--output)
-	 * and the shim append to as the owner, is given to the owner. */
+	 * and the shim append to as the owner, is given to the owner. Root's
+	 * own run (no -u) is submitted by the parent too, as root, by its
+	 * rule for root: the job is root's and its shim, with no -u, runs as
+	 * root, as when the daemon submitted it. */
 	const char *owner = priv_active() ? argv_owner(argv) : "";
+	int by_parent = priv_active();
 	char **av = NULL;
+	if (by_parent && owner[0] == '\0' && dir_put(p, "slurm.owner", "root") == -1) {
+		snprintf(p->reason, sizeof(p->reason), "cannot record the job's owner");
+		return -1;
+	}
 	if (owner[0]) {
 		int n = 0, k = 0;
 		while (argv[n])
@@ -252,12 +264,12 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	free(text);
 	if (rc == -1)
 		return -1;
-	if (owner[0]) {
+	if (by_parent) {
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd == -1)
 			snprintf(err, sizeof(err), "%s: %s", path, strerror(errno));
-		rc = fd == -1 ? -1 : priv_sbatch(owner, fd, p->ext_id, sizeof(p->ext_id), err,
-		    sizeof(err));
+		rc = fd == -1 ? -1 : priv_sbatch(owner[0] ? owner : NULL, fd, p->ext_id,
+		    sizeof(p->ext_id), err, sizeof(err));
 		if (fd != -1)
 			close(fd);
 	} else
@@ -530,13 +542,13 @@ slurm_signal(struct proc *p, int sig)
 	track_get(p)->last_query = plc_mono_secs() - 1e9;
 	/* The parent's job, submitted as its owner: cancelled by the parent
 	 * as the same owner, so that Slurm refuses any job not the owner's
-	 * (and the parent any it did not submit). */
+	 * (and the parent any it did not submit); root's ("root") as root. */
 	dir_file(p, "slurm.owner", f, sizeof(f));
 	char *owner = priv_active() ? plc_read_file(f, NULL, 1024) : NULL;
 	if (owner != NULL)
 		owner[strcspn(owner, "\n")] = '\0';
-	int rc = owner != NULL ? priv_scancel(owner, p->ext_id, s, err, sizeof(err)) :
-	    slurm_cancel(p->ext_id, s, err, sizeof(err));
+	int rc = owner != NULL ? priv_scancel(strcmp(owner, "root") == 0 ? NULL : owner,
+	    p->ext_id, s, err, sizeof(err)) : slurm_cancel(p->ext_id, s, err, sizeof(err));
 	free(owner);
 	if (rc == -1) {
 		log_warnx("%s: scancel %s%s: %s", __func__, p->ext_id, s ? " --signal" : "", err);

@@ -23,12 +23,15 @@
  *   PRIV_NOTIFY      passes READY=1, STOPPING=1 or STATUS=... to the
  *                    service manager, which hears the main process only.
  *   PRIV_SBATCH      runs sbatch --parsable as a run's owner (the shim
- *                    rule, and never uid or gid 0), in an environment of
+ *                    rule, and never uid or gid 0), or for root's own
+ *                    runs as root by the shim's rule for root (root
+ *                    vouched for, no job_user), in an environment of
  *                    its own PATH and SLURM_CONF, the batch script a
  *                    regular file it was given as a descriptor, on
  *                    sbatch's standard input; the answer goes back only
- *                    as a job id, remembered with the owner's uid. The
- *                    job is the owner's in Slurm and runs as the owner.
+ *                    as a job id, remembered with the owner's uid (0 for
+ *                    root's). The job is the owner's in Slurm and runs
+ *                    as the owner (root's, as root).
  *   PRIV_SCANCEL     runs scancel as the owner of a job id this parent's
  *                    sbatch answered for that uid (an earlier parent's
  *                    too, by priv.owners), never another: Slurm refuses
@@ -48,9 +51,8 @@
  * process; SIGHUP also reloads the parent's rules from the configuration.
  *
  * The daemon process stays root in this step: a spec's checks, a
- * submitter's files, the plugins' check hooks, sbatch of root's own
- * runs and the probe's cgroup still need it (HACKING.md:
- * Processes and threads).
+ * submitter's files and the plugins' check hooks still need it
+ * (HACKING.md: Processes and threads).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -117,12 +119,13 @@ field_ok(const char *f, size_t n)
 }
 
 /* An owner: its kind, its count, no group past the count, root's all
- * zeros. user (Slurm's owners): a user, and no id 0 anywhere. */
+ * zeros. user (Slurm's owners): a user has no id 0 anywhere. */
 static int
 owner_wellformed(const struct priv_owner *o, int user)
 {
+	user = user && o->kind == PRIV_OWNER_USER;
 	if (o->kind > PRIV_OWNER_ROOT || o->ngroups > PRIV_NGROUPS ||
-	    (o->kind == PRIV_OWNER_ROOT && (user || o->uid != 0 || o->gid != 0 || o->ngroups != 0)) ||
+	    (o->kind == PRIV_OWNER_ROOT && (o->uid != 0 || o->gid != 0 || o->ngroups != 0)) ||
 	    (user && (o->uid == 0 || o->gid == 0)))
 		return 0;
 	for (uint32_t i = 0; i < PRIV_NGROUPS; i++)
@@ -163,7 +166,7 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 		break;
 	case PRIV_SBATCH:
 		if (!owner_wellformed(&m.sbatch.owner, 1)) {
-			snprintf(why, whylen, "sbatch: a malformed owner, or root");
+			snprintf(why, whylen, "sbatch: a malformed owner, or a user of id 0");
 			return -1;
 		}
 		break;
@@ -477,16 +480,16 @@ owner_allowed(const struct priv_rules *r, uid_t uid, gid_t gid, const uint32_t *
 	return 0;
 }
 
-/* May processes run as owner o: root's runs' unpinned shim, vouched
- * for; a user vouched for, or allowed (owner_allowed()). 0, or EPERM with
- * why; pin filled. */
+/* May processes run as owner o: root's runs' unpinned shim and Slurm
+ * commands, without job_user and vouched for; a user vouched for, or
+ * allowed (owner_allowed()). 0, or EPERM with why; pin filled. */
 static int
 owner_check(struct priv_rules *r, const struct priv_owner *o, char *pin, struct priv_reply *rep)
 {
 	owner_pin(o, pin, PIN_MAX);
 	if (o->kind == PRIV_OWNER_ROOT) {
 		if (r->job_uid != (uid_t)-1 || !is_vouched(pin)) {
-			snprintf(rep->why, sizeof(rep->why), "no root shim: %s",
+			snprintf(rep->why, sizeof(rep->why), "nothing as root: %s",
 			    r->job_uid != (uid_t)-1 ? "root's runs run as job_user" :
 			    "root submitted nothing");
 			return EPERM;
@@ -709,12 +712,13 @@ act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
 	return 0;
 }
 
-/* Slurm's command argv as owner o (a user owner_check() allowed: the
- * decoder let no id 0 through), standard input in, in a clean
- * environment: the parent's own PATH and SLURM_CONF (the operator's, as
- * when the daemon ran Slurm's commands itself). Groups, gid and uid
- * set and checked, with no way back to root, as become.c does. Its
- * status, and its output in out (slurm_collect()). */
+/* Slurm's command argv as owner o (one owner_check() allowed: a user,
+ * with no id 0 by the decoder, or root's own runs), standard input in,
+ * in a clean environment: the parent's own PATH and SLURM_CONF (the
+ * operator's, as when the daemon ran Slurm's commands itself). A user's
+ * groups, gid and uid set and checked, with no way back to root, as
+ * become.c does; root's as the parent's. Its status, and its output in
+ * out (slurm_collect()). */
 static int
 slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *argv[],
     char *out, size_t outlen)
@@ -732,6 +736,7 @@ slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *a
 	int p[2];
 	sigset_t none;
 	sigemptyset(&none);
+	int user = o->kind == PRIV_OWNER_USER;
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return -1;
 	pid_t pid = fork();
@@ -739,9 +744,11 @@ slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *a
 		uid_t ru, eu, su;
 		if (dup2(in, 0) == -1 || dup2(p[1], 1) == -1 || dup2(p[1], 2) == -1 ||
 		    close_range(3, ~0U, 0) == -1 || sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
-		    setgroups(o->ngroups, g) == -1 || setresgid(o->gid, o->gid, o->gid) == -1 ||
+		    (user && (setgroups(o->ngroups, g) == -1 ||
+		    setresgid(o->gid, o->gid, o->gid) == -1 ||
 		    setresuid(o->uid, o->uid, o->uid) == -1 || setresuid(0, 0, 0) != -1 ||
-		    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid || su != o->uid)
+		    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid ||
+		    su != o->uid)))
 			_exit(126);
 		environ = env;
 		execvp(prog, argv);
@@ -769,7 +776,8 @@ sjob_record(struct priv_rules *r, const char *id, uint32_t uid)
 	owners_append(r, line);
 }
 
-/* sbatch --parsable as the owner, the script the descriptor it checked
+/* sbatch --parsable as the owner (root's own runs: as root, by
+ * owner_check()'s rule for root), the script the descriptor it checked
  * (a regular file, read from its start); the job id remembered. */
 static int
 act_sbatch(struct priv_rules *r, const struct priv_sbatch *m, int fd, struct priv_reply *rep)
@@ -1321,7 +1329,7 @@ priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t
 	struct priv_reply rep;
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_SBATCH;
-	if (owner == NULL || owner_parse(owner, &m.sbatch.owner) == -1) {
+	if (owner_parse(owner, &m.sbatch.owner) == -1) {
 		snprintf(err, errlen, "no owner to submit as");
 		return -1;
 	}
@@ -1345,7 +1353,7 @@ priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errle
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_SCANCEL;
 	m.scancel.sig = sig;
-	if (owner == NULL || owner_parse(owner, &m.scancel.owner) == -1 ||
+	if (owner_parse(owner, &m.scancel.owner) == -1 ||
 	    snprintf(m.scancel.id, sizeof(m.scancel.id), "%s", id) >= (int)sizeof(m.scancel.id)) {
 		snprintf(err, errlen, "no owner, or a job id too long");
 		return -1;

@@ -48,9 +48,10 @@ struct priv_hdr {
 	uint32_t zero;		/* 0 */
 };
 
-/* Who a shim's processes run as: uid, gid and the supplementary groups.
- * PRIV_OWNER_ROOT: root's own run without job_user (no -u at all), which
- * the parent starts only when its own configuration has no job_user. */
+/* Who a shim's processes (or Slurm's commands) run as: uid, gid and the
+ * supplementary groups. PRIV_OWNER_ROOT: root's own run without job_user
+ * (no -u at all), all ids 0, which the parent serves only when its own
+ * configuration has no job_user and root vouched for itself. */
 #define PRIV_OWNER_USER 0
 #define PRIV_OWNER_ROOT 1
 struct priv_owner {
@@ -107,10 +108,11 @@ struct priv_vouch {
 };
 
 /* PRIV_SBATCH: the batch script attached, a regular file, sbatch's
- * standard input; the owner a user (never root), as for a shim. The
- * reply's why holds the job id when err is 0 (digits), else Slurm's
- * words. PRIV_SCANCEL: a job id the parent's own sbatch answered for the
- * same uid, and the signal as slurm_cancel() takes it (0: cancel). */
+ * standard input; the owner as for a shim, a user of no id 0 or
+ * PRIV_OWNER_ROOT. The reply's why holds the job id when err is 0
+ * (digits), else Slurm's words. PRIV_SCANCEL: a job id the parent's own
+ * sbatch answered for the same uid (0: root's), and the signal as
+ * slurm_cancel() takes it (0: cancel). */
 struct priv_sbatch {
 	struct priv_hdr h;
 	struct priv_owner owner;
@@ -182,10 +184,12 @@ int	priv_signal(const char *rdir, int mode, int sig);
 int	priv_fchown(int fd, uid_t uid, gid_t gid);
 void	priv_notify(const char *text);
 void	priv_vouch(int fd);
-/* Slurm as a run's owner ("UID:GID[:G1,G2...]"): the script fd
- * submitted (sbatch --parsable), its job id in id; job id signalled or
- * cancelled (slurm_cancel()). 0, or -1 with the parent's or Slurm's words
- * in err. Only where a parent acts (priv_active()). */
+/* Slurm as a run's owner ("UID:GID[:G1,G2...]"; NULL for root's own
+ * run, which the parent serves as root only by its rule for root's
+ * shims): the script fd submitted (sbatch --parsable), its job id in id;
+ * job id signalled or cancelled (slurm_cancel()). 0, or -1 with the
+ * parent's or Slurm's words in err. Only where a parent acts
+ * (priv_active()). */
 int	priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t errlen);
 int	priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errlen);
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())

@@ -81,5 +81,11 @@ main(int argc, char **argv)
 	m.scancel.sig = SIGUSR1;
 	snprintf(m.scancel.id, sizeof(m.scancel.id), "4242");
 	seed("scancel-usr1", 0, &m, PRIV_SCANCEL, 3, sizeof(m.scancel));
+	/* Root's own runs' Slurm jobs: the owner root's, all ids 0. */
+	m.sbatch.owner.kind = PRIV_OWNER_ROOT;
+	seed("sbatch-root", 1, &m, PRIV_SBATCH, 4, sizeof(m.sbatch));
+	m.scancel.owner.kind = PRIV_OWNER_ROOT;
+	snprintf(m.scancel.id, sizeof(m.scancel.id), "4243");
+	seed("scancel-root", 0, &m, PRIV_SCANCEL, 5, sizeof(m.scancel));
 	return bad;
 }

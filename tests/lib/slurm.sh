@@ -25,6 +25,17 @@ slurm_stop() { "$CLUSTER" stop; }
 slurm_state() { scontrol show job -o "$1" 2>/dev/null | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p'; }
 # slurm_field ID KEY
 slurm_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# slurm_stopped RUN ID DIR: run RUN's Slurm job ID ended CANCELLED or
+# FAILED soon after its cancel, and DIR/RUN-finished, which its program
+# would have made at its end, is not there.
+slurm_stopped() {
+	for _ in $(seq 1 100); do
+		case $(slurm_state "$2") in CANCELLED|FAILED) break;; esac
+		sleep 0.1
+	done
+	case $(slurm_state "$2") in CANCELLED|FAILED) ;; *) fail "$1: Slurm job $2 is $(slurm_state "$2") after the cancel";; esac
+	[ ! -e "$3/$1-finished" ] || fail "$1 was not stopped"
+}
 # ext_ids RUN JOB: the Slurm job ids stored for a job, by attempt.
 ext_ids() {
 	db "SELECT p.ext_id FROM procs p JOIN attempts a ON a.id = p.attempt_id

@@ -11,7 +11,9 @@
  * non-member and of a FIFO, done for a member; sbatch refused for a
  * non-member, uid 0 and a FIFO, run as a member with the script on its
  * standard input and a clean environment, its job id taken and garbage
- * refused; scancel only of a job submitted for the same uid; an owner of
+ * refused; scancel only of a job submitted for the same uid; root's own
+ * runs' sbatch and scancel only once root vouched and without job_user,
+ * run as root; an owner of
  * 100 groups read, vouched for and pinned whole; priv.owners bounded, at
  * start and while jobs are submitted; a shim start answered by a real
  * parent while a slow sbatch (a stand-in) runs. Needs root. */
@@ -189,7 +191,8 @@ case_decode(void)
 	m.shim.owner.kind = 2;
 	m.shim.owner.uid = 0;
 	CHECK(priv_decode(&m, sizeof(m.shim), 0, why, sizeof(why)) == -1);
-	/* Slurm's owners: a user, no id 0 (uid, gid, a group), not root. */
+	/* Slurm's owners: a user, no id 0 (uid, gid, a group); or root's own
+	 * runs, all ids 0. */
 	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
 	owner_one(&m.sbatch.owner, NOBODY, NOGRP);
 	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == PRIV_SBATCH, "%s", why);
@@ -203,7 +206,20 @@ case_decode(void)
 	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "uid 0");
 	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
 	m.sbatch.owner.kind = PRIV_OWNER_ROOT;
-	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "root");
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == PRIV_SBATCH, "root: %s",
+	    why);
+	m.sbatch.owner.uid = NOBODY;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "root, a uid");
+	m.sbatch.owner.uid = 0;
+	m.sbatch.owner.ngroups = 1;
+	CHECK(priv_decode(&m, sizeof(m.sbatch), 1, why, sizeof(why)) == -1, "root, a group");
+	hdr(&m, PRIV_SCANCEL, sizeof(m.scancel));
+	m.scancel.owner.kind = PRIV_OWNER_ROOT;
+	strcpy(m.scancel.id, "42");
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == PRIV_SCANCEL, "root: %s",
+	    why);
+	m.scancel.owner.gid = NOGRP;
+	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "root, a gid");
 	/* A job id: digits only, NUL-terminated, nothing after; a signal
 	 * the daemon sends. */
 	hdr(&m, PRIV_SCANCEL, sizeof(m.scancel));
@@ -376,16 +392,25 @@ case_shim_member(void)
 
 /* Root: a shim of root's only once root vouched (its own connection),
  * and never while job_user is set. */
+/* Root vouched for: this process's own connection, whose credentials
+ * (uid 0) the parent reads. */
 static void
-case_shim_root_vouched(void)
+vouch_root(void)
 {
-	setup(NOTAGROUP);
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
 	union priv_msg m;
 	hdr(&m, PRIV_VOUCH, sizeof(m.vouch));
 	CHECK(handle(&m, sizeof(m.vouch), sv[0], NULL) == 0);
 	close(sv[1]);
+}
+
+static void
+case_shim_root_vouched(void)
+{
+	setup(NOTAGROUP);
+	vouch_root();
+	union priv_msg m;
 	CHECK(shim_start(PRIV_OWNER_ROOT, 0, 0, 0, NULL) == 0, "root vouched for");
 	CHECK(shim_start(PRIV_OWNER_USER, 0, 0, 0, NULL) == EPERM, "uid 0 pinned");
 	rules.job_uid = NOBODY;
@@ -610,10 +635,10 @@ fake_slurm(void)
 	CHECK(chmod(path, 0755) == 0);
 }
 
-/* sbatch of a script whose text is text (NULL: a FIFO) as uid:gid; the
+/* sbatch of a script whose text is text (NULL: a FIFO) as owner o; the
  * reply's err, its why in why. */
 static int
-sbatch(const char *text, uid_t uid, gid_t gid, char *why, size_t whylen)
+sbatch_as(const char *text, const struct priv_owner *o, char *why, size_t whylen)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -628,7 +653,7 @@ sbatch(const char *text, uid_t uid, gid_t gid, char *why, size_t whylen)
 	}
 	union priv_msg m;
 	hdr(&m, PRIV_SBATCH, sizeof(m.sbatch));
-	owner_one(&m.sbatch.owner, uid, gid);
+	m.sbatch.owner = *o;
 	struct priv_reply rep;
 	int rfd, fds[1] = { fd };
 	priv_handle(&rules, &m, sizeof(m.sbatch), fds, 1, &rep, &rfd);
@@ -637,13 +662,25 @@ sbatch(const char *text, uid_t uid, gid_t gid, char *why, size_t whylen)
 	return rep.err;
 }
 
+/* The same as uid:gid, a user with gid its one group. */
+static int
+sbatch(const char *text, uid_t uid, gid_t gid, char *why, size_t whylen)
+{
+	struct priv_owner o;
+	memset(&o, 0, sizeof(o));
+	owner_one(&o, uid, gid);
+	return sbatch_as(text, &o, why, whylen);
+}
+
+/* scancel of job id as uid (0: root's own runs' owner, PRIV_OWNER_ROOT). */
 static int
 scancel(const char *id, uid_t uid, int signo)
 {
 	union priv_msg m;
 	hdr(&m, PRIV_SCANCEL, sizeof(m.scancel));
+	m.scancel.owner.kind = uid == 0 ? PRIV_OWNER_ROOT : PRIV_OWNER_USER;
 	m.scancel.owner.uid = uid;
-	m.scancel.owner.gid = NOGRP;
+	m.scancel.owner.gid = uid == 0 ? 0 : NOGRP;
 	m.scancel.sig = signo;
 	snprintf(m.scancel.id, sizeof(m.scancel.id), "%s", id);
 	return handle(&m, sizeof(m.scancel), -1, NULL);
@@ -697,6 +734,66 @@ case_slurm(void)
 	snprintf(path, sizeof(path), "%s/cancelled", sbin);
 	char *c = plc_read_file(path, NULL, 65536);
 	CHECK(c != NULL && strcmp(c, "65534 4242\n65534 --signal=10 --batch 4242\n") == 0, "%s", c ? c : "(none)");
+	free(c);
+	unsetenv("SLURM_CONF");
+}
+
+/* Root's own runs' sbatch (PRIV_OWNER_ROOT): by the parent's rule for
+ * root's shims, refused until root vouched for itself (its own
+ * connection, whose credentials the parent reads) and while job_user is
+ * set (root's runs are then job_user's); then run as root, uid and
+ * groups unchanged, in the same clean environment, the script on its
+ * standard input, and the job id remembered for uid 0: root's scancel
+ * goes through for that id alone, and a member's uid cannot cancel it. */
+static void
+case_slurm_root(void)
+{
+	char why[160], path[PATH_MAX + 16];
+	struct priv_owner root;
+	memset(&root, 0, sizeof(root));
+	root.kind = PRIV_OWNER_ROOT;
+	setup(NOGRP);
+	fake_slurm();
+	snprintf(path, sizeof(path), "%s/who", sbin);
+	CHECK(sbatch_as("#!/bin/sh\ntrue\n", &root, why, sizeof(why)) == EPERM,
+	    "root, not vouched for: %s", why);
+	CHECK(strstr(why, "root submitted nothing") != NULL, "%s", why);
+	CHECK(access(path, F_OK) == -1, "sbatch ran for root not vouched for");
+	CHECK(scancel("4242", 0, 0) == EPERM, "scancel for root not vouched for");
+	vouch_root();
+	rules.job_uid = NOBODY;
+	CHECK(sbatch_as("#!/bin/sh\ntrue\n", &root, why, sizeof(why)) == EPERM,
+	    "root with job_user set: %s", why);
+	CHECK(strstr(why, "job_user") != NULL, "%s", why);
+	CHECK(access(path, F_OK) == -1, "sbatch ran for root with job_user set");
+	rules.job_uid = (uid_t)-1;
+	setenv("SLURM_CONF", "/etc/slurm/test.conf", 1);
+	setenv("PL_LEAK", "1", 1);
+	CHECK(sbatch_as("#!/bin/sh\nroot\n", &root, why, sizeof(why)) == 0, "%s", why);
+	unsetenv("PL_LEAK");
+	CHECK(strcmp(why, "4242") == 0, "job id '%s'", why);
+	char *who = plc_read_file(path, NULL, 65536);
+	CHECK(who != NULL && strncmp(who, "0\n0\n", 4) == 0, "%s", who ? who : "(none)");
+	CHECK(who != NULL && strstr(who, "SLURM_CONF=/etc/slurm/test.conf\n") != NULL &&
+	    strstr(who, "PL_LEAK") == NULL && strstr(who, "args --parsable\n") != NULL, "%s",
+	    who ? who : "(none)");
+	free(who);
+	snprintf(path, sizeof(path), "%s/stdin", sbin);
+	char *in = plc_read_file(path, NULL, 65536);
+	CHECK(in != NULL && strcmp(in, "#!/bin/sh\nroot\n") == 0, "stdin: %s", in ? in : "(none)");
+	free(in);
+	CHECK(sbatch_as(NULL, &root, why, sizeof(why)) == EINVAL, "a FIFO: %s", why);
+	/* scancel: root's job as root; an id the parent did not answer, or
+	 * root's job for a member's uid, refused. */
+	CHECK(scancel("4243", 0, 0) == EPERM, "a job the parent did not submit");
+	CHECK(scancel("4242", NOBODY, 0) == EPERM, "root's job as a member");
+	CHECK(scancel("4242", 0, SIGUSR1) == 0);
+	rules.job_uid = NOBODY;
+	CHECK(scancel("4242", 0, 0) == EPERM, "root's scancel with job_user set");
+	rules.job_uid = (uid_t)-1;
+	snprintf(path, sizeof(path), "%s/cancelled", sbin);
+	char *c = plc_read_file(path, NULL, 65536);
+	CHECK(c != NULL && strcmp(c, "0 --signal=10 --batch 4242\n") == 0, "%s", c ? c : "(none)");
 	free(c);
 	unsetenv("SLURM_CONF");
 }
@@ -910,6 +1007,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(signal_refused),
 	UNIT_CASE(fchown),
 	UNIT_CASE(slurm),
+	UNIT_CASE(slurm_root),
 	UNIT_CASE_TIMEOUT(owners_bounded, 120),
 	UNIT_CASE(slurm_slow),
 	UNIT_END

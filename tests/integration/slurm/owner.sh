@@ -56,12 +56,7 @@ sleeper() {
 member_cancel() {
 	as_member "$PIPELINECTL" -f "$PL_CONF" cancel "$1" >/dev/null || fail "$1: the member could not cancel"
 	wait_run "$1" cancelled 30
-	for _ in $(seq 1 100); do
-		case $(slurm_state "$2") in CANCELLED|FAILED) break;; esac
-		sleep 0.1
-	done
-	case $(slurm_state "$2") in CANCELLED|FAILED) ;; *) fail "$1: Slurm job $2 is $(slurm_state "$2") after the cancel";; esac
-	[ ! -e "$O/$1-finished" ] || fail "$1 was not stopped"
+	slurm_stopped "$1" "$2" "$O"
 	note "$1: cancel reached Slurm job $2 ($(slurm_state "$2"))"
 }
 
