@@ -8,8 +8,9 @@
 # standard input. The job stays root's, as before: Slurm records root as
 # its user and its program runs as root. A cancel reaches Slurm through
 # the parent, also after a restart of both processes (the new parent
-# knows its predecessor's job by priv.owners). The parent refuses
-# nothing the daemon asks.
+# knows its predecessor's job by priv.owners). With job_user set, root's
+# runs are job_user's, and so is the Slurm job, submitted by the parent
+# as job_user. The parent refuses nothing the daemon asks.
 # run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
 . "$TOP/tests/lib/slurm.sh"
@@ -18,8 +19,9 @@ trap 'pl_kill9 2>/dev/null; slurm_stop' EXIT
 R=$TEST_TMP/out-root; mkdir -p "$R"; chmod 0755 "$R"
 
 # The wrappers: each appends "NAME PPID PPID's-PPID ARGS" to $W/calls,
-# then runs the real command.
-W=$TEST_TMP/wrap; mkdir -p "$W"
+# then runs the real command (as root, or as job_user below).
+W=$TEST_TMP/wrap; mkdir -p "$W"; chmod 0755 "$W"
+: > "$W/calls"; chmod 0666 "$W/calls"
 for c in sbatch scancel; do
 	real=$(command -v "$c") || fail "no $c on PATH"
 	printf '#!/bin/sh\necho "%s $PPID $(awk '"'"'/^PPid:/ { print $2 }'"'"' /proc/$PPID/status) $*" >> %s/calls\nexec %s "$@"\n' \
@@ -88,8 +90,21 @@ pl_kill9
 pl_start
 chmod 0666 "$TEST_TMP/run/control.sock"
 root_cancel r3 "$ID"
+integrity_ok
+pl_stop
+
+# --- with job_user, root's runs are job_user's, and so is the Slurm job
+# (submitted by the parent as job_user, as a member's)
+O=$TEST_TMP/out; mkdir -p "$O"; chmod 0777 "$O"
+member_daemon "max_jobs = 4" "job_user = nobody"
+printf '[run]\nname = r4\n[x]\nstage = exec\nexecutor = slurm\ncommand = id -u > %s/r4.uid\n' "$O" > specs/r4.ini
+pctl submit specs/r4.ini >/dev/null || fail "r4: root could not submit"
+wait_run r4 succeeded 90
+id4=$(ext_ids r4 x)
+by_parent sbatch
+[ "$(slurm_uid "$id4")" = "$nobody" ] || fail "r4: Slurm job $id4 is $(slurm_field "$id4" UserId)'s, not job_user's"
+[ "$(cat "$O/r4.uid")" = "$nobody" ] || fail "r4: the job ran as uid $(cat "$O/r4.uid")"
 grep -q 'privileged parent: refused' "$TEST_TMP/pipelined.out" &&
 	fail "the parent refused the daemon: $(grep 'privileged parent' "$TEST_TMP/pipelined.out")"
-integrity_ok
 pl_stop
 echo "slurm/root-parent: ok"
