@@ -422,8 +422,12 @@ priv_shim_known(const struct priv_rules *r, pid_t pid, uint64_t t)
 {
 	if (pid <= 1 || t == 0)
 		return 0;
-	if (t < r->since)
-		return 1;	/* an earlier parent's: its record says so */
+	/* An earlier parent's: its record says so. Start times count clock
+	 * ticks, and a shim the earlier parent started just before it was
+	 * killed may share this parent's own tick (this parent's shims of
+	 * that tick are in the list anyway). */
+	if (t <= r->since)
+		return 1;
 	unsigned n = nstarted < PRIV_SHIMS ? nstarted : PRIV_SHIMS;
 	for (unsigned i = 0; i < n; i++)
 		if (started[i].pid == pid && started[i].start == t)

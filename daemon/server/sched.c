@@ -1385,6 +1385,7 @@ sched_job_log(const char *run, const char *job)
 }
 
 /* Kill what is left of an attempt that cannot be re-entered. */
+#define LEFTOVER_WAIT_S 30
 static void
 kill_leftovers(struct sjob *j, int64_t attempt_id)
 {
@@ -1410,9 +1411,20 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 		if (p.ex->adopt(&p) == 0 && (p.state == PROC_RUNNING || p.state == PROC_QUEUED)) {
 			log_warnx("%s: %s/%s: killing leftover process of attempt %d", __func__,
 			    j->run->name, j->sec->name, j->attempts);
-			p.ex->signal(&p, SIGKILL);
-			while (p.ex->wait(&p, 1000) == 0)
-				;
+			/* A kill refused (the privileged parent's rule) or one
+			 * that does not take is logged, not waited on for ever:
+			 * the daemon must come up. */
+			int waited = 0;
+			if (p.ex->signal(&p, SIGKILL) == -1)
+				log_warn("%s: %s/%s: the leftover process of attempt %d could not be "
+				    "killed", __func__, j->run->name, j->sec->name, j->attempts);
+			else
+				while (p.ex->wait(&p, 1000) == 0 && ++waited < LEFTOVER_WAIT_S)
+					;
+			if (waited >= LEFTOVER_WAIT_S)
+				log_warnx("%s: %s/%s: the leftover process of attempt %d outlived %d s "
+				    "after SIGKILL; left", __func__, j->run->name, j->sec->name,
+				    j->attempts, LEFTOVER_WAIT_S);
 		}
 		p.ex->release(&p);
 	}

@@ -364,6 +364,14 @@ case_shim_member(void)
 		return;
 	CHECK(priv_shim_known(&rules, rep.pid, rep.start));
 	CHECK(!priv_shim_known(&rules, rep.pid, rep.start + 1));
+	/* An earlier parent's shim started in this parent's own clock tick
+	 * (a restart right after a submit): known; one tick later, only if
+	 * this parent started it. */
+	uint64_t since = rules.since;
+	rules.since = rep.start + 100;
+	CHECK(priv_shim_known(&rules, 4242, rules.since), "a shim of the parent's own start tick");
+	CHECK(!priv_shim_known(&rules, 4242, rules.since + 1), "a shim after the parent's start");
+	rules.since = since;
 	char path[64], cmd[256] = "";
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)rep.pid);
 	/* Read again while the exec is under way (an empty command line). */
