@@ -1042,13 +1042,13 @@ bake_check(pl_job *job)
 
 	/* The capability list and the case file are small: check them whole
 	 * at submit, so that a typo in a case is not found after a 12-hour
-	 * training run. */
+	 * training run; not in a check without files. */
 	struct sc_caps caps;
 	struct sc_case *cases;
 	int ncases;
 	char err[1024];
 	const char *cp = host->input(job, "capabilities"), *cs = host->input(job, "cases");
-	if (cp == NULL)
+	if (cp == NULL || !host->check_files(job))
 		return PL_OK;
 	if (sc_caps_load(cp, &caps, err, sizeof(err)) == -1) {
 		host->check_error(job, "capabilities", "%s", err);

@@ -139,7 +139,7 @@ ctl_doctor(int argc, char **argv)
 		if (text == NULL)
 			ctl_fail(CTL_ERROR, "ELOCAL", "%s: %s", argv[1], strerror(errno));
 		struct spec *s = spec_load(argv[1], text, c, &errs);
-		if (s == NULL || spec_check(s, c, host_check_section, &errs) == -1)
+		if (s == NULL || spec_check(s, c, host_check_section, 0, &errs) == -1)
 			ctl_fail(CTL_ERROR, "EINVAL", "%s", errs ? errs : "invalid spec");
 		for (int i = 0; i < s->njobs; i++) {
 			const struct spec_section *j = s->jobs[i];

@@ -743,7 +743,8 @@ cmd_check(int argc, char **argv)
 	char *errs = NULL;
 	/* Messages name the file as the operator typed it. */
 	struct spec *s = spec_load(file, text, &conf, &errs);
-	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, &errs) == 0;
+	int ok = s != NULL && spec_check(s, have_conf ? &conf : NULL, host_check_section, 0,
+	    &errs) == 0;
 	if (!ok) {
 		ctl_error(CTL_ERROR, pl_proto_err_name(PLP_EINVAL), errs ? errs : "invalid spec");
 	} else if (ctl_json) {
@@ -2468,7 +2469,7 @@ cmd_stage(int argc, char **argv)
 	spec.jobs = &sec;
 	spec.njobs = 1;
 	char *errs = NULL;
-	if (host_check_section(reg, &spec, sec, &errs) != 0)
+	if (host_check_section(reg, &spec, sec, 0, &errs) != 0)
 		ctl_fail(CTL_EUSAGE, pl_proto_err_name(PLP_EINVAL), "%s", errs ? errs : "invalid keys");
 	struct pl_job *j = job_new(JOB_MODE_RUN, &host_by_hand, reg, &spec, sec);
 	j->conf = have_conf ? &conf : NULL;

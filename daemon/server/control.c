@@ -387,7 +387,7 @@ check_submit(struct client *c, const cJSON *req, int submit)
 	struct peer_fs pfs = { .on = 0 };
 	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
 	if (!bad)
-		bad = spec_check(spec, CONF, host_check_section, &errs) == -1;
+		bad = spec_check(spec, CONF, host_check_section, 0, &errs) == -1;
 	peer_fs_leave(&pfs);
 	if (bad) {
 		reply_err(c, PLP_EINVAL, "%s", errs ? errs : spec ? "the spec could not be "

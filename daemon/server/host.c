@@ -355,6 +355,14 @@ h_check_error(pl_job *j, const char *key, const char *fmt, ...)
 	j->check_failed = true;
 }
 
+/* Whether a check hook may open the spec's files: not in a check without
+ * them (SPEC_CHECK_NOFILES); always outside the check hook. */
+static int
+h_check_files(pl_job *j)
+{
+	return !(j->mode == JOB_MODE_CHECK && j->nofiles);
+}
+
 static const char *h_run_name(pl_job *j) { return j->run; }
 static const char *h_job_name(pl_job *j) { return j->name; }
 static int h_attempt(pl_job *j) { return j->attempt; }
@@ -546,6 +554,7 @@ struct pl_host plugin_host = {
 	.value_get = h_value_get,
 	.value_history = h_value_history,
 	.artifact_digest = h_artifact_digest,
+	.check_files = h_check_files,
 };
 
 /* host_by_hand: pipelinectl stage, and every stage's check (no run, no
@@ -726,10 +735,12 @@ unknown_key(const struct stage_reg *reg, const struct spec *spec, const struct s
 	    "every job: %s)", st, hint, n ? known : "none", more, common);
 }
 
-/* Generic key checks, then the stage's own check hook. */
+/* Generic key checks, then the stage's own check hook. With
+ * SPEC_CHECK_NOFILES no path is opened: neither here nor, told so by
+ * check_files(), in the hook. */
 int
 host_check_section(const struct stage_reg *reg, const struct spec *spec,
-    const struct spec_section *sec, char **errs)
+    const struct spec_section *sec, int flags, char **errs)
 {
 	const struct pl_stage *st = reg->st;
 	int nerr = 0, nbound = 0;
@@ -764,6 +775,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		int ki = -1;
 		const struct pl_key *k = host_find_key(reg, sec->kv[i].key, &ki);
 		if (k != NULL && (k->flags & (PL_KEY_FILE | PL_KEY_DIR)) &&
+		    !(flags & SPEC_CHECK_NOFILES) &&
 		    check_input_path(spec, k, &sec->kv[i], errs) == -1) {
 			nbad++;
 			if (ki < 64)
@@ -783,6 +795,7 @@ host_check_section(const struct stage_reg *reg, const struct spec *spec,
 		struct pl_job *j = job_new(JOB_MODE_CHECK, &host_by_hand, reg, spec, sec);
 		j->errs = errs;
 		j->bad_inputs = bad_inputs;
+		j->nofiles = (flags & SPEC_CHECK_NOFILES) != 0;
 		int rc = st->check(j);
 		if (j->check_failed)
 			nerr++;

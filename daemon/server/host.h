@@ -112,13 +112,20 @@ void	spec_after_index(const struct spec *s, int **dep);
 /* Validate everything: common keys, stages (through the plugin registry),
  * DAG (unknown after, cycles), resources against conf (may be NULL).
  * Each job section whose stage is registered is handed to stage_check
- * (may be NULL), which returns its number of errors: the daemon and
- * pipelinectl pass host_check_section (host.c sits above spec.c). */
+ * (may be NULL) with flags, which returns its number of errors: the
+ * daemon and pipelinectl pass host_check_section (host.c sits above
+ * spec.c). With SPEC_CHECK_NOFILES nothing opens, stats or reads a path
+ * the spec names (the host's PL_KEY_FILE and PL_KEY_DIR checks and the
+ * check hooks' probes, which ask host->check_files()): syntax, keys,
+ * bounds, cross-key rules, resources and the DAG are checked all the
+ * same. A restart checks its stored runs so (sched.c): their files were
+ * checked at submit, and a job that has used an input needs it no more. */
+#define SPEC_CHECK_NOFILES 0x1
 struct stage_reg;
 typedef int spec_stage_check(const struct stage_reg *reg, const struct spec *spec,
-    const struct spec_section *sec, char **errs);
+    const struct spec_section *sec, int flags, char **errs);
 int	spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check,
-	    char **errs);
+	    int flags, char **errs);
 int	spec_is_common_key(const char *key);
 /* Whether a stage's jobs are never reused: its plugin's descriptor has
  * neither PL_STAGE_REUSE nor PL_STAGE_REUSE_ASKED (gate), or no plugin
@@ -319,6 +326,7 @@ struct pl_job {
 	 * check (host->input() gives NULL for them: reported once). */
 	char **errs;
 	uint64_t bad_inputs;
+	bool nofiles;                     /* check mode: SPEC_CHECK_NOFILES (check_files() 0) */
 	/* Strings handed to the plugin, freed with the job. */
 	char **pool;
 	int npool, cappool;
@@ -385,9 +393,10 @@ int	job_artifact_refused(int err);
 struct pl_job *job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
 	    const struct spec *spec, const struct spec_section *sec);
 void	job_free(struct pl_job *j);
-/* Run a stage's check hook plus the host's generic key checks. */
+/* Run a stage's check hook plus the host's generic key checks; flags as
+ * spec_check's (SPEC_CHECK_NOFILES). */
 int	host_check_section(const struct stage_reg *reg, const struct spec *spec,
-	    const struct spec_section *sec, char **errs);
+	    const struct spec_section *sec, int flags, char **errs);
 /* Every PATH and INPUT key of j's stage resolved as host->input() would,
  * without logging: {"KEY":{"path":P}|{"error":WHY}} (for a stage process). */
 cJSON	*host_inputs_resolve(pl_job *j);

@@ -1452,7 +1452,11 @@ load_run(void *arg, int64_t id, const char *name, const char *path, const char *
 		spec_free(spec);
 		spec = NULL;
 	}
-	if (spec == NULL || spec_check(spec, S.conf, host_check_section, &errs) == -1) {
+	/* Without files: they were checked at submit, and a job that has
+	 * used an input (a corpus already tokenized) needs it no more; one
+	 * still to come that misses it fails as that job, not the run here. */
+	if (spec == NULL || spec_check(spec, S.conf, host_check_section, SPEC_CHECK_NOFILES,
+	    &errs) == -1) {
 		if (state == PLR_running) {
 			log_warnx("%s: run %s can no longer be checked; failing it:\n%s", __func__,
 			    name, errs ? errs : "");

@@ -517,7 +517,8 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 }
 
 int
-spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, char **errs)
+spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, int flags,
+    char **errs)
 {
 	int nerr = 0;
 	const struct spec_kv *nkv = spec_find(s->run, "name");
@@ -590,7 +591,7 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			    suggest_hint(&sg, hint, sizeof(hint)));
 			nerr++;
 		} else if (stage_check != NULL)
-			nerr += stage_check(reg, s, sec, e);
+			nerr += stage_check(reg, s, sec, flags, e);
 		if (mine != NULL) {
 			errs_merge(errs, mine);
 			free(mine);

@@ -39,8 +39,9 @@ extern "C" {
  * crosses the boundary does.
  * 3: struct pl_key gains choices, and the flag PL_KEY_CHECKPOINT; struct
  * pl_stage declares what may be reused (PL_STAGE_REUSE,
- * PL_STAGE_REUSE_ASKED, reuse_key, reuse_check). */
-#define PL_ABI_VERSION 3
+ * PL_STAGE_REUSE_ASKED, reuse_key, reuse_check).
+ * 4: struct pl_host gains check_files, at its end. */
+#define PL_ABI_VERSION 4
 
 /* The two symbols a plugin exports: its entry point, and the ABI version
  * it was built for (a const uint32_t the host reads before it calls the
@@ -351,6 +352,14 @@ struct pl_host {
 	 * malformed digest, PL_EIO when the path cannot be read. */
 	int (*artifact_digest)(pl_job *job, const char *name, const char *path,
 	    const char *sha256_hex);
+
+	/* Check hook only: 1 when the hook may open, stat or read the paths
+	 * the spec names (probes of an input's content), 0 when the check
+	 * is one without files: the host then checks no path either, and
+	 * the hook checks what it can without them (syntax, bounds,
+	 * cross-key rules). A daemon's restart checks its stored runs so:
+	 * their files were checked at submit and may have moved since. */
+	int (*check_files)(pl_job *job);
 };
 
 /* The entry point every plugin exports; PL_PLUGIN() below defines it.

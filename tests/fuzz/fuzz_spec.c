@@ -36,7 +36,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < s->njobs; i++)
 			if (s->jobs[i]->name == NULL)
 				abort();
-		spec_check(s, NULL, host_check_section, &errs);
+		spec_check(s, NULL, host_check_section, 0, &errs);
 		spec_free(s);
 	} else if (errs == NULL) {
 		abort(); /* a refusal always says why */

@@ -1,8 +1,8 @@
-/* A plugin built against a newer header, of ABI 4: the host must refuse
+/* A plugin built against a newer header, of ABI 5: the host must refuse
  * it before it calls its init, naming both ABIs. */
 #include "pipeline/plugin.h"
 #undef PL_ABI_VERSION
-#define PL_ABI_VERSION 4
+#define PL_ABI_VERSION 5
 static int run(pl_job *j) { return PL_OK; }
 static const struct pl_stage st = PL_STAGE(.name = "new_abi", .run = run);
 PL_PLUGIN(NULL, &st)

@@ -71,6 +71,7 @@ struct pl_job {
 	int ncancelled;
 	char pool[32][PATH_MAX];
 	int npool;
+	int nofiles;                /* check_files() answers 0 */
 };
 
 static const struct pl_stage *mh_stages[8];
@@ -197,6 +198,8 @@ static int mh_attempt(pl_job *j) { (void)j; return 1; }
 static int mh_adopted(pl_job *j) { (void)j; return 0; }
 static const char *mh_workdir(pl_job *j) { return j->workdir; }
 
+static int mh_check_files(pl_job *j) { return !j->nofiles; }
+
 static void mh_check_error(pl_job *j, const char *key, const char *fmt, ...) PL_PRINTF(3, 4);
 static void
 mh_check_error(pl_job *j, const char *key, const char *fmt, ...)
@@ -291,6 +294,7 @@ static const struct pl_host mh_host = {
 	.artifact = mh_artifact,
 	.cancelled = mh_cancelled,
 	.artifact_digest = mh_artifact_digest,
+	.check_files = mh_check_files,
 };
 
 /* Load plugins/NAME.so (from $TOP, default ".") and return its stage. */

@@ -1,8 +1,10 @@
 /* test_core_spec.c: run-spec parsing (spec.c): names, keys with their
  * lines, long lines past inih's limit, continuation lines, errors. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pld.h"
 #include "host.h"
@@ -134,7 +136,7 @@ case_check(void)
 	/* The check without plugins: every stage is unknown, cycles found. */
 	s = spec_parse("c.ini", "[run]\nname = bad name\n[a]\nafter = b\n[b]\nafter = a\n", &errs);
 	CHECK(s != NULL);
-	CHECK(spec_check(s, NULL, host_check_section, &errs) == -1);
+	CHECK(spec_check(s, NULL, host_check_section, 0, &errs) == -1);
 	CHECK(errs && strstr(errs, "c.ini:2: name: bad run name \"bad name\""));
 	CHECK(errs && strstr(errs, "unknown stage \"a\" in [a]"));
 	CHECK(errs && strstr(errs, "dependency cycle: a -> b -> a"));
@@ -248,7 +250,7 @@ case_chain(void)
 	errs = NULL;
 	s = spec_parse("chain.ini", big, &errs);
 	CHECK(s != NULL && s->njobs == 100000);
-	CHECK(spec_check(s, NULL, host_check_section, &errs) == -1);   /* unknown stages, no cycle */
+	CHECK(spec_check(s, NULL, host_check_section, 0, &errs) == -1);   /* unknown stages, no cycle */
 	CHECK(errs && strstr(errs, "cycle") == NULL && strstr(errs, "more errors"));
 	spec_free(s);
 	free(errs);
@@ -459,6 +461,78 @@ case_sweep_probe(void)
 	free(errs);
 }
 
+/* A check without files (SPEC_CHECK_NOFILES, a restart's) opens no path
+ * the spec names, through the real plugins: neither the host's check of a
+ * PL_KEY_FILE or PL_KEY_DIR key nor the probes of tokenize's and bake's
+ * check hooks (plugins/lib/check, the capability list); the rules that
+ * span keys are still checked. With files, each path's problem is told. */
+static void
+case_check_nofiles(void)
+{
+	char dir[PATH_MAX], p[PATH_MAX], why[256], text[8192];
+	const char *t = getenv("TEST_TMP"), *top = getenv("TOP");
+	char *errs = NULL;
+	struct spec *s;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/nofiles.XXXXXX", t ? t : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(p, sizeof(p), "%s/empty", dir);
+	CHECK(mkdir(p, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/bad.jsonl", dir);
+	CHECK((f = fopen(p, "w")) != NULL && fputs("not json\n", f) >= 0 && fclose(f) == 0);
+	for (int i = 0; i < 2; i++) {
+		const char *so[] = { "tokenize", "bake" };
+		snprintf(p, sizeof(p), "%s/plugins/%s.so", top ? top : ".", so[i]);
+		if (plugin_load(p, &plugin_host, why, sizeof(why)) == -1)
+			fprintf(stderr, "%s: %s\n", p, why);
+		CHECK(plugin_stage(so[i]) != NULL);
+	}
+	snprintf(text, sizeof(text),
+	    "[tok]\nstage = tokenize\nbase = %s/empty\ncorpus = %s/bad.jsonl\n"
+	    "num_ctx = 100\nnum_ctx_margin = 200\n"
+	    "[tok2]\nstage = tokenize\nbase = %s/missing\ncorpus = %s/missing.jsonl\n"
+	    "[bake]\nstage = bake\nmodel = m\ncases = %s/bad.jsonl\nsystem = %s/bad.jsonl\n"
+	    "capabilities = %s/bad.jsonl\n", dir, dir, dir, dir, dir, dir, dir);
+
+	s = spec_parse("nf.ini", text, &errs);
+	CHECK(s != NULL && spec_check(s, NULL, host_check_section, 0, &errs) == -1);
+	CHECK(errs && strstr(errs, "nf.ini:5: num_ctx: 100 leaves no room"));
+	CHECK(errs && strstr(errs, "/empty/config.json: No such file or directory"));
+	CHECK(errs && strstr(errs, "/bad.jsonl:1: not a JSON object"));
+	CHECK(errs && strstr(errs, "base: ") && strstr(errs, "/missing: No such file or directory"));
+	CHECK(errs && strstr(errs, "/missing.jsonl: No such file or directory"));
+	CHECK(errs && strstr(errs, "nf.ini:16: capabilities: ") && strstr(errs, "unknown flag"));
+	spec_free(s);
+	free(errs);
+	errs = NULL;
+
+	s = spec_parse("nf.ini", text, &errs);
+	CHECK(s != NULL && spec_check(s, NULL, host_check_section, SPEC_CHECK_NOFILES,
+	    &errs) == -1);
+	CHECK(errs && strstr(errs, "nf.ini:5: num_ctx: 100 leaves no room"));
+	CHECK(errs && strstr(errs, dir) == NULL);
+	spec_free(s);
+	free(errs);
+	errs = NULL;
+
+	/* Without files, a spec that breaks no other rule passes whole. */
+	snprintf(text, sizeof(text),
+	    "[tok2]\nstage = tokenize\nbase = %s/missing\ncorpus = %s/missing.jsonl\n"
+	    "[bake]\nstage = bake\nmodel = m\ncases = %s/bad.jsonl\nsystem = %s/bad.jsonl\n"
+	    "capabilities = %s/bad.jsonl\nafter = tok2\n", dir, dir, dir, dir, dir);
+	s = spec_parse("nf.ini", text, &errs);
+	CHECK(s != NULL && spec_check(s, NULL, host_check_section, SPEC_CHECK_NOFILES,
+	    &errs) == 0 && errs == NULL);
+	spec_free(s);
+	free(errs);
+	errs = NULL;
+	s = spec_parse("nf.ini", text, &errs);
+	CHECK(s != NULL && spec_check(s, NULL, host_check_section, 0, &errs) == -1);
+	spec_free(s);
+	free(errs);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parse),
 	UNIT_CASE(comments),
@@ -466,6 +540,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(bad_lines),
 	UNIT_CASE(no_dir),
 	UNIT_CASE(check),
+	UNIT_CASE(check_nofiles),
 	UNIT_CASE(errs_cap),
 	UNIT_CASE(long_message),
 	UNIT_CASE(limits),

@@ -119,7 +119,7 @@ submit(const char *name, const char *text)
 	char path[128], *errs = NULL, err[512];
 	snprintf(path, sizeof(path), "%s.ini", name);
 	struct spec *s = spec_parse(path, text, &errs);
-	if (s == NULL || spec_check(s, &conf, host_check_section, &errs) == -1) {
+	if (s == NULL || spec_check(s, &conf, host_check_section, 0, &errs) == -1) {
 		fprintf(stderr, "%s: %s", path, errs ? errs : "?\n");
 		abort();
 	}
@@ -279,7 +279,7 @@ revisions(void)
 	    strcmp(looked[2], "r2") == 0, "v1: %s, v1@3: %s, previous: %s", looked[0], looked[1],
 	    looked[2]);
 	struct spec *s = spec_parse("x.ini", "[a]\nstage = fake\n", NULL);
-	CHECK(s != NULL && spec_check(s, &conf, host_check_section, NULL) == 0);
+	CHECK(s != NULL && spec_check(s, &conf, host_check_section, 0, NULL) == 0);
 	CHECK(sched_submit(s, err, sizeof(err)) == PLP_ESTATE &&
 	    strstr(err, "run x is running") != NULL, "a resubmit of x while it runs: %s", err);
 	spec_free(s);

@@ -16,13 +16,14 @@
 #include "plio.h"
 
 /* The path key is set to in the spec, or NULL (unset: an upstream
- * artifact; JOB.ARTIFACT: not made yet). */
+ * artifact; JOB.ARTIFACT: not made yet; a check without files, where
+ * nothing the spec names is opened). */
 static const char *
 set_path(const struct pl_host *host, pl_job *job, const char *key)
 {
 	const char *v = host->get(job, key);
 
-	if (v == NULL || *v == '\0')
+	if (v == NULL || *v == '\0' || !host->check_files(job))
 		return NULL;
 	return host->input(job, key);
 }

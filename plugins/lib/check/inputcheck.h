@@ -4,7 +4,8 @@
  * reported before a run starts, each as FILE:LINE: KEY: message. The
  * host has already checked that the paths exist, are readable and are of
  * the right kind (PL_KEY_FILE, PL_KEY_DIR). Small reads only: check hooks
- * must not block.
+ * must not block. In a check without files (host->check_files() 0) they
+ * open nothing and report nothing.
  */
 #ifndef PL_INPUTCHECK_H
 #define PL_INPUTCHECK_H

@@ -25,13 +25,13 @@ PL_PLUGIN_DIR=$P pl_conf
 pl_start
 L=$TEST_TMP/pipelined.out
 refused() { grep -qF "$P/$1: refused: $2" "$L" || fail "$1 not refused clearly: $(grep -F "$1" "$L")"; }
-refused bad_abi.so "init failed: ABI version mismatch: stage struct of ABI 43 (host: ABI 3)"
+refused bad_abi.so "init failed: ABI version mismatch: stage struct of ABI 44 (host: ABI 4)"
 refused no_symbol.so "no entry symbol pl_plugin_init"
 refused init_fails.so "init failed: input/output error"
-refused host_abi.so "init failed: ABI version mismatch: plugin of an ABI it does not state (no pl_plugin_abi) refused the host (host: ABI 3)"
-refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 3 size 88 (host: ABI 3 size 80): built for a newer host"
-refused old_abi.so "ABI version mismatch: plugin of ABI 2 (host: ABI 3): built for an older host"
-refused new_abi.so "ABI version mismatch: plugin of ABI 4 (host: ABI 3): built for a newer host"
+refused host_abi.so "init failed: ABI version mismatch: plugin of an ABI it does not state (no pl_plugin_abi) refused the host (host: ABI 4)"
+refused big_stage.so "init failed: ABI version mismatch: stage struct of ABI 4 size 88 (host: ABI 4 size 80): built for a newer host"
+refused old_abi.so "ABI version mismatch: plugin of ABI 3 (host: ABI 4): built for an older host"
+refused new_abi.so "ABI version mismatch: plugin of ABI 5 (host: ABI 4): built for a newer host"
 refused bad_default.so 'init failed: invalid argument or spec value: stage "bad_default": key count: default bad value "many": expected an integer'
 refused bad_choice.so 'init failed: invalid argument or spec value: stage "bad_choice": key mode: default "fast" is not auto, yes or no'
 refused choice_type.so 'init failed: invalid argument or spec value: stage "choice_type": key level: choices on a key that is not a string, or empty'
@@ -68,11 +68,11 @@ done
 wait_run big failed
 wait_run short failed
 wait_run small failed
-pctl logs big old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 3 size 4096 (host: ABI 3 size 72): built for a newer host" ||
+pctl logs big old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 4 size 4096 (host: ABI 4 size 72): built for a newer host" ||
     fail "a larger pl_spawn not refused naming the plugin: $(pctl logs big old)"
-pctl logs short old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 3 size 24 (host: ABI 3 size 72)" ||
+pctl logs short old | grep -qF "spawn: $P/spawn_size.so: struct pl_spawn of ABI 4 size 24 (host: ABI 4 size 72)" ||
     fail "a shorter pl_spawn not refused naming the plugin: $(pctl logs short old)"
-pctl logs small old | grep -qF "spawn: $P/spawn_size.so: struct pl_exit of ABI 3 size 4 (host: ABI 3 size 288)" ||
+pctl logs small old | grep -qF "spawn: $P/spawn_size.so: struct pl_exit of ABI 4 size 4 (host: ABI 4 size 288)" ||
     fail "a too small pl_exit not refused naming the plugin: $(pctl logs small old)"
 # The same refusals by pipelinectl's own loader.
 PIPELINED_CONF=$PL_CONF "$PIPELINECTL" stage --list 2>&1 | grep -q "^exec" || fail "stage --list"
