@@ -7,8 +7,11 @@
  * the daemon's own user and members of the configured group (and of
  * admin_group) may check, submit, cancel and retry; anyone who can connect
  * may read; and each sees and acts on the runs access.c lets it (its own,
- * or with root, the daemon's user and admin_group, every run). A spec is
- * checked with the peer's file-system credentials (peer_fs_enter()). At
+ * or with root, the daemon's user and admin_group, every run). A spec's
+ * files are checked with the peer's rights: in a split daemon by
+ * pipeline-stage --check, which the privileged parent starts as the peer
+ * (files_start()), else with the peer's file-system credentials taken by
+ * the daemon (peer_fs_enter()). At
  * most control_max_clients connections are served at once (one more is
  * told EBUSY and closed), and one silent for control_idle_timeout is
  * closed: idle connections cannot use up the daemon's descriptors, which
@@ -16,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +240,10 @@ bad_field(const cJSON *req, char *msg, size_t len)
  * a missing path and an unreadable one it could not tell apart itself.
  * fsuid, fsgid and the supplementary groups are per thread in Linux; the
  * groups are set with the raw system call, since glibc's setgroups()
- * changes every thread's. Only the loop thread runs checks.
+ * changes every thread's. Only the loop thread runs checks. This serves
+ * only a daemon that is not split: in a split one (priv_active()) the
+ * files of a peer other than root are opened in a process of the peer's
+ * (files_start()), and the daemon process never takes a peer's rights.
  */
 struct peer_fs {
 	int on;
@@ -363,32 +370,11 @@ plan_start(struct client *c, struct spec *spec)
 	uv_read_stop((uv_stream_t *)&c->pipe);
 }
 
+/* The rest of a check or submit once spec is checked (taken, with
+ * errs): the refusal, the plan, the answer or the run submitted. */
 static void
-check_submit(struct client *c, const cJSON *req, int submit)
+check_finish(struct client *c, struct spec *spec, char *errs, int bad, int submit, int plan)
 {
-	const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
-	const char *name = arg_str(req, "name");
-	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(req, "plan");
-	if (plan != NULL && !cJSON_IsBool(plan)) {
-		reply_err(c, PLP_EINVAL, "request field \"plan\" must be true or false");
-		return;
-	}
-	if (path == NULL || text == NULL) {
-		reply_err(c, PLP_EINVAL, "%s needs \"path\" and \"text\"",
-		    pl_verb_name(submit ? PLV_submit : PLV_check));
-		return;
-	}
-	char *errs = NULL;
-	struct spec *spec = spec_load(path, text, CONF, &errs);
-	if (spec != NULL && name != NULL) {
-		free(spec->name);
-		spec->name = xstrdup(name);
-	}
-	struct peer_fs pfs = { .on = 0 };
-	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
-	if (!bad)
-		bad = spec_check(spec, CONF, host_check_section, 0, &errs) == -1;
-	peer_fs_leave(&pfs);
 	if (bad) {
 		reply_err(c, PLP_EINVAL, "%s", errs ? errs : spec ? "the spec could not be "
 		    "checked with the peer's credentials" : "invalid spec");
@@ -397,7 +383,7 @@ check_submit(struct client *c, const cJSON *req, int submit)
 		return;
 	}
 	free(errs);
-	if (cJSON_IsTrue(plan)) {
+	if (plan) {
 		plan_start(c, spec);
 		return;
 	}
@@ -427,6 +413,180 @@ check_submit(struct client *c, const cJSON *req, int submit)
 	cJSON_AddNumberToObject(r, "revision", run_ref_split(spec->name, base, sizeof(base),
 	    &rev) == 0 && rev > 0 ? rev : 1);
 	reply_ok(c, r);
+}
+
+/*
+ * The files' part of a check for a peer that is not root, in a split
+ * daemon: the daemon checks all but the files itself, with its own rights
+ * (SPEC_CHECK_NOFILES), and pipeline-stage --check, which the privileged
+ * parent starts as the peer (priv_check()), opens them as the peer may.
+ * Its answer, at most FILES_ANSWER_MAX bytes within PRIV_CHECK_TIMEOUT_S,
+ * is read on a pool thread and its errors merged into the reply. It is
+ * the peer's own word about the peer's own files, which can only refuse
+ * the peer's spec: the daemon takes it for nothing else.
+ */
+#define FILES_ANSWER_MAX (1 << 20)
+struct files_req {
+	uv_work_t w;
+	struct client *c;
+	struct spec *spec;
+	char *errs;                 /* the daemon's own */
+	int bad, submit, plan;
+	int fd;                     /* a copy of the connection, for the parent */
+	char *path, *text;
+	uid_t uid;
+	char *ferrs;                /* the files' errors, or why there is no answer */
+};
+
+/* At most max bytes of fd within the deadline (monotonic seconds), up to
+ * its end: malloc'd and NUL-terminated, or NULL. */
+static char *
+read_until(int fd, size_t max, double deadline)
+{
+	size_t len = 0;
+	char *buf = xcalloc(1, max + 1);
+	for (;;) {
+		int ms = (int)((deadline - plc_mono_secs()) * 1000);
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (ms <= 0 || poll(&pf, 1, ms) <= 0)
+			break;
+		ssize_t n = read(fd, buf + len, max - len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			buf[len] = '\0';
+			return n == 0 ? buf : (free(buf), NULL);
+		}
+		if ((len += (size_t)n) == max)
+			break;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void
+files_work(uv_work_t *w)
+{
+	struct files_req *f = w->data;
+	char why[256];
+	int rfd = priv_check(f->fd, f->path, f->text, strlen(f->text), why, sizeof(why));
+	if (rfd == -1) {
+		errs_add(&f->ferrs, f->path, 0, "-", "the check of its files as uid %u was "
+		    "refused: %s", (unsigned)f->uid, why);
+		return;
+	}
+	char *out = read_until(rfd, FILES_ANSWER_MAX, plc_mono_secs() + PRIV_CHECK_TIMEOUT_S);
+	close(rfd);
+	cJSON *a = out ? cJSON_Parse(out) : NULL;
+	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(a, "ok");
+	const char *e = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "errors"));
+	if (cJSON_IsFalse(ok) && e != NULL && *e != '\0')
+		f->ferrs = xstrdup(e);
+	else if (!cJSON_IsTrue(ok))
+		errs_add(&f->ferrs, f->path, 0, "-", "the check of its files as uid %u gave no "
+		    "answer within %d s", (unsigned)f->uid, PRIV_CHECK_TIMEOUT_S);
+	cJSON_Delete(a);
+	free(out);
+}
+
+static void
+files_done(uv_work_t *w, int status)
+{
+	struct files_req *f = w->data;
+	struct client *c = f->c;
+	c->busy = 0;
+	if (c->orphan) {
+		free(c->buf);
+		free(c);
+		spec_free(f->spec);
+		free(f->errs);
+	} else {
+		if (f->ferrs != NULL) {
+			errs_merge(&f->errs, f->ferrs);
+			f->bad = 1;
+		}
+		check_finish(c, f->spec, f->errs, f->bad, f->submit, f->plan);
+		c->last = uv_now(ctx.loop);
+		if (!c->closing && !c->busy) {
+			uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+			client_lines(c);
+		}
+	}
+	close(f->fd);
+	free(f->ferrs);
+	free(f->path);
+	free(f->text);
+	free(f);
+}
+
+/* Start the files' part of the check of spec (taken, with errs) for c
+ * (the parent's: priv_active(), and c not root's); 0, or -1 when it
+ * cannot start (then nothing is taken). */
+static int
+files_start(struct client *c, struct spec *spec, char *errs, int bad, const char *path,
+    const char *text, int submit, int plan)
+{
+	int fd;
+	if (uv_fileno((const uv_handle_t *)&c->pipe, &fd) != 0 ||
+	    (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		return -1;
+	struct files_req *f = xcalloc(1, sizeof(*f));
+	*f = (struct files_req){ .c = c, .spec = spec, .errs = errs, .bad = bad,
+		.submit = submit, .plan = plan, .fd = fd, .path = xstrdup(path),
+		.text = xstrdup(text), .uid = c->peer.uid };
+	f->w.data = f;
+	if (uv_queue_work(ctx.loop, &f->w, files_work, files_done) != 0) {
+		close(fd);
+		free(f->path);
+		free(f->text);
+		free(f);
+		return -1;
+	}
+	c->busy = 1;
+	uv_read_stop((uv_stream_t *)&c->pipe);
+	return 0;
+}
+
+static void
+check_submit(struct client *c, const cJSON *req, int submit)
+{
+	const char *path = arg_str(req, "path"), *text = arg_str(req, "text");
+	const char *name = arg_str(req, "name");
+	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(req, "plan");
+	if (plan != NULL && !cJSON_IsBool(plan)) {
+		reply_err(c, PLP_EINVAL, "request field \"plan\" must be true or false");
+		return;
+	}
+	if (path == NULL || text == NULL) {
+		reply_err(c, PLP_EINVAL, "%s needs \"path\" and \"text\"",
+		    pl_verb_name(submit ? PLV_submit : PLV_check));
+		return;
+	}
+	char *errs = NULL;
+	struct spec *spec = spec_load(path, text, CONF, &errs);
+	if (spec != NULL && name != NULL) {
+		free(spec->name);
+		spec->name = xstrdup(name);
+	}
+	/* Split: all but the files here, the files as the peer (above). */
+	if (spec != NULL && priv_active() && c->peer.uid != 0) {
+		int bad = spec_check(spec, CONF, host_check_section, SPEC_CHECK_NOFILES,
+		    &errs) == -1;
+		if (files_start(c, spec, errs, bad, path, text, submit, cJSON_IsTrue(plan)) == 0)
+			return;
+		reply_err(c, PLP_EINTERNAL, "the check of the spec's files could not be started");
+		free(errs);
+		spec_free(spec);
+		return;
+	}
+	/* Not split (or root's own spec): the files with the peer's
+	 * file-system rights, taken by the daemon for the check. */
+	struct peer_fs pfs = { .on = 0 };
+	int bad = spec == NULL || peer_fs_enter(c, &pfs) == -1;
+	if (!bad)
+		bad = spec_check(spec, CONF, host_check_section, 0, &errs) == -1;
+	peer_fs_leave(&pfs);
+	check_finish(c, spec, errs, bad, submit, cJSON_IsTrue(plan));
 }
 
 static void

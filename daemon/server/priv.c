@@ -37,6 +37,16 @@
  *                    too, by priv.owners), never another: Slurm refuses
  *                    a job not the owner's, the parent one it did not
  *                    submit.
+ *   PRIV_CHECK       reads the credentials of a submitter's connection
+ *                    itself, refuses uid 0 (whose checks the daemon
+ *                    makes) and a peer it would not vouch for, and starts
+ *                    pipeline-stage --check as the peer (the sbatch
+ *                    rule's process: groups, gid, uid for good, a clean
+ *                    environment, ended past PRIV_CHECK_TIMEOUT_S), the
+ *                    spec's text a sealed memfd of at most
+ *                    max_spec_bytes on its standard input; the read end
+ *                    of its output goes back. What it answers is the
+ *                    submitter's word about its own files.
  *
  * sbatch and scancel run in a helper process of the parent's, whose
  * reply the loop reads when it comes, so the other requests are served
@@ -50,9 +60,11 @@
  * to the parent (the service manager's main process) go on to the daemon
  * process; SIGHUP also reloads the parent's rules from the configuration.
  *
- * The daemon process stays root in this step: a spec's checks, a
- * submitter's files and the plugins' check hooks still need it
- * (HACKING.md: Processes and threads).
+ * The daemon process stays root in this step: a submitter's files at run
+ * time (the hashing of artifacts and reused inputs) and root's own spec
+ * checks still need it (HACKING.md: Processes and threads). A member's
+ * spec checks no longer do: their files are opened by PRIV_CHECK's
+ * process.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -91,9 +104,10 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_VOUCH] = sizeof(struct priv_vouch),
 	[PRIV_SBATCH] = sizeof(struct priv_sbatch),
 	[PRIV_SCANCEL] = sizeof(struct priv_scancel),
+	[PRIV_CHECK] = sizeof(struct priv_check),
 };
 static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
-	[PRIV_SBATCH] = 1 };
+	[PRIV_SBATCH] = 1, [PRIV_CHECK] = 2 };
 
 /* The signals the daemon sends: a job's end (TERM, KILL), Slurm's
  * warnings forwarded (USR1, USR2), a hang-up, an interrupt. */
@@ -189,6 +203,12 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 	case PRIV_FCHOWN:
 		if (m.chown.uid == (uint32_t)-1 || m.chown.gid == (uint32_t)-1) {
 			snprintf(why, whylen, "fchown: no owner");
+			return -1;
+		}
+		break;
+	case PRIV_CHECK:
+		if (!field_ok(m.check.path, sizeof(m.check.path)) || m.check.path[0] == '\0') {
+			snprintf(why, whylen, "check: no spec path");
 			return -1;
 		}
 		break;
@@ -409,6 +429,16 @@ priv_rules_load(struct priv_rules *r, const struct conf *c)
 		snprintf(r->shim, sizeof(r->shim), "%s", c->shim);
 	else
 		snprintf(r->shim, sizeof(r->shim), "%s/pipeline-shim", self_dir());
+	/* pipeline-stage lies beside the shim (conf_stage_path(), a layer
+	 * above). */
+	const char *slash = strrchr(r->shim, '/');
+	snprintf(r->stage, sizeof(r->stage), "%.*s/pipeline-stage",
+	    slash ? (int)(slash - r->shim) : 1, slash ? r->shim : ".");
+	snprintf(r->conf_path, sizeof(r->conf_path), "%s", c->path);
+	snprintf(r->plugin_dir, sizeof(r->plugin_dir), "%s", c->plugin_dir);
+	r->max_spec_bytes = c->max_spec_bytes;
+	r->max_spec_jobs = c->max_spec_jobs;
+	r->max_variants = c->max_variants;
 	if (realpath(c->state_dir, r->state_dir) == NULL)
 		snprintf(r->state_dir, sizeof(r->state_dir), "%s", c->state_dir);
 	if (r->since == 0) {
@@ -668,12 +698,13 @@ act_fchown(struct priv_rules *r, const struct priv_fchown *m, int fd, struct pri
 	return fchown(fd, m->uid, m->gid) == -1 ? errno : 0;
 }
 
-/* Read the credentials of a submitter's connection: root (its runs
- * root's, or job_user's), or a member of group or admin_group by the
- * groups it connected with or the group database; the owner its runs
- * run as is vouched for. */
+/* The credentials of a submitter's connection, read here (SO_PEERCRED,
+ * SO_PEERGROUPS): *root for uid 0, else in o a user who is a member of
+ * group or admin_group by the groups it connected with or the group
+ * database. 0, or an errno with why. */
 static int
-act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
+peer_owner(const struct priv_rules *r, int fd, struct priv_owner *o, int *root,
+    struct priv_reply *rep)
 {
 	struct ucred cr;
 	gid_t g[PRIV_NGROUPS + 1];
@@ -684,45 +715,96 @@ act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
 	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == -1 ||
 	    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl) == -1 ||
 	    gl / sizeof(gid_t) > PRIV_NGROUPS) {
-		snprintf(rep->why, sizeof(rep->why), "vouch: not a Unix socket's peer of %d groups "
+		snprintf(rep->why, sizeof(rep->why), "not a Unix socket's peer of %d groups "
 		    "or fewer", PRIV_NGROUPS);
 		return EINVAL;
 	}
+	memset(o, 0, sizeof(*o));
+	*root = cr.uid == 0;
+	if (*root)
+		return 0;
+	o->uid = cr.uid;
+	o->gid = cr.gid;
+	o->ngroups = gl / sizeof(gid_t);
+	int member = 0;
+	for (uint32_t i = 0; i <= o->ngroups; i++) {
+		gid_t x = i < o->ngroups ? g[i] : cr.gid;
+		if (i < o->ngroups)
+			o->groups[i] = g[i];
+		member |= (r->group != (gid_t)-1 && x == r->group) ||
+		    (r->admin_group != (gid_t)-1 && x == r->admin_group);
+	}
+	if (!member && owner_allowed(r, cr.uid, cr.gid, NULL, 0, rep->why,
+	    sizeof(rep->why)) == -1)
+		return EPERM;
+	return 0;
+}
+
+/* Read the credentials of a submitter's connection: root (its runs
+ * root's, or job_user's), or a member of group or admin_group; the owner
+ * its runs run as is vouched for. */
+static int
+act_vouch(struct priv_rules *r, int fd, struct priv_reply *rep)
+{
 	struct priv_owner o;
-	memset(&o, 0, sizeof(o));
 	char pin[PIN_MAX];
-	if (cr.uid == 0) {
+	int root, e = peer_owner(r, fd, &o, &root, rep);
+	if (e != 0)
+		return e;
+	if (root) {
 		if (r->job_uid != (uid_t)-1)
 			return 0;	/* job_user's runs: its own rule */
 		o.kind = PRIV_OWNER_ROOT;
-	} else {
-		o.uid = cr.uid;
-		o.gid = cr.gid;
-		o.ngroups = gl / sizeof(gid_t);
-		int member = 0;
-		for (uint32_t i = 0; i <= o.ngroups; i++) {
-			gid_t x = i < o.ngroups ? g[i] : cr.gid;
-			if (i < o.ngroups)
-				o.groups[i] = g[i];
-			member |= (r->group != (gid_t)-1 && x == r->group) ||
-			    (r->admin_group != (gid_t)-1 && x == r->admin_group);
-		}
-		if (!member && owner_allowed(r, cr.uid, cr.gid, NULL, 0, rep->why,
-		    sizeof(rep->why)) == -1)
-			return EPERM;
 	}
 	owner_pin(&o, pin, sizeof(pin));
 	vouch_add(r, pin);
 	return 0;
 }
 
+/* prog with argv as owner o (a user, never uid 0: its groups, gid and
+ * uid set and checked, with no way back to root, as become.c does; or
+ * root's own runs' owner, PRIV_OWNER_ROOT, for Slurm's commands only:
+ * the parent's ids), standard input in, standard output out, standard
+ * error err, in the environment env, in dir (NULL: the parent's);
+ * alarm_s, when not 0, ends it past that many seconds (an alarm outlives
+ * execve). Its pid, or -1. */
+static pid_t
+spawn_as(const struct priv_owner *o, int in, int out, int err, const char *dir,
+    const char *prog, char *const argv[], char **env, unsigned alarm_s)
+{
+	gid_t g[PRIV_NGROUPS];
+	for (uint32_t i = 0; i < o->ngroups; i++)
+		g[i] = o->groups[i];
+	sigset_t none;
+	sigemptyset(&none);
+	int user = o->kind == PRIV_OWNER_USER;
+	pid_t pid = fork();
+	if (pid == 0) {
+		uid_t ru, eu, su;
+		if ((user && o->uid == 0) || dup2(in, 0) == -1 || dup2(out, 1) == -1 ||
+		    dup2(err, 2) == -1 || close_range(3, ~0U, 0) == -1 ||
+		    sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
+		    (dir != NULL && chdir(dir) == -1) ||
+		    (user && (setgroups(o->ngroups, g) == -1 ||
+		    setresgid(o->gid, o->gid, o->gid) == -1 ||
+		    setresuid(o->uid, o->uid, o->uid) == -1 || setresuid(0, 0, 0) != -1 ||
+		    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid ||
+		    su != o->uid)))
+			_exit(126);
+		environ = env;
+		alarm(alarm_s);
+		execvp(prog, argv);
+		dprintf(2, "%s: %s\n", prog, strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
 /* Slurm's command argv as owner o (one owner_check() allowed: a user,
  * with no id 0 by the decoder, or root's own runs), standard input in,
  * in a clean environment: the parent's own PATH and SLURM_CONF (the
- * operator's, as when the daemon ran Slurm's commands itself). A user's
- * groups, gid and uid set and checked, with no way back to root, as
- * become.c does; root's as the parent's. Its status, and its output in
- * out (slurm_collect()). */
+ * operator's, as when the daemon ran Slurm's commands itself). Its
+ * status, and its output in out (slurm_collect()). */
 static int
 slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *argv[],
     char *out, size_t outlen)
@@ -734,31 +816,10 @@ slurm_as(const struct priv_rules *r, const struct priv_owner *o, int in, char *a
 	if (sc != NULL)
 		snprintf(conf, sizeof(conf), "SLURM_CONF=%s", sc);
 	char *env[] = { path, conf[0] ? conf : NULL, NULL };
-	gid_t g[PRIV_NGROUPS];
-	for (uint32_t i = 0; i < o->ngroups; i++)
-		g[i] = o->groups[i];
 	int p[2];
-	sigset_t none;
-	sigemptyset(&none);
-	int user = o->kind == PRIV_OWNER_USER;
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		uid_t ru, eu, su;
-		if (dup2(in, 0) == -1 || dup2(p[1], 1) == -1 || dup2(p[1], 2) == -1 ||
-		    close_range(3, ~0U, 0) == -1 || sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
-		    (user && (setgroups(o->ngroups, g) == -1 ||
-		    setresgid(o->gid, o->gid, o->gid) == -1 ||
-		    setresuid(o->uid, o->uid, o->uid) == -1 || setresuid(0, 0, 0) != -1 ||
-		    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid ||
-		    su != o->uid)))
-			_exit(126);
-		environ = env;
-		execvp(prog, argv);
-		dprintf(2, "%s: %s\n", prog, strerror(errno));
-		_exit(127);
-	}
+	pid_t pid = spawn_as(o, in, p[1], p[1], NULL, prog, argv, env, 0);
 	close(p[1]);
 	if (pid == -1) {
 		close(p[0]);
@@ -830,6 +891,66 @@ act_scancel(struct priv_rules *r, const struct priv_scancel *m, struct priv_repl
 	return rc == 0 ? 0 : EIO;
 }
 
+/* A spec's file checks as the submitter of connection cfd (read here,
+ * never the daemon's word; not root, whose checks the daemon makes, and
+ * only a peer it would vouch for): pipeline-stage --check started as the
+ * peer in a clean environment, with what it needs of the configuration
+ * as arguments (a member may not read the file, which may hold secrets),
+ * the spec's text (tfd, a sealed memfd of at most max_spec_bytes) on its
+ * standard input, its output a pipe whose read end goes back;
+ * PRIV_CHECK_TIMEOUT_S ends it. The loop reaps it with the shims. What it
+ * prints is the submitter's own word about its own files, which the
+ * daemon merges into its reply and takes for nothing else. */
+static int
+act_check(struct priv_rules *r, const struct priv_check *m, int cfd, int tfd,
+    struct priv_reply *rep, int *rfd)
+{
+	struct priv_owner o;
+	struct stat st;
+	int root, e = peer_owner(r, cfd, &o, &root, rep);
+	if (e != 0)
+		return e;
+	if (root) {
+		snprintf(rep->why, sizeof(rep->why), "check: uid 0's checks are the daemon's");
+		return EPERM;
+	}
+	int seals = fcntl(tfd, F_GET_SEALS);
+	int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+	if (seals == -1 || (seals & want) != want || fstat(tfd, &st) == -1 ||
+	    !S_ISREG(st.st_mode) || st.st_size > (r->max_spec_bytes > 0 ? r->max_spec_bytes :
+	    CONF_MAX_SPEC_BYTES) || lseek(tfd, 0, SEEK_SET) == -1) {
+		snprintf(rep->why, sizeof(rep->why), "check: the spec is no sealed memfd of %d "
+		    "bytes or fewer", r->max_spec_bytes);
+		return EINVAL;
+	}
+	int p[2], null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null == -1 || pipe2(p, O_CLOEXEC) == -1) {
+		e = errno;
+		if (null != -1)
+			close(null);
+		return e;
+	}
+	char lim[3][16];
+	snprintf(lim[0], sizeof(lim[0]), "%d", r->max_spec_bytes);
+	snprintf(lim[1], sizeof(lim[1]), "%d", r->max_spec_jobs);
+	snprintf(lim[2], sizeof(lim[2]), "%d", r->max_variants);
+	char *argv[] = { "pipeline-stage", "--check", r->conf_path, r->plugin_dir, lim[0], lim[1],
+		lim[2], (char *)m->path, NULL };
+	char *env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	pid_t pid = spawn_as(&o, tfd, p[1], null, "/", r->stage, argv, env,
+	    PRIV_CHECK_TIMEOUT_S);
+	e = errno;
+	close(p[1]);
+	close(null);
+	if (pid == -1) {
+		close(p[0]);
+		return e;
+	}
+	rep->pid = pid;
+	*rfd = p[0];
+	return 0;
+}
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -854,6 +975,10 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 	case PRIV_VOUCH: rep->h.id = m.h.id; rep->err = act_vouch(r, fds[0], rep); break;
 	case PRIV_SBATCH: rep->h.id = m.h.id; rep->err = act_sbatch(r, &m.sbatch, fds[0], rep); break;
 	case PRIV_SCANCEL: rep->h.id = m.h.id; rep->err = act_scancel(r, &m.scancel, rep); break;
+	case PRIV_CHECK:
+		rep->h.id = m.h.id;
+		rep->err = act_check(r, &m.check, fds[0], fds[1], rep, rfd);
+		break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -896,20 +1021,20 @@ chan_recv(int s, void *buf, size_t len, int *fds, int *nfd)
 }
 
 static int
-chan_send(int s, const void *buf, size_t len, int fd)
+chan_send(int s, const void *buf, size_t len, const int *fds, int nfd)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
+	union { char b[CMSG_SPACE(PRIV_MAXFD * sizeof(int))]; struct cmsghdr a; } c;
 	memset(&c, 0, sizeof(c));
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
+	if (nfd > 0 && nfd <= PRIV_MAXFD) {
 		mh.msg_control = c.b;
-		mh.msg_controllen = sizeof(c.b);
+		mh.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
 		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfd * sizeof(int));
 	}
 	ssize_t n;
 	while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) == -1 && errno == EINTR)
@@ -992,7 +1117,7 @@ reply(int s, const struct priv_reply *rep, int rfd)
 	if (rep->err != 0 && rep->err != ENOENT)
 		log_warnx("privileged parent: refused: %s", rep->why[0] ? rep->why :
 		    strerror(rep->err));
-	int sent = chan_send(s, rep, sizeof(*rep), rfd);
+	int sent = chan_send(s, rep, sizeof(*rep), &rfd, rfd >= 0);
 	if (rfd != -1)
 		close(rfd);
 	return sent;
@@ -1154,7 +1279,8 @@ priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd)
 /* A request and its reply: the reply's err (0, or an errno: errno set to
  * it too), its descriptor in *rfd when asked for. */
 static int
-priv_call(union priv_msg *m, size_t len, int fd, struct priv_reply *rep, int *rfd)
+priv_call(union priv_msg *m, size_t len, const int *sfds, int nsfd, struct priv_reply *rep,
+    int *rfd)
 {
 	struct waiter w = { .rep = rep, .n = -1 }, **pw;
 	pthread_mutex_lock(&chan_mtx);
@@ -1164,7 +1290,7 @@ priv_call(union priv_msg *m, size_t len, int fd, struct priv_reply *rep, int *rf
 	w.next = waiting;
 	waiting = &w;
 	pthread_mutex_unlock(&chan_mtx);
-	int sent = chan_send(chan, m, len, fd) == 0;
+	int sent = chan_send(chan, m, len, sfds, nsfd) == 0;
 	pthread_mutex_lock(&chan_mtx);
 	while (sent && !w.done) {
 		if (reading) {
@@ -1264,7 +1390,7 @@ priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start
 	}
 	struct priv_reply rep;
 	int fd = -1;
-	if (priv_call(&m, sizeof(m.shim), -1, &rep, &fd) != 0)
+	if (priv_call(&m, sizeof(m.shim), NULL, 0, &rep, &fd) != 0)
 		return -1;
 	*pid = rep.pid;
 	*start = rep.start;
@@ -1284,7 +1410,7 @@ priv_signal(const char *rdir, int mode, int sig)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	return priv_call(&m, sizeof(m.sig), -1, &rep, NULL) == 0 ? 0 : -1;
+	return priv_call(&m, sizeof(m.sig), NULL, 0, &rep, NULL) == 0 ? 0 : -1;
 }
 
 int
@@ -1298,7 +1424,7 @@ priv_fchown(int fd, uid_t uid, gid_t gid)
 	m.h.type = PRIV_FCHOWN;
 	m.chown.uid = uid;
 	m.chown.gid = gid;
-	return priv_call(&m, sizeof(m.chown), fd, &rep, NULL) == 0 ? 0 : -1;
+	return priv_call(&m, sizeof(m.chown), &fd, 1, &rep, NULL) == 0 ? 0 : -1;
 }
 
 void
@@ -1313,7 +1439,7 @@ priv_notify(const char *text)
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_NOTIFY;
 	snprintf(m.notify.text, sizeof(m.notify.text), "%s", text);
-	priv_call(&m, sizeof(m.notify), -1, &rep, NULL);
+	priv_call(&m, sizeof(m.notify), NULL, 0, &rep, NULL);
 }
 
 void
@@ -1323,7 +1449,7 @@ priv_vouch(int fd)
 	struct priv_reply rep;
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_VOUCH;
-	priv_call(&m, sizeof(m.vouch), fd, &rep, NULL);
+	priv_call(&m, sizeof(m.vouch), &fd, 1, &rep, NULL);
 }
 
 int
@@ -1337,7 +1463,7 @@ priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t
 		snprintf(err, errlen, "no owner to submit as");
 		return -1;
 	}
-	if (priv_call(&m, sizeof(m.sbatch), fd, &rep, NULL) != 0) {
+	if (priv_call(&m, sizeof(m.sbatch), &fd, 1, &rep, NULL) != 0) {
 		snprintf(err, errlen, "%s", rep.why[0] ? rep.why : strerror(rep.err));
 		return -1;
 	}
@@ -1362,9 +1488,43 @@ priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errle
 		snprintf(err, errlen, "no owner, or a job id too long");
 		return -1;
 	}
-	int rc = priv_call(&m, sizeof(m.scancel), -1, &rep, NULL);
+	int rc = priv_call(&m, sizeof(m.scancel), NULL, 0, &rep, NULL);
 	snprintf(err, errlen, "%s", rep.why);
 	return rc == 0 ? 0 : -1;
+}
+
+int
+priv_check(int fd, const char *path, const char *text, size_t len, char *why, size_t whylen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_CHECK;
+	if (snprintf(m.check.path, sizeof(m.check.path), "%s", path) >=
+	    (int)sizeof(m.check.path)) {
+		snprintf(why, whylen, "%s: path too long", path);
+		return -1;
+	}
+	/* The text in a sealed memfd: what the parent hands the check is
+	 * what the daemon checked, and cannot change after. */
+	int tfd = memfd_create("spec", MFD_CLOEXEC | MFD_ALLOW_SEALING), rfd = -1;
+	if (tfd == -1 || plc_write_all(tfd, text, len) == -1 ||
+	    fcntl(tfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) == -1) {
+		snprintf(why, whylen, "memfd: %s", strerror(errno));
+		if (tfd != -1)
+			close(tfd);
+		return -1;
+	}
+	int fds[2] = { fd, tfd };
+	int rc = priv_call(&m, sizeof(m.check), fds, 2, &rep, &rfd);
+	close(tfd);
+	if (rc != 0 || rfd < 0) {
+		snprintf(why, whylen, "%s", rep.why[0] ? rep.why : strerror(rep.err ? rep.err : EIO));
+		if (rfd >= 0)
+			close(rfd);
+		return -1;
+	}
+	return rfd;
 }
 
 int

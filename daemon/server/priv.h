@@ -38,6 +38,7 @@ enum priv_type {
 	PRIV_VOUCH,		/* a submitter's connection: its credentials */
 	PRIV_SBATCH,		/* a batch script, submitted as its owner; reply: the job id */
 	PRIV_SCANCEL,		/* a job of the parent's sbatch, cancelled as its owner */
+	PRIV_CHECK,		/* a spec's file checks, as its submitter; reply: their answer */
 	PRIV_NTYPES
 };
 
@@ -125,6 +126,24 @@ struct priv_scancel {
 	char id[32];
 };
 
+/* PRIV_CHECK: the submitter's connection and the spec's text attached,
+ * in that order; the text a memfd sealed against writes, growth and
+ * shrinking, of at most max_spec_bytes (pipelined.conf(5)); path, the
+ * spec's path as the client named it (the errors' file, the directory
+ * of its relative paths). The parent reads the peer's credentials
+ * itself, refuses root (whose checks the daemon makes as before) and a
+ * peer it would not vouch for, and starts `pipeline-stage --check CONF
+ * PLUGIN_DIR MAX_SPEC_BYTES MAX_SPEC_JOBS MAX_VARIANTS PATH` as the peer,
+ * the text on its standard input; the reply carries the read end of its
+ * standard output, one JSON line. */
+struct priv_check {
+	struct priv_hdr h;
+	char path[PATH_MAX];
+};
+/* How long a check may take: the parent's helper is ended past it, and
+ * the daemon stops waiting for its answer. */
+#define PRIV_CHECK_TIMEOUT_S 10
+
 union priv_msg {
 	struct priv_hdr h;
 	struct priv_shim_start shim;
@@ -134,6 +153,7 @@ union priv_msg {
 	struct priv_vouch vouch;
 	struct priv_sbatch sbatch;
 	struct priv_scancel scancel;
+	struct priv_check check;
 };
 
 /* The parent's rules: what it read itself, at start and on SIGHUP. */
@@ -144,6 +164,14 @@ struct priv_rules {
 	char shim[PATH_MAX];		/* the pipeline-shim it starts */
 	char slurm_bin[256];		/* [slurm] bin_dir: sbatch's; "": PATH */
 	char state_dir[PATH_MAX];	/* real path: records lie below it */
+	/* PRIV_CHECK's: the pipeline-stage it starts, and what it hands it
+	 * of the configuration (a member may not read the file, which may
+	 * hold secrets): the file's path (for messages), plugin_dir and the
+	 * spec limits; max_spec_bytes also bounds the text it takes. */
+	char stage[PATH_MAX];
+	char conf_path[PATH_MAX];
+	char plugin_dir[PATH_MAX];
+	int max_spec_bytes, max_spec_jobs, max_variants;
 	uint64_t since;			/* its own start time (/proc) */
 	int vouchfd;			/* state_dir/priv.owners, appended; -1: none */
 };
@@ -192,6 +220,14 @@ void	priv_vouch(int fd);
  * (priv_active()). */
 int	priv_sbatch(const char *owner, int fd, char *id, size_t idlen, char *err, size_t errlen);
 int	priv_scancel(const char *owner, const char *id, int sig, char *err, size_t errlen);
+/* A spec's file checks as the submitter of connection fd (not root), by
+ * pipeline-stage --check, which the parent starts as the peer: the read
+ * end of its output (one JSON line, {"ok":true} or {"ok":false,
+ * "errors":"..."}), or -1 with the parent's words in why. Only where a
+ * parent acts (priv_active()). The answer is the submitter's own word
+ * about its own files: the daemon takes it for nothing else. */
+int	priv_check(int fd, const char *path, const char *text, size_t len, char *why,
+	    size_t whylen);
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
  * through the parent. */
 int	dirs_make_owned(int dirfd, const char *rel, const char *owner);

@@ -15,9 +15,16 @@
  * makes itself not dumpable first. Its log goes to standard error
  * (the job log). Exit status: 0 when the run hook returned PL_OK, else
  * the negated code (1 for PL_EINVAL ... 14 for PL_EREJECTED), after an
- * error event with the failure message. */
+ * error event with the failure message.
+ *
+ *     pipeline-stage --check CONF PLUGIN_DIR MAX_SPEC_BYTES MAX_SPEC_JOBS
+ *         MAX_VARIANTS PATH
+ *
+ * is the file part of a submitter's spec check instead (check_main()),
+ * started by the privileged parent as the submitter (priv.c). */
 #include <err.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,11 +80,64 @@ ctx_str(const cJSON *o, const char *k)
 	return v->valuestring;
 }
 
+/* A spec's check with its files, as whoever runs it:
+ *
+ *     pipeline-stage --check CONF PLUGIN_DIR MAX_SPEC_BYTES MAX_SPEC_JOBS
+ *         MAX_VARIANTS PATH
+ *
+ * The privileged parent starts it as the submitter, with the spec's text
+ * on standard input and PATH its path (the errors' file, the directory
+ * of its relative paths), and what it needs of the configuration as
+ * arguments, since a member may not read the file (0640, root's, and it
+ * may hold secrets): its path CONF, named in messages only, plugin_dir
+ * and the spec limits. The plugins are loaded as pipelined loads them,
+ * the spec loaded (a sweep expanded within the limits) and checked whole,
+ * its files opened with this process's rights; resources are the
+ * daemon's to check. One JSON line on standard output, {"ok":true} or
+ * {"ok":false,"errors":"..."}, and exit status 0; 125 when it cannot
+ * answer. Its answer is the submitter's own word about the submitter's
+ * own files: the daemon, which has checked everything else itself,
+ * takes it for nothing more. */
+static int
+check_main(char **argv)
+{
+	static struct conf conf;
+	char *errs = NULL, *text, *end;
+	int *lim[3] = { &conf.max_spec_bytes, &conf.max_spec_jobs, &conf.max_variants };
+	size_t len;
+
+	snprintf(conf.path, sizeof(conf.path), "%s", argv[2]);
+	snprintf(conf.plugin_dir, sizeof(conf.plugin_dir), "%s", argv[3]);
+	for (int i = 0; i < 3; i++) {
+		long v = strtol(argv[4 + i], &end, 10);
+		if (*end != '\0' || v <= 0 || v > INT_MAX)
+			errx(125, "--check: %s: not a limit", argv[4 + i]);
+		*lim[i] = (int)v;
+	}
+	if ((text = plc_read_fd(0, &len, PL_PROTO_MAX_LINE)) == NULL)
+		err(125, "standard input");
+	plugin_host.host_name = "pipelined";
+	plugin_load_dir(conf.plugin_dir, &plugin_host);
+	struct spec *spec = spec_load(argv[7], text, &conf, &errs);
+	int ok = spec != NULL && spec_check(spec, NULL, host_check_section, 0, &errs) == 0;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddBoolToObject(r, "ok", ok);
+	if (!ok)
+		cJSON_AddStringToObject(r, "errors", errs ? errs : "the spec could not be checked");
+	char *line = cJSON_PrintUnformatted(r);
+	if (line == NULL || printf("%s\n", line) < 0 || fflush(stdout) == EOF)
+		err(125, "standard output");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
+	if (argc == 8 && strcmp(argv[1], "--check") == 0)
+		return check_main(argv);
 	if (argc != 2)
-		errx(125, "usage: pipeline-stage CONTEXT.json");
+		errx(125, "usage: pipeline-stage CONTEXT.json | --check CONF PLUGIN_DIR "
+		    "MAX_SPEC_BYTES MAX_SPEC_JOBS MAX_VARIANTS PATH");
 	/* Not dumpable: its owner, whose uid it runs as, can neither
 	 * ptrace it nor reach its descriptors through /proc, so what it
 	 * writes to its events descriptor is the stage's own. */

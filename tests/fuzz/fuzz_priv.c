@@ -49,6 +49,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (t == PRIV_SCANCEL &&
 		    memchr(((const struct priv_scancel *)(void *)m)->id, '\0', 32) == NULL)
 			abort();
+		if (t == PRIV_CHECK &&
+		    memchr(((const struct priv_check *)(void *)m)->path, '\0', PATH_MAX) == NULL)
+			abort();
 	} else if (why[0] == '\0')
 		abort();
 	struct priv_reply rep;

@@ -87,5 +87,7 @@ main(int argc, char **argv)
 	m.scancel.owner.kind = PRIV_OWNER_ROOT;
 	snprintf(m.scancel.id, sizeof(m.scancel.id), "4243");
 	seed("scancel-root", 0, &m, PRIV_SCANCEL, 5, sizeof(m.scancel));
+	snprintf(m.check.path, sizeof(m.check.path), "/home/ann/specs/v18.ini");
+	seed("check", 2, &m, PRIV_CHECK, 4, sizeof(m.check));
 	return bad;
 }

@@ -16,7 +16,11 @@
  * run as root; an owner of
  * 100 groups read, vouched for and pinned whole; priv.owners bounded, at
  * start and while jobs are submitted; a shim start answered by a real
- * parent while a slow sbatch (a stand-in) runs. Needs root. */
+ * parent while a slow sbatch (a stand-in) runs; a spec's file checks
+ * refused for a connection of uid 0, for no socket and for a text not
+ * sealed or too large, and run for a member by a real pipeline-stage
+ * --check as the member (its own 0600 file checks, root's is Permission
+ * denied). Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,6 +29,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -102,6 +107,22 @@ owner_one(struct priv_owner *o, uid_t uid, gid_t gid)
 	o->groups[0] = gid;
 }
 
+/* A string field f of m (n bytes, nfd descriptors): refused without its
+ * NUL and with a byte after it, taken as good. */
+static void
+string_field(union priv_msg *m, size_t n, int nfd, char *f, size_t flen, const char *good)
+{
+	char why[160];
+	memset(f, '1', flen);
+	CHECK(priv_decode(m, n, nfd, why, sizeof(why)) == -1, "no NUL");
+	memset(f, 0, flen);
+	strcpy(f, good);
+	f[strlen(good) + 2] = '7';
+	CHECK(priv_decode(m, n, nfd, why, sizeof(why)) == -1, "a stray byte");
+	f[strlen(good) + 2] = '\0';
+	CHECK(priv_decode(m, n, nfd, why, sizeof(why)) == (int)m->h.type, "%s", why);
+}
+
 static void
 case_decode(void)
 {
@@ -115,6 +136,7 @@ case_decode(void)
 		{ PRIV_VOUCH, sizeof(struct priv_vouch), 1 },
 		{ PRIV_SBATCH, sizeof(struct priv_sbatch), 1 },
 		{ PRIV_SCANCEL, sizeof(struct priv_scancel), 0 },
+		{ PRIV_CHECK, sizeof(struct priv_check), 2 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -124,6 +146,8 @@ case_decode(void)
 		}
 		if (ok[i].type == PRIV_NOTIFY)
 			strcpy(m.notify.text, "READY=1");
+		if (ok[i].type == PRIV_CHECK)
+			strcpy(m.check.path, "/home/ann/v18.ini");
 		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
 			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
 			m.sbatch.owner.gid = NOGRP;
@@ -232,19 +256,17 @@ case_decode(void)
 		    badid[i]);
 		memset(m.scancel.id, 0, sizeof(m.scancel.id));
 	}
-	memset(m.scancel.id, '1', sizeof(m.scancel.id));
-	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "no NUL");
-	memset(m.scancel.id, 0, sizeof(m.scancel.id));
-	strcpy(m.scancel.id, "42");
-	m.scancel.id[5] = '7';
-	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "a stray byte");
-	m.scancel.id[5] = '\0';
-	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == PRIV_SCANCEL, "%s", why);
+	string_field(&m, sizeof(m.scancel), 0, m.scancel.id, sizeof(m.scancel.id), "42");
 	m.scancel.sig = SIGSTOP;
 	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "SIGSTOP");
 	m.scancel.sig = SIGUSR1;
 	m.scancel.owner.uid = 0;
 	CHECK(priv_decode(&m, sizeof(m.scancel), 0, why, sizeof(why)) == -1, "scancel as uid 0");
+	/* Check: a path, NUL-terminated, nothing after; both descriptors. */
+	hdr(&m, PRIV_CHECK, sizeof(m.check));
+	CHECK(priv_decode(&m, sizeof(m.check), 2, why, sizeof(why)) == -1, "no path");
+	string_field(&m, sizeof(m.check), 2, m.check.path, sizeof(m.check.path), "v18.ini");
+	CHECK(priv_decode(&m, sizeof(m.check), 1, why, sizeof(why)) == -1, "the text missing");
 	/* Notify: only the three lines. */
 	hdr(&m, PRIV_NOTIFY, sizeof(m.notify));
 	strcpy(m.notify.text, "MAINPID=1");
@@ -1006,6 +1028,143 @@ case_slurm_slow(void)
 	    err);
 }
 
+/* A connection of nobody's (a member of group NOGRP) to us, made by a
+ * child that takes nobody's ids and connects: its descriptor (the child
+ * waits until it is closed, then is reaped by the caller). */
+static int
+nobody_conn(pid_t *kid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "test_priv.c.%d", (int)getpid());
+	socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+	    strlen(sa.sun_path + 1));
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), c;
+	gid_t g = NOGRP;
+	if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sl) == -1 || listen(ls, 1) == -1)
+		return -1;
+	if ((*kid = fork()) == 0) {
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		char b;
+		if (setgroups(1, &g) == -1 || setresgid(NOGRP, NOGRP, NOGRP) == -1 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) == -1 ||
+		    connect(s, (struct sockaddr *)&sa, sl) == -1)
+			_exit(1);
+		(void)!read(s, &b, 1);
+		_exit(0);
+	}
+	c = accept(ls, NULL, NULL);
+	close(ls);
+	return c;
+}
+
+/* A spec's text in a memfd, sealed with seals (0: none). */
+static int
+spec_memfd(const char *text, int seals)
+{
+	int fd = memfd_create("spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd == -1 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
+	    (seals && fcntl(fd, F_ADD_SEALS, seals) == -1))
+		return -1;
+	return fd;
+}
+
+/* PRIV_CHECK through the parent: its reply's err, the answer read from
+ * the descriptor that came back into out (the helper reaped). */
+static int
+check_as(int conn, int tfd, const char *path, char *out, size_t outlen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	int fds[2] = { conn, tfd }, rfd = -1;
+	hdr(&m, PRIV_CHECK, sizeof(m.check));
+	snprintf(m.check.path, sizeof(m.check.path), "%s", path);
+	priv_handle(&rules, &m, sizeof(m.check), fds, 2, &rep, &rfd);
+	out[0] = '\0';
+	if (rfd >= 0) {
+		size_t k = 0;
+		ssize_t got;
+		while (k < outlen - 1 && (got = read(rfd, out + k, outlen - 1 - k)) > 0)
+			k += (size_t)got;
+		out[k] = '\0';
+		close(rfd);
+	}
+	if (rep.pid > 0)
+		waitpid(rep.pid, NULL, 0);
+	CHECK((rep.err == 0) == (rfd >= 0), "err %d, descriptor %d", rep.err, rfd);
+	return rep.err;
+}
+
+/* A spec's file checks: refused for a connection of uid 0 (root's are
+ * the daemon's), for no socket, for a text not sealed or too large; for
+ * a member, pipeline-stage --check run as the member, its answer on the
+ * descriptor that comes back: the member's own 0600 file checks, root's
+ * is Permission denied. */
+static void
+case_check(void)
+{
+	setup(NOGRP);
+	char spec[PATH_MAX], mine[PATH_MAX], roots[PATH_MAX], out[8192];
+	char text[2 * PATH_MAX];
+	FILE *f;
+	CHECK(chmod(tmp, 0755) == 0);
+	snprintf(rules.stage, sizeof(rules.stage), "%s/../../daemon/pipeline-stage", self_dir());
+	/* The configuration file root's alone: the check is handed what it
+	 * needs of it. */
+	snprintf(rules.conf_path, sizeof(rules.conf_path), "%s/p.conf", tmp);
+	snprintf(rules.plugin_dir, sizeof(rules.plugin_dir), "%s/../../plugins", self_dir());
+	rules.max_spec_bytes = 4096;
+	rules.max_spec_jobs = 100;
+	rules.max_variants = 16;
+	CHECK((f = fopen(rules.conf_path, "w")) != NULL);
+	fprintf(f, "[daemon]\nnotify_secret = x\n");
+	fclose(f);
+	chmod(rules.conf_path, 0600);
+	snprintf(mine, sizeof(mine), "%s/mine.jsonl", tmp);
+	snprintf(roots, sizeof(roots), "%s/roots.jsonl", tmp);
+	for (int i = 0; i < 2; i++) {
+		CHECK((f = fopen(i ? roots : mine, "w")) != NULL);
+		fprintf(f, "{\"key\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}, "
+		    "{\"role\": \"assistant\", \"content\": \"y\"}]}\n");
+		fclose(f);
+		chmod(i ? roots : mine, 0600);
+	}
+	CHECK(chown(mine, NOBODY, NOGRP) == 0);
+	snprintf(spec, sizeof(spec), "%s/s.ini", tmp);
+	static const int sealed = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+
+	/* Root's own connection, and no socket at all. */
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	snprintf(text, sizeof(text), "[c]\nstage = corpus_check\ncorpus = %s\n", mine);
+	CHECK(check_as(sv[0], spec_memfd(text, sealed), spec, out, sizeof(out)) == EPERM,
+	    "uid 0");
+	close(sv[1]);
+	CHECK(check_as(open("/dev/null", O_RDONLY), spec_memfd(text, sealed), spec, out,
+	    sizeof(out)) == EINVAL, "no socket");
+
+	/* A member's. */
+	pid_t kid = -1;
+	int c = nobody_conn(&kid);
+	CHECK(c >= 0);
+	CHECK(check_as(dup(c), spec_memfd(text, 0), spec, out, sizeof(out)) == EINVAL,
+	    "not sealed");
+	CHECK(check_as(dup(c), spec_memfd(text, F_SEAL_GROW | F_SEAL_SHRINK), spec, out,
+	    sizeof(out)) == EINVAL, "writable");
+	char big[5000];
+	memset(big, '#', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CHECK(check_as(dup(c), spec_memfd(big, sealed), spec, out, sizeof(out)) == EINVAL,
+	    "past max_spec_bytes");
+	CHECK(check_as(dup(c), spec_memfd(text, sealed), spec, out, sizeof(out)) == 0);
+	CHECK(strcmp(out, "{\"ok\":true}\n") == 0, "the member's own file: %s", out);
+	snprintf(text, sizeof(text), "[c]\nstage = corpus_check\ncorpus = %s\n", roots);
+	CHECK(check_as(dup(c), spec_memfd(text, sealed), spec, out, sizeof(out)) == 0);
+	CHECK(strstr(out, "\"ok\":false") && strstr(out, "s.ini:3: corpus: ") &&
+	    strstr(out, "roots.jsonl: Permission denied"), "root's file: %s", out);
+	close(c);
+	waitpid(kid, NULL, 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1018,6 +1177,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(slurm_root),
 	UNIT_CASE_TIMEOUT(owners_bounded, 120),
 	UNIT_CASE(slurm_slow),
+	UNIT_CASE(check),
 	UNIT_END
 };
 
