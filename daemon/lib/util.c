@@ -747,6 +747,12 @@ dirs_make_leaf(int dirfd, const char *rel)
 	} else
 		leaf = rel;
 	int fd = dirs_make_at(pfd, leaf, 0750), e = errno;
+	/* A leaf already given to its owner, which a daemon process that is
+	 * not root cannot read: a path descriptor, which the privileged
+	 * parent's PRIV_FCHOWN takes too. */
+	if (fd == -1 && e == EACCES && (fd = openat(pfd, leaf, O_PATH | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) == -1)
+		e = errno;
 	if (pfd != dirfd)
 		close(pfd);
 	errno = e;

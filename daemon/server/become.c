@@ -8,11 +8,16 @@
  * the supplementary groups, the gids and the uids are set to the user's,
  * and checked, all three of each, with no way back to uid 0.
  *
- * This is the single-operator deployment: every run's jobs then run as
- * that user, as under a daemon started by that user. A daemon whose runs
- * run as their submitters (group, admin_group, job_user) starts its jobs
- * as other users, which needs root, and stays root: conf_check() refuses
- * `user` beside those keys.
+ * Alone, this is the single-operator deployment: every run's jobs then
+ * run as that user, as under a daemon started by that user. A daemon
+ * whose runs run as their submitters (group, admin_group, job_user)
+ * starts its jobs as other users, which needs root: it is split
+ * (priv.c), and `user` beside those keys makes only its daemon process
+ * that user: become_prepare() runs before the fork, become_drop() in the
+ * child before any thread, and the parent stays root. The sockets'
+ * directory is then also the group's and set-group-ID, so that the
+ * sockets the user makes in it are the group's; the state directory's
+ * priv/ and priv.owners are the parent's, never handed over.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +56,10 @@ hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path)
 	int rc = 0;
 	while (rc == 0 && (e = readdir(d)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		/* The privileged parent's own, root's for good (priv.c). */
+		if (depth == 0 && (strcmp(e->d_name, "priv") == 0 ||
+		    strcmp(e->d_name, "priv.owners") == 0))
 			continue;
 		struct stat st;
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
@@ -169,30 +178,54 @@ hand_over_socket_dir(const char *key, const char *path, const struct conf *c, ui
 			fprintf(stderr, "pipelined: user: %s: %s: %s\n", key, dir, strerror(errno));
 			rc = -1;
 		}
+	} else if (c->gid != (gid_t)-1) {
+		fprintf(stderr, "pipelined: user: %s: %s is not %s's and holds more than sockets: "
+		    "beside group, the sockets' directory must be the user's (install -d -o %s "
+		    "%s) or new\n", key, dir, c->user, c->user, dir);
+		rc = -1;
 	} else if (!((st.st_mode & 0002) || (st.st_gid == gid && (st.st_mode & 0020)))) {
 		fprintf(stderr, "pipelined: user: %s: %s is not %s's to write, and holds more "
 		    "than sockets: make it %s's (install -d -o %s %s) or move the socket\n",
 		    key, dir, c->user, c->user, c->user, dir);
 		rc = -1;
 	}
+	/* Beside group (a split daemon), the daemon process is no member of
+	 * it and cannot give its sockets to it: the directory is the group's,
+	 * set-group-ID, so that every socket made in it is the group's. */
+	if (rc == 0 && c->gid != (gid_t)-1 && (fchown(fd, uid, c->gid) == -1 ||
+	    fchmod(fd, (st.st_mode & 0777 & ~0007) | S_ISGID) == -1)) {
+		fprintf(stderr, "pipelined: user: %s: %s: %s\n", key, dir, strerror(errno));
+		rc = -1;
+	}
 	close(fd);
 	return rc;
 }
 
-int
-become_user(const struct conf *c)
+/* The user's ids: 0, or -1 naming why not (none, or root). */
+static int
+user_ids(const struct conf *c, uid_t *uid, gid_t *gid)
 {
 	struct passwd *pw = getpwnam(c->user);
 	if (pw == NULL) {
 		fprintf(stderr, "pipelined: user: no such user \"%s\"\n", c->user);
 		return -1;
 	}
-	uid_t uid = pw->pw_uid;
-	gid_t gid = pw->pw_gid;
-	if (uid == 0) {
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	if (*uid == 0) {
 		fprintf(stderr, "pipelined: user: \"%s\" is root\n", c->user);
 		return -1;
 	}
+	return 0;
+}
+
+int
+become_prepare(const struct conf *c)
+{
+	uid_t uid;
+	gid_t gid;
+	if (user_ids(c, &uid, &gid) == -1)
+		return -1;
 	if (hand_over_state(c->state_dir, uid, gid) == -1 ||
 	    hand_over_socket_dir("control_socket", c->control_socket, c, uid, gid) == -1 ||
 	    hand_over_socket_dir("feed_socket", c->feed_socket, c, uid, gid) == -1)
@@ -202,6 +235,16 @@ become_user(const struct conf *c)
 	if (c->log_file[0] && lstat(c->log_file, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == 0 && lchown(c->log_file, uid, gid) == -1)
 		log_warn("user: log_file %s", c->log_file);
+	return 0;
+}
+
+int
+become_drop(const struct conf *c)
+{
+	uid_t uid;
+	gid_t gid;
+	if (user_ids(c, &uid, &gid) == -1)
+		return -1;
 	if (initgroups(c->user, gid) == -1 ||
 	    setresgid(gid, gid, gid) == -1 || setresuid(uid, uid, uid) == -1) {
 		fprintf(stderr, "pipelined: user: cannot become %s (uid %u gid %u): %s\n", c->user,

@@ -204,8 +204,9 @@ want_token(struct check *k, const struct conf *c)
 		bad(k, "daemon.http_token", "%s", msg);
 }
 
-/* user (become.c): an unprivileged user this daemon can become, on a
- * configuration that needs no root after the start. */
+/* user (become.c): an unprivileged user this daemon (or, split, its
+ * daemon process) can become, on a configuration that needs no root in
+ * that process after the start. */
 static void
 want_user(struct check *k, const struct conf *c)
 {
@@ -223,12 +224,9 @@ want_user(struct check *k, const struct conf *c)
 			    (unsigned)c->user_uid, (unsigned)geteuid());
 		return;
 	}
-	const char *multi = c->group[0] ? "group" : c->admin_group[0] ? "admin_group" :
-	    c->job_user[0] ? "job_user" : NULL;
-	if (multi != NULL)
-		bad(k, "daemon.user", "\"%s\" beside %s: that daemon starts jobs as other users, "
-		    "which needs root; unset user (the daemon stays root) or %s", c->user, multi,
-		    multi);
+	/* Beside group, admin_group or job_user the daemon is split
+	 * (priv.c): the privileged parent stays root and starts the jobs as
+	 * their submitters, and the daemon process becomes the user. */
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char msg[256];

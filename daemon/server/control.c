@@ -181,7 +181,9 @@ run_owner(const struct client *c)
 	gid_t gid = c->peer.gid, jg[256];
 	const gid_t *g = c->peer.groups;
 	int ng = c->peer.ngroups;
-	if (geteuid() != 0 || (uid == 0 && CONF->job_uid == (uid_t)-1))
+	/* Not root, and not split: no other user to start jobs as. Split,
+	 * the daemon process may be its own user: the parent starts them. */
+	if ((geteuid() != 0 && !priv_active()) || (uid == 0 && CONF->job_uid == (uid_t)-1))
 		return NULL;
 	if (uid == 0) {
 		uid = CONF->job_uid;
@@ -520,7 +522,8 @@ files_done(uv_work_t *w, int status)
 }
 
 /* Start the files' part of the check of spec (taken, with errs) for c
- * (the parent's: priv_active(), and c not root's); 0, or -1 when it
+ * (the parent's: priv_active(), and c not root's, or the daemon process
+ * not root); 0, or -1 when it
  * cannot start (then nothing is taken). */
 static int
 files_start(struct client *c, struct spec *spec, char *errs, int bad, const char *path,
@@ -568,8 +571,9 @@ check_submit(struct client *c, const cJSON *req, int submit)
 		free(spec->name);
 		spec->name = xstrdup(name);
 	}
-	/* Split: all but the files here, the files as the peer (above). */
-	if (spec != NULL && priv_active() && c->peer.uid != 0) {
+	/* Split: all but the files here, the files as the peer (above);
+	 * root's too when the daemon process is a user of its own. */
+	if (spec != NULL && priv_active() && (c->peer.uid != 0 || geteuid() != 0)) {
 		int bad = spec_check(spec, CONF, host_check_section, SPEC_CHECK_NOFILES,
 		    &errs) == -1;
 		if (files_start(c, spec, errs, bad, path, text, submit, cJSON_IsTrue(plan)) == 0)

@@ -113,6 +113,11 @@ int	shim_request_fd(char *const argv[], char *const envp[], size_t *len);
  * pinned to the owner PIN unless NULL), fd on its descriptor 3, with
  * shim_clean_env: its pid, or -1 with errno. */
 pid_t	shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd);
+/* The same, with `-o ROWNER` (after the pin) when rowner is neither -1
+ * nor 0: the daemon process's own user, whose records directories the shim
+ * then takes for its own (the privileged parent's word, priv.c). */
+pid_t	shim_spawn_owned(const char *shim, const char *pin, uid_t rowner, const char *opt,
+	    int fd);
 /* The owner a shim command line's -u names (before "--"), or "". */
 const char *argv_owner(char *const argv[]);
 

@@ -381,18 +381,22 @@ main(int argc, char **argv)
 	}
 	if (!foreground)
 		log_tee_stderr(1);
-	/* Root's last acts, then root given up (become.c). */
-	if (conf->user[0] && geteuid() == 0) {
-		if (become_user(conf) == -1)
-			return 1;
-		log_info("became %s (uid %u): root given up", conf->user, (unsigned)geteuid());
-	}
+	/* Root's last acts for the user (become.c); root is given up below,
+	 * by the daemon process alone when the daemon is split. */
+	int drop = conf->user[0] && geteuid() == 0;
+	if (drop && become_prepare(conf) == -1)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	/* Multi-user: the privileged parent forks off here, before the
 	 * store, the plugins and the threads (priv.c); what follows is the
-	 * daemon process. */
-	if (priv_start(conf, priv_reload, pidfd) == -1)
+	 * daemon process, which becomes the user first, when one is set. */
+	if (priv_start(conf, priv_reload, pidfd, drop ? become_drop : NULL) == -1)
 		fatal("cannot start the privileged parent");
+	if (drop && geteuid() == 0 && become_drop(conf) == -1)
+		return 1;
+	if (drop)
+		log_info("became %s (uid %u): root given up%s", conf->user, (unsigned)geteuid(),
+		    priv_active() ? "; the privileged parent keeps it" : "");
 	proc_reserve_fd();
 
 	char dbpath[PATH_MAX];

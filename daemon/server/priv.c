@@ -39,7 +39,8 @@
  *                    submit.
  *   PRIV_CHECK       reads the credentials of a submitter's connection
  *                    itself, refuses uid 0 (whose checks the daemon
- *                    makes) and a peer it would not vouch for, and starts
+ *                    makes while it is root; else it runs them as root)
+ *                    and a peer it would not vouch for, and starts
  *                    pipeline-stage --check as the peer (the sbatch
  *                    rule's process: groups, gid, uid for good, a clean
  *                    environment, ended past PRIV_CHECK_TIMEOUT_S), the
@@ -60,11 +61,18 @@
  * to the parent (the service manager's main process) go on to the daemon
  * process; SIGHUP also reloads the parent's rules from the configuration.
  *
- * The daemon process stays root in this step: a submitter's files at run
- * time (the hashing of artifacts and reused inputs) and root's own spec
- * checks still need it (HACKING.md: Processes and threads). A member's
- * spec checks no longer do: their files are opened by PRIV_CHECK's
- * process.
+ * The daemon process stays root unless `user` is set (pipelined.conf(5)):
+ * then it becomes that user for good (become.c's become_drop(), priv_start()'s
+ * drop) before any thread. The parent takes that user's uid from the
+ * configuration (daemon_uid), never from the daemon: the records
+ * directories and PRIV_FCHOWN's files must be that user's; the shims it
+ * starts get -o UID, so that they take such a records directory for
+ * their own; priv.owners lies in state_dir/priv, root's (owners_path()),
+ * since the state directory is the user's; and PRIV_CHECK runs root's
+ * own checks as root, which the daemon process can no longer make. A
+ * submitter's files at run time (the hashing of artifacts and reused
+ * inputs) still need the owner's rights, which such a daemon process
+ * lacks (HACKING.md: Processes and threads).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -303,6 +311,44 @@ owners_fd(const char *path, int flags)
 	return fd;
 }
 
+/* Where priv.owners lies: in the state directory while the daemon
+ * process is root; else (the state directory the daemon's user's, who
+ * could swap a file in it) in state_dir/priv, a directory of root's
+ * that nobody else may write, made here, and, when made now, with the
+ * priv.owners a root daemon left in the state directory moved in. Once
+ * it holds priv.owners the user can neither remove nor rename it (a
+ * directory renamed needs write access to itself). 0, or -1 with a
+ * warning. */
+static int
+owners_path(const struct priv_rules *r, char *path, size_t len)
+{
+	if (r->daemon_uid == 0) {
+		snprintf(path, len, "%s/priv.owners", r->state_dir);
+		return 0;
+	}
+	int sfd = open(r->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int made = sfd != -1 && mkdirat(sfd, "priv", 0700) == 0;
+	int dfd = sfd == -1 ? -1 : openat(sfd, "priv", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	struct stat st, old;
+	int ok = dfd != -1 && fstat(dfd, &st) == 0 && st.st_uid == 0 && !(st.st_mode & 077);
+	if (ok && made && fstatat(sfd, "priv.owners", &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(old.st_mode) && old.st_uid == 0 && !(old.st_mode & 077) &&
+	    old.st_nlink == 1 && renameat(sfd, "priv.owners", dfd, "priv.owners") == -1)
+		log_warn("privileged parent: %s/priv.owners", r->state_dir);
+	if (dfd != -1)
+		close(dfd);
+	if (sfd != -1)
+		close(sfd);
+	if (!ok) {
+		log_warnx("privileged parent: %s/priv: not root's own directory: no owner is "
+		    "vouched for across a restart", r->state_dir);
+		return -1;
+	}
+	snprintf(path, len, "%s/priv/priv.owners", r->state_dir);
+	return 0;
+}
+
 /* The lines priv.owners holds: what the parent keeps (the owners it
  * vouched for, its newest PRIV_SJOBS Slurm jobs) and what it forgot. */
 static unsigned owners_lines;
@@ -316,7 +362,8 @@ owners_compact(struct priv_rules *r)
 	char path[PATH_MAX];
 	struct plc_atomic a;
 	unsigned n = nsjobs < PRIV_SJOBS ? nsjobs : PRIV_SJOBS;
-	snprintf(path, sizeof(path), "%s/priv.owners", r->state_dir);
+	if (owners_path(r, path, sizeof(path)) == -1)
+		return;
 	if (plc_atomic_open(&a, path, 0600) == -1) {
 		log_warn("privileged parent: %s: cannot write it again", path);
 		return;
@@ -364,7 +411,9 @@ static void
 owners_open(struct priv_rules *r)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/priv.owners", r->state_dir);
+	r->vouchfd = -1;
+	if (owners_path(r, path, sizeof(path)) == -1)
+		return;
 	r->vouchfd = owners_fd(path, O_RDWR | O_CREAT);
 	if (r->vouchfd == -1)
 		return;
@@ -421,7 +470,12 @@ priv_rules_load(struct priv_rules *r, const struct conf *c)
 	r->group = c->gid;
 	r->admin_group = c->admin_gid;
 	r->job_uid = c->job_uid;
-	r->daemon_uid = geteuid();
+	/* Who owns what the daemon process makes: the configuration's user
+	 * when root started a daemon with one (it becomes that user), else
+	 * the parent's own uid; taken at start, never from the daemon's
+	 * word, and kept across a reload (user needs a restart). */
+	if (r->since == 0)
+		r->daemon_uid = c->user[0] && geteuid() == 0 ? c->user_uid : geteuid();
 	const char *bin = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->all,
 	    "slurm.bin_dir"));	/* conf_get(), a layer above */
 	snprintf(r->slurm_bin, sizeof(r->slurm_bin), "%s", bin ? bin : "");
@@ -545,7 +599,8 @@ act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct pri
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		return errno;
-	pid_t pid = shim_spawn_fd(r->shim, o->kind == PRIV_OWNER_ROOT ? NULL : pin, "-G", sv[1]);
+	pid_t pid = shim_spawn_owned(r->shim, o->kind == PRIV_OWNER_ROOT ? NULL : pin,
+	    r->daemon_uid, "-G", sv[1]);
 	int e = errno;
 	close(sv[1]);
 	if (pid == -1) {
@@ -695,7 +750,8 @@ act_fchown(struct priv_rules *r, const struct priv_fchown *m, int fd, struct pri
 		snprintf(rep->why, sizeof(rep->why), "not a file or directory of the daemon's");
 		return EPERM;
 	}
-	return fchown(fd, m->uid, m->gid) == -1 ? errno : 0;
+	/* AT_EMPTY_PATH: a path descriptor too (dirs_make_leaf()). */
+	return fchownat(fd, "", m->uid, m->gid, AT_EMPTY_PATH) == -1 ? errno : 0;
 }
 
 /* The credentials of a submitter's connection, read here (SO_PEERCRED,
@@ -910,10 +966,15 @@ act_check(struct priv_rules *r, const struct priv_check *m, int cfd, int tfd,
 	int root, e = peer_owner(r, cfd, &o, &root, rep);
 	if (e != 0)
 		return e;
-	if (root) {
+	/* Root's own checks are the daemon process's while it is root; a
+	 * daemon process of its own user cannot open root's files, and the
+	 * parent, which read the peer's uid 0 itself, runs them as root. */
+	if (root && r->daemon_uid == 0) {
 		snprintf(rep->why, sizeof(rep->why), "check: uid 0's checks are the daemon's");
 		return EPERM;
 	}
+	if (root)
+		o = (struct priv_owner){ .kind = PRIV_OWNER_ROOT };
 	int seals = fcntl(tfd, F_GET_SEALS);
 	int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
 	if (seals == -1 || (seals & want) != want || fstat(tfd, &st) == -1 ||
@@ -1240,7 +1301,8 @@ parent_watch(void *arg)
 }
 
 int
-priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd)
+priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd,
+    int (*drop)(const struct conf *))
 {
 	if (geteuid() != 0 || (c->gid == (gid_t)-1 && c->admin_gid == (gid_t)-1 &&
 	    c->job_uid == (uid_t)-1))
@@ -1261,6 +1323,10 @@ priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd)
 	}
 	close(sv[0]);
 	int pfd = (int)syscall(SYS_pidfd_open, parent, 0);
+	/* The daemon's own user, for good, before any thread (the death
+	 * signal after it: a change of credentials clears it). */
+	if (drop != NULL && drop(c) == -1)
+		_exit(1);
 	pthread_t th;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || pfd == -1 || getppid() != parent ||
 	    pthread_create(&th, NULL, parent_watch, (void *)(intptr_t)pfd) != 0)

@@ -199,7 +199,8 @@ int	priv_shim_known(const struct priv_rules *r, pid_t pid, uint64_t t);
  * same file, then priv_rules_load(); the old rules kept when it fails).
  * pidfd, the pid file whose whole length this process has locked: the
  * parent keeps byte 0, the daemon process takes byte 1 (pipelined.c). */
-int	priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd);
+int	priv_start(const struct conf *c, int (*reload)(struct priv_rules *), int pidfd,
+	    int (*drop)(const struct conf *));
 /* Whether a parent acts for this process. */
 int	priv_active(void);
 

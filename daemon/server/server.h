@@ -28,7 +28,8 @@ void	notify_reconf(const struct conf *conf);
 int	conf_check(const struct conf *c, int daemon_runs, char **errs);
 /* become.c: root's last acts for a daemon with `user`, then root given
  * up for good: 0, or -1 after a line on standard error. */
-int	become_user(const struct conf *c);
+int	become_prepare(const struct conf *c);
+int	become_drop(const struct conf *c);
 
 /*
  * gc.c: du and gc (pipelinectl(1), pipelined.conf(5) [retention]).

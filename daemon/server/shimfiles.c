@@ -69,6 +69,12 @@ shim_request_fd(char *const argv[], char *const envp[], size_t *len)
 pid_t
 shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd)
 {
+	return shim_spawn_owned(shim, pin, (uid_t)-1, opt, fd);
+}
+
+pid_t
+shim_spawn_owned(const char *shim, const char *pin, uid_t rowner, const char *opt, int fd)
+{
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, 3); /* dup2 clears CLOEXEC */
@@ -80,8 +86,22 @@ shim_spawn_fd(const char *shim, const char *pin, const char *opt, int fd)
 	posix_spawnattr_init(&at);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-	char *const argv[] = { (char *)shim, pin ? "-u" : (char *)opt, pin ? (char *)pin :
-	    "3", pin ? (char *)opt : NULL, pin ? "3" : NULL, NULL };
+	char ro[16];
+	snprintf(ro, sizeof(ro), "%u", (unsigned)rowner);
+	char *argv[8];
+	int n = 0;
+	argv[n++] = (char *)shim;
+	if (pin != NULL) {
+		argv[n++] = "-u";
+		argv[n++] = (char *)pin;
+	}
+	if (rowner != (uid_t)-1 && rowner != 0) {
+		argv[n++] = "-o";
+		argv[n++] = ro;
+	}
+	argv[n++] = (char *)opt;
+	argv[n++] = "3";
+	argv[n] = NULL;
 	pid_t pid;
 	int rc = posix_spawn(&pid, shim, &fa, &at, argv, shim_clean_env);
 	posix_spawn_file_actions_destroy(&fa);

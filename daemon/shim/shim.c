@@ -4,7 +4,7 @@
  *
  *   pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
  *   pipeline-shim -R FD          (the same, its command line and environment read from FD)
- *   pipeline-shim [-u UID:GID[:GROUPS]] -G FD   (a run's shim: see below)
+ *   pipeline-shim [-u UID:GID[:GROUPS]] [-o UID] -G FD   (a run's shim: see below)
  *
  * The first form supervises one process: it starts a session of its own,
  * locks RDIR (flock; RDIR is DIR unless -r names another), runs PROGRAM in
@@ -48,7 +48,10 @@
  * and its threads wait each on its own pipe. With -u before -G (how the
  * privileged parent starts it, priv.c) it is pinned to that one owner:
  * a request to run as anyone else, or with no -u (as the shim's root),
- * is refused with EPERM. It exits when the daemon's
+ * is refused with EPERM. -o UID, on that command line only (the parent's
+ * word, never a request's), names the daemon process's own user when it
+ * is not root (pipelined.conf(5) user): a records directory of that
+ * user's, writable by nobody else, is then the shim's own too. It exits when the daemon's
  * end is closed (the run ended, or the daemon went) and its last child
  * has ended.
  */
@@ -91,6 +94,23 @@ starttime(pid_t pid)
 	return proc_stat_read(pid, &ps) == 0 ? ps.start : 0;
 }
 
+/* -o: the daemon process's own user (a run's shim's command line, the
+ * privileged parent's word); -1: none. */
+static long records_owner = -1;
+
+/* A record fd of the shim's (root's) in the records directory dirfd:
+ * when that directory is the -o user's, the file is given the
+ * directory's group, so that the daemon process, that user, reads what
+ * the shim recorded; the file stays root's, for the parent to trust. */
+static void
+records_share(int dirfd, int fd)
+{
+	struct stat st;
+	if (records_owner > 0 && fstat(dirfd, &st) == 0 && st.st_uid == (uid_t)records_owner &&
+	    fchown(fd, (uid_t)-1, st.st_gid) == -1)
+		fprintf(stderr, "pipeline-shim: a record's group: %s\n", strerror(errno));
+}
+
 /* Write path atomically: a temporary, then rename. No fsync: the records
  * must survive the death of any process (they do: rename is atomic), and
  * like the store (synchronous=NORMAL) they may be lost to a power failure;
@@ -107,6 +127,7 @@ write_atomic(int dirfd, const char *name, const char *text)
 		fd = openat(dirfd, tmp, fl, 0640);
 	if (fd == -1)
 		return -1;
+	records_share(dirfd, fd);
 	size_t len = strlen(text);
 	if (write(fd, text, len) != (ssize_t)len) {
 		close(fd);
@@ -169,6 +190,7 @@ struct cred {
 /* One process's supervision, as the command line asks for it. */
 struct sup {
 	const char *dir, *rdir, *logp, *cwd, *user;
+	long rowner;        /* -o: the records' other owner; -1: none */
 	char **argv;
 	int dirfd, logfd;
 	int stage_events;   /* -e: RDIR/events, opened here, is the child's descriptor 3 */
@@ -208,11 +230,12 @@ parse_args(int argc, char **argv, struct sup *s, int *group_fd, int *req_fd)
 {
 	int opt;
 	memset(s, 0, sizeof(*s));
+	s->rowner = -1;
 	*group_fd = -1;
 	if (req_fd)
 		*req_fd = -1;
 	optind = 0; /* a full restart of getopt: a run's shim parses many */
-	while ((opt = getopt(argc, argv, "+d:r:l:c:u:eG:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "+d:r:l:c:u:o:eG:R:")) != -1) {
 		switch (opt) {
 		case 'e': s->stage_events = 1; break;
 		case 'd': s->dir = optarg; break;
@@ -220,6 +243,14 @@ parse_args(int argc, char **argv, struct sup *s, int *group_fd, int *req_fd)
 		case 'l': s->logp = optarg; break;
 		case 'c': s->cwd = optarg; break;
 		case 'u': s->user = optarg; break;
+		case 'o': {
+			char *end;
+			unsigned long o = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || o == 0 || o >= (uid_t)-1)
+				return -1;
+			s->rowner = (long)o;
+			break;
+		}
 		case 'G': *group_fd = atoi(optarg); return 0;
 		case 'R':
 			if (req_fd == NULL)
@@ -295,6 +326,8 @@ sup_open(struct sup *s)
 			s->evfd = -1;
 			errno = EINVAL;
 		}
+		if (s->evfd >= 0)
+			records_share(s->dirfd, s->evfd);
 		if (s->evfd == -1) {
 			int e = errno;
 			fprintf(stderr, "pipeline-shim: %s/events: %s\n", s->rdir, errno == EINVAL ?
@@ -613,7 +646,7 @@ usage(void)
 	exit(2);
 }
 
-static int run_shim(int sock, const char *pin);
+static int run_shim(int sock, const char *pin, long rowner);
 
 /* A request's bytes from fd: a memfd or a file (read from its start, as
  * often as it is sent), or a pipe (read to its end: a Slurm batch
@@ -671,7 +704,7 @@ main(int argc, char **argv)
 	if (parse_args(argc, argv, &s, &gfd, &rfd) == -1)
 		usage();
 	if (gfd >= 0)
-		return run_shim(gfd, s.user);
+		return run_shim(gfd, s.user, s.rowner);
 	if (rfd >= 0) {
 		/* -R: the command line and the environment are the request's;
 		 * the shim's own environment is the daemon's clean one. */
@@ -789,15 +822,17 @@ recv_request(int sock, int *fd, int *req)
 }
 
 /* Whether RDIR (open as dirfd) may hold the records of a process that
- * runs as another user: this shim's own, writable by nobody else. 0, or
- * -1 with errno EPERM and a line in the log. */
+ * runs as another user: this shim's own (or, rowner not -1, the daemon
+ * user's that the shim's command line named), writable by nobody else.
+ * 0, or -1 with errno EPERM and a line in the log. */
 static int
-records_own(const struct sup *s)
+records_own(const struct sup *s, long rowner)
 {
 	struct stat st;
 	if (s->user == NULL)
 		return 0;
-	if (fstat(s->dirfd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022))
+	if (fstat(s->dirfd, &st) == 0 && (st.st_uid == geteuid() ||
+	    (rowner > 0 && st.st_uid == (uid_t)rowner)) && !(st.st_mode & 022))
 		return 0;
 	dprintf(s->logfd, "pipeline-shim: %s: the records directory of a process run as "
 	    "another user must be the shim's own, writable by nobody else\n", s->rdir);
@@ -904,7 +939,7 @@ pinned_ok(const struct cred *pin, const char *text)
 }
 
 static int
-run_shim(int sock, const char *pin)
+run_shim(int sock, const char *pin, long rowner)
 {
 	static struct cred pinc;
 	if (pin != NULL && (parse_cred(pin, &pinc) == -1 || pinc.uid == 0)) {
@@ -912,6 +947,7 @@ run_shim(int sock, const char *pin)
 		    "other than root (UID:GID[:G1,G2...])\n", pin);
 		return 2;
 	}
+	records_owner = rowner;
 	setsid(); /* terminal signals meant for the daemon stay away */
 	if (sock > 3)
 		close_range(3, (unsigned)sock - 1, 0);
@@ -1006,7 +1042,7 @@ run_shim(int sock, const char *pin)
 			cap = cap ? 2 * cap : 16;
 		}
 		int opened = sup_open(&s) == 0;
-		if (!opened || records_own(&s) == -1) {
+		if (!opened || records_own(&s, rowner) == -1) {
 			err = errno;
 			if (opened) {
 				sup_close_events(&s);

@@ -1,6 +1,6 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
-# (job/stage-owner, job/stage-links, job/event-forge, job/artifact-kinds,
-# job/events-quota; job/env-preload and job/forged-records take as_member
+# (job/stage-owner, job/priv-parent, job/split-user, job/stage-links,
+# job/event-forge, job/artifact-kinds, job/events-quota; job/env-preload and job/forged-records take as_member
 # alone), sourced after lib.sh: the daemon's group plsubmit with nobody as
 # its member, the tensor_fix fixture, and a daemon running as root with
 # the plugins named. Needs root.
@@ -70,3 +70,31 @@ member_run() {
 	wait_run "$1" "$2" 60
 }
 jobmsg() { db "SELECT message FROM jobs WHERE run_id = (SELECT id FROM runs WHERE name = '$1')"; }
+
+# A split daemon (pipelined(8) SECURITY): split_daemon_pid prints its
+# daemon process, the parent's one pipelined child. split_kill9 daemon|
+# parent RUN: while the member's one-job RUN ("sleep 2; echo once >>
+# $O/RUN") runs, kill -9 that process; the other follows; the restart
+# adopts the job, which succeeds having run once.
+split_daemon_pid() { pgrep -P "$PL_PID" -x pipelined; }
+split_kill9() {
+	local which=$1 r=$2 d
+	member_exec "$r" "sleep 2; echo once >> $O/$r"
+	wait_run "$r" running 20
+	d=$(split_daemon_pid)
+	if [ "$which" = daemon ]; then
+		kill -9 "$d"
+		for _ in $(seq 50); do kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$PL_PID" 2>/dev/null && fail "the parent outlived its daemon process"
+		wait "$PL_PID" 2>/dev/null
+		PL_PID=""
+	else
+		pl_kill9
+		for _ in $(seq 50); do kill -0 "$d" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$d" 2>/dev/null && fail "the daemon process $d outlived its parent"
+	fi
+	pl_start
+	chmod 0666 "$TEST_TMP/run/control.sock"
+	wait_run "$r" succeeded 30
+	[ "$(cat "$O/$r")" = once ] || fail "$r: ran $(wc -l < "$O/$r") times"
+}

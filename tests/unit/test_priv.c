@@ -997,7 +997,7 @@ case_slurm_slow(void)
 	snprintf(path, sizeof(path), "%s/pid", tmp);
 	int pidfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	CHECK(pidfd >= 0);
-	CHECK(priv_start(&c, no_reload, pidfd) == 0 && priv_active(), "no parent");
+	CHECK(priv_start(&c, no_reload, pidfd, NULL) == 0 && priv_active(), "no parent");
 	if (!priv_active())
 		return;
 	/* The daemon's side from here on. */

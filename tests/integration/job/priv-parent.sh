@@ -15,8 +15,7 @@ O=$TEST_TMP/out; mkdir -p "$O"; chmod 0777 "$O"
 member_daemon
 
 # The daemon process: the parent's one pipelined child, and the parent root.
-daemon_pid() { pgrep -P "$PL_PID" -x pipelined; }
-D=$(daemon_pid)
+D=$(split_daemon_pid)
 [ -n "$D" ] && [ "$(echo "$D" | wc -w)" = 1 ] || fail "no one daemon process under the parent $PL_PID: '$D'"
 [ "$(stat -c %u "/proc/$PL_PID")" = 0 ] || fail "the parent is not root"
 [ "$(sed -n 's/^PPid:\s*//p' "/proc/$D/status")" = "$PL_PID" ] || fail "the daemon process is not the parent's child"
@@ -50,30 +49,11 @@ grep -q 'privileged parent: refused' "$TEST_TMP/pipelined.out" &&
 
 # kill -9 of the daemon process: the parent follows; a restart adopts the
 # job that runs on and it succeeds, once.
-member_exec k1 "sleep 2; echo once >> $O/k1"
-wait_run k1 running 20
-kill -9 "$(daemon_pid)"
-for _ in $(seq 50); do kill -0 "$PL_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$PL_PID" 2>/dev/null && fail "the parent outlived its daemon process"
-wait "$PL_PID" 2>/dev/null
-PL_PID=""
-pl_start
-chmod 0666 "$TEST_TMP/run/control.sock"
-wait_run k1 succeeded 30
-[ "$(cat "$O/k1")" = once ] || fail "k1: ran $(wc -l < "$O/k1") times"
+split_kill9 daemon k1
 note "kill -9 of the daemon process: the parent ended, the restart adopted the job: it ran once"
 
 # kill -9 of the parent: the daemon process follows.
-member_exec k2 "sleep 2; echo once >> $O/k2"
-wait_run k2 running 20
-D=$(daemon_pid)
-pl_kill9
-for _ in $(seq 50); do kill -0 "$D" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$D" 2>/dev/null && fail "the daemon process $D outlived its parent"
-pl_start
-chmod 0666 "$TEST_TMP/run/control.sock"
-wait_run k2 succeeded 30
-[ "$(cat "$O/k2")" = once ] || fail "k2: ran $(wc -l < "$O/k2") times"
+split_kill9 parent k2
 note "kill -9 of the parent: the daemon process ended, the restart adopted the job: it ran once"
 
 # Six kills, of each process in turn, during a member's 24-job DAG: every
@@ -92,7 +72,7 @@ for k in 1 2 3 4 5 6; do
 	if [ $((k % 2)) = 0 ]; then
 		pl_kill9
 	else
-		kill -9 "$(daemon_pid)"
+		kill -9 "$(split_daemon_pid)"
 		wait "$PL_PID" 2>/dev/null
 		PL_PID=""
 	fi
