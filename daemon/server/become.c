@@ -38,9 +38,14 @@
 
 /* Hand to uid:gid what root owns below the directory dfd (and dfd's
  * directory itself, by the caller), never following a link: a link is
- * itself handed over (AT_SYMLINK_NOFOLLOW), not what it names. */
+ * itself handed over (AT_SYMLINK_NOFOLLOW), not what it names. A file in
+ * a records directory (records: below a .shim directory) is the shim's,
+ * root's, which the privileged parent of a split daemon trusts only as
+ * root's: it keeps root as its owner and takes the user's group, as a
+ * shim started with -o gives it, so that the daemon process reads it.
+ * records -1: no parent, every file handed over. */
 static int
-hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path)
+hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path, int records)
 {
 	if (depth > BECOME_DEPTH) {
 		fprintf(stderr, "pipelined: user: %s: more than %d directories deep\n", path,
@@ -64,8 +69,9 @@ hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path)
 		struct stat st;
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 			continue;	/* gone meanwhile */
-		if (st.st_uid == 0 &&
-		    fchownat(dfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) == -1) {
+		int keep = records > 0 && S_ISREG(st.st_mode);
+		if (st.st_uid == 0 && fchownat(dfd, e->d_name, keep ? (uid_t)-1 : uid, gid,
+		    AT_SYMLINK_NOFOLLOW) == -1) {
 			fprintf(stderr, "pipelined: user: %s/%s: %s\n", path, e->d_name,
 			    strerror(errno));
 			rc = -1;
@@ -77,7 +83,8 @@ hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path)
 				continue;
 			char p[PATH_MAX];
 			snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-			rc = hand_over_tree(sub, uid, gid, depth + 1, p);
+			rc = hand_over_tree(sub, uid, gid, depth + 1, p, records < 0 ? -1 :
+			    records || strcmp(e->d_name, ".shim") == 0);
 			close(sub);
 		}
 	}
@@ -91,7 +98,7 @@ hand_over_tree(int dfd, uid_t uid, gid_t gid, int depth, const char *path)
  * left in it, the store and the runs' directories included; later starts
  * only what root made since (the pid file). */
 static int
-hand_over_state(const char *dir, uid_t uid, gid_t gid)
+hand_over_state(const char *dir, uid_t uid, gid_t gid, int split)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
@@ -109,7 +116,7 @@ hand_over_state(const char *dir, uid_t uid, gid_t gid)
 		fprintf(stderr, "pipelined: user: state_dir %s: %s\n", dir, strerror(errno));
 		rc = -1;
 	} else if (first) {
-		rc = hand_over_tree(fd, uid, gid, 0, dir);
+		rc = hand_over_tree(fd, uid, gid, 0, dir, split ? 0 : -1);
 	} else if (fchownat(fd, "pipelined.pid", uid, gid, AT_SYMLINK_NOFOLLOW) == -1) {
 		fprintf(stderr, "pipelined: user: %s/pipelined.pid: %s\n", dir, strerror(errno));
 		rc = -1;
@@ -226,7 +233,8 @@ become_prepare(const struct conf *c)
 	gid_t gid;
 	if (user_ids(c, &uid, &gid) == -1)
 		return -1;
-	if (hand_over_state(c->state_dir, uid, gid) == -1 ||
+	int split = c->gid != (gid_t)-1 || c->admin_gid != (gid_t)-1 || c->job_uid != (uid_t)-1;
+	if (hand_over_state(c->state_dir, uid, gid, split) == -1 ||
 	    hand_over_socket_dir("control_socket", c->control_socket, c, uid, gid) == -1 ||
 	    hand_over_socket_dir("feed_socket", c->feed_socket, c, uid, gid) == -1)
 		return -1;

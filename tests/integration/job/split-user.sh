@@ -6,7 +6,8 @@
 # against a real daemon: the daemon process's uids, gids and fsuid in
 # /proc, in every thread; the parent root; the state directory a root
 # daemon left handed over at the first such start, but for the parent's
-# own priv.owners, moved into a directory of root's; a member's exec run
+# own priv.owners, moved into a directory of root's; a job that runs
+# across the switch adopted and cancelled; a member's exec run
 # and root's own run each as its owner, and root's spec check; a cancel; kill -9 of the daemon process and of
 # the parent, each ending both, and the restart adopting the job, which
 # ran once.
@@ -23,6 +24,11 @@ member_daemon
 member_exec before "id -u > $O/before.uid"
 wait_run before succeeded 30
 [ "$(cat "$O/before.uid")" = "$nobody" ] || fail "before: ran as $(cat "$O/before.uid")"
+# A job that runs across the switch: its shim's records, root's, are
+# read by the daemon process that adopts it, and a cancel reaches it.
+member_exec across "echo \$\$ > $O/across.pid; exec sleep 300"
+wait_run across running 20
+for _ in $(seq 50); do [ -s "$O/across.pid" ] && break; sleep 0.1; done
 pl_stop
 [ "$(stat -c %u "$TEST_TMP/state/pipelined.db")" = 0 ] || fail "the store was not root's"
 [ "$(stat -c %u "$TEST_TMP/state/priv.owners")" = 0 ] || fail "no priv.owners of root's"
@@ -63,6 +69,12 @@ note "the parent $PL_PID root, the daemon process $D _pipelined in all $n thread
 	fail "priv.owners: not root's 600 in state/priv"
 [ -e "$TEST_TMP/state/priv.owners" ] && fail "priv.owners left in the user's state_dir"
 [ "$(run_state before)" = succeeded ] || fail "the earlier run is gone"
+[ "$(run_state across)" = running ] || fail "across: not adopted: $(pctl status across)"
+apid=$(cat "$O/across.pid")
+as_member "$PIPELINECTL" -f "$PL_CONF" cancel across >/dev/null || fail "across: cancel"
+wait_run across cancelled 20
+for _ in $(seq 50); do kill -0 "$apid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$apid" 2>/dev/null && fail "across: the job adopted across the switch outlived its cancel"
 note "state_dir handed over; priv.owners root's in state/priv"
 
 # A member's run and root's own run, each as its owner.
