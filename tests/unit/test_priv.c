@@ -20,7 +20,9 @@
  * refused for a connection of uid 0, for no socket and for a text not
  * sealed or too large, and run for a member by a real pipeline-stage
  * --check as the member (its own 0600 file checks, root's is Permission
- * denied). Needs root. */
+ * denied); a daemon process of its own user: its uid the configuration's,
+ * fchown of its files, priv.owners in a directory of root's. Needs
+ * root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -1165,6 +1167,57 @@ case_check(void)
 	waitpid(kid, NULL, 0);
 }
 
+/* A daemon process of its own user (pipelined.conf(5) user beside
+ * group): the parent takes that uid from the configuration, not its own;
+ * an fchown takes a file of that user's (a path descriptor too) and
+ * refuses one of root's; priv.owners moves from the state directory,
+ * which is the user's, into state_dir/priv, made root's and 0700, and a
+ * priv directory that is not root's is not used. */
+#define DUSER 4243	/* the daemon's user's uid */
+static void
+case_daemon_user(void)
+{
+	setup(NOGRP);
+	char path[PATH_MAX + 32], priv[PATH_MAX + 8];
+	snprintf(path, sizeof(path), "%s/priv.owners", rules.state_dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0 && write(fd, "7:7\n", 4) == 4);
+	close(fd);
+	struct conf c;
+	conf_here(&c);
+	snprintf(c.user, sizeof(c.user), "someone");
+	c.user_uid = DUSER;
+	rules.since = 0;
+	priv_rules_load(&rules, &c);
+	CHECK(rules.daemon_uid == DUSER, "daemon_uid %u", (unsigned)rules.daemon_uid);
+	CHECK(rules.vouchfd >= 0, "priv.owners not opened");
+	snprintf(priv, sizeof(priv), "%s/priv", rules.state_dir);
+	struct stat st;
+	CHECK(stat(priv, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	    (st.st_mode & 0777) == 0700, "state_dir/priv");
+	CHECK(access(path, F_OK) == -1, "priv.owners left in the state directory");
+	snprintf(path, sizeof(path), "%s/priv/priv.owners", rules.state_dir);
+	char *t = plc_read_file(path, NULL, 4096);
+	CHECK(t != NULL && strcmp(t, "7:7\n") == 0, "priv.owners not moved: %s", t ? t : "(none)");
+	free(t);
+	/* fchown: a file of the daemon's user's, by a path descriptor too. */
+	snprintf(path, sizeof(path), "%s/d", rules.state_dir);
+	CHECK(mkdir(path, 0750) == 0 && chown(path, DUSER, DUSER) == 0);
+	fd = open(path, O_PATH | O_DIRECTORY);
+	CHECK(chown_to(fd, NOBODY, NOGRP) == 0, "the daemon user's directory");
+	CHECK(stat(path, &st) == 0 && st.st_uid == NOBODY && st.st_gid == NOGRP);
+	snprintf(path, sizeof(path), "%s/r", rules.state_dir);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
+	CHECK(chown_to(fd, NOBODY, NOGRP) == EPERM, "a file of root's, the daemon not root");
+	/* A priv directory the user could have swapped in: not used. */
+	close(rules.vouchfd);
+	CHECK(chown(priv, DUSER, DUSER) == 0);
+	rules.since = 0;
+	priv_rules_load(&rules, &c);
+	CHECK(rules.vouchfd == -1, "priv.owners opened in a directory of the user's");
+	cJSON_Delete(c.all);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1173,6 +1226,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(shim_many_groups),
 	UNIT_CASE(signal_refused),
 	UNIT_CASE(fchown),
+	UNIT_CASE(daemon_user),
 	UNIT_CASE(slurm),
 	UNIT_CASE(slurm_root),
 	UNIT_CASE_TIMEOUT(owners_bounded, 120),
