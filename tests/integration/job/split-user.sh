@@ -10,7 +10,7 @@
 # across the switch adopted and cancelled; a member's exec run
 # and root's own run each as its owner, and root's spec check; a cancel; kill -9 of the daemon process and of
 # the parent, each ending both, and the restart adopting the job, which
-# ran once.
+# ran once; a reload.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"
@@ -113,6 +113,16 @@ note "kill -9 of the daemon process: both ended, the restart adopted the job: it
 # kill -9 of the parent: the daemon process follows.
 split_kill9 parent k2
 note "kill -9 of the parent: both ended, the restart adopted the job: it ran once"
+
+# SIGHUP to the parent: both read the configuration again, the daemon
+# process as the user, and it stays the user.
+kill -HUP "$PL_PID"
+for _ in $(seq 50); do grep -q "reload: configuration" "$TEST_TMP/pipelined.out" && break; sleep 0.1; done
+grep -q "reload: configuration $PL_CONF loaded" "$TEST_TMP/pipelined.out" ||
+	fail "no reload: $(grep reload "$TEST_TMP/pipelined.out")"
+[ "$(stat -c %u "/proc/$(split_daemon_pid)")" = "$uid" ] || fail "after the reload, not _pipelined's"
+member_exec h1 "true"
+wait_run h1 succeeded 30
 
 grep -q 'privileged parent: refused' "$TEST_TMP/pipelined.out" &&
 	fail "the parent refused the daemon: $(grep 'privileged parent' "$TEST_TMP/pipelined.out")"
