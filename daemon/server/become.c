@@ -186,9 +186,9 @@ hand_over_socket_dir(const char *key, const char *path, const struct conf *c, ui
 			rc = -1;
 		}
 	} else if (c->gid != (gid_t)-1) {
-		fprintf(stderr, "pipelined: user: %s: %s is not %s's and holds more than sockets: "
-		    "beside group, the sockets' directory must be the user's (install -d -o %s "
-		    "%s) or new\n", key, dir, c->user, c->user, dir);
+		fprintf(stderr, "pipelined: user: %s: %s is not %s's and holds more than "
+		    "sockets: beside group, the sockets' directory must be the user's "
+		    "(install -d -o %s %s) or new\n", key, dir, c->user, c->user, dir);
 		rc = -1;
 	} else if (!((st.st_mode & 0002) || (st.st_gid == gid && (st.st_mode & 0020)))) {
 		fprintf(stderr, "pipelined: user: %s: %s is not %s's to write, and holds more "

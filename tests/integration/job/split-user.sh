@@ -10,7 +10,7 @@
 # across the switch adopted and cancelled; a member's exec run
 # and root's own run each as its owner, and root's spec check; a cancel; kill -9 of the daemon process and of
 # the parent, each ending both, and the restart adopting the job, which
-# ran once; a reload.
+# ran once; a reload; a shared sockets' directory refused.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"
@@ -128,4 +128,13 @@ grep -q 'privileged parent: refused' "$TEST_TMP/pipelined.out" &&
 	fail "the parent refused the daemon: $(grep 'privileged parent' "$TEST_TMP/pipelined.out")"
 integrity_ok || fail "the store is not intact"
 pl_stop
+
+# A sockets' directory of root's that holds other files: not given to
+# the user (nor to the group), and the start stops naming it.
+mkdir -p "$TEST_TMP/other"; touch "$TEST_TMP/other/keep"
+pl_conf "group = plsubmit" "user = _pipelined" "control_socket = $TEST_TMP/other/control.sock"
+out=$(timeout 20 "$PIPELINED" -d -f "$PL_CONF" 2>&1) && fail "a shared sockets' directory was taken"
+echo "$out" | grep -q "control_socket: $TEST_TMP/other is not _pipelined's and holds more than sockets" ||
+	fail "no reason given: $out"
+[ "$(stat -c %u "$TEST_TMP/other")" = 0 ] || fail "the shared directory was handed over"
 note "split with user = _pipelined: the parent root, the daemon process _pipelined; runs, cancel, kills held"
