@@ -15,8 +15,8 @@
  * (priv.c), and `user` beside those keys makes only its daemon process
  * that user: become_prepare() runs before the fork, become_drop() in the
  * child before any thread, and the parent stays root. The sockets'
- * directory is then also the group's and set-group-ID, so that the
- * sockets the user makes in it are the group's; the state directory's
+ * directory is then also the group's and closed to others: it lets only
+ * the group reach the sockets (sock_listen()); the state directory's
  * priv/ and priv.owners are the parent's, never handed over.
  */
 #include <dirent.h>
@@ -197,10 +197,11 @@ hand_over_socket_dir(const char *key, const char *path, const struct conf *c, ui
 		rc = -1;
 	}
 	/* Beside group (a split daemon), the daemon process is no member of
-	 * it and cannot give its sockets to it: the directory is the group's,
-	 * set-group-ID, so that every socket made in it is the group's. */
+	 * it and cannot give its sockets to it: the directory is the group's
+	 * and closed to others, the gate to the sockets (sock_listen()). No
+	 * set-group-ID bit: the unit's RestrictSUIDSGID= forbids it. */
 	if (rc == 0 && c->gid != (gid_t)-1 && (fchown(fd, uid, c->gid) == -1 ||
-	    fchmod(fd, (st.st_mode & 0777 & ~0007) | S_ISGID) == -1)) {
+	    fchmod(fd, 0750) == -1)) {
 		fprintf(stderr, "pipelined: user: %s: %s: %s\n", key, dir, strerror(errno));
 		rc = -1;
 	}

@@ -49,6 +49,17 @@ live_listener(const struct sockaddr_un *sun)
 	return 0;
 }
 
+/* Is dir the group gid's and closed to others? A daemon process of its
+ * own user, no member of gid, cannot give a socket to it (become.c gives
+ * it the directory instead): the directory lets only the group reach the
+ * socket, which is then open to all who reach it. */
+static int
+gated(const char *dir, gid_t gid)
+{
+	struct stat st;
+	return stat(dir, &st) == 0 && st.st_gid == gid && !(st.st_mode & 0007);
+}
+
 /* Create a listening Unix socket: its directory 0750, the socket itself
  * created under a umask giving `mode`, both given to group gid (the
  * configured group; (gid_t)-1: none); a live old socket (another daemon)
@@ -89,7 +100,8 @@ sock_listen(uv_loop_t *loop, uv_pipe_t *srv, const char *path, int mode, gid_t g
 		log_warnx("%s: bind %s: %s", __func__, path, uv_strerror(rc));
 		return -1;
 	}
-	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) == -1)
+	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) == -1 &&
+	    !(errno == EPERM && slash && gated(dir, gid) && chmod(path, 0666) == 0))
 		log_warn("%s: chown %s", __func__, path);
 	if ((rc = uv_listen((uv_stream_t *)srv, 256, cb)) != 0) {
 		log_warnx("%s: listen %s: %s", __func__, path, uv_strerror(rc));

@@ -58,6 +58,18 @@ want=$(id -G _pipelined | tr ' ' '\n' | sort -n | tr '\n' ' ')
 grep -q "became _pipelined (uid $uid): root given up; the privileged parent keeps it" \
 	"$TEST_TMP/pipelined.out" || fail "the log does not say root was given up"
 note "the parent $PL_PID root, the daemon process $D _pipelined in all $n threads"
+# The sockets: the directory plsubmit's and closed to others, the gate
+# (member_daemon opened it to all after the start: closed again here).
+grep -q "sock_listen: chown" "$TEST_TMP/pipelined.out" &&
+	fail "a socket not given to the group: $(grep sock_listen "$TEST_TMP/pipelined.out")"
+[ "$(stat -c '%U %G' "$TEST_TMP/run")" = "_pipelined plsubmit" ] ||
+	fail "the sockets' directory: $(stat -c '%U %G %a' "$TEST_TMP/run")"
+[ "$(stat -c '%a' "$TEST_TMP/run/feed.sock")" = 666 ] || fail "the feed socket not open behind its gate"
+chmod 0750 "$TEST_TMP/run"
+nobody_out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$PIPELINECTL" -f "$PL_CONF" status 2>&1) &&
+	fail "a user outside plsubmit reached the control socket: $nobody_out"
+as_member "$PIPELINECTL" -f "$PL_CONF" status >/dev/null || fail "a member cannot reach the control socket"
+chmod 0755 "$TEST_TMP/run"
 
 # The state directory handed over, the store included; the parent's own
 # file moved into state/priv, root's and nobody else's.
