@@ -20,6 +20,7 @@
 #include "pld.h"
 #include "host.h"
 #include "plio.h"
+#include "priv.h"
 
 
 static const char *
@@ -201,7 +202,12 @@ static const char *
 input_trusted(pl_job *j, const char *key, char *path, char *why, size_t whylen)
 {
 	char pwhy[PATH_MAX + 256];
-	char *r = path_trusted(path, geteuid(), pwhy, sizeof(pwhy));
+	/* Root's and the daemon's own user's directories are trusted; in a
+	 * split daemon a run of no owner is root's, and the daemon process
+	 * may be a user of its own (_pipelined) that root must not trust:
+	 * root's alone then. */
+	uid_t trusted = j->owner == NULL && priv_active() ? 0 : geteuid();
+	char *r = path_trusted(path, trusted, pwhy, sizeof(pwhy));
 	if (r == NULL) {
 		if (strncmp(pwhy, path, strlen(path)) == 0)
 			snprintf(why, whylen, "%s: %s", key, pwhy);
