@@ -379,8 +379,9 @@ void	job_print_event(pl_job *j, const char *type, cJSON *d);
  * its size and, when hex is not NULL, its digest (plc_sha256_path_ctl:
  * at most max bytes, 0 for no cap, the callers pass artifact_max_size;
  * stopped by cancel and the job's timeout),
- * all with the file-system rights of j's run owner (owner_fs_enter): a
- * file the owner could not read by hand fails with EACCES. *abs is
+ * all as j's run owner would read it (owner_files_open(): the owner's
+ * file server in a split daemon, else owner_fs_enter): a file the owner
+ * could not read by hand fails with EACCES. *abs is
  * malloc'd. 0 or -1 (errno set, *abs NULL, why saying what, naming the
  * path). job_artifact_refused(errno) tells a refusal (a link, a FIFO, a
  * device, over the cap) from a path that could not be read. */

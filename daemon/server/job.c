@@ -1,8 +1,10 @@
 /* job.c: a struct pl_job's life (job_new, job_free) and what both host.c
  * and host_spawn.c do with it: the job log, host->log(), cancellation and
  * timeouts, an event printed by hand (pipelinectl stage), an artifact's
- * digest, and the host backend's functions where nothing is stored
- * (job_none_*). Below host_spawn.c and host.c. */
+ * digest (read as the run's owner would: through the owner's file server
+ * in a split daemon, priv.h's owner_files_open()), and the host
+ * backend's functions where nothing is stored (job_none_*). Below
+ * host_spawn.c and host.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 
 #include "pld.h"
 #include "host.h"
+#include "priv.h"
 #include "plio.h"
 
 struct pl_job *
@@ -233,7 +236,7 @@ job_artifact_refused(int err)
  * resolved, not the last one itself: a link there is refused, not taken
  * for what it points at. */
 static char *
-artifact_abs(const char *p)
+artifact_abs(struct owner_files *of, const char *p)
 {
 	const char *slash = strrchr(p, '/');
 	char *dir, *base, *r;
@@ -244,9 +247,10 @@ artifact_abs(const char *p)
 		dir = slash == p ? xstrdup("/") : strndup(p, (size_t)(slash - p));
 		base = xstrdup(slash + 1);
 	}
-	char *rd = dir != NULL ? realpath(dir, NULL) : NULL;
+	char *rd = dir != NULL ? owner_files_realpath(of, dir) : NULL;
 	if (rd == NULL || *base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-		r = rd != NULL && *base == '\0' ? xstrdup(rd) : rd != NULL ? realpath(p, NULL) : NULL;
+		r = rd != NULL && *base == '\0' ? xstrdup(rd) : rd != NULL ? owner_files_realpath(of, p) :
+		    NULL;
 	else if (asprintf(&r, "%s%s%s", rd, strcmp(rd, "/") == 0 ? "" : "/", base) == -1)
 		fatal("asprintf");
 	int e = errno;
@@ -261,27 +265,32 @@ int
 job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char **abs,
     uint64_t *size, char hex[65], char *why, size_t whylen)
 {
-	struct owner_fs save;
+	struct owner_files of;
 	struct stat st;
-	int as = owner_fs_enter(j->owner, &save), rc = -1;
+	int rc = -1;
 	*abs = NULL;
 	why[0] = '\0';
-	if (as == -1) {
-		snprintf(why, whylen, "%s: cannot take its owner's rights", path);
+	if (owner_files_open(&of, j->owner) == -1) {
+		snprintf(why, whylen, "%s: cannot take its owner's rights: %s", path,
+		    strerror(errno));
 		return -1;
 	}
 	char *p = path_resolve(cwd, path);
-	*abs = artifact_abs(p);
+	*abs = artifact_abs(&of, p);
 	free(p);
+	/* Bounded and interruptible: a FIFO or a device is refused before
+	 * it is opened, the size is capped, and cancel and the job's timeout
+	 * stop it between chunks. */
+	struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j,
+	    .hashed = artifact_hashed, .hashed_arg = j, .fs = of.fs };
 	if (*abs == NULL)
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 	else if (hex != NULL) {
-		/* Bounded and interruptible: a FIFO or a device is refused
-		 * before it is opened, the size is capped, and cancel and the
-		 * job's timeout stop it between chunks. */
-		struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j,
-		    .hashed = artifact_hashed, .hashed_arg = j };
 		rc = plc_sha256_path_ctl(*abs, hex, size, &ctl);
+		snprintf(why, whylen, "%s", ctl.why);
+	} else if (of.fs != NULL) {
+		/* Sized through the owner's file server, by the hash's rules. */
+		rc = plc_tree_bytes_ctl(*abs, size, &ctl);
 		snprintf(why, whylen, "%s", ctl.why);
 	} else if (lstat(*abs, &st) == -1)
 		snprintf(why, whylen, "%s: %s", *abs, strerror(errno));
@@ -298,8 +307,7 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char
 		errno = S_ISLNK(st.st_mode) ? ELOOP : EINVAL;
 	}
 	int e = errno;
-	if (as == 1)
-		owner_fs_leave(&save);
+	owner_files_close(&of);
 	if (rc == -1) {
 		free(*abs);
 		*abs = NULL;

@@ -48,6 +48,14 @@
  *                    max_spec_bytes on its standard input; the read end
  *                    of its output goes back. What it answers is the
  *                    submitter's word about its own files.
+ *   PRIV_FILES       forks a file server as a run's owner (the shim
+ *                    rule), not exec'd: groups, gid and uid for good,
+ *                    not dumpable; it answers PFS_* requests (a real
+ *                    path, an lstat, a read-only open of a regular file
+ *                    or directory, O_NOFOLLOW|O_NONBLOCK, the descriptor
+ *                    back) on the socket that goes back, until the
+ *                    daemon closes it. The daemon reads a run owner's
+ *                    files through it and hashes them itself.
  *
  * sbatch and scancel run in a helper process of the parent's, whose
  * reply the loop reads when it comes, so the other requests are served
@@ -70,9 +78,10 @@
  * their own; priv.owners lies in state_dir/priv, root's (owners_path()),
  * since the state directory is the user's; and PRIV_CHECK runs root's
  * own checks as root, which the daemon process can no longer make. A
- * submitter's files at run time (the hashing of artifacts and reused
- * inputs) still need the owner's rights, which such a daemon process
- * lacks (HACKING.md: Processes and threads).
+ * run owner's files at run time (the hashing of artifacts and reused
+ * inputs) are read through PRIV_FILES's server of the owner's, root's own
+ * runs' too once the daemon process is not root (HACKING.md: Processes
+ * and threads).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +122,7 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_SBATCH] = sizeof(struct priv_sbatch),
 	[PRIV_SCANCEL] = sizeof(struct priv_scancel),
 	[PRIV_CHECK] = sizeof(struct priv_check),
+	[PRIV_FILES] = sizeof(struct priv_files),
 };
 static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
 	[PRIV_SBATCH] = 1, [PRIV_CHECK] = 2 };
@@ -183,6 +193,12 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 	case PRIV_SHIM_START:
 		if (!owner_wellformed(&m.shim.owner, 0)) {
 			snprintf(why, whylen, "shim start: a malformed owner");
+			return -1;
+		}
+		break;
+	case PRIV_FILES:
+		if (!owner_wellformed(&m.files.owner, 1)) {
+			snprintf(why, whylen, "files: a malformed owner, or a user of id 0");
 			return -1;
 		}
 		break;
@@ -1012,6 +1028,9 @@ act_check(struct priv_rules *r, const struct priv_check *m, int cfd, int tfd,
 	return 0;
 }
 
+static int	act_files(struct priv_rules *, const struct priv_files *, struct priv_reply *,
+		    int *);
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -1040,6 +1059,7 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 		rep->h.id = m.h.id;
 		rep->err = act_check(r, &m.check, fds[0], fds[1], rep, rfd);
 		break;
+	case PRIV_FILES: rep->h.id = m.h.id; rep->err = act_files(r, &m.files, rep, rfd); break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -1101,6 +1121,184 @@ chan_send(int s, const void *buf, size_t len, const int *fds, int nfd)
 	while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) == -1 && errno == EINTR)
 		;
 	return n == (ssize_t)len ? 0 : -1;
+}
+
+/* ---- the file server --------------------------------------------------- */
+
+static const int pfs_flags[PFS_NOPS] = { [PFS_REALPATH] = 0, [PFS_STATAT] = PFS_AT,
+	[PFS_OPENAT] = PFS_AT | PFS_DIR | PFS_BENEATH };
+
+int
+pfs_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
+{
+	struct pfs_req q;
+	if (n != sizeof(q)) {
+		snprintf(why, whylen, "files: a request of %zu bytes, not %zu", n, sizeof(q));
+		return -1;
+	}
+	memcpy(&q, buf, n);
+	if (q.op == 0 || q.op >= PFS_NOPS || (q.flags & ~(uint32_t)pfs_flags[q.op]) != 0) {
+		snprintf(why, whylen, "files: op %u with flags %#x unknown", q.op, q.flags);
+		return -1;
+	}
+	if (nfd != ((q.flags & PFS_AT) ? 1 : 0) || ((q.flags & PFS_BENEATH) && !(q.flags & PFS_AT))) {
+		snprintf(why, whylen, "files: op %u: %d descriptors", q.op, nfd);
+		return -1;
+	}
+	if (!field_ok(q.path, sizeof(q.path)) || q.path[0] == '\0' ||
+	    (!(q.flags & PFS_AT) && q.path[0] != '/')) {
+		snprintf(why, whylen, "files: op %u: no path, or a relative one", q.op);
+		return -1;
+	}
+	return (int)q.op;
+}
+
+static void
+pfs_stat_fill(struct pfs_stat *p, const struct stat *st)
+{
+	*p = (struct pfs_stat){ .dev = st->st_dev, .ino = st->st_ino,
+		.size = (uint64_t)st->st_size, .mode = st->st_mode, .nlink = (uint32_t)st->st_nlink,
+		.uid = st->st_uid, .gid = st->st_gid, .mtime_s = st->st_mtim.tv_sec,
+		.mtime_ns = st->st_mtim.tv_nsec, .ctime_s = st->st_ctim.tv_sec,
+		.ctime_ns = st->st_ctim.tv_nsec };
+}
+
+/* PFS_OPENAT: a regular file, or with PFS_DIR a directory, looked at
+ * before it is opened (a device or a FIFO is never opened) and after:
+ * 0 with *rfd, or an errno. */
+static int
+pfs_open(const struct pfs_req *q, int dfd, struct pfs_rep *rep, int *rfd)
+{
+	int dir = (q->flags & PFS_DIR) != 0, fd;
+	int fl = O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : 0);
+	struct stat st;
+	if (q->flags & PFS_BENEATH) {
+		struct {
+			uint64_t flags, mode, resolve;
+		} how = { (uint64_t)fl, 0, 0x04 /* RESOLVE_NO_SYMLINKS */ | 0x08 /* BENEATH */ };
+		fd = (int)syscall(SYS_openat2, dfd, q->path, &how, sizeof(how));
+	} else {
+		if (fstatat(dfd, q->path, &st, AT_SYMLINK_NOFOLLOW) == -1)
+			return errno;
+		if (S_ISLNK(st.st_mode))
+			return ELOOP;
+		if (!(S_ISREG(st.st_mode) || (dir && S_ISDIR(st.st_mode))))
+			return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		fd = openat(dfd, q->path, fl);
+	}
+	if (fd == -1)
+		return errno;
+	if (fstat(fd, &st) == -1 || !(S_ISREG(st.st_mode) || (dir && S_ISDIR(st.st_mode)))) {
+		close(fd);
+		return EINVAL;
+	}
+	pfs_stat_fill(&rep->st, &st);
+	*rfd = fd;
+	return 0;
+}
+
+void
+pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *rep, int *rfd)
+{
+	struct pfs_req q;
+	struct stat st;
+	char why[160], real[PATH_MAX];
+	memset(rep, 0, sizeof(*rep));
+	*rfd = -1;
+	int op = pfs_decode(buf, n, nfd, why, sizeof(why));
+	if (op != -1)
+		memcpy(&q, buf, sizeof(q));
+	int dfd = op != -1 && (q.flags & PFS_AT) ? fds[0] : AT_FDCWD;
+	switch (op) {
+	case -1:
+		rep->err = EINVAL;
+		break;
+	case PFS_REALPATH:
+		if (realpath(q.path, real) == NULL)
+			rep->err = errno;
+		else
+			snprintf(rep->path, sizeof(rep->path), "%s", real);
+		break;
+	case PFS_STATAT:
+		if (fstatat(dfd, q.path, &st, AT_SYMLINK_NOFOLLOW) == -1)
+			rep->err = errno;
+		else
+			pfs_stat_fill(&rep->st, &st);
+		break;
+	case PFS_OPENAT:
+		rep->err = pfs_open(&q, dfd, rep, rfd);
+		break;
+	}
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+}
+
+/* The file server: a child of the parent's that stays in the parent's
+ * code (no exec), takes owner o's groups, gid and uid for good (root's
+ * own runs: the parent's ids), and answers requests on s until the daemon
+ * closes its end. A process that changed its uid from root without an
+ * exec is not dumpable (and is made so explicitly): the owner cannot
+ * ptrace it, nor read its memory, so what it answers is the server's
+ * own, not the owner's word. It opens only read-only, regular files and
+ * directories, and hashes nothing. */
+static void __attribute__((noreturn))
+files_serve(const struct priv_owner *o, int s)
+{
+	gid_t g[PRIV_NGROUPS];
+	sigset_t none;
+	uid_t ru, eu, su;
+	for (uint32_t i = 0; i < o->ngroups; i++)
+		g[i] = o->groups[i];
+	sigemptyset(&none);
+	int user = o->kind == PRIV_OWNER_USER;
+	if (dup2(s, 3) == -1 || close_range(4, ~0U, 0) == -1 || chdir("/") == -1 ||
+	    sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
+	    (user && (o->uid == 0 || setgroups(o->ngroups, g) == -1 ||
+	    setresgid(o->gid, o->gid, o->gid) == -1 ||
+	    setresuid(o->uid, o->uid, o->uid) == -1 || setresuid(0, 0, 0) != -1 ||
+	    getresuid(&ru, &eu, &su) == -1 || ru != o->uid || eu != o->uid || su != o->uid)) ||
+	    prctl(PR_SET_DUMPABLE, 0) == -1 || prctl(PR_GET_DUMPABLE) != 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
+		_exit(126);
+	for (;;) {
+		struct pfs_req q;
+		struct pfs_rep rep;
+		int fds[PRIV_MAXFD], nfd, rfd;
+		ssize_t n = chan_recv(3, &q, sizeof(q), fds, &nfd);
+		if (n <= 0)
+			_exit(n == 0 ? 0 : 1);
+		pfs_handle(&q, (size_t)n, fds, nfd, &rep, &rfd);
+		int sent = chan_send(3, &rep, sizeof(rep), &rfd, rfd >= 0);
+		if (rfd != -1)
+			close(rfd);
+		if (sent == -1)
+			_exit(1);
+	}
+}
+
+/* A file server as the owner (owner_check(): the shim's rule): its
+ * socket goes back; the loop reaps it with the shims. */
+static int
+act_files(struct priv_rules *r, const struct priv_files *m, struct priv_reply *rep, int *rfd)
+{
+	char pin[PIN_MAX];
+	int sv[2];
+	if (owner_check(r, &m->owner, pin, rep) != 0)
+		return EPERM;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
+		return errno;
+	pid_t pid = fork();
+	if (pid == 0)
+		files_serve(&m->owner, sv[1]);
+	int e = errno;
+	close(sv[1]);
+	if (pid == -1) {
+		close(sv[0]);
+		return e;
+	}
+	rep->pid = pid;
+	*rfd = sv[0];
+	return 0;
 }
 
 /* ---- the parent -------------------------------------------------------- */
@@ -1606,4 +1804,188 @@ dirs_make_owned(int dirfd, const char *rel, const char *owner)
 	}
 	errno = e;
 	return fd;
+}
+
+int
+priv_files(const char *owner)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	int fd = -1;
+	if (chan < 0) {
+		errno = ENOSYS;
+		return -1;
+	}
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_FILES;
+	if (owner_parse(owner, &m.files.owner) == -1) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (priv_call(&m, sizeof(m.files), NULL, 0, &rep, &fd) != 0)
+		return -1;
+	if (fd < 0)
+		errno = EIO;
+	return fd;
+}
+
+/* One request to a file server and its reply: 0 with rep (and *rfd when
+ * asked for and given), or -1 with the server's errno (EIO: no server). */
+static int
+files_call(int s, uint32_t op, uint32_t flags, int dfd, const char *path, struct pfs_rep *rep,
+    int *rfd)
+{
+	struct pfs_req q;
+	int fds[PRIV_MAXFD], nfd = 0;
+	memset(&q, 0, sizeof(q));
+	q.op = op;
+	q.flags = flags | (dfd != AT_FDCWD ? PFS_AT : 0);
+	if (snprintf(q.path, sizeof(q.path), "%s", path) >= (int)sizeof(q.path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (chan_send(s, &q, sizeof(q), &dfd, dfd != AT_FDCWD) == -1 ||
+	    chan_recv(s, rep, sizeof(*rep), fds, &nfd) != (ssize_t)sizeof(*rep) ||
+	    nfd != (rep->err == 0 && rfd != NULL ? 1 : 0) || rep->zero != 0 ||
+	    !field_ok(rep->path, sizeof(rep->path))) {
+		for (int i = 0; i < nfd; i++)
+			close(fds[i]);
+		errno = EIO;
+		return -1;
+	}
+	if (rep->err != 0) {
+		errno = rep->err;
+		return -1;
+	}
+	if (rfd != NULL)
+		*rfd = fds[0];
+	return 0;
+}
+
+static void
+pfs_stat_get(struct stat *st, const struct pfs_stat *p)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = (dev_t)p->dev;
+	st->st_ino = (ino_t)p->ino;
+	st->st_size = (off_t)p->size;
+	st->st_mode = (mode_t)p->mode;
+	st->st_nlink = (nlink_t)p->nlink;
+	st->st_uid = (uid_t)p->uid;
+	st->st_gid = (gid_t)p->gid;
+	st->st_mtim.tv_sec = (time_t)p->mtime_s;
+	st->st_mtim.tv_nsec = (long)p->mtime_ns;
+	st->st_ctim.tv_sec = (time_t)p->ctime_s;
+	st->st_ctim.tv_nsec = (long)p->ctime_ns;
+}
+
+static int
+files_statat(void *arg, int dfd, const char *name, struct stat *st)
+{
+	struct owner_files *of = arg;
+	struct pfs_rep rep;
+	if (files_call(of->s, PFS_STATAT, 0, dfd, name, &rep, NULL) == -1)
+		return -1;
+	pfs_stat_get(st, &rep.st);
+	return 0;
+}
+
+static int
+files_openat(void *arg, int dfd, const char *name, int dir, int beneath)
+{
+	struct owner_files *of = arg;
+	struct pfs_rep rep;
+	int fd = -1;
+	if (files_call(of->s, PFS_OPENAT, (dir ? PFS_DIR : 0) | (beneath ? PFS_BENEATH : 0), dfd,
+	    name, &rep, &fd) == -1)
+		return -1;
+	return fd;
+}
+
+void
+owner_files_use(struct owner_files *of, int s)
+{
+	of->s = s;
+	of->as = 0;
+	of->ops = (struct plc_fs){ files_statat, files_openat, of };
+	of->fs = &of->ops;
+}
+
+int
+owner_files_open(struct owner_files *of, const char *owner)
+{
+	uid_t uid = 0;
+	gid_t gid;
+	memset(of, 0, sizeof(*of));
+	of->s = -1;
+	if (priv_active() && (owner == NULL || owner_ids(owner, &uid, &gid) == 0) &&
+	    uid != geteuid()) {
+		int s = priv_files(owner);
+		if (s == -1)
+			return -1;
+		owner_files_use(of, s);
+		return 0;
+	}
+	of->as = owner_fs_enter(owner, &of->save);
+	return of->as == -1 ? -1 : 0;
+}
+
+void
+owner_files_close(struct owner_files *of)
+{
+	if (of->s >= 0)
+		close(of->s);
+	else if (of->as == 1)
+		owner_fs_leave(&of->save);
+	of->s = -1;
+	of->as = 0;
+}
+
+/* path made absolute against the daemon's working directory: the
+ * server has none of its own. */
+static int
+files_abs(const char *path, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return snprintf(out, len, "%s", path) < (int)len ? 0 : -1;
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		return -1;
+	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -1;
+}
+
+char *
+owner_files_realpath(struct owner_files *of, const char *path)
+{
+	char a[PATH_MAX];
+	struct pfs_rep rep;
+	if (of->s < 0)
+		return realpath(path, NULL);
+	if (files_abs(path, a, sizeof(a)) == -1) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	if (files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
+		return NULL;
+	return xstrdup(rep.path);
+}
+
+int
+owner_files_stat(struct owner_files *of, const char *path, struct stat *st, int nofollow)
+{
+	char a[PATH_MAX];
+	struct pfs_rep rep;
+	if (of->s < 0)
+		return nofollow ? lstat(path, st) : stat(path, st);
+	if (files_abs(path, a, sizeof(a)) == -1) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	/* stat(2): the link followed, by its real path first. */
+	if (!nofollow && files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
+		return -1;
+	if (files_call(of->s, PFS_STATAT, 0, AT_FDCWD, nofollow ? a : rep.path, &rep, NULL) == -1)
+		return -1;
+	pfs_stat_get(st, &rep.st);
+	return 0;
 }

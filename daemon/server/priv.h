@@ -21,6 +21,8 @@
 #include <sys/types.h>
 
 #include "exec.h"
+#include "pld.h"
+#include "plio.h"
 
 #define PRIV_NGROUPS SHIM_NGROUPS	/* exec.h: the shim's, the control socket's */
 
@@ -39,6 +41,7 @@ enum priv_type {
 	PRIV_SBATCH,		/* a batch script, submitted as its owner; reply: the job id */
 	PRIV_SCANCEL,		/* a job of the parent's sbatch, cancelled as its owner */
 	PRIV_CHECK,		/* a spec's file checks, as its submitter; reply: their answer */
+	PRIV_FILES,		/* a file server as a run's owner; reply: its socket */
 	PRIV_NTYPES
 };
 
@@ -144,6 +147,63 @@ struct priv_check {
  * the daemon stops waiting for its answer. */
 #define PRIV_CHECK_TIMEOUT_S 10
 
+/* PRIV_FILES: a file server as owner o (owner_check(), the shim's
+ * rule): a process of the parent's, forked and not exec'd, that takes
+ * the owner's groups, gid and uid for good and answers PFS_* requests on
+ * the socket the reply carries, one at a time, until the daemon closes
+ * it. The daemon reads a run owner's files through it: what the owner
+ * could not open, it cannot either. */
+struct priv_files {
+	struct priv_hdr h;
+	struct priv_owner owner;
+};
+
+/* The file server's requests: a fixed layout, the path NUL-terminated
+ * inside its field and nothing but NULs after it; with PFS_AT one
+ * descriptor attached (a directory the server opened), without it none
+ * and an absolute path.
+ *   PFS_REALPATH  realpath(3) of path (no PFS_AT): reply's path.
+ *   PFS_STATAT    fstatat(2) of path, AT_SYMLINK_NOFOLLOW: reply's st.
+ *   PFS_OPENAT    path opened O_RDONLY|O_NONBLOCK|O_NOFOLLOW|O_CLOEXEC
+ *                 (PFS_DIR: O_DIRECTORY; PFS_BENEATH: no link on the
+ *                 way and nothing above the directory attached), refused
+ *                 (EINVAL, ELOOP for a link) unless a regular file or,
+ *                 with PFS_DIR, a directory, by lstat before it is
+ *                 opened and fstat after; the reply carries it.
+ * Every reply: err 0 or an errno, as the owner would have met it. */
+enum pfs_op {
+	PFS_REALPATH = 1,
+	PFS_STATAT,
+	PFS_OPENAT,
+	PFS_NOPS
+};
+#define PFS_AT		0x1
+#define PFS_DIR		0x2
+#define PFS_BENEATH	0x4
+struct pfs_req {
+	uint32_t op;
+	uint32_t flags;
+	char path[PATH_MAX];
+};
+struct pfs_stat {
+	uint64_t dev, ino, size;
+	uint32_t mode, nlink, uid, gid;
+	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+};
+struct pfs_rep {
+	int32_t err;
+	uint32_t zero;
+	struct pfs_stat st;
+	char path[PATH_MAX];
+};
+/* A file server's request of n bytes with nfd descriptors: its op, or -1
+ * with why. */
+int	pfs_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen);
+/* One request served (fds, the nfd descriptors with it, closed here):
+ * rep filled, *rfd a descriptor to send with it or -1. Split from the
+ * server's loop for the unit test; run with the owner's ids. */
+void	pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *rep, int *rfd);
+
 union priv_msg {
 	struct priv_hdr h;
 	struct priv_shim_start shim;
@@ -154,6 +214,7 @@ union priv_msg {
 	struct priv_sbatch sbatch;
 	struct priv_scancel scancel;
 	struct priv_check check;
+	struct priv_files files;
 };
 
 /* The parent's rules: what it read itself, at start and on SIGHUP. */
@@ -229,6 +290,34 @@ int	priv_scancel(const char *owner, const char *id, int sig, char *err, size_t e
  * about its own files: the daemon takes it for nothing else. */
 int	priv_check(int fd, const char *path, const char *text, size_t len, char *why,
 	    size_t whylen);
+/* A run owner's files ("UID:GID[:G1,G2...]"; NULL: root's own runs'),
+ * read as the owner would: where a parent acts and the owner is not the
+ * daemon's own user, by a file server of the parent's (PRIV_FILES) that
+ * opens them and passes the descriptors, so the daemon process never
+ * takes another user's rights; else by the daemon's own system calls
+ * with owner_fs_enter() on the calling thread, as before. fs is NULL in
+ * the second case (plc_hash_ctl's fs: the caller's own calls). One
+ * thread uses one at a time. owner_files_open: 0, or -1 (errno set). */
+struct owner_files {
+	int s;				/* the server's socket, or -1 */
+	int as;				/* owner_fs_enter()'s answer */
+	struct owner_fs save;
+	struct plc_fs ops;
+	const struct plc_fs *fs;	/* &ops, or NULL */
+};
+int	owner_files_open(struct owner_files *of, const char *owner);
+/* of made to read through the file server on socket s (owner_files_open()
+ * does this with PRIV_FILES's socket; the unit test with its own). */
+void	owner_files_use(struct owner_files *of, int s);
+void	owner_files_close(struct owner_files *of);
+/* realpath(3) as the owner: malloc'd, or NULL with errno. */
+char	*owner_files_realpath(struct owner_files *of, const char *path);
+/* lstat(2) (nofollow) or stat(2) of an absolute path as the owner. */
+int	owner_files_stat(struct owner_files *of, const char *path, struct stat *st, int nofollow);
+/* The file server's socket for owner (PRIV_FILES), or -1 with errno; only
+ * where a parent acts. */
+int	priv_files(const char *owner);
+
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
  * through the parent. */
 int	dirs_make_owned(int dirfd, const char *rel, const char *owner);

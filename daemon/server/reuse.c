@@ -42,10 +42,13 @@
  * an artifact is kept the same way (job_artifact_as, the backend's
  * digest_keep), so that the first reuse of a multi-GB artifact is a stat
  * per file; a digest a stage process reported is its owner's word and is
- * not kept. Inputs are read with the rights of the
- * run's owner (owner_fs_enter), as its stage would read them, and hashed
- * as artifacts are (digest_file): bounded, blocking on nothing, and
- * stopped by the job's cancel or timeout. */
+ * not kept. Inputs are read as the run's owner would read them, as its
+ * stage would: in a split daemon through a file server the privileged
+ * parent starts as the owner (owner_files_open(), priv.h: it opens, the
+ * daemon hashes what it is given), else with the owner's rights on the
+ * thread (owner_fs_enter); and hashed as artifacts are (digest_file):
+ * bounded, blocking on nothing, and stopped by the job's cancel or
+ * timeout. */
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -58,6 +61,7 @@
 
 #include "pld.h"
 #include "server.h"
+#include "priv.h"
 #include "plio.h"
 
 static void ran_why(struct pl_job *pj, const char *key, const cJSON *parts, const char *note);
@@ -75,6 +79,32 @@ reuse_stop(void *arg)
 	return job_cancelled(arg);
 }
 
+/* The run owner's files this thread reads while it decides a reuse
+ * (reuse_try, the plan): their file server's, or the daemon's own calls
+ * with the owner's rights (owner_files_open()); NULL outside. */
+static __thread struct owner_files *reuse_of;
+
+static char *
+in_realpath(const char *path, char *real)
+{
+	if (reuse_of == NULL)
+		return realpath(path, real);
+	char *r = owner_files_realpath(reuse_of, path);
+	if (r == NULL)
+		return NULL;
+	int fits = snprintf(real, PATH_MAX, "%s", r) < PATH_MAX;
+	free(r);
+	if (!fits)
+		errno = ENAMETOOLONG;
+	return fits ? real : NULL;
+}
+
+static int
+in_stat(const char *path, struct stat *sb)
+{
+	return reuse_of != NULL ? owner_files_stat(reuse_of, path, sb, 0) : stat(path, sb);
+}
+
 /* path's digest through the store's cache: 0, or -1 (errno set). Read
  * as a job's artifacts are (plc_sha256_path_ctl): the path resolved
  * first, then nothing followed and nothing blocked on (a FIFO swapped in
@@ -90,8 +120,8 @@ digest_file(pl_job *pj, struct store *s, const char *path, const struct stat *sb
 	char real[PATH_MAX];
 	uint64_t bytes;
 	struct plc_hash_ctl ctl = { .max = pj ? JOB_ARTIFACT_MAX(pj) : 0,
-	    .stop = pj ? reuse_stop : NULL, .arg = pj };
-	if (realpath(path, real) == NULL || plc_sha256_path_ctl(real, hex, &bytes, &ctl) == -1)
+	    .stop = pj ? reuse_stop : NULL, .arg = pj, .fs = reuse_of ? reuse_of->fs : NULL };
+	if (in_realpath(path, real) == NULL || plc_sha256_path_ctl(real, hex, &bytes, &ctl) == -1)
 		return -1;
 	/* Changed while it was read: not kept (the next look reads it again). */
 	if (store_begin(s) == 0) {
@@ -114,9 +144,22 @@ dir_known(void *arg, const char *rel, uint64_t size, char hex[65])
 	char full[PATH_MAX];
 	struct stat sb;
 	snprintf(full, sizeof(full), "%s/%s", k->root, rel);
-	if (stat(full, &sb) == -1 || (uint64_t)sb.st_size != size)
+	if (in_stat(full, &sb) == -1 || (uint64_t)sb.st_size != size)
 		return 0; /* the walk reads it, and fails as it should */
 	return digest_file(k->pj, k->s, full, &sb, hex) == 0 ? 1 : -1;
+}
+
+/* The same, for plc_sha256_path_ctl's walk through a file server: the
+ * file by its path below the directory. */
+static int
+dir_known_ctl(void *arg, const char *path, uint64_t *size, char hex[65])
+{
+	struct dir_known *k = arg;
+	struct stat sb;
+	if (in_stat(path, &sb) == -1 || !S_ISREG(sb.st_mode))
+		return 0;
+	*size = (uint64_t)sb.st_size;
+	return digest_file(k->pj, k->s, path, &sb, hex) == 0 ? 1 : -1;
 }
 
 /* A file's or directory's digest, by the host's definition (job_digest),
@@ -125,12 +168,23 @@ static int
 digest_path(pl_job *pj, struct store *s, const char *path, char hex[65], int64_t *size)
 {
 	struct stat sb;
-	if (stat(path, &sb) == -1)
+	if (in_stat(path, &sb) == -1)
 		return -1;
 	if (S_ISDIR(sb.st_mode)) {
 		struct dir_known k = { pj, s, path };
 		uint64_t bytes = 0;
-		int rc = plc_sha256_dir_known(path, hex, &bytes, dir_known, &k);
+		int rc;
+		if (reuse_of != NULL && reuse_of->fs != NULL) {
+			/* The same digest, walked through the owner's file
+			 * server: nothing followed below the directory. */
+			char real[PATH_MAX];
+			struct plc_hash_ctl ctl = { .max = pj ? JOB_ARTIFACT_MAX(pj) : 0,
+			    .stop = pj ? reuse_stop : NULL, .arg = pj, .fs = reuse_of->fs,
+			    .known = dir_known_ctl, .known_arg = &k };
+			rc = in_realpath(path, real) == NULL ? -1 :
+			    plc_sha256_path_ctl(real, hex, &bytes, &ctl);
+		} else
+			rc = plc_sha256_dir_known(path, hex, &bytes, dir_known, &k);
 		if (size)
 			*size = (int64_t)bytes;
 		return rc;
@@ -220,7 +274,7 @@ stack_digest(struct pl_job *pj, cJSON *code)
 			return;
 		}
 	}
-	if (realpath(py, real) != NULL && digest_path(pj, pj->store, real, hex, NULL) == 0)
+	if (in_realpath(py, real) != NULL && digest_path(pj, pj->store, real, hex, NULL) == 0)
 		cJSON_AddStringToObject(code, "python (no lock)", hex);
 	else
 		cJSON_AddStringToObject(code, "python (no lock)", "unreadable");
@@ -514,13 +568,13 @@ reuse_try(struct pl_job *pj)
 		}
 		free(rows);
 	}
-	struct owner_fs save;
-	int as = owner_fs_enter(pj->owner, &save);
-	if (as == -1) {
+	struct owner_files of;
+	if (owner_files_open(&of, pj->owner) == -1) {
 		job_logf(pj, "reuse: cannot take the rights of the run's owner: %s",
 		    strerror(errno));
 		return 0;
 	}
+	reuse_of = &of;
 	char note[1024] = "", off[160];
 	cJSON *parts = key_parts(pj, note, sizeof(note));
 	char *text = cJSON_PrintUnformatted(parts);
@@ -535,8 +589,8 @@ reuse_try(struct pl_job *pj)
 		snprintf(pj->reuse_msg, sizeof(pj->reuse_msg), "reused job %s of run %s",
 		    c.job, c.run);
 	}
-	if (as == 1)
-		owner_fs_leave(&save);
+	reuse_of = NULL;
+	owner_files_close(&of);
 	if (store_begin(pj->store) == 0) {
 		store_job_key_set(pj->store, pj->job_id, key, text, note[0] ? note : NULL);
 		store_commit(pj->store);
@@ -768,14 +822,15 @@ plan_job(struct store *s, const struct conf *c, const struct spec *spec,
 	pj->store = s;
 	pj->owner = spec->owner;
 	pj->plan = plan;
-	struct owner_fs save;
-	int as = owner_fs_enter(pj->owner, &save), reused = 0;
-	if (as == -1) {
+	struct owner_files of;
+	int reused = 0;
+	if (owner_files_open(&of, pj->owner) == -1) {
 		line_add(why, "its inputs cannot be read with the rights of the run's owner: %s",
 		    strerror(errno));
 		job_free(pj);
 		return 0;
 	}
+	reuse_of = &of;
 	char note[1024] = "";
 	cJSON *parts = key_parts(pj, note, sizeof(note));
 	char *text = cJSON_PrintUnformatted(parts);
@@ -798,8 +853,8 @@ plan_job(struct store *s, const struct conf *c, const struct spec *spec,
 		why_lines(why, "", reg->st->name, key, parts, note[0] ? note : NULL, near);
 		cJSON_Delete(near);
 	}
-	if (as == 1)
-		owner_fs_leave(&save);
+	reuse_of = NULL;
+	owner_files_close(&of);
 	cJSON_Delete(parts);
 	job_free(pj);
 	return reused;

@@ -6,7 +6,8 @@
  * every message with the request's type (0 for a refused one) and closes
  * every descriptor it was given. The rules refuse every act (no group, no
  * job_user, nothing vouched for, a state directory that does not exist),
- * so the target starts, signals and changes nothing. */
+ * so the target starts, signals and changes nothing (a file server
+ * included). The same bytes go to the file server's decoder. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,6 +54,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    memchr(((const struct priv_check *)(void *)m)->path, '\0', PATH_MAX) == NULL)
 			abort();
 	} else if (why[0] == '\0')
+		abort();
+	/* The same bytes as a file server's request: decoded only (the
+	 * server's acts open files; the unit test drives them). */
+	int op = pfs_decode(m, n, nfd, why, sizeof(why));
+	if (op != -1 && (n != sizeof(struct pfs_req) ||
+	    memchr(((const struct pfs_req *)(void *)m)->path, '\0', PATH_MAX) == NULL))
 		abort();
 	struct priv_reply rep;
 	int rfd = -2;

@@ -3,7 +3,8 @@
  * message) from priv.h's own structs, so that a change of the messages'
  * layout (PRIV_NGROUPS, a field) is followed by running it again:
  *
- *   cc -D_GNU_SOURCE -Idaemon/lib -Idaemon/server -Iinclude -o /tmp/seed_priv \
+ *   cc -D_GNU_SOURCE -Idaemon/lib -Idaemon/server -Iinclude -Iplugins/lib/io \
+ *       -I/usr/include/cjson -o /tmp/seed_priv \
  *       tests/fuzz/seed_priv.c && /tmp/seed_priv tests/fuzz/corpus/priv
  *
  * Every seed is a message the decoder takes; "garbage" (random bytes) is
@@ -89,5 +90,9 @@ main(int argc, char **argv)
 	seed("scancel-root", 0, &m, PRIV_SCANCEL, 5, sizeof(m.scancel));
 	snprintf(m.check.path, sizeof(m.check.path), "/home/ann/specs/v18.ini");
 	seed("check", 2, &m, PRIV_CHECK, 4, sizeof(m.check));
+	owner(&m.files.owner, 65534, 65534, 65534);
+	seed("files", 0, &m, PRIV_FILES, 6, sizeof(m.files));
+	m.files.owner.kind = PRIV_OWNER_ROOT;
+	seed("files-root", 0, &m, PRIV_FILES, 7, sizeof(m.files));
 	return bad;
 }

@@ -1,7 +1,9 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
 # (job/stage-owner, job/priv-parent, job/split-user, job/stage-links,
-# job/event-forge, job/artifact-kinds, job/events-quota; job/env-preload and job/forged-records take as_member
-# alone), sourced after lib.sh: the daemon's group plsubmit with nobody as
+# job/event-forge, job/artifact-kinds, job/events-quota,
+# sched/reuse-owner-files; job/env-preload and job/forged-records take
+# as_member alone; control/check-split takes member_daemon and
+# fsuid_watch), sourced after lib.sh: the daemon's group plsubmit with nobody as
 # its member, the tensor_fix fixture, and a daemon running as root with
 # the plugins named. Needs root.
 #
@@ -97,4 +99,22 @@ split_kill9() {
 	chmod 0666 "$TEST_TMP/run/control.sock"
 	wait_run "$r" succeeded 30
 	[ "$(cat "$O/$r")" = once ] || fail "$r: ran $(wc -l < "$O/$r") times"
+}
+
+# fsuid_watch PID FILE: every file-system uid other than 0 that any thread
+# of PID shows (/proc status, sampled until PID ends or $SAMPLER is
+# killed) appended to FILE, emptied first; the sampler's pid in SAMPLER.
+fsuid_watch() {
+	local d=$1 out=$2
+	: > "$out"
+	(
+		while kill -0 "$d" 2>/dev/null; do
+			for f in /proc/"$d"/task/*/status; do
+				while read -r k _ _ _ fs; do
+					[ "$k" = Uid: ] && [ "$fs" != 0 ] && echo "$fs" >> "$out"
+				done < "$f" 2>/dev/null
+			done
+		done
+	) &
+	SAMPLER=$!
 }

@@ -21,8 +21,12 @@
  * sealed or too large, and run for a member by a real pipeline-stage
  * --check as the member (its own 0600 file checks, root's is Permission
  * denied); a daemon process of its own user: its uid the configuration's,
- * fchown of its files, priv.owners in a directory of root's. Needs
- * root. */
+ * fchown of its files, priv.owners in a directory of root's; a file
+ * server refused for uid 0 and a non-member, started for a member as the
+ * member (every uid, not dumpable), its requests decoded whole, answering
+ * as the member would (root's 0600 file EACCES, ENOENT, a FIFO and a link
+ * refused, nothing above a directory), a directory hashed through it to
+ * root's own digest, ended when its socket closes. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -139,6 +143,7 @@ case_decode(void)
 		{ PRIV_SBATCH, sizeof(struct priv_sbatch), 1 },
 		{ PRIV_SCANCEL, sizeof(struct priv_scancel), 0 },
 		{ PRIV_CHECK, sizeof(struct priv_check), 2 },
+		{ PRIV_FILES, sizeof(struct priv_files), 0 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -150,6 +155,8 @@ case_decode(void)
 			strcpy(m.notify.text, "READY=1");
 		if (ok[i].type == PRIV_CHECK)
 			strcpy(m.check.path, "/home/ann/v18.ini");
+		if (ok[i].type == PRIV_FILES)
+			owner_one(&m.files.owner, NOBODY, NOGRP);
 		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
 			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
 			m.sbatch.owner.gid = NOGRP;
@@ -1218,6 +1225,166 @@ case_daemon_user(void)
 	cJSON_Delete(c.all);
 }
 
+/* The file server's requests decoded: each op with its flags, refused
+ * short, with a flag or a descriptor it does not take, a path without
+ * its NUL or with a stray byte, relative without a directory. */
+static void
+case_files_decode(void)
+{
+	struct pfs_req q;
+	char why[160];
+	memset(&q, 0, sizeof(q));
+	q.op = PFS_STATAT;
+	strcpy(q.path, "/etc/passwd");
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == PFS_STATAT, "%s", why);
+	CHECK(pfs_decode(&q, sizeof(q) - 1, 0, why, sizeof(why)) == -1, "short");
+	CHECK(pfs_decode("abc", 3, 0, why, sizeof(why)) == -1, "garbage");
+	CHECK(pfs_decode(&q, sizeof(q), 1, why, sizeof(why)) == -1, "a descriptor more");
+	q.flags = PFS_AT;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "no descriptor");
+	CHECK(pfs_decode(&q, sizeof(q), 1, why, sizeof(why)) == PFS_STATAT, "%s", why);
+	q.flags = PFS_DIR;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "a flag of open's");
+	q.flags = 0;
+	q.op = PFS_OPENAT;
+	q.flags = PFS_BENEATH;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "beneath nothing");
+	q.flags = 0x80;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "an unknown flag");
+	q.flags = 0;
+	q.op = PFS_NOPS;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "an unknown op");
+	q.op = PFS_REALPATH;
+	strcpy(q.path, "etc/passwd");
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "relative");
+	memset(q.path, 'a', sizeof(q.path));
+	q.path[0] = '/';
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "no NUL");
+	memset(q.path, 0, sizeof(q.path));
+	strcpy(q.path, "/a");
+	q.path[9] = 'x';
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "a stray byte");
+	q.path[9] = '\0';
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == PFS_REALPATH, "%s", why);
+	/* The server answers garbage with EINVAL and closes what came. */
+	struct pfs_rep rep;
+	int fds[1] = { open("/dev/null", O_RDONLY) }, rfd;
+	pfs_handle("abc", 3, fds, 1, &rep, &rfd);
+	CHECK(rep.err == EINVAL && rfd == -1 && fcntl(fds[0], F_GETFD) == -1);
+}
+
+/* PRIV_FILES: a server started for a member only (never uid 0, never a
+ * non-member), running as the member for good and not dumpable; what it
+ * answers is what the member meets: its own files opened (a directory
+ * hashed to the digest root gets), root's 0600 file EACCES, a missing
+ * one ENOENT, a FIFO and a link refused without blocking; it ends when
+ * its socket is closed. */
+static int
+files_start(uid_t uid, gid_t gid, int *s, pid_t *pid)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	int r = -1;
+	hdr(&m, PRIV_FILES, sizeof(m.files));
+	owner_one(&m.files.owner, uid, gid);
+	priv_handle(&rules, &m, sizeof(m.files), NULL, 0, &rep, &r);
+	*s = r;
+	*pid = rep.pid;
+	return rep.err;
+}
+
+static void
+case_files(void)
+{
+	int s;
+	pid_t pid;
+	setup(NOTAGROUP);
+	CHECK(files_start(0, 0, &s, &pid) == EINVAL, "uid 0");
+	CHECK(files_start(NOBODY, NOGRP, &s, &pid) == EPERM, "a non-member");
+	setup(NOGRP);
+	CHECK(chmod(tmp, 0711) == 0);
+	char mine[PATH_MAX], a[PATH_MAX + 8], sub[PATH_MAX + 8], b[PATH_MAX + 16];
+	char secret[PATH_MAX], fifo[PATH_MAX], link[PATH_MAX], none[PATH_MAX];
+	snprintf(mine, sizeof(mine), "%s/mine", tmp);
+	snprintf(a, sizeof(a), "%s/a", mine);
+	snprintf(sub, sizeof(sub), "%s/sub", mine);
+	snprintf(b, sizeof(b), "%s/b", sub);
+	snprintf(secret, sizeof(secret), "%s/secret", tmp);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", tmp);
+	snprintf(link, sizeof(link), "%s/link", tmp);
+	snprintf(none, sizeof(none), "%s/none", tmp);
+	CHECK(mkdir(mine, 0700) == 0 && mkdir(sub, 0700) == 0 && mkfifo(fifo, 0600) == 0 &&
+	    symlink(a, link) == 0);
+	CHECK(plc_write_file_atomic(a, "hello\n", 6, 0600) == 0 &&
+	    plc_write_file_atomic(b, "bee\n", 4, 0600) == 0 &&
+	    plc_write_file_atomic(secret, "root's\n", 7, 0600) == 0 && chmod(secret, 0600) == 0);
+	CHECK(chown(mine, NOBODY, NOGRP) == 0 && chown(sub, NOBODY, NOGRP) == 0 &&
+	    chown(a, NOBODY, NOGRP) == 0 && chown(b, NOBODY, NOGRP) == 0 &&
+	    chown(fifo, NOBODY, NOGRP) == 0 && chmod(a, 0600) == 0 && chmod(b, 0600) == 0);
+
+	CHECK(files_start(NOBODY, NOGRP, &s, &pid) == 0 && s >= 0 && pid > 0);
+	struct stat st;
+	struct owner_files of;
+	memset(&of, 0, sizeof(of));
+	owner_files_use(&of, s);
+	char *r = owner_files_realpath(&of, a);
+	CHECK(r != NULL && strcmp(r, a) == 0);
+	free(r);
+	/* Once it answered: the member's ids for good; not dumpable (its /proc files root's). */
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	int uids = 0;
+	while (f != NULL && fgets(line, sizeof(line), f))
+		if (strncmp(line, "Uid:", 4) == 0)
+			uids = strcmp(line, "Uid:\t65534\t65534\t65534\t65534\n") == 0;
+	if (f != NULL)
+		fclose(f);
+	CHECK(uids, "the server runs as nobody, every id");
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	CHECK(stat(path, &st) == 0 && st.st_uid == 0, "the server is not dumpable");
+
+	CHECK(owner_files_stat(&of, a, &st, 1) == 0 && st.st_size == 6 && st.st_uid == NOBODY);
+	CHECK(owner_files_stat(&of, secret, &st, 1) == 0 && st.st_uid == 0, "stat: by x on tmp");
+	CHECK(owner_files_stat(&of, none, &st, 1) == -1 && errno == ENOENT);
+	CHECK(owner_files_stat(&of, link, &st, 1) == 0 && S_ISLNK(st.st_mode));
+	CHECK(owner_files_stat(&of, link, &st, 0) == 0 && S_ISREG(st.st_mode) && st.st_size == 6);
+	int fd = of.fs->openat(of.fs->arg, AT_FDCWD, a, 0, 0);
+	char buf[16] = "";
+	CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 6 && memcmp(buf, "hello\n", 6) == 0);
+	if (fd >= 0)
+		close(fd);
+	errno = 0;
+	CHECK(of.fs->openat(of.fs->arg, AT_FDCWD, secret, 0, 0) == -1 && errno == EACCES,
+	    "root's 0600 file: %s", strerror(errno));
+	CHECK(of.fs->openat(of.fs->arg, AT_FDCWD, none, 0, 0) == -1 && errno == ENOENT);
+	CHECK(of.fs->openat(of.fs->arg, AT_FDCWD, fifo, 0, 0) == -1 && errno == EINVAL, "a FIFO");
+	CHECK(of.fs->openat(of.fs->arg, AT_FDCWD, link, 0, 0) == -1 && errno == ELOOP, "a link");
+	CHECK(of.fs->openat(of.fs->arg, AT_FDCWD, mine, 0, 0) == -1, "a directory, not asked for");
+	int dfd = of.fs->openat(of.fs->arg, AT_FDCWD, mine, 1, 0);
+	CHECK(dfd >= 0);
+	fd = of.fs->openat(of.fs->arg, dfd, "sub/b", 0, 1);
+	CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 4, "beneath");
+	if (fd >= 0)
+		close(fd);
+	CHECK(of.fs->openat(of.fs->arg, dfd, "../secret", 0, 1) == -1, "above its directory");
+	close(dfd);
+	/* The same digest as root's own walk, through the server. */
+	char h1[65], h2[65], h3[65];
+	uint64_t n1 = 0, n2 = 0, n3 = 0;
+	struct plc_hash_ctl c1 = { 0 }, c2 = { .fs = of.fs }, c3 = { .fs = of.fs };
+	CHECK(plc_sha256_path_ctl(mine, h1, &n1, &c1) == 0, "%s", c1.why);
+	CHECK(plc_sha256_path_ctl(mine, h2, &n2, &c2) == 0, "%s", c2.why);
+	CHECK(strcmp(h1, h2) == 0 && n1 == 10 && n2 == 10);
+	CHECK(plc_tree_bytes_ctl(mine, &n3, &c3) == 0 && n3 == 10, "%s", c3.why);
+	CHECK(plc_sha256_path_ctl(secret, h3, &n3, &c3) == -1 && errno == EACCES);
+	CHECK(plc_sha256_path_ctl(fifo, h3, &n3, &c3) == -1 && errno == EINVAL);
+	/* Closed: the server ends. */
+	owner_files_close(&of);
+	int status = -1;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1232,6 +1399,8 @@ static const struct unit_case cases[] = {
 	UNIT_CASE_TIMEOUT(owners_bounded, 120),
 	UNIT_CASE(slurm_slow),
 	UNIT_CASE(check),
+	UNIT_CASE(files_decode),
+	UNIT_CASE(files),
 	UNIT_END
 };
 

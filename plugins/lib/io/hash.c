@@ -529,7 +529,8 @@ static int
 safe_kind(int dfd, const char *name, const char *shown, struct stat *st,
     struct plc_hash_ctl *ctl)
 {
-	if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == -1) {
+	if ((ctl->fs != NULL ? ctl->fs->statat(ctl->fs->arg, dfd, name, st) :
+	    fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW)) == -1) {
 		int e = errno;
 		snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(e));
 		errno = e;
@@ -549,7 +550,8 @@ static int
 safe_open(int dfd, const char *name, const char *shown, int dir, struct stat *st,
     struct plc_hash_ctl *ctl)
 {
-	int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
+	int fd = ctl->fs != NULL ? ctl->fs->openat(ctl->fs->arg, dfd, name, dir, 0) :
+	    openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
 	    (dir ? O_DIRECTORY : 0));
 	if (fd == -1) {
 		int e = errno;
@@ -691,8 +693,10 @@ walk_ctl(int dfd, const char *top, const char *rel, struct dlist *l, struct plc_
  * way (openat2's RESOLVE_NO_SYMLINKS; plain openat where the kernel has no
  * openat2, whose last component still follows none). */
 static int
-open_beneath(int top, const char *rel)
+open_beneath(int top, const char *rel, const struct plc_fs *fs)
 {
+	if (fs != NULL)
+		return fs->openat(fs->arg, top, rel, 0, 1);
 #ifdef SYS_openat2
 	struct {
 		uint64_t flags, mode, resolve;
@@ -741,8 +745,24 @@ plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes, struct plc_
 			unsigned char md[EVP_MAX_MD_SIZE];
 			unsigned mdlen = 0;
 			snprintf(shown, sizeof(shown), "%s/%s", path, l.names[i]);
+			int k = 0;
+			uint64_t ks = 0;
+			if (ctl->known != NULL &&
+			    (k = ctl->known(ctl->known_arg, shown, &ks, fh)) == -1) {
+				e = errno;
+				snprintf(ctl->why, sizeof(ctl->why), "%s: %s", shown, strerror(e));
+				errno = e;
+				rc = -1;
+				break;
+			}
+			if (k == 1) {
+				total += ks;
+				int n = snprintf(line, sizeof(line), "%s  %s\n", fh, l.names[i]);
+				EVP_DigestUpdate(ctx, line, (size_t)n);
+				continue;
+			}
 			EVP_MD_CTX *fctx = EVP_MD_CTX_new();
-			int ffd = fctx ? open_beneath(fd, l.names[i]) : -1;
+			int ffd = fctx ? open_beneath(fd, l.names[i], ctl->fs) : -1;
 			struct stat fst;
 			rc = -1;
 			if (fctx == NULL)
@@ -790,6 +810,41 @@ out:
 	dlist_free(&l);
 	EVP_MD_CTX_free(ctx);
 	close(fd);
+	errno = e;
+	return rc;
+}
+
+int
+plc_tree_bytes_ctl(const char *path, uint64_t *bytes, struct plc_hash_ctl *ctl)
+{
+	struct stat st;
+	struct dlist l = { 0 };
+	int fd, rc = -1;
+	uint64_t total = 0;
+
+	ctl->why[0] = '\0';
+	if (safe_kind(AT_FDCWD, path, path, &st, ctl) == -1)
+		return -1;
+	if (S_ISREG(st.st_mode)) {
+		*bytes = (uint64_t)st.st_size;
+		return 0;
+	}
+	if ((fd = safe_open(AT_FDCWD, path, path, 1, &st, ctl)) == -1)
+		return -1;
+	if (walk_ctl(fd, path, "", &l, ctl) == 0) {
+		rc = 0;
+		for (size_t i = 0; i < l.n && rc == 0; i++) {
+			char shown[4200];
+			snprintf(shown, sizeof(shown), "%s/%s", path, l.names[i]);
+			if ((rc = safe_kind(fd, l.names[i], shown, &st, ctl)) == 0)
+				total += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+		}
+	}
+	int e = errno;
+	dlist_free(&l);
+	close(fd);
+	if (rc == 0)
+		*bytes = total;
 	errno = e;
 	return rc;
 }

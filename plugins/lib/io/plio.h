@@ -99,6 +99,19 @@ int	plc_tree_bytes(const char *path, uint64_t *bytes);
 struct stat;
 typedef void plc_hashed_fn(void *arg, const char *path, const struct stat *sb,
     const char hex[65]);
+/* How a hash of a path someone else names looks an entry up and opens
+ * it, when not with the caller's own rights (the daemon's: a run owner's
+ * file server, priv.h): statat is fstatat(2) with AT_SYMLINK_NOFOLLOW;
+ * openat opens O_RDONLY|O_NONBLOCK|O_NOFOLLOW|O_CLOEXEC, with O_DIRECTORY
+ * when dir, beneath dfd with no link on the way when beneath, and
+ * refuses anything but a regular file or (dir) a directory. dfd is a
+ * descriptor the same openat gave, or AT_FDCWD with an absolute name.
+ * Both return 0 (statat) or a descriptor (openat), else -1 with errno. */
+struct plc_fs {
+	int	(*statat)(void *arg, int dfd, const char *name, struct stat *st);
+	int	(*openat)(void *arg, int dfd, const char *name, int dir, int beneath);
+	void	*arg;
+};
 /* The bounds of a hash of a path someone else names (a job program's
  * artifact): at most max bytes read (0: no cap), stop(arg) polled before
  * every chunk of 1 MiB and every file (non-zero: give up), and why, the
@@ -112,6 +125,13 @@ struct plc_hash_ctl {
 	 * fstat said of it before it was read, and its digest. */
 	plc_hashed_fn	*hashed;
 	void		*hashed_arg;
+	/* NULL: the caller's own system calls. */
+	const struct plc_fs *fs;
+	/* When set, asked first for each file below a directory (path/REL):
+	 * 1 with its size and digest (the caller knows it), 0 to hash it
+	 * here, -1 (errno set) to fail. */
+	int		(*known)(void *arg, const char *path, uint64_t *size, char hex[65]);
+	void		*known_arg;
 	char		 why[768];
 };
 /* sha256 of a regular file, or of a directory by plc_sha256_dir's
@@ -124,6 +144,10 @@ struct plc_hash_ctl {
  * gets the size hashed. ctl->why says what happened, in every case. */
 int	plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes,
 	    struct plc_hash_ctl *ctl);
+/* plc_tree_bytes of a path someone else names, by plc_sha256_path_ctl's
+ * rules (nothing followed, nothing but regular files and directories,
+ * stop() asked, ctl->fs used); a regular file's size for a file. */
+int	plc_tree_bytes_ctl(const char *path, uint64_t *bytes, struct plc_hash_ctl *ctl);
 /* Streaming sha256 for large data. With the CPU's SHA extensions (x86
  * SHA-NI) these hash directly, prefetching ahead, and update2 hashes two
  * independent streams in one interleaved pass (~1.4x the throughput of

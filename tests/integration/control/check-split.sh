@@ -91,17 +91,7 @@ chown -R nobody base && chmod 0600 base/config.json
 	done
 } > specs/heavy.ini
 chmod 0644 specs/heavy.ini
-: > fsuids
-(
-	while kill -0 "$D" 2>/dev/null; do
-		for f in /proc/"$D"/task/*/status; do
-			while read -r k _ _ _ fs; do
-				[ "$k" = Uid: ] && [ "$fs" != 0 ] && echo "$fs" >> fsuids
-			done < "$f" 2>/dev/null
-		done
-	done
-) &
-SAMPLER=$!
+fsuid_watch "$D" fsuids
 for _ in 1 2 3 4 5; do
 	out=$(as_member bash -c "$(declare -f dcheck); dcheck specs/heavy.ini" 2>&1)
 	echo "$out" | grep -q "\"status\":\"ok\"\|no room\|config.json" ||
