@@ -331,6 +331,10 @@ struct pl_job {
 	char **pool;
 	int npool, cappool;
 	pthread_mutex_t lock;
+	/* The run owner's file server, kept for the job's artifacts once one
+	 * was started (job_artifact_as(); NULL: none), under files_lock. */
+	struct owner_files *files;
+	pthread_mutex_t files_lock;
 	/* By hand: print progress/events to this stream. */
 	FILE *out;
 	int json_out;

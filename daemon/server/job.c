@@ -37,6 +37,7 @@ job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
 	j->jobdirfd = -1;
 	j->evfd = -1;
 	pthread_mutex_init(&j->lock, NULL);
+	pthread_mutex_init(&j->files_lock, NULL);
 	if (spec)
 		snprintf(j->run, sizeof(j->run), "%s", spec->name);
 	if (sec)
@@ -62,6 +63,11 @@ job_free(struct pl_job *j)
 	cJSON_Delete(j->ctx);
 	free(j->quota_ids);
 	pthread_mutex_destroy(&j->lock);
+	if (j->files != NULL) {
+		owner_files_close(j->files);
+		free(j->files);
+	}
+	pthread_mutex_destroy(&j->files_lock);
 	free(j);
 }
 
@@ -265,30 +271,39 @@ int
 job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char **abs,
     uint64_t *size, char hex[65], char *why, size_t whylen)
 {
-	struct owner_files of;
+	struct owner_files own, *of = &own;
 	struct stat st;
 	int rc = -1;
 	*abs = NULL;
 	why[0] = '\0';
-	if (owner_files_open(&of, j->owner) == -1) {
+	/* A file server, once started, serves the job's next artifacts too:
+	 * one a job, not one an artifact. */
+	pthread_mutex_lock(&j->files_lock);
+	if (j->files != NULL)
+		of = j->files;
+	else if (owner_files_open(&own, j->owner) == -1) {
+		pthread_mutex_unlock(&j->files_lock);
 		snprintf(why, whylen, "%s: cannot take its owner's rights: %s", path,
 		    strerror(errno));
 		return -1;
+	} else if (own.s >= 0) {
+		j->files = of = xcalloc(1, sizeof(*of));
+		owner_files_use(of, own.s);
 	}
 	char *p = path_resolve(cwd, path);
-	*abs = artifact_abs(&of, p);
+	*abs = artifact_abs(of, p);
 	free(p);
 	/* Bounded and interruptible: a FIFO or a device is refused before
 	 * it is opened, the size is capped, and cancel and the job's timeout
 	 * stop it between chunks. */
 	struct plc_hash_ctl ctl = { .max = max, .stop = artifact_stop, .arg = j,
-	    .hashed = artifact_hashed, .hashed_arg = j, .fs = of.fs };
+	    .hashed = artifact_hashed, .hashed_arg = j, .fs = of->fs };
 	if (*abs == NULL)
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 	else if (hex != NULL) {
 		rc = plc_sha256_path_ctl(*abs, hex, size, &ctl);
 		snprintf(why, whylen, "%s", ctl.why);
-	} else if (of.fs != NULL) {
+	} else if (of->fs != NULL) {
 		/* Sized through the owner's file server, by the hash's rules. */
 		rc = plc_tree_bytes_ctl(*abs, size, &ctl);
 		snprintf(why, whylen, "%s", ctl.why);
@@ -307,7 +322,16 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char
 		errno = S_ISLNK(st.st_mode) ? ELOOP : EINVAL;
 	}
 	int e = errno;
-	owner_files_close(&of);
+	/* A server gone (EIO: its owner may end it) is started again for
+	 * the next artifact. */
+	if (of == &own)
+		owner_files_close(&own);
+	else if (rc == -1 && e == EIO) {
+		owner_files_close(j->files);
+		free(j->files);
+		j->files = NULL;
+	}
+	pthread_mutex_unlock(&j->files_lock);
 	if (rc == -1) {
 		free(*abs);
 		*abs = NULL;

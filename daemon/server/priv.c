@@ -51,7 +51,7 @@
  *   PRIV_FILES       forks a file server as a run's owner (the shim
  *                    rule), not exec'd: groups, gid and uid for good,
  *                    not dumpable; it answers PFS_* requests (a real
- *                    path, an lstat, a read-only open of a regular file
+ *                    path, a stat, a read-only open of a regular file
  *                    or directory, O_NOFOLLOW|O_NONBLOCK, the descriptor
  *                    back) on the socket that goes back, until the
  *                    daemon closes it. The daemon reads a run owner's
@@ -1125,7 +1125,7 @@ chan_send(int s, const void *buf, size_t len, const int *fds, int nfd)
 
 /* ---- the file server --------------------------------------------------- */
 
-static const int pfs_flags[PFS_NOPS] = { [PFS_REALPATH] = 0, [PFS_STATAT] = PFS_AT,
+static const int pfs_flags[PFS_NOPS] = { [PFS_REALPATH] = 0, [PFS_STATAT] = PFS_AT | PFS_FOLLOW,
 	[PFS_OPENAT] = PFS_AT | PFS_DIR | PFS_BENEATH };
 
 int
@@ -1220,7 +1220,7 @@ pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *rep, in
 			snprintf(rep->path, sizeof(rep->path), "%s", real);
 		break;
 	case PFS_STATAT:
-		if (fstatat(dfd, q.path, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		if (fstatat(dfd, q.path, &st, (q.flags & PFS_FOLLOW) ? 0 : AT_SYMLINK_NOFOLLOW) == -1)
 			rep->err = errno;
 		else
 			pfs_stat_fill(&rep->st, &st);
@@ -1981,10 +1981,8 @@ owner_files_stat(struct owner_files *of, const char *path, struct stat *st, int 
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	/* stat(2): the link followed, by its real path first. */
-	if (!nofollow && files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
-		return -1;
-	if (files_call(of->s, PFS_STATAT, 0, AT_FDCWD, nofollow ? a : rep.path, &rep, NULL) == -1)
+	if (files_call(of->s, PFS_STATAT, nofollow ? 0 : PFS_FOLLOW, AT_FDCWD, a, &rep,
+	    NULL) == -1)
 		return -1;
 	pfs_stat_get(st, &rep.st);
 	return 0;

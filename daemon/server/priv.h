@@ -163,7 +163,8 @@ struct priv_files {
  * descriptor attached (a directory the server opened), without it none
  * and an absolute path.
  *   PFS_REALPATH  realpath(3) of path (no PFS_AT): reply's path.
- *   PFS_STATAT    fstatat(2) of path, AT_SYMLINK_NOFOLLOW: reply's st.
+ *   PFS_STATAT    fstatat(2) of path, AT_SYMLINK_NOFOLLOW unless
+ *                 PFS_FOLLOW: reply's st.
  *   PFS_OPENAT    path opened O_RDONLY|O_NONBLOCK|O_NOFOLLOW|O_CLOEXEC
  *                 (PFS_DIR: O_DIRECTORY; PFS_BENEATH: no link on the
  *                 way and nothing above the directory attached), refused
@@ -180,6 +181,7 @@ enum pfs_op {
 #define PFS_AT		0x1
 #define PFS_DIR		0x2
 #define PFS_BENEATH	0x4
+#define PFS_FOLLOW	0x8
 struct pfs_req {
 	uint32_t op;
 	uint32_t flags;

@@ -1251,6 +1251,8 @@ case_files_decode(void)
 	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "beneath nothing");
 	q.flags = 0x80;
 	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "an unknown flag");
+	q.flags = PFS_FOLLOW;
+	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "an open that follows");
 	q.flags = 0;
 	q.op = PFS_NOPS;
 	CHECK(pfs_decode(&q, sizeof(q), 0, why, sizeof(why)) == -1, "an unknown op");
