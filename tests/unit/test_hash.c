@@ -9,9 +9,12 @@
  * plc_tree_bytes equals its byte count. Last plc_sha256_path_ctl, the hash
  * of a path someone else names: the same digests as plc_sha256_file and
  * plc_sha256_dir; a FIFO (which would block an open), a link, a FIFO or a
- * link below a directory refused, each named; the cap; stop().
+ * link below a directory refused, each named; the cap; stop(). Then the
+ * same through a plc_fs of the test's (what a file server does) with a
+ * known() hook, and plc_tree_bytes_ctl.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,11 +269,97 @@ case_path_ctl(void)
 	CHECK(system(cmd) == 0);
 }
 
+/* A plc_fs that counts its calls and does them itself: what a file
+ * server would do, with the caller's rights. */
+static int fs_calls;
+
+static int
+fs_statat(void *arg, int dfd, const char *name, struct stat *st)
+{
+	(void)arg;
+	fs_calls++;
+	return fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW);
+}
+
+static int
+fs_openat(void *arg, int dfd, const char *name, int dir, int beneath)
+{
+	(void)arg, (void)beneath;
+	fs_calls++;
+	return openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
+	    (dir ? O_DIRECTORY : 0));
+}
+
+/* known() for plc_hash_ctl: the file named wrong gets a's, "fail" -1. */
+static int
+ctl_known(void *arg, const char *path, uint64_t *size, char hex[65])
+{
+	const char *wrong = arg;
+	struct stat st;
+	if (strstr(path, "/fail") != NULL) {
+		errno = EIO;
+		return -1;
+	}
+	if (wrong == NULL || strstr(path, wrong) == NULL || stat(path, &st) == -1)
+		return 0;
+	memset(hex, 'a', 64);
+	hex[64] = '\0';
+	*size = (uint64_t)st.st_size;
+	return 1;
+}
+
+/* plc_hash_ctl's fs and known: every lookup and open through fs, the same
+ * digest; a digest known replaces the file's, an error of known fails
+ * the hash; plc_tree_bytes_ctl counts what plc_tree_bytes does and
+ * refuses what plc_sha256_path_ctl refuses. */
+static void
+case_path_ctl_fs(void)
+{
+	const char *t = getenv("TEST_TMP");
+	char dir[4096], p[4200], cmd[8192], a[65], b[65];
+	uint64_t na = 0, nb = 0;
+	struct plc_fs fs = { fs_statat, fs_openat, NULL };
+	struct plc_hash_ctl ctl = { .fs = &fs };
+	snprintf(dir, sizeof(dir), "%s/pathfs.XXXXXX", t ? t : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p d/sub && printf x > d/one && "
+	    "head -c 30000 /dev/urandom > d/sub/two && : > d/sub/empty", dir);
+	CHECK(system(cmd) == 0);
+#define P(...) (snprintf(p, sizeof(p), __VA_ARGS__), p)
+	CHECK(plc_sha256_path_ctl(P("%s/d", dir), a, &na, &ctl) == 0, "%s", ctl.why);
+	CHECK(plc_sha256_dir(p, b, &nb) == 0 && strcmp(a, b) == 0 && na == nb && na == 30001);
+	/* The top, each entry looked at, each directory and file opened. */
+	CHECK(fs_calls >= 2 + 4 + 1 + 3, "%d calls", fs_calls);
+	ctl.known = ctl_known;
+	ctl.known_arg = "/sub/two";
+	CHECK(plc_sha256_path_ctl(p, b, &nb, &ctl) == 0 && strcmp(a, b) != 0 && nb == 30001);
+	ctl.known_arg = NULL;
+	CHECK(plc_sha256_path_ctl(p, b, &nb, &ctl) == 0 && strcmp(a, b) == 0);
+	CHECK(system((snprintf(cmd, sizeof(cmd), ": > %s/d/fail", dir), cmd)) == 0);
+	CHECK(plc_sha256_path_ctl(p, b, &nb, &ctl) == -1 && errno == EIO &&
+	    strstr(ctl.why, "/d/fail: ") != NULL, "%s", ctl.why);
+	CHECK(unlink(P("%s/d/fail", dir)) == 0);
+	ctl.known = NULL;
+	uint64_t tb = 0, tc = 0;
+	CHECK(plc_tree_bytes(P("%s/d", dir), &tb) == 0);
+	fs_calls = 0;
+	CHECK(plc_tree_bytes_ctl(p, &tc, &ctl) == 0 && tb == tc && tc == 30001 && fs_calls > 0,
+	    "%s", ctl.why);
+	CHECK(plc_tree_bytes_ctl(P("%s/d/sub/two", dir), &tc, &ctl) == 0 && tc == 30000);
+	CHECK(mkfifo(P("%s/d/sub/p", dir), 0644) == 0);
+	CHECK(plc_tree_bytes_ctl(P("%s/d", dir), &tc, &ctl) == -1 && errno == EINVAL &&
+	    strstr(ctl.why, "/d/sub/p: a FIFO") != NULL, "%s", ctl.why);
+#undef P
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(shani),
 	UNIT_CASE(evp),
 	UNIT_CASE(directory),
 	UNIT_CASE(path_ctl),
+	UNIT_CASE(path_ctl_fs),
 	UNIT_END
 };
 
