@@ -1250,8 +1250,11 @@ files_serve(const struct priv_owner *o, int s)
 	for (uint32_t i = 0; i < o->ngroups; i++)
 		g[i] = o->groups[i];
 	sigemptyset(&none);
-	int user = o->kind == PRIV_OWNER_USER;
-	if (dup2(s, 3) == -1 || close_range(4, ~0U, 0) == -1 || chdir("/") == -1 ||
+	int user = o->kind == PRIV_OWNER_USER, null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* Nothing of the parent's but its socket: not even its standard
+	 * output and error (the log). */
+	if (null == -1 || dup2(null, 0) == -1 || dup2(null, 1) == -1 || dup2(null, 2) == -1 ||
+	    dup2(s, 3) == -1 || close_range(4, ~0U, 0) == -1 || chdir("/") == -1 ||
 	    sigprocmask(SIG_SETMASK, &none, NULL) == -1 ||
 	    (user && (o->uid == 0 || setgroups(o->ngroups, g) == -1 ||
 	    setresgid(o->gid, o->gid, o->gid) == -1 ||
@@ -1830,7 +1833,10 @@ priv_files(const char *owner)
 }
 
 /* One request to a file server and its reply: 0 with rep (and *rfd when
- * asked for and given), or -1 with the server's errno (EIO: no server). */
+ * asked for and given), or -1 with the server's errno (EIO: no server,
+ * a bad reply or none within PFS_TIMEOUT_S; the socket is then shut, so
+ * that a late reply is never taken for the next request's and the
+ * server ends). */
 static int
 files_call(int s, uint32_t op, uint32_t flags, int dfd, const char *path, struct pfs_rep *rep,
     int *rfd)
@@ -1850,6 +1856,7 @@ files_call(int s, uint32_t op, uint32_t flags, int dfd, const char *path, struct
 	    !field_ok(rep->path, sizeof(rep->path))) {
 		for (int i = 0; i < nfd; i++)
 			close(fds[i]);
+		shutdown(s, SHUT_RDWR);
 		errno = EIO;
 		return -1;
 	}
@@ -1905,6 +1912,11 @@ files_openat(void *arg, int dfd, const char *name, int dir, int beneath)
 void
 owner_files_use(struct owner_files *of, int s)
 {
+	/* Its owner may stop the server (SIGSTOP): a thread waits for it
+	 * PFS_TIMEOUT_S at most. */
+	struct timeval tv = { .tv_sec = PFS_TIMEOUT_S };
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	of->s = s;
 	of->as = 0;
 	of->ops = (struct plc_fs){ files_statat, files_openat, of };

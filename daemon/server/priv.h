@@ -182,6 +182,9 @@ enum pfs_op {
 #define PFS_DIR		0x2
 #define PFS_BENEATH	0x4
 #define PFS_FOLLOW	0x8
+/* How long the daemon waits for a reply: the server's requests block on
+ * nothing, but its owner may stop it. */
+#define PFS_TIMEOUT_S	10
 struct pfs_req {
 	uint32_t op;
 	uint32_t flags;

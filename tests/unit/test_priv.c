@@ -26,7 +26,8 @@
  * member (every uid, not dumpable), its requests decoded whole, answering
  * as the member would (root's 0600 file EACCES, ENOENT, a FIFO and a link
  * refused, nothing above a directory), a directory hashed through it to
- * root's own digest, ended when its socket closes. Needs root. */
+ * root's own digest, ended when its socket closes; one its owner stopped
+ * answers EIO past the timeout, and nothing after. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1385,6 +1387,23 @@ case_files(void)
 	owner_files_close(&of);
 	int status = -1;
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* Stopped by its owner: no wait past the timeout (made short here),
+	 * EIO, and the socket shut, so a late reply answers nothing. */
+	CHECK(files_start(NOBODY, NOGRP, &s, &pid) == 0 && s >= 0);
+	owner_files_use(&of, s);
+	CHECK(owner_files_stat(&of, a, &st, 1) == 0);
+	struct timeval tv = { .tv_usec = 200000 };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	CHECK(kill(pid, SIGSTOP) == 0);
+	errno = 0;
+	CHECK(owner_files_stat(&of, a, &st, 1) == -1 && errno == EIO, "%s", strerror(errno));
+	CHECK(kill(pid, SIGCONT) == 0);
+	errno = 0;
+	CHECK(owner_files_stat(&of, a, &st, 1) == -1 && errno == EIO, "after: %s",
+	    strerror(errno));
+	owner_files_close(&of);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the server ended");
 }
 
 static const struct unit_case cases[] = {
