@@ -119,7 +119,9 @@ int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);
  * keeps per thread), so that what the thread opens next is opened as the
  * owner would: 1 when switched (owner_fs_leave() gives the daemon's back),
  * 0 when there is nothing to switch (no owner, the daemon's own uid, or a
- * daemon that is not root), -1 (errno set) when the switch failed. */
+ * daemon that is not root), -1 (errno set) when the switch failed. A
+ * split daemon reads a run owner's files through the owner's file server
+ * instead (priv.h: owner_files_open()). */
 struct owner_fs {
 	int ngroups;
 	gid_t groups[256];
