@@ -5,12 +5,12 @@
 # starts as the member, never with the member's rights in the daemon
 # process. A member's exec job registers a file and a directory of many
 # files, only the member can read (0700, 0600), which the daemon sizes and
-# hashes; later runs reuse that job, which reads them again (the reuse
-# key's inputs, the candidate's artifacts as recorded). Meanwhile every
-# thread of the daemon process is sampled (/proc status, as
-# control/check-split does): its file-system uid never leaves 0, where a
-# daemon that takes the member's fsuid to read them (owner_fs_enter)
-# shows it. Root's file in the same place is still refused to the member
+# hashes; its plan (submit --plan) and later runs reuse that job, which
+# reads them again (the reuse key's inputs, the candidate's artifacts as
+# recorded). Meanwhile every thread of the daemon process is sampled
+# (/proc status, as control/check-split does): its file-system uid never
+# leaves 0, where a daemon that takes the member's fsuid to read them
+# (owner_fs_enter) shows it. Root's file in the same place is still refused to the member
 # (Permission denied, named), as the member itself would meet it.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null' EXIT
@@ -38,6 +38,8 @@ wait_run m1 succeeded 60
 [ "$(count)" = 1 ] || fail "m1 did not run its program once"
 n=$(pctl artifacts m1 2>/dev/null | grep -c "$W/" || true)
 [ "$n" -ge 2 ] || { pctl artifacts m1; fail "m1's artifacts were not registered"; }
+mctl submit --plan --name p specs/m.ini > plan.txt || fail "the member's submit --plan"
+grep -q "^make: reuse m1/make " plan.txt || { cat plan.txt; fail "the plan does not reuse m1's work"; }
 for r in m2 m3 m4; do
 	mctl submit --name "$r" specs/m.ini >/dev/null || fail "$r: the member could not submit"
 	wait_run "$r" succeeded 60
