@@ -64,7 +64,8 @@ stagectx_emit(pl_job *j, const char *type, cJSON *d)
 }
 
 /* An input key as the daemon resolved it: the path, or NULL with the
- * daemon's reason ("" when already reported). */
+ * daemon's reason ("" when already reported), which is then the job's
+ * message too, as in the daemon (j->refused, h_fail()). */
 static const char *
 ctx_input(pl_job *j, const char *key, char *why, size_t whylen)
 {
@@ -76,6 +77,8 @@ ctx_input(pl_job *j, const char *key, char *why, size_t whylen)
 		return p->valuestring;
 	snprintf(why, whylen, "%s", cJSON_IsString(e) ? e->valuestring : in ? "" :
 	    "not a path or input key");
+	if (cJSON_IsString(e) && e->valuestring[0] != '\0')
+		snprintf(j->refused, sizeof(j->refused), "%s", e->valuestring);
 	return NULL;
 }
 

@@ -4,8 +4,9 @@
 # without following a link unless the link's owner owns what it points at
 # (or is the caller: root's own links), refuse an output directory that is
 # a link, and make their temporaries with O_EXCL and O_NOFOLLOW. Shown
-# with tensor_fix, for root's own run (the stage in the daemon, as root)
-# and for a run of nobody, a member of the daemon's group (the stage in
+# with tensor_fix, for root's own run (the stage in a stage process as
+# root, the daemon being split; the daemon walks its paths before, and a
+# refusal is the job's message) and for a run of nobody, a member of the daemon's group (the stage in
 # its own process, as nobody); the links are planted by another user
 # (chown -h), as one who can write the directory would:
 #   1. root's run, input directory holding notes.txt -> a root-only file,
