@@ -286,9 +286,9 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char
 		snprintf(why, whylen, "%s: cannot take its owner's rights: %s", path,
 		    strerror(errno));
 		return -1;
-	} else if (own.s >= 0) {
+	} else if (own.fs != NULL) {
 		j->files = of = xcalloc(1, sizeof(*of));
-		owner_files_use(of, own.s);
+		owner_files_move(of, &own);
 	}
 	char *p = path_resolve(cwd, path);
 	*abs = artifact_abs(of, p);

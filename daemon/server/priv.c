@@ -1886,12 +1886,31 @@ pfs_stat_get(struct stat *st, const struct pfs_stat *p)
 	st->st_ctim.tv_nsec = (long)p->ctime_ns;
 }
 
+/* The server's socket, started at the first request (owner_files_open()
+ * asks for none: most reuse decisions read no file). 0, or -1 with errno. */
+static int
+files_ready(struct owner_files *of)
+{
+	if (of->s >= 0)
+		return 0;
+	if (!of->lazy) {
+		errno = EBADF;
+		return -1;
+	}
+	int s = priv_files(of->owner);
+	if (s == -1)
+		return -1;
+	owner_files_use(of, s);
+	return 0;
+}
+
 static int
 files_statat(void *arg, int dfd, const char *name, struct stat *st)
 {
 	struct owner_files *of = arg;
 	struct pfs_rep rep;
-	if (files_call(of->s, PFS_STATAT, 0, dfd, name, &rep, NULL) == -1)
+	if (files_ready(of) == -1 ||
+	    files_call(of->s, PFS_STATAT, 0, dfd, name, &rep, NULL) == -1)
 		return -1;
 	pfs_stat_get(st, &rep.st);
 	return 0;
@@ -1903,8 +1922,8 @@ files_openat(void *arg, int dfd, const char *name, int dir, int beneath)
 	struct owner_files *of = arg;
 	struct pfs_rep rep;
 	int fd = -1;
-	if (files_call(of->s, PFS_OPENAT, (dir ? PFS_DIR : 0) | (beneath ? PFS_BENEATH : 0), dfd,
-	    name, &rep, &fd) == -1)
+	if (files_ready(of) == -1 || files_call(of->s, PFS_OPENAT, (dir ? PFS_DIR : 0) |
+	    (beneath ? PFS_BENEATH : 0), dfd, name, &rep, &fd) == -1)
 		return -1;
 	return fd;
 }
@@ -1923,6 +1942,17 @@ owner_files_use(struct owner_files *of, int s)
 	of->fs = &of->ops;
 }
 
+void
+owner_files_move(struct owner_files *to, struct owner_files *from)
+{
+	*to = *from;
+	to->ops.arg = to;
+	if (to->fs != NULL)
+		to->fs = &to->ops;
+	from->owner = NULL;
+	from->s = -1;
+}
+
 int
 owner_files_open(struct owner_files *of, const char *owner)
 {
@@ -1932,10 +1962,11 @@ owner_files_open(struct owner_files *of, const char *owner)
 	of->s = -1;
 	if (priv_active() && (owner == NULL || owner_ids(owner, &uid, &gid) == 0) &&
 	    uid != geteuid()) {
-		int s = priv_files(owner);
-		if (s == -1)
-			return -1;
-		owner_files_use(of, s);
+		/* The server is started at the first request (files_ready()). */
+		of->lazy = 1;
+		of->owner = owner != NULL ? xstrdup(owner) : NULL;
+		of->ops = (struct plc_fs){ files_statat, files_openat, of };
+		of->fs = &of->ops;
 		return 0;
 	}
 	of->as = owner_fs_enter(owner, &of->save);
@@ -1949,6 +1980,8 @@ owner_files_close(struct owner_files *of)
 		close(of->s);
 	else if (of->as == 1)
 		owner_fs_leave(&of->save);
+	free(of->owner);
+	of->owner = NULL;
 	of->s = -1;
 	of->as = 0;
 }
@@ -1971,13 +2004,13 @@ owner_files_realpath(struct owner_files *of, const char *path)
 {
 	char a[PATH_MAX];
 	struct pfs_rep rep;
-	if (of->s < 0)
+	if (of->fs == NULL)
 		return realpath(path, NULL);
 	if (files_abs(path, a, sizeof(a)) == -1) {
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	if (files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
+	if (files_ready(of) == -1 || files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
 		return NULL;
 	return xstrdup(rep.path);
 }
@@ -1987,13 +2020,13 @@ owner_files_stat(struct owner_files *of, const char *path, struct stat *st, int 
 {
 	char a[PATH_MAX];
 	struct pfs_rep rep;
-	if (of->s < 0)
+	if (of->fs == NULL)
 		return nofollow ? lstat(path, st) : stat(path, st);
 	if (files_abs(path, a, sizeof(a)) == -1) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if (files_call(of->s, PFS_STATAT, nofollow ? 0 : PFS_FOLLOW, AT_FDCWD, a, &rep,
+	if (files_ready(of) == -1 || files_call(of->s, PFS_STATAT, nofollow ? 0 : PFS_FOLLOW, AT_FDCWD, a, &rep,
 	    NULL) == -1)
 		return -1;
 	pfs_stat_get(st, &rep.st);

@@ -301,10 +301,14 @@ int	priv_check(int fd, const char *path, const char *text, size_t len, char *why
  * opens them and passes the descriptors, so the daemon process never
  * takes another user's rights; else by the daemon's own system calls
  * with owner_fs_enter() on the calling thread, as before. fs is NULL in
- * the second case (plc_hash_ctl's fs: the caller's own calls). One
- * thread uses one at a time. owner_files_open: 0, or -1 (errno set). */
+ * the second case (plc_hash_ctl's fs: the caller's own calls). The
+ * server is asked for at the first request, not by owner_files_open(),
+ * since most reuse decisions read no file. One thread uses one at a
+ * time. owner_files_open: 0, or -1 (errno set). */
 struct owner_files {
 	int s;				/* the server's socket, or -1 */
+	int lazy;			/* started at the first request, for owner */
+	char *owner;			/* malloc'd; NULL: root's own run */
 	int as;				/* owner_fs_enter()'s answer */
 	struct owner_fs save;
 	struct plc_fs ops;
@@ -314,6 +318,9 @@ int	owner_files_open(struct owner_files *of, const char *owner);
 /* of made to read through the file server on socket s (owner_files_open()
  * does this with PRIV_FILES's socket; the unit test with its own). */
 void	owner_files_use(struct owner_files *of, int s);
+/* from's server (started or not) moved to to, which is to serve from
+ * now on; from is left closed. */
+void	owner_files_move(struct owner_files *to, struct owner_files *from);
 void	owner_files_close(struct owner_files *of);
 /* realpath(3) as the owner: malloc'd, or NULL with errno. */
 char	*owner_files_realpath(struct owner_files *of, const char *path);

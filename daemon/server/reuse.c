@@ -386,6 +386,12 @@ key_parts(struct pl_job *pj, char *unknown, size_t unknownlen)
 	unknown[0] = '\0';
 	cJSON *code = cJSON_AddObjectToObject(parts, "code");
 	char hex[65];
+	/* The code is the daemon's (the plugin it loaded, the job programs
+	 * and the Python stack its configuration names), read with its own
+	 * rights, not through the owner's file server: a job of no input
+	 * then asks for no server at all. */
+	struct owner_files *of = reuse_of;
+	reuse_of = NULL;
 	if (pj->reg->plugin != NULL && digest_path(pj, pj->store, pj->reg->plugin->path, hex,
 	    NULL) == 0)
 		cJSON_AddStringToObject(code, "plugin", hex);
@@ -396,6 +402,7 @@ key_parts(struct pl_job *pj, char *unknown, size_t unknownlen)
 		programs_digest(pj->store, jd && *jd ? jd : pj->conf->jobs_dir, code);
 		stack_digest(pj, code);
 	}
+	reuse_of = of;
 	/* The keys and the inputs, each by name in order. */
 	const struct pl_key *k;
 	int n = 0;
