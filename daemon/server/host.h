@@ -249,11 +249,12 @@ struct host_backend {
 	int	(*proc_update)(pl_job *j, struct proc *p, int64_t events_offset);
 	int	(*job_state)(pl_job *j, enum pl_job_state state, const char *message);
 	/* A file job_artifact_as() hashed whole, with its stat before it was
-	 * read: the store keeps its digest for reuse, so the first reuse of
-	 * a multi-GB artifact is a stat per file (store_digest_keep); where
-	 * nothing is stored, or the digest is a stage process's, nothing. */
+	 * read and after (of the descriptor read): the store keeps its
+	 * digest for reuse, so the first reuse of a multi-GB artifact is a
+	 * stat per file (store_digest_keep); where nothing is stored, or the
+	 * digest is a stage process's, nothing. */
 	void	(*digest_keep)(pl_job *j, const char *path, const struct stat *sb,
-		    const char *hex);
+		    const struct stat *after, const char *hex);
 };
 extern const struct host_backend host_stage_proc;  /* stagectx.c */
 extern const struct host_backend host_by_hand;     /* host.c */
@@ -267,7 +268,7 @@ extern const struct host_backend host_by_hand;     /* host.c */
 	.job_state = job_none_job_state, .digest_keep = job_none_digest_keep
 int	job_none_txn(pl_job *j);
 void	job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb,
-	    const char *hex);
+	    const struct stat *after, const char *hex);
 void	job_none_void(pl_job *j);
 int	job_none_error(pl_job *j, char *msg, size_t len);
 int	job_none_metric(pl_job *j, const char *name, int64_t step, double value);
@@ -394,6 +395,13 @@ int	job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max,
 #define JOB_ARTIFACT_MAX(j) \
 	((uint64_t)conf_number((j)->conf, "daemon.artifact_max_size", CONF_ARTIFACT_MAX_SIZE))
 int	job_artifact_refused(int err);
+/* A file of the job's own directories the daemon's user cannot open (a
+ * run owner's process directory, 0750, its events file 0600, in a daemon
+ * process of its own user), opened read-only through the owner's file
+ * server (job_artifact_as()'s, kept in j->files): a regular file only, no
+ * link followed. A descriptor, or -1 with errno (EACCES where there is no
+ * file server: the daemon's own open said all). */
+int	job_open_as(pl_job *j, const char *path);
 /* A job of a stage, run or checked (mode), with its host backend. */
 struct pl_job *job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
 	    const struct spec *spec, const struct spec_section *sec);

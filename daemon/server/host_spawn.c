@@ -366,6 +366,10 @@ events_read(struct evreader *r)
 		return;
 	events_path(r->j, r->p, path, sizeof(path));
 	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
+	/* A daemon process of its own user cannot reach a run owner's
+	 * process directory: the owner's file server opens it. */
+	if (fd == -1 && errno == EACCES && r->j->jobdirfd >= 0)
+		fd = job_open_as(r->j, path);
 	if (fd == -1)
 		return;
 	while (!r->dead) {

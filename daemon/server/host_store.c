@@ -180,10 +180,11 @@ hs_job_state(pl_job *j, enum pl_job_state state, const char *message)
 
 /* What the daemon hashed to record an artifact, kept for reuse. */
 static void
-hs_digest_keep(pl_job *j, const char *path, const struct stat *sb, const char *hex)
+hs_digest_keep(pl_job *j, const char *path, const struct stat *sb, const struct stat *after,
+    const char *hex)
 {
 	if (hs_begin(j) == 0) {
-		store_digest_keep(j->store, path, sb, hex);
+		store_digest_keep(j->store, path, sb, after, hex);
 		hs_commit(j);
 	}
 }

@@ -220,16 +220,56 @@ artifact_stop(void *arg)
 
 /* Each file an artifact's hash read whole: the backend's to keep. */
 static void
-artifact_hashed(void *arg, const char *path, const struct stat *sb, const char hex[65])
+artifact_hashed(void *arg, const char *path, const struct stat *sb, const struct stat *after,
+    const char hex[65])
 {
 	pl_job *j = arg;
-	j->hb->digest_keep(j, path, sb, hex);
+	j->hb->digest_keep(j, path, sb, after, hex);
 }
 
 void
-job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb, const char *hex)
+job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb,
+    const struct stat *after, const char *hex)
 {
-	(void)j, (void)path, (void)sb, (void)hex;
+	(void)j, (void)path, (void)sb, (void)after, (void)hex;
+}
+
+int
+job_open_as(pl_job *j, const char *path)
+{
+	struct owner_files own;
+	int fd = -1, e = EACCES;
+	pthread_mutex_lock(&j->files_lock);
+	if (j->files == NULL) {
+		if (owner_files_open(&own, j->owner) == -1)
+			e = errno;
+		else if (own.s < 0)
+			owner_files_close(&own);
+		else {
+			j->files = xcalloc(1, sizeof(*j->files));
+			owner_files_use(j->files, own.s);
+		}
+	}
+	if (j->files != NULL) {
+		fd = j->files->fs->openat(j->files->fs->arg, AT_FDCWD, path, 0, 0);
+		e = errno;
+		/* As file_open_at(): not another name of a file elsewhere. */
+		struct stat st;
+		if (fd >= 0 && (fstat(fd, &st) == -1 || st.st_nlink > 1)) {
+			e = EMLINK;
+			close(fd);
+			fd = -1;
+		}
+		/* A server gone: started again for the next open. */
+		if (fd == -1 && e == EIO) {
+			owner_files_close(j->files);
+			free(j->files);
+			j->files = NULL;
+		}
+	}
+	pthread_mutex_unlock(&j->files_lock);
+	errno = e;
+	return fd;
 }
 
 int

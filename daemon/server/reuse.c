@@ -105,6 +105,23 @@ in_stat(const char *path, struct stat *sb)
 	return reuse_of != NULL ? owner_files_stat(reuse_of, path, sb, 0) : stat(path, sb);
 }
 
+/* What hashing a file saw of it once read: its caller keeps the digest
+ * only if that is still the stat it started from. */
+struct digest_after {
+	int seen;
+	struct stat st;
+};
+
+static void
+digest_hashed(void *arg, const char *path, const struct stat *sb, const struct stat *after,
+    const char hex[65])
+{
+	struct digest_after *a = arg;
+	(void)path, (void)sb, (void)hex;
+	a->st = *after;
+	a->seen = 1;
+}
+
 /* path's digest through the store's cache: 0, or -1 (errno set). Read
  * as a job's artifacts are (plc_sha256_path_ctl): the path resolved
  * first, then nothing followed and nothing blocked on (a FIFO swapped in
@@ -119,13 +136,17 @@ digest_file(pl_job *pj, struct store *s, const char *path, const struct stat *sb
 		return 0;
 	char real[PATH_MAX];
 	uint64_t bytes;
+	struct digest_after after = { 0 };
 	struct plc_hash_ctl ctl = { .max = pj ? JOB_ARTIFACT_MAX(pj) : 0,
-	    .stop = pj ? reuse_stop : NULL, .arg = pj, .fs = reuse_of ? reuse_of->fs : NULL };
+	    .stop = pj ? reuse_stop : NULL, .arg = pj, .fs = reuse_of ? reuse_of->fs : NULL,
+	    .hashed = digest_hashed, .hashed_arg = &after };
 	if (in_realpath(path, real) == NULL || plc_sha256_path_ctl(real, hex, &bytes, &ctl) == -1)
 		return -1;
-	/* Changed while it was read: not kept (the next look reads it again). */
+	/* Changed while it was read (sb, the stat the caller took, against
+	 * the descriptor's once read): not kept, and the next look reads it
+	 * again. */
 	if (store_begin(s) == 0) {
-		store_digest_keep(s, path, sb, hex);
+		store_digest_keep(s, path, sb, after.seen ? &after.st : NULL, hex);
 		store_commit(s);
 	}
 	return 0;

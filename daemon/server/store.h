@@ -229,11 +229,12 @@ int	store_digest_put(struct store *s, const struct store_digest *d, const char *
 struct stat;
 void	store_digest_of(struct store_digest *d, const char *path, const struct stat *sb);
 /* Keep hex as the digest of path, which was sb (its stat before it was
- * read) when it was hashed, if path is sb still (inside a transaction): a
- * file that changed while it was read is not kept (the next look reads it
- * again). */
+ * read) when it was hashed, if after (the caller's stat of what it read,
+ * once read; NULL: none) is sb still (inside a transaction): a file that
+ * changed while it was read is not kept (the next look reads it again).
+ * The store stats nothing itself. */
 void	store_digest_keep(struct store *s, const char *path, const struct stat *sb,
-	    const char hex[65]);
+	    const struct stat *after, const char hex[65]);
 /* Record a job's key, its parts (JSON) and why no earlier job was taken
  * (NULL: none was refused); a job that was reused before (run again)
  * loses the records its reuse copied and reused_from (inside a

@@ -88,13 +88,17 @@ store_digest_of(struct store_digest *d, const char *path, const struct stat *sb)
 }
 
 void
-store_digest_keep(struct store *s, const char *path, const struct stat *sb, const char hex[65])
+store_digest_keep(struct store *s, const char *path, const struct stat *sb,
+    const struct stat *after, const char hex[65])
 {
-	struct stat now;
-	if (stat(path, &now) == -1 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino ||
-	    now.st_size != sb->st_size || now.st_mtim.tv_sec != sb->st_mtim.tv_sec ||
-	    now.st_mtim.tv_nsec != sb->st_mtim.tv_nsec || now.st_ctim.tv_sec != sb->st_ctim.tv_sec ||
-	    now.st_ctim.tv_nsec != sb->st_ctim.tv_nsec)
+	/* The caller's stat after the read (of the descriptor it read, or
+	 * through the owner's file server): the daemon never looks up an
+	 * owner's path itself, which its own user may not reach. */
+	if (after == NULL || after->st_dev != sb->st_dev || after->st_ino != sb->st_ino ||
+	    after->st_size != sb->st_size || after->st_mtim.tv_sec != sb->st_mtim.tv_sec ||
+	    after->st_mtim.tv_nsec != sb->st_mtim.tv_nsec ||
+	    after->st_ctim.tv_sec != sb->st_ctim.tv_sec ||
+	    after->st_ctim.tv_nsec != sb->st_ctim.tv_nsec)
 		return;
 	struct store_digest d;
 	store_digest_of(&d, path, sb);

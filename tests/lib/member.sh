@@ -74,11 +74,13 @@ member_run() {
 jobmsg() { db "SELECT message FROM jobs WHERE run_id = (SELECT id FROM runs WHERE name = '$1')"; }
 
 # A split daemon (pipelined(8) SECURITY): split_daemon_pid prints its
-# daemon process, the parent's one pipelined child. split_kill9 daemon|
+# daemon process, the parent's oldest pipelined child (a file server of
+# an owner's, PRIV_FILES, is a later one while a job reads its events or
+# artifacts). split_kill9 daemon|
 # parent RUN: while the member's one-job RUN ("sleep 2; echo once >>
 # $O/RUN") runs, kill -9 that process; the other follows; the restart
 # adopts the job, which succeeds having run once.
-split_daemon_pid() { pgrep -P "$PL_PID" -x pipelined; }
+split_daemon_pid() { pgrep -o -P "$PL_PID" -x pipelined; }
 split_kill9() {
 	local which=$1 r=$2 d
 	member_exec "$r" "sleep 2; echo once >> $O/$r"

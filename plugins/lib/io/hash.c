@@ -783,8 +783,9 @@ plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes, struct plc_
 				hexify(md, mdlen, fh);
 				int n = snprintf(line, sizeof(line), "%s  %s\n", fh, l.names[i]);
 				EVP_DigestUpdate(ctx, line, (size_t)n);
-				if (ctl->hashed != NULL)
-					ctl->hashed(ctl->hashed_arg, shown, &fst, fh);
+				struct stat after;
+				if (ctl->hashed != NULL && fstat(ffd, &after) == 0)
+					ctl->hashed(ctl->hashed_arg, shown, &fst, &after, fh);
 				rc = 0;
 			}
 			e = errno;
@@ -800,8 +801,9 @@ plc_sha256_path_ctl(const char *path, char hex[65], uint64_t *bytes, struct plc_
 		EVP_DigestFinal_ex(ctx, md, &mdlen);
 		hexify(md, mdlen, hex);
 		*bytes = total;
-		if (S_ISREG(st.st_mode) && ctl->hashed != NULL)
-			ctl->hashed(ctl->hashed_arg, path, &st, hex);
+		struct stat after;
+		if (S_ISREG(st.st_mode) && ctl->hashed != NULL && fstat(fd, &after) == 0)
+			ctl->hashed(ctl->hashed_arg, path, &st, &after, hex);
 	}
 out:
 	e = errno;

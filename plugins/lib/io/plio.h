@@ -98,7 +98,7 @@ int	plc_sha256_dir_known(const char *path, char hex[65], uint64_t *bytes,
 int	plc_tree_bytes(const char *path, uint64_t *bytes);
 struct stat;
 typedef void plc_hashed_fn(void *arg, const char *path, const struct stat *sb,
-    const char hex[65]);
+    const struct stat *after, const char hex[65]);
 /* How a hash of a path someone else names looks an entry up and opens
  * it, when not with the caller's own rights (the daemon's: a run owner's
  * file server, priv.h): statat is fstatat(2) with AT_SYMLINK_NOFOLLOW;
@@ -122,7 +122,9 @@ struct plc_hash_ctl {
 	void		*arg;
 	/* When set: called with hashed_arg for each regular file hashed
 	 * whole, with its path (path, or path/REL below a directory), what
-	 * fstat said of it before it was read, and its digest. */
+	 * fstat said of it before it was read and after (of the descriptor
+	 * read, so the caller never looks the path up again), and its
+	 * digest. */
 	plc_hashed_fn	*hashed;
 	void		*hashed_arg;
 	/* NULL: the caller's own system calls. */
