@@ -38,6 +38,7 @@
 #include "pld.h"
 #include "server.h"
 #include "plio.h"
+#include "priv.h"
 
 #define GC_DEPTH 64     /* directories deep gc walks or removes */
 
@@ -108,7 +109,10 @@ below_runs(const char *root, const char *path)
  * Unlink the artifact file (or directory) path below the runs' directory
  * root: each directory on the way opened O_DIRECTORY | O_NOFOLLOW from
  * the one before, the last name removed relative to its parent. A path
- * already gone is done. 0, or -1 with why.
+ * already gone is done. What the daemon's own user may not remove (a
+ * member's 0750 work directory, in a daemon process of its own user) the
+ * privileged parent removes, by the same walk from its own state_dir
+ * (PRIV_RMTREE). 0, or -1 with why.
  */
 static int
 unlink_artifact(const char *root, const char *path, char *why, size_t len)
@@ -124,14 +128,14 @@ unlink_artifact(const char *root, const char *path, char *why, size_t len)
 		return -1;
 	}
 	char *copy = xstrdup(rel), *p = copy;
-	int rc = 0;
+	int rc = 0, e = 0;
 	for (;;) {
 		char *slash = strchr(p, '/');
 		if (slash == NULL)
 			break;
 		*slash = '\0';
 		int nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int e = errno;
+		e = errno;
 		close(fd);
 		fd = nfd;
 		if (fd == -1) {
@@ -145,12 +149,15 @@ unlink_artifact(const char *root, const char *path, char *why, size_t len)
 		p = slash + 1;
 	}
 	if (plc_rmtree_at(fd, p, GC_DEPTH) == -1) {
-		snprintf(why, len, "%s: %s", path, strerror(errno));
+		e = errno;
+		snprintf(why, len, "%s: %s", path, strerror(e));
 		rc = -1;
 	}
 	close(fd);
 out:
 	free(copy);
+	if (rc == -1 && (e == EACCES || e == EPERM) && priv_active())
+		rc = priv_rmtree(rel, why, len);
 	return rc;
 }
 

@@ -56,6 +56,14 @@
  *                    back) on the socket that goes back, until the
  *                    daemon closes it. The daemon reads a run owner's
  *                    files through it and hashes them itself.
+ *   PRIV_RMTREE      removes, as root, a file or directory gc names below
+ *                    state_dir/runs (a run's job's, two components or
+ *                    more, none "." or ".."): state_dir/runs, from its
+ *                    own configuration, and every directory on the way
+ *                    opened O_DIRECTORY|O_NOFOLLOW from the one before,
+ *                    the last name removed relative to its parent,
+ *                    following nothing (a member's 0750 work directory,
+ *                    which the daemon's user cannot enter).
  *
  * sbatch and scancel run in a helper process of the parent's, whose
  * reply the loop reads when it comes, so the other requests are served
@@ -113,6 +121,26 @@
 
 /* ---- the decoder ------------------------------------------------------- */
 
+/* PRIV_RMTREE's path: relative, two components or more, none empty, "."
+ * or "..". */
+static int
+runs_rel_ok(const char *p)
+{
+	int parts = 0;
+	if (*p == '\0' || *p == '/')
+		return 0;
+	for (;;) {
+		size_t l = strcspn(p, "/");
+		if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		parts++;
+		if (p[l] == '\0')
+			break;
+		p += l + 1;
+	}
+	return parts >= 2;
+}
+
 static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_SHIM_START] = sizeof(struct priv_shim_start),
 	[PRIV_SIGNAL] = sizeof(struct priv_signal),
@@ -123,6 +151,7 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_SCANCEL] = sizeof(struct priv_scancel),
 	[PRIV_CHECK] = sizeof(struct priv_check),
 	[PRIV_FILES] = sizeof(struct priv_files),
+	[PRIV_RMTREE] = sizeof(struct priv_rmtree),
 };
 static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
 	[PRIV_SBATCH] = 1, [PRIV_CHECK] = 2 };
@@ -227,6 +256,14 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 	case PRIV_FCHOWN:
 		if (m.chown.uid == (uint32_t)-1 || m.chown.gid == (uint32_t)-1) {
 			snprintf(why, whylen, "fchown: no owner");
+			return -1;
+		}
+		break;
+	case PRIV_RMTREE:
+		if (!field_ok(m.rmtree.path, sizeof(m.rmtree.path)) ||
+		    !runs_rel_ok(m.rmtree.path)) {
+			snprintf(why, whylen, "rmtree: not a path of two components or more "
+			    "below the runs' directory");
 			return -1;
 		}
 		break;
@@ -1031,6 +1068,48 @@ act_check(struct priv_rules *r, const struct priv_check *m, int cfd, int tfd,
 static int	act_files(struct priv_rules *, const struct priv_files *, struct priv_reply *,
 		    int *);
 
+/* PRIV_RMTREE: the path's directories walked from state_dir/runs, each
+ * opened from the one before with no link followed, the last name
+ * removed relative to its parent. A path already gone is done. */
+static int
+act_rmtree(const struct priv_rules *r, const struct priv_rmtree *m, struct priv_reply *rep)
+{
+	char root[PATH_MAX + 8], rel[PATH_MAX];
+	snprintf(root, sizeof(root), "%s/runs", r->state_dir);
+	snprintf(rel, sizeof(rel), "%s", m->path);
+	int fd = r->state_dir[0] == '/' ? open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC) : -1, e = 0;
+	if (fd == -1) {
+		e = r->state_dir[0] == '/' ? errno : ENOENT;
+		snprintf(rep->why, sizeof(rep->why), "%s: %s", root, strerror(e));
+		return e;
+	}
+	char *p = rel;
+	for (;;) {
+		char *slash = strchr(p, '/');
+		if (slash == NULL)
+			break;
+		*slash = '\0';
+		int nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e = nfd == -1 ? errno : 0;
+		close(fd);
+		if ((fd = nfd) == -1) {
+			if (e == ENOENT)
+				return 0;
+			snprintf(rep->why, sizeof(rep->why), "%s: %s%s", p, strerror(e),
+			    e == ELOOP || e == ENOTDIR ? " (a link on the way: not followed)" : "");
+			return e;
+		}
+		p = slash + 1;
+	}
+	if (plc_rmtree_at(fd, p, PRIV_RMTREE_DEPTH) == -1) {
+		e = errno;
+		snprintf(rep->why, sizeof(rep->why), "%s: %s", m->path, strerror(e));
+	}
+	close(fd);
+	return e;
+}
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -1060,6 +1139,7 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 		rep->err = act_check(r, &m.check, fds[0], fds[1], rep, rfd);
 		break;
 	case PRIV_FILES: rep->h.id = m.h.id; rep->err = act_files(r, &m.files, rep, rfd); break;
+	case PRIV_RMTREE: rep->h.id = m.h.id; rep->err = act_rmtree(r, &m.rmtree, rep); break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -1692,6 +1772,27 @@ priv_fchown(int fd, uid_t uid, gid_t gid)
 	m.chown.uid = uid;
 	m.chown.gid = gid;
 	return priv_call(&m, sizeof(m.chown), &fd, 1, &rep, NULL) == 0 ? 0 : -1;
+}
+
+int
+priv_rmtree(const char *rel, char *why, size_t whylen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_RMTREE;
+	if (snprintf(m.rmtree.path, sizeof(m.rmtree.path), "%s", rel) >=
+	    (int)sizeof(m.rmtree.path)) {
+		snprintf(why, whylen, "%s: %s", rel, strerror(ENAMETOOLONG));
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (priv_call(&m, sizeof(m.rmtree), NULL, 0, &rep, NULL) == 0)
+		return 0;
+	int e = errno;
+	snprintf(why, whylen, "%s: %s", rel, rep.why[0] ? rep.why : strerror(e));
+	errno = e;
+	return -1;
 }
 
 void

@@ -42,6 +42,7 @@ enum priv_type {
 	PRIV_SCANCEL,		/* a job of the parent's sbatch, cancelled as its owner */
 	PRIV_CHECK,		/* a spec's file checks, as its submitter; reply: their answer */
 	PRIV_FILES,		/* a file server as a run's owner; reply: its socket */
+	PRIV_RMTREE,		/* a run's directory below state_dir/runs, removed */
 	PRIV_NTYPES
 };
 
@@ -209,6 +210,20 @@ int	pfs_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen);
  * server's loop for the unit test; run with the owner's ids. */
 void	pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *rep, int *rfd);
 
+/* PRIV_RMTREE: gc's removal of a file or directory below state_dir/runs
+ * that the daemon's user cannot remove (a member's 0750 work directory):
+ * path relative to that directory, NUL-terminated inside its field, of
+ * two components or more (a run's job's), none empty, "." or "..". The
+ * parent opens state_dir/runs and each directory on the way with
+ * O_DIRECTORY|O_NOFOLLOW from the one before, and removes the last name
+ * relative to its parent, nothing followed, at most PRIV_RMTREE_DEPTH
+ * directories deep: nothing outside the runs tree. */
+#define PRIV_RMTREE_DEPTH 64
+struct priv_rmtree {
+	struct priv_hdr h;
+	char path[PATH_MAX];
+};
+
 union priv_msg {
 	struct priv_hdr h;
 	struct priv_shim_start shim;
@@ -220,6 +235,7 @@ union priv_msg {
 	struct priv_scancel scancel;
 	struct priv_check check;
 	struct priv_files files;
+	struct priv_rmtree rmtree;
 };
 
 /* The parent's rules: what it read itself, at start and on SIGHUP. */
@@ -329,6 +345,9 @@ int	owner_files_stat(struct owner_files *of, const char *path, struct stat *st, 
 /* The file server's socket for owner (PRIV_FILES), or -1 with errno; only
  * where a parent acts. */
 int	priv_files(const char *owner);
+/* rel, below state_dir/runs, removed by the parent (PRIV_RMTREE): 0, or
+ * -1 with errno and why (the parent's words); only where a parent acts. */
+int	priv_rmtree(const char *rel, char *why, size_t whylen);
 
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
  * through the parent. */

@@ -94,5 +94,8 @@ main(int argc, char **argv)
 	seed("files", 0, &m, PRIV_FILES, 6, sizeof(m.files));
 	m.files.owner.kind = PRIV_OWNER_ROOT;
 	seed("files-root", 0, &m, PRIV_FILES, 7, sizeof(m.files));
+	memset(&m, 0, sizeof(m));
+	snprintf(m.rmtree.path, sizeof(m.rmtree.path), "v18/train/work/ckpt");
+	seed("rmtree", 0, &m, PRIV_RMTREE, 8, sizeof(m.rmtree));
 	return bad;
 }

@@ -146,6 +146,7 @@ case_decode(void)
 		{ PRIV_SCANCEL, sizeof(struct priv_scancel), 0 },
 		{ PRIV_CHECK, sizeof(struct priv_check), 2 },
 		{ PRIV_FILES, sizeof(struct priv_files), 0 },
+		{ PRIV_RMTREE, sizeof(struct priv_rmtree), 0 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -159,6 +160,8 @@ case_decode(void)
 			strcpy(m.check.path, "/home/ann/v18.ini");
 		if (ok[i].type == PRIV_FILES)
 			owner_one(&m.files.owner, NOBODY, NOGRP);
+		if (ok[i].type == PRIV_RMTREE)
+			strcpy(m.rmtree.path, "r/j/work/a.bin");
 		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
 			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
 			m.sbatch.owner.gid = NOGRP;
@@ -1406,6 +1409,93 @@ case_files(void)
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the server ended");
 }
 
+/* PRIV_RMTREE: gc's removal below state_dir/runs as root. Refused by
+ * the decoder: absolute, one component, an empty one, "." or "..", a
+ * stray byte after the path. Removed: a member's file in its 0750 work
+ * directory, a directory artifact whole, a path already gone (done).
+ * Not followed: a link on the way (ELOOP or ENOTDIR, the file it points
+ * at kept), state_dir/runs itself a link; a link as the last name is
+ * removed, not what it points at. */
+static int
+rmtree_of(const char *rel)
+{
+	union priv_msg m;
+	hdr(&m, PRIV_RMTREE, sizeof(m.rmtree));
+	snprintf(m.rmtree.path, sizeof(m.rmtree.path), "%s", rel);
+	return handle(&m, sizeof(m.rmtree), -1, NULL);
+}
+
+static void
+case_rmtree(void)
+{
+	setup(NOGRP);
+	union priv_msg m;
+	char why[160], p[PATH_MAX + 64], keep[PATH_MAX + 64], runs[PATH_MAX + 8];
+	static const char *const bad[] = { "/etc/passwd", "r", "r//a", "r/./a", "r/../../x",
+	    "../x/y", "r/j/", "" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hdr(&m, PRIV_RMTREE, sizeof(m.rmtree));
+		strcpy(m.rmtree.path, bad[i]);
+		CHECK(priv_decode(&m, sizeof(m.rmtree), 0, why, sizeof(why)) == -1, "%s", bad[i]);
+		CHECK(rmtree_of(bad[i]) == EINVAL, "%s handled", bad[i]);
+	}
+	hdr(&m, PRIV_RMTREE, sizeof(m.rmtree));
+	strcpy(m.rmtree.path, "r/j/a");
+	m.rmtree.path[10] = 'x';
+	CHECK(priv_decode(&m, sizeof(m.rmtree), 0, why, sizeof(why)) == -1, "a stray byte");
+
+	snprintf(runs, sizeof(runs), "%s/runs", rules.state_dir);
+	snprintf(p, sizeof(p), "%s/r/j/work/d/e", runs);
+	CHECK(plc_mkdirs(p, 0750) == 0);
+	snprintf(p, sizeof(p), "%s/r/j/work/a.bin", runs);
+	int fd = open(p, O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/r/j/work/d/e/f", runs);
+	CHECK((fd = open(p, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/r/j/work", runs);
+	CHECK(chown(p, NOBODY, NOGRP) == 0 && chmod(p, 0750) == 0);
+	CHECK(rmtree_of("r/j/work/a.bin") == 0);
+	snprintf(p, sizeof(p), "%s/r/j/work/a.bin", runs);
+	CHECK(access(p, F_OK) == -1 && errno == ENOENT, "a.bin removed");
+	CHECK(rmtree_of("r/j/work/d") == 0);
+	snprintf(p, sizeof(p), "%s/r/j/work/d", runs);
+	CHECK(access(p, F_OK) == -1 && errno == ENOENT, "d removed whole");
+	CHECK(rmtree_of("r/j/work/gone") == 0 && rmtree_of("r/nojob/work/x") == 0, "gone: done");
+
+	/* Outside the runs: a file the links point at. */
+	snprintf(keep, sizeof(keep), "%s/outside", tmp);
+	CHECK(mkdir(keep, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/outside/a.bin", tmp);
+	CHECK((fd = open(p, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/r/j/work/sub", runs);
+	CHECK(symlink(keep, p) == 0);
+	int e = rmtree_of("r/j/work/sub/a.bin");
+	CHECK(e == ELOOP || e == ENOTDIR, "a link on the way: %s", strerror(e));
+	snprintf(p, sizeof(p), "%s/outside/a.bin", tmp);
+	CHECK(access(p, F_OK) == 0, "the file a link points at kept");
+	CHECK(rmtree_of("r/j/work/sub") == 0);
+	snprintf(p, sizeof(p), "%s/r/j/work/sub", runs);
+	struct stat st;
+	CHECK(lstat(p, &st) == -1 && errno == ENOENT, "the link itself removed");
+	snprintf(p, sizeof(p), "%s/outside/a.bin", tmp);
+	CHECK(access(p, F_OK) == 0, "not what it pointed at");
+
+	/* state_dir/runs a link: nothing below it is reached. */
+	snprintf(p, sizeof(p), "%s/runs.real", rules.state_dir);
+	CHECK(rename(runs, p) == 0 && symlink(keep, runs) == 0);
+	snprintf(p, sizeof(p), "%s/outside/r/j", tmp);
+	CHECK(plc_mkdirs(p, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/outside/r/j/x", tmp);
+	CHECK((fd = open(p, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	e = rmtree_of("r/j/x");
+	CHECK(e == ELOOP || e == ENOTDIR, "runs a link: %s", strerror(e));
+	CHECK(access(p, F_OK) == 0, "a file through runs, a link, kept");
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1422,6 +1512,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(check),
 	UNIT_CASE(files_decode),
 	UNIT_CASE(files),
+	UNIT_CASE(rmtree),
 	UNIT_END
 };
 
