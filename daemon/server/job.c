@@ -243,11 +243,11 @@ job_open_as(pl_job *j, const char *path)
 	if (j->files == NULL) {
 		if (owner_files_open(&own, j->owner) == -1)
 			e = errno;
-		else if (own.s < 0)
+		else if (own.fs == NULL)
 			owner_files_close(&own);
 		else {
 			j->files = xcalloc(1, sizeof(*j->files));
-			owner_files_use(j->files, own.s);
+			owner_files_move(j->files, &own);
 		}
 	}
 	if (j->files != NULL) {
