@@ -111,6 +111,23 @@
 # before, 2.26x after, the CPU of the daemon and its parent 0.60 ms a job
 # before, 0.69 after for the chain (medians; 0.70 and 0.76 for the
 # fan-out): the round trips cost about 0.07 ms a job of CPU.
+# The root boundary's next steps (root's stages out of a split daemon,
+# a member's spec files checked by a process of the member's, an owner's
+# files read through a file server of the owner's), BENCH_CONF="group =
+# plsubmit" BENCH_MEMBER=1 dag-compare.sh R=3 against 702cb7f (the build
+# before them), fresh ext4, load 1.2-1.5: chain 2.73x make before, 2.95x
+# after (1.08), fan-out 4.04x before, 3.82x after (0.95); the daemon's
+# CPU 0.64-1.00 ms a job before, 0.74-1.03 after. The first cut asked
+# the parent for a file server for every job's reuse decision (a fork of
+# the parent a job, to read the plugin's digest as the owner): 0.4 ms a
+# job more, chain 1.85x before against 4.05x; the code's digests are the
+# daemon's own now and a server is started at its first request. With
+# the daemon process under a user of its own as well (BENCH_CONF="group
+# = plsubmit;user = _pipelined", the same session): chain 3.50x, fan-out
+# 4.79x, the daemon's CPU 1.17-1.27 ms a job: each job's events file,
+# the member's, is read through a file server of the member's (a fork a
+# job): about 20% over the split daemon that stays root, above the 10%
+# the split may cost; user is not the default yet.
 # Why exec stays in the daemon (moved here from HACKING.md): with
 # stage_process = all (PL_STAGE_PROCESS=all tests/bench/dag-bench.sh) a
 # 1,000-job DAG of `true` pays an extra exec per job, at load 15 14-21x
