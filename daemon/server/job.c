@@ -45,6 +45,8 @@ job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
 	return j;
 }
 
+static void job_files_drop(pl_job *j);
+
 void
 job_free(struct pl_job *j)
 {
@@ -63,10 +65,7 @@ job_free(struct pl_job *j)
 	cJSON_Delete(j->ctx);
 	free(j->quota_ids);
 	pthread_mutex_destroy(&j->lock);
-	if (j->files != NULL) {
-		owner_files_close(j->files);
-		free(j->files);
-	}
+	job_files_drop(j);
 	pthread_mutex_destroy(&j->files_lock);
 	free(j);
 }
@@ -234,24 +233,48 @@ job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb,
 	(void)j, (void)path, (void)sb, (void)after, (void)hex;
 }
 
+/* A run owner's files for j, under j->files_lock: the job's file server
+ * (kept in j->files: one a job, not one a read) where there is one to
+ * ask, else own (the daemon's own calls, with owner_fs_enter(); the
+ * caller closes it); NULL, errno set, when neither can be had. */
+static struct owner_files *
+job_files_get(pl_job *j, struct owner_files *own)
+{
+	if (j->files != NULL)
+		return j->files;
+	if (owner_files_open(own, j->owner) == -1)
+		return NULL;
+	if (own->fs == NULL)
+		return own;
+	j->files = xcalloc(1, sizeof(*j->files));
+	owner_files_move(j->files, own);
+	return j->files;
+}
+
+/* The job's file server closed and forgotten (a server gone, EIO: its
+ * owner may end it, and the next read starts another). */
+static void
+job_files_drop(pl_job *j)
+{
+	if (j->files == NULL)
+		return;
+	owner_files_close(j->files);
+	free(j->files);
+	j->files = NULL;
+}
+
 int
 job_open_as(pl_job *j, const char *path)
 {
-	struct owner_files own;
+	struct owner_files own, *of;
 	int fd = -1, e = EACCES;
 	pthread_mutex_lock(&j->files_lock);
-	if (j->files == NULL) {
-		if (owner_files_open(&own, j->owner) == -1)
-			e = errno;
-		else if (own.fs == NULL)
-			owner_files_close(&own);
-		else {
-			j->files = xcalloc(1, sizeof(*j->files));
-			owner_files_move(j->files, &own);
-		}
-	}
-	if (j->files != NULL) {
-		fd = j->files->fs->openat(j->files->fs->arg, AT_FDCWD, path, 0, 0);
+	if ((of = job_files_get(j, &own)) == NULL)
+		e = errno;
+	else if (of == &own)
+		owner_files_close(&own);	/* no server: the caller's open stands */
+	else {
+		fd = of->fs->openat(of->fs->arg, AT_FDCWD, path, 0, 0);
 		e = errno;
 		/* As file_open_at(): not another name of a file elsewhere. */
 		struct stat st;
@@ -260,12 +283,8 @@ job_open_as(pl_job *j, const char *path)
 			close(fd);
 			fd = -1;
 		}
-		/* A server gone: started again for the next open. */
-		if (fd == -1 && e == EIO) {
-			owner_files_close(j->files);
-			free(j->files);
-			j->files = NULL;
-		}
+		if (fd == -1 && e == EIO)
+			job_files_drop(j);
 	}
 	pthread_mutex_unlock(&j->files_lock);
 	errno = e;
@@ -311,24 +330,17 @@ int
 job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char **abs,
     uint64_t *size, char hex[65], char *why, size_t whylen)
 {
-	struct owner_files own, *of = &own;
+	struct owner_files own, *of;
 	struct stat st;
 	int rc = -1;
 	*abs = NULL;
 	why[0] = '\0';
-	/* A file server, once started, serves the job's next artifacts too:
-	 * one a job, not one an artifact. */
 	pthread_mutex_lock(&j->files_lock);
-	if (j->files != NULL)
-		of = j->files;
-	else if (owner_files_open(&own, j->owner) == -1) {
+	if ((of = job_files_get(j, &own)) == NULL) {
 		pthread_mutex_unlock(&j->files_lock);
 		snprintf(why, whylen, "%s: cannot take its owner's rights: %s", path,
 		    strerror(errno));
 		return -1;
-	} else if (own.fs != NULL) {
-		j->files = of = xcalloc(1, sizeof(*of));
-		owner_files_move(of, &own);
 	}
 	char *p = path_resolve(cwd, path);
 	*abs = artifact_abs(of, p);
@@ -366,11 +378,8 @@ job_artifact_as(pl_job *j, const char *cwd, const char *path, uint64_t max, char
 	 * the next artifact. */
 	if (of == &own)
 		owner_files_close(&own);
-	else if (rc == -1 && e == EIO) {
-		owner_files_close(j->files);
-		free(j->files);
-		j->files = NULL;
-	}
+	else if (rc == -1 && e == EIO)
+		job_files_drop(j);
 	pthread_mutex_unlock(&j->files_lock);
 	if (rc == -1) {
 		free(*abs);
