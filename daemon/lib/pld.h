@@ -64,6 +64,11 @@ char	*path_resolve(const char *dir, const char *path);
  * could change, no link of another user's to what it does not own (util.c);
  * NULL with why set when not. malloc'd. */
 char	*path_trusted(const char *path, uid_t trusted, char *why, size_t whylen);
+/* The same, trusted's directories and links trusted only at below (an
+ * absolute, resolved path) or under it, and a path its links lead to
+ * ending there too. */
+char	*path_trusted_below(const char *path, uid_t trusted, const char *below, char *why,
+	    size_t whylen);
 /* Whether a job program's event line of this type is stored and
  * published (pipeline-job(7)); EVENT_PROGRAM_TYPES lists them in words. */
 int	event_program_type(const char *type);

@@ -293,11 +293,30 @@ path_resolve(const char *dir, const char *path)
  * malloc'd), or NULL with why set. The walk is the check of one moment:
  * a path used again later (a job's artifact as a later job's input) is
  * walked again then.
+ *
+ * path_trusted_below() trusts trusted's directories and links only at
+ * below or under it (a split daemon's state directory, its daemon
+ * process's user's, for root's own runs): elsewhere only root's count,
+ * and a path that a link of trusted's led to must end below it too, so
+ * that user's links lead nowhere outside its own tree.
  */
+struct trust {
+	uid_t uid;
+	const char *below;	/* NULL: everywhere */
+	size_t belowlen;
+};
+
 static int
-path_trusted_uid(uid_t u, uid_t trusted)
+path_is_below(const char *p, const struct trust *t)
 {
-	return u == 0 || u == trusted;
+	return t->below == NULL || (strncmp(p, t->below, t->belowlen) == 0 &&
+	    (p[t->belowlen] == '\0' || p[t->belowlen] == '/' || t->belowlen == 1));
+}
+
+static int
+path_trusted_uid(uid_t u, const struct trust *t, const char *at)
+{
+	return u == 0 || (u == t->uid && path_is_below(at, t));
 }
 
 /* A directory others may write: its group (not root's) or anyone. */
@@ -310,16 +329,36 @@ path_dir_open(const struct stat *st)
 char *
 path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 {
+	return path_trusted_below(path, trusted, NULL, why, whylen);
+}
+
+/* The end of a walk: res, unless a link of the confined user's led
+ * out of its tree. */
+static char *
+path_trusted_end(const char *res, int confined, const struct trust *t, char *why, size_t whylen)
+{
+	if (confined && !path_is_below(res, t)) {
+		snprintf(why, whylen, "%s: led to by a link of uid %ld's, out of %s, where only "
+		    "root's links are followed", res, (long)t->uid, t->below);
+		return NULL;
+	}
+	return xstrdup(res);
+}
+
+char *
+path_trusted_below(const char *path, uid_t trusted, const char *below, char *why, size_t whylen)
+{
 	char res[PATH_MAX] = "", todo[2 * PATH_MAX], link[PATH_MAX];
 	struct stat st;
-	int links = 0;
+	int links = 0, confined = 0;
+	struct trust t = { trusted, below, below != NULL ? strlen(below) : 0 };
 
 	why[0] = '\0';
 	if (path[0] != '/' || strlen(path) >= sizeof(todo)) {
 		snprintf(why, whylen, "not an absolute path");
 		return NULL;
 	}
-	if (lstat("/", &st) == -1 || !path_trusted_uid(st.st_uid, trusted) ||
+	if (lstat("/", &st) == -1 || !path_trusted_uid(st.st_uid, &t, "/") ||
 	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
 		snprintf(why, whylen, "/ is not root's, or is writable by others");
 		return NULL;
@@ -376,24 +415,25 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
 				return NULL;
 			}
-			char *r = xstrdup(res);
-			path_clean(r);
-			return r;
+			path_clean(res);
+			return path_trusted_end(res, confined, &t, why, whylen);
 		}
 		if (S_ISLNK(st.st_mode)) {
-			struct stat t;
+			struct stat tst;
 			ssize_t ln = readlink(cand, link, sizeof(link) - 1);
 			if (++links > 40 || ln <= 0) {
 				snprintf(why, whylen, "%s: %s", cand, strerror(ln <= 0 ? errno : ELOOP));
 				return NULL;
 			}
 			link[ln] = '\0';
-			if (!path_trusted_uid(st.st_uid, trusted) &&
-			    (stat(cand, &t) == -1 || t.st_uid != st.st_uid)) {
+			if (!path_trusted_uid(st.st_uid, &t, cand) &&
+			    (stat(cand, &tst) == -1 || tst.st_uid != st.st_uid)) {
 				snprintf(why, whylen, "%s: a symbolic link of uid %ld to what another owns, "
 				    "not followed with the daemon's rights", cand, (long)st.st_uid);
 				return NULL;
 			}
+			if (st.st_uid != 0 && t.below != NULL && st.st_uid == t.uid)
+				confined = 1;
 			char next[2 * PATH_MAX];
 			if ((size_t)snprintf(next, sizeof(next), "%s%s", link, rest) >= sizeof(todo)) {
 				snprintf(why, whylen, "%s", strerror(ENAMETOOLONG));
@@ -410,13 +450,14 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 		/* Writable by its group is allowed when that is root's group
 		 * (gid 0: administrators; a umask of 002 makes such
 		 * directories). */
-		if (S_ISDIR(st.st_mode) && (!path_trusted_uid(st.st_uid, trusted) ||
+		if (S_ISDIR(st.st_mode) && (!path_trusted_uid(st.st_uid, &t, cand) ||
 		    (path_dir_open(&st) && !(st.st_mode & S_ISVTX)))) {
 			snprintf(why, whylen, "%s: a directory %s, where another user could swap what "
 			    "a run with the daemon's rights reads or writes (such runs use directories "
 			    "of root%s writable by no one else; a run owned by that user works as it)",
-			    cand, path_trusted_uid(st.st_uid, trusted) ? "writable by its group or others" :
-			    "of another owner", trusted ? " or the daemon's user" : "");
+			    cand, path_trusted_uid(st.st_uid, &t, cand) ? "writable by its group or others" :
+			    "of another owner", trusted == 0 ? "" : below != NULL ?
+			    " or, in the state directory, the daemon's user" : " or the daemon's user");
 			return NULL;
 		}
 		if (!S_ISDIR(st.st_mode) && *rest != '\0') {
@@ -426,7 +467,7 @@ path_trusted(const char *path, uid_t trusted, char *why, size_t whylen)
 		memcpy(res, cand, strlen(cand) + 1);
 		open_dir = S_ISDIR(st.st_mode) && path_dir_open(&st);
 	}
-	return xstrdup(res[0] ? res : "/");
+	return path_trusted_end(res[0] ? res : "/", confined, &t, why, whylen);
 }
 
 /* The types a job program publishes (pipeline-job(7)). Any other line of

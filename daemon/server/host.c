@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,10 +205,20 @@ input_trusted(pl_job *j, const char *key, char *path, char *why, size_t whylen)
 	char pwhy[PATH_MAX + 256];
 	/* Root's and the daemon's own user's directories are trusted; in a
 	 * split daemon a run of no owner is root's, and the daemon process
-	 * may be a user of its own (_pipelined) that root must not trust:
-	 * root's alone then. */
+	 * may be a user of its own (_pipelined): root trusts that user's
+	 * directories and links only in the state directory, the runs' tree
+	 * it keeps, and nowhere its links lead out of it (HACKING.md). */
 	uid_t trusted = j->owner == NULL && priv_active() ? 0 : geteuid();
-	char *r = path_trusted(path, trusted, pwhy, sizeof(pwhy));
+	char *below = NULL, *r;
+	const char *user = conf_get(j->conf, "daemon.user"),
+	    *state = conf_get(j->conf, "daemon.state_dir");
+	struct passwd *pw;
+	if (trusted == 0 && user != NULL && *user && state != NULL && *state &&
+	    (pw = getpwnam(user)) != NULL && pw->pw_uid != 0 &&
+	    (below = realpath(state, NULL)) != NULL)
+		trusted = pw->pw_uid;
+	r = path_trusted_below(path, trusted, below, pwhy, sizeof(pwhy));
+	free(below);
 	if (r == NULL) {
 		if (strncmp(pwhy, path, strlen(path)) == 0)
 			snprintf(why, whylen, "%s: %s", key, pwhy);

@@ -327,6 +327,57 @@ case_path_trusted_missing(void)
 	CHECK(system(cmd) == 0);
 }
 
+/* A split daemon's state directory is its daemon process's user's: root's
+ * own runs trust that user's directories and links there and nowhere
+ * else, and a link of that user's must not lead out of it. */
+static void
+case_path_trusted_state(void)
+{
+	if (geteuid() != 0)
+		UNIT_SKIP("path_trusted's owners need root");
+	char t[] = "/tmp/pathbelow.XXXXXX", p[PATH_MAX], st[PATH_MAX], why[1024];
+	CHECK(mkdtemp(t) != NULL);
+	CHECK(chmod(t, 0755) == 0);
+	char *r;
+	uid_t u = 65534;
+#define P(...) (snprintf(p, sizeof(p), __VA_ARGS__), p)
+	snprintf(st, sizeof(st), "%s/state", t);
+	CHECK(mkdir(st, 0755) == 0 && chown(st, u, u) == 0);
+	CHECK(mkdir(P("%s/runs", st), 0755) == 0 && chown(p, u, u) == 0);
+	CHECK(mkdir(P("%s/other", t), 0755) == 0 && chown(p, u, u) == 0);
+	r = path_trusted_below(P("%s/runs/v1/out", st), u, st, why, sizeof(why));
+	CHECK(r != NULL, "the user's directories in its state directory: %s", why);
+	free(r);
+	CHECK(path_trusted(P("%s/runs/v1/out", st), 0, why, sizeof(why)) == NULL,
+	    "root's alone: the user's state directory");
+	CHECK(path_trusted_below(P("%s/other/x", t), u, st, why, sizeof(why)) == NULL,
+	    "the user's directory outside its state directory");
+	CHECK(strstr(why, "other: a directory of another owner") != NULL, "%s", why);
+	/* A prefix of the name is not a directory above: state2 is not below state. */
+	CHECK(mkdir(P("%s/state2", t), 0755) == 0 && chown(p, u, u) == 0);
+	CHECK(path_trusted_below(P("%s/state2/x", t), u, st, why, sizeof(why)) == NULL,
+	    "a sibling whose name starts with the state directory's");
+	/* The user's link to root's /etc: out of the tree, refused; to its
+	 * own tree, followed. */
+	CHECK(symlink("/etc", P("%s/runs/out", st)) == 0 && lchown(p, u, u) == 0);
+	CHECK(path_trusted_below(P("%s/runs/out/passwd", st), u, st, why, sizeof(why)) == NULL,
+	    "the user's link out of its state directory");
+	CHECK(strstr(why, "/etc/passwd: led to by a link of uid 65534's") != NULL, "%s", why);
+	CHECK(symlink("/etc", P("%s/runs/gone", st)) == 0 && lchown(p, u, u) == 0);
+	CHECK(path_trusted_below(P("%s/runs/gone/nosuch", st), u, st, why, sizeof(why)) == NULL,
+	    "the user's link out of its state directory, to a missing file");
+	CHECK(symlink("v1", P("%s/runs/latest", st)) == 0 && lchown(p, u, u) == 0);
+	CHECK(mkdir(P("%s/runs/v1", st), 0755) == 0 && chown(p, u, u) == 0);
+	r = path_trusted_below(P("%s/runs/latest/out", st), u, st, why, sizeof(why));
+	CHECK(r != NULL && strcmp(r, P("%s/runs/v1/out", st)) == 0,
+	    "the user's link within its state directory: %s", r != NULL ? r : why);
+	free(r);
+#undef P
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t);
+	CHECK(system(cmd) == 0);
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(parsers),
 	UNIT_CASE(names),
@@ -338,6 +389,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(owner_fs),
 	UNIT_CASE(path_trusted),
 	UNIT_CASE(path_trusted_missing),
+	UNIT_CASE(path_trusted_state),
 	UNIT_END
 };
 
