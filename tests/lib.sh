@@ -28,8 +28,29 @@ note() { echo "# $*"; }
 
 # Write a configuration; extra lines for [daemon] come as arguments, and
 # PL_RESOURCES (e.g. "gpu = 1") goes into [resources].
+#
+# Run as root, every test's daemon is split (pipelined(8) SECURITY): unless
+# the test names its own group, admin_group, job_user or user, pl_conf sets
+# group = plsubmit, and a daemon started as root with a group runs its
+# daemon process as _pipelined (pipelined.conf(5) user's default), the
+# parent alone root. $TEST_TMP is opened to searching (0711) so that
+# _pipelined reaches its state and sockets below it. PL_SPLIT=0 keeps the
+# daemon one process, root (the tests of that deployment).
 pl_conf() {
 	mkdir -p "$TEST_TMP/state" "$TEST_TMP/run"
+	local split=
+	if [ "$(id -u)" = 0 ] && [ "${PL_SPLIT:-1}" != 0 ]; then
+		split=1
+		local l
+		for l in "$@"; do
+			case "$l" in
+			group*=*|admin_group*=*|job_user*=*|user*=*) split=;;
+			esac
+		done
+		pl_group plsubmit
+		pl_user _pipelined
+		chmod 0711 "$TEST_TMP"
+	fi
 	{
 		echo "[daemon]"
 		echo "state_dir = $TEST_TMP/state"
@@ -50,6 +71,7 @@ pl_conf() {
 		# process (pipelined.conf(5) stage_process), to run the suite
 		# through them.
 		[ -n "${PL_STAGE_PROCESS:-}" ] && echo "stage_process = $PL_STAGE_PROCESS"
+		[ -n "$split" ] && echo "group = plsubmit"
 		for l in "$@"; do echo "$l"; done
 		echo "[resources]"
 		echo "${PL_RESOURCES:-gpu = 1}"
@@ -85,6 +107,14 @@ pl_kill9() {
 }
 
 pctl() { "$PIPELINECTL" -f "$PL_CONF" "$@"; }
+
+# launch_dir JOBDIR ATTEMPT LAUNCH: a launch's directory (its events, its
+# log), in the attempt's pl-stage/ when the stage ran in a stage process,
+# as every stage of a split daemon's runs does (pipelined(8)).
+launch_dir() {
+	local a="$1/attempt-$2"
+	if [ -d "$a/pl-stage" ]; then echo "$a/pl-stage/launch-$3"; else echo "$a/launch-$3"; fi
+}
 
 # run_state RUN: the run's state, empty when there is no such run.
 run_state() {

@@ -43,7 +43,7 @@ static const struct conf_key conf_keys[] = {
 	{ "daemon", "group", 'g', "the group allowed to submit, cancel and retry its own runs" },
 	{ "daemon", "admin_group", 'g', "the group that sees and acts on every run" },
 	{ "daemon", "job_user", 'u', "the user root's submissions run their jobs as" },
-	{ "daemon", "user", 'u', "the user pipelined becomes once started as root (unset: it stays root)" },
+	{ "daemon", "user", 'u', "the user pipelined becomes once started as root (unset: it stays root alone, _pipelined beside group, admin_group or job_user)" },
 	{ "daemon", "kill_grace", 'd', "time between SIGTERM and SIGKILL" },
 	{ "daemon", "stage_process", 'm', "owners (default): stages of other users' runs in a process of their own; all: every run's" },
 	{ "daemon", "feed_queue_max", 'z', "bytes queued for one watcher before it is dropped" },
@@ -561,6 +561,28 @@ conf_load(struct conf *c, const char *path, char **errs)
 		if (!cJSON_HasObjectItem(c->all, dk[i]))
 			cJSON_AddStringToObject(c->all, dk[i], dv[i]);
 	return p.nerr ? -1 : 0;
+}
+
+int
+conf_default_user(struct conf *c, char **errs)
+{
+	if (c->user[0] != '\0' || (c->gid == (gid_t)-1 && c->admin_gid == (gid_t)-1 &&
+	    c->job_uid == (uid_t)-1))
+		return 0;
+	struct passwd *pw = getpwnam(CONF_DEFAULT_USER);
+	if (pw == NULL) {
+		errs_add(errs, c->path, 0, "user", "unset beside group, admin_group or job_user, "
+		    "where it means \"%s\", which is no such user: make install (its sysusers.d "
+		    "file) or `useradd -r -M -d /nonexistent -s /usr/sbin/nologin %s` makes it, "
+		    "or name another unprivileged user", CONF_DEFAULT_USER, CONF_DEFAULT_USER);
+		return -1;
+	}
+	snprintf(c->user, sizeof(c->user), "%s", CONF_DEFAULT_USER);
+	c->user_uid = pw->pw_uid;
+	c->user_gid = pw->pw_gid;
+	cJSON_DeleteItemFromObject(c->all, "daemon.user");
+	cJSON_AddStringToObject(c->all, "daemon.user", c->user);
+	return 0;
 }
 
 void

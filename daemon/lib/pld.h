@@ -244,6 +244,12 @@ struct conf {
 /* Parse a configuration file. Errors are appended to errs (file:line: key:
  * message lines) and -1 returned. */
 int	conf_load(struct conf *c, const char *path, char **errs);
+/* Started as root, a daemon that runs its runs as their submitters
+ * (group, admin_group or job_user) is split, and its daemon process is
+ * never root: user unset there means CONF_DEFAULT_USER, which must then
+ * exist. 0, or -1 with the error appended to errs. */
+#define CONF_DEFAULT_USER "_pipelined"
+int	conf_default_user(struct conf *c, char **errs);
 void	conf_free(struct conf *c);
 void	conf_print(const struct conf *c, FILE *f);
 const char *conf_get(const struct conf *c, const char *section_key);

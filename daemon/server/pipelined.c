@@ -37,6 +37,7 @@ static uv_check_t flush;        /* after each loop pass: deliver what the loop
                                    thread itself announced (no self-wake) */
 static uv_signal_t sig_term, sig_int, sig_hup;
 static struct conf *conf;       /* replaced by a reload */
+static int started_root;        /* started as root: the daemon process may be no longer */
 static struct store *store;
 static int verbose;
 
@@ -125,6 +126,16 @@ on_store_fail(const char *why)
 	stop(1);
 }
 
+/* The configuration file read, with the default user of a daemon started
+ * as root (conf_default_user()). */
+static int
+load_conf(struct conf *c, const char *path, char **errs)
+{
+	if (conf_load(c, path, errs) == -1)
+		return -1;
+	return started_root ? conf_default_user(c, errs) : 0;
+}
+
 /* SIGHUP: read the configuration again and apply at once every key that
  * can be (pipelined.conf(5), RELOADING); the keys bound at start keep their
  * running values (conf_keep_restart), and the log line names each one that
@@ -134,7 +145,7 @@ on_hup(uv_signal_t *s, int signum)
 {
 	struct conf *nc = xcalloc(1, sizeof(*nc));
 	char *errs = NULL;
-	if (conf_load(nc, conf->path, &errs) == -1) {
+	if (load_conf(nc, conf->path, &errs) == -1) {
 		log_warnx("reload: %s does not parse; keeping the running configuration:\n%s",
 		    conf->path, errs ? errs : "");
 		free(errs);
@@ -171,7 +182,7 @@ priv_reload(struct priv_rules *r)
 {
 	struct conf *nc = xcalloc(1, sizeof(*nc));
 	char *errs = NULL;
-	int rc = conf_load(nc, conf->path, &errs);
+	int rc = load_conf(nc, conf->path, &errs);
 	if (rc == 0)
 		priv_rules_load(r, nc);
 	free(errs);
@@ -338,7 +349,8 @@ main(int argc, char **argv)
 	static struct conf conf0;
 	conf = &conf0;
 	char *errs = NULL;
-	if (conf_load(conf, conf_path, &errs) == -1) {
+	started_root = geteuid() == 0;
+	if (load_conf(conf, conf_path, &errs) == -1) {
 		fputs(errs ? errs : "configuration error\n", stderr);
 		return 1;
 	}

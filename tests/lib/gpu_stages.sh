@@ -134,8 +134,8 @@ hf_killed_resume_checks() {
 		    die "launch-2 did not start over"
 		first=1
 	fi
-	hf_loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
-	hf_loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
+	hf_loss_steps "$(launch_dir "$R" 1 1)/events" >"$TEST_TMP/l1"
+	hf_loss_steps "$(launch_dir "$R" 1 2)/events" >"$TEST_TMP/l2"
 	[ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$first" ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = "$STEPS" ] ||
 	    die "launch-2's losses are not steps $first..$STEPS"
 	replayed=$(awk 'NR == FNR { a[$1] = $2; next }

@@ -2,6 +2,7 @@
 # pipelined.conf: -n checks it, -nv prints the effective configuration
 # (diffed against a golden file), every error names file:line and key,
 # SIGHUP reloads and keeps the old configuration when the new one fails;
+# a group without user means _pipelined, refused when there is none;
 # lines over inih's 200 bytes (a deep state directory, long sbatch
 # options) are read whole, as in run specs, and their errors name their line.
 . "$(dirname "$0")/../../lib.sh"
@@ -10,6 +11,18 @@ out=$("$PIPELINED" -n -f "$PL_CONF") || fail "-n on a good config: $out"
 [ "$out" = "configuration OK" ] || fail "-n said: $out"
 "$PIPELINED" -nv -f "$PL_CONF" | sed "s|$TEST_TMP|@TMP@|g; s|$TOP|@TOP@|g" > "$TEST_TMP/nv.out"
 diff -u "$TOP/tests/golden/pipelined-nv.conf" "$TEST_TMP/nv.out" || fail "-nv differs from tests/golden/pipelined-nv.conf"
+# Started as root with a group and no user, the daemon process is
+# _pipelined (the golden file's user, pl_conf's group); with no such user
+# it is refused, naming the key, not started as root: seen through an
+# /etc/passwd without _pipelined, bound over the real one in a mount
+# namespace of the check's own.
+if [ "$(id -u)" = 0 ]; then
+	grep -v '^_pipelined:' /etc/passwd > "$TEST_TMP/passwd"
+	out=$(unshare -m sh -c 'mount --bind "$1" /etc/passwd && exec "$2" -n -f "$3"' sh \
+	    "$TEST_TMP/passwd" "$PIPELINED" "$PL_CONF" 2>&1) && fail "no _pipelined, group set: accepted: $out"
+	echo "$out" | grep -qF "pipelined.conf: user: unset beside group, admin_group or job_user, where it means \"_pipelined\", which is no such user" ||
+		fail "no _pipelined, group set: $out"
+fi
 
 bad=$TEST_TMP/bad.conf
 cat > "$bad" <<CONF

@@ -5,9 +5,10 @@
 # before the store, the plugins, the sockets and every thread. Checked
 # against a real daemon: the daemon process's uids, gids and fsuid in
 # /proc, in every thread; the parent root; the state directory a root
-# daemon left handed over at the first such start, but for the parent's
-# own priv.owners, moved into a directory of root's; a job that runs
-# across the switch adopted and cancelled; a member's exec run
+# daemon alone left handed over at the first such start, the parent's
+# own priv.owners in a directory of root's; a job that runs
+# across the switch adopted and cancelled; group without user taking
+# _pipelined; a member's exec run
 # and root's own run each as its owner, and root's spec check; a cancel; kill -9 of the daemon process and of
 # the parent, each ending both, and the restart adopting the job, which
 # ran once; a reload; a shared sockets' directory refused.
@@ -18,20 +19,32 @@ pl_user _pipelined
 uid=$(id -u _pipelined); ugid=$(id -g _pipelined)
 O=$TEST_TMP/out; mkdir -p "$O"; chmod 0777 "$O"
 
-# A split daemon that stays root ran first: its store and priv.owners,
-# root's, are what the first start as _pipelined finds.
-member_daemon
-member_exec before "id -u > $O/before.uid"
+# A daemon that is root alone (no group: one process) ran first: its
+# store, root's, is what the first start as _pipelined finds.
+mkdir -p "$TEST_TMP/specs"
+PL_SPLIT=0 pl_conf
+pl_start
+printf '[run]\nname = before\n[x]\nstage = exec\ncommand = id -u > %s/before.uid\n' "$O" \
+	> "$TEST_TMP/specs/before.ini"
+pctl submit "$TEST_TMP/specs/before.ini" >/dev/null || fail "before: submit"
 wait_run before succeeded 30
-[ "$(cat "$O/before.uid")" = "$nobody" ] || fail "before: ran as $(cat "$O/before.uid")"
+[ "$(cat "$O/before.uid")" = 0 ] || fail "before: ran as $(cat "$O/before.uid")"
 # A job that runs across the switch: its shim's records, root's, are
 # read by the daemon process that adopts it, and a cancel reaches it.
-member_exec across "echo \$\$ > $O/across.pid; exec sleep 300"
+printf '[run]\nname = across\n[x]\nstage = exec\ncommand = echo $$ > %s/across.pid; exec sleep 300\n' \
+	"$O" > "$TEST_TMP/specs/across.ini"
+pctl submit "$TEST_TMP/specs/across.ini" >/dev/null || fail "across: submit"
 wait_run across running 20
 for _ in $(seq 50); do [ -s "$O/across.pid" ] && break; sleep 0.1; done
 pl_stop
 [ "$(stat -c %u "$TEST_TMP/state/pipelined.db")" = 0 ] || fail "the store was not root's"
-[ "$(stat -c %u "$TEST_TMP/state/priv.owners")" = 0 ] || fail "no priv.owners of root's"
+
+# group without user, started as root: the daemon process is _pipelined
+# all the same (pipelined.conf(5) user), and refused were it missing
+# (config/conf checks the refusal's words).
+pl_conf "group = plsubmit"
+out=$("$PIPELINED" -nv -f "$PL_CONF" 2>&1) || fail "group alone refused: $out"
+echo "$out" | grep -qx "user = _pipelined" || fail "group alone: user is not _pipelined: $out"
 
 # The same configuration with user = _pipelined: accepted, and split.
 pl_conf "group = plsubmit" "user = _pipelined"
@@ -83,7 +96,7 @@ chmod 0755 "$TEST_TMP/run"
 [ "$(run_state before)" = succeeded ] || fail "the earlier run is gone"
 [ "$(run_state across)" = running ] || fail "across: not adopted: $(pctl status across)"
 apid=$(cat "$O/across.pid")
-as_member "$PIPELINECTL" -f "$PL_CONF" cancel across >/dev/null || fail "across: cancel"
+pctl cancel across >/dev/null || fail "across: cancel"
 wait_run across cancelled 20
 for _ in $(seq 50); do kill -0 "$apid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$apid" 2>/dev/null && fail "across: the job adopted across the switch outlived its cancel"

@@ -95,8 +95,8 @@ set -- $(q "SELECT count(*), count(DISTINCT m.step), min(m.step), max(m.step) FR
 [ "$*" = "45 45 1 45" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
 
 # The segments' events: 1..37, then 26..45, the replayed steps equal.
-loss_steps "$R/attempt-1/launch-1/events" >"$TEST_TMP/l1"
-loss_steps "$R/attempt-1/launch-2/events" >"$TEST_TMP/l2"
+loss_steps "$(launch_dir "$R" 1 1)/events" >"$TEST_TMP/l1"
+loss_steps "$(launch_dir "$R" 1 2)/events" >"$TEST_TMP/l2"
 [ "$(head -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 1 ] && [ "$(tail -1 "$TEST_TMP/l1" | cut -d' ' -f1)" = 37 ] ||
     die "launch-1's losses are not steps 1..37"
 [ "$(head -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 26 ] && [ "$(tail -1 "$TEST_TMP/l2" | cut -d' ' -f1)" = 45 ] ||
@@ -140,7 +140,7 @@ grep -q "launch-1 resumes from $TEST_TMP/bad/checkpoints/checkpoint-25 (step 25)
 spec v2 30
 pctl submit "$TEST_TMP/specs/v2.ini" >/dev/null || die "submitting v2"
 for _ in $(seq 6000); do
-	ev=$(ls "$TEST_TMP"/state/runs/v2/train/attempt-1/launch-1/events 2>/dev/null || true)
+	ev=$(ls "$(launch_dir "$TEST_TMP/state/runs/v2/train" 1 1)/events" 2>/dev/null || true)
 	[ -n "$ev" ] && grep -q '"type":"loop_started"' "$ev" && break
 	sleep 0.05
 done
