@@ -65,9 +65,11 @@
  *                    following nothing (a member's 0750 work directory,
  *                    which the daemon's user cannot enter).
  *
- * sbatch and scancel run in a helper process of the parent's, whose
- * reply the loop reads when it comes, so the other requests are served
- * meanwhile; replies carry their request's id.
+ * sbatch, scancel and gc's removals run in a helper process of the
+ * parent's, whose reply the loop reads when it comes, so the other
+ * requests are served meanwhile (a removal of hundreds of gigabytes of
+ * checkpoints holds up no shim start or signal); replies carry their
+ * request's id.
  *
  * The daemon process that ends ends the parent (its socket's end of
  * file), which exits with its status; a parent that ends takes the
@@ -1386,14 +1388,20 @@ act_files(struct priv_rules *r, const struct priv_files *m, struct priv_reply *r
 
 /* ---- the parent -------------------------------------------------------- */
 
-/* Slurm's commands take up to SLURM_TIMEOUT_MS: each PRIV_SBATCH and
- * PRIV_SCANCEL is served by a helper, a child of the parent's that acts
+/* Slurm's commands take up to SLURM_TIMEOUT_MS, and gc's removal of a
+ * tree as long as the tree takes: each PRIV_SBATCH, PRIV_SCANCEL and
+ * PRIV_RMTREE is served by a helper, a child of the parent's that acts
  * as the parent would (priv_handle()) and writes the reply to a pipe the
  * loop polls, so the parent serves the requests that come meanwhile; the
  * reply, once read, is sent with the request's id (the daemon's side
  * matches replies to requests by id), the job id remembered by the
- * parent first. Past PRIV_HELPERS at a time, the loop serves it itself. */
+ * parent first. Past PRIV_HELPERS at a time, the loop serves a Slurm
+ * request itself; a removal past PRIV_RMTREES at a time (or with no
+ * helper to be had) is refused, EAGAIN, never done in the loop: gc,
+ * which asks for one at a time from the daemon's loop thread, says so
+ * among its errors as for any removal that failed. */
 #define PRIV_HELPERS 16
+#define PRIV_RMTREES 4
 static struct helper {
 	pid_t pid;
 	int fd;
@@ -1401,12 +1409,23 @@ static struct helper {
 } helpers[PRIV_HELPERS];
 static int nhelpers;
 
+/* The removals running in helpers. */
+static int
+helpers_rmtree(void)
+{
+	int n = 0;
+	for (int k = 0; k < nhelpers; k++)
+		n += helpers[k].type == PRIV_RMTREE;
+	return n;
+}
+
 static int
 helper_start(struct priv_rules *r, int s, int sfd, const union priv_msg *m, size_t n,
     int *fds, int nfd)
 {
 	int p[2];
-	if (nhelpers == PRIV_HELPERS || pipe2(p, O_CLOEXEC) == -1)
+	if (nhelpers == PRIV_HELPERS || (m->h.type == PRIV_RMTREE &&
+	    helpers_rmtree() == PRIV_RMTREES) || pipe2(p, O_CLOEXEC) == -1)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -1428,7 +1447,7 @@ helper_start(struct priv_rules *r, int s, int sfd, const union priv_msg *m, size
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
 	helpers[nhelpers++] = (struct helper){ .pid = pid, .fd = p[0], .id = m->h.id,
-		.type = m->h.type, .uid = m->sbatch.owner.uid };
+		.type = m->h.type, .uid = m->h.type == PRIV_SBATCH ? m->sbatch.owner.uid : 0 };
 	return 0;
 }
 
@@ -1525,9 +1544,23 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 		if (n == -1)
 			continue;
 		int t = priv_decode(&m, (size_t)n, nfd, rep.why, sizeof(rep.why));
-		if ((t == PRIV_SBATCH || t == PRIV_SCANCEL) &&
+		if ((t == PRIV_SBATCH || t == PRIV_SCANCEL || t == PRIV_RMTREE) &&
 		    helper_start(&rules, s, sfd, &m, (size_t)n, fds, nfd) == 0)
 			continue;
+		if (t == PRIV_RMTREE) {
+			memset(&rep, 0, sizeof(rep));
+			rep.h = (struct priv_hdr){ .type = PRIV_RMTREE, .len = sizeof(rep),
+				.id = m.h.id };
+			rep.err = EAGAIN;
+			snprintf(rep.why, sizeof(rep.why), "%s: the parent's removals are all "
+			    "busy (%d at a time)", m.rmtree.path,
+			    PRIV_RMTREES);
+			for (int i = 0; i < nfd; i++)
+				close(fds[i]);
+			if (reply(s, &rep, -1) == -1)
+				break;
+			continue;
+		}
 		priv_handle(&rules, &m, (size_t)n, fds, nfd, &rep, &rfd);
 		if (reply(s, &rep, rfd) == -1)
 			break;

@@ -217,7 +217,10 @@ void	pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *re
  * parent opens state_dir/runs and each directory on the way with
  * O_DIRECTORY|O_NOFOLLOW from the one before, and removes the last name
  * relative to its parent, nothing followed, at most PRIV_RMTREE_DEPTH
- * directories deep: nothing outside the runs tree. */
+ * directories deep: nothing outside the runs tree. It does so in a
+ * helper, a child of its own (as sbatch's), at most a few at a time
+ * (EAGAIN past them), and answers when the helper ends: its loop serves
+ * the other requests meanwhile. */
 #define PRIV_RMTREE_DEPTH 64
 struct priv_rmtree {
 	struct priv_hdr h;
