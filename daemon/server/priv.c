@@ -64,6 +64,13 @@
  *                    the last name removed relative to its parent,
  *                    following nothing (a member's 0750 work directory,
  *                    which the daemon's user cannot enter).
+ *   PRIV_CGROUP      makes, as root, a memory cgroup below the parent's
+ *                    own cgroup (memcap.c's place, never one the daemon
+ *                    names) for an owner the shim rule allows, never
+ *                    root, capped at a size in range with no swap, its
+ *                    directory, cgroup.procs and cgroup.threads given to
+ *                    the owner (a member's probe, which joins it); and
+ *                    removes one of its own pattern from there, empty.
  *
  * sbatch, scancel and gc's removals run in a helper process of the
  * parent's, whose reply the loop reads when it comes, so the other
@@ -120,6 +127,7 @@
 #include "priv.h"
 #include "slurm.h"
 #include "plio.h"
+#include "memcap.h"
 
 /* ---- the decoder ------------------------------------------------------- */
 
@@ -154,6 +162,7 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_CHECK] = sizeof(struct priv_check),
 	[PRIV_FILES] = sizeof(struct priv_files),
 	[PRIV_RMTREE] = sizeof(struct priv_rmtree),
+	[PRIV_CGROUP] = sizeof(struct priv_cgroup),
 };
 static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
 	[PRIV_SBATCH] = 1, [PRIV_CHECK] = 2 };
@@ -269,6 +278,22 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 			return -1;
 		}
 		break;
+	case PRIV_CGROUP: {
+		static const struct priv_owner none;
+		const struct priv_cgroup *g = &m.cgroup;
+		int make = g->op == PRIV_CG_MAKE;
+		if (g->zero != 0 || !field_ok(g->name, sizeof(g->name)) || (make ?
+		    !owner_wellformed(&g->owner, 1) || g->owner.kind != PRIV_OWNER_USER ||
+		    g->bytes < PRIV_CG_MIN || g->bytes > PRIV_CG_MAX || g->name[0] != '\0' :
+		    g->op != PRIV_CG_REMOVE || !memcap_leaf_ok(g->name) || g->bytes != 0 ||
+		    memcmp(&g->owner, &none, sizeof(none)) != 0)) {
+			snprintf(why, whylen, "cgroup: a malformed operation, owner (a user, "
+			    "no id 0), size (%lld to %lld bytes) or name", PRIV_CG_MIN,
+			    PRIV_CG_MAX);
+			return -1;
+		}
+		break;
+	}
 	case PRIV_CHECK:
 		if (!field_ok(m.check.path, sizeof(m.check.path)) || m.check.path[0] == '\0') {
 			snprintf(why, whylen, "check: no spec path");
@@ -1112,6 +1137,44 @@ act_rmtree(const struct priv_rules *r, const struct priv_rmtree *m, struct priv_
 	return e;
 }
 
+/* PRIV_CGROUP: a memory cgroup made below the parent's own, capped and
+ * given to an owner the shim's rule allows; or one it made removed. */
+static int
+act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply *rep)
+{
+	int e;
+	if (m->op == PRIV_CG_REMOVE) {
+		/* A parent that serves no owner made none. */
+		if (r->group == (gid_t)-1 && r->admin_group == (gid_t)-1 &&
+		    r->job_uid == (uid_t)-1) {
+			snprintf(rep->why, sizeof(rep->why), "cgroup: this parent serves no owner");
+			return EPERM;
+		}
+		if (memcap_remove_leaf(m->name) == 0)
+			return 0;
+		e = errno;
+		snprintf(rep->why, sizeof(rep->why), "%s: %s", m->name, strerror(e));
+		return e;
+	}
+	char pin[PIN_MAX], why[1024];
+	if (owner_check(r, &m->owner, pin, rep) != 0)
+		return EPERM;
+	struct memcap mc;
+	if (memcap_make_owned(&mc, m->bytes, m->owner.uid, m->owner.gid, why,
+	    sizeof(why)) == -1) {
+		e = errno ? errno : EPERM;
+		snprintf(rep->why, sizeof(rep->why), "%s", why);
+		return e;
+	}
+	if (strlen(mc.dir) >= sizeof(rep->why)) {
+		rmdir(mc.dir);
+		snprintf(rep->why, sizeof(rep->why), "a cgroup's directory too long to answer");
+		return ENAMETOOLONG;
+	}
+	snprintf(rep->why, sizeof(rep->why), "%s", mc.dir);
+	return 0;
+}
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -1142,6 +1205,7 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 		break;
 	case PRIV_FILES: rep->h.id = m.h.id; rep->err = act_files(r, &m.files, rep, rfd); break;
 	case PRIV_RMTREE: rep->h.id = m.h.id; rep->err = act_rmtree(r, &m.rmtree, rep); break;
+	case PRIV_CGROUP: rep->h.id = m.h.id; rep->err = act_cgroup(r, &m.cgroup, rep); break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -1826,6 +1890,48 @@ priv_rmtree(const char *rel, char *why, size_t whylen)
 	snprintf(why, whylen, "%s: %s", rel, rep.why[0] ? rep.why : strerror(e));
 	errno = e;
 	return -1;
+}
+
+int
+priv_cgroup(const char *owner, int64_t bytes, char *dir, size_t dirlen, char *why,
+    size_t whylen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_CGROUP;
+	m.cgroup.op = PRIV_CG_MAKE;
+	m.cgroup.bytes = bytes;
+	if (owner == NULL || owner_parse(owner, &m.cgroup.owner) == -1) {
+		snprintf(why, whylen, "not a user's run");
+		errno = EINVAL;
+		return -1;
+	}
+	if (priv_call(&m, sizeof(m.cgroup), NULL, 0, &rep, NULL) != 0) {
+		int e = errno;
+		snprintf(why, whylen, "%s", rep.why[0] ? rep.why : strerror(e));
+		errno = e;
+		return -1;
+	}
+	snprintf(dir, dirlen, "%s", rep.why);
+	return 0;
+}
+
+int
+priv_cgroup_remove(const char *dir)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	const char *leaf = strrchr(dir, '/');
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_CGROUP;
+	m.cgroup.op = PRIV_CG_REMOVE;
+	if (leaf == NULL || snprintf(m.cgroup.name, sizeof(m.cgroup.name), "%s", leaf + 1) >=
+	    (int)sizeof(m.cgroup.name)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return priv_call(&m, sizeof(m.cgroup), NULL, 0, &rep, NULL) == 0 ? 0 : -1;
 }
 
 void

@@ -27,7 +27,10 @@
  * as the member would (root's 0600 file EACCES, ENOENT, a FIFO and a link
  * refused, nothing above a directory), a directory hashed through it to
  * root's own digest, ended when its socket closes; one its owner stopped
- * answers EIO past the timeout, and nothing after. Needs root. */
+ * answers EIO past the timeout, and nothing after; a probe's memory cgroup
+ * refused malformed (size, owner, operation, a name not its own) and to
+ * a non-member, made for a member below the parent's own cgroup, capped
+ * and joined by the member, and removed. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -50,6 +53,7 @@
 #include "exec.h"
 #include "plio.h"
 #include "priv.h"
+#include "memcap.h"
 #include "runner.h"
 
 #define NOBODY 65534
@@ -147,6 +151,7 @@ case_decode(void)
 		{ PRIV_CHECK, sizeof(struct priv_check), 2 },
 		{ PRIV_FILES, sizeof(struct priv_files), 0 },
 		{ PRIV_RMTREE, sizeof(struct priv_rmtree), 0 },
+		{ PRIV_CGROUP, sizeof(struct priv_cgroup), 0 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -162,6 +167,10 @@ case_decode(void)
 			owner_one(&m.files.owner, NOBODY, NOGRP);
 		if (ok[i].type == PRIV_RMTREE)
 			strcpy(m.rmtree.path, "r/j/work/a.bin");
+		if (ok[i].type == PRIV_CGROUP) {
+			owner_one(&m.cgroup.owner, NOBODY, NOGRP);
+			m.cgroup.bytes = 64 << 20;
+		}
 		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
 			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
 			m.sbatch.owner.gid = NOGRP;
@@ -1496,6 +1505,118 @@ case_rmtree(void)
 	CHECK(access(p, F_OK) == 0, "a file through runs, a link, kept");
 }
 
+/* PRIV_CGROUP: a memory cgroup for a member's probe. Refused by the
+ * decoder: no size, one too small or too large, root's owner or a user of
+ * uid 0, an unknown operation, the zero word, a name with a make, and a
+ * removal of a name not the parent's pattern (a path, a dot, no number)
+ * or with a size or an owner. Refused to a non-member. Made for a member
+ * where this host lets root make a memory cgroup below its own: the
+ * directory and cgroup.procs the member's, the cap in memory.max (v2) or
+ * memory.limit_in_bytes (v1), a process of the member's joins it; then
+ * removed, empty. */
+static int
+cgroup_msg(union priv_msg *m, uint32_t op, uid_t uid, gid_t gid, int64_t bytes,
+    const char *name)
+{
+	char why[160];
+	hdr(m, PRIV_CGROUP, sizeof(m->cgroup));
+	m->cgroup.op = op;
+	if (uid != (uid_t)-1)
+		owner_one(&m->cgroup.owner, uid, gid);
+	m->cgroup.bytes = bytes;
+	snprintf(m->cgroup.name, sizeof(m->cgroup.name), "%s", name);
+	return priv_decode(m, sizeof(m->cgroup), 0, why, sizeof(why));
+}
+
+static void
+case_cgroup(void)
+{
+	setup(NOGRP);
+	union priv_msg m;
+	struct priv_reply rep;
+	int rfd;
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "") == PRIV_CGROUP);
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 0, "") == -1, "no size");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, PRIV_CG_MIN - 1, "") == -1, "small");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, PRIV_CG_MAX + 1, "") == -1, "large");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, -1, "") == -1, "negative");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, 0, 0, 64 << 20, "") == -1, "uid 0");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, (uid_t)-1, 0, 64 << 20, "") == -1, "no owner");
+	cgroup_msg(&m, PRIV_CG_MAKE, (uid_t)-1, 0, 64 << 20, "");
+	m.cgroup.owner.kind = PRIV_OWNER_ROOT;
+	CHECK(priv_decode(&m, sizeof(m.cgroup), 0, rep.why, sizeof(rep.why)) == -1, "root's");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "pipelined-probe-1-2") == -1,
+	    "a name with a make");
+	CHECK(cgroup_msg(&m, 2, NOBODY, NOGRP, 64 << 20, "") == -1, "op 2");
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	m.cgroup.zero = 1;
+	CHECK(priv_decode(&m, sizeof(m.cgroup), 0, rep.why, sizeof(rep.why)) == -1, "zero");
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, "pipelined-probe-12-3") ==
+	    PRIV_CGROUP);
+	static const char *const bad[] = { "", "x", "pipelined-probe-", "pipelined-probe-1",
+	    "pipelined-probe--1", "pipelined-probe-1-", "pipelined-probe-1-2/x",
+	    "../pipelined-probe-1-2", "pipelined-probe-1-2-3", "pipelined-probe-1-x",
+	    "pipelined-probe-12345678901-1", "/sys/fs/cgroup/memory" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, bad[i]) == -1, "%s", bad[i]);
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 1, "pipelined-probe-1-2") == -1,
+	    "a removal with a size");
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, NOBODY, NOGRP, 0, "pipelined-probe-1-2") == -1,
+	    "a removal with an owner");
+
+	cgroup_msg(&m, PRIV_CG_MAKE, 4242, NOTAGROUP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EPERM && rfd == -1, "a non-member: %s", strerror(rep.err));
+
+	/* Can root make one here at all? */
+	struct memcap probe;
+	char why[1024];
+	if (memcap_make_owned(&probe, 64 << 20, 0, 0, why, sizeof(why)) == -1)
+		UNIT_SKIP("no memory cgroup can be made here: %s", why);
+	rmdir(probe.dir);
+
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == 0, "a member's: %s", rep.why);
+	char dir[sizeof(rep.why)], f[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", rep.why);
+	struct stat st;
+	CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == NOBODY &&
+	    st.st_gid == NOGRP, "%s: the member's", dir);
+	snprintf(f, sizeof(f), "%s/cgroup.procs", dir);
+	CHECK(stat(f, &st) == 0 && st.st_uid == NOBODY, "cgroup.procs the member's");
+	snprintf(f, sizeof(f), "%s/memory.max", dir);
+	if (access(f, F_OK) == -1)
+		snprintf(f, sizeof(f), "%s/memory.limit_in_bytes", dir);
+	char *cap = plc_read_file(f, NULL, 64);
+	CHECK(cap != NULL && strtoll(cap, NULL, 10) == 64 << 20, "%s: %s", f, cap ? cap : "?");
+	free(cap);
+	/* The member joins it, as its probe's shell does. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		char procs[PATH_MAX], me[32];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+		snprintf(me, sizeof(me), "%d\n", (int)getpid());
+		if (setgroups(0, NULL) == -1 || setgid(NOGRP) == -1 || setuid(NOBODY) == -1)
+			_exit(2);
+		int fd = open(procs, O_WRONLY);
+		if (fd == -1 || write(fd, me, strlen(me)) == -1)
+			_exit(3);
+		char *cg = plc_read_file("/proc/self/cgroup", NULL, 65536);
+		_exit(cg != NULL && strstr(cg, strrchr(dir, '/')) != NULL ? 0 : 4);
+	}
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the member joined %s: status %d", dir, WEXITSTATUS(status));
+	cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, strrchr(dir, '/') + 1);
+	int e = EBUSY;
+	for (int i = 0; i < 50 && (e = handle(&m, sizeof(m.cgroup), -1, NULL)) == EBUSY; i++)
+		usleep(100000);
+	CHECK(e == 0, "removed: %s", strerror(e));
+	CHECK(access(dir, F_OK) == -1 && errno == ENOENT, "%s gone", dir);
+	CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == ENOENT, "gone: ENOENT");
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1513,6 +1634,7 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(files_decode),
 	UNIT_CASE(files),
 	UNIT_CASE(rmtree),
+	UNIT_CASE(cgroup),
 	UNIT_END
 };
 
