@@ -356,6 +356,10 @@ struct pl_job {
 	/* In the daemon: this job's own spawn is its stage process, whose
 	 * events carry values and digests (stagerun.c, host_spawn.c). */
 	int stage_proc;
+	/* ... and the memory cgroup the privileged parent made for its
+	 * owner, handed to it in PL_MEMCAP_DIR (stagerun.c: memcap_ask());
+	 * "": none. */
+	char memcap_dir[PATH_MAX];
 	/* The events quota of this attempt (host_spawn.c): lines and bytes
 	 * read so far, the processes a re-entered attempt counted from their
 	 * files, and whether the reader refused something, which fails the

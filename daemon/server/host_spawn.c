@@ -497,6 +497,8 @@ build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
 		fatal("build_env");
 	if (spec->resume_from && asprintf(&env[k++], "PL_RESUME_FROM=%s", spec->resume_from) < 0)
 		fatal("build_env");
+	if (j->memcap_dir[0] && asprintf(&env[k++], "PL_MEMCAP_DIR=%s", j->memcap_dir) < 0)
+		fatal("build_env");
 	/* A stage process writes its events to descriptor 3 (shim -e). */
 	if (j->stage_proc && p->rdir[0] && (env[k++] = strdup("PL_EVENTS_FD=3")) == NULL)
 		fatal("build_env");

@@ -64,10 +64,19 @@
  *                    the last name removed relative to its parent,
  *                    following nothing (a member's 0750 work directory,
  *                    which the daemon's user cannot enter).
+ *   PRIV_CGROUP      makes, as root, a memory cgroup below the parent's
+ *                    own cgroup (memcap.c's place, never one the daemon
+ *                    names) for an owner the shim rule allows, never
+ *                    root, capped at a size in range with no swap, its
+ *                    directory, cgroup.procs and cgroup.threads given to
+ *                    the owner (a member's probe, which joins it); and
+ *                    removes one of its own pattern from there, empty.
  *
- * sbatch and scancel run in a helper process of the parent's, whose
- * reply the loop reads when it comes, so the other requests are served
- * meanwhile; replies carry their request's id.
+ * sbatch, scancel and gc's removals run in a helper process of the
+ * parent's, whose reply the loop reads when it comes, so the other
+ * requests are served meanwhile (a removal of hundreds of gigabytes of
+ * checkpoints holds up no shim start or signal); replies carry their
+ * request's id.
  *
  * The daemon process that ends ends the parent (its socket's end of
  * file), which exits with its status; a parent that ends takes the
@@ -118,6 +127,7 @@
 #include "priv.h"
 #include "slurm.h"
 #include "plio.h"
+#include "memcap.h"
 
 /* ---- the decoder ------------------------------------------------------- */
 
@@ -152,6 +162,7 @@ static const size_t priv_len[PRIV_NTYPES] = {
 	[PRIV_CHECK] = sizeof(struct priv_check),
 	[PRIV_FILES] = sizeof(struct priv_files),
 	[PRIV_RMTREE] = sizeof(struct priv_rmtree),
+	[PRIV_CGROUP] = sizeof(struct priv_cgroup),
 };
 static const int priv_nfd[PRIV_NTYPES] = { [PRIV_FCHOWN] = 1, [PRIV_VOUCH] = 1,
 	[PRIV_SBATCH] = 1, [PRIV_CHECK] = 2 };
@@ -267,6 +278,22 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 			return -1;
 		}
 		break;
+	case PRIV_CGROUP: {
+		static const struct priv_owner none;
+		const struct priv_cgroup *g = &m.cgroup;
+		int make = g->op == PRIV_CG_MAKE;
+		if (g->zero != 0 || !field_ok(g->name, sizeof(g->name)) || (make ?
+		    !owner_wellformed(&g->owner, 1) || g->owner.kind != PRIV_OWNER_USER ||
+		    g->bytes < PRIV_CG_MIN || g->bytes > PRIV_CG_MAX || g->name[0] != '\0' :
+		    g->op != PRIV_CG_REMOVE || !memcap_leaf_ok(g->name) || g->bytes != 0 ||
+		    memcmp(&g->owner, &none, sizeof(none)) != 0)) {
+			snprintf(why, whylen, "cgroup: a malformed operation, owner (a user, "
+			    "no id 0), size (%lld to %lld bytes) or name", PRIV_CG_MIN,
+			    PRIV_CG_MAX);
+			return -1;
+		}
+		break;
+	}
 	case PRIV_CHECK:
 		if (!field_ok(m.check.path, sizeof(m.check.path)) || m.check.path[0] == '\0') {
 			snprintf(why, whylen, "check: no spec path");
@@ -1110,6 +1137,44 @@ act_rmtree(const struct priv_rules *r, const struct priv_rmtree *m, struct priv_
 	return e;
 }
 
+/* PRIV_CGROUP: a memory cgroup made below the parent's own, capped and
+ * given to an owner the shim's rule allows; or one it made removed. */
+static int
+act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply *rep)
+{
+	int e;
+	if (m->op == PRIV_CG_REMOVE) {
+		/* A parent that serves no owner made none. */
+		if (r->group == (gid_t)-1 && r->admin_group == (gid_t)-1 &&
+		    r->job_uid == (uid_t)-1) {
+			snprintf(rep->why, sizeof(rep->why), "cgroup: this parent serves no owner");
+			return EPERM;
+		}
+		if (memcap_remove_leaf(m->name) == 0)
+			return 0;
+		e = errno;
+		snprintf(rep->why, sizeof(rep->why), "%s: %s", m->name, strerror(e));
+		return e;
+	}
+	char pin[PIN_MAX], why[1024];
+	if (owner_check(r, &m->owner, pin, rep) != 0)
+		return EPERM;
+	struct memcap mc;
+	if (memcap_make_owned(&mc, m->bytes, m->owner.uid, m->owner.gid, why,
+	    sizeof(why)) == -1) {
+		e = errno ? errno : EPERM;
+		snprintf(rep->why, sizeof(rep->why), "%s", why);
+		return e;
+	}
+	if (strlen(mc.dir) >= sizeof(rep->why)) {
+		rmdir(mc.dir);
+		snprintf(rep->why, sizeof(rep->why), "a cgroup's directory too long to answer");
+		return ENAMETOOLONG;
+	}
+	snprintf(rep->why, sizeof(rep->why), "%s", mc.dir);
+	return 0;
+}
+
 void
 priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
     struct priv_reply *rep, int *rfd)
@@ -1140,6 +1205,7 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 		break;
 	case PRIV_FILES: rep->h.id = m.h.id; rep->err = act_files(r, &m.files, rep, rfd); break;
 	case PRIV_RMTREE: rep->h.id = m.h.id; rep->err = act_rmtree(r, &m.rmtree, rep); break;
+	case PRIV_CGROUP: rep->h.id = m.h.id; rep->err = act_cgroup(r, &m.cgroup, rep); break;
 	}
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
@@ -1386,14 +1452,20 @@ act_files(struct priv_rules *r, const struct priv_files *m, struct priv_reply *r
 
 /* ---- the parent -------------------------------------------------------- */
 
-/* Slurm's commands take up to SLURM_TIMEOUT_MS: each PRIV_SBATCH and
- * PRIV_SCANCEL is served by a helper, a child of the parent's that acts
+/* Slurm's commands take up to SLURM_TIMEOUT_MS, and gc's removal of a
+ * tree as long as the tree takes: each PRIV_SBATCH, PRIV_SCANCEL and
+ * PRIV_RMTREE is served by a helper, a child of the parent's that acts
  * as the parent would (priv_handle()) and writes the reply to a pipe the
  * loop polls, so the parent serves the requests that come meanwhile; the
  * reply, once read, is sent with the request's id (the daemon's side
  * matches replies to requests by id), the job id remembered by the
- * parent first. Past PRIV_HELPERS at a time, the loop serves it itself. */
+ * parent first. Past PRIV_HELPERS at a time, the loop serves a Slurm
+ * request itself; a removal past PRIV_RMTREES at a time (or with no
+ * helper to be had) is refused, EAGAIN, never done in the loop: gc,
+ * which asks for one at a time from the daemon's loop thread, says so
+ * among its errors as for any removal that failed. */
 #define PRIV_HELPERS 16
+#define PRIV_RMTREES 4
 static struct helper {
 	pid_t pid;
 	int fd;
@@ -1401,12 +1473,23 @@ static struct helper {
 } helpers[PRIV_HELPERS];
 static int nhelpers;
 
+/* The removals running in helpers. */
+static int
+helpers_rmtree(void)
+{
+	int n = 0;
+	for (int k = 0; k < nhelpers; k++)
+		n += helpers[k].type == PRIV_RMTREE;
+	return n;
+}
+
 static int
 helper_start(struct priv_rules *r, int s, int sfd, const union priv_msg *m, size_t n,
     int *fds, int nfd)
 {
 	int p[2];
-	if (nhelpers == PRIV_HELPERS || pipe2(p, O_CLOEXEC) == -1)
+	if (nhelpers == PRIV_HELPERS || (m->h.type == PRIV_RMTREE &&
+	    helpers_rmtree() == PRIV_RMTREES) || pipe2(p, O_CLOEXEC) == -1)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -1428,7 +1511,7 @@ helper_start(struct priv_rules *r, int s, int sfd, const union priv_msg *m, size
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
 	helpers[nhelpers++] = (struct helper){ .pid = pid, .fd = p[0], .id = m->h.id,
-		.type = m->h.type, .uid = m->sbatch.owner.uid };
+		.type = m->h.type, .uid = m->h.type == PRIV_SBATCH ? m->sbatch.owner.uid : 0 };
 	return 0;
 }
 
@@ -1525,9 +1608,23 @@ parent_loop(const struct conf *c, int s, pid_t daemon, int (*reload)(struct priv
 		if (n == -1)
 			continue;
 		int t = priv_decode(&m, (size_t)n, nfd, rep.why, sizeof(rep.why));
-		if ((t == PRIV_SBATCH || t == PRIV_SCANCEL) &&
+		if ((t == PRIV_SBATCH || t == PRIV_SCANCEL || t == PRIV_RMTREE) &&
 		    helper_start(&rules, s, sfd, &m, (size_t)n, fds, nfd) == 0)
 			continue;
+		if (t == PRIV_RMTREE) {
+			memset(&rep, 0, sizeof(rep));
+			rep.h = (struct priv_hdr){ .type = PRIV_RMTREE, .len = sizeof(rep),
+				.id = m.h.id };
+			rep.err = EAGAIN;
+			snprintf(rep.why, sizeof(rep.why), "%s: the parent's removals are all "
+			    "busy (%d at a time)", m.rmtree.path,
+			    PRIV_RMTREES);
+			for (int i = 0; i < nfd; i++)
+				close(fds[i]);
+			if (reply(s, &rep, -1) == -1)
+				break;
+			continue;
+		}
 		priv_handle(&rules, &m, (size_t)n, fds, nfd, &rep, &rfd);
 		if (reply(s, &rep, rfd) == -1)
 			break;
@@ -1793,6 +1890,48 @@ priv_rmtree(const char *rel, char *why, size_t whylen)
 	snprintf(why, whylen, "%s: %s", rel, rep.why[0] ? rep.why : strerror(e));
 	errno = e;
 	return -1;
+}
+
+int
+priv_cgroup(const char *owner, int64_t bytes, char *dir, size_t dirlen, char *why,
+    size_t whylen)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_CGROUP;
+	m.cgroup.op = PRIV_CG_MAKE;
+	m.cgroup.bytes = bytes;
+	if (owner == NULL || owner_parse(owner, &m.cgroup.owner) == -1) {
+		snprintf(why, whylen, "not a user's run");
+		errno = EINVAL;
+		return -1;
+	}
+	if (priv_call(&m, sizeof(m.cgroup), NULL, 0, &rep, NULL) != 0) {
+		int e = errno;
+		snprintf(why, whylen, "%s", rep.why[0] ? rep.why : strerror(e));
+		errno = e;
+		return -1;
+	}
+	snprintf(dir, dirlen, "%s", rep.why);
+	return 0;
+}
+
+int
+priv_cgroup_remove(const char *dir)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	const char *leaf = strrchr(dir, '/');
+	memset(&m, 0, sizeof(m));
+	m.h.type = PRIV_CGROUP;
+	m.cgroup.op = PRIV_CG_REMOVE;
+	if (leaf == NULL || snprintf(m.cgroup.name, sizeof(m.cgroup.name), "%s", leaf + 1) >=
+	    (int)sizeof(m.cgroup.name)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return priv_call(&m, sizeof(m.cgroup), NULL, 0, &rep, NULL) == 0 ? 0 : -1;
 }
 
 void

@@ -43,6 +43,7 @@ enum priv_type {
 	PRIV_CHECK,		/* a spec's file checks, as its submitter; reply: their answer */
 	PRIV_FILES,		/* a file server as a run's owner; reply: its socket */
 	PRIV_RMTREE,		/* a run's directory below state_dir/runs, removed */
+	PRIV_CGROUP,		/* a memory cgroup for an owner's job; reply: its directory */
 	PRIV_NTYPES
 };
 
@@ -217,11 +218,40 @@ void	pfs_handle(const void *buf, size_t n, int *fds, int nfd, struct pfs_rep *re
  * parent opens state_dir/runs and each directory on the way with
  * O_DIRECTORY|O_NOFOLLOW from the one before, and removes the last name
  * relative to its parent, nothing followed, at most PRIV_RMTREE_DEPTH
- * directories deep: nothing outside the runs tree. */
+ * directories deep: nothing outside the runs tree. It does so in a
+ * helper, a child of its own (as sbatch's), at most a few at a time
+ * (EAGAIN past them), and answers when the helper ends: its loop serves
+ * the other requests meanwhile. */
 #define PRIV_RMTREE_DEPTH 64
 struct priv_rmtree {
 	struct priv_hdr h;
 	char path[PATH_MAX];
+};
+
+/* PRIV_CGROUP: a memory cgroup for a run owner's stage process and its
+ * programs (the probe's host_mem_cap, memcap.h), which the owner could
+ * not make. PRIV_CG_MAKE: for owner o (the shim's rule, a user of no id
+ * 0, never PRIV_OWNER_ROOT), the parent makes, as root, a group below its
+ * own cgroup (memcap_make_owned(): cgroup v2 where its cgroup delegates
+ * the memory controller, else v1's memory hierarchy; never a path the
+ * daemon names) capped at bytes, PRIV_CG_MIN to PRIV_CG_MAX, with no
+ * swap, and gives the directory and its cgroup.procs to o's uid and
+ * gid; the reply's why holds the directory, which the daemon hands the
+ * stage process in PL_MEMCAP_DIR. PRIV_CG_REMOVE: name, the last
+ * component of a directory a PRIV_CG_MAKE answered ("pipelined-probe-"
+ * digits "-" digits, memcap_leaf_ok()), removed from below the parent's
+ * own cgroup once empty; bytes and owner all 0. */
+#define PRIV_CG_MAKE	0
+#define PRIV_CG_REMOVE	1
+#define PRIV_CG_MIN	(16LL << 20)
+#define PRIV_CG_MAX	(1LL << 50)
+struct priv_cgroup {
+	struct priv_hdr h;
+	struct priv_owner owner;
+	uint32_t op;		/* PRIV_CG_* */
+	uint32_t zero;
+	int64_t bytes;
+	char name[64];
 };
 
 union priv_msg {
@@ -236,6 +266,7 @@ union priv_msg {
 	struct priv_check check;
 	struct priv_files files;
 	struct priv_rmtree rmtree;
+	struct priv_cgroup cgroup;
 };
 
 /* The parent's rules: what it read itself, at start and on SIGHUP. */
@@ -348,6 +379,14 @@ int	priv_files(const char *owner);
 /* rel, below state_dir/runs, removed by the parent (PRIV_RMTREE): 0, or
  * -1 with errno and why (the parent's words); only where a parent acts. */
 int	priv_rmtree(const char *rel, char *why, size_t whylen);
+
+/* A memory cgroup capped at bytes for owner ("UID:GID[:G1,G2...]", not
+ * root), made by the parent (PRIV_CGROUP): its directory in dir, 0; or
+ * -1 with errno and why. priv_cgroup_remove(): that directory removed
+ * (its last component sent). Only where a parent acts. */
+int	priv_cgroup(const char *owner, int64_t bytes, char *dir, size_t dirlen, char *why,
+	    size_t whylen);
+int	priv_cgroup_remove(const char *dir);
 
 /* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
  * through the parent. */

@@ -24,6 +24,7 @@
 #include "server.h"
 #include "priv.h"
 #include "plio.h"
+#include "memcap.h"
 
 int
 stage_out_of_process(const struct pl_job *j)
@@ -201,6 +202,45 @@ context_write(pl_job *j, char *path, size_t len)
 	return rc;
 }
 
+/* A run owner's stage process whose stage caps its programs' host
+ * memory (it has a host_mem_cap key: the probe's, memcap.h) gets a
+ * memory cgroup the privileged parent made for the owner at that size
+ * (PRIV_CGROUP), since the owner cannot make one below the daemon's own
+ * cgroup: its directory goes to the stage in PL_MEMCAP_DIR, which
+ * memcap_create() takes first; without it the stage makes its own as
+ * before. memcap_done(): the group removed once the process ended. A
+ * job re-adopted after a restart asks for none (its stage process, if
+ * still running, is in the group it had). */
+static void
+memcap_ask(pl_job *j)
+{
+	uid_t uid;
+	gid_t gid;
+	j->memcap_dir[0] = '\0';
+	if (j->adopted || !priv_active() || j->owner == NULL || j->reg == NULL ||
+	    owner_ids(j->owner, &uid, &gid) == -1 || uid == 0)
+		return;
+	const struct pl_key *k = host_find_key(j->reg, "host_mem_cap", NULL);
+	const char *v = spec_get(j->sec, "host_mem_cap");
+	int64_t bytes = k == NULL ? 0 : memcap_parse_size(v ? v : k->def);
+	char why[256];
+	if (bytes > 0 && priv_cgroup(j->owner, bytes, j->memcap_dir, sizeof(j->memcap_dir),
+	    why, sizeof(why)) == -1) {
+		job_log(j, PL_LOG_WARN, "host_mem_cap: the privileged parent made no cgroup "
+		    "for %s: %s", j->owner, why);
+		j->memcap_dir[0] = '\0';
+	}
+}
+
+static void
+memcap_done(pl_job *j)
+{
+	if (j->memcap_dir[0] && priv_cgroup_remove(j->memcap_dir) == -1)
+		job_log(j, PL_LOG_WARN, "host_mem_cap: %s not removed: %s", j->memcap_dir,
+		    strerror(errno));
+	j->memcap_dir[0] = '\0';
+}
+
 static int
 run_out_of_process(pl_job *j)
 {
@@ -219,7 +259,9 @@ run_out_of_process(pl_job *j)
 	j->ex = &exec_local;
 	j->ex_opts = NULL;
 	j->stage_proc = 1;
+	memcap_ask(j);
 	int rc = host_spawn(j, &sp, &ex);
+	memcap_done(j);
 	j->stage_proc = 0;
 	j->ex = saved;
 	j->ex_opts = opts;

@@ -7,7 +7,8 @@
  * every descriptor it was given. The rules refuse every act (no group, no
  * job_user, nothing vouched for, a state directory that does not exist),
  * so the target starts, signals and changes nothing (a file server
- * included). The same bytes go to the file server's decoder. */
+ * included; a cgroup neither made nor removed: a parent that serves no
+ * owner removes none). The same bytes go to the file server's decoder. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +50,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (t == PRIV_SCANCEL &&
 		    memchr(((const struct priv_scancel *)(void *)m)->id, '\0', 32) == NULL)
+			abort();
+		if (t == PRIV_CGROUP &&
+		    memchr(((const struct priv_cgroup *)(void *)m)->name, '\0', 64) == NULL)
 			abort();
 		if (t == PRIV_CHECK &&
 		    memchr(((const struct priv_check *)(void *)m)->path, '\0', PATH_MAX) == NULL)

@@ -97,5 +97,12 @@ main(int argc, char **argv)
 	memset(&m, 0, sizeof(m));
 	snprintf(m.rmtree.path, sizeof(m.rmtree.path), "v18/train/work/ckpt");
 	seed("rmtree", 0, &m, PRIV_RMTREE, 8, sizeof(m.rmtree));
+	owner(&m.cgroup.owner, 65534, 65534, 65534);
+	m.cgroup.op = PRIV_CG_MAKE;
+	m.cgroup.bytes = 12LL << 30;
+	seed("cgroup", 0, &m, PRIV_CGROUP, 9, sizeof(m.cgroup));
+	m.cgroup.op = PRIV_CG_REMOVE;
+	snprintf(m.cgroup.name, sizeof(m.cgroup.name), "pipelined-probe-4242-1");
+	seed("cgroup-remove", 0, &m, PRIV_CGROUP, 10, sizeof(m.cgroup));
 	return bad;
 }

@@ -27,7 +27,12 @@
  * as the member would (root's 0600 file EACCES, ENOENT, a FIFO and a link
  * refused, nothing above a directory), a directory hashed through it to
  * root's own digest, ended when its socket closes; one its owner stopped
- * answers EIO past the timeout, and nothing after. Needs root. */
+ * answers EIO past the timeout, and nothing after; gc's removals in the
+ * parent's helpers, four at a time, a fifth refused, the parent's loop
+ * free while they are held; a probe's memory cgroup
+ * refused malformed (size, owner, operation, a name not its own) and to
+ * a non-member, made for a member below the parent's own cgroup, capped
+ * and joined by the member, and removed. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -36,6 +41,8 @@
 #include <grp.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <poll.h>
+#include <sys/fanotify.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -50,6 +57,7 @@
 #include "exec.h"
 #include "plio.h"
 #include "priv.h"
+#include "memcap.h"
 #include "runner.h"
 
 #define NOBODY 65534
@@ -147,6 +155,7 @@ case_decode(void)
 		{ PRIV_CHECK, sizeof(struct priv_check), 2 },
 		{ PRIV_FILES, sizeof(struct priv_files), 0 },
 		{ PRIV_RMTREE, sizeof(struct priv_rmtree), 0 },
+		{ PRIV_CGROUP, sizeof(struct priv_cgroup), 0 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		hdr(&m, ok[i].type, ok[i].len);
@@ -162,6 +171,10 @@ case_decode(void)
 			owner_one(&m.files.owner, NOBODY, NOGRP);
 		if (ok[i].type == PRIV_RMTREE)
 			strcpy(m.rmtree.path, "r/j/work/a.bin");
+		if (ok[i].type == PRIV_CGROUP) {
+			owner_one(&m.cgroup.owner, NOBODY, NOGRP);
+			m.cgroup.bytes = 64 << 20;
+		}
 		if (ok[i].type == PRIV_SBATCH || ok[i].type == PRIV_SCANCEL) {
 			m.sbatch.owner.uid = NOBODY;	/* the same place in both */
 			m.sbatch.owner.gid = NOGRP;
@@ -977,6 +990,21 @@ no_reload(struct priv_rules *r)
 	return 0;
 }
 
+/* A real parent of conf_here()'s, this process its daemon process from
+ * now on: whether one acts. */
+static int
+parent_start(void)
+{
+	static struct conf c;	/* the parent's for good */
+	char path[PATH_MAX + 64];
+	conf_here(&c);
+	snprintf(path, sizeof(path), "%s/pid", tmp);
+	int pidfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	CHECK(pidfd >= 0);
+	CHECK(priv_start(&c, no_reload, pidfd, NULL) == 0 && priv_active(), "no parent");
+	return priv_active();
+}
+
 static volatile int slow_done;
 static char slow_id[32], slow_err[160];
 static int slow_fd, slow_rc = -2;
@@ -1006,13 +1034,7 @@ case_slurm_slow(void)
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0 && chmod(path, 0755) == 0);
 	free(text);
-	static struct conf c;	/* the parent's for good */
-	conf_here(&c);
-	snprintf(path, sizeof(path), "%s/pid", tmp);
-	int pidfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	CHECK(pidfd >= 0);
-	CHECK(priv_start(&c, no_reload, pidfd, NULL) == 0 && priv_active(), "no parent");
-	if (!priv_active())
+	if (!parent_start())
 		return;
 	/* The daemon's side from here on. */
 	snprintf(path, sizeof(path), "%s/job.sbatch", tmp);
@@ -1496,6 +1518,235 @@ case_rmtree(void)
 	CHECK(access(p, F_OK) == 0, "a file through runs, a link, kept");
 }
 
+/* PRIV_RMTREE in the parent's helpers (a real parent, priv_start()):
+ * five removals asked for at once, each held in open(2) of its
+ * directory by a fanotify permission event the case answers. Four run
+ * in helpers (priv.c: PRIV_RMTREES), the fifth is refused at once,
+ * EAGAIN, not done in the loop; a shim start is answered while the four
+ * are held; released, the four are done and the fifth's tree is there. */
+#define RM_HELD 4
+static int fan = -1;
+static volatile int fan_held, fan_release, fan_stop;
+static volatile int rm_rc[RM_HELD], rm_done[RM_HELD];
+
+static void *
+fan_thread(void *arg)
+{
+	int pending[64], np = 0;
+	char buf[4096] __attribute__((aligned(8)));
+	while (!fan_stop) {
+		if (fan_release)
+			for (; np > 0; np--) {
+				struct fanotify_response r = { .fd = pending[np - 1],
+					.response = FAN_ALLOW };
+				if (write(fan, &r, sizeof(r)) == -1)
+					break;
+				close(pending[np - 1]);
+			}
+		struct pollfd p = { .fd = fan, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t n = read(fan, buf, sizeof(buf));
+		for (struct fanotify_event_metadata *e = (void *)buf; n > 0 && FAN_EVENT_OK(e, n);
+		    e = FAN_EVENT_NEXT(e, n)) {
+			if (!fan_release && np < 64) {
+				pending[np++] = e->fd;
+				fan_held++;
+				continue;
+			}
+			struct fanotify_response r = { .fd = e->fd, .response = FAN_ALLOW };
+			if (write(fan, &r, sizeof(r)) == -1)
+				break;
+			close(e->fd);
+		}
+	}
+	return NULL;
+}
+
+static void *
+rm_thread(void *arg)
+{
+	int k = (int)(intptr_t)arg;
+	char rel[64], why[256];
+	snprintf(rel, sizeof(rel), "r/j%d/d", k);
+	rm_rc[k] = priv_rmtree(rel, why, sizeof(why)) == 0 ? 0 : errno;
+	rm_done[k] = 1;
+	return NULL;
+}
+
+static void
+case_rmtree_helpers(void)
+{
+	char p[PATH_MAX + 64], why[256];
+	setup(NOGRP);
+	for (int k = 0; k <= RM_HELD; k++) {
+		snprintf(p, sizeof(p), "%s/runs/r/j%d/d", rules.state_dir, k);
+		CHECK(plc_mkdirs(p, 0750) == 0);
+		snprintf(p, sizeof(p), "%s/runs/r/j%d/d/f", rules.state_dir, k);
+		int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		CHECK(fd >= 0);
+		close(fd);
+	}
+	if (!parent_start())
+		return;
+	if ((fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY)) == -1)
+		UNIT_SKIP("fanotify: %s", strerror(errno));
+	for (int k = 0; k <= RM_HELD; k++) {
+		snprintf(p, sizeof(p), "%s/runs/r/j%d/d", rules.state_dir, k);
+		CHECK(fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM | FAN_ONDIR, AT_FDCWD, p) == 0,
+		    "%s: %s", p, strerror(errno));
+	}
+	pthread_t ft, th[RM_HELD];
+	CHECK(pthread_create(&ft, NULL, fan_thread, NULL) == 0);
+	for (int k = 0; k < RM_HELD; k++) {
+		CHECK(pthread_create(&th[k], NULL, rm_thread, (void *)(intptr_t)k) == 0);
+		for (int i = 0; i < 1000 && fan_held < k + 1; i++)
+			usleep(10000);
+		CHECK(fan_held == k + 1, "removal %d not held: %d held", k, fan_held);
+	}
+	/* The fifth: refused at once, its tree left. */
+	double t0 = plc_mono_secs();
+	errno = 0;
+	CHECK(priv_rmtree("r/j4/d", why, sizeof(why)) == -1 && errno == EAGAIN,
+	    "a fifth removal: %s (%s)", strerror(errno), why);
+	CHECK(plc_mono_secs() - t0 < 5, "the fifth's refusal waited");
+	/* The parent's loop is free. */
+	pid_t pid;
+	uint64_t start;
+	int fd = priv_shim_start(rules.shim, "65534:65534:65534", &pid, &start);
+	CHECK(fd >= 0, "a shim start while four removals are held: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	int done = 0;
+	for (int k = 0; k < RM_HELD; k++)
+		done += rm_done[k];
+	CHECK(done == 0 && fan_held == RM_HELD, "%d removals ended while held", done);
+	fan_release = 1;
+	for (int k = 0; k < RM_HELD; k++) {
+		pthread_join(th[k], NULL);
+		CHECK(rm_rc[k] == 0, "removal %d: %s", k, strerror(rm_rc[k]));
+		snprintf(p, sizeof(p), "%s/runs/r/j%d/d", rules.state_dir, k);
+		CHECK(access(p, F_OK) == -1 && errno == ENOENT, "%s removed", p);
+	}
+	snprintf(p, sizeof(p), "%s/runs/r/j4/d/f", rules.state_dir);
+	CHECK(access(p, F_OK) == 0, "the fifth's tree left");
+	fan_stop = 1;
+	pthread_join(ft, NULL);
+	close(fan);
+}
+
+/* PRIV_CGROUP: a memory cgroup for a member's probe. Refused by the
+ * decoder: no size, one too small or too large, root's owner or a user of
+ * uid 0, an unknown operation, the zero word, a name with a make, and a
+ * removal of a name not the parent's pattern (a path, a dot, no number)
+ * or with a size or an owner. Refused to a non-member. Made for a member
+ * where this host lets root make a memory cgroup below its own: the
+ * directory and cgroup.procs the member's, the cap in memory.max (v2) or
+ * memory.limit_in_bytes (v1), a process of the member's joins it; then
+ * removed, empty. */
+static int
+cgroup_msg(union priv_msg *m, uint32_t op, uid_t uid, gid_t gid, int64_t bytes,
+    const char *name)
+{
+	char why[160];
+	hdr(m, PRIV_CGROUP, sizeof(m->cgroup));
+	m->cgroup.op = op;
+	if (uid != (uid_t)-1)
+		owner_one(&m->cgroup.owner, uid, gid);
+	m->cgroup.bytes = bytes;
+	snprintf(m->cgroup.name, sizeof(m->cgroup.name), "%s", name);
+	return priv_decode(m, sizeof(m->cgroup), 0, why, sizeof(why));
+}
+
+static void
+case_cgroup(void)
+{
+	setup(NOGRP);
+	union priv_msg m;
+	struct priv_reply rep;
+	int rfd;
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "") == PRIV_CGROUP);
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 0, "") == -1, "no size");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, PRIV_CG_MIN - 1, "") == -1, "small");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, PRIV_CG_MAX + 1, "") == -1, "large");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, -1, "") == -1, "negative");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, 0, 0, 64 << 20, "") == -1, "uid 0");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, (uid_t)-1, 0, 64 << 20, "") == -1, "no owner");
+	cgroup_msg(&m, PRIV_CG_MAKE, (uid_t)-1, 0, 64 << 20, "");
+	m.cgroup.owner.kind = PRIV_OWNER_ROOT;
+	CHECK(priv_decode(&m, sizeof(m.cgroup), 0, rep.why, sizeof(rep.why)) == -1, "root's");
+	CHECK(cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "pipelined-probe-1-2") == -1,
+	    "a name with a make");
+	CHECK(cgroup_msg(&m, 2, NOBODY, NOGRP, 64 << 20, "") == -1, "op 2");
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	m.cgroup.zero = 1;
+	CHECK(priv_decode(&m, sizeof(m.cgroup), 0, rep.why, sizeof(rep.why)) == -1, "zero");
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, "pipelined-probe-12-3") ==
+	    PRIV_CGROUP);
+	static const char *const bad[] = { "", "x", "pipelined-probe-", "pipelined-probe-1",
+	    "pipelined-probe--1", "pipelined-probe-1-", "pipelined-probe-1-2/x",
+	    "../pipelined-probe-1-2", "pipelined-probe-1-2-3", "pipelined-probe-1-x",
+	    "pipelined-probe-12345678901-1", "/sys/fs/cgroup/memory" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, bad[i]) == -1, "%s", bad[i]);
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 1, "pipelined-probe-1-2") == -1,
+	    "a removal with a size");
+	CHECK(cgroup_msg(&m, PRIV_CG_REMOVE, NOBODY, NOGRP, 0, "pipelined-probe-1-2") == -1,
+	    "a removal with an owner");
+
+	cgroup_msg(&m, PRIV_CG_MAKE, 4242, NOTAGROUP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EPERM && rfd == -1, "a non-member: %s", strerror(rep.err));
+
+	/* Can root make one here at all? */
+	struct memcap probe;
+	char why[1024];
+	if (memcap_make_owned(&probe, 64 << 20, 0, 0, why, sizeof(why)) == -1)
+		UNIT_SKIP("no memory cgroup can be made here: %s", why);
+	rmdir(probe.dir);
+
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == 0, "a member's: %s", rep.why);
+	char dir[sizeof(rep.why)], f[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", rep.why);
+	struct stat st;
+	CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == NOBODY &&
+	    st.st_gid == NOGRP, "%s: the member's", dir);
+	snprintf(f, sizeof(f), "%s/cgroup.procs", dir);
+	CHECK(stat(f, &st) == 0 && st.st_uid == NOBODY, "cgroup.procs the member's");
+	snprintf(f, sizeof(f), "%s/memory.max", dir);
+	if (access(f, F_OK) == -1)
+		snprintf(f, sizeof(f), "%s/memory.limit_in_bytes", dir);
+	char *cap = plc_read_file(f, NULL, 64);
+	CHECK(cap != NULL && strtoll(cap, NULL, 10) == 64 << 20, "%s: %s", f, cap ? cap : "?");
+	free(cap);
+	/* The member joins it, as its probe's shell does. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		char procs[PATH_MAX], me[32];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+		snprintf(me, sizeof(me), "%d\n", (int)getpid());
+		if (setgroups(0, NULL) == -1 || setgid(NOGRP) == -1 || setuid(NOBODY) == -1)
+			_exit(2);
+		int fd = open(procs, O_WRONLY);
+		if (fd == -1 || write(fd, me, strlen(me)) == -1)
+			_exit(3);
+		char *cg = plc_read_file("/proc/self/cgroup", NULL, 65536);
+		_exit(cg != NULL && strstr(cg, strrchr(dir, '/')) != NULL ? 0 : 4);
+	}
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the member joined %s: status %d", dir, WEXITSTATUS(status));
+	cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, strrchr(dir, '/') + 1);
+	int e = EBUSY;
+	for (int i = 0; i < 50 && (e = handle(&m, sizeof(m.cgroup), -1, NULL)) == EBUSY; i++)
+		usleep(100000);
+	CHECK(e == 0, "removed: %s", strerror(e));
+	CHECK(access(dir, F_OK) == -1 && errno == ENOENT, "%s gone", dir);
+	CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == ENOENT, "gone: ENOENT");
+}
+
 static const struct unit_case cases[] = {
 	UNIT_CASE(decode),
 	UNIT_CASE(shim_refused),
@@ -1513,6 +1764,8 @@ static const struct unit_case cases[] = {
 	UNIT_CASE(files_decode),
 	UNIT_CASE(files),
 	UNIT_CASE(rmtree),
+	UNIT_CASE(rmtree_helpers),
+	UNIT_CASE(cgroup),
 	UNIT_END
 };
 

@@ -165,12 +165,14 @@ make_group(struct memcap *mc, const char *parent, const char *name)
 	return 0;
 }
 
+/* The caller's own cgroup v2 directory, where it delegates the memory
+ * controller. */
 static int
-try_v2(struct memcap *mc, char *why, size_t len)
+v2_parent(char *parent, size_t plen, char *why, size_t len)
 {
-	char cg[PATH_MAX], parent[PATH_MAX], ctl[PATH_MAX], val[64];
+	char cg[PATH_MAX], ctl[PATH_MAX];
 	if (own_cgroup(NULL, cg, sizeof(cg)) == -1 ||
-	    cgroup_dir("cgroup2", NULL, cg, parent, sizeof(parent)) == -1) {
+	    cgroup_dir("cgroup2", NULL, cg, parent, plen) == -1) {
 		snprintf(why, len, "cgroup v2: not mounted for this process");
 		return -1;
 	}
@@ -183,6 +185,28 @@ try_v2(struct memcap *mc, char *why, size_t len)
 		    parent);
 		return -1;
 	}
+	return 0;
+}
+
+/* The caller's own cgroup v1 memory directory. */
+static int
+v1_parent(char *parent, size_t plen, char *why, size_t len)
+{
+	char cg[PATH_MAX];
+	if (own_cgroup("memory", cg, sizeof(cg)) == -1 ||
+	    cgroup_dir("cgroup", "memory", cg, parent, plen) == -1) {
+		snprintf(why, len, "cgroup v1: no memory hierarchy mounted");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+try_v2(struct memcap *mc, char *why, size_t len)
+{
+	char parent[PATH_MAX], val[64];
+	if (v2_parent(parent, sizeof(parent), why, len) == -1)
+		return -1;
 	if (make_group(mc, parent, "probe") == -1) {
 		snprintf(why, len, "cgroup v2: mkdir in %s: %s", parent, strerror(errno));
 		return -1;
@@ -201,12 +225,9 @@ try_v2(struct memcap *mc, char *why, size_t len)
 static int
 try_v1(struct memcap *mc, char *why, size_t len)
 {
-	char cg[PATH_MAX], parent[PATH_MAX], val[64];
-	if (own_cgroup("memory", cg, sizeof(cg)) == -1 ||
-	    cgroup_dir("cgroup", "memory", cg, parent, sizeof(parent)) == -1) {
-		snprintf(why, len, "cgroup v1: no memory hierarchy mounted");
+	char parent[PATH_MAX], val[64];
+	if (v1_parent(parent, sizeof(parent), why, len) == -1)
 		return -1;
-	}
 	if (make_group(mc, parent, "probe") == -1) {
 		snprintf(why, len, "cgroup v1: mkdir in %s: %s", parent, strerror(errno));
 		return -1;
@@ -247,14 +268,98 @@ int
 memcap_create(struct memcap *mc, int64_t bytes, const char *name, char *why,
     size_t len)
 {
-	char w2[512] = "", w1[512] = "", ws[512] = "";
+	char w2[512] = "", w1[512] = "", ws[512] = "", wg[PATH_MAX + 64] = "";
 	(void)name;
 	memset(mc, 0, sizeof(*mc));
 	mc->bytes = bytes;
+	/* The group the daemon's privileged parent made for this process's
+	 * owner, capped by the parent at the same size. */
+	const char *given = getenv("PL_MEMCAP_DIR");
+	if (given != NULL && *given == '/' && strlen(given) + 32 < sizeof(mc->dir)) {
+		char mx[PATH_MAX];
+		snprintf(mc->dir, sizeof(mc->dir), "%s", given);
+		snprintf(mc->procs, sizeof(mc->procs), "%s/cgroup.procs", given);
+		snprintf(mx, sizeof(mx), "%s/memory.max", given);
+		if (access(mc->procs, W_OK) == 0) {
+			mc->kind = access(mx, F_OK) == 0 ? MEMCAP_V2 : MEMCAP_V1;
+			mc->given = 1;
+			return 0;
+		}
+		snprintf(wg, sizeof(wg), "PL_MEMCAP_DIR %s: %s; ", given, strerror(errno));
+		mc->dir[0] = mc->procs[0] = '\0';
+	}
 	if (try_v2(mc, w2, sizeof(w2)) == 0 || try_v1(mc, w1, sizeof(w1)) == 0 ||
 	    try_systemd(mc, ws, sizeof(ws)) == 0)
 		return 0;
-	snprintf(why, len, "%s; %s; %s", w2, w1, ws);
+	snprintf(why, len, "%s%s; %s; %s", wg, w2, w1, ws);
+	return -1;
+}
+
+int
+memcap_make_owned(struct memcap *mc, int64_t bytes, uid_t uid, gid_t gid, char *why,
+    size_t len)
+{
+	char w2[512] = "", w1[512] = "";
+	memset(mc, 0, sizeof(*mc));
+	mc->bytes = bytes;
+	if (try_v2(mc, w2, sizeof(w2)) == -1 && try_v1(mc, w1, sizeof(w1)) == -1) {
+		snprintf(why, len, "%s; %s", w2, w1);
+		return -1;
+	}
+	char thr[PATH_MAX];
+	snprintf(thr, sizeof(thr), "%s/cgroup.threads", mc->dir);
+	if (chown(mc->dir, uid, gid) == -1 || chown(mc->procs, uid, gid) == -1 ||
+	    (chown(thr, uid, gid) == -1 && errno != ENOENT)) {
+		int e = errno;
+		snprintf(why, len, "%s: chown: %s", mc->dir, strerror(e));
+		rmdir(mc->dir);
+		mc->kind = MEMCAP_NONE;
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+int
+memcap_leaf_ok(const char *leaf)
+{
+	static const char pre[] = "pipelined-probe-";
+	if (strncmp(leaf, pre, sizeof(pre) - 1) != 0)
+		return 0;
+	const char *p = leaf + sizeof(pre) - 1;
+	int dash = 0, digits = 0;
+	for (; *p != '\0'; p++) {
+		if (*p == '-' && digits > 0 && !dash) {
+			dash = 1;
+			digits = 0;
+		} else if (isdigit((unsigned char)*p) && digits < 10)
+			digits++;
+		else
+			return 0;
+	}
+	return dash && digits > 0;
+}
+
+int
+memcap_remove_leaf(const char *leaf)
+{
+	char parent[PATH_MAX], dir[PATH_MAX + 64], why[512];
+	int e = ENOENT;
+	if (!memcap_leaf_ok(leaf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (int v = 2; v >= 1; v--) {
+		if ((v == 2 ? v2_parent : v1_parent)(parent, sizeof(parent), why,
+		    sizeof(why)) == -1)
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", parent, leaf);
+		if (rmdir(dir) == 0)
+			return 0;
+		if (errno != ENOENT)
+			e = errno;
+	}
+	errno = e;
 	return -1;
 }
 
@@ -342,7 +447,7 @@ memcap_finish(struct memcap *mc, uint64_t *peak, int *oom_kills)
 		    *peak + (1 << 20) >= (uint64_t)mc->bytes)
 			*oom_kills = -1;   /* hit the limit; the kernel has no count */
 	}
-	if (mc->kind == MEMCAP_V1 || mc->kind == MEMCAP_V2) {
+	if ((mc->kind == MEMCAP_V1 || mc->kind == MEMCAP_V2) && !mc->given) {
 		/* The last process may take a moment to leave the group. */
 		for (int i = 0; i < 50 && rmdir(mc->dir) == -1 && errno == EBUSY; i++) {
 			struct timespec ts = { 0, 100 * 1000 * 1000 };

@@ -19,6 +19,15 @@
  * cgroup.procs; 3: systemd-run --scope). After the process ended,
  * memcap_finish() reads the group's peak and whether the kernel's OOM
  * killer acted in it, and removes the group.
+ *
+ * A run owner's stage process in a split daemon cannot make a cgroup it
+ * was not delegated: the daemon asks its privileged parent for one
+ * (priv.h: PRIV_CGROUP), which makes it with memcap_make_owned() as root
+ * below the parent's own cgroup, caps it and gives it to the owner, and
+ * hands the stage process its directory in PL_MEMCAP_DIR.
+ * memcap_create() takes that group first when it is there; the parent
+ * removes it after the process ended (memcap_remove_leaf()), not
+ * memcap_finish().
  */
 #ifndef PL_MEMCAP_H
 #define PL_MEMCAP_H
@@ -26,6 +35,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum memcap_kind { MEMCAP_NONE = 0, MEMCAP_V2, MEMCAP_V1, MEMCAP_SYSTEMD };
 
@@ -35,6 +45,7 @@ struct memcap {
 	char dir[PATH_MAX];         /* the cgroup directory (v1, v2) */
 	char procs[PATH_MAX];       /* its cgroup.procs */
 	char prop[2][64];           /* systemd-run properties */
+	int given;                  /* PL_MEMCAP_DIR's: left for its maker to remove */
 	const char *argv[64];
 };
 
@@ -48,6 +59,17 @@ const char *const *memcap_argv(struct memcap *mc, const char *const *argv);
 /* Read the group's peak (bytes, 0 when unknown) and OOM kills, and remove
  * the group. */
 void	memcap_finish(struct memcap *mc, uint64_t *peak, int *oom_kills);
+/* As root, for a user: a group below the caller's own cgroup (v2, v1;
+ * no systemd scope) capped at bytes, the directory, its cgroup.procs and
+ * (v2) cgroup.threads given to uid and gid, so that a process of that
+ * user's joins it (the way systemd delegates). 0, or -1 with why. */
+int	memcap_make_owned(struct memcap *mc, int64_t bytes, uid_t uid, gid_t gid,
+	    char *why, size_t len);
+/* Whether leaf is a name memcap_make_owned() gives ("pipelined-probe-"
+ * digits "-" digits), and its removal, empty, from below the caller's
+ * own cgroup: 0, or -1 with errno. */
+int	memcap_leaf_ok(const char *leaf);
+int	memcap_remove_leaf(const char *leaf);
 /* "cgroup v2", "cgroup v1", "systemd scope". */
 const char *memcap_kind_str(int kind);
 /* Parse "12G", "512M", "off"; -1 on error, 0 for off. */

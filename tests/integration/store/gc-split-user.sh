@@ -71,6 +71,58 @@ grep -q "g2/make/work/sub/a.bin: .*a link on the way: not followed" gc2.txt ||
 	fail "gc g2 does not say why: $(cat gc2.txt)"
 note "a link on the way not followed by the parent"
 
+# A slow removal does not hold up the parent (PRIV_RMTREE in a helper of
+# the parent's): fan_hold.py holds the first open of g3's artifact
+# directory d, the remover's walk into it, until the test lets it go.
+# Held, the remover is a child of the parent's, not the parent; the
+# parent meanwhile serves the job thread of the member's running g4,
+# whose second job, started once the first ends, reads its events and
+# artifact through a file server of the parent's (PRIV_FILES); released,
+# gc g3 finishes.
+gspec g3
+mctl submit specs/g3.ini >/dev/null || fail "g3: the member could not submit"
+wait_run g3 succeeded 60
+cat > specs/g4.ini <<INI
+[run]
+name = g4
+[wait]
+stage = exec
+command = while [ ! -e $TEST_TMP/go ]; do sleep 0.1; done
+[make]
+stage = exec
+after = wait
+command = echo x > a.bin; echo '{"type":"artifact","name":"a","path":"a.bin"}' >> "\$PL_EVENTS"
+INI
+chmod 0644 specs/g4.ini
+mctl submit specs/g4.ini >/dev/null || fail "g4: the member could not submit"
+wait_run g4 running 60
+python3 "$TOP/tests/helpers/fan_hold.py" "$RUNS/g3/make/work/d" held release > hold.out 2>&1 &
+HOLD=$!
+for _ in $(seq 100); do grep -q ready hold.out && break; sleep 0.1; done
+grep -q ready hold.out || fail "fan_hold.py: $(cat hold.out)"
+mctl gc g3 > gc3.txt 2>&1 &
+GC=$!
+for _ in $(seq 200); do [ -s held ] && break; sleep 0.1; done
+[ -s held ] || { touch release; fail "gc g3 never opened g3's d: $(cat gc3.txt hold.out)"; }
+H=$(cat held)
+[ "$H" != "$PL_PID" ] || { touch release; fail "the parent removes g3's tree itself, its loop held meanwhile"; }
+[ "$(ps -o ppid= -p "$H" | tr -d ' ')" = "$PL_PID" ] ||
+	{ touch release; fail "g3's remover $H is not the parent's child"; }
+touch "$TEST_TMP/go"
+ok=0
+for _ in $(seq 150); do
+	[ "$(db "SELECT count(*) FROM artifacts a JOIN runs r ON r.id = a.run_id WHERE r.name = 'g4'")" = 1 ] &&
+		{ ok=1; break; }
+	sleep 0.1
+done
+touch release
+[ $ok = 1 ] || fail "g4's artifact waited for g3's removal: the parent's loop was held"
+wait $GC || fail "gc g3: $(cat gc3.txt)"
+wait $HOLD
+[ -e "$RUNS/g3/make/work/d" ] && fail "g3's d stayed: $(cat gc3.txt)"
+wait_run g4 succeeded 60
+note "a held removal in the parent's helper; the parent served g4 meanwhile"
+
 # The parent refused nothing else.
 grep 'privileged parent: refused' "$TEST_TMP/pipelined.out" | grep -qv "sub: .*not followed" &&
 	fail "the parent refused the daemon: $(grep 'privileged parent' "$TEST_TMP/pipelined.out")"
