@@ -79,10 +79,11 @@ done
 
 now() { date +%s.%N; }
 # Clock ticks of the daemon's process and, split in two, of its daemon
-# process (the privileged parent's one pipelined child) too.
+# process (the privileged parent's oldest pipelined child: its file
+# servers, kept idle between jobs, are pipelined children too) too.
 cpu() {
 	local c
-	c=$(pgrep -P "$1" -x pipelined || true)
+	c=$(pgrep -o -P "$1" -x pipelined || true)
 	cat "/proc/$1/stat" ${c:+"/proc/$c/stat"} | awk '{ s += $14 + $15 } END { print s }'
 }
 tck=$(getconf CLK_TCK)
