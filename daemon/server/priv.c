@@ -1943,8 +1943,8 @@ priv_files(const char *owner)
  * the server ends). A server that answered EIO, or none, is marked
  * failed: never kept idle for another reader (owner_files_close()). */
 static int
-files_call(struct owner_files *of, uint32_t op, uint32_t flags, int dfd, const char *path, struct pfs_rep *rep,
-    int *rfd)
+files_call(struct owner_files *of, uint32_t op, uint32_t flags, int dfd, const char *path,
+    struct pfs_rep *rep, int *rfd)
 {
 	struct pfs_req q;
 	int fds[PRIV_MAXFD], nfd = 0, s = of->s;
@@ -2002,7 +2002,9 @@ pfs_stat_get(struct stat *st, const struct pfs_stat *p)
  * holds nothing between requests but its owner's ids, and serves one
  * reader at a time (taken out while in use). One that failed (EIO, a
  * timeout: files_call() shuts its socket) or has anything to read while
- * idle (a late reply, its end) is closed, never kept nor taken. */
+ * idle (a late reply, its end) is closed, never kept nor taken; so is
+ * one asked for before the last reload (idle_gen: the parent's rules
+ * may have changed), when its reader is done. */
 #define PFS_IDLE_OWNER	4
 #define PFS_IDLE_ALL	32
 #define PFS_IDLE_S	10
@@ -2013,6 +2015,7 @@ static struct idle_server {
 	time_t since;
 } idle[PFS_IDLE_ALL];
 static int nidle;
+static unsigned idle_gen;		/* reloads, by owner_files_idle(1) */
 
 static time_t
 idle_now(void)
@@ -2049,12 +2052,14 @@ idle_remove(int i, int keep)
 	return s;
 }
 
-/* An idle server of owner's, or -1. */
+/* An idle server of owner's, or -1; *gen, the reloads it belongs after
+ * (a new one's, asked for after -1). */
 static int
-idle_take(const char *owner)
+idle_take(const char *owner, unsigned *gen)
 {
 	int s = -1;
 	pthread_mutex_lock(&idle_lock);
+	*gen = idle_gen;
 	for (int i = nidle - 1; i >= 0 && s == -1; i--) {
 		if (!idle_same(idle[i].owner, owner))
 			continue;
@@ -2067,15 +2072,16 @@ idle_take(const char *owner)
 	return s;
 }
 
-/* s, a sound server of owner's, kept idle; else closed. */
+/* s, a sound server of owner's asked for after the last reload, kept
+ * idle; else closed. */
 static void
-idle_put(const char *owner, int s)
+idle_put(const char *owner, int s, unsigned gen)
 {
 	int n = 0;
 	pthread_mutex_lock(&idle_lock);
 	for (int i = 0; i < nidle; i++)
 		n += idle_same(idle[i].owner, owner);
-	if (n < PFS_IDLE_OWNER && nidle < PFS_IDLE_ALL && idle_sound(s)) {
+	if (gen == idle_gen && n < PFS_IDLE_OWNER && nidle < PFS_IDLE_ALL && idle_sound(s)) {
 		idle[nidle].owner = owner != NULL ? xstrdup(owner) : NULL;
 		idle[nidle].s = s;
 		idle[nidle++].since = idle_now();
@@ -2091,6 +2097,7 @@ owner_files_idle(int all)
 {
 	time_t now = idle_now();
 	pthread_mutex_lock(&idle_lock);
+	idle_gen += all != 0;
 	for (int i = nidle - 1; i >= 0; i--)
 		if (all || now - idle[i].since >= PFS_IDLE_S || !idle_sound(idle[i].s))
 			idle_remove(i, 0);
@@ -2109,7 +2116,7 @@ files_ready(struct owner_files *of)
 		errno = EBADF;
 		return -1;
 	}
-	int s = idle_take(of->owner);
+	int s = idle_take(of->owner, &of->gen);
 	if (s != -1) {
 		of->s = s;
 		return 0;
@@ -2194,7 +2201,7 @@ void
 owner_files_close(struct owner_files *of)
 {
 	if (of->s >= 0 && of->lazy && !of->failed)
-		idle_put(of->owner, of->s);
+		idle_put(of->owner, of->s, of->gen);
 	else if (of->s >= 0)
 		close(of->s);
 	else if (of->as == 1)

@@ -326,6 +326,7 @@ struct owner_files {
 	int lazy;			/* started at the first request, for owner */
 	char *owner;			/* malloc'd; NULL: root's own run */
 	int failed;			/* the server answered EIO or none */
+	unsigned gen;			/* the reloads it was asked for after */
 	int as;				/* owner_fs_enter()'s answer */
 	struct owner_fs save;
 	struct plc_fs ops;

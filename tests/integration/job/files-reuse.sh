@@ -7,7 +7,8 @@
 # end some seconds after the last job; one that died while idle is
 # never handed out (the next job's artifact is still read); another
 # user's job, right after the member's, gets a server of its own (its
-# 0700 directory, which nobody cannot enter, read all the same).
+# 0700 directory, which nobody cannot enter, read all the same), which a
+# reload ends at once.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; [ -n "${ST:-}" ] && kill "$ST" 2>/dev/null' EXIT
 command -v strace >/dev/null || { echo "no strace"; exit 77; }
@@ -23,7 +24,7 @@ D=$(split_daemon_pid)
 [ -n "$D" ] || fail "no daemon process under the parent $PL_PID"
 nob=$(id -u nobody)
 # The parent's children as nobody but the daemon process: its file servers.
-servers() { pgrep -P "$PL_PID" -u "$nob" -x pipelined | grep -vx "$D" | wc -l; }
+servers() { pgrep -P "$PL_PID" -u "${1:-$nob}" -x pipelined | grep -vx "$D" | wc -l; }
 
 # A 20-job chain of the member's, each job registering an artifact.
 {
@@ -67,7 +68,15 @@ as_user plfsother "$PIPELINECTL" -f "$PL_CONF" submit specs/other.ini >/dev/null
 wait_run other succeeded 30
 pctl artifacts other 2>/dev/null | grep -q "$P/f" ||
 	fail "other: its artifact not registered: $(grep other/x "$TEST_TMP/pipelined.out")"
+[ "$(servers plfsother)" -ge 1 ] || fail "no idle file server of plfsother's"
+kill -HUP "$PL_PID"
+for _ in $(seq 30); do [ "$(servers plfsother)$(servers)" = 00 ] && break; sleep 0.1; done
+[ "$(servers plfsother)$(servers)" = 00 ] || fail "idle file servers outlived a reload"
 
+# Past their time (10 s unused), the idle ones end.
+member_exec late true
+wait_run late succeeded 30
+[ "$(servers)" -ge 1 ] || fail "no idle file server of nobody's after the reload"
 for _ in $(seq 150); do [ "$(servers)" = 0 ] && break; sleep 0.1; done
 [ "$(servers)" = 0 ] || fail "$(servers) idle file servers of nobody's left past their time"
 note "idle file servers reused, then ended"
