@@ -234,8 +234,9 @@ job_none_digest_keep(pl_job *j, const char *path, const struct stat *sb,
 }
 
 /* A run owner's files for j, under j->files_lock: the job's file server
- * (kept in j->files: one a job, not one a read) where there is one to
- * ask, else own (the daemon's own calls, with owner_fs_enter(); the
+ * (kept in j->files: one a job, not one a read; an idle one of the
+ * owner's, left by an earlier job, before a new one: priv.c) where there
+ * is one to ask, else own (the daemon's own calls, with owner_fs_enter(); the
  * caller closes it); NULL, errno set, when neither can be had. */
 static struct owner_files *
 job_files_get(pl_job *j, struct owner_files *own)
@@ -251,8 +252,10 @@ job_files_get(pl_job *j, struct owner_files *own)
 	return j->files;
 }
 
-/* The job's file server closed and forgotten (a server gone, EIO: its
- * owner may end it, and the next read starts another). */
+/* The job's file server closed and forgotten: at the job's end, kept
+ * idle for the owner's next job; a server gone (EIO: its owner may end
+ * it) is ended instead (owner_files_close()), and the next read takes or
+ * starts another. */
 static void
 job_files_drop(pl_job *j)
 {

@@ -36,6 +36,7 @@ static uv_loop_t *loop;
 static uv_check_t flush;        /* after each loop pass: deliver what the loop
                                    thread itself announced (no self-wake) */
 static uv_signal_t sig_term, sig_int, sig_hup;
+static uv_timer_t files_sweep;	/* idle file servers past their time */
 static struct conf *conf;       /* replaced by a reload */
 static int started_root;        /* started as root: the daemon process may be no longer */
 static struct store *store;
@@ -136,6 +137,13 @@ load_conf(struct conf *c, const char *path, char **errs)
 	return started_root ? conf_default_user(c, errs) : 0;
 }
 
+static void
+on_files_sweep(uv_timer_t *t)
+{
+	(void)t;
+	owner_files_idle(0);
+}
+
 /* SIGHUP: read the configuration again and apply at once every key that
  * can be (pipelined.conf(5), RELOADING); the keys bound at start keep their
  * running values (conf_keep_restart), and the log line names each one that
@@ -161,6 +169,9 @@ on_hup(uv_signal_t *s, int signum)
 		sock_regroup(nc->control_socket, nc->gid);
 		sock_regroup(nc->feed_socket, nc->gid);
 	}
+	/* The parent reloads its rules too: no idle file server started
+	 * under the old ones is handed out again (priv.c). */
+	owner_files_idle(1);
 	/* Running jobs keep a pointer to the old configuration: it is kept.
 	 * The scheduler carries the resources in use over, and passes. */
 	conf = nc;
@@ -438,6 +449,11 @@ main(int argc, char **argv)
 	uv_signal_start(&sig_int, on_term, SIGINT);
 	uv_signal_init(loop, &sig_hup);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
+	if (priv_active()) {
+		uv_timer_init(loop, &files_sweep);
+		uv_timer_start(&files_sweep, on_files_sweep, 1000, 1000);
+		uv_unref((uv_handle_t *)&files_sweep);
+	}
 
 	if (httpd_start(conf, dbpath) == -1)
 		fatalx("cannot serve http on %s", conf->http_listen);

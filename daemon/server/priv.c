@@ -55,7 +55,9 @@
  *                    or directory, O_NOFOLLOW|O_NONBLOCK, the descriptor
  *                    back) on the socket that goes back, until the
  *                    daemon closes it. The daemon reads a run owner's
- *                    files through it and hashes them itself.
+ *                    files through it and hashes them itself, and keeps
+ *                    it idle a while for the same owner's next reader
+ *                    (owner_files_close()), not for another owner's.
  *   PRIV_RMTREE      removes, as root, a file or directory gc names below
  *                    state_dir/runs (a run's job's, two components or
  *                    more, none "." or ".."): state_dir/runs, from its
@@ -117,6 +119,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -2072,17 +2075,18 @@ priv_files(const char *owner)
 	return fd;
 }
 
-/* One request to a file server and its reply: 0 with rep (and *rfd when
- * asked for and given), or -1 with the server's errno (EIO: no server,
- * a bad reply or none within PFS_TIMEOUT_S; the socket is then shut, so
- * that a late reply is never taken for the next request's and the
- * server ends). */
+/* One request to of's file server and its reply: 0 with rep (and *rfd
+ * when asked for and given), or -1 with the server's errno (EIO: no
+ * server, a bad reply or none within PFS_TIMEOUT_S; the socket is then
+ * shut, so that a late reply is never taken for the next request's and
+ * the server ends). A server that answered EIO, or none, is marked
+ * failed: never kept idle for another reader (owner_files_close()). */
 static int
-files_call(int s, uint32_t op, uint32_t flags, int dfd, const char *path, struct pfs_rep *rep,
-    int *rfd)
+files_call(struct owner_files *of, uint32_t op, uint32_t flags, int dfd, const char *path,
+    struct pfs_rep *rep, int *rfd)
 {
 	struct pfs_req q;
-	int fds[PRIV_MAXFD], nfd = 0;
+	int fds[PRIV_MAXFD], nfd = 0, s = of->s;
 	memset(&q, 0, sizeof(q));
 	q.op = op;
 	q.flags = flags | (dfd != AT_FDCWD ? PFS_AT : 0);
@@ -2097,10 +2101,12 @@ files_call(int s, uint32_t op, uint32_t flags, int dfd, const char *path, struct
 		for (int i = 0; i < nfd; i++)
 			close(fds[i]);
 		shutdown(s, SHUT_RDWR);
+		of->failed = 1;
 		errno = EIO;
 		return -1;
 	}
 	if (rep->err != 0) {
+		of->failed |= rep->err == EIO;
 		errno = rep->err;
 		return -1;
 	}
@@ -2126,8 +2132,120 @@ pfs_stat_get(struct stat *st, const struct pfs_stat *p)
 	st->st_ctim.tv_nsec = (long)p->ctime_ns;
 }
 
+/* Idle file servers, kept by the daemon process for the next reader of
+ * the same owner's files (a job's events and artifacts, a reuse
+ * decision's inputs) instead of a PRIV_FILES fork a job: at most
+ * PFS_IDLE_OWNER an owner ("UID:GID[:G1,...]" compared whole, groups
+ * too; NULL, root's own runs, apart) and PFS_IDLE_ALL in all, each closed
+ * past PFS_IDLE_S unused (owner_files_idle()) or at a reload. A server
+ * holds nothing between requests but its owner's ids, and serves one
+ * reader at a time (taken out while in use). One that failed (EIO, a
+ * timeout: files_call() shuts its socket) or has anything to read while
+ * idle (a late reply, its end) is closed, never kept nor taken; so is
+ * one asked for before the last reload (idle_gen: the parent's rules
+ * may have changed), when its reader is done. */
+#define PFS_IDLE_OWNER	4
+#define PFS_IDLE_ALL	32
+#define PFS_IDLE_S	10
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct idle_server {
+	char *owner;			/* malloc'd; NULL: root's own runs */
+	int s;
+	time_t since;
+} idle[PFS_IDLE_ALL];
+static int nidle;
+static unsigned idle_gen;		/* reloads, by owner_files_idle(1) */
+
+static time_t
+idle_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+static int
+idle_same(const char *a, const char *b)
+{
+	return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
+/* An idle server's socket has nothing to read and no end. */
+static int
+idle_sound(int s)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	return poll(&p, 1, 0) == 0;
+}
+
+/* idle[i] forgotten, under idle_lock; its socket closed (the server
+ * ends at its end of file) unless keep. */
+static int
+idle_remove(int i, int keep)
+{
+	int s = idle[i].s;
+	if (!keep)
+		close(s);
+	free(idle[i].owner);
+	idle[i] = idle[--nidle];
+	return s;
+}
+
+/* An idle server of owner's, or -1; *gen, the reloads it belongs after
+ * (a new one's, asked for after -1). */
+static int
+idle_take(const char *owner, unsigned *gen)
+{
+	int s = -1;
+	pthread_mutex_lock(&idle_lock);
+	*gen = idle_gen;
+	for (int i = nidle - 1; i >= 0 && s == -1; i--) {
+		if (!idle_same(idle[i].owner, owner))
+			continue;
+		if (idle_sound(idle[i].s))
+			s = idle_remove(i, 1);
+		else
+			idle_remove(i, 0);
+	}
+	pthread_mutex_unlock(&idle_lock);
+	return s;
+}
+
+/* s, a sound server of owner's asked for after the last reload, kept
+ * idle; else closed. */
+static void
+idle_put(const char *owner, int s, unsigned gen)
+{
+	int n = 0;
+	pthread_mutex_lock(&idle_lock);
+	for (int i = 0; i < nidle; i++)
+		n += idle_same(idle[i].owner, owner);
+	if (gen == idle_gen && n < PFS_IDLE_OWNER && nidle < PFS_IDLE_ALL && idle_sound(s)) {
+		idle[nidle].owner = owner != NULL ? xstrdup(owner) : NULL;
+		idle[nidle].s = s;
+		idle[nidle++].since = idle_now();
+		s = -1;
+	}
+	pthread_mutex_unlock(&idle_lock);
+	if (s != -1)
+		close(s);
+}
+
+void
+owner_files_idle(int all)
+{
+	time_t now = idle_now();
+	pthread_mutex_lock(&idle_lock);
+	idle_gen += all != 0;
+	for (int i = nidle - 1; i >= 0; i--)
+		if (all || now - idle[i].since >= PFS_IDLE_S || !idle_sound(idle[i].s))
+			idle_remove(i, 0);
+	pthread_mutex_unlock(&idle_lock);
+}
+
 /* The server's socket, started at the first request (owner_files_open()
- * asks for none: most reuse decisions read no file). 0, or -1 with errno. */
+ * asks for none: most reuse decisions read no file): an idle one of the
+ * owner's, else a new one. 0, or -1 with errno. */
 static int
 files_ready(struct owner_files *of)
 {
@@ -2137,7 +2255,12 @@ files_ready(struct owner_files *of)
 		errno = EBADF;
 		return -1;
 	}
-	int s = priv_files(of->owner);
+	int s = idle_take(of->owner, &of->gen);
+	if (s != -1) {
+		of->s = s;
+		return 0;
+	}
+	s = priv_files(of->owner);
 	if (s == -1)
 		return -1;
 	owner_files_use(of, s);
@@ -2150,7 +2273,7 @@ files_statat(void *arg, int dfd, const char *name, struct stat *st)
 	struct owner_files *of = arg;
 	struct pfs_rep rep;
 	if (files_ready(of) == -1 ||
-	    files_call(of->s, PFS_STATAT, 0, dfd, name, &rep, NULL) == -1)
+	    files_call(of, PFS_STATAT, 0, dfd, name, &rep, NULL) == -1)
 		return -1;
 	pfs_stat_get(st, &rep.st);
 	return 0;
@@ -2162,7 +2285,7 @@ files_openat(void *arg, int dfd, const char *name, int dir, int beneath)
 	struct owner_files *of = arg;
 	struct pfs_rep rep;
 	int fd = -1;
-	if (files_ready(of) == -1 || files_call(of->s, PFS_OPENAT, (dir ? PFS_DIR : 0) |
+	if (files_ready(of) == -1 || files_call(of, PFS_OPENAT, (dir ? PFS_DIR : 0) |
 	    (beneath ? PFS_BENEATH : 0), dfd, name, &rep, &fd) == -1)
 		return -1;
 	return fd;
@@ -2216,7 +2339,9 @@ owner_files_open(struct owner_files *of, const char *owner)
 void
 owner_files_close(struct owner_files *of)
 {
-	if (of->s >= 0)
+	if (of->s >= 0 && of->lazy && !of->failed)
+		idle_put(of->owner, of->s, of->gen);
+	else if (of->s >= 0)
 		close(of->s);
 	else if (of->as == 1)
 		owner_fs_leave(&of->save);
@@ -2224,6 +2349,7 @@ owner_files_close(struct owner_files *of)
 	of->owner = NULL;
 	of->s = -1;
 	of->as = 0;
+	of->failed = 0;
 }
 
 /* path made absolute against the daemon's working directory: the
@@ -2250,7 +2376,7 @@ owner_files_realpath(struct owner_files *of, const char *path)
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	if (files_ready(of) == -1 || files_call(of->s, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
+	if (files_ready(of) == -1 || files_call(of, PFS_REALPATH, 0, AT_FDCWD, a, &rep, NULL) == -1)
 		return NULL;
 	return xstrdup(rep.path);
 }
@@ -2266,7 +2392,7 @@ owner_files_stat(struct owner_files *of, const char *path, struct stat *st, int 
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if (files_ready(of) == -1 || files_call(of->s, PFS_STATAT, nofollow ? 0 : PFS_FOLLOW, AT_FDCWD, a, &rep,
+	if (files_ready(of) == -1 || files_call(of, PFS_STATAT, nofollow ? 0 : PFS_FOLLOW, AT_FDCWD, a, &rep,
 	    NULL) == -1)
 		return -1;
 	pfs_stat_get(st, &rep.st);

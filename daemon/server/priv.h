@@ -356,6 +356,8 @@ struct owner_files {
 	int s;				/* the server's socket, or -1 */
 	int lazy;			/* started at the first request, for owner */
 	char *owner;			/* malloc'd; NULL: root's own run */
+	int failed;			/* the server answered EIO or none */
+	unsigned gen;			/* the reloads it was asked for after */
 	int as;				/* owner_fs_enter()'s answer */
 	struct owner_fs save;
 	struct plc_fs ops;
@@ -368,7 +370,13 @@ void	owner_files_use(struct owner_files *of, int s);
 /* from's server (started or not) moved to to, which is to serve from
  * now on; from is left closed. */
 void	owner_files_move(struct owner_files *to, struct owner_files *from);
+/* of closed: a server of PRIV_FILES's that did not fail is kept idle for
+ * the owner's next owner_files_open() (at most a few an owner, for a few
+ * seconds: priv.c), else ended. */
 void	owner_files_close(struct owner_files *of);
+/* The idle servers past their time closed (all: every one, as at a
+ * reload, when the parent's rules may have changed). */
+void	owner_files_idle(int all);
 /* realpath(3) as the owner: malloc'd, or NULL with errno. */
 char	*owner_files_realpath(struct owner_files *of, const char *path);
 /* lstat(2) (nofollow) or stat(2) of an absolute path as the owner. */

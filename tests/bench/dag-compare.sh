@@ -16,6 +16,10 @@
 #   BENCH_CONF="group = plsubmit" R=5 tests/bench/dag-compare.sh BASE "$PWD"
 #                                   (multi-user daemons: root's runs;
 #                                   BENCH_MEMBER=1 too: nobody's, a member's)
+#   BENCH_CONF="group = plsubmit;user = _pipelined" BENCH_CONF_2="group = plsubmit" \
+#       BENCH_MEMBER=1 tests/bench/dag-compare.sh "$PWD" "$PWD"
+#                                   (BENCH_CONF_K: build K's lines instead:
+#                                   one build, two configurations)
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
@@ -61,9 +65,11 @@ for top in "$@"; do
 	# The tests' configuration for this build (lib.sh, in a subshell:
 	# its globals and its EXIT trap stay there), as dag-bench.sh has it.
 	# BENCH_CONF: more daemon lines, ';'-separated ("group = plsubmit":
-	# a daemon split in two, its privileged parent starting the shims).
+	# a daemon split in two, its privileged parent starting the shims);
+	# BENCH_CONF_K, where set, build K's instead.
 	(TOP=$top TEST_TMP=$T; . "$HERE/../lib.sh"; trap - EXIT
-	 IFS=';' read -r -a extra <<< "${BENCH_CONF:-}"
+	 c=BENCH_CONF_$k
+	 IFS=';' read -r -a extra <<< "${!c-${BENCH_CONF:-}}"
 	 pl_conf "max_jobs = 2" "log_level = warn" ${extra[@]+"${extra[@]}"})
 	ln -s pipelined.conf "$T/conf"
 	"$top/daemon/pipelined" -d -f "$T/conf" >"$T/out" 2>&1 &
@@ -79,10 +85,11 @@ done
 
 now() { date +%s.%N; }
 # Clock ticks of the daemon's process and, split in two, of its daemon
-# process (the privileged parent's one pipelined child) too.
+# process (the privileged parent's oldest pipelined child: its file
+# servers, kept idle between jobs, are pipelined children too) too.
 cpu() {
 	local c
-	c=$(pgrep -P "$1" -x pipelined || true)
+	c=$(pgrep -o -P "$1" -x pipelined || true)
 	cat "/proc/$1/stat" ${c:+"/proc/$c/stat"} | awk '{ s += $14 + $15 } END { print s }'
 }
 tck=$(getconf CLK_TCK)

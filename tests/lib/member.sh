@@ -1,6 +1,6 @@
 # tests/lib/member.sh: what the tests of a non-root member's runs share
 # (job/stage-owner, job/priv-parent, job/split-user, job/stage-links,
-# job/event-forge, job/artifact-kinds, job/events-quota,
+# job/event-forge, job/artifact-kinds, job/events-quota, job/files-reuse,
 # sched/reuse-owner-files; job/env-preload and job/forged-records take
 # as_member alone; control/check-split takes member_daemon and
 # fsuid_watch), sourced after lib.sh: the daemon's group plsubmit with nobody as

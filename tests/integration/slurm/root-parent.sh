@@ -33,9 +33,9 @@ MEMBER_CONF_TAIL=$(printf '[slurm]\npartition = debug\n')
 member_daemon "max_jobs = 4"
 
 slurm_uid() { slurm_field "$1" UserId | sed -n 's/.*(\([0-9]*\))$/\1/p'; }
-# daemon_pid: the daemon process, the parent's ($PL_PID's) one child
-# named pipelined while no helper runs.
-daemon_pid() { pgrep -P "$PL_PID" -x pipelined | head -1; }
+# daemon_pid: the daemon process, the parent's ($PL_PID's) oldest child
+# named pipelined (its helpers and file servers come later).
+daemon_pid() { pgrep -o -P "$PL_PID" -x pipelined; }
 # by_parent NAME ID: the last call of NAME (for Slurm job ID, or any
 # sbatch) was started by a helper of the parent's, not the daemon process.
 by_parent() {
