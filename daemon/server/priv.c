@@ -71,8 +71,9 @@
  *                    names) for an owner the shim rule allows, never
  *                    root, capped at a size in range with no swap, its
  *                    directory, cgroup.procs and cgroup.threads given to
- *                    the owner (a member's probe, which joins it); and
- *                    removes one of its own pattern from there, empty.
+ *                    the owner (a member's probe, which joins it), at
+ *                    most PRIV_CGROUPS (64) at once; and removes one of
+ *                    its own pattern from there, empty.
  *
  * sbatch, scancel and gc's removals run in a helper process of the
  * parent's, whose reply the loop reads when it comes, so the other
@@ -1141,7 +1142,12 @@ act_rmtree(const struct priv_rules *r, const struct priv_rmtree *m, struct priv_
 }
 
 /* PRIV_CGROUP: a memory cgroup made below the parent's own, capped and
- * given to an owner the shim's rule allows; or one it made removed. */
+ * given to an owner the shim's rule allows; or one it made removed. At
+ * most PRIV_CGROUPS of its own at once (a probe a job: max_jobs at most),
+ * so that a compromised daemon process cannot fill the hierarchy. */
+#define PRIV_CGROUPS 64
+static int ncgroups;
+
 static int
 act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply *rep)
 {
@@ -1153,8 +1159,11 @@ act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply 
 			snprintf(rep->why, sizeof(rep->why), "cgroup: this parent serves no owner");
 			return EPERM;
 		}
-		if (memcap_remove_leaf(m->name) == 0)
+		if (memcap_remove_leaf(m->name) == 0) {
+			if (ncgroups > 0)
+				ncgroups--;
 			return 0;
+		}
 		e = errno;
 		snprintf(rep->why, sizeof(rep->why), "%s: %s", m->name, strerror(e));
 		return e;
@@ -1162,6 +1171,11 @@ act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply 
 	char pin[PIN_MAX], why[1024];
 	if (owner_check(r, &m->owner, pin, rep) != 0)
 		return EPERM;
+	if (ncgroups >= PRIV_CGROUPS) {
+		snprintf(rep->why, sizeof(rep->why), "cgroup: %d of the parent's already, none "
+		    "removed", PRIV_CGROUPS);
+		return EAGAIN;
+	}
 	struct memcap mc;
 	if (memcap_make_owned(&mc, m->bytes, m->owner.uid, m->owner.gid, why,
 	    sizeof(why)) == -1) {
@@ -1175,6 +1189,7 @@ act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply 
 		return ENAMETOOLONG;
 	}
 	snprintf(rep->why, sizeof(rep->why), "%s", mc.dir);
+	ncgroups++;
 	return 0;
 }
 

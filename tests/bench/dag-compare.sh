@@ -20,6 +20,12 @@
 #       BENCH_MEMBER=1 tests/bench/dag-compare.sh "$PWD" "$PWD"
 #                                   (BENCH_CONF_K: build K's lines instead:
 #                                   one build, two configurations)
+#   BENCH_SPLIT_1=0 R=5 tests/bench/dag-compare.sh "$PWD" "$PWD"
+#                                   (the split's cost: build 1 a daemon
+#                                   root alone, one process, build 2 the
+#                                   tests' default as root, split, its
+#                                   daemon process _pipelined: root's runs;
+#                                   BENCH_SPLIT_K is pl_conf's PL_SPLIT)
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
@@ -68,6 +74,8 @@ for top in "$@"; do
 	# a daemon split in two, its privileged parent starting the shims);
 	# BENCH_CONF_K, where set, build K's instead.
 	(TOP=$top TEST_TMP=$T; . "$HERE/../lib.sh"; trap - EXIT
+	 sp=BENCH_SPLIT_$k
+	 PL_SPLIT=${!sp-${PL_SPLIT:-1}}
 	 c=BENCH_CONF_$k
 	 IFS=';' read -r -a extra <<< "${!c-${BENCH_CONF:-}}"
 	 pl_conf "max_jobs = 2" "log_level = warn" ${extra[@]+"${extra[@]}"})

@@ -1745,6 +1745,32 @@ case_cgroup(void)
 	CHECK(e == 0, "removed: %s", strerror(e));
 	CHECK(access(dir, F_OK) == -1 && errno == ENOENT, "%s gone", dir);
 	CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == ENOENT, "gone: ENOENT");
+
+	/* At most 64 of its own at once: the 65th refused, EAGAIN, until one
+	 * is removed. */
+	static char made[64][sizeof(rep.why)];
+	int n = 0;
+	for (; n < 64; n++) {
+		cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+		priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+		if (rep.err != 0)
+			break;
+		snprintf(made[n], sizeof(made[n]), "%s", rep.why);
+	}
+	CHECK(n == 64, "64 made: %d, then %s", n, rep.why);
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EAGAIN && strstr(rep.why, "64 of the parent's already") != NULL,
+	    "the 65th: %s: %s", strerror(rep.err), rep.why);
+	for (int i = 0; i < n; i++) {
+		cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, strrchr(made[i], '/') + 1);
+		CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == 0, "%s removed", made[i]);
+	}
+	cgroup_msg(&m, PRIV_CG_MAKE, NOBODY, NOGRP, 64 << 20, "");
+	priv_handle(&rules, &m, sizeof(m.cgroup), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == 0, "one made again once they are removed: %s", rep.why);
+	cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, strrchr(rep.why, '/') + 1);
+	CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == 0, "removed");
 }
 
 static const struct unit_case cases[] = {
