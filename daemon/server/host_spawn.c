@@ -179,8 +179,24 @@ quota_take(struct evreader *r, size_t len)
 	return 0;
 }
 
+/* p's events file opened to read (the job's to write: no link), or -1.
+ * A daemon process of its own user cannot reach a run owner's process
+ * directory: the owner's file server opens it. */
+static int
+events_open(pl_job *j, const struct proc *p)
+{
+	char path[PATH_MAX];
+	events_path(j, p, path, sizeof(path));
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	if (fd == -1 && errno == EACCES && j->jobdirfd >= 0)
+		fd = job_open_as(j, path);
+	return fd;
+}
+
 /* A re-entered attempt's quota counts what its processes reported before
- * the restart: the lines of each one's file up to its stored offset. */
+ * the restart: the lines of each one's file up to its stored offset,
+ * read as events_read() reads them (a run owner's file through the
+ * owner's file server). */
 static void
 quota_recount(pl_job *j, const struct proc *p, int64_t offset)
 {
@@ -191,9 +207,11 @@ quota_recount(pl_job *j, const struct proc *p, int64_t offset)
 	if (j->quota_ids == NULL)
 		fatal("quota_recount");
 	j->quota_ids[j->nquota_ids++] = p->id;
-	char path[PATH_MAX], buf[65536];
-	events_path(j, p, path, sizeof(path));
-	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	char buf[65536];
+	int fd = offset > 0 ? events_open(j, p) : -1;
+	if (fd == -1 && offset > 0)
+		job_log(j, PL_LOG_WARN, "events quota: %s's lines before the restart not "
+		    "counted: %s", p->name, strerror(errno));
 	j->ev_bytes += offset;
 	for (int64_t at = 0; fd >= 0 && at < offset; ) {
 		ssize_t n = pread(fd, buf, (size_t)(offset - at) < sizeof(buf) ?
@@ -359,17 +377,11 @@ line_store(struct evreader *r, struct line *L)
 static void
 events_read(struct evreader *r)
 {
-	char path[PATH_MAX];
 	if (!r->marked)
 		events_mark_check(r);
 	if (r->dead)
 		return;
-	events_path(r->j, r->p, path, sizeof(path));
-	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0); /* the job's to write: no link */
-	/* A daemon process of its own user cannot reach a run owner's
-	 * process directory: the owner's file server opens it. */
-	if (fd == -1 && errno == EACCES && r->j->jobdirfd >= 0)
-		fd = job_open_as(r->j, path);
+	int fd = events_open(r->j, r->p);
 	if (fd == -1)
 		return;
 	while (!r->dead) {

@@ -103,17 +103,19 @@ split_kill9() {
 	[ "$(cat "$O/$r")" = once ] || fail "$r: ran $(wc -l < "$O/$r") times"
 }
 
-# fsuid_watch PID FILE: every file-system uid other than 0 that any thread
-# of PID shows (/proc status, sampled until PID ends or $SAMPLER is
-# killed) appended to FILE, emptied first; the sampler's pid in SAMPLER.
+# fsuid_watch PID FILE: every file-system uid other than the process's
+# own (its real uid: 0 for a daemon root alone, _pipelined's for a split
+# daemon's daemon process) that any thread of PID shows (/proc status,
+# sampled until PID ends or $SAMPLER is killed) appended to FILE, emptied
+# first; the sampler's pid in SAMPLER.
 fsuid_watch() {
 	local d=$1 out=$2
 	: > "$out"
 	(
 		while kill -0 "$d" 2>/dev/null; do
 			for f in /proc/"$d"/task/*/status; do
-				while read -r k _ _ _ fs; do
-					[ "$k" = Uid: ] && [ "$fs" != 0 ] && echo "$fs" >> "$out"
+				while read -r k ru _ _ fs; do
+					[ "$k" = Uid: ] && [ "$fs" != "$ru" ] && echo "$fs" >> "$out"
 				done < "$f" 2>/dev/null
 			done
 		done

@@ -9,9 +9,10 @@
 # one of the daemon's own; the same with the configuration file
 # unreadable to the member. Evidence that the files are opened in a
 # process of the member's: the daemon process's file-system uid never
-# leaves 0 (every thread's /proc status, sampled while members check a
-# spec of 300 jobs whose files take a while to read), where a daemon that
-# takes the member's fsuid to check (peer_fs_enter) shows it.
+# leaves its own, _pipelined's (every thread's /proc status, sampled
+# while members check a spec of 300 jobs whose files take a while to
+# read), where a daemon that takes the member's fsuid to check
+# (peer_fs_enter) shows it.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null' EXIT
 . "$TOP/tests/lib/member.sh"

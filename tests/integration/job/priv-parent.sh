@@ -3,9 +3,10 @@
 # processes (pipelined(8) SECURITY): the privileged parent, root, the
 # process the service manager (and this test) started, and its one child,
 # the daemon process. The parent starts each run's shim, pinned to the
-# run's owner (-u before -G), and delivers the daemon's signals: a
-# member's runs run, a cancel and a timeout still stop their jobs, with
-# nothing refused. kill -9 of either process ends both, and a restart
+# run's owner (-u before -G; -o the daemon process's user where that is
+# not root, pipeline-shim's records owner), and delivers the daemon's
+# signals: a member's runs run, a cancel and a timeout still stop their
+# jobs, with nothing refused. kill -9 of either process ends both, and a restart
 # finds the same truth: the job that ran across the kill ran once and
 # succeeded, and so did each job of a DAG across six kills.
 . "$(dirname "$0")/../../lib.sh"
@@ -19,14 +20,17 @@ D=$(split_daemon_pid)
 [ -n "$D" ] && [ "$(echo "$D" | wc -w)" = 1 ] || fail "no one daemon process under the parent $PL_PID: '$D'"
 [ "$(stat -c %u "/proc/$PL_PID")" = 0 ] || fail "the parent is not root"
 [ "$(sed -n 's/^PPid:\s*//p' "/proc/$D/status")" = "$PL_PID" ] || fail "the daemon process is not the parent's child"
-note "the parent $PL_PID (root), the daemon process $D its child"
+du=$(stat -c %u "/proc/$D")
+note "the parent $PL_PID (root), the daemon process $D (uid $du) its child"
 
-# A member's run: its shim the parent's child, pinned to the member.
+# A member's run: its shim the parent's child, pinned to the member, and
+# told the daemon process's user (-o) unless that is root.
 member_exec m1 "sleep 30"
 wait_run m1 running 20
+ro=""; [ "$du" = 0 ] || ro="-o $du "
 shim=""
-for _ in $(seq 50); do shim=$(pgrep -P "$PL_PID" -f -- "-u $nobody:[0-9:,]* -G 3" | head -1); [ -n "$shim" ] && break; sleep 0.1; done
-[ -n "$shim" ] || fail "m1: no shim of the parent's pinned to uid $nobody: $(pgrep -af pipeline-shim)"
+for _ in $(seq 50); do shim=$(pgrep -P "$PL_PID" -f -- "-u $nobody:[0-9:,]* $ro-G 3" | head -1); [ -n "$shim" ] && break; sleep 0.1; done
+[ -n "$shim" ] || fail "m1: no shim of the parent's pinned to uid $nobody (${ro:-no -o}): $(pgrep -af pipeline-shim)"
 [ "$(sed -n 's/^PPid:\s*//p' "/proc/$shim/status")" = "$PL_PID" ] || fail "m1: the shim is not the parent's child"
 note "a member's shim: started by the parent, pinned: $(tr '\0' ' ' < "/proc/$shim/cmdline")"
 

@@ -9,8 +9,9 @@
 # reads them again (the reuse key's inputs, the candidate's artifacts as
 # recorded). Meanwhile every thread of the daemon process is sampled
 # (/proc status, as control/check-split does): its file-system uid never
-# leaves 0, where a daemon that takes the member's fsuid to read them
-# (owner_fs_enter) shows it. Root's file in the same place is still refused to the member
+# leaves its own (_pipelined's, the daemon process's user), where a
+# daemon that takes the member's fsuid to read them (owner_fs_enter)
+# shows it. Root's file in the same place is still refused to the member
 # (Permission denied, named), as the member itself would meet it.
 . "$(dirname "$0")/../../lib.sh"
 trap 'pl_kill9 2>/dev/null; [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null' EXIT
@@ -48,7 +49,7 @@ done
 [ "$(count)" = 1 ] || fail "a later run ran the program again"
 kill "$SAMPLER"; wait "$SAMPLER" 2>/dev/null; SAMPLER=""
 [ -s fsuids ] && fail "the daemon process took fsuid $(sort -u fsuids | tr '\n' ' ')to read a member's files"
-note "the daemon process's fsuid stayed 0 while it read the member's files"
+note "the daemon process's fsuid stayed its own ($(stat -c %u "/proc/$D")) while it read the member's files"
 
 # Root's 0600 file where the member's job names it: not registered, the
 # job's log saying why as the member would meet it.
