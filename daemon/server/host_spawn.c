@@ -339,6 +339,11 @@ line_store(struct evreader *r, struct line *L)
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(L->o, "message");
 		if (cJSON_IsString(m))
 			snprintf(r->out->error, sizeof(r->out->error), "%s", m->valuestring);
+		/* A stage process's own failure, whole: the job's message, as
+		 * the stage's host->fail() makes it in the daemon (the ABI's
+		 * error keeps 255 bytes of it). */
+		if (cJSON_IsString(m) && L->own)
+			snprintf(j->failmsg, sizeof(j->failmsg), "%s", m->valuestring);
 	}
 	if (strcmp(L->type, "progress") == 0) {
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(L->o, "step");

@@ -260,6 +260,7 @@ run_out_of_process(pl_job *j)
 	j->ex_opts = NULL;
 	j->stage_proc = 1;
 	memcap_ask(j);
+	j->failmsg[0] = '\0';
 	int rc = host_spawn(j, &sp, &ex);
 	memcap_done(j);
 	j->stage_proc = 0;
@@ -269,16 +270,20 @@ run_out_of_process(pl_job *j)
 		return rc;   /* lost, cancelled, timed out: host_spawn said why */
 	if (ex.exited && ex.status == 0)
 		return PL_OK;
-	if (ex.error[0])
+	/* The stage's own "error" line, whole (host_spawn.c), else the
+	 * last one's first 255 bytes. */
+	if (j->failmsg[0] == '\0' && ex.error[0])
 		snprintf(j->failmsg, sizeof(j->failmsg), "%s", ex.error);
+	char err[sizeof(j->failmsg)];
+	snprintf(err, sizeof(err), "%s", j->failmsg);
 	if (!ex.exited)
 		return plugin_host.fail(j, "stage %s: its process was killed by signal %d%s%s",
-		    j->reg->st->name, ex.signal, ex.error[0] ? "; " : "", ex.error);
+		    j->reg->st->name, ex.signal, err[0] ? "; " : "", err);
 	/* pipeline-stage exits with the run hook's code, negated. */
 	if (ex.status >= 1 && ex.status <= -PL_EREJECTED)
 		return -ex.status;
 	return plugin_host.fail(j, "stage %s: its process exited with status %d%s%s",
-	    j->reg->st->name, ex.status, ex.error[0] ? ": " : "", ex.error);
+	    j->reg->st->name, ex.status, err[0] ? ": " : "", err);
 }
 
 /* What a stage that succeeded said it did, its value "message" (a bake:
