@@ -15,6 +15,9 @@ ln -s "$TEST_TMP/victim" "$R/log/job.log"          # job.log a link
 ln -s "$TEST_TMP/elsewhere" "$R/work/work"          # the work directory a link
 : > "$R/file/work"                                  # the work directory a file
 ln -s "$TEST_TMP/elsewhere" "$R/dir"                # the job directory a link
+# Planted as the daemon's (a split daemon's is _pipelined), and the
+# links' targets its to write, so that a link followed would show.
+state_own "$TEST_TMP/state/runs" "$TEST_TMP/victim" "$TEST_TMP/elsewhere"
 cat > "$TEST_TMP/links.ini" <<INI
 [log]
 stage = exec
@@ -62,6 +65,7 @@ command = touch ran-here
 INI
 mkdir -p "$TEST_TMP/state/runs/links2/proc"
 ln -s "$TEST_TMP/elsewhere" "$TEST_TMP/state/runs/links2/proc/attempt-1"
+state_own "$TEST_TMP/state/runs/links2"
 pctl submit "$TEST_TMP/links2.ini" >/dev/null
 wait_run links2 failed 30
 [ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked process directory was used: $(ls -A "$TEST_TMP/elsewhere")"
@@ -78,6 +82,7 @@ stage = exec
 command = touch ran-here
 INI
 ln -s "$TEST_TMP/elsewhere" "$TEST_TMP/state/runs/links3"
+state_own "$TEST_TMP/state/runs/links3"
 pctl submit "$TEST_TMP/links3.ini" >/dev/null
 wait_run links3 failed 30
 [ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked run directory was used: $(ls -A "$TEST_TMP/elsewhere")"
