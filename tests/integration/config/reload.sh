@@ -29,10 +29,10 @@ RPORT=$(cat "$TEST_TMP/rport")
 HPORT=$(free_port)
 OLD=old-token-0123456789abcdef
 NEW=new-token-fedcba9876543210
-# A daemon root alone (PL_SPLIT=0: one process, no group yet): the subject
-# here includes a reload that gives the sockets to a new group, which a
-# split daemon's daemon process (_pipelined, no member of the group)
-# cannot do; pipelined.conf(5) user says a restart does it there.
+# A daemon root alone (PL_SPLIT=0: one process, no group yet), whose
+# daemon process gives the sockets to a new group at a reload itself
+# (sock_regroup()); a split daemon's parent does it for its daemon
+# process, no member of the group, checked at the end.
 PL_SPLIT=0 pl_conf "http_listen = 127.0.0.1:$HPORT" "http_token = $OLD"
 M=http://127.0.0.1:$HPORT/metrics
 code() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$M"; }
