@@ -116,6 +116,14 @@ launch_dir() {
 	if [ -d "$a/pl-stage" ]; then echo "$a/pl-stage/launch-$3"; else echo "$a/launch-$3"; fi
 }
 
+# state_own PATH...: give what a test planted as root (in the state
+# directory, or where a planted link leads) to the state directory's
+# owner, links themselves too, as if the daemon or an earlier job had left
+# it there: a split daemon's daemon process, _pipelined, may then write
+# it (and would write through a link it followed, which is what such a
+# test checks it does not).
+state_own() { chown -R -h "$(stat -c %u:%g "$TEST_TMP/state")" "$@"; }
+
 # run_state RUN: the run's state, empty when there is no such run.
 run_state() {
 	pctl --json status "$1" 2>/dev/null | sed -n 's/.*"run":{[^}]*"state":"\([a-z]*\)".*/\1/p'

@@ -790,9 +790,10 @@ dirs_make_leaf(int dirfd, const char *rel)
 	int fd = dirs_make_at(pfd, leaf, 0750), e = errno;
 	/* A leaf already given to its owner, which a daemon process that is
 	 * not root cannot read: a path descriptor, which the privileged
-	 * parent's PRIV_FCHOWN takes too. */
+	 * parent's PRIV_FCHOWN takes too. No such leaf: the EACCES was
+	 * mkdirat's, in a directory the daemon may not write, and says so. */
 	if (fd == -1 && e == EACCES && (fd = openat(pfd, leaf, O_PATH | O_DIRECTORY |
-	    O_NOFOLLOW | O_CLOEXEC)) == -1)
+	    O_NOFOLLOW | O_CLOEXEC)) == -1 && errno != ENOENT)
 		e = errno;
 	if (pfd != dirfd)
 		close(pfd);

@@ -209,6 +209,57 @@ hand_over_socket_dir(const char *key, const char *path, const struct conf *c, ui
 	return rc;
 }
 
+/* A reload of a split daemon that changed group, in the privileged
+ * parent, which alone may give a file to a group its daemon process is no
+ * member of: a socket's directory, the user's, and the socket in it, the
+ * user's, given to gid (the new group, or the user's own group when none
+ * is set now), each opened without following a link and checked first;
+ * the directory closed to others, as hand_over_socket_dir() left it. A
+ * directory below the state directory, or not the user's, is left as
+ * the start left it. */
+static void
+regroup_socket(const char *key, const char *path, const struct conf *c, gid_t gid)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL || slash == dir)
+		return;
+	*slash = '\0';
+	size_t sl = strlen(c->state_dir);
+	if (strncmp(dir, c->state_dir, sl) == 0 && (dir[sl] == '\0' || dir[sl] == '/'))
+		return;
+	struct stat st;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd = -1;
+	if (dfd == -1 || fstat(dfd, &st) == -1 || st.st_uid != c->user_uid)
+		goto done;
+	if (fchown(dfd, (uid_t)-1, gid) == -1 || fchmod(dfd, 0750) == -1) {
+		log_warn("privileged parent: reload: %s: %s", key, dir);
+		goto done;
+	}
+	fd = openat(dfd, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1 || fstat(fd, &st) == -1 || !S_ISSOCK(st.st_mode) ||
+	    st.st_uid != c->user_uid)
+		goto done;
+	if (fchownat(fd, "", (uid_t)-1, gid, AT_EMPTY_PATH) == -1)
+		log_warn("privileged parent: reload: %s: %s", key, path);
+done:
+	if (fd != -1)
+		close(fd);
+	if (dfd != -1)
+		close(dfd);
+}
+
+void
+become_regroup(const struct conf *c, gid_t gid)
+{
+	if (c->user_uid == (uid_t)-1 || geteuid() != 0)
+		return;
+	gid_t g = gid != (gid_t)-1 ? gid : c->user_gid;
+	regroup_socket("control_socket", c->control_socket, c, g);
+	regroup_socket("feed_socket", c->feed_socket, c, g);
+}
+
 /* The user's ids: 0, or -1 naming why not (none, or root). */
 static int
 user_ids(const struct conf *c, uid_t *uid, gid_t *gid)

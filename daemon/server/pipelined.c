@@ -165,7 +165,9 @@ on_hup(uv_signal_t *s, int signum)
 	char restart[512], kept[128];
 	conf_keep_restart(nc, conf, restart, sizeof(restart));
 	httpd_reconf(nc, kept, sizeof(kept));
-	if (nc->gid != conf->gid) {
+	/* Split, the parent gave them (priv_reload()): the daemon process,
+	 * no member of the group, cannot. */
+	if (nc->gid != conf->gid && !priv_active()) {
 		sock_regroup(nc->control_socket, nc->gid);
 		sock_regroup(nc->feed_socket, nc->gid);
 	}
@@ -194,6 +196,8 @@ priv_reload(struct priv_rules *r)
 	struct conf *nc = xcalloc(1, sizeof(*nc));
 	char *errs = NULL;
 	int rc = load_conf(nc, conf->path, &errs);
+	if (rc == 0 && nc->gid != r->group)
+		become_regroup(conf, nc->gid);
 	if (rc == 0)
 		priv_rules_load(r, nc);
 	free(errs);

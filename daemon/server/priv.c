@@ -437,6 +437,12 @@ owners_path(const struct priv_rules *r, char *path, size_t len)
  * vouched for, its newest PRIV_SJOBS Slurm jobs) and what it forgot. */
 static unsigned owners_lines;
 
+/* A line that could not be written (a full disk, say): priv.owners
+ * lacks what the parent keeps, and is written again whole at the next
+ * vouch, so that a restart's parent knows every owner this one started
+ * shims for once the disk has room again. */
+static int owners_unsaved;
+
 /* Write priv.owners again with only what the parent keeps: in a new
  * file beside it, synced and renamed over it (plc_atomic_*), so that a
  * parent killed meanwhile leaves the old file or the new one, whole. */
@@ -468,8 +474,10 @@ owners_compact(struct priv_rules *r)
 	int done = plc_atomic_commit(&a) == 0;
 	if (!done)
 		log_warn("privileged parent: %s: cannot write it again", path);
-	else
+	else {
 		owners_lines = (unsigned)nvouched + n;
+		owners_unsaved = 0;
+	}
 	/* The old descriptor may be the replaced file's: append to the new. */
 	close(r->vouchfd);
 	r->vouchfd = owners_fd(path, O_WRONLY);
@@ -482,9 +490,10 @@ owners_append(struct priv_rules *r, const char *line)
 {
 	if (r->vouchfd < 0)
 		return;
-	if (dprintf(r->vouchfd, "%s\n", line) < 0 || fdatasync(r->vouchfd) == -1)
+	if (dprintf(r->vouchfd, "%s\n", line) < 0 || fdatasync(r->vouchfd) == -1) {
 		log_warn("privileged parent: priv.owners");
-	else if (++owners_lines > 2 * PRIV_SJOBS + (unsigned)nvouched)
+		owners_unsaved = 1;
+	} else if (++owners_lines > 2 * PRIV_SJOBS + (unsigned)nvouched)
 		owners_compact(r);
 }
 
@@ -525,13 +534,22 @@ owners_open(struct priv_rules *r)
 		owners_compact(r);
 }
 
+/* An owner vouched for, kept in memory and appended to priv.owners; or,
+ * while a line could not be written (owners_unsaved), priv.owners written
+ * again whole at each vouch until it is: one already known too (a
+ * submit once the disk has room again). */
 static void
 vouch_add(struct priv_rules *r, const char *pin)
 {
-	if (is_vouched(pin) || nvouched == PRIV_VOUCHED)
-		return;
-	snprintf(vouched[nvouched++], PIN_MAX, "%s", pin);
-	owners_append(r, pin);
+	if (!is_vouched(pin) && nvouched < PRIV_VOUCHED) {
+		snprintf(vouched[nvouched++], PIN_MAX, "%s", pin);
+		if (!owners_unsaved) {
+			owners_append(r, pin);
+			return;
+		}
+	}
+	if (owners_unsaved && r->vouchfd >= 0)
+		owners_compact(r);
 }
 
 /* The text a shim is pinned with: "UID:GID[:G1,G2...]" (control.c's

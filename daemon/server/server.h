@@ -30,6 +30,7 @@ int	conf_check(const struct conf *c, int daemon_runs, char **errs);
  * up for good: 0, or -1 after a line on standard error. */
 int	become_prepare(const struct conf *c);
 int	become_drop(const struct conf *c);
+void	become_regroup(const struct conf *c, gid_t gid);
 
 /*
  * gc.c: du and gc (pipelinectl(1), pipelined.conf(5) [retention]).

@@ -9,7 +9,8 @@
 #  - changed restart keys (log_file, http_max_connections): the log names
 #    them, never says every value is in force, and the running values
 #    stay (the log is still written where it was);
-#  - a new group: the sockets and their directory are given to it;
+#  - a new group: the sockets and their directory are given to it (by the
+#    privileged parent when the daemon is split);
 #  - a token too short for the listener: refused, named, the old one kept;
 #  - pipelined -nv names every key that needs a restart.
 . "$(dirname "$0")/../../lib.sh"
@@ -28,7 +29,11 @@ RPORT=$(cat "$TEST_TMP/rport")
 HPORT=$(free_port)
 OLD=old-token-0123456789abcdef
 NEW=new-token-fedcba9876543210
-pl_conf "http_listen = 127.0.0.1:$HPORT" "http_token = $OLD"
+# A daemon root alone (PL_SPLIT=0: one process, no group yet), whose
+# daemon process gives the sockets to a new group at a reload itself
+# (sock_regroup()); a split daemon's parent does it for its daemon
+# process, no member of the group, checked at the end.
+PL_SPLIT=0 pl_conf "http_listen = 127.0.0.1:$HPORT" "http_token = $OLD"
 M=http://127.0.0.1:$HPORT/metrics
 code() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$M"; }
 reloads() { grep -c "reload: configuration" "$TEST_TMP/pipelined.out"; }
@@ -112,4 +117,29 @@ grep -q "needs an http_token of 16 characters or more; the running http_token st
 [ "$(code "$NEW")" = 200 ] || fail "a refused token replaced the running one"
 [ "$(code short)" = 401 ] || fail "a refused token was let in"
 pl_stop
+
+# ---- split: the parent gives the sockets to a new group ---------------------
+# Split (pl_conf's group = plsubmit), the daemon process is _pipelined, no
+# member of the group: the privileged parent gives the sockets'
+# directory and the sockets to the new group at the reload, and a member
+# of it, of no other group, reaches the control socket.
+if [ "$(id -u)" = 0 ]; then
+	pl_group plsub2
+	pl_conf
+	pl_start
+	[ "$(stat -c %G "$TEST_TMP/run")" = plsubmit ] || fail "split: the sockets' directory is not the group's"
+	sed -i "s|^group = plsubmit|group = plsub2|" "$PL_CONF"
+	chmod 0644 "$PL_CONF"
+	g2=$(getent group plsub2 | cut -d: -f3)
+	hup
+	for p in "$TEST_TMP/run" "$TEST_TMP/run/control.sock" "$TEST_TMP/run/feed.sock"; do
+		[ "$(stat -c %G "$p")" = plsub2 ] || fail "split: $p is not the new group's: $(stat -c %G "$p")"
+	done
+	[ "$(stat -c %a "$TEST_TMP/run")" = 750 ] || fail "split: the sockets' directory is open to others"
+	setpriv --reuid=nobody --regid=nogroup --groups="$g2" "$PIPELINECTL" -f "$PL_CONF" status \
+	    >/dev/null 2>&1 || fail "split: a member of the new group cannot reach the daemon"
+	grep -q "privileged parent: reload" "$TEST_TMP/pipelined.out" &&
+	    fail "split: $(grep "privileged parent: reload" "$TEST_TMP/pipelined.out")"
+	pl_stop
+fi
 echo ok

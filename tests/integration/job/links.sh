@@ -3,7 +3,8 @@
 # a job.log, work directory or job directory planted as a symbolic link
 # (by an earlier job, say) is not followed by the daemon or the shim, and
 # a job directory that cannot be made fails its job with the real cause
-# in the job's log and its status message. Against a real pipelined, then
+# in the job's log and its status message (one the daemon may not write:
+# Permission denied). Against a real pipelined, then
 # pipeline-shim on its own.
 . "$(dirname "$0")/../../lib.sh"
 pl_conf
@@ -15,7 +16,21 @@ ln -s "$TEST_TMP/victim" "$R/log/job.log"          # job.log a link
 ln -s "$TEST_TMP/elsewhere" "$R/work/work"          # the work directory a link
 : > "$R/file/work"                                  # the work directory a file
 ln -s "$TEST_TMP/elsewhere" "$R/dir"                # the job directory a link
+# Planted as the daemon's (a split daemon's is _pipelined), and the
+# links' targets its to write, so that a link followed would show.
+state_own "$TEST_TMP/state/runs" "$TEST_TMP/victim" "$TEST_TMP/elsewhere"
+# Run as root, the daemon process is _pipelined: a job directory of
+# root's it may not write fails its job saying so (it used to say "No
+# such file or directory").
+denied=
+if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$TEST_TMP/state")" != 0 ]; then
+	denied=1
+	mkdir -m 0755 "$R/denied"
+fi
 cat > "$TEST_TMP/links.ini" <<INI
+[denied]
+stage = exec
+command = touch ran-here
 [log]
 stage = exec
 command = echo the job wrote this
@@ -51,6 +66,9 @@ msg log | grep -q "job.log: Too many levels of symbolic links" || fail "job log:
 msg work | grep -q "work: Too many levels of symbolic links" || fail "work: message '$(msg work)'"
 msg file | grep -q "work: Not a directory" || fail "file: message '$(msg file)'"
 msg dir | grep -q "links/dir: Too many levels of symbolic links" || fail "dir: message '$(msg dir)'"
+[ -z "$denied" ] || [ "$(job_state links denied)" = failed ] || fail "job denied: $(job_state links denied), wanted failed"
+[ -z "$denied" ] || msg denied | grep -q "links/denied/work: Permission denied" ||
+	fail "denied: message '$(msg denied)'"
 # Where the job directory is there, its log says why too.
 grep -q "work: Too many levels of symbolic links" "$R/work/job.log" || fail "work: the job log does not say why"
 grep -q "work: Not a directory" "$R/file/job.log" || fail "file: the job log does not say why"
@@ -62,6 +80,7 @@ command = touch ran-here
 INI
 mkdir -p "$TEST_TMP/state/runs/links2/proc"
 ln -s "$TEST_TMP/elsewhere" "$TEST_TMP/state/runs/links2/proc/attempt-1"
+state_own "$TEST_TMP/state/runs/links2"
 pctl submit "$TEST_TMP/links2.ini" >/dev/null
 wait_run links2 failed 30
 [ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked process directory was used: $(ls -A "$TEST_TMP/elsewhere")"
@@ -78,6 +97,7 @@ stage = exec
 command = touch ran-here
 INI
 ln -s "$TEST_TMP/elsewhere" "$TEST_TMP/state/runs/links3"
+state_own "$TEST_TMP/state/runs/links3"
 pctl submit "$TEST_TMP/links3.ini" >/dev/null
 wait_run links3 failed 30
 [ -z "$(ls -A "$TEST_TMP/elsewhere")" ] || fail "a linked run directory was used: $(ls -A "$TEST_TMP/elsewhere")"

@@ -165,6 +165,7 @@ pl_conf
 pl_start
 H="$TEST_TMP/state/runs/follow/x/attempt-1/.shim/main"
 mkdir -p -m 0700 "$H"
+state_own "$TEST_TMP/state/runs"   # the daemon's, as a holder before a restart left it
 /usr/bin/python3 - "$H" "$T/holding" <<'PY' &
 import fcntl, json, os, sys, time
 d, ready = sys.argv[1], sys.argv[2]
@@ -194,6 +195,7 @@ cat "$TEST_TMP"/pipelined.* | grep -q "following that one" || fail "no line abou
 # A holder that never records anything: after a while the process is
 # lost with the refusal's reason (here without a retry, the job fails).
 mkdir -p -m 0700 "$TEST_TMP/state/runs/held/x/attempt-1/.shim/main"
+state_own "$TEST_TMP/state/runs/held"
 flock -n "$TEST_TMP/state/runs/held/x/attempt-1/.shim/main" sleep 30 &
 FL=$!
 sleep 0.3

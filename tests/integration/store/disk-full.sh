@@ -6,7 +6,9 @@
 # the job log, the daemon's commit fails and it stops (exit 1) rather than
 # serve a memory the store does not hold; once space is freed a restart
 # finds the store whole and the run ends as the store says (the lost
-# attempt retried), with no job shown running.
+# attempt retried), with no job shown running. The refused submit's
+# owner (root) could not be written to the parent's priv.owners either:
+# the next submit writes it, so the restart's parent starts root's shims.
 . "$(dirname "$0")/../../lib.sh"
 [ "$(id -u)" = 0 ] || { echo "not root: cannot mount a tmpfs"; exit 77; }
 mkdir -p "$TEST_TMP/state"
