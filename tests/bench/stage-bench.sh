@@ -16,6 +16,11 @@
 # back), nothing per byte: the copy and its hashing are the same code.
 # The daemon runs in a session of its own, as the stage process does
 # (below: the kernel's autogroups).
+# Run as root, the stage process's side is the tests' default: a split
+# daemon (pl_conf's group = plsubmit), its daemon process _pipelined, the
+# stage under the parent's shim; the daemon's side is a daemon root alone
+# (PL_SPLIT=0), one process: the ratio is the split's whole cost to a
+# stage (issue 36's "stage-bench before and after the split").
 # The privileged parent (BENCH_CONF="group = plsubmit", root's run, the
 # run's shim started by the parent), SIZE=medium RUNS=3 at load 8, 9526054
 # then this build, one after the other: tensor_fix medians daemon 0.71 s
@@ -118,8 +123,20 @@ for i in $(seq 1 "$RUNS"); do
 			# BENCH_CONF: more daemon lines, ';'-separated ("group =
 			# plsubmit": the daemon split in two, its parent starting
 			# the run's shim).
+			# Run as root, the stage process's side is the tests'
+			# default daemon, split (its daemon process _pipelined,
+			# the stage under the parent's shim), and the daemon's
+			# side a daemon root alone (PL_SPLIT=0): the split's
+			# whole cost to a stage.
 			IFS=';' read -r -a extra <<< "${BENCH_CONF:-}"
-			pl_conf "stage_process = $mode" "log_level = warn" ${extra[@]+"${extra[@]}"}
+			split=1
+			[ "$mode" = owners ] && split=0
+			# A fresh state directory each run: a split daemon's is
+			# _pipelined's, where a root daemon alone's root run
+			# would find a directory of another owner.
+			rm -rf "${TEST_TMP:?}/state"
+			PL_SPLIT=$split pl_conf "stage_process = $mode" "log_level = warn" \
+			    ${extra[@]+"${extra[@]}"}
 			pl_start
 			n=$stage-$mode-$i
 			rm -rf "${O:?}"/*
