@@ -63,6 +63,7 @@ has_record(const struct proc *p, const char *name)
 struct rshim {
 	char run[128];
 	char owner[4096];    /* the -u its requests carry ("": none), its pin */
+	char cgroup[PATH_MAX]; /* the memory cgroup the parent moved it into ("": none) */
 	int fd;              /* our end of its socket */
 	pid_t pid;           /* our child */
 	uint64_t start;      /* its start time (/proc stat field 22) */
@@ -107,29 +108,61 @@ rshim_drop(struct rshim **pp)
 	free(r);
 }
 
-void
-exec_local_run_done(const char *run)
+/* Tell the first shim of run (NULL: any) moved into cgroup (NULL: any)
+ * to go: its pid, or 0 when there was none. */
+static pid_t
+rshim_go(const char *run, const char *cgroup)
 {
+	pid_t pid = 0;
 	pthread_mutex_lock(&rmtx);
 	reap_closing();
 	for (struct rshim **pp = &rshims; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->run, run) == 0) {
+		if ((run == NULL || strcmp((*pp)->run, run) == 0) &&
+		    (cgroup == NULL || strcmp((*pp)->cgroup, cgroup) == 0)) {
+			pid = (*pp)->pid;
 			rshim_drop(pp);
 			break;
 		}
 	}
 	pthread_mutex_unlock(&rmtx);
+	return pid;
+}
+
+void
+exec_local_run_done(const char *run)
+{
+	rshim_go(run, NULL);
+}
+
+/* A job's memory cgroup (PRIV_CGROUP) is done with: the shim the parent
+ * moved into it told to go, and waited for (5 s at most: it exits once
+ * its last process has), so that the group is empty for the parent to
+ * remove. */
+void
+exec_local_cgroup_done(const char *cgroup)
+{
+	pid_t pid = rshim_go(NULL, cgroup);
+	int fd = pid > 0 ? pidfd_open_(pid) : -1;
+	if (fd == -1)
+		return;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	while (poll(&p, 1, 5000) == -1 && errno == EINTR)
+		;
+	close(fd);
 }
 
 /* Start run's shim for owner's processes: `pipeline-shim [-u OWNER] -G
  * 3`, started by the privileged parent where there is one (priv.c), which
- * pins it to that owner; else our child. */
+ * pins it to that owner, and moves it into cgroup (a job's own shim, for
+ * its stage process: exec_local_cgroup_done()) when that is not "";
+ * else our child. */
 static struct rshim *
-rshim_start(const char *run, const char *shim, const char *owner)
+rshim_start(const char *run, const char *shim, const char *owner, const char *cgroup)
 {
 	pid_t pid;
 	uint64_t start;
-	int fd = priv_shim_start(shim, owner[0] ? owner : NULL, &pid, &start);
+	int fd = priv_shim_start(shim, owner[0] ? owner : NULL, cgroup[0] ? cgroup : NULL,
+	    &pid, &start);
 	if (fd == -1) {
 		log_warn("%s: %s", __func__, shim);
 		return NULL;
@@ -137,6 +170,7 @@ rshim_start(const char *run, const char *shim, const char *owner)
 	struct rshim *r = xcalloc(1, sizeof(*r));
 	snprintf(r->run, sizeof(r->run), "%s", run);
 	snprintf(r->owner, sizeof(r->owner), "%s", owner);
+	snprintf(r->cgroup, sizeof(r->cgroup), "%s", cgroup);
 	r->fd = fd;
 	r->pid = pid;
 	r->start = start;
@@ -209,6 +243,7 @@ static int
 rshim_try(struct proc *p, char *const argv[], int rq)
 {
 	const char *shim = argv[0], *owner = argv_owner(argv);
+	const char *cgroup = p->cgroup ? p->cgroup : "";
 	if (p->run == NULL || p->run[0] == '\0')
 		return 1;
 	for (int tries = 0; tries < 2; tries++) {
@@ -219,10 +254,11 @@ rshim_try(struct proc *p, char *const argv[], int rq)
 			return 1;
 		}
 		struct rshim *r = rshims;
-		while (r && (strcmp(r->run, p->run) != 0 || strcmp(r->owner, owner) != 0))
+		while (r && (strcmp(r->run, p->run) != 0 || strcmp(r->owner, owner) != 0 ||
+		    strcmp(r->cgroup, cgroup) != 0))
 			r = r->next;
 		if (r == NULL)
-			r = rshim_start(p->run, shim, owner);
+			r = rshim_start(p->run, shim, owner, cgroup);
 		int rc = r ? rshim_send(r, p, rq) : -2;
 		pid_t pid = r ? r->pid : 0;
 		pthread_mutex_unlock(&rmtx);

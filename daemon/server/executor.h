@@ -40,6 +40,8 @@ struct proc {
 	char rdir[PATH_MAX];         /* the shim's records (exec.h); "": dir */
 	char log[PATH_MAX];          /* the job log the shim appends to */
 	const char *run;             /* local: the run, whose shim starts it (NULL: a shim of its own) */
+	const char *cgroup;          /* local: the directory of PRIV_CGROUP's group its run's
+	                                shim (one of its own) is moved into; NULL: none */
 	pid_t pid;                   /* local: the shim's pid */
 	uint64_t starttime;          /* local: the shim's start time (/proc stat field 22) */
 	int pidfd;                   /* local: the run shim's pipe, or the shim's pidfd; -1 when none */
@@ -80,10 +82,14 @@ struct executor {
 /* exec_local.c. exec_local_run_shims(1): start each run's processes
  * through one shim per run (pipelined does; started at the run's first
  * process, replaced when it dies); exec_local_run_done(run): the run
- * ended, its shim may exit once its processes have. */
+ * ended, its shim may exit once its processes have. A process with a
+ * cgroup (a stage process's, PRIV_CGROUP) gets a shim of its own, moved
+ * into that group by the privileged parent; exec_local_cgroup_done(dir)
+ * tells it to go likewise. */
 extern const struct executor exec_local;
 void	exec_local_run_shims(int on);
 void	exec_local_run_done(const char *run);
+void	exec_local_cgroup_done(const char *cgroup);
 /* exec_slurm.c */
 extern const struct executor exec_slurm;
 

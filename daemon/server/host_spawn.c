@@ -553,6 +553,7 @@ proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
 	p->ex = j->ex;
 	p->pidfd = -1;
 	p->run = j->hb->daemon ? j->run : NULL;
+	p->cgroup = j->hb->daemon && j->memcap_dir[0] ? j->memcap_dir : NULL;
 	p->opts = j->ex_opts;
 	snprintf(p->log, sizeof(p->log), "%s", j->logpath[0] ? j->logpath : "/dev/stderr");
 	if (j->hb->daemon)

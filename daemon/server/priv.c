@@ -69,11 +69,17 @@
  *   PRIV_CGROUP      makes, as root, a memory cgroup below the parent's
  *                    own cgroup (memcap.c's place, never one the daemon
  *                    names) for an owner the shim rule allows, never
- *                    root, capped at a size in range with no swap, its
- *                    directory, cgroup.procs and cgroup.threads given to
- *                    the owner (a member's probe, which joins it), at
- *                    most PRIV_CGROUPS (64) at once; and removes one of
- *                    its own pattern from there, empty.
+ *                    root, capped at a size in range with no swap, all
+ *                    of it root's, at most PRIV_CGROUPS (64) at once,
+ *                    each remembered with its owner's uid; and removes
+ *                    one of its own pattern from there, empty. A shim
+ *                    start naming one the parent made for the same uid
+ *                    (and has not removed) gets its shim moved into it
+ *                    by the parent, root, before the shim's socket goes
+ *                    back, so that the shim and all it starts (a
+ *                    member's probe) run in it: the owner needs no right
+ *                    to join it, on cgroup v1 or v2 (v2's rule on the
+ *                    common ancestor's cgroup.procs binds no root).
  *
  * sbatch, scancel and gc's removals run in a helper process of the
  * parent's, whose reply the loop reads when it comes, so the other
@@ -235,8 +241,11 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 	}
 	switch (t) {
 	case PRIV_SHIM_START:
-		if (!owner_wellformed(&m.shim.owner, 0)) {
-			snprintf(why, whylen, "shim start: a malformed owner");
+		if (!owner_wellformed(&m.shim.owner, 0) ||
+		    !field_ok(m.shim.cgroup, sizeof(m.shim.cgroup)) ||
+		    (m.shim.cgroup[0] != '\0' && (!memcap_leaf_ok(m.shim.cgroup) ||
+		    m.shim.owner.kind != PRIV_OWNER_USER))) {
+			snprintf(why, whylen, "shim start: a malformed owner or cgroup");
 			return -1;
 		}
 		break;
@@ -690,6 +699,27 @@ owner_check(struct priv_rules *r, const struct priv_owner *o, char *pin, struct 
 	return 0;
 }
 
+/* PRIV_CGROUP's groups: those this parent made and has not removed,
+ * each with the uid it was made for, at most PRIV_CGROUPS at once (a
+ * probe a job: max_jobs at most), so that a compromised daemon process
+ * cannot fill the hierarchy, nor have a shim moved into a group it did
+ * not get for that owner. */
+#define PRIV_CGROUPS 64
+static struct {
+	char name[64];		/* memcap_leaf_ok(); "": a free slot */
+	uid_t uid;
+	char dir[PATH_MAX];
+} cgroups[PRIV_CGROUPS];
+
+static int
+cgroup_find(const char *name)
+{
+	for (int i = 0; i < PRIV_CGROUPS; i++)
+		if (cgroups[i].name[0] != '\0' && strcmp(cgroups[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
 static int
 act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct priv_reply *rep,
     int *rfd)
@@ -698,6 +728,13 @@ act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct pri
 	const struct priv_owner *o = &m->owner;
 	if (owner_check(r, o, pin, rep) != 0)
 		return EPERM;
+	int cg = -1;
+	if (m->cgroup[0] != '\0' && ((cg = cgroup_find(m->cgroup)) == -1 ||
+	    cgroups[cg].uid != o->uid)) {
+		snprintf(rep->why, sizeof(rep->why), "cgroup %s: not one this parent made for "
+		    "uid %u", m->cgroup, (unsigned)o->uid);
+		return EPERM;
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		return errno;
@@ -708,6 +745,18 @@ act_shim_start(struct priv_rules *r, const struct priv_shim_start *m, struct pri
 	if (pid == -1) {
 		close(sv[0]);
 		snprintf(rep->why, sizeof(rep->why), "%s: %s", r->shim, strerror(e));
+		return e;
+	}
+	/* Into its cgroup, as root, before its socket goes back: until the
+	 * daemon has the socket the shim starts nothing, so that all it
+	 * starts is in the group. Our child, not reaped yet: the pid is
+	 * still the shim's. */
+	if (cg != -1 && memcap_move(cgroups[cg].dir, pid) == -1) {
+		e = errno;
+		kill(pid, SIGKILL);
+		close(sv[0]);
+		snprintf(rep->why, sizeof(rep->why), "%s: the shim not moved in: %s",
+		    cgroups[cg].name, strerror(e));
 		return e;
 	}
 	rep->pid = pid;
@@ -1159,13 +1208,9 @@ act_rmtree(const struct priv_rules *r, const struct priv_rmtree *m, struct priv_
 	return e;
 }
 
-/* PRIV_CGROUP: a memory cgroup made below the parent's own, capped and
- * given to an owner the shim's rule allows; or one it made removed. At
- * most PRIV_CGROUPS of its own at once (a probe a job: max_jobs at most),
- * so that a compromised daemon process cannot fill the hierarchy. */
-#define PRIV_CGROUPS 64
-static int ncgroups;
-
+/* PRIV_CGROUP: a memory cgroup made below the parent's own, capped, for
+ * an owner the shim's rule allows (cgroups, above); or one it made
+ * removed. */
 static int
 act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply *rep)
 {
@@ -1177,9 +1222,11 @@ act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply 
 			snprintf(rep->why, sizeof(rep->why), "cgroup: this parent serves no owner");
 			return EPERM;
 		}
+		/* One of an earlier parent's too (its pattern): forgotten. */
 		if (memcap_remove_leaf(m->name) == 0) {
-			if (ncgroups > 0)
-				ncgroups--;
+			int i = cgroup_find(m->name);
+			if (i != -1)
+				cgroups[i].name[0] = '\0';
 			return 0;
 		}
 		e = errno;
@@ -1189,25 +1236,31 @@ act_cgroup(struct priv_rules *r, const struct priv_cgroup *m, struct priv_reply 
 	char pin[PIN_MAX], why[1024];
 	if (owner_check(r, &m->owner, pin, rep) != 0)
 		return EPERM;
-	if (ncgroups >= PRIV_CGROUPS) {
+	int slot = 0;
+	while (slot < PRIV_CGROUPS && cgroups[slot].name[0] != '\0')
+		slot++;
+	if (slot == PRIV_CGROUPS) {
 		snprintf(rep->why, sizeof(rep->why), "cgroup: %d of the parent's already, none "
 		    "removed", PRIV_CGROUPS);
 		return EAGAIN;
 	}
 	struct memcap mc;
-	if (memcap_make_owned(&mc, m->bytes, m->owner.uid, m->owner.gid, why,
-	    sizeof(why)) == -1) {
+	if (memcap_make_root(&mc, m->bytes, why, sizeof(why)) == -1) {
 		e = errno ? errno : EPERM;
 		snprintf(rep->why, sizeof(rep->why), "%s", why);
 		return e;
 	}
-	if (strlen(mc.dir) >= sizeof(rep->why)) {
+	const char *leaf = strrchr(mc.dir, '/') + 1;
+	if (strlen(mc.dir) >= sizeof(rep->why) || !memcap_leaf_ok(leaf) ||
+	    strlen(leaf) >= sizeof(cgroups[slot].name)) {
 		rmdir(mc.dir);
 		snprintf(rep->why, sizeof(rep->why), "a cgroup's directory too long to answer");
 		return ENAMETOOLONG;
 	}
+	snprintf(cgroups[slot].name, sizeof(cgroups[slot].name), "%s", leaf);
+	snprintf(cgroups[slot].dir, sizeof(cgroups[slot].dir), "%s", mc.dir);
+	cgroups[slot].uid = m->owner.uid;
 	snprintf(rep->why, sizeof(rep->why), "%s", mc.dir);
-	ncgroups++;
 	return 0;
 }
 
@@ -1844,7 +1897,8 @@ owner_parse(const char *owner, struct priv_owner *o)
 }
 
 int
-priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start)
+priv_shim_start(const char *shim, const char *owner, const char *cgroup, pid_t *pid,
+    uint64_t *start)
 {
 	int sv[2];
 	if (chan < 0) {
@@ -1864,7 +1918,10 @@ priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start
 	union priv_msg m;
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_SHIM_START;
-	if (owner_parse(owner, &m.shim.owner) == -1) {
+	const char *leaf = cgroup ? strrchr(cgroup, '/') : NULL;
+	if (owner_parse(owner, &m.shim.owner) == -1 || (cgroup != NULL && (leaf == NULL ||
+	    snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "%s", leaf + 1) >=
+	    (int)sizeof(m.shim.cgroup)))) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -67,9 +67,15 @@ struct priv_owner {
 	uint32_t groups[PRIV_NGROUPS];
 };
 
+/* PRIV_SHIM_START: cgroup, "" or the last component of a directory a
+ * PRIV_CG_MAKE answered for the same owner (memcap_leaf_ok()), which the
+ * parent, root, moves the shim into before its socket goes back: the
+ * shim, and the stage process and programs it starts, run in that
+ * memory cgroup without a right of the owner's. */
 struct priv_shim_start {
 	struct priv_hdr h;
 	struct priv_owner owner;
+	char cgroup[64];
 };
 
 /* PRIV_SIGNAL: the process a shim started, named by its records
@@ -232,12 +238,13 @@ struct priv_rmtree {
  * programs (the probe's host_mem_cap, memcap.h), which the owner could
  * not make. PRIV_CG_MAKE: for owner o (the shim's rule, a user of no id
  * 0, never PRIV_OWNER_ROOT), the parent makes, as root, a group below its
- * own cgroup (memcap_make_owned(): cgroup v2 where its cgroup delegates
+ * own cgroup (memcap_make_root(): cgroup v2 where its cgroup delegates
  * the memory controller, else v1's memory hierarchy; never a path the
  * daemon names) capped at bytes, PRIV_CG_MIN to PRIV_CG_MAX, with no
- * swap, and gives the directory and its cgroup.procs to o's uid and
- * gid; the reply's why holds the directory, which the daemon hands the
- * stage process in PL_MEMCAP_DIR. PRIV_CG_REMOVE: name, the last
+ * swap, all of it root's (nothing given to o: the parent itself moves
+ * the shim of o's job into it, PRIV_SHIM_START's cgroup); the reply's
+ * why holds the directory, which the daemon hands the stage process in
+ * PL_MEMCAP_DIR. PRIV_CG_REMOVE: name, the last
  * component of a directory a PRIV_CG_MAKE answered ("pipelined-probe-"
  * digits "-" digits, memcap_leaf_ok()), removed from below the parent's
  * own cgroup once empty; bytes and owner all 0. */
@@ -320,8 +327,11 @@ int	priv_active(void);
 /* The daemon's side. Each blocks its thread for its reply (any thread,
  * several at a time: replies are matched to requests by id, and the
  * parent answers a shim start while an sbatch runs). Without a parent
- * they do the act themselves, as before. */
-int	priv_shim_start(const char *shim, const char *owner, pid_t *pid, uint64_t *start);
+ * they do the act themselves, as before. priv_shim_start()'s cgroup:
+ * NULL, or a directory priv_cgroup() answered for owner, which the shim
+ * starts in (ignored without a parent, which makes none). */
+int	priv_shim_start(const char *shim, const char *owner, const char *cgroup, pid_t *pid,
+	    uint64_t *start);
 int	priv_signal(const char *rdir, int mode, int sig);
 int	priv_fchown(int fd, uid_t uid, gid_t gid);
 void	priv_notify(const char *text);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pld.h"
@@ -204,13 +205,17 @@ context_write(pl_job *j, char *path, size_t len)
 
 /* A run owner's stage process whose stage caps its programs' host
  * memory (it has a host_mem_cap key: the probe's, memcap.h) gets a
- * memory cgroup the privileged parent made for the owner at that size
- * (PRIV_CGROUP), since the owner cannot make one below the daemon's own
- * cgroup: its directory goes to the stage in PL_MEMCAP_DIR, which
- * memcap_create() takes first; without it the stage makes its own as
- * before. memcap_done(): the group removed once the process ended. A
- * job re-adopted after a restart asks for none (its stage process, if
- * still running, is in the group it had). */
+ * memory cgroup the privileged parent made at that size (PRIV_CGROUP),
+ * since the owner cannot make one below the daemon's own cgroup: the
+ * process starts through a shim of its own that the parent moves into
+ * it (exec_local.c, PRIV_SHIM_START's cgroup), so that it and the
+ * programs it spawns run in the group without a right of the owner's;
+ * its directory goes to the stage in PL_MEMCAP_DIR, which
+ * memcap_create() takes when it is in it; without it the stage makes
+ * its own as before. memcap_done(): that shim told to go and the group
+ * removed once the process ended. A job re-adopted after a restart asks
+ * for none (its stage process, if still running, is in the group it
+ * had). */
 static void
 memcap_ask(pl_job *j)
 {
@@ -235,7 +240,16 @@ memcap_ask(pl_job *j)
 static void
 memcap_done(pl_job *j)
 {
-	if (j->memcap_dir[0] && priv_cgroup_remove(j->memcap_dir) == -1)
+	if (j->memcap_dir[0] == '\0')
+		return;
+	exec_local_cgroup_done(j->memcap_dir);
+	/* The shim leaves the group a moment after its last process. */
+	int rc, tries = 0;
+	while ((rc = priv_cgroup_remove(j->memcap_dir)) == -1 && errno == EBUSY && tries++ < 50) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -1)
 		job_log(j, PL_LOG_WARN, "host_mem_cap: %s not removed: %s", j->memcap_dir,
 		    strerror(errno));
 	j->memcap_dir[0] = '\0';

@@ -58,6 +58,9 @@ main(int argc, char **argv)
 	seed("shim-start", 0, &m, PRIV_SHIM_START, 1, sizeof(m.shim));
 	m.shim.owner.kind = PRIV_OWNER_ROOT;
 	seed("shim-start-root", 0, &m, PRIV_SHIM_START, 1, sizeof(m.shim));
+	owner(&m.shim.owner, 1000, 1000, 995);
+	strcpy(m.shim.cgroup, "pipelined-probe-4242-1");
+	seed("shim-start-cgroup", 0, &m, PRIV_SHIM_START, 1, sizeof(m.shim));
 	static const char rdir[] = "/var/lib/pipelined/runs/r/j/attempt-1/.shim/main";
 	m.sig.mode = PRIV_SIG_CHILD;
 	m.sig.sig = SIGTERM;

@@ -1049,7 +1049,7 @@ case_slurm_slow(void)
 	pid_t pid;
 	uint64_t start;
 	double t0 = plc_mono_secs();
-	int fd = priv_shim_start(rules.shim, "65534:65534:65534", &pid, &start);
+	int fd = priv_shim_start(rules.shim, "65534:65534:65534", NULL, &pid, &start);
 	double took = plc_mono_secs() - t0;
 	int during = !slow_done;
 	CHECK(fd >= 0, "the shim start failed: %s", strerror(errno));
@@ -1613,7 +1613,7 @@ case_rmtree_helpers(void)
 	/* The parent's loop is free. */
 	pid_t pid;
 	uint64_t start;
-	int fd = priv_shim_start(rules.shim, "65534:65534:65534", &pid, &start);
+	int fd = priv_shim_start(rules.shim, "65534:65534:65534", NULL, &pid, &start);
 	CHECK(fd >= 0, "a shim start while four removals are held: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
@@ -1640,10 +1640,13 @@ case_rmtree_helpers(void)
  * uid 0, an unknown operation, the zero word, a name with a make, and a
  * removal of a name not the parent's pattern (a path, a dot, no number)
  * or with a size or an owner. Refused to a non-member. Made for a member
- * where this host lets root make a memory cgroup below its own: the
- * directory and cgroup.procs the member's, the cap in memory.max (v2) or
- * memory.limit_in_bytes (v1), a process of the member's joins it; then
- * removed, empty. */
+ * where this host lets root make a memory cgroup below its own: all of
+ * it root's (a process of the member's cannot join it), the cap in
+ * memory.max (v2) or memory.limit_in_bytes (v1). A shim start naming a
+ * cgroup: refused by the decoder for a name not the parent's pattern or
+ * root's own shim; refused by the parent for one it did not make (or
+ * made and removed); for the one it made, the shim is in it when its
+ * socket comes back. Then removed, empty. */
 static int
 cgroup_msg(union priv_msg *m, uint32_t op, uid_t uid, gid_t gid, int64_t bytes,
     const char *name)
@@ -1701,7 +1704,7 @@ case_cgroup(void)
 	/* Can root make one here at all? */
 	struct memcap probe;
 	char why[1024];
-	if (memcap_make_owned(&probe, 64 << 20, 0, 0, why, sizeof(why)) == -1)
+	if (memcap_make_root(&probe, 64 << 20, why, sizeof(why)) == -1)
 		UNIT_SKIP("no memory cgroup can be made here: %s", why);
 	rmdir(probe.dir);
 
@@ -1711,17 +1714,16 @@ case_cgroup(void)
 	char dir[sizeof(rep.why)], f[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", rep.why);
 	struct stat st;
-	CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == NOBODY &&
-	    st.st_gid == NOGRP, "%s: the member's", dir);
+	CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0, "%s: root's", dir);
 	snprintf(f, sizeof(f), "%s/cgroup.procs", dir);
-	CHECK(stat(f, &st) == 0 && st.st_uid == NOBODY, "cgroup.procs the member's");
+	CHECK(stat(f, &st) == 0 && st.st_uid == 0, "cgroup.procs root's");
 	snprintf(f, sizeof(f), "%s/memory.max", dir);
 	if (access(f, F_OK) == -1)
 		snprintf(f, sizeof(f), "%s/memory.limit_in_bytes", dir);
 	char *cap = plc_read_file(f, NULL, 64);
 	CHECK(cap != NULL && strtoll(cap, NULL, 10) == 64 << 20, "%s: %s", f, cap ? cap : "?");
 	free(cap);
-	/* The member joins it, as its probe's shell does. */
+	/* The member cannot join it itself. */
 	pid_t pid = fork();
 	if (pid == 0) {
 		char procs[PATH_MAX], me[32];
@@ -1730,14 +1732,56 @@ case_cgroup(void)
 		if (setgroups(0, NULL) == -1 || setgid(NOGRP) == -1 || setuid(NOBODY) == -1)
 			_exit(2);
 		int fd = open(procs, O_WRONLY);
-		if (fd == -1 || write(fd, me, strlen(me)) == -1)
-			_exit(3);
-		char *cg = plc_read_file("/proc/self/cgroup", NULL, 65536);
-		_exit(cg != NULL && strstr(cg, strrchr(dir, '/')) != NULL ? 0 : 4);
+		_exit(fd == -1 || write(fd, me, strlen(me)) == -1 ? 0 : 3);
 	}
 	int status;
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "the member joined %s: status %d", dir, WEXITSTATUS(status));
+	    "the member did not join %s: status %d", dir, WEXITSTATUS(status));
+
+	/* A shim start into a cgroup: a name not the parent's pattern, or
+	 * root's own shim, refused by the decoder. */
+	const char *leaf = strrchr(dir, '/') + 1;
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	owner_one(&m.shim.owner, NOBODY, NOGRP);
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "%s", leaf);
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, rep.why, sizeof(rep.why)) == PRIV_SHIM_START,
+	    "%s", rep.why);
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "../%s", leaf);
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, rep.why, sizeof(rep.why)) == -1, "a path");
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	m.shim.owner.kind = PRIV_OWNER_ROOT;
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "%s", leaf);
+	CHECK(priv_decode(&m, sizeof(m.shim), 0, rep.why, sizeof(rep.why)) == -1, "root's");
+	/* One the parent did not make: refused, no shim. */
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	owner_one(&m.shim.owner, NOBODY, NOGRP);
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "pipelined-probe-%d-999999",
+	    (int)getpid());
+	priv_handle(&rules, &m, sizeof(m.shim), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EPERM && rfd == -1 && strstr(rep.why, "not one this parent made"),
+	    "not made: %s: %s", strerror(rep.err), rep.why);
+	/* The one it made: the shim is in it once its socket is back. */
+	memset(m.shim.cgroup, 0, sizeof(m.shim.cgroup));
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "%s", leaf);
+	priv_handle(&rules, &m, sizeof(m.shim), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == 0 && rep.pid > 0 && rfd >= 0, "made: %s", rep.why);
+	if (rep.err == 0 && rep.pid > 0) {
+		char path[64], want[80];
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)rep.pid);
+		snprintf(want, sizeof(want), "/%s\n", leaf);
+		char *cg = plc_read_file(path, NULL, 65536);
+		CHECK(cg != NULL && strstr(cg, want) != NULL, "the shim in %s: %s", leaf,
+		    cg ? cg : "?");
+		free(cg);
+		snprintf(f, sizeof(f), "%s/cgroup.procs", dir);
+		char *procs = plc_read_file(f, NULL, 65536);
+		snprintf(want, sizeof(want), "%d\n", (int)rep.pid);
+		CHECK(procs != NULL && (strncmp(procs, want, strlen(want)) == 0 ||
+		    strstr(procs, want) != NULL), "%s lists the shim %d", f, (int)rep.pid);
+		free(procs);
+		close(rfd);
+		waitpid(rep.pid, NULL, 0);
+	}
 	cgroup_msg(&m, PRIV_CG_REMOVE, (uid_t)-1, 0, 0, strrchr(dir, '/') + 1);
 	int e = EBUSY;
 	for (int i = 0; i < 50 && (e = handle(&m, sizeof(m.cgroup), -1, NULL)) == EBUSY; i++)
@@ -1745,6 +1789,12 @@ case_cgroup(void)
 	CHECK(e == 0, "removed: %s", strerror(e));
 	CHECK(access(dir, F_OK) == -1 && errno == ENOENT, "%s gone", dir);
 	CHECK(handle(&m, sizeof(m.cgroup), -1, NULL) == ENOENT, "gone: ENOENT");
+	/* Removed: no shim starts in it any more. */
+	hdr(&m, PRIV_SHIM_START, sizeof(m.shim));
+	owner_one(&m.shim.owner, NOBODY, NOGRP);
+	snprintf(m.shim.cgroup, sizeof(m.shim.cgroup), "%s", strrchr(dir, '/') + 1);
+	priv_handle(&rules, &m, sizeof(m.shim), NULL, 0, &rep, &rfd);
+	CHECK(rep.err == EPERM && rfd == -1, "removed: %s: %s", strerror(rep.err), rep.why);
 
 	/* At most 64 of its own at once: the 65th refused, EAGAIN, until one
 	 * is removed. */

@@ -264,6 +264,26 @@ try_systemd(struct memcap *mc, char *why, size_t len)
 	return 0;
 }
 
+/* Whether this process is in the cgroup directory dir already (its
+ * v2 or v1 memory cgroup ends in dir's last component, a name of the
+ * parent's own pattern). */
+static int
+in_group(const char *dir)
+{
+	char cg[PATH_MAX];
+	const char *leaf = strrchr(dir, '/');
+	size_t n;
+	for (int v = 2; v >= 1; v--) {
+		if (own_cgroup(v == 2 ? NULL : "memory", cg, sizeof(cg)) == -1)
+			continue;
+		const char *mine = strrchr(cg, '/');
+		if (leaf != NULL && mine != NULL && strcmp(mine, leaf) == 0 &&
+		    (n = strlen(cg)) <= strlen(dir) && strcmp(dir + strlen(dir) - n, cg) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int
 memcap_create(struct memcap *mc, int64_t bytes, const char *name, char *why,
     size_t len)
@@ -272,20 +292,21 @@ memcap_create(struct memcap *mc, int64_t bytes, const char *name, char *why,
 	(void)name;
 	memset(mc, 0, sizeof(*mc));
 	mc->bytes = bytes;
-	/* The group the daemon's privileged parent made for this process's
-	 * owner, capped by the parent at the same size. */
+	/* The group the daemon's privileged parent made, capped at the same
+	 * size, which it moved this process's shim into: this process and
+	 * what it spawns are in it already. */
 	const char *given = getenv("PL_MEMCAP_DIR");
 	if (given != NULL && *given == '/' && strlen(given) + 32 < sizeof(mc->dir)) {
 		char mx[PATH_MAX];
 		snprintf(mc->dir, sizeof(mc->dir), "%s", given);
 		snprintf(mc->procs, sizeof(mc->procs), "%s/cgroup.procs", given);
 		snprintf(mx, sizeof(mx), "%s/memory.max", given);
-		if (access(mc->procs, W_OK) == 0) {
+		if (in_group(given)) {
 			mc->kind = access(mx, F_OK) == 0 ? MEMCAP_V2 : MEMCAP_V1;
 			mc->given = 1;
 			return 0;
 		}
-		snprintf(wg, sizeof(wg), "PL_MEMCAP_DIR %s: %s; ", given, strerror(errno));
+		snprintf(wg, sizeof(wg), "PL_MEMCAP_DIR %s: not this process's cgroup; ", given);
 		mc->dir[0] = mc->procs[0] = '\0';
 	}
 	if (try_v2(mc, w2, sizeof(w2)) == 0 || try_v1(mc, w1, sizeof(w1)) == 0 ||
@@ -296,8 +317,7 @@ memcap_create(struct memcap *mc, int64_t bytes, const char *name, char *why,
 }
 
 int
-memcap_make_owned(struct memcap *mc, int64_t bytes, uid_t uid, gid_t gid, char *why,
-    size_t len)
+memcap_make_root(struct memcap *mc, int64_t bytes, char *why, size_t len)
 {
 	char w2[512] = "", w1[512] = "";
 	memset(mc, 0, sizeof(*mc));
@@ -306,18 +326,15 @@ memcap_make_owned(struct memcap *mc, int64_t bytes, uid_t uid, gid_t gid, char *
 		snprintf(why, len, "%s; %s", w2, w1);
 		return -1;
 	}
-	char thr[PATH_MAX];
-	snprintf(thr, sizeof(thr), "%s/cgroup.threads", mc->dir);
-	if (chown(mc->dir, uid, gid) == -1 || chown(mc->procs, uid, gid) == -1 ||
-	    (chown(thr, uid, gid) == -1 && errno != ENOENT)) {
-		int e = errno;
-		snprintf(why, len, "%s: chown: %s", mc->dir, strerror(e));
-		rmdir(mc->dir);
-		mc->kind = MEMCAP_NONE;
-		errno = e;
-		return -1;
-	}
 	return 0;
+}
+
+int
+memcap_move(const char *dir, pid_t pid)
+{
+	char val[32];
+	snprintf(val, sizeof(val), "%ld\n", (long)pid);
+	return write_str(dir, "cgroup.procs", val);
 }
 
 int
@@ -380,6 +397,8 @@ memcap_argv(struct memcap *mc, const char *const *argv)
 		mc->argv[k++] = "-p";
 		mc->argv[k++] = mc->prop[1];
 		mc->argv[k++] = "--";
+	} else if (mc->given) {
+		/* In the group already (memcap_create()). */
 	} else {
 		/* The shell joins the group, then becomes the command: the
 		 * shim's child is the capped process itself. A failure to

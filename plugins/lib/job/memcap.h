@@ -22,11 +22,14 @@
  *
  * A run owner's stage process in a split daemon cannot make a cgroup it
  * was not delegated: the daemon asks its privileged parent for one
- * (priv.h: PRIV_CGROUP), which makes it with memcap_make_owned() as root
- * below the parent's own cgroup, caps it and gives it to the owner, and
- * hands the stage process its directory in PL_MEMCAP_DIR.
- * memcap_create() takes that group first when it is there; the parent
- * removes it after the process ended (memcap_remove_leaf()), not
+ * (priv.h: PRIV_CGROUP), which makes it with memcap_make_root() as root
+ * below the parent's own cgroup and caps it, moves the shim that starts
+ * the stage process into it (memcap_move()), and the daemon hands the
+ * stage process its directory in PL_MEMCAP_DIR. memcap_create() takes
+ * that group when this process is in it already (its own cgroup, by
+ * /proc/self/cgroup), and memcap_argv() then wraps nothing: what the
+ * stage spawns is in it too. The owner has no right on the group; the
+ * parent removes it after the process ended (memcap_remove_leaf()), not
  * memcap_finish().
  */
 #ifndef PL_MEMCAP_H
@@ -45,7 +48,8 @@ struct memcap {
 	char dir[PATH_MAX];         /* the cgroup directory (v1, v2) */
 	char procs[PATH_MAX];       /* its cgroup.procs */
 	char prop[2][64];           /* systemd-run properties */
-	int given;                  /* PL_MEMCAP_DIR's: left for its maker to remove */
+	int given;                  /* PL_MEMCAP_DIR's, this process in it: left for its
+	                               maker to remove, memcap_argv() wraps nothing */
 	const char *argv[64];
 };
 
@@ -59,13 +63,13 @@ const char *const *memcap_argv(struct memcap *mc, const char *const *argv);
 /* Read the group's peak (bytes, 0 when unknown) and OOM kills, and remove
  * the group. */
 void	memcap_finish(struct memcap *mc, uint64_t *peak, int *oom_kills);
-/* As root, for a user: a group below the caller's own cgroup (v2, v1;
- * no systemd scope) capped at bytes, the directory, its cgroup.procs and
- * (v2) cgroup.threads given to uid and gid, so that a process of that
- * user's joins it (the way systemd delegates). 0, or -1 with why. */
-int	memcap_make_owned(struct memcap *mc, int64_t bytes, uid_t uid, gid_t gid,
-	    char *why, size_t len);
-/* Whether leaf is a name memcap_make_owned() gives ("pipelined-probe-"
+/* As root: a group below the caller's own cgroup (v2, v1; no systemd
+ * scope) capped at bytes, root's; memcap_move(): pid moved into the group
+ * dir by its cgroup.procs (root needs no delegation, on v1 or v2). 0, or
+ * -1 with why or errno. */
+int	memcap_make_root(struct memcap *mc, int64_t bytes, char *why, size_t len);
+int	memcap_move(const char *dir, pid_t pid);
+/* Whether leaf is a name memcap_make_root() gives ("pipelined-probe-"
  * digits "-" digits), and its removal, empty, from below the caller's
  * own cgroup: 0, or -1 with errno. */
 int	memcap_leaf_ok(const char *leaf);
