@@ -32,7 +32,9 @@
  * on the shared file system by design: the ending is read from there, and
  * nothing the daemon does as root takes a number from them. Root's own
  * run's shim, root in the batch step, gives them the directory's group
- * (-o) when the daemon process is not root, so that it reads them.
+ * (-o) when the daemon process is not root, so that it reads them; a
+ * run owner's shim's, the owner's, the daemon process reads through the
+ * owner's file server (struct proc's open_as) as it reads the events.
  *
  * Slurm states map onto proc states in slurm.c. An ending is final only
  * when Slurm's state is terminal: a job whose processes were killed is
