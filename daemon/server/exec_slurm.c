@@ -30,7 +30,11 @@
  *   slurm.cancel  the daemon stopped the job (the signal number)
  * The shim's records (shim.json, exit.json) are in the process directory
  * on the shared file system by design: the ending is read from there, and
- * nothing the daemon does as root takes a number from them.
+ * nothing the daemon does as root takes a number from them. Root's own
+ * run's shim, root in the batch step, gives them the directory's group
+ * (-o) when the daemon process is not root, so that it reads them; a
+ * run owner's shim's, the owner's, the daemon process reads through the
+ * owner's file server (struct proc's open_as) as it reads the events.
  *
  * Slurm states map onto proc states in slurm.c. An ending is final only
  * when Slurm's state is terminal: a job whose processes were killed is
@@ -221,10 +225,27 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 	 * root, as when the daemon submitted it. */
 	const char *owner = priv_active() ? argv_owner(argv) : "";
 	int by_parent = priv_active();
-	char **av = NULL;
+	char **av = NULL, ouid[16];
 	if (by_parent && owner[0] == '\0' && dir_put(p, "slurm.owner", "root") == -1) {
 		snprintf(p->reason, sizeof(p->reason), "cannot record the job's owner");
 		return -1;
+	}
+	/* Root's run where the daemon process is not root (user, or
+	 * _pipelined): the shim, root in the batch step, writes its records
+	 * root's in the process directory, the daemon process's; -o gives
+	 * them that directory's group, so that the daemon process reads
+	 * them (pipeline-shim's first form). */
+	if (by_parent && owner[0] == '\0' && geteuid() != 0) {
+		int n = 0;
+		while (argv[n])
+			n++;
+		snprintf(ouid, sizeof(ouid), "%u", (unsigned)geteuid());
+		av = xcalloc((size_t)n + 3, sizeof(char *));
+		av[0] = argv[0];
+		av[1] = "-o";
+		av[2] = ouid;
+		for (int i = 1; i < n; i++)
+			av[i + 2] = argv[i];
 	}
 	if (owner[0]) {
 		int n = 0, k = 0;

@@ -56,6 +56,13 @@ struct proc {
 	/* Executor options for this job (slurm: partition, gres, ...), as
 	 * "key=value" lines; NULL for local. */
 	const char *opts;
+	/* A batch executor's record the daemon's own open was refused
+	 * (EACCES: a run owner's process directory under Slurm, in a daemon
+	 * process of its own user) opened read-only another way (the owner's
+	 * file server, job_open_as()): a descriptor, or -1 with errno; NULL:
+	 * none. A local process's records are the daemon's (.shim/). */
+	int (*open_as)(void *arg, const char *path);
+	void *open_arg;
 };
 
 struct executor {

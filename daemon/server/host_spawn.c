@@ -546,10 +546,23 @@ proc_save(pl_job *j, struct proc *p, int64_t offset)
 /* A process's struct proc before it starts: where it runs (in the
  * daemon, through its run's shim), its directory (below the attempt's,
  * or by hand below the work directory's .pl) and log. */
+static int
+proc_open_as(void *arg, const char *path)
+{
+	return job_open_as(arg, path);
+}
+
 static void
 proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
 {
 	memset(p, 0, sizeof(*p));
+	/* Under Slurm the shim's records are in the process directory, a
+	 * run owner's: read through the owner's file server when the
+	 * daemon's own open is refused, as the events are. */
+	if (j->hb->daemon && j->jobdirfd >= 0) {
+		p->open_as = proc_open_as;
+		p->open_arg = j;
+	}
 	p->ex = j->ex;
 	p->pidfd = -1;
 	p->run = j->hb->daemon ? j->run : NULL;

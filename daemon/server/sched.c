@@ -575,6 +575,17 @@ job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 		close(wfd);
 	if (pj->logfd >= 0)
 		return 0;
+	/* A run owner's batch job's log is the owner's (exec_slurm.c gives
+	 * it away: Slurm and the shim append to it as the owner), which a
+	 * daemon process of its own user, restarted, cannot open again: the
+	 * job is followed to its end all the same, without the daemon's own
+	 * lines in its log. */
+	if (wfd >= 0 && e == EACCES && pj->adopted && pj->ex != NULL && pj->ex->batch &&
+	    pj->owner != NULL) {
+		log_warnx("%s: %s: the run owner's batch job log: %s; the daemon's lines of "
+		    "this attempt are not in it", __func__, pj->logpath, strerror(e));
+		return 0;
+	}
 	snprintf(why, len, "cannot %s %s: %s", verb, what, strerror(e));
 	return -1;
 }

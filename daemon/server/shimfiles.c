@@ -139,9 +139,11 @@ proc_reserve_fd(void)
 /* A record is opened without following a link, as a regular file of one
  * link: under Slurm it lies in the job's directory. */
 static char *
-read_nofollow(const char *path)
+read_nofollow(const struct proc *p, const char *path)
 {
 	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	if (fd == -1 && errno == EACCES && p->open_as != NULL && p->ex != NULL && p->ex->batch)
+		fd = p->open_as(p->open_arg, path);
 	if (fd == -1)
 		return NULL;
 	char *t = plc_read_fd(fd, NULL, 1 << 20);
@@ -156,17 +158,17 @@ read_nofollow(const char *path)
  * thread that lost the freed slot to another waits and tries again, for
  * up to 10 s. */
 static char *
-read_record(const char *path)
+read_record(const struct proc *p, const char *path)
 {
 	for (int tries = 0;; tries++) {
-		char *t = read_nofollow(path);
+		char *t = read_nofollow(p, path);
 		if (t != NULL || (errno != EMFILE && errno != ENFILE))
 			return t;
 		pthread_mutex_lock(&reserve_mtx);
 		if (reserve_fd != -1) {
 			close(reserve_fd);
 			reserve_fd = -1;
-			t = read_nofollow(path);
+			t = read_nofollow(p, path);
 			int e = errno;
 			reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			errno = e;
@@ -191,7 +193,7 @@ read_json(const struct proc *p, const char *name)
 	const char *dir = p->rdir[0] ? p->rdir : p->dir;
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	char *t = read_record(path);
+	char *t = read_record(p, path);
 	if (t == NULL) {
 		if (errno != ENOENT)
 			log_warn("%s: %s", __func__, path);

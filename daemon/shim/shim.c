@@ -2,7 +2,7 @@
  * pipeline-shim: the parent of job processes (the containerd-shim /
  * conmon pattern), so that jobs outlive the daemon.
  *
- *   pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]
+ *   pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] [-o UID] -- PROGRAM [ARG...]
  *   pipeline-shim -R FD          (the same, its command line and environment read from FD)
  *   pipeline-shim [-u UID:GID[:GROUPS]] [-o UID] -G FD   (a run's shim: see below)
  *
@@ -24,7 +24,11 @@
  * starts it by hand (pipelinectl stage): the shim itself is always started
  * with an environment of the daemon's (shim_clean_env), the job's
  * environment is data (the request format below) that only the child,
- * once it has become the job's user, executes with.
+ * once it has become the job's user, executes with. -o UID in this form
+ * only gives the records the group of RDIR when RDIR is UID's: a batch
+ * script's shim, root, for root's own run of a split daemon whose daemon
+ * process is UID (exec_slurm.c), so that the daemon process reads them;
+ * they stay root's.
  *
  * A run's shim (-G). Executing a program costs about a millisecond here
  * (the dynamic loader's start-up dominates), a shim process per job
@@ -95,7 +99,8 @@ starttime(pid_t pid)
 }
 
 /* -o: the daemon process's own user (a run's shim's command line, the
- * privileged parent's word); -1: none. */
+ * privileged parent's word; in the first form, the records' group only);
+ * -1: none. */
 static long records_owner = -1;
 
 /* A record fd of the shim's (root's) in the records directory dirfd:
@@ -640,7 +645,8 @@ sup_spawn(struct sup *s, char **envp, const sigset_t *mask, int *status)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] -- PROGRAM [ARG...]\n"
+	fprintf(stderr, "usage: pipeline-shim -d DIR [-r RDIR [-e]] -l LOG [-c CWD] [-u UID:GID[:GROUPS]] [-o UID]\n"
+	    "           -- PROGRAM [ARG...]\n"
 	    "       pipeline-shim -R FD\n"
 	    "       pipeline-shim [-u UID:GID[:GROUPS]] -G FD\n");
 	exit(2);
@@ -725,6 +731,8 @@ main(int argc, char **argv)
 			close(rfd);
 	}
 
+	/* The first form's -o: the records' group only (above). */
+	records_owner = s.rowner;
 	setsid();
 	if (sup_open(&s) == -1)
 		return 2;

@@ -4,7 +4,9 @@
 # HMAC-SHA256 signature with its own secret, as a receiver would):
 #  - a receiver answering 500 for a while: job.failed and run.end are
 #    retried and delivered, signed, each key accepted once; the command
-#    target gets the same body on stdin and the event in its environment;
+#    target gets the same body on stdin and the event in its environment,
+#    and runs as the daemon process's user (a split daemon's _pipelined,
+#    not root);
 #  - a receiver that hangs: the run ends without waiting for it, the
 #    delivery times out and is delivered on a later try;
 #  - the receiver down and the daemon killed -9 after the commit: the
@@ -55,7 +57,7 @@ notify_conf() {	# notify_conf SECRET RETRIES
 url = http://127.0.0.1:$RPORT/hook
 secret = $1
 events = run.end job.failed
-command = cat > $TEST_TMP/cmd/\$PL_NOTIFY_KEY.json && env | grep ^PL_NOTIFY_ > $TEST_TMP/cmd/\$PL_NOTIFY_KEY.env
+command = cat > $TEST_TMP/cmd/\$PL_NOTIFY_KEY.json && id -un > $TEST_TMP/cmd/\$PL_NOTIFY_KEY.user && env | grep ^PL_NOTIFY_ > $TEST_TMP/cmd/\$PL_NOTIFY_KEY.env
 timeout = 1s
 retries = $2
 EOF
@@ -72,6 +74,11 @@ echo "$out" | grep -q "bad.conf:[0-9]*: events: unknown event \"job.exploded\"" 
 # ---- 1. a receiver answering 500 for a while --------------------------------
 touch "$TEST_TMP/fail"
 pl_start
+# The command runs as the daemon process's user, whose state_dir is:
+# cmd/ is that user's to write.
+DUSER=$(stat -c %U "$TEST_TMP/state")
+[ "$(id -u)" != 0 ] || [ "$DUSER" = _pipelined ] || fail "the split daemon's state_dir is $DUSER's, not _pipelined's"
+chown "$DUSER" "$TEST_TMP/cmd"
 mkspec n1 false
 pctl submit "$TEST_TMP/n1.ini" >/dev/null || fail "submit n1"
 wait_run n1 failed 30
@@ -104,6 +111,8 @@ for e in "$TEST_TMP"/cmd/*.env; do
 	k=$(basename "$e" .env)
 	grep -q "^PL_NOTIFY_KEY=$k$" "$e" && grep -q '^PL_NOTIFY_RUN=n1$' "$e" &&
 	    grep -qE '^PL_NOTIFY_EVENT=(job.failed|run.end)$' "$e" || fail "command env: $(cat "$e")"
+	[ "$(cat "$TEST_TMP/cmd/$k.user")" = "$DUSER" ] ||
+		fail "the command ran as $(cat "$TEST_TMP/cmd/$k.user"), not the daemon process's $DUSER"
 	[ "$(cat "$TEST_TMP/cmd/$k.json")" = "$(db "SELECT body FROM outbox WHERE key = '$k'")" ] ||
 		fail "the command's stdin is not the outbox body for $k"
 done

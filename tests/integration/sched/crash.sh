@@ -100,9 +100,11 @@ wait_run term succeeded 30
 [ "$(cat "$O/sleeper")" = "start
 end" ] || fail "the job did not run exactly once across SIGTERM: $(cat "$O/sleeper")"
 events_gapless
-# A run's processes have one shim, the run's (pipeline-shim -G, the
-# daemon's child): two jobs running at once share it, another run has its
-# own; a program that does not exist is recorded as exit status 127.
+# A run's processes have one shim, the run's (pipeline-shim -G, a child
+# of the daemon's pid: a split daemon's parent starts it, with -o and its
+# daemon process's uid before -G): two jobs running at once share it,
+# another run has its own; a program that does not exist is recorded as
+# exit status 127.
 cat > "$S/grp.ini" <<INI
 [p1]
 stage = exec
@@ -129,7 +131,9 @@ s2=$(key "$G/grp/p2/attempt-1/.shim/main/shim.json" shim_pid)
 s3=$(key "$G/other/q1/attempt-1/.shim/main/shim.json" shim_pid)
 [ "$s1" = "$s2" ] || fail "two jobs of a run have different shims: $s1 $s2"
 [ "$s1" != "$s3" ] || fail "two runs share a shim"
-tr '\0' ' ' < "/proc/$s1/cmdline" | grep -q "pipeline-shim -G" || fail "$s1 is not a run shim"
+tr '\0' ' ' < "/proc/$s1/cmdline" | grep -Eq "pipeline-shim (-o [0-9]+ )?-G " ||
+    fail "$s1 is not a run shim: $(tr '\0' ' ' < "/proc/$s1/cmdline")"
+[ "$(ps -o ppid= -p "$s1" | tr -d ' ')" = "$PL_PID" ] || fail "the run shim $s1 is not the daemon's ($PL_PID) child"
 [ "$(ps -o ppid= -p "$(key "$G/grp/p1/attempt-1/.shim/main/shim.json" child_pid)" | tr -d ' ')" = "$s1" ] ||
     fail "p1's process is not the run shim's child"
 wait_run grp failed 30

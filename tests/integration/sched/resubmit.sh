@@ -19,6 +19,9 @@
 mkdir -p "$TEST_TMP/notified"
 MEMBER_CONF_TAIL=$(printf '[retention]\nkeep_days = 0\nmin_size = 0\n[notify]\nevents = run.end\ncommand = cat > %s/$PL_NOTIFY_KEY.json\n' "$TEST_TMP/notified")
 member_setup "$TOP/plugins/exec.so"
+# The notify command runs as the daemon process's user (_pipelined), who
+# owns state_dir: notified/ is that user's to write.
+chown "$(stat -c %U "$TEST_TMP/state")" "$TEST_TMP/notified"
 S=$TEST_TMP/specs; X=$TEST_TMP/x
 : > "$R/count"
 
