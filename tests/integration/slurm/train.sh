@@ -22,8 +22,6 @@ adapter_sha() {
 ref=$(adapter_sha "$TEST_TMP/ref.out")
 [ -n "$ref" ] || die "no adapter from the uninterrupted run"
 
-pl_conf
-pl_start
 mkdir -p "$TEST_TMP/specs"
 {
 	echo "[train]"
@@ -32,6 +30,20 @@ mkdir -p "$TEST_TMP/specs"
 	echo "mem = 2G"
 	for kv in "${common[@]}"; do echo "${kv%%=*} = ${kv#*=}"; done
 } >"$TEST_TMP/specs/st.ini"
+# A split daemon (the tests' default as root) runs train in a stage
+# process, whose programs run on this host only: the spec is refused at
+# its executor line, never run where it did not ask.
+pl_conf
+pl_start
+out=$(pctl submit "$TEST_TMP/specs/st.ini" 2>&1) && die "a split daemon took executor = slurm for train"
+echo "$out" | grep -q "st.ini:2: executor: slurm runs stage train's programs as batch jobs only from the daemon, and this daemon runs the stage in a stage process (it is split" ||
+	die "the split daemon's refusal: $out"
+pl_stop
+# The Slurm launch itself, on a daemon root alone, whose stages run in the
+# daemon (PL_SPLIT=0: the deployment that runs them).
+rm -rf "$TEST_TMP/state"
+PL_SPLIT=0 pl_conf
+pl_start
 pctl submit "$TEST_TMP/specs/st.ini" >/dev/null || die "submit"
 ck=$TEST_TMP/state/runs/st/train/work/checkpoints
 for _ in $(seq 1 1200); do [ -f "$ck/checkpoint-25/COMPLETE" ] && break; sleep 0.05; done
