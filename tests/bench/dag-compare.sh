@@ -26,6 +26,11 @@
 #                                   tests' default as root, split, its
 #                                   daemon process _pipelined: root's runs;
 #                                   BENCH_SPLIT_K is pl_conf's PL_SPLIT)
+# Measured (2026-12-07, 7024d94, quiet 2 cores, load 0.1-0.6), R=9, the
+# split's cost: chain median 2.26x make -j2 root alone, 2.23x split
+# (0.99); fanout 2.82x and 2.97x (1.05); the daemon's CPU 0.63-0.90
+# ms/job alone, 0.64-0.93 split (the parent's not counted: it acts
+# once a run for root's runs, its shim).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }
@@ -47,6 +52,9 @@ trap cleanup EXIT
 # (with BENCH_CONF="group = plsubmit"): their work and process
 # directories given to the member, through the parent when split.
 AS=""
+# Searchable: a split daemon's daemon process (_pipelined, the tests'
+# default as root) reaches its state directory below it.
+chmod 0711 "$W"
 if [ -n "${BENCH_MEMBER:-}" ]; then
 	AS="setpriv --reuid=nobody --regid=nogroup --groups=$(getent group plsubmit | cut -d: -f3)"
 	chmod 0755 "$W"
