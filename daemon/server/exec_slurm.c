@@ -230,34 +230,32 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 		snprintf(p->reason, sizeof(p->reason), "cannot record the job's owner");
 		return -1;
 	}
-	/* Root's run where the daemon process is not root (user, or
-	 * _pipelined): the shim, root in the batch step, writes its records
-	 * root's in the process directory, the daemon process's; -o gives
-	 * them that directory's group, so that the daemon process reads
-	 * them (pipeline-shim's first form). */
-	if (by_parent && owner[0] == '\0' && geteuid() != 0) {
-		int n = 0;
-		while (argv[n])
-			n++;
-		snprintf(ouid, sizeof(ouid), "%u", (unsigned)geteuid());
-		av = xcalloc((size_t)n + 3, sizeof(char *));
-		av[0] = argv[0];
-		av[1] = "-o";
-		av[2] = ouid;
-		for (int i = 1; i < n; i++)
-			av[i + 2] = argv[i];
-	}
-	if (owner[0]) {
+	/* The shim's argv as the batch step runs it: a run owner's without
+	 * -u OWNER (the step is the owner's already); root's, where the
+	 * daemon process is not root (user, or _pipelined), with -o UID
+	 * first: the shim, root in the batch step, writes its records root's
+	 * in the process directory, the daemon process's, and -o gives them
+	 * that directory's group, so that the daemon process reads them
+	 * (pipeline-shim's first form). */
+	if (owner[0] || (by_parent && geteuid() != 0)) {
 		int n = 0, k = 0;
 		while (argv[n])
 			n++;
-		av = xcalloc((size_t)n + 1, sizeof(char *));
-		for (int i = 0; i < n; i++) {
+		av = xcalloc((size_t)n + 3, sizeof(char *));
+		av[k++] = argv[0];
+		if (!owner[0]) {
+			snprintf(ouid, sizeof(ouid), "%u", (unsigned)geteuid());
+			av[k++] = "-o";
+			av[k++] = ouid;
+		}
+		for (int i = 1; i < n; i++) {
 			if (strcmp(argv[i], "-u") == 0 && i + 1 < n && argv[i + 1] == owner)
 				i++;
 			else
 				av[k++] = argv[i];
 		}
+	}
+	if (owner[0]) {
 		uid_t uid;
 		gid_t gid;
 		int fd = open(p->log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
