@@ -26,7 +26,7 @@
 #                                   tests' default as root, split, its
 #                                   daemon process _pipelined: root's runs;
 #                                   BENCH_SPLIT_K is pl_conf's PL_SPLIT)
-# Measured (2026-12-07, 7024d94, quiet 2 cores, load 0.1-0.6), R=9, the
+# Measured (2026-12-07, dadd651, quiet 2 cores, load 0.1-0.6), R=9, the
 # split's cost: chain median 2.26x make -j2 root alone, 2.23x split
 # (0.99); fanout 2.82x and 2.97x (1.05); the daemon's CPU 0.63-0.90
 # ms/job alone, 0.64-0.93 split (the parent's not counted: it acts

@@ -21,7 +21,7 @@
 # stage under the parent's shim; the daemon's side is a daemon root alone
 # (PL_SPLIT=0), one process: the ratio is the split's whole cost to a
 # stage (issue 36's "stage-bench before and after the split"). Measured
-# so (2026-12-07, 7024d94, quiet 2 cores, load 0.4), SIZE=medium RUNS=3,
+# so (2026-12-07, dadd651, quiet 2 cores, load 0.4), SIZE=medium RUNS=3,
 # the rounds' ratio medians split / root alone: merge 0.973 (medians
 # 0.44 s both), quantize 1.043 (0.28 s both), tensor_fix 0.997 (0.24 s),
 # convert 1.018 (0.24 s): within 5%.
