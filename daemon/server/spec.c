@@ -14,7 +14,6 @@
 #include "host.h"
 #include "plio.h"
 #include "slurm.h"
-#include "priv.h"
 
 const char *const spec_common_keys[] = {
 	"stage", "after", "retries", "retry_backoff", "retry_backoff_max", "timeout",
@@ -517,29 +516,6 @@ check_common(struct spec *s, const struct plc_strmap *jobs, struct spec_section 
 	return nerr;
 }
 
-/* A stage process (a split daemon's every stage but those that only
- * spawn, exec's; or stage_process = all) starts its programs with the
- * local executor only: a batch executor there would run them on this
- * host, not as Slurm jobs. Refused, naming the line, rather than run
- * where the spec did not ask. */
-static int
-batch_in_stage_process(struct spec *s, struct spec_section *sec, const struct stage_reg *reg,
-    const struct conf *c, char **errs)
-{
-	const char *mode = c != NULL ? conf_get(c, "daemon.stage_process") : NULL;
-	int all = mode != NULL && strcmp(mode, "all") == 0;
-	if (sec->ex == NULL || !sec->ex->batch || (reg->st->flags & PL_STAGE_SPAWN_ONLY) ||
-	    (!priv_active() && !all))
-		return 0;
-	errs_add(errs, s->path, key_line(sec, "executor"), "executor",
-	    "%s runs stage %s's programs as batch jobs only from the daemon, and this daemon "
-	    "runs the stage in a stage process (%s), whose programs run on this host: use it "
-	    "with stage exec, or run stage %s on a daemon root alone", sec->executor,
-	    sec->stage, all ? "stage_process = all" : "it is split: pipelined(8) SECURITY",
-	    sec->stage);
-	return 1;
-}
-
 int
 spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, int flags,
     char **errs)
@@ -614,11 +590,8 @@ spec_check(struct spec *s, const struct conf *c, spec_stage_check *stage_check, 
 			    sec->origin ? sec->origin : sec->name,
 			    suggest_hint(&sg, hint, sizeof(hint)));
 			nerr++;
-		} else {
-			nerr += batch_in_stage_process(s, sec, reg, c, e);
-			if (stage_check != NULL)
-				nerr += stage_check(reg, s, sec, flags, e);
-		}
+		} else if (stage_check != NULL)
+			nerr += stage_check(reg, s, sec, flags, e);
 		if (mine != NULL) {
 			errs_merge(errs, mine);
 			free(mine);

@@ -27,6 +27,8 @@
 #include "pld.h"
 #include "host.h"
 #include "plio.h"
+#include "executor.h"
+#include "slurm.h"
 
 extern char **environ;
 
@@ -359,9 +361,227 @@ child_env(pl_job *j, const struct pl_spawn *spec, const char *dir)
 	return env;
 }
 
+/* A spawn's end, the same for both ways of running it: the lines kept
+ * from the daemon counted in the log; an artifact refused fails the job
+ * (j->refused names it) unless the spawn already ended otherwise. */
+static int
+finish_relay(pl_job *j, const struct pl_spawn *spec, const struct relay *r, int rc)
+{
+	if (r->unpublished > 0)
+		job_logf(j, "events: %ld line%s of %s not stored or published (types a job "
+		    "program does not publish, handed to its stage only; the first \"%s\")",
+		    r->unpublished, r->unpublished == 1 ? "" : "s", spec->name, r->first);
+	if (rc == PL_OK && r->refused) {
+		j->ev_refused = 1;
+		return PL_EFAIL;
+	}
+	return rc;
+}
+
+/* ---- spawn under a batch executor: the job's executor = slurm -------- */
+
+/* Earlier attempts' launches of this name that a stage process killed
+ * outright (SIGKILL: it had no time to cancel them) left running:
+ * cancelled as the owner, and marked ended, so that a requeue of one runs
+ * nothing, before this attempt submits its own. Their records are where
+ * this process keeps its own (batch_spawn), in the earlier attempts'
+ * stage process directories: ATTEMPTS/attempt-K/pl-stage/.shim/NAME. */
+static void
+batch_orphans(pl_job *j, const struct pl_spawn *spec, const char *pdir)
+{
+	char root[PATH_MAX], f[PATH_MAX + 64], err[256];
+	snprintf(root, sizeof(root), "%s", pdir);
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(root, '/');
+		if (slash == NULL || slash == root)
+			return;
+		*slash = '\0';
+	}
+	for (int k = 1; k < j->attempt; k++) {
+		snprintf(f, sizeof(f), "%s/attempt-%d/%s/%s/slurm.ended", root, k, STAGE_PROC_NAME,
+		    spec->name);
+		if (access(f, F_OK) == 0)
+			continue;
+		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.jobid", root, k,
+		    STAGE_PROC_NAME, spec->name);
+		char *id = plc_read_file(f, NULL, 128);
+		if (id == NULL)
+			continue;
+		id[strcspn(id, "\r\n")] = '\0';
+		if (id[0] != '\0' && slurm_cancel(id, 0, err, sizeof(err)) == 0)
+			job_logf(j, "cancelled Slurm job %s, %s of attempt %d, left by its stage "
+			    "process", id, spec->name, k);
+		snprintf(f, sizeof(f), "%s/attempt-%d/%s/%s/slurm.ended", root, k, STAGE_PROC_NAME,
+		    spec->name);
+		char text[160];
+		snprintf(text, sizeof(text), "%s cancelled\n", id);
+		plc_write_file_atomic(f, text, strlen(text), 0640);
+		free(id);
+	}
+}
+
+/* What the program's job log gained (Slurm's --output and the shim's
+ * lines, the owner's file in its directory), copied to the stage's own
+ * log: the job log, standard error. */
+static void
+log_relay(const char *path, off_t *off)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		return;
+	char buf[65536];
+	ssize_t n;
+	while ((n = pread(fd, buf, sizeof(buf), *off)) > 0) {
+		plc_write_all(2, buf, (size_t)n);
+		*off += n;
+	}
+	close(fd);
+}
+
+/* A batch system's queue state of the program, as the daemon reports
+ * its own launches' (host_spawn.c): a "proc" line and the job log. */
+static void
+batch_state(pl_job *j, const struct pl_spawn *spec, const struct proc *p)
+{
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "proc", spec->name);
+	cJSON_AddStringToObject(d, "state", p->state == PROC_QUEUED ? "queued" : "running");
+	if (p->reason[0])
+		cJSON_AddStringToObject(d, "reason", p->reason);
+	stagectx_emit(j, "proc", d);
+	job_logf(j, "%s: %s as %s job %s%s%s", spec->name, p->state == PROC_QUEUED ? "queued" :
+	    "running", p->ex->name, p->ext_id, p->reason[0] ? ": " : "", p->reason);
+}
+
+/* The program as a batch job of the job's executor (Slurm), submitted
+ * by this process, which is the owner, as the daemon submits a job
+ * program's: a batch script that runs pipeline-shim (no -u: the step is
+ * the owner's) on a node, in the program's directory, which is on the
+ * file system the nodes share, and keeps its records there (exec.h);
+ * the executor's own files (job id, cancel) in the directory's .shim
+ * sibling, this process's. Waited for here with its events relayed and
+ * its log copied; cancel, timeout and on_event stop it through the
+ * batch system. This process stays on the daemon's host under its run's
+ * shim, so a daemon restart leaves it waiting. */
+static int
+batch_spawn(pl_job *j, const struct pl_spawn *spec, struct relay *r, const char *dir,
+    char **env, struct pl_exit *out)
+{
+	struct proc p;
+	memset(&p, 0, sizeof(p));
+	p.ex = j->ex;
+	p.pidfd = -1;
+	p.opts = j->ex_opts;
+	p.started = now_wall();
+	snprintf(p.name, sizeof(p.name), "%s", spec->name);
+	snprintf(p.dir, sizeof(p.dir), "%s", dir);
+	snprintf(p.log, sizeof(p.log), "%s/job.log", dir);
+	off_t logoff = 0;
+	char shim[PATH_MAX];
+	if (j->conf != NULL && j->conf->shim[0] != '\0')
+		snprintf(shim, sizeof(shim), "%s", j->conf->shim);
+	else
+		snprintf(shim, sizeof(shim), "%s/pipeline-shim", self_dir());
+	int na = 0;
+	while (spec->argv[na])
+		na++;
+	const char **argv = xcalloc((size_t)na + 10, sizeof(char *));
+	int k = 0;
+	argv[k++] = shim;
+	argv[k++] = "-d";
+	argv[k++] = p.dir;
+	argv[k++] = "-l";
+	argv[k++] = p.log;
+	argv[k++] = "-c";
+	argv[k++] = r->cwd;
+	argv[k++] = "--";
+	for (int i = 0; i < na; i++)
+		argv[k++] = spec->argv[i];
+	unlink(p.log);
+	static const char *const stale[] = { "exit.json", "shim.json", NULL };
+	for (int i = 0; stale[i]; i++) {
+		char f[PATH_MAX + 16];
+		snprintf(f, sizeof(f), "%s/%s", dir, stale[i]);
+		unlink(f);
+	}
+	int rc = p.ex->start(&p, (char *const *)argv, env, r->cwd);
+	free(argv);
+	if (rc == -1) {
+		log_relay(p.log, &logoff);
+		job_log(j, PL_LOG_ERROR, "spawn %s: %s refused it: %s", spec->name, p.ex->name,
+		    p.reason);
+		snprintf(out->error, sizeof(out->error), "%s: %s", p.ex->name, p.reason);
+		return PL_ECHILD;
+	}
+	double t0 = plc_mono_secs(), own = spec->timeout > 0 ? t0 + spec->timeout : 0;
+	double term_at = 0, grace = 10;
+	int killed = 0, last_state = -1;
+	char last_reason[sizeof(p.reason)] = "";
+	for (;;) {
+		int w = p.ex->wait(&p, 200);
+		relay_read(r);
+		log_relay(p.log, &logoff);
+		if (w != 0)
+			break;
+		if (p.state != last_state || strcmp(p.reason, last_reason) != 0) {
+			batch_state(j, spec, &p);
+			last_state = p.state;
+			snprintf(last_reason, sizeof(last_reason), "%s", p.reason);
+		}
+		int stop = job_cancelled(j) || r->stop || r->refused ||
+		    (own > 0 && plc_mono_secs() > own);
+		if (stop && term_at == 0 && job_cancelled(j)) {
+			/* The job's cancel or timeout: this process has its
+			 * shim's kill_grace left, maybe less than the program
+			 * needs to stop. The batch job is cancelled outright,
+			 * and Slurm stops it (SIGTERM, then SIGKILL after its
+			 * KillWait) whether or not this process is still here. */
+			job_logf(j, "cancelling %s (%s job %s)", spec->name, p.ex->name, p.ext_id);
+			p.ex->signal(&p, SIGKILL);
+			term_at = plc_mono_secs();
+			killed = 1;
+		} else if (stop && term_at == 0) {
+			job_logf(j, "stopping %s (SIGTERM, %s job %s)", spec->name, p.ex->name,
+			    p.ext_id);
+			p.ex->signal(&p, SIGTERM);
+			term_at = plc_mono_secs();
+		} else if (stop && !killed && plc_mono_secs() - term_at > grace) {
+			job_logf(j, "killing %s (SIGKILL after %gs)", spec->name, grace);
+			p.ex->signal(&p, SIGKILL);
+			killed = 1;
+		}
+	}
+	relay_read(r);
+	log_relay(p.log, &logoff);
+	p.ex->release(&p);
+	if (p.end_class[0]) {
+		char e[sizeof(out->error)];
+		snprintf(e, sizeof(e), "%s: %s%s%s", p.ex->name, p.end_class,
+		    out->error[0] ? "; " : "", out->error);
+		snprintf(out->error, sizeof(out->error), "%s", e);
+		job_logf(j, "%s ended as %s", spec->name, p.end_class);
+	}
+	out->exited = p.exited;
+	out->status = p.status;
+	out->signal = p.sig;
+	out->adopted = 0;
+	out->seconds = plc_mono_secs() - t0;
+	if (p.state == PROC_LOST) {
+		job_log(j, PL_LOG_ERROR, "%s: the process vanished without an exit record (%s)",
+		    spec->name, p.reason[0] ? p.reason : "no record");
+		return PL_ELOST;
+	}
+	if (own > 0 && term_at > 0 && plc_mono_secs() > own)
+		return PL_ETIMEDOUT;
+	if (job_cancelled(j) && term_at > 0)
+		return PL_ECANCELED;
+	return PL_OK;
+}
+
 /* host->spawn() in a stage process: the program started directly (the
- * process already runs as the owner, in the shim's process group), its
- * events relayed to the stage's events file and handed to on_event. */
+ * process already runs as the owner, in the shim's process group), or
+ * as a batch job of the job's executor (batch_spawn()), its events
+ * relayed to the stage's events file and handed to on_event. */
 static int
 ctx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 {
@@ -388,6 +608,14 @@ ctx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	char **env = child_env(j, spec, dir);
 	job_logf(j, "spawn %s: %s%s", spec->name, spec->argv[0],
 	    spec->resume_from ? " (resuming)" : "");
+	if (j->ex != NULL && j->ex->batch) {
+		batch_orphans(j, spec, pdir ? pdir : j->workdir);
+		int rc = batch_spawn(j, spec, &r, dir, env, out);
+		for (char **e = env; *e; e++)
+			free(*e);
+		free(env);
+		return finish_relay(j, spec, &r, rc);
+	}
 	double t0 = plc_mono_secs();
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -443,19 +671,12 @@ ctx_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	out->adopted = 0;
 	out->seconds = plc_mono_secs() - t0;
-	if (r.unpublished > 0)
-		job_logf(j, "events: %ld line%s of %s not stored or published (types a job "
-		    "program does not publish, handed to its stage only; the first \"%s\")",
-		    r.unpublished, r.unpublished == 1 ? "" : "s", spec->name, r.first);
+	int rc = PL_OK;
 	if (own > 0 && term_at > 0 && plc_mono_secs() > own)
-		return PL_ETIMEDOUT;
-	if (job_cancelled(j) && term_at > 0)
-		return PL_ECANCELED;
-	if (r.refused) {
-		j->ev_refused = 1;
-		return PL_EFAIL;   /* j->refused names the artifact */
-	}
-	return PL_OK;
+		rc = PL_ETIMEDOUT;
+	else if (job_cancelled(j) && term_at > 0)
+		rc = PL_ECANCELED;
+	return finish_relay(j, spec, &r, rc);
 }
 
 const struct host_backend host_stage_proc = {

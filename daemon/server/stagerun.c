@@ -176,6 +176,15 @@ context_write(pl_job *j, char *path, size_t len)
 	cJSON_AddItemToObject(o, "history", history(j));
 	if (j->deadline > 0)
 		cJSON_AddNumberToObject(o, "seconds_left", j->deadline - plc_mono_secs());
+	/* A batch executor's jobs (Slurm): the stage process submits its
+	 * programs itself, as the owner (stagectx.c's batch_spawn()), with
+	 * the job's executor options and the daemon's shim. */
+	if (j->ex != NULL && j->ex->batch) {
+		cJSON_AddStringToObject(o, "executor", j->ex->name);
+		cJSON_AddStringToObject(o, "executor_opts", j->ex_opts ? j->ex_opts : "");
+	}
+	if (j->conf != NULL && j->conf->shim[0] != '\0')
+		cJSON_AddStringToObject(o, "shim", j->conf->shim);
 	char *text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	char name[64], tmp[80];
@@ -223,6 +232,7 @@ memcap_ask(pl_job *j)
 	gid_t gid;
 	j->memcap_dir[0] = '\0';
 	if (j->adopted || !priv_active() || j->owner == NULL || j->reg == NULL ||
+	    (j->ex != NULL && j->ex->batch) ||
 	    owner_ids(j->owner, &uid, &gid) == -1 || uid == 0)
 		return;
 	const struct pl_key *k = host_find_key(j->reg, "host_mem_cap", NULL);
@@ -266,8 +276,9 @@ run_out_of_process(pl_job *j)
 	struct pl_spawn sp = { .abi = PL_ABI_VERSION, .size = sizeof(sp),
 		.name = STAGE_PROC_NAME, .argv = argv };
 	struct pl_exit ex = PL_EXIT_INIT;
-	/* The stage process runs here whatever the job's executor: the
-	 * programs it spawns run beside it. */
+	/* The stage process runs here whatever the job's executor: its
+	 * programs run beside it, or under a batch executor (Slurm) as
+	 * batch jobs it submits (the context file says which). */
 	const struct executor *saved = j->ex;
 	char *opts = j->ex_opts;
 	j->ex = &exec_local;

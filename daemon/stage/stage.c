@@ -183,6 +183,20 @@ main(int argc, char **argv)
 	const cJSON *at = cJSON_GetObjectItemCaseSensitive(ctx, "attempt");
 	j->attempt = cJSON_IsNumber(at) ? at->valueint : 1;
 	snprintf(j->workdir, sizeof(j->workdir), "%s", ctx_str(ctx, "workdir"));
+	/* A batch executor's job: its programs are batch jobs this
+	 * process submits (stagectx.c), with the daemon's shim. */
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(ctx, "executor");
+	const cJSON *exo = cJSON_GetObjectItemCaseSensitive(ctx, "executor_opts");
+	const cJSON *shim = cJSON_GetObjectItemCaseSensitive(ctx, "shim");
+	if (cJSON_IsString(ex)) {
+		const struct executor *e = exec_find(ex->valuestring);
+		if (e == NULL || !e->batch)
+			errx(125, "context: no batch executor %s", ex->valuestring);
+		j->ex = e;
+		j->ex_opts = xstrdup(cJSON_IsString(exo) ? exo->valuestring : "");
+	}
+	if (cJSON_IsString(shim))
+		snprintf(conf.shim, sizeof(conf.shim), "%s", shim->valuestring);
 	const cJSON *left = cJSON_GetObjectItemCaseSensitive(ctx, "seconds_left");
 	if (cJSON_IsNumber(left))
 		j->deadline = plc_mono_secs() + left->valuedouble;

@@ -5,7 +5,11 @@
 # resumes jobs/train.py from checkpoint-25 (PL_RESUME_FROM) in the same
 # Slurm job, launch and attempt. The stored loss curve holds every step once
 # and the adapter is bit-identical to an uninterrupted run's, so the
-# training was resumed, not started over.
+# training was resumed, not started over. The daemon is split (as root with
+# a group): train runs in a stage process, which submits the launch itself;
+# a kill -9 of the daemon meanwhile loses nothing. A member's run of the
+# same training is the member's Slurm job, with the same adapter, and the
+# member's cancel of another reaches Slurm.
 # run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$TOP/tests/lib.sh"
 . "$TOP/tests/lib/gpu_stages.sh"
@@ -31,24 +35,17 @@ mkdir -p "$TEST_TMP/specs"
 	for kv in "${common[@]}"; do echo "${kv%%=*} = ${kv#*=}"; done
 } >"$TEST_TMP/specs/st.ini"
 # A split daemon (the tests' default as root) runs train in a stage
-# process, whose programs run on this host only: the spec is refused at
-# its executor line, never run where it did not ask.
+# process on this host, which submits the launch to Slurm itself.
 pl_conf
-pl_start
-out=$(pctl submit "$TEST_TMP/specs/st.ini" 2>&1) && die "a split daemon took executor = slurm for train"
-echo "$out" | grep -q "st.ini:2: executor: slurm runs stage train's programs as batch jobs only from the daemon, and this daemon runs the stage in a stage process (it is split" ||
-	die "the split daemon's refusal: $out"
-pl_stop
-# The Slurm launch itself, on a daemon root alone, whose stages run in the
-# daemon (PL_SPLIT=0: the deployment that runs them).
-rm -rf "$TEST_TMP/state"
-PL_SPLIT=0 pl_conf
 pl_start
 pctl submit "$TEST_TMP/specs/st.ini" >/dev/null || die "submit"
 ck=$TEST_TMP/state/runs/st/train/work/checkpoints
 for _ in $(seq 1 1200); do [ -f "$ck/checkpoint-25/COMPLETE" ] && break; sleep 0.05; done
 [ -f "$ck/checkpoint-25/COMPLETE" ] || die "no checkpoint-25"
-id=$(db "SELECT ext_id FROM procs")
+sp=$TEST_TMP/state/runs/st/train/attempt-1/pl-stage
+for _ in $(seq 1 100); do ls "$sp"/.shim/*/slurm.jobid >/dev/null 2>&1 && break; sleep 0.05; done
+id=$(cat "$sp"/.shim/*/slurm.jobid) || die "no Slurm job id recorded by the stage process"
+[ -n "$id" ] || die "an empty Slurm job id"
 scancel --signal=KILL "$id" || die "scancel"
 scontrol requeue "$id" || die "requeue"
 # A requeued job waits for a begin time Slurm sets some time ahead; let it
@@ -57,18 +54,68 @@ scontrol requeue "$id" || die "requeue"
 # credential revoked").
 release_requeued "$id" || die "the requeued job does not run: $(scontrol show job -o "$id")"
 note "Slurm job $id killed after checkpoint-25, requeued and running again"
+# The daemon killed outright while Slurm runs the launch: its stage
+# process, under the run's shim here, goes on waiting for the Slurm job,
+# and the daemon started again re-adopts it.
+pl_kill9
+pl_start
 wait_run st succeeded 120
 log=$TEST_TMP/state/runs/st/train/job.log
 grep -q "resuming from $ck/checkpoint-25" "$log" || die "the batch script did not resume from checkpoint-25"
-ev=$(ls "$TEST_TMP"/state/runs/st/train/attempt-1/*/events)
+grep -q "re-adopted pl-stage" "$log" || die "the restarted daemon did not re-adopt the stage process"
+[ "$(db "SELECT count(*) FROM attempts")" = 1 ] || die "the restart made a new attempt"
+ev=$(ls "$sp"/*/events)
 grep -q "\"type\": *\"resumed\", *\"step\": *25" "$ev" || die "train.py did not report resuming at step 25"
 scontrol show job -o "$id" | grep -q "Restarts=1" || die "Slurm did not restart job $id"
-[ "$(db "SELECT count(*) FROM procs")" = 1 ] || die "the requeue became a new launch"
+[ "$(ls "$sp"/.shim/*/slurm.jobid | wc -l)" = 1 ] || die "the requeue became a new launch"
 set -- $(db "SELECT count(*), count(DISTINCT step), min(step), max(step) FROM metrics WHERE name = 'loss'" | tr '|' ' ')
 [ "$*" = "45 45 1 45" ] || die "stored loss curve: rows, distinct steps, min, max = $*"
 got=$(db "SELECT sha256 FROM artifacts WHERE name = 'adapter'")
 [ "$got" = "$ref" ] || die "the adapter after the requeue ($got) differs from the uninterrupted run's ($ref)"
 integrity_ok
 events_gapless
+pl_stop
+
+# A member's run of the same training: its stage process, the member's,
+# submits the launch as the member, whose Slurm job it then is, and the
+# adapter is the same.
+. "$TOP/tests/lib/member.sh"
+member_daemon
+{ printf '[run]\nname = stm\n'; cat "$TEST_TMP/specs/st.ini"; } > specs/stm.ini
+chmod 0644 specs/stm.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/stm.ini >/dev/null || die "the member could not submit"
+wait_run stm succeeded 120
+sp=$TEST_TMP/state/runs/stm/train/attempt-1/pl-stage
+id=$(cat "$sp"/.shim/*/slurm.jobid) || die "no Slurm job id recorded by the member's stage process"
+uid=$(slurm_field "$id" UserId | sed -n 's/.*(\([0-9]*\))$/\1/p')
+[ "$uid" = "$nobody" ] || die "Slurm job $id is uid $uid's, not the member's ($nobody)"
+for f in "$sp"/*/exit.json "$sp"/.shim/*/job.sbatch; do
+	[ "$(stat -c %u "$f")" = "$nobody" ] || die "$f is uid $(stat -c %u "$f")'s, not the member's"
+done
+got=$(db "SELECT a.sha256 FROM artifacts a JOIN runs r ON r.id = a.run_id
+    WHERE r.name = 'stm' AND a.name = 'adapter'")
+[ "$got" = "$ref" ] || die "the member's adapter ($got) differs from the uninterrupted run's ($ref)"
+note "the member's training ran as Slurm job $id, the member's"
+# The member cancels a longer training while Slurm runs it: the stage
+# process cancels its Slurm job, as the member.
+sed -e 's/^name = stm$/name = stc/' -e 's/^max_steps = .*/max_steps = 100000/' specs/stm.ini > specs/stc.ini
+chmod 0644 specs/stc.ini
+as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/stc.ini >/dev/null || die "the member could not submit stc"
+sp=$TEST_TMP/state/runs/stc/train/attempt-1/pl-stage
+for _ in $(seq 1 300); do
+	id=$(cat "$sp"/.shim/*/slurm.jobid 2>/dev/null) && [ "$(slurm_state "$id")" = RUNNING ] && break
+	sleep 0.1
+done
+[ "$(slurm_state "$id")" = RUNNING ] || die "stc: Slurm job ${id:-?} does not run"
+as_member "$PIPELINECTL" -f "$PL_CONF" cancel stc >/dev/null || die "the member could not cancel stc"
+# (pipelinectl status exits non-zero for a cancelled run: not wait_run
+# under gpu_stages.sh's pipefail.)
+for _ in $(seq 1 300); do
+	st=$(run_state stc) || true
+	[ "$st" = cancelled ] && break
+	sleep 0.1
+done
+[ "$st" = cancelled ] || die "stc is ${st:-?}, not cancelled"
+slurm_stopped stc "$id" "$TEST_TMP"
 pl_stop
 echo "slurm/train: ok"
