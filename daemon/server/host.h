@@ -358,7 +358,9 @@ struct pl_job {
 	int stage_proc;
 	/* ... and the memory cgroup the privileged parent made for its
 	 * owner, handed to it in PL_MEMCAP_DIR (stagerun.c: memcap_ask());
-	 * "": none. */
+	 * "": none. In a re-adopted job (adopted): the group its stage
+	 * process ran in before the restart, read back from its record, to
+	 * be removed after the process and handed to no start. */
 	char memcap_dir[PATH_MAX];
 	/* The events quota of this attempt (host_spawn.c): lines and bytes
 	 * read so far, the processes a re-entered attempt counted from their

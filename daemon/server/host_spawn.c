@@ -514,7 +514,8 @@ build_env(pl_job *j, const struct proc *p, const struct pl_spawn *spec)
 		fatal("build_env");
 	if (spec->resume_from && asprintf(&env[k++], "PL_RESUME_FROM=%s", spec->resume_from) < 0)
 		fatal("build_env");
-	if (j->memcap_dir[0] && asprintf(&env[k++], "PL_MEMCAP_DIR=%s", j->memcap_dir) < 0)
+	if (j->memcap_dir[0] && !j->adopted &&
+	    asprintf(&env[k++], "PL_MEMCAP_DIR=%s", j->memcap_dir) < 0)
 		fatal("build_env");
 	/* A stage process writes its events to descriptor 3 (shim -e). */
 	if (j->stage_proc && p->rdir[0] && (env[k++] = strdup("PL_EVENTS_FD=3")) == NULL)
@@ -566,7 +567,9 @@ proc_init(pl_job *j, const struct pl_spawn *spec, struct proc *p)
 	p->ex = j->ex;
 	p->pidfd = -1;
 	p->run = j->hb->daemon ? j->run : NULL;
-	p->cgroup = j->hb->daemon && j->memcap_dir[0] ? j->memcap_dir : NULL;
+	/* A re-adopted job's group is its process's of before the restart,
+	 * only to be removed (stagerun.c): a process started again gets none. */
+	p->cgroup = j->hb->daemon && j->memcap_dir[0] && !j->adopted ? j->memcap_dir : NULL;
 	p->opts = j->ex_opts;
 	snprintf(p->log, sizeof(p->log), "%s", j->logpath[0] ? j->logpath : "/dev/stderr");
 	if (j->hb->daemon)

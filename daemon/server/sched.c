@@ -1395,7 +1395,8 @@ sched_job_log(const char *run, const char *job)
 	return path;
 }
 
-/* Kill what is left of an attempt that cannot be re-entered. */
+/* Kill what is left of an attempt that cannot be re-entered, and remove
+ * the memory cgroup its stage process ran in. */
 #define LEFTOVER_WAIT_S 30
 static void
 kill_leftovers(struct sjob *j, int64_t attempt_id)
@@ -1405,8 +1406,6 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 	if (store_attempt_procs(S.store, attempt_id, &rows, &n) == -1)
 		return;
 	for (int i = 0; i < n; i++) {
-		if (rows[i].state == PROC_ENDED || rows[i].state == PROC_LOST)
-			continue;
 		struct proc p;
 		memset(&p, 0, sizeof(p));
 		if ((p.ex = exec_find(rows[i].executor)) == NULL)
@@ -1419,7 +1418,9 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 		if (p.ex == &exec_local)
 			proc_records_dir(p.dir, p.rdir, sizeof(p.rdir));
 		snprintf(p.ext_id, sizeof(p.ext_id), "%s", rows[i].ext_id);
-		if (p.ex->adopt(&p) == 0 && (p.state == PROC_RUNNING || p.state == PROC_QUEUED)) {
+		int live = rows[i].state != PROC_ENDED && rows[i].state != PROC_LOST;
+		if (live && p.ex->adopt(&p) == 0 && (p.state == PROC_RUNNING ||
+		    p.state == PROC_QUEUED)) {
 			log_warnx("%s: %s/%s: killing leftover process of attempt %d", __func__,
 			    j->run->name, j->sec->name, j->attempts);
 			/* A kill refused (the privileged parent's rule) or one
@@ -1437,7 +1438,13 @@ kill_leftovers(struct sjob *j, int64_t attempt_id)
 				    "after SIGKILL; left", __func__, j->run->name, j->sec->name,
 				    j->attempts, LEFTOVER_WAIT_S);
 		}
-		p.ex->release(&p);
+		if (live)
+			p.ex->release(&p);
+		/* A stage process's memory cgroup (PRIV_CGROUP), as its
+		 * records directory has it: removed, its process having
+		 * ended before the restart or just now. */
+		if (p.rdir[0])
+			stage_memcap_leftover(p.rdir);
 	}
 	free(rows);
 }

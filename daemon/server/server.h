@@ -70,6 +70,10 @@ int	stage_out_of_process(const struct pl_job *j);
 /* Run j's stage: its run hook here, or its stage process through
  * host->spawn(); the hook's result either way. */
 int	stage_run(struct pl_job *j);
+/* The memory cgroup a stage process ran in (PRIV_CGROUP), as recorded in
+ * its records directory rdir, removed once empty, then the record: for a
+ * process a restarted daemon killed instead of re-adopting it. */
+void	stage_memcap_leftover(const char *rdir);
 /* A filtered copy of the configuration for a stage process: every key
  * but those that hold secrets. */
 cJSON	*stage_conf_copy(const struct conf *c);

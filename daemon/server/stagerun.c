@@ -221,17 +221,122 @@ context_write(pl_job *j, char *path, size_t len)
  * programs it spawns run in the group without a right of the owner's;
  * its directory goes to the stage in PL_MEMCAP_DIR, which
  * memcap_create() takes when it is in it; without it the stage makes
- * its own as before. memcap_done(): that shim told to go and the group
- * removed once the process ended. A job re-adopted after a restart asks
- * for none (its stage process, if still running, is in the group it
- * had). */
+ * its own as before. The directory is recorded, whole (renamed into
+ * place), before the process starts, in MEMCAP_RECORD of the process's
+ * records directory (exec.h: attempt-N/.shim/pl-stage, the daemon's,
+ * 0700, which the job can neither write nor replace), so that a daemon
+ * killed meanwhile finds the group after its restart. memcap_done():
+ * that shim told to go and the group removed once the process ended,
+ * then the record. A job re-adopted after a restart asks for none: its
+ * stage process, if still running, is in the group it had, which
+ * memcap_ask() reads back from the record (checked: a leaf of the
+ * parent's pattern right below the daemon process's own cgroup, the
+ * parent's, where memcap_make_root() makes them: memcap_dir_ok()) for
+ * memcap_done() to remove as for a fresh one, and which no start is
+ * handed (host_spawn.c: a process started again runs without one). An
+ * attempt killed after a restart instead of re-entered has its group
+ * removed by stage_memcap_leftover() (sched.c). */
+#define MEMCAP_RECORD "cgroup"
+
+/* The records directory of j's stage process, relative to its job
+ * directory. */
+static void
+memcap_rel(const pl_job *j, char *rel, size_t len)
+{
+	snprintf(rel, len, "attempt-%d/.shim/%s", j->attempt, STAGE_PROC_NAME);
+}
+
+static void
+memcap_record(pl_job *j)
+{
+	char rel[64];
+	int afd = -1, dfd = -1, fd = -1, ok = 0;
+	snprintf(rel, sizeof(rel), "attempt-%d", j->attempt);
+	/* The attempt's directory as proc_start() makes it (0711), then
+	 * the records directory, 0700. */
+	if (j->jobdirfd >= 0 && (afd = dirs_make_at(j->jobdirfd, rel, 0711)) >= 0 &&
+	    (dfd = dirs_make_at(afd, ".shim/" STAGE_PROC_NAME, 0700)) >= 0) {
+		unlinkat(dfd, MEMCAP_RECORD ".tmp", 0);
+		fd = file_open_at(dfd, MEMCAP_RECORD ".tmp", O_WRONLY | O_CREAT | O_EXCL, 0600);
+		ok = fd >= 0 && plc_write_all(fd, j->memcap_dir, strlen(j->memcap_dir)) == 0 &&
+		    plc_write_all(fd, "\n", 1) == 0 &&
+		    renameat(dfd, MEMCAP_RECORD ".tmp", dfd, MEMCAP_RECORD) == 0;
+	}
+	if (!ok) {
+		memcap_rel(j, rel, sizeof(rel));
+		job_log(j, PL_LOG_WARN, "host_mem_cap: cannot record %s in %s/%s/%s: %s "
+		    "(a restart leaves the group)", j->memcap_dir, j->jobdir, rel, MEMCAP_RECORD,
+		    strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!ok && dfd >= 0)
+		unlinkat(dfd, MEMCAP_RECORD ".tmp", 0);
+	if (dfd >= 0)
+		close(dfd);
+	if (afd >= 0)
+		close(afd);
+}
+
+/* The group recorded in records directory rdir: 0 with its directory in
+ * dir, or -1: none (ENOENT), or not one the parent makes (EINVAL). */
+static int
+memcap_record_read(const char *rdir, char *dir, size_t len)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", rdir, MEMCAP_RECORD);
+	int fd = file_open_at(AT_FDCWD, path, O_RDONLY, 0);
+	if (fd == -1)
+		return -1;
+	char *t = plc_read_fd(fd, NULL, PATH_MAX);
+	close(fd);
+	if (t == NULL)
+		return -1;
+	t[strcspn(t, "\n")] = '\0';
+	int ok = strlen(t) < len && memcap_dir_ok(t);
+	if (ok)
+		snprintf(dir, len, "%s", t);
+	free(t);
+	if (!ok)
+		errno = EINVAL;
+	return ok ? 0 : -1;
+}
+
+/* The parent asked to remove group dir, again while it is busy (a shim
+ * leaves it a moment after its last process): 0, or -1 with errno. */
+static int
+memcap_remove(const char *dir)
+{
+	int rc, tries = 0;
+	while ((rc = priv_cgroup_remove(dir)) == -1 && errno == EBUSY && tries++ < 50) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
 static void
 memcap_ask(pl_job *j)
 {
 	uid_t uid;
 	gid_t gid;
 	j->memcap_dir[0] = '\0';
-	if (j->adopted || !priv_active() || j->owner == NULL || j->reg == NULL ||
+	if (j->adopted) {
+		char rel[64], pdir[PATH_MAX], rdir[PATH_MAX];
+		snprintf(pdir, sizeof(pdir), "%s/attempt-%d/%s", j->jobdir, j->attempt,
+		    STAGE_PROC_NAME);
+		proc_records_dir(pdir, rdir, sizeof(rdir));
+		if (memcap_record_read(rdir, j->memcap_dir, sizeof(j->memcap_dir)) == -1) {
+			j->memcap_dir[0] = '\0';
+			memcap_rel(j, rel, sizeof(rel));
+			if (errno != ENOENT)
+				job_log(j, PL_LOG_WARN, "host_mem_cap: %s/%s/%s: %s", j->jobdir, rel,
+				    MEMCAP_RECORD, errno == EINVAL ? "not a cgroup the privileged "
+				    "parent makes: left" : strerror(errno));
+		}
+		return;
+	}
+	if (!priv_active() || j->owner == NULL || j->reg == NULL ||
 	    (j->ex != NULL && j->ex->batch) ||
 	    owner_ids(j->owner, &uid, &gid) == -1 || uid == 0)
 		return;
@@ -245,6 +350,8 @@ memcap_ask(pl_job *j)
 		    "for %s: %s", j->owner, why);
 		j->memcap_dir[0] = '\0';
 	}
+	if (j->memcap_dir[0])
+		memcap_record(j);
 }
 
 static void
@@ -253,16 +360,36 @@ memcap_done(pl_job *j)
 	if (j->memcap_dir[0] == '\0')
 		return;
 	exec_local_cgroup_done(j->memcap_dir);
-	/* The shim leaves the group a moment after its last process. */
-	int rc, tries = 0;
-	while ((rc = priv_cgroup_remove(j->memcap_dir)) == -1 && errno == EBUSY && tries++ < 50) {
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-	if (rc == -1)
+	if (memcap_remove(j->memcap_dir) == 0 || errno == ENOENT) {
+		char rel[64], path[128];
+		memcap_rel(j, rel, sizeof(rel));
+		snprintf(path, sizeof(path), "%s/%s", rel, MEMCAP_RECORD);
+		unlinkat(j->jobdirfd, path, 0);
+	} else
 		job_log(j, PL_LOG_WARN, "host_mem_cap: %s not removed: %s", j->memcap_dir,
 		    strerror(errno));
 	j->memcap_dir[0] = '\0';
+}
+
+void
+stage_memcap_leftover(const char *rdir)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", rdir, MEMCAP_RECORD);
+	if (memcap_record_read(rdir, dir, sizeof(dir)) == -1) {
+		if (errno == EINVAL)
+			log_warnx("%s: %s: not a cgroup the privileged parent makes: left",
+			    __func__, path);
+		else if (errno != ENOENT)
+			log_warn("%s: %s", __func__, path);
+		return;
+	}
+	if (memcap_remove(dir) == -1 && errno != ENOENT) {
+		log_warn("%s: host_mem_cap: %s not removed", __func__, dir);
+		return;
+	}
+	log_info("%s: host_mem_cap: removed %s", __func__, dir);
+	unlink(path);
 }
 
 static int

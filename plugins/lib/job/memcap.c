@@ -358,6 +358,21 @@ memcap_leaf_ok(const char *leaf)
 }
 
 int
+memcap_dir_ok(const char *dir)
+{
+	char parent[PATH_MAX], why[512];
+	const char *leaf = strrchr(dir, '/');
+	if (leaf == NULL || !memcap_leaf_ok(leaf + 1))
+		return 0;
+	size_t n = (size_t)(leaf - dir);
+	for (int v = 2; v >= 1; v--)
+		if ((v == 2 ? v2_parent : v1_parent)(parent, sizeof(parent), why,
+		    sizeof(why)) == 0 && strlen(parent) == n && strncmp(dir, parent, n) == 0)
+			return 1;
+	return 0;
+}
+
+int
 memcap_remove_leaf(const char *leaf)
 {
 	char parent[PATH_MAX], dir[PATH_MAX + 64], why[512];

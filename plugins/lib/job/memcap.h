@@ -71,8 +71,11 @@ int	memcap_make_root(struct memcap *mc, int64_t bytes, char *why, size_t len);
 int	memcap_move(const char *dir, pid_t pid);
 /* Whether leaf is a name memcap_make_root() gives ("pipelined-probe-"
  * digits "-" digits), and its removal, empty, from below the caller's
- * own cgroup: 0, or -1 with errno. */
+ * own cgroup: 0, or -1 with errno. memcap_dir_ok(): whether dir is such
+ * a leaf right below the caller's own cgroup (v2 where it delegates
+ * memory, v1's memory hierarchy), where memcap_make_root() makes one. */
 int	memcap_leaf_ok(const char *leaf);
+int	memcap_dir_ok(const char *dir);
 int	memcap_remove_leaf(const char *leaf);
 /* "cgroup v2", "cgroup v1", "systemd scope". */
 const char *memcap_kind_str(int kind);
