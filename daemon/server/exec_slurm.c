@@ -7,12 +7,17 @@
  * forgotten it) while progress and the ending come from the shim's files,
  * exactly as for local jobs.
  *
- * Files this executor keeps in the process directory, beside the shim's:
+ * Files this executor keeps in the daemon's records directory
+ * (proc_records_dir(), exec.h), which the job cannot write:
  *   slurm.ended   the daemon recorded the end; a late requeue of the job
- *                 then runs nothing
- * and in the daemon's records directory (proc_records_dir(), exec.h),
- * which the job cannot write, what the daemon alone reads back and acts
- * on as root:
+ *                 then runs nothing. The batch script reads it on the
+ *                 node as the job's user, often the run's owner, who
+ *                 cannot write the directory (as the process directory
+ *                 would be: a daemon process of its own user cannot
+ *                 write a run owner's): the file is anyone's to read,
+ *                 the directory and its .shim parent let anyone through
+ *                 (0711) without listing them
+ * and what the daemon alone reads back and acts on as root:
  *   job.sbatch    the script as submitted (slurm_script() explains it):
  *                 sbatch reads it after the daemon wrote it; Slurm runs
  *                 it as the run's owner where the privileged parent
@@ -119,7 +124,8 @@ static int
 own_file(const char *name)
 {
 	return strcmp(name, "slurm.jobid") == 0 || strcmp(name, "slurm.cancel") == 0 ||
-	    strcmp(name, "job.sbatch") == 0 || strcmp(name, "slurm.owner") == 0;
+	    strcmp(name, "job.sbatch") == 0 || strcmp(name, "slurm.owner") == 0 ||
+	    strcmp(name, "slurm.ended") == 0;
 }
 
 static void
@@ -343,9 +349,19 @@ memory_killed(const struct proc *p)
 static void
 mark_ended(struct proc *p)
 {
-	char text[160];
+	char text[160], f[PATH_MAX + 32];
 	snprintf(text, sizeof(text), "%s %s\n", p->ext_id, p->end_class[0] ? p->end_class : "-");
-	dir_put(p, "slurm.ended", text);
+	if (dir_put(p, "slurm.ended", text) == -1)
+		return;
+	/* For the batch script, as the job's user (above). */
+	dir_file(p, "slurm.ended", f, sizeof(f));
+	if (chmod(f, 0644) == -1)
+		log_warn("%s: %s", __func__, f);
+	for (int up = 0; up < 2; up++) {
+		*strrchr(f, '/') = '\0';
+		if (chmod(f, 0711) == -1)
+			log_warn("%s: %s", __func__, f);
+	}
 }
 
 /*

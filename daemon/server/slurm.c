@@ -804,8 +804,9 @@ env_get(char *const envp[], const char *name)
  * The batch script. Slurm runs it on the compute node in the process
  * directory (on the shared filesystem, so the same path as here). It
  *  - refuses to run once the daemon has recorded the job's end
- *    (slurm.ended): a requeue of a job the daemon has already finished
- *    with must not start a second copy beside the next attempt;
+ *    (slurm.ended in the records directory, exec_slurm.c): a requeue
+ *    of a job the daemon has already finished with must not start a
+ *    second copy beside the next attempt;
  *  - on a restart after a requeue (preemption, node failure, scontrol
  *    requeue), moves the previous run's exit record aside and exports
  *    PL_RESUME_FROM with the newest complete checkpoint (the COMPLETE
@@ -889,11 +890,15 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 		bput(&b, "#SBATCH --mem=%s\n", o->mem);
 	if (o->account[0])
 		bput(&b, "#SBATCH --account=%s\n", o->account);
+	char rdir[PATH_MAX];
+	proc_records_dir(dir, rdir, sizeof(rdir));
 	bput(&b, "\npl_dir=");
 	bput_quoted(&b, dir);
+	bput(&b, "\npl_records=");
+	bput_quoted(&b, rdir);
 	bput(&b, "\n"
 	    "pl_restart=${SLURM_RESTART_COUNT:-0}\n"
-	    "if [ -e \"$pl_dir/slurm.ended\" ]; then\n"
+	    "if [ -e \"$pl_records/slurm.ended\" ]; then\n"
 	    "\techo \"pipelined: Slurm job ${SLURM_JOB_ID:-?} (restart $pl_restart): the daemon "
 	    "has recorded this job's end already; not running it again\"\n"
 	    "\texit 0\n"

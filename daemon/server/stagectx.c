@@ -398,8 +398,8 @@ batch_orphans(pl_job *j, const struct pl_spawn *spec, const char *pdir)
 		*slash = '\0';
 	}
 	for (int k = 1; k < j->attempt; k++) {
-		snprintf(f, sizeof(f), "%s/attempt-%d/%s/%s/slurm.ended", root, k, STAGE_PROC_NAME,
-		    spec->name);
+		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.ended", root, k,
+		    STAGE_PROC_NAME, spec->name);
 		if (access(f, F_OK) == 0)
 			continue;
 		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.jobid", root, k,
@@ -411,8 +411,8 @@ batch_orphans(pl_job *j, const struct pl_spawn *spec, const char *pdir)
 		if (id[0] != '\0' && slurm_cancel(id, 0, err, sizeof(err)) == 0)
 			job_logf(j, "cancelled Slurm job %s, %s of attempt %d, left by its stage "
 			    "process", id, spec->name, k);
-		snprintf(f, sizeof(f), "%s/attempt-%d/%s/%s/slurm.ended", root, k, STAGE_PROC_NAME,
-		    spec->name);
+		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.ended", root, k,
+		    STAGE_PROC_NAME, spec->name);
 		char text[160];
 		snprintf(text, sizeof(text), "%s cancelled\n", id);
 		plc_write_file_atomic(f, text, strlen(text), 0640);

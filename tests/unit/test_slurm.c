@@ -462,8 +462,12 @@ case_script(void)
 	kill(other, SIGKILL);
 	waitpid(other, &ost, 0);
 
-	/* Once the daemon recorded the end, a late requeue runs nothing. */
-	snprintf(f, sizeof(f), "%s/slurm.ended", dir);
+	/* Once the daemon recorded the end, in its records directory, a
+	 * late requeue runs nothing. */
+	char rdir[PATH_MAX];
+	proc_records_dir(dir, rdir, sizeof(rdir));
+	plc_mkdirs(rdir, 0711);
+	snprintf(f, sizeof(f), "%s/slurm.ended", rdir);
 	put(f, "");
 	snprintf(f, sizeof(f), "%s/resume.txt", work);
 	unlink(f);

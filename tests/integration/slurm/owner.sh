@@ -5,7 +5,9 @@
 # (UserId), the batch step and the job's program run as the member, the
 # files the job and its shim write are the member's, the daemon still
 # follows the job to its end, and a cancel reaches Slurm through the
-# parent, as the same member, also after a restart of both processes.
+# parent, as the same member, also after a restart of both processes. A
+# late requeue of the member's ended job runs nothing: the daemon's
+# record of its end is where the member's batch step reads it.
 # The parent refuses nothing the daemon asks.
 # run.sh: alone (one Slurm cluster for all the slurm tests).
 . "$(dirname "$0")/../../lib.sh"
@@ -39,6 +41,21 @@ for f in shim.json exit.json; do
 	    fail "s1: $f is uid $(stat -c %u "$pdir/$f")'s: the batch step ran as another user"
 done
 note "s1: Slurm job $id1 is the member's (UserId $(slurm_field "$id1" UserId)), and so are its files"
+
+# --- the end the daemon recorded, in its records directory, which the
+# member's batch step reads but cannot write: a late requeue runs nothing
+rd=$TEST_TMP/state/runs/s1/x/attempt-1/.shim/main
+[ -f "$rd/slurm.ended" ] || fail "s1: no $rd/slurm.ended"
+[ "$(stat -c %U "$rd")" = _pipelined ] || fail "s1: $rd is $(stat -c %U "$rd")'s"
+rm -f "$O/s1.file"
+scontrol requeue "$id1" || fail "s1: scontrol requeue $id1"
+release_requeued "$id1" || fail "s1: the requeued job does not run: $(scontrol show job -o "$id1")"
+for _ in $(seq 1 300); do [ "$(slurm_state "$id1")" = COMPLETED ] && break; sleep 0.1; done
+[ "$(slurm_state "$id1")" = COMPLETED ] || fail "s1: the requeued job is $(slurm_state "$id1")"
+[ ! -e "$O/s1.file" ] || fail "s1: the requeued job ran again after its end was recorded"
+grep -q "has recorded this job's end already" "$TEST_TMP/state/runs/s1/x/job.log" ||
+	fail "s1: the requeued batch script did not say why it ran nothing"
+note "s1: a late requeue of Slurm job $id1 ran nothing"
 
 # sleeper RUN: the member submits a slurm job that sleeps; it waits
 # until the job runs on the node and sets ID to its Slurm job id.
