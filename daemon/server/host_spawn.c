@@ -370,6 +370,21 @@ line_store(struct evreader *r, struct line *L)
 		cJSON_AddNumberToObject(d, "size", (double)L->size);
 		cJSON_AddStringToObject(d, "sha256", L->hex);
 		j->hb->artifact(j, nm->valuestring, L->apath, L->size, L->hex);
+	} else if (L->own && strcmp(L->type, "proc") == 0) {
+		/* A stage process's program under a batch executor, queued or
+		 * running (stagectx.c's batch_state()): the job's message, as
+		 * for the daemon's own launches (proc_announce_state()). */
+		const cJSON *pn = cJSON_GetObjectItemCaseSensitive(L->o, "proc");
+		const cJSON *ps = cJSON_GetObjectItemCaseSensitive(L->o, "state");
+		const cJSON *pr = cJSON_GetObjectItemCaseSensitive(L->o, "reason");
+		const cJSON *pi = cJSON_GetObjectItemCaseSensitive(L->o, "id");
+		if (cJSON_IsString(pn) && cJSON_IsString(ps)) {
+			char m[256];
+			snprintf(m, sizeof(m), "%s %s%s%s%s%s", pn->valuestring, ps->valuestring,
+			    cJSON_IsString(pi) ? " as " : "", cJSON_IsString(pi) ? pi->valuestring : "",
+			    cJSON_IsString(pr) ? ": " : "", cJSON_IsString(pr) ? pr->valuestring : "");
+			j->hb->job_state(j, PLJ_running, m);
+		}
 	}
 	j->hb->event(j, type, d);
 }

@@ -439,13 +439,20 @@ log_relay(const char *path, off_t *off)
 }
 
 /* A batch system's queue state of the program, as the daemon reports
- * its own launches' (host_spawn.c): a "proc" line and the job log. */
+ * its own launches' (host_spawn.c): a "proc" line, which the daemon
+ * makes the job's message ("launch-1 queued as slurm job 12: Priority"),
+ * and the job log. */
 static void
 batch_state(pl_job *j, const struct pl_spawn *spec, const struct proc *p)
 {
 	cJSON *d = cJSON_CreateObject();
 	cJSON_AddStringToObject(d, "proc", spec->name);
 	cJSON_AddStringToObject(d, "state", p->state == PROC_QUEUED ? "queued" : "running");
+	if (p->ext_id[0]) {
+		char id[96];
+		snprintf(id, sizeof(id), "%s job %s", p->ex->name, p->ext_id);
+		cJSON_AddStringToObject(d, "id", id);
+	}
 	if (p->reason[0])
 		cJSON_AddStringToObject(d, "reason", p->reason);
 	stagectx_emit(j, "proc", d);

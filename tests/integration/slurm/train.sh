@@ -46,6 +46,13 @@ sp=$TEST_TMP/state/runs/st/train/attempt-1/pl-stage
 for _ in $(seq 1 100); do ls "$sp"/.shim/*/slurm.jobid >/dev/null 2>&1 && break; sleep 0.05; done
 id=$(cat "$sp"/.shim/*/slurm.jobid) || die "no Slurm job id recorded by the stage process"
 [ -n "$id" ] || die "an empty Slurm job id"
+# The job's message says where its launch is, as for the daemon's own.
+for _ in $(seq 1 100); do
+	msg=$(db "SELECT message FROM jobs WHERE name = 'train'")
+	case $msg in *" as slurm job $id"*) break;; esac
+	sleep 0.1
+done
+case $msg in launch-*" as slurm job $id"*) ;; *) die "the job's message while Slurm runs it: $msg";; esac
 scancel --signal=KILL "$id" || die "scancel"
 scontrol requeue "$id" || die "requeue"
 # A requeued job waits for a begin time Slurm sets some time ahead; let it
