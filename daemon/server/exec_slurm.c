@@ -276,7 +276,10 @@ slurm_start(struct proc *p, char *const argv[], char *const envp[], const char *
 		}
 		close(fd);
 	}
-	char *text = slurm_script(&o, p->dir, p->log, av ? av : argv, envp, cwd, err, sizeof(err));
+	char rdir[PATH_MAX];
+	proc_records_dir(p->dir, rdir, sizeof(rdir));
+	char *text = slurm_script(&o, p->dir, rdir, p->log, av ? av : argv, envp, cwd, err,
+	    sizeof(err));
 	free(av);
 	if (text == NULL) {
 		log_warnx("%s: %s: batch script: %s", __func__, p->dir, err);

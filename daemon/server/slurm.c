@@ -841,8 +841,9 @@ env_get(char *const envp[], const char *name)
  *    COMPLETED) agrees with the exit record.
  */
 char *
-slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
-    char *const argv[], char *const envp[], const char *cwd, char *err, size_t errlen)
+slurm_script(const struct slurm_opts *o, const char *dir, const char *records,
+    const char *log, char *const argv[], char *const envp[], const char *cwd, char *err,
+    size_t errlen)
 {
 	struct buf b = { 0 };
 	if (argv == NULL || argv[0] == NULL) {
@@ -890,12 +891,10 @@ slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
 		bput(&b, "#SBATCH --mem=%s\n", o->mem);
 	if (o->account[0])
 		bput(&b, "#SBATCH --account=%s\n", o->account);
-	char rdir[PATH_MAX];
-	proc_records_dir(dir, rdir, sizeof(rdir));
 	bput(&b, "\npl_dir=");
 	bput_quoted(&b, dir);
 	bput(&b, "\npl_records=");
-	bput_quoted(&b, rdir);
+	bput_quoted(&b, records);
 	bput(&b, "\n"
 	    "pl_restart=${SLURM_RESTART_COUNT:-0}\n"
 	    "if [ -e \"$pl_records/slurm.ended\" ]; then\n"

@@ -118,10 +118,12 @@ int	slurm_spec_options_check(const char *v, char *err, size_t errlen);
 int	slurm_opts_parse(const char *opts, struct slurm_opts *o, char *err, size_t errlen);
 
 /* The batch script that runs argv (the shim first) with envp in cwd for
- * the proc whose directory is dir and job log is log. Returns a malloc'd
- * text, or NULL with the reason in err. */
-char	*slurm_script(const struct slurm_opts *o, const char *dir, const char *log,
-	    char *const argv[], char *const envp[], const char *cwd, char *err, size_t errlen);
+ * the proc whose directory is dir, records directory records (where the
+ * daemon records the job's end: exec_slurm.c) and job log is log.
+ * Returns a malloc'd text, or NULL with the reason in err. */
+char	*slurm_script(const struct slurm_opts *o, const char *dir, const char *records,
+	    const char *log, char *const argv[], char *const envp[], const char *cwd, char *err,
+	    size_t errlen);
 
 /* Run Slurm's commands from dir (NULL or "": look them up in PATH). */
 void	slurm_set_bin_dir(const char *dir);

@@ -34,7 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (slurm_opts_parse(text, &o, err, sizeof(err)) == 0) {
 		char *argv[] = { "/bin/true", "it's", NULL };
 		char *envp[] = { "PL_RUN=r", "PL_JOB=j", NULL };
-		char *s = slurm_script(&o, "/tmp/d", "/tmp/d/log", argv, envp, "/tmp", err, sizeof(err));
+		char *s = slurm_script(&o, "/tmp/d", "/tmp/.shim/d", "/tmp/d/log", argv, envp, "/tmp", err, sizeof(err));
 		if (s == NULL && strstr(err, "memory") != NULL)
 			abort();
 		free(s);

@@ -347,13 +347,17 @@ case_script(void)
 	    "tr '\\0' '\\n' < /proc/$PPID/environ > shim-env.txt; exit 3", NULL };
 
 	/* Options and paths that an #SBATCH line cannot carry are refused. */
-	CHECK(slurm_script(&o, "/a dir", log, argv, envp, work, err, sizeof(err)) == NULL &&
+	/* The records directory, where the daemon records the end. */
+	char rdir[PATH_MAX];
+	proc_records_dir(dir, rdir, sizeof(rdir));
+	CHECK(slurm_script(&o, "/a dir", "/a dir/.shim/x", log, argv, envp, work, err,
+	    sizeof(err)) == NULL &&
 	    strstr(err, "--chdir") != NULL, "space in dir: %s", err);
 	char *bad_env[] = { "1X=y", NULL };
-	CHECK(slurm_script(&o, dir, log, argv, bad_env, work, err, sizeof(err)) == NULL,
+	CHECK(slurm_script(&o, dir, rdir, log, argv, bad_env, work, err, sizeof(err)) == NULL,
 	    "bad env name accepted");
 
-	char *text = slurm_script(&o, dir, log, argv, envp, work, err, sizeof(err));
+	char *text = slurm_script(&o, dir, rdir, log, argv, envp, work, err, sizeof(err));
 	CHECK(text != NULL, "script: %s", err);
 	if (text == NULL)
 		return;
@@ -447,7 +451,7 @@ case_script(void)
 	    "while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 0",
 	    (int)other, (int)other, (int)other, dir, dir, dir, dir);
 	char *argv2[] = { shim, "-d", dir, "-l", log, "-c", work, "--", "/bin/sh", "-c", cmd2, NULL };
-	text = slurm_script(&o, dir, log, argv2, envp, work, err, sizeof(err));
+	text = slurm_script(&o, dir, rdir, log, argv2, envp, work, err, sizeof(err));
 	put(script, text);
 	free(text);
 	snprintf(f, sizeof(f), "%s/forged", dir);
@@ -464,8 +468,6 @@ case_script(void)
 
 	/* Once the daemon recorded the end, in its records directory, a
 	 * late requeue runs nothing. */
-	char rdir[PATH_MAX];
-	proc_records_dir(dir, rdir, sizeof(rdir));
 	plc_mkdirs(rdir, 0711);
 	snprintf(f, sizeof(f), "%s/slurm.ended", rdir);
 	put(f, "");
