@@ -79,16 +79,39 @@ on_check(uv_check_t *c)
 	sd_status();
 }
 
-/* STATUS= for systemctl status: how many jobs run now. A no-op when not
- * started by systemd (no NOTIFY_SOCKET). */
+/* STATUS= for systemctl status: how many jobs run now, at most once a
+ * second, the last count a moment later (status_timer): a DAG of short
+ * jobs changes it twice a job, and in a split daemon each is a round
+ * trip to the parent on this thread. Nothing when not started by systemd
+ * (no NOTIFY_SOCKET, which both processes inherit). */
+#define STATUS_EVERY_S 1.0
+static uv_timer_t status_timer;
+
+static void
+on_status_timer(uv_timer_t *t)
+{
+	(void)t;
+	sd_status();
+}
+
 static void
 sd_status(void)
 {
-	static int last = -1;
+	static int last = -1, on = -1;
+	static double sent = -1e9;
+	if (on == -1)
+		on = getenv("NOTIFY_SOCKET") != NULL;
 	int running = sched_running();
-	if (running == last)
+	if (!on || running == last)
 		return;
+	double wait = sent + STATUS_EVERY_S - plc_mono_secs();
+	if (wait > 0) {
+		if (!uv_is_active((uv_handle_t *)&status_timer))
+			uv_timer_start(&status_timer, on_status_timer, (uint64_t)(wait * 1000) + 1, 0);
+		return;
+	}
 	last = running;
+	sent = plc_mono_secs();
 	char st[256];
 	snprintf(st, sizeof(st), "STATUS=%d job%s running, %d plugin stage%s", running,
 	    running == 1 ? "" : "s", plugin_nstages(), plugin_nstages() == 1 ? "" : "s");
@@ -447,6 +470,8 @@ main(int argc, char **argv)
 	uv_check_init(loop, &flush);
 	uv_check_start(&flush, on_check);
 	uv_unref((uv_handle_t *)&flush);
+	uv_timer_init(loop, &status_timer);
+	uv_unref((uv_handle_t *)&status_timer);
 	uv_signal_init(loop, &sig_term);
 	uv_signal_start(&sig_term, on_term, SIGTERM);
 	uv_signal_init(loop, &sig_int);
