@@ -114,8 +114,8 @@ int	proc_stat(pid_t pid, char *state, pid_t *pgrp, uint64_t *start);
 int	dirs_make_at(int dirfd, const char *rel, mode_t mode);
 /* dirs_make_at for a directory that a job's programs write (the work and
  * process directories): made 0750, the directories above 0711, so that
- * its owner can reach it once priv.c's dirs_make_owned() has given it to
- * that owner. */
+ * its owner can reach it once job.c's job_chown_later() or
+ * job_chown_flush() has given it to that owner. */
 int	dirs_make_leaf(int dirfd, const char *rel);
 /* The uid and gid of an owner string ("UID:GID[:G1,...]"): 0 or -1. */
 int	owner_ids(const char *owner, uid_t *uid, gid_t *gid);

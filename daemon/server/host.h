@@ -370,9 +370,25 @@ struct pl_job {
 	int64_t *quota_ids;
 	int nquota_ids;
 	int ev_refused;
+	/* What the daemon made for the run's owner and gives it with the
+	 * next process directory, in one message to the privileged parent
+	 * (job_chown_later()): the work directory, a stage process's
+	 * context file. */
+	int chown_fds[2];                 /* PRIV_FCHOWN_FDS - 1 (priv.h) */
+	int nchown;
 };
 /* Write j's deferred process row (inside the caller's transaction). */
 void	job_flush_final(struct pl_job *j);
+/* job.c: a descriptor of something the daemon made for j's run owner
+ * (a directory, a file) given to the owner: with j's next process
+ * directory, in one PRIV_FCHOWN (job_chown_flush(j, dirfd)), where the
+ * privileged parent gives it and nothing of the owner's runs before
+ * that; at once where it does not, or nothing is left to wait with.
+ * Already the owner's: nothing. fd stays the caller's. 0, or -1 with
+ * errno. job_chown_flush(j, fd): the waiting ones, and fd unless -1,
+ * given now (at the job's end too, for a job that spawned nothing). */
+int	job_chown_later(pl_job *j, int fd);
+int	job_chown_flush(pl_job *j, int fd);
 /* host_spawn.c: host->spawn() (pipeline-plugin(3)): the plugin's structs
  * checked, then the backend's spawn. host_spawn_shim(), the spawn of the
  * daemon and by hand: start or adopt a process under pipeline-shim, read

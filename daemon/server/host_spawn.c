@@ -44,6 +44,7 @@ events_path(const pl_job *j, const struct proc *p, char *buf, size_t len)
 struct evreader {
 	pl_job *j;
 	struct proc *p;
+	int fd;            /* the events file proc_start() made and holds; -1: none (opened each read) */
 	const struct pl_spawn *spec;
 	int64_t offset;
 	struct pl_exit *out;
@@ -401,7 +402,7 @@ events_read(struct evreader *r)
 		events_mark_check(r);
 	if (r->dead)
 		return;
-	int fd = events_open(r->j, r->p);
+	int fd = r->fd >= 0 ? r->fd : events_open(r->j, r->p);
 	if (fd == -1)
 		return;
 	while (!r->dead) {
@@ -480,14 +481,16 @@ events_read(struct evreader *r)
 		if (cut || failed)
 			break;
 	}
-	close(fd);
+	if (fd != r->fd)
+		close(fd);
 }
 
 int64_t
 host_events_read(pl_job *j, struct proc *p, const struct pl_spawn *spec, int64_t offset,
     struct pl_exit *out)
 {
-	struct evreader r = { .j = j, .p = p, .spec = spec, .offset = offset, .out = out };
+	struct evreader r = { .j = j, .p = p, .fd = -1, .spec = spec, .offset = offset,
+		.out = out };
 	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
 	events_read(&r);
 	return r.offset;
@@ -696,6 +699,38 @@ shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const ch
 	return argv;
 }
 
+/* A local job program's events file, made here in its new process
+ * directory (d, the daemon's still) and held open to read, then given to
+ * the run's owner with the directory (job_chown_later()): the reader
+ * then reads it through that descriptor, with no open per read, and
+ * for a run owner no round trip to the owner's file server (a daemon
+ * process of its own user cannot reach the owner's directory). The
+ * program appends to it by its path; one that puts another file in its
+ * place writes where nobody reads. Not for a stage process (its events
+ * are in the records directory) nor under a batch executor, whose
+ * events another host writes (a file system shared with the nodes
+ * shows appends to a path opened again). 0 (made or not), or -1 with
+ * errno when the chown is refused. */
+static int
+events_make(pl_job *j, const struct proc *p, int d, struct evreader *r)
+{
+	if (j->stage_proc || p->ex != &exec_local || r->fd >= 0)
+		return 0;
+	/* Not made (a directory the owner already had, from an earlier
+	 * spawn of this name): read by its path, as before. */
+	int fd = openat(d, "events", O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1)
+		return 0;
+	if (job_chown_later(j, fd) == -1) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	r->fd = fd;
+	return 0;
+}
+
 /* Start the process: its directory made (or emptied of an earlier try's
  * records), the shim started through the executor, the row updated with
  * what identifies it. PL_OK, PL_EIO or PL_ECHILD. */
@@ -708,18 +743,32 @@ proc_start(pl_job *j, const struct pl_spawn *spec, struct proc *p, struct evread
 	 * write there); by hand the directory is the caller's. */
 	char rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "attempt-%d/%s", j->attempt, spec->name);
-	if (j->jobdirfd >= 0)
-		dfd = dirs_make_owned(j->jobdirfd, rel, j->owner);
-	else
+	static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
+	if (j->jobdirfd >= 0) {
+		/* Emptied of an earlier try's records, its events file made,
+		 * then the owner's, with what waited for it (the work
+		 * directory, a context file: job_chown_later()), in one
+		 * message. */
+		if ((dfd = dirs_make_leaf(j->jobdirfd, rel)) >= 0) {
+			for (int i = 0; !fresh && stale[i]; i++)
+				unlinkat(dfd, stale[i], 0);
+			if (events_make(j, p, dfd, r) == -1 || job_chown_flush(j, dfd) == -1) {
+				int e = errno;
+				close(dfd);
+				dfd = -1;
+				errno = e;
+			}
+		}
+	} else {
 		dfd = plc_mkdirs(p->dir, 0750) == -1 ? -1 :
 		    open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		for (int i = 0; dfd >= 0 && !fresh && stale[i]; i++)
+			unlinkat(dfd, stale[i], 0);
+	}
 	if (dfd == -1) {
 		job_log(j, PL_LOG_ERROR, "spawn: cannot make %s: %s", p->dir, strerror(errno));
 		return PL_EIO;
 	}
-	static const char *const stale[] = { "events", "exit.json", "shim.json", NULL };
-	for (int i = 0; !fresh && stale[i]; i++)
-		unlinkat(dfd, stale[i], 0);
 	close(dfd);
 	if (!fresh)
 		marks_clear(r);
@@ -885,6 +934,9 @@ proc_end(pl_job *j, struct proc *p, struct evreader *r)
 	} else
 		proc_save(j, p, r->offset);
 	p->ex->release(p);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
 }
 
 /* The ending as the stage sees it: out filled, and the result code. */
@@ -930,7 +982,7 @@ host_spawn_shim(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 		return PL_ECANCELED;
 	struct proc p;
 	proc_init(j, spec, &p);
-	struct evreader r = { .j = j, .p = &p, .spec = spec, .out = out };
+	struct evreader r = { .j = j, .p = &p, .fd = -1, .spec = spec, .out = out };
 	snprintf(r.cwd, sizeof(r.cwd), "%s", spec->cwd ? spec->cwd : j->workdir);
 	double t0 = plc_mono_secs();
 	/* A local process of a stage that can be re-entered gets no row

@@ -47,11 +47,61 @@ job_new(int mode, const struct host_backend *hb, const struct stage_reg *reg,
 
 static void job_files_drop(pl_job *j);
 
+/* Whether fd is the owner's already (uid and gid), where j has one. */
+static int
+chown_needed(pl_job *j, int fd, uid_t *uid, gid_t *gid)
+{
+	struct stat st;
+	if (j->owner == NULL || owner_ids(j->owner, uid, gid) == -1)
+		return 0;
+	return fstat(fd, &st) == -1 || st.st_uid != *uid || st.st_gid != *gid;
+}
+
+int
+job_chown_later(pl_job *j, int fd)
+{
+	uid_t uid;
+	gid_t gid;
+	if (!chown_needed(j, fd, &uid, &gid))
+		return 0;
+	int d = -1;
+	if (priv_active() && j->nchown < (int)(sizeof(j->chown_fds) / sizeof(j->chown_fds[0])))
+		d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d == -1)
+		return priv_fchown(fd, uid, gid);
+	j->chown_fds[j->nchown++] = d;
+	return 0;
+}
+
+int
+job_chown_flush(pl_job *j, int fd)
+{
+	uid_t uid;
+	gid_t gid;
+	int fds[PRIV_FCHOWN_FDS], n = 0, rc = 0, e = 0;
+	_Static_assert(sizeof(j->chown_fds) / sizeof(j->chown_fds[0]) == PRIV_FCHOWN_FDS - 1,
+	    "chown_fds holds all but the process directory");
+	for (int i = 0; i < j->nchown; i++)
+		fds[n++] = j->chown_fds[i];
+	if (fd >= 0 && chown_needed(j, fd, &uid, &gid))
+		fds[n++] = fd;
+	if (n > 0 && owner_ids(j->owner, &uid, &gid) == 0 &&
+	    (rc = priv_fchown_fds(fds, n, uid, gid)) == -1)
+		e = errno;
+	for (int i = 0; i < j->nchown; i++)
+		close(j->chown_fds[i]);
+	j->nchown = 0;
+	errno = e;
+	return rc;
+}
+
 void
 job_free(struct pl_job *j)
 {
 	if (j == NULL)
 		return;
+	for (int i = 0; i < j->nchown; i++)
+		close(j->chown_fds[i]);
 	for (int i = 0; i < j->npool; i++)
 		free(j->pool[i]);
 	free(j->pool);

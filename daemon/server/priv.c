@@ -18,8 +18,9 @@
  *                    started before it, by an earlier parent), by its
  *                    pidfd and start time, and its group while it leads
  *                    it; never a pid or group under 2.
- *   PRIV_FCHOWN      gives a regular file or directory the daemon's user
- *                    owns to an owner the shim rule allows.
+ *   PRIV_FCHOWN      gives regular files or directories the daemon's user
+ *                    owns (one to three, each checked) to an owner the
+ *                    shim rule allows.
  *   PRIV_NOTIFY      passes READY=1, STOPPING=1 or STATUS=... to the
  *                    service manager, which hears the main process only.
  *   PRIV_SBATCH      runs sbatch --parsable as a run's owner (the shim
@@ -235,8 +236,14 @@ priv_decode(const void *buf, size_t n, int nfd, char *why, size_t whylen)
 		    priv_len[t]);
 		return -1;
 	}
-	if (nfd != priv_nfd[t]) {
-		snprintf(why, whylen, "type %u: %d descriptors, not %d", t, nfd, priv_nfd[t]);
+	int want = t == PRIV_FCHOWN ? (int)m.chown.count : priv_nfd[t];
+	if (t == PRIV_FCHOWN && (m.chown.count < 1 || m.chown.count > PRIV_FCHOWN_FDS)) {
+		snprintf(why, whylen, "fchown: %u descriptors, not 1 to %d", m.chown.count,
+		    PRIV_FCHOWN_FDS);
+		return -1;
+	}
+	if (nfd != want) {
+		snprintf(why, whylen, "type %u: %d descriptors, not %d", t, nfd, want);
 		return -1;
 	}
 	switch (t) {
@@ -890,19 +897,26 @@ act_signal(struct priv_rules *r, const struct priv_signal *m, struct priv_reply 
 }
 
 static int
-act_fchown(struct priv_rules *r, const struct priv_fchown *m, int fd, struct priv_reply *rep)
+act_fchown(struct priv_rules *r, const struct priv_fchown *m, const int *fds,
+    struct priv_reply *rep)
 {
 	struct stat st;
 	if ((m->uid == 0 || !ids_vouched(m->uid, m->gid)) &&
 	    owner_allowed(r, m->uid, m->gid, NULL, 0, rep->why, sizeof(rep->why)) == -1)
 		return EPERM;
-	if (fstat(fd, &st) == -1 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
-	    (st.st_uid != r->daemon_uid && st.st_uid != m->uid)) {
-		snprintf(rep->why, sizeof(rep->why), "not a file or directory of the daemon's");
-		return EPERM;
+	/* Each in turn; the first refused ends it (decoded: 1 to 3). */
+	for (uint32_t i = 0; i < m->count; i++) {
+		if (fstat(fds[i], &st) == -1 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
+		    (st.st_uid != r->daemon_uid && st.st_uid != m->uid)) {
+			snprintf(rep->why, sizeof(rep->why), "descriptor %u: not a file or "
+			    "directory of the daemon's", i + 1);
+			return EPERM;
+		}
+		/* AT_EMPTY_PATH: a path descriptor too (dirs_make_leaf()). */
+		if (fchownat(fds[i], "", m->uid, m->gid, AT_EMPTY_PATH) == -1)
+			return errno;
 	}
-	/* AT_EMPTY_PATH: a path descriptor too (dirs_make_leaf()). */
-	return fchownat(fd, "", m->uid, m->gid, AT_EMPTY_PATH) == -1 ? errno : 0;
+	return 0;
 }
 
 /* The credentials of a submitter's connection, read here (SO_PEERCRED,
@@ -1283,7 +1297,7 @@ priv_handle(struct priv_rules *r, const void *buf, size_t n, int *fds, int nfd,
 	case -1: rep->err = EINVAL; break;
 	case PRIV_SHIM_START: rep->h.id = m.h.id; rep->err = act_shim_start(r, &m.shim, rep, rfd); break;
 	case PRIV_SIGNAL: rep->h.id = m.h.id; rep->err = act_signal(r, &m.sig, rep); break;
-	case PRIV_FCHOWN: rep->h.id = m.h.id; rep->err = act_fchown(r, &m.chown, fds[0], rep); break;
+	case PRIV_FCHOWN: rep->h.id = m.h.id; rep->err = act_fchown(r, &m.chown, fds, rep); break;
 	case PRIV_NOTIFY: rep->h.id = m.h.id; sd_notify(0, m.notify.text); break;
 	case PRIV_VOUCH: rep->h.id = m.h.id; rep->err = act_vouch(r, fds[0], rep); break;
 	case PRIV_SBATCH: rep->h.id = m.h.id; rep->err = act_sbatch(r, &m.sbatch, fds[0], rep); break;
@@ -1951,17 +1965,32 @@ priv_signal(const char *rdir, int mode, int sig)
 }
 
 int
-priv_fchown(int fd, uid_t uid, gid_t gid)
+priv_fchown_fds(const int *fds, int nfd, uid_t uid, gid_t gid)
 {
-	if (chan < 0)
-		return fchown(fd, uid, gid);
+	if (nfd < 1 || nfd > PRIV_FCHOWN_FDS) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (chan < 0) {
+		for (int i = 0; i < nfd; i++)
+			if (fchownat(fds[i], "", uid, gid, AT_EMPTY_PATH) == -1)
+				return -1;
+		return 0;
+	}
 	union priv_msg m;
 	struct priv_reply rep;
 	memset(&m, 0, sizeof(m));
 	m.h.type = PRIV_FCHOWN;
 	m.chown.uid = uid;
 	m.chown.gid = gid;
-	return priv_call(&m, sizeof(m.chown), &fd, 1, &rep, NULL) == 0 ? 0 : -1;
+	m.chown.count = (uint32_t)nfd;
+	return priv_call(&m, sizeof(m.chown), fds, nfd, &rep, NULL) == 0 ? 0 : -1;
+}
+
+int
+priv_fchown(int fd, uid_t uid, gid_t gid)
+{
+	return priv_fchown_fds(&fd, 1, uid, gid);
 }
 
 int
@@ -2125,21 +2154,6 @@ priv_check(int fd, const char *path, const char *text, size_t len, char *why, si
 		return -1;
 	}
 	return rfd;
-}
-
-int
-dirs_make_owned(int dirfd, const char *rel, const char *owner)
-{
-	int fd = dirs_make_leaf(dirfd, rel), e = errno;
-	uid_t uid;
-	gid_t gid;
-	if (fd >= 0 && owner_ids(owner, &uid, &gid) == 0 && priv_fchown(fd, uid, gid) == -1) {
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	errno = e;
-	return fd;
 }
 
 int

@@ -91,10 +91,14 @@ struct priv_signal {
 	char rdir[PATH_MAX];
 };
 
-/* PRIV_FCHOWN: one descriptor attached. */
+/* PRIV_FCHOWN: count descriptors attached, 1 to PRIV_FCHOWN_FDS (a job's
+ * work directory, a stage process's context file and its process
+ * directory go in one message: job_chown_later()). */
+#define PRIV_FCHOWN_FDS 3
 struct priv_fchown {
 	struct priv_hdr h;
 	uint32_t uid, gid;
+	uint32_t count;
 };
 
 struct priv_notify {
@@ -334,6 +338,9 @@ int	priv_shim_start(const char *shim, const char *owner, const char *cgroup, pid
 	    uint64_t *start);
 int	priv_signal(const char *rdir, int mode, int sig);
 int	priv_fchown(int fd, uid_t uid, gid_t gid);
+/* The same for nfd descriptors (1 to PRIV_FCHOWN_FDS) in one message:
+ * 0, or -1 with errno when any was refused (those before it given). */
+int	priv_fchown_fds(const int *fds, int nfd, uid_t uid, gid_t gid);
 void	priv_notify(const char *text);
 void	priv_vouch(int fd);
 /* Slurm as a run's owner ("UID:GID[:G1,G2...]"; NULL for root's own
@@ -406,8 +413,5 @@ int	priv_cgroup(const char *owner, int64_t bytes, char *dir, size_t dirlen, char
 	    size_t whylen);
 int	priv_cgroup_remove(const char *dir);
 
-/* util.c's dirs_make_dirs(), then the leaf given to owner (owner_ids())
- * through the parent. */
-int	dirs_make_owned(int dirfd, const char *rel, const char *owner);
 
 #endif

@@ -386,8 +386,14 @@ job_thread(void *arg)
 {
 	struct sjob *j = arg;
 	while (j != NULL) {
-		if (job_open(j) == 0)
+		if (job_open(j) == 0) {
 			j->rc = reuse_try(j->pj) == 1 ? PL_OK : stage_run(j->pj);
+			/* What waited for a process directory that never came
+			 * (a reused job's work directory), given now. */
+			if (job_chown_flush(j->pj, -1) == -1)
+				log_warn("%s: %s/%s: its work directory to its owner", __func__,
+				    j->run->name, j->sec->name);
+		}
 		pthread_mutex_lock(&smtx);
 		self_taking = 1;
 		self_next = NULL;
@@ -562,7 +568,15 @@ job_dirs(struct pl_job *pj, struct sjob *j, char *why, size_t len)
 	pj->jobdirfd = dirs_make_at(r->dirfd, j->sec->name, 0711);
 	if (pj->jobdirfd >= 0) {
 		what = pj->workdir;
-		wfd = dirs_make_owned(pj->jobdirfd, "work", pj->owner);
+		/* The owner's with the job's first process directory, in one
+		 * message to the parent (job_chown_later()). */
+		if ((wfd = dirs_make_leaf(pj->jobdirfd, "work")) >= 0 &&
+		    job_chown_later(pj, wfd) == -1) {
+			int e = errno;
+			close(wfd);
+			wfd = -1;
+			errno = e;
+		}
 	}
 	if (wfd >= 0) {
 		what = pj->logpath;

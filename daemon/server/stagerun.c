@@ -196,7 +196,7 @@ context_write(pl_job *j, char *path, size_t len)
 	uid_t uid;
 	gid_t gid;
 	if (fd >= 0 && text != NULL && owner_ids(j->owner, &uid, &gid) == 0 &&
-	    priv_fchown(fd, uid, gid) == -1)
+	    job_chown_later(j, fd) == -1)
 		job_log(j, PL_LOG_ERROR, "stage process: chown %s: %s", path, strerror(errno));
 	else if (fd >= 0 && text != NULL && plc_write_all(fd, text, strlen(text)) == 0 &&
 	    renameat(j->jobdirfd, tmp, j->jobdirfd, name) == 0)

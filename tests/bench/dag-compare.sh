@@ -31,6 +31,18 @@
 # (0.99); fanout 2.82x and 2.97x (1.05); the daemon's CPU 0.63-0.90
 # ms/job alone, 0.64-0.93 split (the parent's not counted: it acts
 # once a run for root's runs, its shim).
+# A member's runs before and after the split (2026-12-07, quiet 2 cores,
+# load 0.3-1.4, R=9, BENCH_MEMBER=1 BENCH_CONF="group = plsubmit"; build
+# 1 50fd632^, the last commit before the privileged parent, build 2 this
+# tree, whose daemon process is _pipelined): at 8727923 chain 2.19x make
+# -j2 before, 2.46x after (1.12), fanout 2.57x and 2.99x (1.16): three
+# round trips a job (two PRIV_FCHOWN, the events file through the
+# member's file server) and STATUS= to the parent on the loop thread.
+# With one PRIV_FCHOWN a job, the events file the daemon made held open,
+# and no STATUS= without systemd: chain 2.14x and 2.30x (1.075; per
+# round, median 1.078, range 1.05-1.15), fanout 2.65x and 2.90x (1.094;
+# per round 1.065, range 0.93-1.14); the daemon's CPU 0.54-0.74 ms/job
+# before, 0.62-0.83 after (the parent's counted).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 TOP [TOP...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (a loop-mounted ext4)" >&2; exit 77; }

@@ -72,7 +72,13 @@ main(int argc, char **argv)
 	seed("signal-orphans", 0, &m, PRIV_SIGNAL, 1, sizeof(m.sig));
 	m.chown.uid = 1000;
 	m.chown.gid = 1000;
+	m.chown.count = 1;
 	seed("fchown", 1, &m, PRIV_FCHOWN, 1, sizeof(m.chown));
+	/* A job's work directory, context file and process directory at once. */
+	m.chown.uid = 1000;
+	m.chown.gid = 1000;
+	m.chown.count = 3;
+	seed("fchown-3", 3, &m, PRIV_FCHOWN, 1, sizeof(m.chown));
 	snprintf(m.notify.text, sizeof(m.notify.text), "STATUS=3 jobs running, 2 plugin stages");
 	seed("notify", 0, &m, PRIV_NOTIFY, 1, sizeof(m.notify));
 	seed("vouch", 1, &m, PRIV_VOUCH, 1, sizeof(m.vouch));

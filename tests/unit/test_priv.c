@@ -165,6 +165,8 @@ case_decode(void)
 		}
 		if (ok[i].type == PRIV_NOTIFY)
 			strcpy(m.notify.text, "READY=1");
+		if (ok[i].type == PRIV_FCHOWN)
+			m.chown.count = 1;
 		if (ok[i].type == PRIV_CHECK)
 			strcpy(m.check.path, "/home/ann/v18.ini");
 		if (ok[i].type == PRIV_FILES)
@@ -633,7 +635,25 @@ chown_to(int fd, uid_t uid, gid_t gid)
 	hdr(&m, PRIV_FCHOWN, sizeof(m.chown));
 	m.chown.uid = uid;
 	m.chown.gid = gid;
+	m.chown.count = 1;
 	return handle(&m, sizeof(m.chown), fd, NULL);
+}
+
+/* PRIV_FCHOWN with count descriptors declared and nfd attached. */
+static int
+chown_n(const int *fds, int nfd, uint32_t count, uid_t uid, gid_t gid)
+{
+	union priv_msg m;
+	struct priv_reply rep;
+	int r = -1, own[4];
+	hdr(&m, PRIV_FCHOWN, sizeof(m.chown));
+	m.chown.uid = uid;
+	m.chown.gid = gid;
+	m.chown.count = count;
+	for (int i = 0; i < nfd; i++)
+		own[i] = dup(fds[i]);
+	priv_handle(&rules, &m, sizeof(m.chown), own, nfd, &rep, &r);
+	return rep.err;
 }
 
 static void
@@ -656,6 +676,32 @@ case_fchown(void)
 	CHECK(chown_to(dup(fd), NOBODY, NOGRP) == 0, "a member");
 	CHECK(fstat(fd, &st) == 0 && st.st_uid == NOBODY && st.st_gid == NOGRP);
 	close(fd);
+
+	/* Several in one message (a job's work directory, context file and
+	 * process directory): each checked, the first refused ending it. */
+	char d1[PATH_MAX], f2[PATH_MAX], d3[PATH_MAX];
+	snprintf(d1, sizeof(d1), "%s/work", tmp);
+	snprintf(f2, sizeof(f2), "%s/ctx", tmp);
+	snprintf(d3, sizeof(d3), "%s/main", tmp);
+	CHECK(mkdir(d1, 0750) == 0 && mkdir(d3, 0750) == 0);
+	int three[3] = { open(d1, O_PATH | O_DIRECTORY), open(f2, O_WRONLY | O_CREAT, 0600),
+		open(d3, O_PATH | O_DIRECTORY) };
+	CHECK(three[0] >= 0 && three[1] >= 0 && three[2] >= 0);
+	CHECK(chown_n(three, 2, 3, NOBODY, NOGRP) == EINVAL, "two attached, three declared");
+	CHECK(chown_n(three, 3, 4, NOBODY, NOGRP) == EINVAL, "four declared");
+	CHECK(chown_n(three, 1, 0, NOBODY, NOGRP) == EINVAL, "none declared");
+	CHECK(fstat(three[0], &st) == 0 && st.st_uid == 0, "given on a malformed message");
+	pfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	int bad3[3] = { three[0], pfd, three[2] };
+	CHECK(chown_n(bad3, 3, 3, NOBODY, NOGRP) == EPERM, "a FIFO among three");
+	CHECK(fstat(three[2], &st) == 0 && st.st_uid == 0, "the one after a refused one given");
+	CHECK(chown_n(three, 3, 3, NOBODY, NOGRP) == 0, "three of a member's");
+	for (int i = 0; i < 3; i++) {
+		CHECK(fstat(three[i], &st) == 0 && st.st_uid == NOBODY && st.st_gid == NOGRP,
+		    "descriptor %d not given", i + 1);
+		close(three[i]);
+	}
+	close(pfd);
 }
 
 /* Slurm's commands in a directory of their own ([slurm] bin_dir): a

@@ -3,7 +3,7 @@
 # (pipelined(8) SECURITY) a member's file servers are kept idle between
 # its jobs and reused, not forked by the parent once a job: a member's
 # 20-job chain costs the parent a handful of forks (strace counts them),
-# not one a job. The idle ones are the member's alone, a few at most, and
+# not one a job, and one message a job. The idle ones are the member's alone, a few at most, and
 # end some seconds after the last job; one that died while idle is
 # never handed out (the next job's artifact is still read); another
 # user's job, right after the member's, gets a server of its own (its
@@ -36,7 +36,7 @@ servers() { pgrep -P "$PL_PID" -u "${1:-$nob}" -x pipelined | grep -vx "$D" | wc
 	done
 } > specs/chain.ini
 chmod 0644 specs/chain.ini
-strace -qq -e trace=clone,clone3,fork,vfork -p "$PL_PID" -o "$TEST_TMP/forks" 2>/dev/null &
+strace -qq -e trace=clone,clone3,fork,vfork,recvmsg -p "$PL_PID" -o "$TEST_TMP/forks" 2>/dev/null &
 ST=$!
 for _ in $(seq 50); do grep -q TracerPid:.*[1-9] "/proc/$PL_PID/status" && break; sleep 0.1; done
 as_member "$PIPELINECTL" -f "$PL_CONF" submit specs/chain.ini >/dev/null || fail "the member could not submit"
@@ -47,6 +47,11 @@ n=$(pctl artifacts chain 2>/dev/null | grep -c "$O/a" || true)
 [ "$n" = 20 ] || { pctl artifacts chain; fail "chain: $n artifacts registered, wanted 20"; }
 note "the parent forked $forks times for the member's 20 jobs"
 [ "$forks" -le 6 ] || fail "the parent forked $forks times for 20 jobs: the file servers were not reused"
+# Its messages: one a job (the work and process directories given to the
+# member in one PRIV_FCHOWN), not two, and a few more (file servers).
+msgs=$(grep -c '^recvmsg(' "$TEST_TMP/forks" || true)
+note "the parent received $msgs messages for the member's 20 jobs"
+[ "$msgs" -le 26 ] || fail "the parent received $msgs messages for 20 jobs: more than one a job"
 
 # Idle: nobody's, a few at most; then ended.
 idle=$(servers)
@@ -73,8 +78,10 @@ kill -HUP "$PL_PID"
 for _ in $(seq 30); do [ "$(servers plfsother)$(servers)" = 00 ] && break; sleep 0.1; done
 [ "$(servers plfsother)$(servers)" = 00 ] || fail "idle file servers outlived a reload"
 
-# Past their time (10 s unused), the idle ones end.
-member_exec late true
+# Past their time (10 s unused), the idle ones end. (A job that reports
+# an artifact: a job's own events file needs no server, the daemon
+# holding the one it made.)
+member_exec late "echo z > $O/late; echo '{\"type\":\"artifact\",\"name\":\"a\",\"path\":\"$O/late\"}' >> \"\$PL_EVENTS\""
 wait_run late succeeded 30
 [ "$(servers)" -ge 1 ] || fail "no idle file server of nobody's after the reload"
 for _ in $(seq 150); do [ "$(servers)" = 0 ] && break; sleep 0.1; done
