@@ -611,6 +611,15 @@ conf_stage_path(const struct conf *c, char *buf, size_t len)
 		snprintf(buf, len, "%s/pipeline-stage", self_dir());
 }
 
+void
+conf_shim_path(const struct conf *c, char *buf, size_t len)
+{
+	if (c != NULL && c->shim[0] != '\0')
+		snprintf(buf, len, "%s", c->shim);
+	else
+		snprintf(buf, len, "%s/pipeline-shim", self_dir());
+}
+
 const char *
 conf_get(const struct conf *c, const char *section_key)
 {

@@ -262,8 +262,10 @@ int64_t	conf_number(const struct conf *c, const char *section_key, int64_t def);
 #define CONF_EVENTS_MAX_SIZE	(16ll << 20)
 #define CONF_ARTIFACT_MAX_SIZE	(256ll << 30)
 /* pipeline-stage, which runs stages as their run's owner: beside the
- * shim (both are the daemon's helpers). */
+ * shim (both are the daemon's helpers). conf_shim_path: the shim, the
+ * configuration's (c may be NULL), else the one beside this program. */
 void	conf_stage_path(const struct conf *c, char *buf, size_t len);
+void	conf_shim_path(const struct conf *c, char *buf, size_t len);
 int	conf_line(const struct conf *c, const char *section_key);  /* 0: a default */
 /* A reload: keep in nc the running values (old's) of the keys that need a
  * restart, naming in changed those whose value changed; their count. */

@@ -395,6 +395,14 @@ int	job_chown_flush(pl_job *j, int fd);
  * its events until it ends. */
 int	host_spawn(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
 int	host_spawn_shim(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out);
+/* job.c: a process's ending as the stage sees it, out filled (a batch
+ * system's class first in its error), and the result code: PL_ELOST,
+ * the spawn's own timeout (own_deadline, monotonic; 0: none) or the
+ * job's cancel once it was stopped (term_at, not 0), else PL_OK. The
+ * daemon's spawn and a stage process's batch spawn (stagectx.c) end
+ * alike. */
+int	job_proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
+	    double own_deadline, double term_at, struct pl_exit *out);
 /* job.c, for host.c and host_spawn.c: host->log() (into the job log,
  * and the daemon's for warnings), host->cancelled() (cancelled or past
  * its deadline), an event printed by hand (pipelinectl stage; takes d). */

@@ -668,12 +668,8 @@ shim_argv(pl_job *j, const struct pl_spawn *spec, const struct proc *p, const ch
 	int na = 0;
 	while (spec->argv[na])
 		na++;
-	const char *shim = j->conf ? j->conf->shim : NULL;
-	char shimbuf[PATH_MAX];
-	if (shim == NULL) {
-		snprintf(shimbuf, sizeof(shimbuf), "%s/pipeline-shim", self_dir());
-		shim = shimbuf;
-	}
+	char shim[PATH_MAX];
+	conf_shim_path(j->conf, shim, sizeof(shim));
 	char **argv = xcalloc((size_t)na + 16, sizeof(char *));
 	int k = 0;
 	argv[k++] = xstrdup(shim);
@@ -939,34 +935,6 @@ proc_end(pl_job *j, struct proc *p, struct evreader *r)
 	r->fd = -1;
 }
 
-/* The ending as the stage sees it: out filled, and the result code. */
-static int
-proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
-    const struct proc_stop *st, struct pl_exit *out)
-{
-	if (p->end_class[0]) {
-		/* A batch system's verdict (timeout, oom, preempted, node_fail,
-		 * cancelled) is what operators need to see first. */
-		char e[sizeof(out->error)];
-		snprintf(e, sizeof(e), "%s: %s%s%s", p->ex->name, p->end_class,
-		    out->error[0] ? "; " : "", out->error);
-		snprintf(out->error, sizeof(out->error), "%s", e);
-		job_logf(j, "%s ended as %s", spec->name, p->end_class);
-	}
-	out->exited = p->exited;
-	out->status = p->status;
-	out->signal = p->sig;
-	if (p->state == PROC_LOST) {
-		job_log(j, PL_LOG_ERROR, "%s: the process vanished without an exit record (%s)",
-		    spec->name, p->reason[0] ? p->reason : "shim gone");
-		return PL_ELOST;
-	}
-	if (st->own_deadline > 0 && plc_mono_secs() > st->own_deadline && st->term_at > 0)
-		return PL_ETIMEDOUT;
-	if (job_cancelled(j) && st->term_at > 0)
-		return j->timed_out ? PL_ETIMEDOUT : PL_ECANCELED;
-	return PL_OK;
-}
 
 /* The process's row found or written, the process re-adopted or
  * started, waited for with its events read, its ending recorded and
@@ -1023,7 +991,7 @@ host_spawn_shim(pl_job *j, const struct pl_spawn *spec, struct pl_exit *out)
 	j->cur = NULL;
 	pthread_mutex_unlock(&j->lock);
 	proc_end(j, &p, &r);
-	rc = proc_result(j, spec, &p, &st, out);
+	rc = job_proc_result(j, spec, &p, st.own_deadline, st.term_at, out);
 	out->seconds = plc_mono_secs() - t0;
 	if (r.unpublished > 0)
 		job_logf(j, "events: %lld line%s of %s not stored or published (types a job "

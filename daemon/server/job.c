@@ -95,6 +95,34 @@ job_chown_flush(pl_job *j, int fd)
 	return rc;
 }
 
+int
+job_proc_result(pl_job *j, const struct pl_spawn *spec, const struct proc *p,
+    double own_deadline, double term_at, struct pl_exit *out)
+{
+	if (p->end_class[0]) {
+		/* A batch system's verdict (timeout, oom, preempted, node_fail,
+		 * cancelled) is what operators need to see first. */
+		char e[sizeof(out->error)];
+		snprintf(e, sizeof(e), "%s: %s%s%s", p->ex->name, p->end_class,
+		    out->error[0] ? "; " : "", out->error);
+		snprintf(out->error, sizeof(out->error), "%s", e);
+		job_logf(j, "%s ended as %s", spec->name, p->end_class);
+	}
+	out->exited = p->exited;
+	out->status = p->status;
+	out->signal = p->sig;
+	if (p->state == PROC_LOST) {
+		job_log(j, PL_LOG_ERROR, "%s: the process vanished without an exit record (%s)",
+		    spec->name, p->reason[0] ? p->reason : "shim gone");
+		return PL_ELOST;
+	}
+	if (own_deadline > 0 && plc_mono_secs() > own_deadline && term_at > 0)
+		return PL_ETIMEDOUT;
+	if (job_cancelled(j) && term_at > 0)
+		return j->timed_out ? PL_ETIMEDOUT : PL_ECANCELED;
+	return PL_OK;
+}
+
 void
 job_free(struct pl_job *j)
 {

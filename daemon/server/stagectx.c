@@ -398,12 +398,13 @@ batch_orphans(pl_job *j, const struct pl_spawn *spec, const char *pdir)
 		*slash = '\0';
 	}
 	for (int k = 1; k < j->attempt; k++) {
-		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.ended", root, k,
-		    STAGE_PROC_NAME, spec->name);
+		char rec[PATH_MAX];
+		snprintf(rec, sizeof(rec), "%s/attempt-%d/%s/.shim/%s", root, k, STAGE_PROC_NAME,
+		    spec->name);
+		snprintf(f, sizeof(f), "%s/slurm.ended", rec);
 		if (access(f, F_OK) == 0)
 			continue;
-		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.jobid", root, k,
-		    STAGE_PROC_NAME, spec->name);
+		snprintf(f, sizeof(f), "%s/slurm.jobid", rec);
 		char *id = plc_read_file(f, NULL, 128);
 		if (id == NULL)
 			continue;
@@ -411,8 +412,7 @@ batch_orphans(pl_job *j, const struct pl_spawn *spec, const char *pdir)
 		if (id[0] != '\0' && slurm_cancel(id, 0, err, sizeof(err)) == 0)
 			job_logf(j, "cancelled Slurm job %s, %s of attempt %d, left by its stage "
 			    "process", id, spec->name, k);
-		snprintf(f, sizeof(f), "%s/attempt-%d/%s/.shim/%s/slurm.ended", root, k,
-		    STAGE_PROC_NAME, spec->name);
+		snprintf(f, sizeof(f), "%s/slurm.ended", rec);
 		char text[160];
 		snprintf(text, sizeof(text), "%s cancelled\n", id);
 		plc_write_file_atomic(f, text, strlen(text), 0640);
@@ -485,10 +485,7 @@ batch_spawn(pl_job *j, const struct pl_spawn *spec, struct relay *r, const char 
 	snprintf(p.log, sizeof(p.log), "%s/job.log", dir);
 	off_t logoff = 0;
 	char shim[PATH_MAX];
-	if (j->conf != NULL && j->conf->shim[0] != '\0')
-		snprintf(shim, sizeof(shim), "%s", j->conf->shim);
-	else
-		snprintf(shim, sizeof(shim), "%s/pipeline-shim", self_dir());
+	conf_shim_path(j->conf, shim, sizeof(shim));
 	int na = 0;
 	while (spec->argv[na])
 		na++;
@@ -561,28 +558,9 @@ batch_spawn(pl_job *j, const struct pl_spawn *spec, struct relay *r, const char 
 	relay_read(r);
 	log_relay(p.log, &logoff);
 	p.ex->release(&p);
-	if (p.end_class[0]) {
-		char e[sizeof(out->error)];
-		snprintf(e, sizeof(e), "%s: %s%s%s", p.ex->name, p.end_class,
-		    out->error[0] ? "; " : "", out->error);
-		snprintf(out->error, sizeof(out->error), "%s", e);
-		job_logf(j, "%s ended as %s", spec->name, p.end_class);
-	}
-	out->exited = p.exited;
-	out->status = p.status;
-	out->signal = p.sig;
 	out->adopted = 0;
 	out->seconds = plc_mono_secs() - t0;
-	if (p.state == PROC_LOST) {
-		job_log(j, PL_LOG_ERROR, "%s: the process vanished without an exit record (%s)",
-		    spec->name, p.reason[0] ? p.reason : "no record");
-		return PL_ELOST;
-	}
-	if (own > 0 && term_at > 0 && plc_mono_secs() > own)
-		return PL_ETIMEDOUT;
-	if (job_cancelled(j) && term_at > 0)
-		return PL_ECANCELED;
-	return PL_OK;
+	return job_proc_result(j, spec, &p, own, term_at, out);
 }
 
 /* host->spawn() in a stage process: the program started directly (the
