@@ -119,6 +119,13 @@
 # 1.020x the passes alone), 0.885x the one-by-one runs' sum.  Winner
 # lora_r=32 in the sweep and in both passes, the same accuracies per
 # variant (20.63% fair, McNemar p 0.0129, Holm-corrected 0.0388).
+# At the demo's 30 steps (2026-12-07 09:28-10:12, 06af3de, alone, load
+# median 1.9-2.2): the sweep 751.4 s against a target of 756.5 s (773.7 s
+# before, 739.3 s after), 0.993x (met; 0.971x and 1.016x the passes
+# alone), 0.933x the one-by-one runs' sum; the trainings 349, 349, 351
+# CPU s before, 341, 326, 344 in the sweep, 328, 324, 339 after.  Winner
+# lora_r=32 in the sweep and in both passes (33.33% fair against 31.75%
+# for r8 and r16, McNemar p 4.01e-05, Holm-corrected 0.00012).
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export TOP
