@@ -91,12 +91,19 @@ def report(out, pattern):
             100.0 * d[4] / tot, 100.0 * d[7] / tot)
 
     def used(samples, t0, t1):
-        # CPU seconds a process used between t0 and t1, from its samples
+        # CPU seconds a process used between t0 and t1, from its samples:
+        # one first seen inside counts from its first sample (what it used
+        # before that, at most one interval's, is not counted).
         before = [s[1] for s in samples if s[0] <= t0]
         inside = [s[1] for s in samples if t0 < s[0] <= t1]
         if not inside:
             return 0.0
-        return inside[-1] - (before[-1] if before else samples[0][1] if samples[0][0] > t0 else 0.0)
+        return inside[-1] - (before[-1] if before else samples[0][1])
+
+    def label(comm, cmd):
+        # A Python program by its script's name, anything else by comm.
+        words = cmd.split()
+        return words[1].rsplit("/", 1)[-1] if "python" in comm and len(words) > 1 else comm
 
     found = 0
     for key, (comm, cmd) in sorted(cmds.items(), key=lambda kv: procs.get(kv[0], [(0,)])[0][0]):
@@ -116,8 +123,7 @@ def report(out, pattern):
                 continue
             u = used(ss, t0, t1)
             if u > 0:
-                c = cmds.get(k, ("?", ""))
-                name = c[0] if "python" not in c[0] else c[1].split()[1].rsplit("/", 1)[-1] if len(c[1].split()) > 1 else c[0]
+                name = label(*cmds.get(k, ("?", "")))
                 beside[name] = beside.get(name, 0.0) + u
         top = sorted(beside.items(), key=lambda kv: -kv[1])[:5]
         print("  beside it: %s" % (", ".join("%s %.1f s" % kv for kv in top) or "nothing"))

@@ -244,14 +244,14 @@ print()
 # runs' trainings and bakes plus its first run's shared part).
 targets, sums = [], []
 for p in passes:
-    tb = 0.0
+    tb, shared = 0.0, None
     for n in p:
         js = jobs(n)
         sw = sum(secs(j) for j in js if j["stage"] in SWEPT)
         sh = sum(secs(j) for j in js if j["stage"] in SHARED)
         tb += sw
+        shared = sh if shared is None else shared
         print("%-24s trainings and bakes %8.1f s, shared part %7.1f s" % (n, sw, sh))
-    shared = sum(secs(j) for j in jobs(p[0]) if j["stage"] in SHARED)
     targets.append(tb + shared)
     sums.append(sum(wall[n] for n in p))
     print("  target: %.1f s (the %d trainings and bakes) + %.1f s (one shared part, %s's) = %.1f s; "
@@ -317,8 +317,8 @@ PY
 rc=$?
 # Each training, in the order they ran (with the default order the
 # first pass's three, the sweep's, the second pass's), and each Ollama
-# runner (llama-server): CPU seconds against wall,
-# threads, and what ran beside it.
+# runner (llama-server): CPU seconds against wall, threads, and what ran
+# beside it.
 echo
 echo "trainings, as sampled (procstat.py):"
 /usr/bin/python3 "$TOP/tests/bench/procstat.py" report procs.txt train.py
